@@ -1,0 +1,2 @@
+//! The on-board recorder.
+#![no_std]

@@ -1,0 +1,2 @@
+//! The agent-collector wire format.
+#![no_std]
