@@ -1,2 +1,36 @@
-//! The agent-collector wire format.
+//! The agent↔collector wire format: COBS-framed, CRC-checked frames carrying a session's hello, its
+//! dictionary of producers and event types, batches of compact event records, loss reports and heartbeats.
+//!
+//! Start here: [`encode::FrameEncoder`] and [`encode::RecordEncoder`] (the `no_std`, allocation-free
+//! encoder used by the agent), [`dict`] (the built-in KPTrace-like dictionary), and, behind feature
+//! `decode`, [`decode::StreamDecoder`] (the nom streaming decoder used by the collector).
+//!
+//! `SPEC.md` beside this crate describes every byte.
 #![no_std]
+#![warn(missing_docs)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod dict;
+pub mod encode;
+pub mod frame;
+pub mod varint;
+
+#[cfg(feature = "decode")]
+pub mod decode;
+
+/// The version of the wire format this crate writes. Carried in band, in the `Hello` frame.
+pub const WIRE_VERSION: u16 = 1;
+
+/// The CRC appended to every frame: CRC-32C (Castagnoli), little-endian, over the kind byte and body.
+pub const FRAME_CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// The largest decoded frame (kind + body + CRC) a decoder must accept. Larger frames are dropped.
+pub const MAX_FRAME_LEN: usize = 1 << 20;
+
+/// The most parameters an event type may declare.
+pub const MAX_PARAMS: usize = 8;
+
+/// The longest name (producer, event type, parameter) in bytes.
+pub const MAX_NAME_LEN: usize = 64;
