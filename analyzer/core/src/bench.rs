@@ -1,0 +1,156 @@
+//! The benchmark workloads of the aggregation engine, as library functions so that both the
+//! criterion benches and `socscope bench aggregate` run the very same thing.
+
+use std::time::{Duration, Instant};
+
+use crate::ocelotl::{
+    MicroscopicModel, ProducerHierarchy, SpatiotemporalAggregation, TemporalAggregation,
+};
+
+/// splitmix64: a few lines of deterministic noise, so synthetic models are identical across
+/// runs and machines without a random-number dependency.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A state-duration-like model: every (slice, producer) splits a 1000-unit slice among the
+/// types, with three phases over time, a perturbation on a block of producers and slices, and
+/// 5 % noise — the structure that makes the aggregation find a handful of partitions.
+pub fn synthetic_model(
+    slices: usize,
+    producers: usize,
+    types: usize,
+    seed: u64,
+) -> MicroscopicModel {
+    let mut noise = Noise(seed);
+    let mut values = Vec::with_capacity(slices * producers * types);
+    let mut weights = vec![0.0; types];
+    for t in 0..slices {
+        let phase = 3 * t / slices.max(1);
+        for s in 0..producers {
+            let perturbed = (2 * slices / 5..2 * slices / 5 + slices / 20 + 1).contains(&t)
+                && (producers / 4..producers / 4 + producers / 8 + 1).contains(&s);
+            let dominant = if perturbed {
+                types - 1
+            } else {
+                (phase + s % 2) % types
+            };
+            for (u, w) in weights.iter_mut().enumerate() {
+                let base = if u == dominant { 6.0 } else { 1.0 };
+                *w = base * (0.95 + 0.1 * noise.next());
+            }
+            let total: f64 = weights.iter().sum();
+            values.extend(weights.iter().map(|w| 1000.0 * w / total));
+        }
+    }
+    MicroscopicModel::new(slices, producers, types, values)
+        .expect("the generator fills every cell")
+        .with_slice_duration(1000.0)
+}
+
+/// [`synthetic_model`] over a complete hierarchy with the given fan-out per level.
+pub fn synthetic_hierarchical_model(
+    slices: usize,
+    fan_out: &[usize],
+    types: usize,
+    seed: u64,
+) -> MicroscopicModel {
+    let hierarchy = ProducerHierarchy::balanced(fan_out);
+    let producers = hierarchy.leaf_count(hierarchy.root());
+    synthetic_model(slices, producers, types, seed)
+        .with_hierarchy(hierarchy)
+        .expect("a balanced hierarchy has one leaf per producer")
+}
+
+/// Wall times of one run of a workload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BenchRun {
+    pub qualities: Duration,
+    /// The full bisection, which yields the partition of every listed p.
+    pub bisection: Duration,
+    /// Recomputing the partition of every listed p from scratch, as the original must.
+    pub partitions: Duration,
+    pub significant_ps: usize,
+}
+
+impl BenchRun {
+    pub fn total(&self) -> Duration {
+        self.qualities + self.bisection + self.partitions
+    }
+}
+
+/// Temporal qualities + full bisection + every listed partition on a synthetic model.
+pub fn temporal(slices: usize, producers: usize, types: usize) -> BenchRun {
+    let model = synthetic_model(slices, producers, types, 1);
+    let started = Instant::now();
+    let agg = TemporalAggregation::new(&model, false);
+    let qualities = started.elapsed();
+    let started = Instant::now();
+    let list = agg.significant_ps(crate::ocelotl::DEFAULT_THRESHOLD);
+    let bisection = started.elapsed();
+    let started = Instant::now();
+    for e in list.entries() {
+        std::hint::black_box(agg.best_partition(f64::from(e.p)));
+    }
+    BenchRun {
+        qualities,
+        bisection,
+        partitions: started.elapsed(),
+        significant_ps: list.len(),
+    }
+}
+
+/// Spatiotemporal qualities + full bisection + every listed partition on a synthetic model
+/// over a complete hierarchy (`[4, 4, 4]`: 85 nodes).
+pub fn spatiotemporal(slices: usize, fan_out: &[usize], types: usize) -> BenchRun {
+    let model = synthetic_hierarchical_model(slices, fan_out, types, 2);
+    let hierarchy = model.hierarchy().expect("built with a hierarchy");
+    let started = Instant::now();
+    let agg = SpatiotemporalAggregation::new(&model, hierarchy);
+    let qualities = started.elapsed();
+    let started = Instant::now();
+    let list = agg.significant_ps(crate::ocelotl::DEFAULT_THRESHOLD);
+    let bisection = started.elapsed();
+    let started = Instant::now();
+    for e in list.entries() {
+        std::hint::black_box(agg.best_partition(f64::from(e.p)));
+    }
+    BenchRun {
+        qualities,
+        bisection,
+        partitions: started.elapsed(),
+        significant_ps: list.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_slices_sum_to_the_slice_duration() {
+        let m = synthetic_model(10, 8, 3, 7);
+        for t in 0..10 {
+            for s in 0..8 {
+                let sum: f64 = (0..3).map(|u| m.value(t, s, u)).sum();
+                assert!((sum - 1000.0).abs() < 1e-9);
+            }
+        }
+        assert_eq!(m, synthetic_model(10, 8, 3, 7));
+    }
+
+    #[test]
+    fn tiny_workloads_run() {
+        assert!(temporal(20, 4, 2).significant_ps >= 2);
+        assert!(spatiotemporal(8, &[2, 2], 2).significant_ps >= 1);
+    }
+}

@@ -1,0 +1,10 @@
+//! Everything the views compute, with no GUI: the Ocelotl aggregation engine (temporal and
+//! spatiotemporal, bit-exact with the original lpaggreg library) and what the views derive from it.
+//!
+//! Start here: [`ocelotl::MicroscopicModel`] (the slices × producers × types input),
+//! [`ocelotl::TemporalAggregation`] and [`ocelotl::SpatiotemporalAggregation`] (qualities, best
+//! partition for a p, list of significant p), and [`ocelotl::run_model_file`], the whole engine
+//! behind `socscope aggregate`.
+
+pub mod bench;
+pub mod ocelotl;

@@ -1,0 +1,34 @@
+//! Ocelotl's data aggregation (Dosimont et al., RR-8524 and "Ocelotl: large trace overviews"):
+//! partitions of a microscopic model that trade information loss against data reduction,
+//! controlled by a parameter p in [0, 1].
+//!
+//! The arithmetic follows lpaggreg `c652bfe` (the library Ocelotl links) operation by
+//! operation, including its tie rules and its use of C floats for p, because the point of the
+//! list of significant p is to reproduce what the original tool shows: rounding residues of
+//! ±1e-15 decide some partitions, and reassociating a sum would change them.
+
+mod complexity;
+mod dichotomy;
+mod model;
+mod report;
+mod spatiotemporal;
+mod temporal;
+mod view;
+
+pub use dichotomy::{InitialP, PEntry, PList, Quality};
+pub use model::{MicroscopicModel, ModelError, ModelFile, ProducerHierarchy};
+pub use report::{
+    AggregationMode, AggregationReport, NodeParts, PartitionEntry, RunOptions, SpatiotemporalEntry,
+    TemporalEntry, run_model, run_model_file,
+};
+pub use spatiotemporal::{
+    Area, SpatiotemporalAggregation, SpatiotemporalPartition, SpatiotemporalQualities,
+};
+pub use temporal::{TemporalAggregation, TemporalPartition, TemporalQualities};
+pub use view::{
+    AreaMode, DrawnArea, DrawnKind, StackedPart, StackedProportions, spatiotemporal_modes,
+    stacked_proportions, visual_aggregation,
+};
+
+/// The bisection threshold Ocelotl uses by default.
+pub const DEFAULT_THRESHOLD: f32 = 0.001;

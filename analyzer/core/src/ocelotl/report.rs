@@ -1,0 +1,202 @@
+//! The whole `socscope aggregate` computation: load a model, aggregate it, and describe the
+//! p list and the requested partitions with the reference vectors' field names.
+
+use std::path::Path;
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use super::dichotomy::Quality;
+use super::model::{ModelError, ModelFile};
+use super::spatiotemporal::{Area, SpatiotemporalAggregation, SpatiotemporalPartition};
+use super::temporal::{TemporalAggregation, TemporalPartition};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AggregationMode {
+    Temporal,
+    Spatiotemporal,
+}
+
+/// What to compute for a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOptions {
+    pub mode: AggregationMode,
+    /// Ocelotl's "Normalize" setting; the spatiotemporal aggregation ignores it, as the
+    /// original does (the report then says `normalized: false`).
+    pub normalize: bool,
+    /// The p values to report partitions for (`at_p`).
+    pub ps: Vec<f64>,
+    /// Overrides the model file's bisection threshold.
+    pub threshold: Option<f32>,
+}
+
+/// Per node, the part id of every slice (-1 where split into children); serialised as the
+/// vectors' `{"<node id>": [...]}` object, in node order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeParts(pub Vec<Vec<i32>>);
+
+impl Serialize for NodeParts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (node, parts) in self.0.iter().enumerate() {
+            map.serialize_entry(&node.to_string(), parts)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TemporalEntry {
+    pub p: f64,
+    /// The p lpaggreg really used (`at_p` only): the float nearest to the requested one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_used: Option<f64>,
+    pub gain: f64,
+    pub loss: f64,
+    pub n_parts: usize,
+    pub ranges: Vec<[usize; 2]>,
+    pub parts: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpatiotemporalEntry {
+    pub p: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_used: Option<f64>,
+    pub gain: f64,
+    pub loss: f64,
+    pub node_parts: NodeParts,
+    /// `[node, start, end]`, sorted by (start, node).
+    pub aggregates: Vec<[usize; 3]>,
+    pub aggregates_canonical: Vec<[usize; 3]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PartitionEntry {
+    Temporal(TemporalEntry),
+    Spatiotemporal(SpatiotemporalEntry),
+}
+
+/// What `socscope aggregate --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AggregationReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub mode: AggregationMode,
+    pub normalized: bool,
+    pub threshold: f64,
+    /// Quality of aggregating everything into one part.
+    pub whole_gain: f64,
+    pub whole_loss: f64,
+    /// The significant p values, increasing, each with its partition.
+    pub dichotomy: Vec<PartitionEntry>,
+    /// The p Ocelotl would show first.
+    pub ocelotl_default_p: f64,
+    pub at_p: Vec<PartitionEntry>,
+}
+
+fn temporal_entry(p: f64, p_used: Option<f64>, part: &TemporalPartition) -> PartitionEntry {
+    let q = part.quality();
+    PartitionEntry::Temporal(TemporalEntry {
+        p,
+        p_used,
+        gain: q.gain,
+        loss: q.loss,
+        n_parts: part.n_parts(),
+        ranges: part.ranges().iter().map(|&(s, e)| [s, e]).collect(),
+        parts: part.parts(),
+    })
+}
+
+fn spatiotemporal_entry(
+    p: f64,
+    p_used: Option<f64>,
+    part: &SpatiotemporalPartition,
+) -> PartitionEntry {
+    let q = part.quality();
+    let triples = |areas: &[Area]| areas.iter().map(|a| [a.node, a.start, a.end]).collect();
+    PartitionEntry::Spatiotemporal(SpatiotemporalEntry {
+        p,
+        p_used,
+        gain: q.gain,
+        loss: q.loss,
+        node_parts: NodeParts(part.node_parts().to_vec()),
+        aggregates: triples(part.aggregates()),
+        aggregates_canonical: triples(part.canonical_aggregates()),
+    })
+}
+
+/// Loads a model file (reference-vector input format) and runs [`run_model`] on it.
+pub fn run_model_file(path: &Path, options: &RunOptions) -> Result<AggregationReport, ModelError> {
+    let file = ModelFile::load(path)?;
+    run_model(&file, options).map_err(|e| match e {
+        ModelError::MissingHierarchy { .. } => ModelError::MissingHierarchy {
+            origin: path.display().to_string(),
+        },
+        other => other,
+    })
+}
+
+/// Aggregates a loaded model: qualities, the full bisection with its partitions, Ocelotl's
+/// default p, and the partition at every requested p.
+pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationReport, ModelError> {
+    if let Some(&p) = options.ps.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+        return Err(ModelError::BadP { p });
+    }
+    let threshold = options.threshold.unwrap_or(file.threshold);
+    let model = &file.model;
+    let (normalized, whole, dichotomy, default_p, at_p) = match options.mode {
+        AggregationMode::Temporal => {
+            let agg = TemporalAggregation::new(model, options.normalize);
+            let list = agg.significant_ps(threshold);
+            let dichotomy = list
+                .entries()
+                .iter()
+                .map(|e| temporal_entry(f64::from(e.p), None, &e.partition))
+                .collect();
+            let at_p = options
+                .ps
+                .iter()
+                .map(|&p| temporal_entry(p, Some(f64::from(p as f32)), &agg.best_partition(p)))
+                .collect();
+            let whole = agg.qualities().quality(0, model.slices() - 1);
+            (options.normalize, whole, dichotomy, list.default_p(), at_p)
+        }
+        AggregationMode::Spatiotemporal => {
+            let hierarchy = model
+                .hierarchy()
+                .ok_or_else(|| ModelError::MissingHierarchy {
+                    origin: model.name().unwrap_or("model").to_owned(),
+                })?;
+            let agg = SpatiotemporalAggregation::new(model, hierarchy);
+            let list = agg.significant_ps(threshold);
+            let dichotomy = list
+                .entries()
+                .iter()
+                .map(|e| spatiotemporal_entry(f64::from(e.p), None, &e.partition))
+                .collect();
+            let at_p = options
+                .ps
+                .iter()
+                .map(|&p| spatiotemporal_entry(p, Some(p), &agg.best_partition(p)))
+                .collect();
+            let whole: Quality = agg
+                .qualities()
+                .quality(hierarchy.root(), 0, model.slices() - 1);
+            (false, whole, dichotomy, list.default_p(), at_p)
+        }
+    };
+    Ok(AggregationReport {
+        name: model.name().map(str::to_owned),
+        mode: options.mode,
+        normalized,
+        threshold: f64::from(threshold),
+        whole_gain: whole.gain,
+        whole_loss: whole.loss,
+        dichotomy,
+        ocelotl_default_p: default_p,
+        at_p,
+    })
+}
