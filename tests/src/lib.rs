@@ -1,0 +1,53 @@
+//! End-to-end tests across crates: sim → TCP/serial → collector → trace.db → analysis, fault injection, and
+//! the executable form of the dependency rules of ARCHITECTURE.md.
+//!
+//! Start here: `tests/dependency_rules.rs`, and [`cargo_tree`] which it uses.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// The set of crate names `package` depends on (normal dependencies, transitively), as `cargo tree` sees
+/// them with the given extra arguments (features, target).
+pub fn cargo_tree(package: &str, extra: &[&str]) -> Result<BTreeSet<String>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args([
+            "tree", "-q", "-p", package, "-e", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .args(extra)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo tree -p {package} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// The names of the workspace's packages.
+pub fn workspace_packages() -> Result<BTreeSet<String>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata output: {e}"))?;
+    Ok(meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect())
+}
