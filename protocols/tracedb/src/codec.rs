@@ -1,0 +1,656 @@
+//! The event chunk encoding: columns of varints, then zstd (byte layout in `SCHEMA.md`).
+
+use crate::model::{
+    Cpu, Event, EventCategory, EventKind, ParamValue, ProducerId, Timestamp, TypeId,
+};
+
+/// Version byte at the start of every chunk blob.
+pub const CHUNK_FORMAT: u8 = 1;
+
+/// A chunk never holds more events than this (event ids reserve 12 bits for the index).
+pub const MAX_CHUNK_EVENTS: usize = 4096;
+
+/// Largest decompressed body a reader accepts (guards against garbage lengths).
+const MAX_BODY_BYTES: u64 = 256 << 20;
+
+/// Parameter value tags inside the params column.
+const TAG_SIGNED: u8 = 0;
+const TAG_UNSIGNED: u8 = 1;
+const TAG_FLOAT: u8 = 2;
+const TAG_STRING: u8 = 3;
+const TAG_ADDRESS: u8 = 4;
+
+/// Number of state/link duration classes per CPU (see [`stream_id`]).
+pub const DURATION_CLASSES: u32 = 5;
+
+/// Duration class of a state or link: long states go to their own streams so that a query
+/// near a time `t` only has to look back a bounded span in each stream.
+pub fn duration_class(duration: i64) -> u32 {
+    let d = duration.max(0) as u64;
+    match d {
+        0..0x1_0000 => 0,                // < 65 µs
+        0x1_0000..0x40_0000 => 1,        // < 4.2 ms
+        0x40_0000..0x1000_0000 => 2,     // < 268 ms
+        0x1000_0000..0x4_0000_0000 => 3, // < 17 s
+        _ => 4,
+    }
+}
+
+/// The stream of an event: `category << 24 | class << 16 | cpu` (cpu `0xFFFF` = none).
+pub fn stream_id(category: EventCategory, class: u32, cpu: Option<Cpu>) -> i64 {
+    (i64::from(category.code()) << 24) | (i64::from(class) << 16) | i64::from(cpu.unwrap_or(0xFFFF))
+}
+
+/// Splits a stream id into category, class and CPU.
+pub fn split_stream(stream: i64) -> Option<(EventCategory, u32, Option<Cpu>)> {
+    let cat = EventCategory::from_code(u8::try_from((stream >> 24) & 0xFF).ok()?)?;
+    let class = ((stream >> 16) & 0xFF) as u32;
+    let cpu = (stream & 0xFFFF) as u16;
+    Some((cat, class, if cpu == 0xFFFF { None } else { Some(cpu) }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// varints
+
+#[inline]
+pub(crate) fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+pub(crate) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+pub(crate) fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A bounds-checked reader over a byte slice.
+pub(crate) struct ByteReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> ByteReader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    #[inline]
+    pub(crate) fn uvarint(&mut self) -> Result<u64, String> {
+        let mut v: u64 = 0;
+        let mut shift = 0u32;
+        loop {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(format!("varint runs past the end at byte {}", self.pos));
+            };
+            self.pos += 1;
+            if shift == 63 && b > 1 {
+                return Err(format!("varint overflows 64 bits at byte {}", self.pos));
+            }
+            v |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(format!("varint longer than 10 bytes at byte {}", self.pos));
+            }
+        }
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| format!("byte expected at {}", self.pos))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| format!("{n} bytes expected at {}", self.pos))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    /// A column: varint length then that many bytes.
+    pub(crate) fn column(&mut self) -> Result<ByteReader<'a>, String> {
+        let len = self.uvarint()?;
+        let len = usize::try_from(len).map_err(|_| "column length overflows".to_string())?;
+        Ok(ByteReader::new(self.bytes(len)?))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// parameters
+
+pub(crate) fn encode_params(out: &mut Vec<u8>, params: &[ParamValue]) {
+    put_uvarint(out, params.len() as u64);
+    for p in params {
+        match p {
+            ParamValue::Signed(v) => {
+                out.push(TAG_SIGNED);
+                put_uvarint(out, zigzag(*v));
+            }
+            ParamValue::Unsigned(v) => {
+                out.push(TAG_UNSIGNED);
+                put_uvarint(out, *v);
+            }
+            ParamValue::Float(v) => {
+                out.push(TAG_FLOAT);
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            ParamValue::String(s) => {
+                out.push(TAG_STRING);
+                put_uvarint(out, s.len() as u64);
+                out.extend_from_slice(s.as_bytes());
+            }
+            ParamValue::Address(v) => {
+                out.push(TAG_ADDRESS);
+                put_uvarint(out, *v);
+            }
+        }
+    }
+}
+
+/// Walks one event's parameter record, checking it; returns the values if `keep`.
+fn walk_params(
+    r: &mut ByteReader<'_>,
+    mut keep: Option<&mut Vec<ParamValue>>,
+) -> Result<(), String> {
+    let n = r.uvarint()?;
+    for _ in 0..n {
+        let tag = r.u8()?;
+        let v = match tag {
+            TAG_SIGNED => ParamValue::Signed(unzigzag(r.uvarint()?)),
+            TAG_UNSIGNED => ParamValue::Unsigned(r.uvarint()?),
+            TAG_FLOAT => {
+                let b = r.bytes(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                ParamValue::Float(f64::from_le_bytes(a))
+            }
+            TAG_STRING => {
+                let len = usize::try_from(r.uvarint()?).map_err(|_| "string too long")?;
+                let b = r.bytes(len)?;
+                let s = std::str::from_utf8(b).map_err(|e| format!("parameter string: {e}"))?;
+                ParamValue::String(s.to_string())
+            }
+            TAG_ADDRESS => ParamValue::Address(r.uvarint()?),
+            other => return Err(format!("unknown parameter tag {other}")),
+        };
+        if let Some(out) = keep.as_deref_mut() {
+            out.push(v);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// the writer side
+
+/// Column buffers of one stream, in arrival order; reused across chunks.
+#[derive(Debug, Default)]
+pub(crate) struct ColumnBuffer {
+    pub(crate) ts: Vec<i64>,
+    pub(crate) ty: Vec<u32>,
+    pub(crate) producer: Vec<u32>,
+    /// State/link end.
+    pub(crate) end: Vec<i64>,
+    /// State depth or link target.
+    pub(crate) aux: Vec<u32>,
+    pub(crate) value: Vec<f64>,
+    pub(crate) params: Vec<u8>,
+    pub(crate) param_off: Vec<u32>,
+}
+
+impl ColumnBuffer {
+    pub(crate) fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.ts.clear();
+        self.ty.clear();
+        self.producer.clear();
+        self.end.clear();
+        self.aux.clear();
+        self.value.clear();
+        self.params.clear();
+        self.param_off.clear();
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, e: &Event) {
+        self.ts.push(e.ts);
+        self.ty.push(e.type_id);
+        self.producer.push(e.producer);
+        match e.kind {
+            EventKind::Punctual => {}
+            EventKind::State { end, depth } => {
+                self.end.push(end);
+                self.aux.push(u32::from(depth));
+            }
+            EventKind::Link { end, target } => {
+                self.end.push(end);
+                self.aux.push(target);
+            }
+            EventKind::Variable { value } => self.value.push(value),
+        }
+        self.param_off.push(self.params.len() as u32);
+        encode_params(&mut self.params, &e.params);
+    }
+}
+
+/// Metadata of an encoded chunk (the `chunks` row without the blob).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChunkMeta {
+    pub(crate) t_min: Timestamp,
+    pub(crate) t_max: Timestamp,
+    pub(crate) end_max: Timestamp,
+    pub(crate) count: u32,
+    pub(crate) types: Vec<TypeId>,
+    pub(crate) producers: Vec<ProducerId>,
+}
+
+/// Scratch space reused by [`encode_chunk`].
+#[derive(Default)]
+pub(crate) struct EncodeScratch {
+    order: Vec<u32>,
+    body: Vec<u8>,
+    col: Vec<u8>,
+    pub(crate) set: Vec<u32>,
+}
+
+/// Encodes a buffer as a chunk blob (sorting by timestamp, stable) and reports its metadata.
+/// Calls `visit(ts, end, type, producer)` for each event in time order (for the summary).
+pub(crate) fn encode_chunk(
+    buf: &ColumnBuffer,
+    category: EventCategory,
+    cpu: Option<Cpu>,
+    scratch: &mut EncodeScratch,
+    compressor: &mut zstd::bulk::Compressor<'static>,
+    mut visit: impl FnMut(Timestamp, Timestamp, TypeId, ProducerId),
+) -> std::io::Result<(Vec<u8>, ChunkMeta)> {
+    let n = buf.len();
+    let order = &mut scratch.order;
+    order.clear();
+    order.extend(0..n as u32);
+    if !buf.ts.windows(2).all(|w| w[0] <= w[1]) {
+        order.sort_by_key(|&i| buf.ts[i as usize]);
+    }
+    let has_end = matches!(category, EventCategory::State | EventCategory::Link);
+    let body = &mut scratch.body;
+    body.clear();
+    put_uvarint(body, n as u64);
+    body.push(category.code());
+    put_uvarint(body, cpu.map_or(0, |c| u64::from(c) + 1));
+
+    let col = &mut scratch.col;
+    let flush = |body: &mut Vec<u8>, col: &mut Vec<u8>| {
+        put_uvarint(body, col.len() as u64);
+        body.extend_from_slice(col);
+        col.clear();
+    };
+
+    // timestamps
+    col.clear();
+    let mut prev = 0i64;
+    for (k, &i) in order.iter().enumerate() {
+        let t = buf.ts[i as usize];
+        if k == 0 {
+            put_uvarint(col, zigzag(t));
+        } else {
+            put_uvarint(col, t.wrapping_sub(prev) as u64);
+        }
+        prev = t;
+    }
+    flush(body, col);
+    for &i in order.iter() {
+        put_uvarint(col, u64::from(buf.ty[i as usize]));
+    }
+    flush(body, col);
+    for &i in order.iter() {
+        put_uvarint(col, u64::from(buf.producer[i as usize]));
+    }
+    flush(body, col);
+    let mut end_max = i64::MIN;
+    match category {
+        EventCategory::State | EventCategory::Link => {
+            for &i in order.iter() {
+                let i = i as usize;
+                put_uvarint(col, zigzag(buf.end[i].wrapping_sub(buf.ts[i])));
+            }
+            flush(body, col);
+            for &i in order.iter() {
+                put_uvarint(col, u64::from(buf.aux[i as usize]));
+            }
+            flush(body, col);
+        }
+        EventCategory::Variable => {
+            for &i in order.iter() {
+                col.extend_from_slice(&buf.value[i as usize].to_le_bytes());
+            }
+            flush(body, col);
+        }
+        EventCategory::Punctual => {}
+    }
+    for &i in order.iter() {
+        let i = i as usize;
+        let from = buf.param_off[i] as usize;
+        let to = buf
+            .param_off
+            .get(i + 1)
+            .map_or(buf.params.len(), |&o| o as usize);
+        col.extend_from_slice(&buf.params[from..to]);
+    }
+    flush(body, col);
+
+    for &i in order.iter() {
+        let i = i as usize;
+        let end = if has_end {
+            buf.end[i].max(buf.ts[i])
+        } else {
+            buf.ts[i]
+        };
+        end_max = end_max.max(end);
+        visit(buf.ts[i], end, buf.ty[i], buf.producer[i]);
+    }
+
+    let mut blob = Vec::with_capacity(body.len() / 3 + 16);
+    blob.push(CHUNK_FORMAT);
+    put_uvarint(&mut blob, body.len() as u64);
+    blob.extend_from_slice(&compressor.compress(body)?);
+
+    let set = &mut scratch.set;
+    set.clear();
+    set.extend_from_slice(&buf.ty);
+    set.sort_unstable();
+    set.dedup();
+    let types = set.clone();
+    set.clear();
+    set.extend_from_slice(&buf.producer);
+    set.sort_unstable();
+    set.dedup();
+    let producers = set.clone();
+    let meta = ChunkMeta {
+        t_min: buf.ts[order[0] as usize],
+        t_max: buf.ts[order[n - 1] as usize],
+        end_max,
+        count: n as u32,
+        types,
+        producers,
+    };
+    Ok((blob, meta))
+}
+
+// ---------------------------------------------------------------------------------------------
+// the reader side
+
+/// A decoded chunk: columns in time order.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct DecodedChunk {
+    pub(crate) id: i64,
+    pub(crate) category: Option<EventCategory>,
+    pub(crate) cpu: Option<Cpu>,
+    pub(crate) ts: Vec<i64>,
+    pub(crate) ty: Vec<u32>,
+    pub(crate) producer: Vec<u32>,
+    pub(crate) end: Vec<i64>,
+    pub(crate) aux: Vec<u32>,
+    pub(crate) value: Vec<f64>,
+    pub(crate) params: Vec<u8>,
+    pub(crate) param_off: Vec<u32>,
+}
+
+impl DecodedChunk {
+    pub(crate) fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub(crate) fn category(&self) -> EventCategory {
+        self.category.unwrap_or(EventCategory::Punctual)
+    }
+
+    /// End of event `i` (its timestamp for punctual events and variables).
+    #[inline]
+    pub(crate) fn end_of(&self, i: usize) -> Timestamp {
+        if self.end.is_empty() {
+            self.ts[i]
+        } else {
+            self.end[i]
+        }
+    }
+
+    /// The parameter values of event `i` (already validated by [`decode_chunk`]).
+    pub(crate) fn params_of(&self, i: usize) -> Vec<ParamValue> {
+        let from = self.param_off[i] as usize;
+        let mut out = Vec::new();
+        let mut r = ByteReader::new(&self.params[from..]);
+        // Validated at decode time, so this cannot fail; an empty list is the safe fallback.
+        if walk_params(&mut r, Some(&mut out)).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Event `i` as a model value.
+    pub(crate) fn event(&self, i: usize) -> Event {
+        let kind = match self.category() {
+            EventCategory::Punctual => EventKind::Punctual,
+            EventCategory::State => EventKind::State {
+                end: self.end[i],
+                depth: self.aux[i].min(u32::from(u16::MAX)) as u16,
+            },
+            EventCategory::Link => EventKind::Link {
+                end: self.end[i],
+                target: self.aux[i],
+            },
+            EventCategory::Variable => EventKind::Variable {
+                value: self.value[i],
+            },
+        };
+        Event {
+            ts: self.ts[i],
+            type_id: self.ty[i],
+            producer: self.producer[i],
+            cpu: self.cpu,
+            kind,
+            params: self.params_of(i),
+        }
+    }
+}
+
+/// Decodes a chunk blob; every byte is checked, so garbage gives an error, never a panic.
+pub(crate) fn decode_chunk(
+    blob: &[u8],
+    decompressor: &mut zstd::bulk::Decompressor<'static>,
+    out: &mut DecodedChunk,
+) -> Result<(), String> {
+    let mut head = ByteReader::new(blob);
+    let format = head.u8()?;
+    if format != CHUNK_FORMAT {
+        return Err(format!("chunk format {format}, expected {CHUNK_FORMAT}"));
+    }
+    let raw_len = head.uvarint()?;
+    if raw_len > MAX_BODY_BYTES {
+        return Err(format!("declared body of {raw_len} bytes is too large"));
+    }
+    let body = decompressor
+        .decompress(&blob[head.pos()..], raw_len as usize)
+        .map_err(|e| format!("zstd: {e}"))?;
+    if body.len() as u64 != raw_len {
+        return Err(format!(
+            "body is {} bytes, header says {raw_len}",
+            body.len()
+        ));
+    }
+    let mut r = ByteReader::new(&body);
+    let n = r.uvarint()?;
+    if n as usize > MAX_CHUNK_EVENTS || n == 0 {
+        return Err(format!("chunk claims {n} events"));
+    }
+    let n = n as usize;
+    let cat_code = r.u8()?;
+    let category =
+        EventCategory::from_code(cat_code).ok_or_else(|| format!("unknown category {cat_code}"))?;
+    let cpu = match r.uvarint()? {
+        0 => None,
+        c @ 1..=0x1_0000 => Some((c - 1) as u16),
+        c => return Err(format!("cpu {c} out of range")),
+    };
+    out.category = Some(category);
+    out.cpu = cpu;
+    out.ts.clear();
+    out.ty.clear();
+    out.producer.clear();
+    out.end.clear();
+    out.aux.clear();
+    out.value.clear();
+    out.params.clear();
+    out.param_off.clear();
+
+    let mut c = r.column()?;
+    let mut t = 0i64;
+    for k in 0..n {
+        let v = c.uvarint()?;
+        t = if k == 0 {
+            unzigzag(v)
+        } else {
+            t.wrapping_add(v as i64)
+        };
+        out.ts.push(t);
+    }
+    let mut c = r.column()?;
+    for _ in 0..n {
+        out.ty
+            .push(u32::try_from(c.uvarint()?).map_err(|_| "type id overflows u32")?);
+    }
+    let mut c = r.column()?;
+    for _ in 0..n {
+        out.producer
+            .push(u32::try_from(c.uvarint()?).map_err(|_| "producer id overflows u32")?);
+    }
+    match category {
+        EventCategory::State | EventCategory::Link => {
+            let mut c = r.column()?;
+            for k in 0..n {
+                out.end.push(out.ts[k].wrapping_add(unzigzag(c.uvarint()?)));
+            }
+            let mut c = r.column()?;
+            for _ in 0..n {
+                out.aux
+                    .push(u32::try_from(c.uvarint()?).map_err(|_| "depth/target overflows u32")?);
+            }
+        }
+        EventCategory::Variable => {
+            let mut c = r.column()?;
+            for _ in 0..n {
+                let b = c.bytes(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                out.value.push(f64::from_le_bytes(a));
+            }
+        }
+        EventCategory::Punctual => {}
+    }
+    let c = r.column()?;
+    let pbytes = c.buf;
+    let mut pr = ByteReader::new(pbytes);
+    for _ in 0..n {
+        out.param_off.push(pr.pos() as u32);
+        walk_params(&mut pr, None)?;
+    }
+    if !pr.is_empty() {
+        return Err("trailing bytes in the params column".into());
+    }
+    out.params.extend_from_slice(pbytes);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trip() {
+        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut b = Vec::new();
+            put_uvarint(&mut b, v);
+            assert_eq!(ByteReader::new(&b).uvarint().unwrap(), v);
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        assert!(ByteReader::new(&[0x80, 0x80]).uvarint().is_err());
+        assert!(ByteReader::new(&[0xFF; 11]).uvarint().is_err());
+    }
+
+    #[test]
+    fn chunk_round_trip_sorts_by_time() {
+        let mut buf = ColumnBuffer::default();
+        let evs = [
+            Event::state(50, 60, 1, 3, 9, Some(2))
+                .with_params(vec![ParamValue::String("é".into())]),
+            Event::state(10, 100, 0, 4, 8, Some(2)),
+            Event::state(70, 75, 0, 3, 9, Some(2))
+                .with_params(vec![ParamValue::Signed(-5), ParamValue::Float(1.5)]),
+        ];
+        for e in &evs {
+            buf.push(e);
+        }
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let mut seen = Vec::new();
+        let (blob, meta) = encode_chunk(
+            &buf,
+            EventCategory::State,
+            Some(2),
+            &mut EncodeScratch::default(),
+            &mut comp,
+            |t, e, _, _| seen.push((t, e)),
+        )
+        .unwrap();
+        assert_eq!(seen, vec![(10, 100), (50, 60), (70, 75)]);
+        assert_eq!((meta.t_min, meta.t_max, meta.end_max), (10, 70, 100));
+        assert_eq!(meta.types, vec![3, 4]);
+        let mut d = DecodedChunk::default();
+        decode_chunk(&blob, &mut zstd::bulk::Decompressor::new().unwrap(), &mut d).unwrap();
+        let got: Vec<Event> = (0..d.len()).map(|i| d.event(i)).collect();
+        assert_eq!(got, vec![evs[1].clone(), evs[0].clone(), evs[2].clone()]);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        let mut d = DecodedChunk::default();
+        for blob in [
+            &[][..],
+            &[1],
+            &[1, 5, 0, 0, 0],
+            &[9, 1, 2],
+            &[1, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F],
+        ] {
+            assert!(decode_chunk(blob, &mut dec, &mut d).is_err());
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The one error type of the store.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while writing or reading a trace store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite refused an operation on a file.
+    #[error("SQLite error on {path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The file was written by another version of the schema.
+    #[error(
+        "{path} has trace schema version {found}, this build reads version {expected}: \
+         {}",
+        version_advice(*found, *expected)
+    )]
+    SchemaVersion {
+        /// The database file.
+        path: PathBuf,
+        /// The version stored in the file (`PRAGMA user_version`).
+        found: i64,
+        /// The version this build reads and writes ([`crate::SCHEMA_VERSION`]).
+        expected: i64,
+    },
+    /// The file is not a socscope store (no such table, not a database, wrong kind).
+    #[error("{path} is not a socscope {expected_kind} file: {detail}")]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// `trace` or `catalog`.
+        expected_kind: &'static str,
+        /// Why it was rejected.
+        detail: String,
+    },
+    /// An event chunk could not be decoded.
+    #[error("corrupt event chunk {chunk_id} in {path}: {detail}")]
+    CorruptChunk {
+        /// The database file.
+        path: PathBuf,
+        /// `chunks.id` of the bad chunk.
+        chunk_id: i64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A stored row holds a value this build does not know (e.g. an unknown category code).
+    #[error("invalid value in {path}: {detail}")]
+    InvalidValue {
+        /// The database file.
+        path: PathBuf,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A file-system operation failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The caller asked for something impossible (e.g. an empty interval, an unknown trace id).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+}
+
+fn version_advice(found: i64, expected: i64) -> &'static str {
+    if found > expected {
+        "the file is newer than this program; upgrade socscope to read it"
+    } else {
+        "the file is older than this program; re-import or re-capture the trace, or read it with the socscope release that wrote it"
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Attaches a path to SQLite errors.
+pub(crate) trait SqlContext<T> {
+    fn ctx(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
+    fn ctx(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,39 @@
+//! The collector↔analyzer contract: one SQLite file per trace holding compressed event chunks,
+//! a multi-resolution summary and the SoC-Trace tables, plus a catalog of traces.
+//!
+//! Start here: [`TraceWriter`] (the collector writes a trace incrementally), [`TraceReader`]
+//! (the analyzer reads it, also while it grows) and [`Catalog`] (the list of traces and tools).
+//! `SCHEMA.md` beside this crate documents every table and the chunk encoding byte by byte.
+#![warn(missing_docs)]
+
+pub mod bench;
+mod catalog;
+mod codec;
+mod error;
+mod filter;
+mod fxhash;
+mod model;
+mod reader;
+mod results;
+mod schema;
+mod search;
+mod summary;
+mod vtab;
+mod writer;
+
+pub use catalog::{Catalog, Tool, ToolKind, TraceRecord};
+pub use codec::{
+    CHUNK_FORMAT, DURATION_CLASSES, MAX_CHUNK_EVENTS, duration_class, split_stream, stream_id,
+};
+pub use error::{Result, StoreError};
+pub use filter::{CompareOp, Condition, Filter, compare_values};
+pub use model::*;
+pub use reader::{ChunkInfo, EventIter, Snapshot, StreamInfo, TraceReader};
+pub use results::*;
+pub use schema::{CATALOG_APPLICATION_ID, SCHEMA_VERSION, TRACE_APPLICATION_ID};
+pub use search::EventSearch;
+pub use summary::{
+    DEFAULT_BASE_SHIFT, DEFAULT_LEVELS, Resolution, Summary, SummaryBucket, SummaryCell,
+};
+pub use vtab::register_events_table;
+pub use writer::{TraceWriter, WriterConfig};

@@ -1,0 +1,1139 @@
+//! Read access to one trace file, also while a writer is still writing it.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::codec::{self, DecodedChunk, MAX_CHUNK_EVENTS};
+use crate::error::{Result, SqlContext, StoreError};
+use crate::filter::{CompiledFilter, Filter};
+use crate::model::{
+    EventCategory, EventId, EventType, IngestStat, LossRecord, ParamDef, ParamType, ParamValue,
+    Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceInfo, TraceMeta,
+    TypeId,
+};
+use crate::schema::{self, TRACE_APPLICATION_ID};
+use crate::summary::{self, Resolution, Summary, SummaryBucket, SummaryCell};
+use crate::writer::parse_ids;
+
+/// How many chunk rows one metadata page fetches.
+const PAGE: i64 = 16;
+
+/// A stream of the trace (see `SCHEMA.md`, table `stream`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Stream id.
+    pub id: i64,
+    /// Category of its events.
+    pub category: EventCategory,
+    /// CPU of its events.
+    pub cpu: Option<u16>,
+    /// Largest `end_max - t_min` of its chunks: how far back a query must look.
+    pub max_span: i64,
+    /// Committed chunks.
+    pub chunk_count: i64,
+    /// Committed events.
+    pub event_count: i64,
+}
+
+/// Metadata of a stored chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// `chunk.id`.
+    pub id: i64,
+    /// Its stream.
+    pub stream: i64,
+    /// Earliest start.
+    pub t_min: Timestamp,
+    /// Latest start.
+    pub t_max: Timestamp,
+    /// Latest end (end of its longest state).
+    pub end_max: Timestamp,
+    /// Events.
+    pub count: u32,
+    /// Types present.
+    pub types: Vec<u32>,
+    /// Producers present.
+    pub producers: Vec<u32>,
+}
+
+fn chunk_info(row: &Row<'_>) -> rusqlite::Result<ChunkInfo> {
+    Ok(ChunkInfo {
+        id: row.get(0)?,
+        stream: row.get(1)?,
+        t_min: row.get(2)?,
+        t_max: row.get(3)?,
+        end_max: row.get(4)?,
+        count: row.get(5)?,
+        types: parse_ids(&row.get::<_, String>(6)?),
+        producers: parse_ids(&row.get::<_, String>(7)?),
+    })
+}
+
+const CHUNK_COLS: &str = "id, stream, t_min, t_max, end_max, count, types, producers";
+
+/// A read-only view of one trace file. Opened while a writer writes, it sees every commit
+/// made so far, and each query sees one consistent snapshot.
+pub struct TraceReader {
+    conn: Connection,
+    path: PathBuf,
+    decompressor: RefCell<zstd::bulk::Decompressor<'static>>,
+    base_shift: u32,
+    levels: u32,
+    snapshot_depth: Cell<u32>,
+}
+
+/// Keeps one read transaction open: every query made through the reader while it lives sees
+/// the same committed state of the file. Iterators hold one, so an iteration never mixes two
+/// commits of a live writer.
+pub struct Snapshot<'r> {
+    reader: &'r TraceReader,
+}
+
+impl Drop for Snapshot<'_> {
+    fn drop(&mut self) {
+        let d = self.reader.snapshot_depth.get().saturating_sub(1);
+        self.reader.snapshot_depth.set(d);
+        if d == 0 {
+            // Nothing to roll back in a read transaction; an error only means it already ended.
+            let _ = self.reader.conn.execute_batch("COMMIT");
+        }
+    }
+}
+
+impl std::fmt::Debug for TraceReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// Whether an iteration returns events starting in the interval or events overlapping it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Starts,
+    Overlaps,
+}
+
+impl TraceReader {
+    /// Opens a trace file read-only; fails with [`StoreError::SchemaVersion`] on another version.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let conn = schema::open(&path, "trace", TRACE_APPLICATION_ID, true)?;
+        Self::from_connection(conn, path)
+    }
+
+    pub(crate) fn from_connection(conn: Connection, path: PathBuf) -> Result<Self> {
+        let (base_shift, levels): (u32, u32) = conn
+            .query_row(
+                "SELECT summary_base_shift, summary_levels FROM trace_info WHERE id = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .ctx(&path)?
+            .ok_or_else(|| StoreError::NotAStore {
+                path: path.clone(),
+                expected_kind: "trace",
+                detail: "trace_info has no row".into(),
+            })?;
+        if levels == 0 || base_shift + levels > 62 {
+            return Err(StoreError::InvalidValue {
+                path,
+                detail: format!("summary base shift {base_shift} with {levels} levels"),
+            });
+        }
+        let decompressor = zstd::bulk::Decompressor::new().map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self {
+            conn,
+            path,
+            decompressor: RefCell::new(decompressor),
+            base_shift,
+            levels,
+            snapshot_depth: Cell::new(0),
+        })
+    }
+
+    /// Pins the current committed state until the returned guard is dropped (nestable).
+    pub fn snapshot(&self) -> Result<Snapshot<'_>> {
+        let d = self.snapshot_depth.get();
+        if d == 0 {
+            self.conn.execute_batch("BEGIN").ctx(&self.path)?;
+            // A deferred transaction takes its snapshot at the first read.
+            self.conn
+                .query_row("SELECT count(*) FROM stream", [], |r| r.get::<_, i64>(0))
+                .ctx(&self.path)?;
+        }
+        self.snapshot_depth.set(d + 1);
+        Ok(Snapshot { reader: self })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The underlying connection (read-only), for plain SQL on the non-event tables.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    fn invalid(&self, detail: String) -> StoreError {
+        StoreError::InvalidValue {
+            path: self.path.clone(),
+            detail,
+        }
+    }
+
+    /// The trace's metadata and what has been committed so far.
+    pub fn info(&self) -> Result<TraceInfo> {
+        let p = &self.path;
+        let mut info = self
+            .conn
+            .query_row(
+                "SELECT trace_type, board, soc, os, application, cpus, tick_rate_hz, start_unix_ns,
+                        description, processed, t_min, t_max, event_count, complete, finished
+                 FROM trace_info WHERE id = 1",
+                [],
+                |r| {
+                    Ok(TraceInfo {
+                        meta: TraceMeta {
+                            trace_type: r.get(0)?,
+                            board: r.get(1)?,
+                            soc: r.get(2)?,
+                            os: r.get(3)?,
+                            application: r.get(4)?,
+                            cpus: r.get(5)?,
+                            tick_rate_hz: r.get::<_, i64>(6)? as u64,
+                            start_unix_ns: r.get(7)?,
+                            description: r.get(8)?,
+                            processed: r.get(9)?,
+                            params: Vec::new(),
+                        },
+                        t_min: r.get(10)?,
+                        t_max: r.get(11)?,
+                        event_count: r.get::<_, i64>(12)? as u64,
+                        complete: r.get(13)?,
+                        finished: r.get(14)?,
+                    })
+                },
+            )
+            .ctx(p)?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT name, type, value FROM trace_param ORDER BY name")
+            .ctx(p)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .ctx(p)?;
+        for row in rows {
+            let (name, ty, value) = row.ctx(p)?;
+            let ty = ParamType::from_name(&ty)
+                .ok_or_else(|| self.invalid(format!("trace parameter type {ty:?}")))?;
+            let v = ParamValue::parse(ty, &value)
+                .ok_or_else(|| self.invalid(format!("trace parameter {name} = {value:?}")))?;
+            info.meta.params.push((name, v));
+        }
+        Ok(info)
+    }
+
+    /// All event types with their parameter types.
+    pub fn event_types(&self) -> Result<Vec<EventType>> {
+        let p = &self.path;
+        let mut types: Vec<EventType> = Vec::new();
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, name, category FROM event_type ORDER BY id")
+            .ctx(p)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, u8>(2)?,
+                ))
+            })
+            .ctx(p)?;
+        for row in rows {
+            let (id, name, cat) = row.ctx(p)?;
+            let category = EventCategory::from_code(cat)
+                .ok_or_else(|| self.invalid(format!("event type {id} has category {cat}")))?;
+            types.push(EventType {
+                id,
+                name,
+                category,
+                params: Vec::new(),
+            });
+        }
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT event_type_id, name, type FROM event_param_type ORDER BY event_type_id, position",
+            )
+            .ctx(p)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .ctx(p)?;
+        for row in rows {
+            let (tid, name, ty) = row.ctx(p)?;
+            let ty = ParamType::from_name(&ty)
+                .ok_or_else(|| self.invalid(format!("parameter {name} has type {ty:?}")))?;
+            if let Ok(i) = types.binary_search_by_key(&tid, |t| t.id) {
+                types[i].params.push(ParamDef { name, ty });
+            }
+        }
+        Ok(types)
+    }
+
+    pub(crate) fn type_map(&self) -> Result<HashMap<TypeId, EventType>> {
+        Ok(self.event_types()?.into_iter().map(|t| (t.id, t)).collect())
+    }
+
+    /// The event type named `name`.
+    pub fn event_type_by_name(&self, name: &str) -> Result<Option<EventType>> {
+        Ok(self.event_types()?.into_iter().find(|t| t.name == name))
+    }
+
+    fn producers_where(&self, clause: &str, args: impl rusqlite::Params) -> Result<Vec<Producer>> {
+        let p = &self.path;
+        let sql = format!(
+            "SELECT id, parent_id, kind, local_id, name FROM producer {clause} ORDER BY id"
+        );
+        let mut st = self.conn.prepare_cached(&sql).ctx(p)?;
+        let rows = st
+            .query_map(args, |r| {
+                Ok(Producer {
+                    id: r.get(0)?,
+                    parent: r.get(1)?,
+                    kind: ProducerKind::from_name(&r.get::<_, String>(2)?),
+                    local_id: r.get(3)?,
+                    name: r.get(4)?,
+                })
+            })
+            .ctx(p)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+    }
+
+    /// All producers.
+    pub fn producers(&self) -> Result<Vec<Producer>> {
+        self.producers_where("", [])
+    }
+
+    /// The producer of a kind with a board-local id (RT-427 §4.1.4).
+    pub fn producer_by_local_id(
+        &self,
+        kind: ProducerKind,
+        local_id: i64,
+    ) -> Result<Option<Producer>> {
+        Ok(self
+            .producers_where(
+                "WHERE kind = ?1 AND local_id = ?2",
+                params![kind.name(), local_id],
+            )?
+            .into_iter()
+            .next())
+    }
+
+    /// All producers of a kind (RT-427 §4.1.4).
+    pub fn producers_by_kind(&self, kind: ProducerKind) -> Result<Vec<Producer>> {
+        self.producers_where("WHERE kind = ?1", [kind.name()])
+    }
+
+    /// Recorded losses, in time order.
+    pub fn losses(&self) -> Result<Vec<LossRecord>> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT cpu, ts, count, seq_from, seq_to, reason FROM loss ORDER BY ts, id",
+            )
+            .ctx(p)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(LossRecord {
+                    cpu: r.get(0)?,
+                    ts: r.get(1)?,
+                    count: r.get::<_, i64>(2)? as u64,
+                    seq_from: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
+                    seq_to: r.get::<_, Option<i64>>(4)?.map(|v| v as u64),
+                    reason: r.get(5)?,
+                })
+            })
+            .ctx(p)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+    }
+
+    /// Ingest counters, by name.
+    pub fn ingest_stats(&self) -> Result<Vec<IngestStat>> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT name, value, description FROM ingest_stat ORDER BY name")
+            .ctx(p)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(IngestStat {
+                    name: r.get(0)?,
+                    value: r.get(1)?,
+                    description: r.get(2)?,
+                })
+            })
+            .ctx(p)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+    }
+
+    /// Files related to the trace (RT-427 §4.1.4).
+    pub fn files(&self) -> Result<Vec<TraceFile>> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, path, description FROM file ORDER BY id")
+            .ctx(p)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(TraceFile {
+                    id: r.get(0)?,
+                    path: r.get(1)?,
+                    description: r.get(2)?,
+                })
+            })
+            .ctx(p)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+    }
+
+    /// The event streams.
+    pub fn streams(&self) -> Result<Vec<StreamInfo>> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, max_span, chunk_count, event_count FROM stream ORDER BY id")
+            .ctx(p)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .ctx(p)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, max_span, chunk_count, event_count) = row.ctx(p)?;
+            let (category, _, cpu) = codec::split_stream(id)
+                .ok_or_else(|| self.invalid(format!("stream id {id:#x}")))?;
+            out.push(StreamInfo {
+                id,
+                category,
+                cpu,
+                max_span,
+                chunk_count,
+                event_count,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Metadata of all chunks overlapping `range` (by `[t_min, end_max]`), in `t_min` order.
+    pub fn chunks_overlapping(&self, range: TimeRange) -> Result<Vec<ChunkInfo>> {
+        let p = &self.path;
+        let mut out = Vec::new();
+        for s in self.streams()? {
+            let mut st = self
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {CHUNK_COLS} FROM chunk WHERE stream = ?1 AND t_min < ?2 AND t_min >= ?3 AND end_max >= ?4"
+                ))
+                .ctx(p)?;
+            let rows = st
+                .query_map(
+                    params![
+                        s.id,
+                        range.end,
+                        range.start.saturating_sub(s.max_span),
+                        range.start
+                    ],
+                    chunk_info,
+                )
+                .ctx(p)?;
+            for r in rows {
+                out.push(r.ctx(p)?);
+            }
+        }
+        out.sort_by_key(|c| (c.t_min, c.id));
+        Ok(out)
+    }
+
+    pub(crate) fn decode(&self, info: &ChunkInfo, out: &mut DecodedChunk) -> Result<()> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT data FROM chunk WHERE id = ?1")
+            .ctx(p)?;
+        let mut rows = st.query([info.id]).ctx(p)?;
+        let row = rows
+            .next()
+            .ctx(p)?
+            .ok_or_else(|| StoreError::CorruptChunk {
+                path: p.clone(),
+                chunk_id: info.id,
+                detail: "chunk row vanished".into(),
+            })?;
+        let blob = row
+            .get_ref(0)
+            .ctx(p)?
+            .as_blob()
+            .map_err(|e| StoreError::CorruptChunk {
+                path: p.clone(),
+                chunk_id: info.id,
+                detail: e.to_string(),
+            })?;
+        let mut dec = self.decompressor.borrow_mut();
+        codec::decode_chunk(blob, &mut dec, out).map_err(|detail| StoreError::CorruptChunk {
+            path: p.clone(),
+            chunk_id: info.id,
+            detail,
+        })?;
+        if out.len() != info.count as usize {
+            return Err(StoreError::CorruptChunk {
+                path: p.clone(),
+                chunk_id: info.id,
+                detail: format!("{} events decoded, row says {}", out.len(), info.count),
+            });
+        }
+        out.id = info.id;
+        Ok(())
+    }
+
+    /// Events whose timestamp is in `range`, in timestamp order (ties: write order per chunk).
+    pub fn events(&self, range: TimeRange, filter: &Filter) -> Result<EventIter<'_>> {
+        EventIter::new(self, range, filter, Mode::Starts)
+    }
+
+    /// Events that overlap `range` (`ts < range.end` and `end > range.start`, or a zero-length
+    /// event inside it), in timestamp order: this includes states that started before.
+    pub fn events_overlapping(&self, range: TimeRange, filter: &Filter) -> Result<EventIter<'_>> {
+        EventIter::new(self, range, filter, Mode::Overlaps)
+    }
+
+    /// The states overlapping `range`, in start order.
+    pub fn states_overlapping(&self, range: TimeRange, filter: &Filter) -> Result<EventIter<'_>> {
+        let mut f = filter.clone();
+        f.categories = Some(match &filter.categories {
+            Some(c) if c.contains(&EventCategory::State) => vec![EventCategory::State],
+            Some(_) => Vec::new(),
+            None => vec![EventCategory::State],
+        });
+        EventIter::new(self, range, &f, Mode::Overlaps)
+    }
+
+    /// Events whose timestamp is in any of `ranges` (overlaps merged), in timestamp order.
+    pub fn events_in_intervals(
+        &self,
+        ranges: &[TimeRange],
+        filter: &Filter,
+    ) -> Result<Vec<StoredEvent>> {
+        let mut rs: Vec<TimeRange> = ranges.iter().copied().filter(|r| !r.is_empty()).collect();
+        rs.sort_by_key(|r| r.start);
+        let mut merged: Vec<TimeRange> = Vec::new();
+        for r in rs {
+            match merged.last_mut() {
+                Some(l) if r.start <= l.end => l.end = l.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        let mut out = Vec::new();
+        for r in merged {
+            for e in self.events(r, filter)? {
+                out.push(e?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of events whose timestamp is in `range`; uses the summary for the aligned part
+    /// when the filter allows it.
+    pub fn count(&self, range: TimeRange, filter: &Filter) -> Result<u64> {
+        if range.is_empty() {
+            return Ok(0);
+        }
+        let _snapshot = self.snapshot()?;
+        let tf = self.summary_filter(filter)?;
+        match tf {
+            Some(tf) => Ok(self
+                .exact_cells(range, filter, &tf)?
+                .iter()
+                .map(|c| c.count)
+                .sum()),
+            None => {
+                let mut n = 0;
+                for e in self.events(range, filter)? {
+                    e?;
+                    n += 1;
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    /// Resolves the category part of a summary-compatible filter to types. `None` when the
+    /// summary cannot answer the filter.
+    fn summary_filter(&self, filter: &Filter) -> Result<Option<SummaryFilter>> {
+        if !filter.summary_compatible() {
+            return Ok(None);
+        }
+        let mut types = filter.types.clone();
+        if let Some(cats) = &filter.categories {
+            let by_cat: Vec<u32> = self
+                .event_types()?
+                .into_iter()
+                .filter(|t| cats.contains(&t.category))
+                .map(|t| t.id)
+                .collect();
+            types = Some(match types {
+                Some(t) => t.into_iter().filter(|x| by_cat.contains(x)).collect(),
+                None => by_cat,
+            });
+        }
+        Ok(Some(SummaryFilter {
+            types,
+            producers: filter.producers.clone(),
+        }))
+    }
+
+    /// Summary cells of `range` computed directly from the chunks.
+    fn cells_from_chunks(&self, range: TimeRange, filter: &Filter) -> Result<Vec<SummaryCell>> {
+        let mut cells = Vec::new();
+        for e in self.events_overlapping(range, filter)? {
+            let e = e?;
+            let count = u64::from(range.contains(e.ts));
+            let state_ns = if e.category() == EventCategory::State {
+                range.overlap(e.ts, e.end())
+            } else {
+                0
+            };
+            if count != 0 || state_ns != 0 {
+                cells.push(SummaryCell {
+                    producer: e.producer,
+                    type_id: e.type_id,
+                    count,
+                    state_ns,
+                });
+            }
+        }
+        summary::normalize(&mut cells);
+        Ok(cells)
+    }
+
+    fn summary_rows(
+        &self,
+        level: u32,
+        b_from: i64,
+        b_to: i64,
+        tf: &SummaryFilter,
+        mut f: impl FnMut(i64, SummaryCell),
+    ) -> Result<()> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT bucket, producer, type, count, state_ns FROM summary
+                 WHERE level = ?1 AND bucket >= ?2 AND bucket <= ?3",
+            )
+            .ctx(p)?;
+        let mut rows = st.query(params![level, b_from, b_to]).ctx(p)?;
+        while let Some(r) = rows.next().ctx(p)? {
+            let cell = SummaryCell {
+                producer: r.get(1).ctx(p)?,
+                type_id: r.get(2).ctx(p)?,
+                count: r.get::<_, i64>(3).ctx(p)? as u64,
+                state_ns: r.get(4).ctx(p)?,
+            };
+            if tf.ok(cell.type_id, cell.producer) {
+                f(r.get(0).ctx(p)?, cell);
+            }
+        }
+        Ok(())
+    }
+
+    /// Exact cells of an arbitrary interval: aligned dyadic pieces from the summary, the
+    /// unaligned rest from the chunks.
+    fn exact_cells(
+        &self,
+        range: TimeRange,
+        filter: &Filter,
+        tf: &SummaryFilter,
+    ) -> Result<Vec<SummaryCell>> {
+        let base = self.base_shift;
+        let w = 1i64 << base;
+        let a0 = range
+            .start
+            .div_euclid(w)
+            .saturating_add(i64::from(range.start.rem_euclid(w) != 0))
+            .saturating_mul(w);
+        let b0 = range.end.div_euclid(w).saturating_mul(w);
+        if range.start == i64::MIN || range.end == i64::MAX || a0 >= b0 {
+            return self.cells_from_chunks(range, filter);
+        }
+        let mut cells = self.cells_from_chunks(TimeRange::new(range.start, a0), filter)?;
+        cells.extend(self.cells_from_chunks(TimeRange::new(b0, range.end), filter)?);
+        for (level, bucket) in summary::dyadic_pieces(a0, b0, base, self.levels) {
+            self.summary_rows(level, bucket, bucket, tf, |_, c| cells.push(c))?;
+        }
+        summary::normalize(&mut cells);
+        Ok(cells)
+    }
+
+    /// The summary of `range` at a resolution: buckets aligned to multiples of the (power of
+    /// two) width, the first and last clipped to `range` and computed exactly.
+    ///
+    /// Filters with CPUs or parameter conditions are computed from the chunks (slower).
+    pub fn summary(
+        &self,
+        range: TimeRange,
+        resolution: Resolution,
+        filter: &Filter,
+    ) -> Result<Summary> {
+        if range.is_empty() || range.start == i64::MIN || range.end == i64::MAX {
+            return Err(StoreError::InvalidRequest(
+                "a summary needs a bounded, non-empty interval".into(),
+            ));
+        }
+        let _snapshot = self.snapshot()?;
+        let shift = resolution.shift_for(range);
+        let width = 1i64 << shift;
+        let mut edges = vec![range.start];
+        let mut t = range
+            .start
+            .div_euclid(width)
+            .saturating_add(1)
+            .saturating_mul(width);
+        while t < range.end {
+            edges.push(t);
+            t = t.saturating_add(width);
+        }
+        edges.push(range.end);
+        if edges.len() > 1_000_002 {
+            return Err(StoreError::InvalidRequest(format!(
+                "{} buckets asked for; use a coarser resolution",
+                edges.len() - 1
+            )));
+        }
+        let mut buckets: Vec<SummaryBucket> = edges
+            .windows(2)
+            .map(|w| SummaryBucket {
+                range: TimeRange::new(w[0], w[1]),
+                cells: Vec::new(),
+            })
+            .collect();
+        let tf = self.summary_filter(filter)?;
+        let n = buckets.len();
+        match tf {
+            Some(tf) if shift >= self.base_shift && shift < self.base_shift + self.levels => {
+                let level = shift - self.base_shift;
+                // Interior buckets are exactly summary buckets of this level.
+                let full: Vec<usize> = (0..n)
+                    .filter(|&i| buckets[i].range.len() == width)
+                    .collect();
+                if let (Some(&first), Some(&last)) = (full.first(), full.last()) {
+                    let b_first = buckets[first].range.start >> shift;
+                    let b_last = buckets[last].range.start >> shift;
+                    let first_index = first;
+                    self.summary_rows(level, b_first, b_last, &tf, |b, c| {
+                        let i = first_index + (b - b_first) as usize;
+                        buckets[i].cells.push(c);
+                    })?;
+                }
+                for i in 0..n {
+                    if buckets[i].range.len() != width {
+                        buckets[i].cells = self.exact_cells(buckets[i].range, filter, &tf)?;
+                    }
+                }
+                for b in &mut buckets {
+                    summary::normalize(&mut b.cells);
+                }
+            }
+            Some(tf) if shift >= self.base_shift + self.levels => {
+                for b in &mut buckets {
+                    b.cells = self.exact_cells(b.range, filter, &tf)?;
+                }
+            }
+            _ => {
+                // Finer than the summary, or a filter it cannot answer: one pass over the chunks.
+                for e in self.events_overlapping(range, filter)? {
+                    let e = e?;
+                    let first = if e.ts <= range.start {
+                        0
+                    } else {
+                        edges.partition_point(|&x| x <= e.ts) - 1
+                    };
+                    let is_state = e.category() == EventCategory::State;
+                    let mut i = first;
+                    while i < n {
+                        let r = buckets[i].range;
+                        let count = u64::from(r.contains(e.ts));
+                        let state_ns = if is_state {
+                            r.overlap(e.ts, e.end())
+                        } else {
+                            0
+                        };
+                        if count == 0 && state_ns == 0 && r.start >= e.end() {
+                            break;
+                        }
+                        if count != 0 || state_ns != 0 {
+                            buckets[i].cells.push(SummaryCell {
+                                producer: e.producer,
+                                type_id: e.type_id,
+                                count,
+                                state_ns,
+                            });
+                        }
+                        if !is_state {
+                            break;
+                        }
+                        i += 1;
+                    }
+                }
+                for b in &mut buckets {
+                    summary::normalize(&mut b.cells);
+                }
+            }
+        }
+        Ok(Summary {
+            bucket_width: width,
+            buckets,
+        })
+    }
+
+    /// Finest summary bucket width exponent and number of levels of this trace.
+    pub fn summary_levels(&self) -> (u32, u32) {
+        (self.base_shift, self.levels)
+    }
+
+    /// The event with this id.
+    pub fn event_by_id(&self, id: EventId) -> Result<Option<StoredEvent>> {
+        let chunk_id = id.div_euclid(MAX_CHUNK_EVENTS as i64);
+        let idx = id.rem_euclid(MAX_CHUNK_EVENTS as i64) as usize;
+        let p = &self.path;
+        let info = self
+            .conn
+            .query_row(
+                &format!("SELECT {CHUNK_COLS} FROM chunk WHERE id = ?1"),
+                [chunk_id],
+                chunk_info,
+            )
+            .optional()
+            .ctx(p)?;
+        let Some(info) = info else { return Ok(None) };
+        let mut d = DecodedChunk::default();
+        self.decode(&info, &mut d)?;
+        if idx >= d.len() {
+            return Ok(None);
+        }
+        Ok(Some(StoredEvent {
+            id,
+            event: d.event(idx),
+        }))
+    }
+
+    fn page(&self, range_end: Timestamp, after: (Timestamp, i64)) -> Result<Vec<ChunkInfo>> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {CHUNK_COLS} FROM chunk
+                 WHERE t_min >= ?1 AND t_min < ?2 AND (t_min > ?1 OR id > ?3)
+                 ORDER BY t_min, id LIMIT ?4"
+            ))
+            .ctx(p)?;
+        let rows = st
+            .query_map(params![after.0, range_end, after.1, PAGE], chunk_info)
+            .ctx(p)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+    }
+
+    fn straddling(
+        &self,
+        stream: &StreamInfo,
+        start: Timestamp,
+        mode: Mode,
+    ) -> Result<Vec<ChunkInfo>> {
+        let p = &self.path;
+        let col = match mode {
+            Mode::Starts => "t_max",
+            Mode::Overlaps => "end_max",
+        };
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {CHUNK_COLS} FROM chunk
+                 WHERE stream = ?1 AND t_min < ?2 AND t_min >= ?3 AND {col} >= ?2"
+            ))
+            .ctx(p)?;
+        let rows = st
+            .query_map(
+                params![stream.id, start, start.saturating_sub(stream.max_span)],
+                chunk_info,
+            )
+            .ctx(p)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+    }
+}
+
+struct SummaryFilter {
+    types: Option<Vec<u32>>,
+    producers: Option<Vec<u32>>,
+}
+
+impl SummaryFilter {
+    fn ok(&self, ty: u32, producer: u32) -> bool {
+        self.types.as_ref().is_none_or(|t| t.contains(&ty))
+            && self
+                .producers
+                .as_ref()
+                .is_none_or(|p| p.contains(&producer))
+    }
+}
+
+struct ActiveChunk {
+    chunk: DecodedChunk,
+}
+
+/// Events in timestamp order: a k-way merge over the chunks that can hold matches, decoding
+/// each chunk only when the merge reaches its first timestamp.
+pub struct EventIter<'r> {
+    reader: &'r TraceReader,
+    _snapshot: Snapshot<'r>,
+    range: TimeRange,
+    filter: CompiledFilter,
+    mode: Mode,
+    stream_ok: HashMap<i64, bool>,
+    pending: VecDeque<ChunkInfo>,
+    paged_until: Option<(Timestamp, i64)>,
+    page_done: bool,
+    slots: Vec<Option<ActiveChunk>>,
+    free: Vec<usize>,
+    heap: BinaryHeap<Reverse<(Timestamp, i64, usize, usize)>>,
+    failed: bool,
+}
+
+impl<'r> EventIter<'r> {
+    fn new(reader: &'r TraceReader, range: TimeRange, filter: &Filter, mode: Mode) -> Result<Self> {
+        let snapshot = reader.snapshot()?;
+        let types = if filter.condition.is_some() {
+            reader.type_map()?
+        } else {
+            HashMap::new()
+        };
+        let compiled = CompiledFilter::new(filter, &types);
+        let mut stream_ok = HashMap::new();
+        let mut pending = Vec::new();
+        if !range.is_empty() {
+            for s in reader.streams()? {
+                let ok = compiled.stream_ok(s.category, s.cpu);
+                stream_ok.insert(s.id, ok);
+                if ok && range.start > i64::MIN {
+                    pending.extend(
+                        reader
+                            .straddling(&s, range.start, mode)?
+                            .into_iter()
+                            .filter(|c| compiled.chunk_ok(&c.types, &c.producers)),
+                    );
+                }
+            }
+        }
+        pending.sort_by_key(|c| (c.t_min, c.id));
+        Ok(Self {
+            reader,
+            _snapshot: snapshot,
+            range,
+            filter: compiled,
+            mode,
+            stream_ok,
+            pending: pending.into(),
+            paged_until: Some((range.start.max(i64::MIN), i64::MIN)),
+            page_done: range.is_empty(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            heap: BinaryHeap::new(),
+            failed: false,
+        })
+    }
+
+    /// Fetches the next page of chunks starting in the range; false when there are no more.
+    fn fetch_page(&mut self) -> Result<bool> {
+        if self.page_done {
+            return Ok(false);
+        }
+        let Some(after) = self.paged_until else {
+            self.page_done = true;
+            return Ok(false);
+        };
+        let page = self.reader.page(self.range.end, after)?;
+        if (page.len() as i64) < PAGE {
+            self.page_done = true;
+        }
+        if let Some(last) = page.last() {
+            self.paged_until = Some((last.t_min, last.id));
+        }
+        for c in page {
+            let ok = match self.stream_ok.get(&c.stream) {
+                Some(&ok) => ok,
+                None => {
+                    // A stream created after the iterator started.
+                    let ok = codec::split_stream(c.stream)
+                        .is_some_and(|(cat, _, cpu)| self.filter.stream_ok(cat, cpu));
+                    self.stream_ok.insert(c.stream, ok);
+                    ok
+                }
+            };
+            if ok && self.filter.chunk_ok(&c.types, &c.producers) {
+                // Pages arrive in t_min order, after the straddling chunks (which start earlier).
+                self.pending.push_back(c);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The smallest t_min of chunks not yet activated (fetching pages as needed).
+    fn next_pending_t_min(&mut self) -> Result<Option<Timestamp>> {
+        loop {
+            if let Some(c) = self.pending.front() {
+                // Paged chunks are sorted, and every unfetched chunk starts at or after the
+                // last fetched one, so the front is the minimum once it precedes that bound.
+                if self.page_done || self.paged_until.is_some_and(|(t, _)| c.t_min <= t) {
+                    return Ok(Some(c.t_min));
+                }
+            } else if self.page_done {
+                return Ok(None);
+            }
+            if !self.fetch_page()? {
+                return Ok(self.pending.front().map(|c| c.t_min));
+            }
+        }
+    }
+
+    fn matches(&self, c: &DecodedChunk, i: usize) -> bool {
+        let ts = c.ts[i];
+        let in_range = match self.mode {
+            Mode::Starts => ts >= self.range.start,
+            Mode::Overlaps => {
+                let end = c.end_of(i);
+                end > self.range.start || (end == ts && ts >= self.range.start)
+            }
+        };
+        if !in_range || !self.filter.ids_ok(c.ty[i], c.producer[i]) {
+            return false;
+        }
+        if self.filter.has_condition() {
+            return self.filter.params_ok(c.ty[i], &c.params_of(i));
+        }
+        true
+    }
+
+    /// Index of the next matching event of a chunk at or after `from`, stopping at the range end.
+    fn next_match(&self, c: &DecodedChunk, mut from: usize) -> Option<usize> {
+        while from < c.len() {
+            if c.ts[from] >= self.range.end {
+                return None;
+            }
+            if self.matches(c, from) {
+                return Some(from);
+            }
+            from += 1;
+        }
+        None
+    }
+
+    fn activate(&mut self) -> Result<()> {
+        let Some(info) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let mut chunk = DecodedChunk::default();
+        self.reader.decode(&info, &mut chunk)?;
+        if let Some(i) = self.next_match(&chunk, 0) {
+            let slot = match self.free.pop() {
+                Some(s) => s,
+                None => {
+                    self.slots.push(None);
+                    self.slots.len() - 1
+                }
+            };
+            self.heap.push(Reverse((chunk.ts[i], chunk.id, i, slot)));
+            self.slots[slot] = Some(ActiveChunk { chunk });
+        }
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<Option<StoredEvent>> {
+        loop {
+            let head = self.heap.peek().map(|Reverse(h)| h.0);
+            let pending_min = self.next_pending_t_min()?;
+            match (head, pending_min) {
+                (None, None) => return Ok(None),
+                (None, Some(_)) => self.activate()?,
+                (Some(h), Some(p)) if p <= h => self.activate()?,
+                (Some(_), _) => break,
+            }
+        }
+        let Some(Reverse((_, chunk_id, i, slot))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        let (event, next) = {
+            let Some(active) = self.slots[slot].as_ref() else {
+                return Ok(None);
+            };
+            let c = &active.chunk;
+            (c.event(i), self.next_match(c, i + 1).map(|j| (c.ts[j], j)))
+        };
+        match next {
+            Some((ts, j)) => self.heap.push(Reverse((ts, chunk_id, j, slot))),
+            None => {
+                self.slots[slot] = None;
+                self.free.push(slot);
+            }
+        }
+        Ok(Some(StoredEvent {
+            id: chunk_id * MAX_CHUNK_EVENTS as i64 + i as i64,
+            event,
+        }))
+    }
+}
+
+impl Iterator for EventIter<'_> {
+    type Item = Result<StoredEvent>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

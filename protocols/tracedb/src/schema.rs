@@ -1,0 +1,326 @@
+//! SQL schema of the trace and catalog files, and opening them with version checks.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{Result, SqlContext, StoreError};
+
+/// Version of the trace and catalog schemas, stored in `PRAGMA user_version`.
+///
+/// Bump it whenever a table, a column or the chunk encoding changes meaning.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// `PRAGMA application_id` of a trace file ("SoCt").
+pub const TRACE_APPLICATION_ID: i32 = 0x536F_4374;
+
+/// `PRAGMA application_id` of a catalog file ("SoCc").
+pub const CATALOG_APPLICATION_ID: i32 = 0x536F_4363;
+
+/// Tables of a trace file (see `SCHEMA.md`).
+pub(crate) const TRACE_DDL: &str = r#"
+CREATE TABLE trace_info (
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    trace_type      TEXT    NOT NULL,
+    board           TEXT    NOT NULL,
+    soc             TEXT    NOT NULL,
+    os              TEXT    NOT NULL,
+    application     TEXT    NOT NULL,
+    cpus            INTEGER NOT NULL,
+    tick_rate_hz    INTEGER NOT NULL,
+    start_unix_ns   INTEGER NOT NULL,
+    description     TEXT    NOT NULL,
+    processed       INTEGER NOT NULL,
+    t_min           INTEGER NOT NULL,
+    t_max           INTEGER NOT NULL,
+    event_count     INTEGER NOT NULL,
+    complete        INTEGER NOT NULL,
+    finished        INTEGER NOT NULL,
+    summary_base_shift INTEGER NOT NULL,
+    summary_levels  INTEGER NOT NULL
+);
+CREATE TABLE trace_param (
+    name            TEXT PRIMARY KEY,
+    type            TEXT NOT NULL,
+    value           TEXT NOT NULL
+);
+CREATE TABLE event_type (
+    id              INTEGER PRIMARY KEY,
+    name            TEXT    NOT NULL,
+    category        INTEGER NOT NULL
+);
+CREATE TABLE event_param_type (
+    id              INTEGER PRIMARY KEY,
+    event_type_id   INTEGER NOT NULL REFERENCES event_type(id),
+    position        INTEGER NOT NULL,
+    name            TEXT    NOT NULL,
+    type            TEXT    NOT NULL,
+    UNIQUE (event_type_id, position)
+);
+CREATE TABLE producer (
+    id              INTEGER PRIMARY KEY,
+    parent_id       INTEGER,
+    kind            TEXT    NOT NULL,
+    local_id        INTEGER NOT NULL,
+    name            TEXT    NOT NULL
+);
+CREATE INDEX producer_by_kind ON producer(kind, local_id);
+CREATE TABLE file (
+    id              INTEGER PRIMARY KEY,
+    path            TEXT NOT NULL,
+    description     TEXT NOT NULL
+);
+CREATE TABLE loss (
+    id              INTEGER PRIMARY KEY,
+    cpu             INTEGER,
+    ts              INTEGER NOT NULL,
+    count           INTEGER NOT NULL,
+    seq_from        INTEGER,
+    seq_to          INTEGER,
+    reason          TEXT    NOT NULL
+);
+CREATE TABLE ingest_stat (
+    name            TEXT PRIMARY KEY,
+    value           INTEGER NOT NULL,
+    description     TEXT    NOT NULL
+);
+CREATE TABLE stream (
+    id              INTEGER PRIMARY KEY,
+    category        INTEGER NOT NULL,
+    duration_class  INTEGER NOT NULL,
+    cpu             INTEGER,
+    max_span        INTEGER NOT NULL,
+    chunk_count     INTEGER NOT NULL,
+    event_count     INTEGER NOT NULL
+);
+CREATE TABLE chunk (
+    id              INTEGER PRIMARY KEY,
+    stream          INTEGER NOT NULL,
+    t_min           INTEGER NOT NULL,
+    t_max           INTEGER NOT NULL,
+    end_max         INTEGER NOT NULL,
+    count           INTEGER NOT NULL,
+    types           TEXT    NOT NULL,
+    producers       TEXT    NOT NULL,
+    data            BLOB    NOT NULL
+);
+CREATE INDEX chunk_by_stream_time ON chunk(stream, t_min);
+CREATE INDEX chunk_by_time ON chunk(t_min);
+CREATE TABLE summary (
+    level           INTEGER NOT NULL,
+    bucket          INTEGER NOT NULL,
+    producer        INTEGER NOT NULL,
+    type            INTEGER NOT NULL,
+    count           INTEGER NOT NULL,
+    state_ns        INTEGER NOT NULL,
+    PRIMARY KEY (level, bucket, producer, type)
+) WITHOUT ROWID;
+CREATE TABLE analysis_result (
+    id              INTEGER PRIMARY KEY,
+    tool_id         INTEGER,
+    tool_name       TEXT    NOT NULL,
+    kind            TEXT    NOT NULL,
+    date_unix_ns    INTEGER NOT NULL,
+    description     TEXT    NOT NULL
+);
+CREATE TABLE search_result (
+    result_id       INTEGER PRIMARY KEY REFERENCES analysis_result(id),
+    command         TEXT NOT NULL,
+    target_entity   TEXT NOT NULL
+);
+CREATE TABLE search_mapping (
+    result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
+    target_id       INTEGER NOT NULL,
+    PRIMARY KEY (result_id, target_id)
+) WITHOUT ROWID;
+CREATE TABLE result_group (
+    result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
+    group_id        INTEGER NOT NULL,
+    parent_group_id INTEGER,
+    name            TEXT    NOT NULL,
+    target_entity   TEXT    NOT NULL,
+    operator        TEXT    NOT NULL,
+    ordered         INTEGER NOT NULL,
+    sequence        INTEGER NOT NULL,
+    PRIMARY KEY (result_id, group_id)
+);
+CREATE TABLE group_mapping (
+    result_id       INTEGER NOT NULL,
+    group_id        INTEGER NOT NULL,
+    target_id       INTEGER NOT NULL,
+    position        INTEGER NOT NULL,
+    PRIMARY KEY (result_id, group_id, target_id)
+) WITHOUT ROWID;
+CREATE TABLE annotation_type (
+    result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
+    id              INTEGER NOT NULL,
+    name            TEXT    NOT NULL,
+    PRIMARY KEY (result_id, id)
+);
+CREATE TABLE annotation_param_type (
+    result_id       INTEGER NOT NULL,
+    annotation_type_id INTEGER NOT NULL,
+    position        INTEGER NOT NULL,
+    name            TEXT    NOT NULL,
+    type            TEXT    NOT NULL,
+    PRIMARY KEY (result_id, annotation_type_id, position)
+);
+CREATE TABLE annotation (
+    result_id       INTEGER NOT NULL,
+    id              INTEGER NOT NULL,
+    annotation_type_id INTEGER NOT NULL,
+    name            TEXT    NOT NULL,
+    PRIMARY KEY (result_id, id)
+);
+CREATE TABLE annotation_param (
+    result_id       INTEGER NOT NULL,
+    annotation_id   INTEGER NOT NULL,
+    position        INTEGER NOT NULL,
+    value           TEXT    NOT NULL,
+    PRIMARY KEY (result_id, annotation_id, position)
+);
+CREATE TABLE result_file (
+    result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
+    position        INTEGER NOT NULL,
+    path            TEXT    NOT NULL,
+    PRIMARY KEY (result_id, position)
+);
+CREATE TABLE processed_trace (
+    result_id       INTEGER PRIMARY KEY REFERENCES analysis_result(id),
+    trace_db        TEXT NOT NULL
+);
+"#;
+
+/// Tables of `catalog.db` (see `SCHEMA.md`).
+pub(crate) const CATALOG_DDL: &str = r#"
+CREATE TABLE trace_type (
+    id              INTEGER PRIMARY KEY,
+    name            TEXT NOT NULL UNIQUE
+);
+CREATE TABLE trace_param_type (
+    id              INTEGER PRIMARY KEY,
+    trace_type_id   INTEGER NOT NULL REFERENCES trace_type(id),
+    name            TEXT NOT NULL,
+    type            TEXT NOT NULL,
+    UNIQUE (trace_type_id, name)
+);
+CREATE TABLE trace (
+    id              INTEGER PRIMARY KEY,
+    trace_type_id   INTEGER NOT NULL REFERENCES trace_type(id),
+    db_file         TEXT    NOT NULL UNIQUE,
+    board           TEXT    NOT NULL,
+    soc             TEXT    NOT NULL,
+    os              TEXT    NOT NULL,
+    application     TEXT    NOT NULL,
+    cpus            INTEGER NOT NULL,
+    tick_rate_hz    INTEGER NOT NULL,
+    start_unix_ns   INTEGER NOT NULL,
+    duration_ns     INTEGER NOT NULL,
+    event_count     INTEGER NOT NULL,
+    complete        INTEGER NOT NULL,
+    processed       INTEGER NOT NULL,
+    description     TEXT    NOT NULL
+);
+CREATE TABLE trace_param (
+    trace_id        INTEGER NOT NULL REFERENCES trace(id) ON DELETE CASCADE,
+    param_type_id   INTEGER NOT NULL REFERENCES trace_param_type(id),
+    value           TEXT    NOT NULL,
+    PRIMARY KEY (trace_id, param_type_id)
+);
+CREATE TABLE tool (
+    id              INTEGER PRIMARY KEY,
+    name            TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL,
+    command         TEXT NOT NULL,
+    description     TEXT NOT NULL
+);
+"#;
+
+fn set_pragmas(conn: &Connection, path: &Path) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL").ctx(path)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .ctx(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .ctx(path)?;
+    Ok(())
+}
+
+/// Creates a new store file of the given kind with its tables.
+pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Connection> {
+    if path.exists() {
+        return Err(StoreError::InvalidRequest(format!(
+            "{} already exists; remove it or choose another file name",
+            path.display()
+        )));
+    }
+    let conn = Connection::open(path).ctx(path)?;
+    conn.pragma_update(None, "page_size", 8192).ctx(path)?;
+    set_pragmas(&conn, path)?;
+    conn.execute_batch(&format!(
+        "BEGIN; {ddl} PRAGMA application_id = {application_id}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+    ))
+    .ctx(path)?;
+    Ok(conn)
+}
+
+/// Opens an existing store file, checking that it is of the expected kind and version.
+pub(crate) fn open(
+    path: &Path,
+    kind: &'static str,
+    application_id: i32,
+    read_only: bool,
+) -> Result<Connection> {
+    if !path.is_file() {
+        return Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        });
+    }
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+    };
+    let conn = Connection::open_with_flags(path, flags).ctx(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .ctx(path)?;
+    let not_store = |detail: String| StoreError::NotAStore {
+        path: path.to_path_buf(),
+        expected_kind: kind,
+        detail,
+    };
+    let app: i32 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(|e| not_store(e.to_string()))?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| not_store(e.to_string()))?;
+    if app != application_id {
+        return Err(not_store(format!(
+            "application_id is {app:#x}, expected {application_id:#x}"
+        )));
+    }
+    if version != SCHEMA_VERSION {
+        return Err(StoreError::SchemaVersion {
+            path: path.to_path_buf(),
+            found: version,
+            expected: SCHEMA_VERSION,
+        });
+    }
+    if !read_only {
+        set_pragmas(&conn, path)?;
+    }
+    // Touch the schema so that a truncated file fails here rather than in the middle of a query.
+    let check = if kind == "trace" {
+        "SELECT count(*) FROM trace_info"
+    } else {
+        "SELECT count(*) FROM trace"
+    };
+    conn.query_row(check, [], |r| r.get::<_, i64>(0))
+        .map_err(|e| not_store(e.to_string()))?;
+    Ok(conn)
+}

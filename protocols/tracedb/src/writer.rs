@@ -1,0 +1,506 @@
+//! The incremental trace writer used by the collector and the importers.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+
+use crate::codec::{self, ColumnBuffer, EncodeScratch};
+use crate::error::{Result, SqlContext, StoreError};
+use crate::fxhash::FxHashMap;
+use crate::model::{
+    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
+    TraceMeta,
+};
+use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
+use crate::summary::{self, SummaryAcc};
+
+/// Tuning of a [`TraceWriter`]; the defaults are what the measurements in `ARCHITECTURE.md`
+/// chose.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// Events per chunk (at most 4096).
+    pub chunk_events: usize,
+    /// Longest time between two commits while events keep arriving.
+    pub commit_interval: Duration,
+    /// zstd level of the chunks.
+    pub zstd_level: i32,
+    /// Finest summary bucket is `2^summary_base_shift` ns.
+    pub summary_base_shift: u32,
+    /// Number of summary levels (each doubles the bucket width).
+    pub summary_levels: u32,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        Self {
+            chunk_events: codec::MAX_CHUNK_EVENTS,
+            commit_interval: Duration::from_millis(250),
+            zstd_level: 1,
+            summary_base_shift: summary::DEFAULT_BASE_SHIFT,
+            summary_levels: summary::DEFAULT_LEVELS,
+        }
+    }
+}
+
+struct StreamBuf {
+    id: i64,
+    category: EventCategory,
+    class: u32,
+    cpu: Option<u16>,
+    buf: ColumnBuffer,
+    max_span: i64,
+    chunk_count: i64,
+    event_count: i64,
+    dirty: bool,
+}
+
+/// Writes one trace file incrementally: events go into per-stream column buffers, full
+/// buffers become compressed chunks, and everything is committed at least every
+/// [`WriterConfig::commit_interval`] so that readers follow a growing, consistent prefix.
+///
+/// Call [`TraceWriter::maybe_commit`] from time to time when events stop arriving, and
+/// [`TraceWriter::finish`] at the end; dropping the writer commits what it holds.
+pub struct TraceWriter {
+    conn: Connection,
+    path: PathBuf,
+    config: WriterConfig,
+    streams: Vec<StreamBuf>,
+    stream_index: FxHashMap<i64, usize>,
+    last_stream: Option<(i64, usize)>,
+    in_tx: bool,
+    last_commit: Instant,
+    pushes_since_check: u32,
+    summary: SummaryAcc,
+    scratch: EncodeScratch,
+    compressor: zstd::bulk::Compressor<'static>,
+    committed: TraceInfo,
+    pending_t_min: i64,
+    pending_t_max: i64,
+    pending_events: u64,
+    finished: bool,
+}
+
+impl TraceWriter {
+    /// Creates a new trace file at `path` (which must not exist) with default tuning.
+    pub fn create(path: impl AsRef<Path>, meta: &TraceMeta) -> Result<Self> {
+        Self::create_with(path, meta, WriterConfig::default())
+    }
+
+    /// Creates a new trace file with explicit tuning.
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        meta: &TraceMeta,
+        config: WriterConfig,
+    ) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if config.chunk_events == 0 || config.chunk_events > codec::MAX_CHUNK_EVENTS {
+            return Err(StoreError::InvalidRequest(format!(
+                "chunk_events must be in 1..={}",
+                codec::MAX_CHUNK_EVENTS
+            )));
+        }
+        if config.summary_levels == 0 || config.summary_base_shift + config.summary_levels > 62 {
+            return Err(StoreError::InvalidRequest(
+                "summary levels must be ≥ 1 and base_shift + levels ≤ 62".into(),
+            ));
+        }
+        let conn = schema::create(&path, TRACE_DDL, TRACE_APPLICATION_ID)?;
+        conn.execute(
+            "INSERT INTO trace_info (id, trace_type, board, soc, os, application, cpus, tick_rate_hz,
+                start_unix_ns, description, processed, t_min, t_max, event_count, complete, finished,
+                summary_base_shift, summary_levels)
+             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0, 0, 0, 0, 0, ?11, ?12)",
+            params![
+                meta.trace_type,
+                meta.board,
+                meta.soc,
+                meta.os,
+                meta.application,
+                meta.cpus,
+                meta.tick_rate_hz as i64,
+                meta.start_unix_ns,
+                meta.description,
+                meta.processed,
+                config.summary_base_shift,
+                config.summary_levels
+            ],
+        )
+        .ctx(&path)?;
+        for (name, value) in &meta.params {
+            conn.execute(
+                "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, ?2, ?3)",
+                params![name, value.param_type().name(), value.to_string()],
+            )
+            .ctx(&path)?;
+        }
+        let compressor =
+            zstd::bulk::Compressor::new(config.zstd_level).map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Self {
+            conn,
+            summary: SummaryAcc::new(config.summary_base_shift),
+            config,
+            streams: Vec::new(),
+            stream_index: FxHashMap::default(),
+            last_stream: None,
+            in_tx: false,
+            last_commit: Instant::now(),
+            pushes_since_check: 0,
+            scratch: EncodeScratch::default(),
+            compressor,
+            committed: TraceInfo {
+                meta: meta.clone(),
+                ..TraceInfo::default()
+            },
+            pending_t_min: i64::MAX,
+            pending_t_max: i64::MIN,
+            pending_events: 0,
+            finished: false,
+            path,
+        })
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What readers can see now (the last commit).
+    pub fn info(&self) -> &TraceInfo {
+        &self.committed
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        if !self.in_tx {
+            self.conn.execute_batch("BEGIN").ctx(&self.path)?;
+            self.in_tx = true;
+        }
+        Ok(())
+    }
+
+    /// Registers or replaces an event type (at any time, also after its events).
+    pub fn add_event_type(&mut self, ty: &EventType) -> Result<()> {
+        self.begin()?;
+        let p = &self.path;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO event_type (id, name, category) VALUES (?1, ?2, ?3)",
+                params![ty.id, ty.name, ty.category.code()],
+            )
+            .ctx(p)?;
+        self.conn
+            .execute(
+                "DELETE FROM event_param_type WHERE event_type_id = ?1",
+                [ty.id],
+            )
+            .ctx(p)?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO event_param_type (event_type_id, position, name, type) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .ctx(p)?;
+        for (i, d) in ty.params.iter().enumerate() {
+            st.execute(params![ty.id, i as i64, d.name, d.ty.name()])
+                .ctx(p)?;
+        }
+        Ok(())
+    }
+
+    /// Registers or replaces a producer (at any time, also after its events).
+    pub fn add_producer(&mut self, producer: &Producer) -> Result<()> {
+        self.begin()?;
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO producer (id, parent_id, kind, local_id, name) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    producer.id,
+                    producer.parent,
+                    producer.kind.name(),
+                    producer.local_id,
+                    producer.name
+                ])
+            })
+            .ctx(&self.path)?;
+        Ok(())
+    }
+
+    /// Records lost events.
+    pub fn add_loss(&mut self, loss: &LossRecord) -> Result<()> {
+        self.begin()?;
+        self.conn
+            .execute(
+                "INSERT INTO loss (cpu, ts, count, seq_from, seq_to, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    loss.cpu,
+                    loss.ts,
+                    loss.count as i64,
+                    loss.seq_from.map(|v| v as i64),
+                    loss.seq_to.map(|v| v as i64),
+                    loss.reason
+                ],
+            )
+            .ctx(&self.path)?;
+        Ok(())
+    }
+
+    /// Sets an ingest counter (replacing its previous value).
+    pub fn set_ingest_stat(&mut self, stat: &IngestStat) -> Result<()> {
+        self.begin()?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO ingest_stat (name, value, description) VALUES (?1, ?2, ?3)",
+                params![stat.name, stat.value, stat.description],
+            )
+            .ctx(&self.path)?;
+        Ok(())
+    }
+
+    /// Records a file related to the trace; returns its id.
+    pub fn add_file(&mut self, path: &str, description: &str) -> Result<i64> {
+        self.begin()?;
+        self.conn
+            .execute(
+                "INSERT INTO file (path, description) VALUES (?1, ?2)",
+                params![path, description],
+            )
+            .ctx(&self.path)?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    #[inline]
+    fn stream_for(&mut self, e: &Event) -> usize {
+        let category = e.kind.category();
+        let class = match e.kind {
+            EventKind::State { end, .. } | EventKind::Link { end, .. } => {
+                codec::duration_class(end.saturating_sub(e.ts))
+            }
+            _ => 0,
+        };
+        let id = codec::stream_id(category, class, e.cpu);
+        if let Some((last, idx)) = self.last_stream
+            && last == id
+        {
+            return idx;
+        }
+        let idx = match self.stream_index.get(&id) {
+            Some(&i) => i,
+            None => {
+                self.streams.push(StreamBuf {
+                    id,
+                    category,
+                    class,
+                    cpu: e.cpu,
+                    buf: ColumnBuffer::default(),
+                    max_span: 0,
+                    chunk_count: 0,
+                    event_count: 0,
+                    dirty: false,
+                });
+                let i = self.streams.len() - 1;
+                self.stream_index.insert(id, i);
+                i
+            }
+        };
+        self.last_stream = Some((id, idx));
+        idx
+    }
+
+    /// Appends one event. States and links may arrive in any order (typically by end time).
+    #[inline]
+    pub fn push(&mut self, event: &Event) -> Result<()> {
+        let idx = self.stream_for(event);
+        let s = &mut self.streams[idx];
+        s.buf.push(event);
+        if s.buf.len() >= self.config.chunk_events {
+            self.flush_stream(idx)?;
+        }
+        self.pushes_since_check += 1;
+        if self.pushes_since_check >= 256 {
+            self.pushes_since_check = 0;
+            self.maybe_commit()?;
+        }
+        Ok(())
+    }
+
+    /// Commits if the commit interval has passed since the last commit.
+    pub fn maybe_commit(&mut self) -> Result<bool> {
+        if self.last_commit.elapsed() >= self.config.commit_interval {
+            self.commit()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn flush_stream(&mut self, idx: usize) -> Result<()> {
+        if self.streams[idx].buf.len() == 0 {
+            return Ok(());
+        }
+        self.begin()?;
+        let s = &mut self.streams[idx];
+        let is_state = s.category == EventCategory::State;
+        let summary = &mut self.summary;
+        let (blob, meta) = codec::encode_chunk(
+            &s.buf,
+            s.category,
+            s.cpu,
+            &mut self.scratch,
+            &mut self.compressor,
+            |ts, end, ty, p| summary.add(ts, end, is_state, ty, p),
+        )
+        .map_err(|source| StoreError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let types = join_ids(&meta.types);
+        let producers = join_ids(&meta.producers);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO chunk (stream, t_min, t_max, end_max, count, types, producers, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    s.id,
+                    meta.t_min,
+                    meta.t_max,
+                    meta.end_max,
+                    meta.count,
+                    types,
+                    producers,
+                    blob
+                ])
+            })
+            .ctx(&self.path)?;
+        s.max_span = s.max_span.max(meta.end_max.saturating_sub(meta.t_min));
+        s.chunk_count += 1;
+        s.event_count += i64::from(meta.count);
+        s.dirty = true;
+        s.buf.clear();
+        self.pending_t_min = self.pending_t_min.min(meta.t_min);
+        self.pending_t_max = self.pending_t_max.max(meta.end_max);
+        self.pending_events += u64::from(meta.count);
+        Ok(())
+    }
+
+    /// Writes every buffered event as (possibly partial) chunks and commits, so that readers
+    /// see everything pushed so far.
+    pub fn commit(&mut self) -> Result<()> {
+        for i in 0..self.streams.len() {
+            self.flush_stream(i)?;
+        }
+        self.begin()?;
+        let p = self.path.clone();
+        let rows = self.summary.drain_rows(self.config.summary_levels);
+        {
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO summary (level, bucket, producer, type, count, state_ns)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (level, bucket, producer, type) DO UPDATE SET
+                        count = count + excluded.count, state_ns = state_ns + excluded.state_ns",
+                )
+                .ctx(&p)?;
+            for (level, bucket, producer, ty, count, state_ns) in rows {
+                st.execute(params![level, bucket, producer, ty, count as i64, state_ns])
+                    .ctx(&p)?;
+            }
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO stream (id, category, duration_class, cpu, max_span, chunk_count, event_count)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .ctx(&p)?;
+            for s in self.streams.iter_mut().filter(|s| s.dirty) {
+                st.execute(params![
+                    s.id,
+                    s.category.code(),
+                    s.class,
+                    s.cpu,
+                    s.max_span,
+                    s.chunk_count,
+                    s.event_count
+                ])
+                .ctx(&p)?;
+                s.dirty = false;
+            }
+        }
+        let mut info = self.committed.clone();
+        if self.pending_events > 0 {
+            if info.event_count == 0 {
+                info.t_min = self.pending_t_min;
+                info.t_max = self.pending_t_max;
+            } else {
+                info.t_min = info.t_min.min(self.pending_t_min);
+                info.t_max = info.t_max.max(self.pending_t_max);
+            }
+            info.event_count += self.pending_events;
+        }
+        self.conn
+            .execute(
+                "UPDATE trace_info SET t_min = ?1, t_max = ?2, event_count = ?3 WHERE id = 1",
+                params![info.t_min, info.t_max, info.event_count as i64],
+            )
+            .ctx(&p)?;
+        self.conn.execute_batch("COMMIT").ctx(&p)?;
+        self.in_tx = false;
+        self.committed = info;
+        self.pending_events = 0;
+        self.pending_t_min = i64::MAX;
+        self.pending_t_max = i64::MIN;
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+
+    /// Commits everything, marks the trace finished (and complete or not), checkpoints the
+    /// WAL and returns the final information.
+    pub fn finish(mut self, complete: bool) -> Result<TraceInfo> {
+        self.commit()?;
+        self.conn
+            .execute(
+                "UPDATE trace_info SET complete = ?1, finished = 1 WHERE id = 1",
+                [complete],
+            )
+            .ctx(&self.path)?;
+        // A checkpoint makes the main file self-contained; readers may hold it busy, which is fine.
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        self.finished = true;
+        self.committed.complete = complete;
+        self.committed.finished = true;
+        Ok(self.committed.clone())
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Best effort: a writer dropped on an error path keeps what it had.
+            let _ = self.commit();
+        }
+    }
+}
+
+pub(crate) fn join_ids(ids: &[u32]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(ids.len() * 4);
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let _ = write!(s, "{id}");
+    }
+    s
+}
+
+pub(crate) fn parse_ids(s: &str) -> Vec<u32> {
+    s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}
