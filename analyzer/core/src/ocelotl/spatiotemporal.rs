@@ -18,6 +18,34 @@ fn at(end: usize, start: usize) -> usize {
 /// Cut tables of a subtree, by node id.
 type SubtreeCuts = Vec<(usize, Vec<u32>)>;
 
+/// Candidates scanned per block of the DP's inner loop.
+const BLOCK: usize = 16;
+
+/// The largest `v + p` over a block, NaN ignored. Max is order-independent (±0 compare
+/// equal, NaN never wins), so lanes can run side by side and the compiler can vectorise.
+#[inline]
+fn block_top(values: &[f64], prefixes: &[f64]) -> f64 {
+    let mut lanes = [f64::NEG_INFINITY; 4];
+    let (mut vs, mut ps) = (values.chunks_exact(4), prefixes.chunks_exact(4));
+    for (v4, p4) in (&mut vs).zip(&mut ps) {
+        for l in 0..4 {
+            let x = v4[l] + p4[l];
+            if x > lanes[l] {
+                lanes[l] = x;
+            }
+        }
+    }
+    for (a, b) in vs.remainder().iter().zip(ps.remainder()) {
+        let x = a + b;
+        if x > lanes[0] {
+            lanes[0] = x;
+        }
+    }
+    lanes
+        .into_iter()
+        .fold(f64::NEG_INFINITY, |m, x| if x > m { x } else { m })
+}
+
 /// Marks a cut whose last segment is aggregated at the node rather than delegated.
 const AGGREGATED: u32 = 1 << 31;
 
@@ -280,6 +308,7 @@ impl SpatiotemporalQualities {
         let mut best = Table::zeroed(cells);
         let mut cut = vec![0u32; cells];
         let mut row = Table::zeroed(n);
+        let mut tops = Vec::with_capacity(n / BLOCK + 1);
         for k in (0..n).rev() {
             for j in 0..n - k {
                 let e = k + j;
@@ -287,16 +316,35 @@ impl SpatiotemporalQualities {
                 let mut cur = cand.get(base + k);
                 let mut cc = k;
                 let mut agg = leaf || pic.get(base + k) == cur;
-                // Strict improvement only: among equal candidates the longest last segment stays.
-                for c in 1..=j {
-                    let value = cand.value[base + k + c] + row.value[c - 1];
-                    if value >= cur.value {
-                        let prefix = row.get(c - 1);
-                        let next = cand.get(base + k + c).add(prefix);
-                        if next.beats(cur) {
-                            cur = next;
-                            cc = k + c;
-                            agg = leaf || pic.get(base + k + c).add(prefix) == next;
+                // Strict improvement only, so the winner is the first candidate that is
+                // greatest in (value, gain, −loss) order, and it has the largest value. A
+                // vectorisable pass finds that value per block; only blocks reaching it are
+                // walked candidate by candidate, in the original's order and arithmetic.
+                let values = &cand.value[base + k + 1..=base + k + j];
+                let prefixes = &row.value[..j];
+                tops.clear();
+                tops.extend(
+                    values
+                        .chunks(BLOCK)
+                        .zip(prefixes.chunks(BLOCK))
+                        .map(|(vs, ps)| block_top(vs, ps)),
+                );
+                let top = tops
+                    .iter()
+                    .fold(f64::NEG_INFINITY, |m, &t| if t > m { t } else { m });
+                if top >= cur.value {
+                    for (block, _) in tops.iter().enumerate().filter(|&(_, &t)| t == top) {
+                        for c in block * BLOCK + 1..=((block + 1) * BLOCK).min(j) {
+                            let value = values[c - 1] + prefixes[c - 1];
+                            if value >= cur.value {
+                                let prefix = row.get(c - 1);
+                                let next = cand.get(base + k + c).add(prefix);
+                                if next.beats(cur) {
+                                    cur = next;
+                                    cc = k + c;
+                                    agg = leaf || pic.get(base + k + c).add(prefix) == next;
+                                }
+                            }
                         }
                     }
                 }
