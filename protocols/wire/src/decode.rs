@@ -66,8 +66,9 @@ pub enum DropReason {
     /// A `Dictionary` frame tries to redefine a built-in event type.
     #[error("event type id {0} is reserved for the built-in dictionary")]
     ReservedType(u16),
-    /// No delimiter within the largest frame size.
-    #[error("no frame delimiter within {max} bytes")]
+    /// Longer than [`MAX_FRAME_LEN`] once decoded, or no delimiter within `max` bytes (the longest encoding
+    /// of such a frame); the rest of the frame, up to the next delimiter, is skipped without another report.
+    #[error("frame longer than the wire format allows (no delimiter within {max} bytes)")]
     Oversized {
         /// The limit.
         max: usize,
@@ -464,7 +465,8 @@ pub struct DecoderStats {
     pub records: u64,
     /// Frames dropped (each one reported).
     pub dropped_frames: u64,
-    /// Bytes in dropped frames.
+    /// Bytes in dropped frames (delimiters excluded). Includes the tail of an oversized frame that arrived
+    /// after its report, so it can exceed the sum of the reported lengths.
     pub dropped_bytes: u64,
 }
 
@@ -487,6 +489,9 @@ pub struct StreamDecoder {
     version: SessionVersion,
     stats: DecoderStats,
     scratch: Vec<u8>,
+    /// An oversized frame was reported before its end arrived: its remaining bytes, up to the next
+    /// delimiter, are discarded without another report, as if it had arrived whole.
+    skipping_oversized: bool,
 }
 
 impl Default for StreamDecoder {
@@ -889,6 +894,7 @@ impl StreamDecoder {
             version: SessionVersion::Unknown,
             stats: DecoderStats::default(),
             scratch: Vec::new(),
+            skipping_oversized: false,
         }
     }
 
@@ -929,14 +935,20 @@ impl StreamDecoder {
             let pending = &self.buf[self.pos..];
             let found: IResult<&[u8], &[u8], ()> =
                 nom::bytes::streaming::take_till(|b| b == 0).parse(pending);
+            let max = crate::encode::max_encoded_len(MAX_FRAME_LEN);
             let encoded_len = match found {
                 Ok((_, frame)) => frame.len(),
+                Err(_) if self.skipping_oversized => {
+                    self.stats.dropped_bytes += pending.len() as u64;
+                    self.pos = self.buf.len();
+                    return None;
+                }
                 Err(_) => {
-                    let max = crate::encode::max_encoded_len(MAX_FRAME_LEN);
                     if pending.len() > max {
                         let offset = self.offset();
                         let len = pending.len();
                         self.pos = self.buf.len();
+                        self.skipping_oversized = true;
                         return Some(Err(self.dropped(
                             offset,
                             len,
@@ -949,9 +961,21 @@ impl StreamDecoder {
             let offset = self.offset();
             let start = self.pos;
             self.pos += encoded_len + 1;
+            if std::mem::take(&mut self.skipping_oversized) {
+                self.stats.dropped_bytes += encoded_len as u64;
+                continue;
+            }
             if encoded_len == 0 {
                 // Back-to-back delimiters: idle filler or a resynchronisation point, not a frame.
                 continue;
+            }
+            if encoded_len > max {
+                // Refused whether it arrived whole or in slices (see the no-delimiter case above).
+                return Some(Err(self.dropped(
+                    offset,
+                    encoded_len,
+                    DropReason::Oversized { max },
+                )));
             }
             return Some(self.decode_frame(start, encoded_len, offset));
         }
@@ -960,6 +984,12 @@ impl StreamDecoder {
     /// Ends the stream: reports a partial frame left at the end, if any.
     pub fn finish(&mut self) -> Option<DecodeError> {
         let len = self.pending();
+        if std::mem::take(&mut self.skipping_oversized) {
+            // The tail of a frame already reported as oversized.
+            self.stats.dropped_bytes += len as u64;
+            self.pos = self.buf.len();
+            return None;
+        }
         if len == 0 {
             return None;
         }
@@ -991,6 +1021,10 @@ impl StreamDecoder {
             Ok(n) => n,
             Err(_) => return Err(self.dropped(offset, encoded_len, DropReason::Cobs)),
         };
+        if decoded_len > MAX_FRAME_LEN {
+            let max = crate::encode::max_encoded_len(MAX_FRAME_LEN);
+            return Err(self.dropped(offset, encoded_len, DropReason::Oversized { max }));
+        }
         let scratch = std::mem::take(&mut self.scratch);
         let result = self.parse_frame(&scratch[..decoded_len], offset, encoded_len);
         self.scratch = scratch;

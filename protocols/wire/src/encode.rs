@@ -29,6 +29,9 @@ impl core::fmt::Display for EncodeError {
     }
 }
 
+/// The bytes of the CRC that ends every frame.
+const CRC_LEN: usize = 4;
+
 /// The worst-case encoded size of a frame whose kind, body and CRC total `decoded_len` bytes: COBS adds one
 /// byte per 254 and one more, then the `0x00` delimiter.
 pub const fn max_encoded_len(decoded_len: usize) -> usize {
@@ -48,7 +51,8 @@ impl FrameBody<'_, '_> {
     #[inline]
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
         self.len += bytes.len();
-        if self.len > MAX_FRAME_LEN {
+        // The CRC still follows, and MAX_FRAME_LEN bounds kind, body and CRC together.
+        if self.len + CRC_LEN > MAX_FRAME_LEN {
             return Err(EncodeError::FrameTooLong);
         }
         self.crc.update(bytes);
