@@ -234,6 +234,33 @@ fn events_zstd_golden() {
     );
 }
 
+/// SPEC.md shows the same bytes: every `wire:` block of its golden examples, in order.
+#[test]
+fn spec_shows_the_pinned_bytes() {
+    let spec = include_str!("../SPEC.md");
+    let examples = &spec[spec.find("## 10. Golden examples").expect("golden section")..];
+    let mut blocks: Vec<String> = Vec::new();
+    let mut in_wire = false;
+    for line in examples.lines() {
+        if let Some(rest) = line.strip_prefix("wire:") {
+            blocks.push(rest.trim().to_string());
+            in_wire = true;
+        } else if in_wire && line.starts_with("         ") {
+            let last = blocks.last_mut().unwrap();
+            last.push(' ');
+            last.push_str(line.trim());
+        } else {
+            in_wire = false;
+        }
+    }
+    assert_eq!(
+        blocks,
+        [HELLO, DICTIONARY, EVENTS, EVENTS_ZSTD, LOSS, HEARTBEAT, BYE]
+    );
+    let compact = |s: &str| s.split_whitespace().collect::<String>();
+    assert!(compact(examples).contains(&compact(EVENTS_ZSTD_RAW)));
+}
+
 /// Prints every golden example, for SPEC.md (`cargo test --features decode --test golden -- --ignored
 /// --nocapture`).
 #[test]
