@@ -1,0 +1,58 @@
+//! The host half of capture: TCP, serial and replay sources, nom decoding, per-session clock mapping, loss
+//! accounting and state reconstruction, written incrementally into the trace store.
+//!
+//! Start here: [`session::Ingest`] (one byte stream → traces; every source uses it), [`tcp::serve`] (many
+//! boards at once over TCP), [`serial::capture`] and [`replay::replay_file`], and
+//! [`reconstruct::Reconstructor`] (records → states, links, variables).
+
+pub mod naming;
+pub mod reconstruct;
+pub mod replay;
+pub mod serial;
+pub mod session;
+pub mod tcp;
+
+use std::path::PathBuf;
+
+pub use session::{IngestConfig, Notice, SessionReport};
+
+/// What can stop the collector.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CollectorError {
+    /// The trace store failed (disk full, permissions, a file of another schema version).
+    #[error(transparent)]
+    Store(#[from] socscope_tracedb::StoreError),
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A network operation failed.
+    #[error("{what}: {source}")]
+    Net {
+        /// What was being done, e.g. `listening on 127.0.0.1:7070`.
+        what: String,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A serial port could not be opened or read.
+    #[error("serial port {path}: {message}")]
+    Serial {
+        /// The device path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A command-line value could not be understood.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The collector's result type.
+pub type Result<T, E = CollectorError> = std::result::Result<T, E>;

@@ -1,0 +1,1032 @@
+//! State reconstruction: raw KPTrace-like records in, Framesoc events out.
+//!
+//! Per CPU the running thread comes from context switches; IRQ and soft-IRQ states nest on the CPU's
+//! interrupt stack; syscall and user-function states nest on the thread's own stack (a thread blocked in
+//! `read` keeps its syscall open across context switches); wake-ups become links from the waker to the
+//! wakee's next switch-in; kmalloc/kfree become a per-producer allocated-bytes variable. Whatever starts or
+//! ends outside the capture is clipped to the capture's edges and counted, never dropped.
+
+use std::collections::HashMap;
+
+use socscope_tracedb::{
+    Event, EventCategory, EventKind, EventType, LossRecord, ParamDef, ParamType, ParamValue,
+    Producer, ProducerId, ProducerKind, Result, Timestamp, TypeId,
+};
+use socscope_wire::decode::{Dictionary, FieldValue, ProducerInfo, RecordView, TypeInfo};
+use socscope_wire::dict::{self as wdict, Builtin, Category};
+
+/// Store type id of the thread "running" state.
+pub const RUNNING_TYPE: TypeId = 100_001;
+/// Store type id of the wake-up link.
+pub const WAKEUP_TYPE: TypeId = 100_002;
+/// Store type id of the allocated-bytes variable.
+pub const ALLOCATED_TYPE: TypeId = 100_003;
+
+/// Where reconstructed data goes: the trace writer, or a vector in tests.
+pub trait Sink {
+    /// A new or renamed producer.
+    fn producer(&mut self, producer: &Producer) -> Result<()>;
+    /// A new event type.
+    fn event_type(&mut self, ty: &EventType) -> Result<()>;
+    /// An event.
+    fn event(&mut self, event: &Event) -> Result<()>;
+    /// A loss.
+    fn loss(&mut self, loss: &LossRecord) -> Result<()>;
+}
+
+impl Sink for socscope_tracedb::TraceWriter {
+    fn producer(&mut self, producer: &Producer) -> Result<()> {
+        self.add_producer(producer)
+    }
+    fn event_type(&mut self, ty: &EventType) -> Result<()> {
+        self.add_event_type(ty)
+    }
+    fn event(&mut self, event: &Event) -> Result<()> {
+        self.push(event)
+    }
+    fn loss(&mut self, loss: &LossRecord) -> Result<()> {
+        self.add_loss(loss)
+    }
+}
+
+/// Counters of the reconstruction, stored as `ingest_stat` rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReconstructStats {
+    /// Records seen, per wire type id.
+    pub records_by_type: HashMap<u16, u64>,
+    /// Events written.
+    pub events: u64,
+    /// States still open at the end, closed at the last timestamp.
+    pub clipped_open_states: u64,
+    /// Exits (and switch-outs) whose entry was before the capture, started at the capture's edge.
+    pub clipped_exits: u64,
+    /// Context switches whose previous thread was not the one running.
+    pub switch_mismatches: u64,
+    /// Wake-ups still pending at the end, ended at the last timestamp.
+    pub clipped_wakeups: u64,
+    /// kfree of a pointer no kmalloc announced.
+    pub unknown_frees: u64,
+    /// Records lost on the board (from `Loss` frames).
+    pub lost_on_board: u64,
+    /// Records missing from the sequence without a `Loss` frame (frames dropped on the link).
+    pub lost_in_transit: u64,
+    /// Batches that started before the expected sequence number (replayed or reordered).
+    pub sequence_overlaps: u64,
+}
+
+#[derive(Clone, Debug)]
+struct OpenState {
+    type_id: TypeId,
+    /// The wire type of the entry, to match exits.
+    enter: u16,
+    producer: ProducerId,
+    start: Timestamp,
+    cpu: u16,
+    params: Vec<ParamValue>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Cpu {
+    running: Option<u64>,
+    running_since: Timestamp,
+    interrupts: Vec<OpenState>,
+    first_ts: Option<Timestamp>,
+    last_ts: Timestamp,
+    expected_seq: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+struct Thread {
+    producer: ProducerId,
+    parent: Option<ProducerId>,
+    stack: Vec<OpenState>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PendingWakeup {
+    ts: Timestamp,
+    waker: ProducerId,
+    cpu: u16,
+}
+
+/// Turns one session's records into store events.
+pub struct Reconstructor {
+    tick_hz: u64,
+    origin_ticks: u64,
+    cpus: Vec<Cpu>,
+    threads: HashMap<u64, Thread>,
+    processes: HashMap<u64, ProducerId>,
+    irqs: HashMap<u64, ProducerId>,
+    softirqs: HashMap<u64, ProducerId>,
+    cpu_producers: Vec<ProducerId>,
+    board_ids: HashMap<u32, ProducerId>,
+    next_producer: ProducerId,
+    wakeups: HashMap<u64, Vec<PendingWakeup>>,
+    allocations: HashMap<u64, (u64, ProducerId)>,
+    allocated: HashMap<ProducerId, i64>,
+    last_ts: Timestamp,
+    stats: ReconstructStats,
+    scratch: Event,
+}
+
+fn param_type(t: wdict::ParamType) -> ParamType {
+    match t {
+        wdict::ParamType::Signed => ParamType::Signed,
+        wdict::ParamType::Unsigned => ParamType::Unsigned,
+        wdict::ParamType::Float => ParamType::Float,
+        wdict::ParamType::String => ParamType::String,
+        wdict::ParamType::Address => ParamType::Address,
+    }
+}
+
+fn producer_kind(k: wdict::ProducerKind) -> ProducerKind {
+    match k {
+        wdict::ProducerKind::Process => ProducerKind::Process,
+        wdict::ProducerKind::Thread => ProducerKind::Thread,
+        wdict::ProducerKind::Irq => ProducerKind::Irq,
+        wdict::ProducerKind::SoftIrq => ProducerKind::SoftIrq,
+        wdict::ProducerKind::Cpu => ProducerKind::Cpu,
+    }
+}
+
+fn param_value(record: &RecordView<'_>, i: usize) -> Option<ParamValue> {
+    Some(match *record.fields().get(i)? {
+        FieldValue::Signed(v) => ParamValue::Signed(v),
+        FieldValue::Unsigned(v) => ParamValue::Unsigned(v),
+        FieldValue::Float(v) => ParamValue::Float(v),
+        FieldValue::Address(v) => ParamValue::Address(v),
+        FieldValue::Str { .. } => ParamValue::String(record.text(i)?.to_string()),
+    })
+}
+
+/// The store types of a wire type: its own (punctual, variable or state) representation.
+fn store_type_of(t: &TypeInfo, dict: &Dictionary) -> Option<EventType> {
+    let params = |t: &TypeInfo| -> Vec<ParamDef> {
+        t.params
+            .iter()
+            .map(|p| ParamDef::new(p.name.clone(), param_type(p.ty)))
+            .collect()
+    };
+    match t.category {
+        Category::Punctual => Some(EventType {
+            id: TypeId::from(t.id),
+            name: t.name.clone(),
+            category: EventCategory::Punctual,
+            params: params(t),
+        }),
+        Category::Variable => Some(EventType {
+            id: TypeId::from(t.id),
+            name: t.name.clone(),
+            category: EventCategory::Variable,
+            params: params(t),
+        }),
+        Category::StateEnter => {
+            // A state carries its entry's parameters, then its exit's (renamed where they clash).
+            let mut p = params(t);
+            if let Some(exit) = dict
+                .iter()
+                .find(|x| x.category == Category::StateExit { enter: t.id })
+            {
+                for q in &exit.params {
+                    let name = if p.iter().any(|d| d.name == q.name) {
+                        format!("exit_{}", q.name)
+                    } else {
+                        q.name.clone()
+                    };
+                    p.push(ParamDef::new(name, param_type(q.ty)));
+                }
+            }
+            Some(EventType {
+                id: TypeId::from(t.id),
+                name: t.name.clone(),
+                category: EventCategory::State,
+                params: p,
+            })
+        }
+        Category::StateExit { .. } => None,
+        Category::Special => match Builtin::from_id(t.id)? {
+            Builtin::ThreadCreate | Builtin::ThreadExit => Some(EventType {
+                id: TypeId::from(t.id),
+                name: t.name.clone(),
+                category: EventCategory::Punctual,
+                params: params(t),
+            }),
+            _ => None,
+        },
+    }
+}
+
+impl Reconstructor {
+    /// A reconstructor for a session announced by `Hello` with `tick_hz`, `start_ticks` and `cpu_count`.
+    pub fn new(tick_hz: u64, start_ticks: u64, cpu_count: u16) -> Self {
+        Self {
+            tick_hz: tick_hz.max(1),
+            origin_ticks: start_ticks,
+            cpus: vec![Cpu::default(); usize::from(cpu_count.max(1))],
+            threads: HashMap::new(),
+            processes: HashMap::new(),
+            irqs: HashMap::new(),
+            softirqs: HashMap::new(),
+            cpu_producers: Vec::new(),
+            board_ids: HashMap::new(),
+            next_producer: 1,
+            wakeups: HashMap::new(),
+            allocations: HashMap::new(),
+            allocated: HashMap::new(),
+            last_ts: 0,
+            stats: ReconstructStats::default(),
+            scratch: Event::punctual(0, 0, 0, None),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &ReconstructStats {
+        &self.stats
+    }
+
+    /// The latest timestamp seen, in ns from the session start.
+    pub fn last_ts(&self) -> Timestamp {
+        self.last_ts
+    }
+
+    /// Board ticks to store nanoseconds since the session start.
+    pub fn ticks_to_ns(&self, ticks: u64) -> Timestamp {
+        let d = i128::from(ticks) - i128::from(self.origin_ticks);
+        let ns = d * 1_000_000_000 / i128::from(self.tick_hz);
+        ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    }
+
+    /// Declares the built-in types, the derived types and the CPU producers.
+    pub fn start(&mut self, dict: &Dictionary, sink: &mut impl Sink) -> Result<()> {
+        sink.event_type(&EventType {
+            id: RUNNING_TYPE,
+            name: "running".into(),
+            category: EventCategory::State,
+            params: Vec::new(),
+        })?;
+        sink.event_type(&EventType {
+            id: WAKEUP_TYPE,
+            name: "wakeup".into(),
+            category: EventCategory::Link,
+            params: Vec::new(),
+        })?;
+        sink.event_type(&EventType {
+            id: ALLOCATED_TYPE,
+            name: "allocated_bytes".into(),
+            category: EventCategory::Variable,
+            params: Vec::new(),
+        })?;
+        for b in wdict::BUILTINS {
+            self.declare_type(b.id(), dict, sink)?;
+        }
+        for cpu in 0..self.cpus.len() {
+            let id = self.alloc_producer();
+            self.cpu_producers.push(id);
+            sink.producer(&Producer {
+                id,
+                parent: None,
+                kind: ProducerKind::Cpu,
+                local_id: cpu as i64,
+                name: format!("cpu{cpu}"),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn declare_type(&mut self, id: u16, dict: &Dictionary, sink: &mut impl Sink) -> Result<()> {
+        if let Some(t) = dict.get(id)
+            && let Some(st) = store_type_of(t, dict)
+        {
+            sink.event_type(&st)?;
+        }
+        Ok(())
+    }
+
+    /// Applies a `Dictionary` frame's declarations (types must already be in `dict`).
+    pub fn dictionary(
+        &mut self,
+        items: &[socscope_wire::decode::DictItem],
+        dict: &Dictionary,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        use socscope_wire::decode::DictItem;
+        for item in items {
+            match item {
+                DictItem::EventType(t) => {
+                    self.declare_type(t.id, dict, sink)?;
+                    if let Category::StateExit { enter } = t.category {
+                        // The state's parameter list grows with its exit's.
+                        self.declare_type(enter, dict, sink)?;
+                    }
+                }
+                DictItem::Producer(p) => self.declare_producer(p, sink)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn alloc_producer(&mut self) -> ProducerId {
+        let id = self.next_producer;
+        self.next_producer += 1;
+        id
+    }
+
+    fn declare_producer(&mut self, p: &ProducerInfo, sink: &mut impl Sink) -> Result<()> {
+        let parent = p.parent.and_then(|b| self.board_ids.get(&b).copied());
+        let existing = match p.kind {
+            wdict::ProducerKind::Thread => self.threads.get(&p.local_id).map(|t| t.producer),
+            wdict::ProducerKind::Process => self.processes.get(&p.local_id).copied(),
+            wdict::ProducerKind::Irq => self.irqs.get(&p.local_id).copied(),
+            wdict::ProducerKind::SoftIrq => self.softirqs.get(&p.local_id).copied(),
+            wdict::ProducerKind::Cpu => usize::try_from(p.local_id)
+                .ok()
+                .and_then(|c| self.cpu_producers.get(c).copied()),
+        };
+        let id = match existing {
+            Some(id) => id,
+            None => self.alloc_producer(),
+        };
+        match p.kind {
+            wdict::ProducerKind::Thread => {
+                let t = self.threads.entry(p.local_id).or_insert(Thread {
+                    producer: id,
+                    parent,
+                    stack: Vec::new(),
+                });
+                t.parent = parent;
+            }
+            wdict::ProducerKind::Process => {
+                self.processes.insert(p.local_id, id);
+            }
+            wdict::ProducerKind::Irq => {
+                self.irqs.insert(p.local_id, id);
+            }
+            wdict::ProducerKind::SoftIrq => {
+                self.softirqs.insert(p.local_id, id);
+            }
+            wdict::ProducerKind::Cpu => {}
+        }
+        self.board_ids.insert(p.id, id);
+        sink.producer(&Producer {
+            id,
+            parent,
+            kind: producer_kind(p.kind),
+            local_id: p.local_id as i64,
+            name: p.name.clone(),
+        })
+    }
+
+    fn thread(&mut self, pid: u64, sink: &mut impl Sink) -> Result<ProducerId> {
+        if let Some(t) = self.threads.get(&pid) {
+            return Ok(t.producer);
+        }
+        let id = self.alloc_producer();
+        self.threads.insert(
+            pid,
+            Thread {
+                producer: id,
+                parent: None,
+                stack: Vec::new(),
+            },
+        );
+        let name = if pid == 0 {
+            "swapper".to_string()
+        } else {
+            format!("pid {pid}")
+        };
+        sink.producer(&Producer {
+            id,
+            parent: None,
+            kind: ProducerKind::Thread,
+            local_id: pid as i64,
+            name,
+        })?;
+        Ok(id)
+    }
+
+    fn named(
+        map_kind: ProducerKind,
+        map: &mut HashMap<u64, ProducerId>,
+        next: &mut ProducerId,
+        key: u64,
+        name: impl FnOnce() -> String,
+        sink: &mut impl Sink,
+    ) -> Result<ProducerId> {
+        if let Some(&id) = map.get(&key) {
+            return Ok(id);
+        }
+        let id = *next;
+        *next += 1;
+        map.insert(key, id);
+        sink.producer(&Producer {
+            id,
+            parent: None,
+            kind: map_kind,
+            local_id: key as i64,
+            name: name(),
+        })?;
+        Ok(id)
+    }
+
+    /// The producer events on `cpu` belong to: the innermost interrupt, else the running thread, else the CPU.
+    fn context_producer(&mut self, cpu: usize, sink: &mut impl Sink) -> Result<ProducerId> {
+        if let Some(top) = self.cpus[cpu].interrupts.last() {
+            return Ok(top.producer);
+        }
+        self.thread_producer(cpu, sink)
+    }
+
+    fn thread_producer(&mut self, cpu: usize, sink: &mut impl Sink) -> Result<ProducerId> {
+        match self.cpus[cpu].running {
+            Some(pid) => self.thread(pid, sink),
+            None => Ok(self.cpu_producers[cpu]),
+        }
+    }
+
+    fn emit_state(
+        &mut self,
+        s: &OpenState,
+        end: Timestamp,
+        depth: usize,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        self.scratch.ts = s.start;
+        self.scratch.type_id = s.type_id;
+        self.scratch.producer = s.producer;
+        self.scratch.cpu = Some(s.cpu);
+        self.scratch.kind = EventKind::State {
+            end: end.max(s.start),
+            depth: depth.min(u16::MAX as usize) as u16,
+        };
+        self.scratch.params.clear();
+        self.scratch.params.extend(s.params.iter().cloned());
+        self.stats.events += 1;
+        sink.event(&self.scratch)
+    }
+
+    fn emit_simple(
+        &mut self,
+        ts: Timestamp,
+        type_id: TypeId,
+        producer: ProducerId,
+        cpu: u16,
+        kind: EventKind,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        self.scratch.ts = ts;
+        self.scratch.type_id = type_id;
+        self.scratch.producer = producer;
+        self.scratch.cpu = Some(cpu);
+        self.scratch.kind = kind;
+        self.scratch.params.clear();
+        self.stats.events += 1;
+        sink.event(&self.scratch)
+    }
+
+    /// Records a `Loss` frame.
+    pub fn loss(
+        &mut self,
+        cpu: u16,
+        first_seq: u64,
+        count: u64,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        self.stats.lost_on_board += count;
+        let ts = self
+            .cpus
+            .get(usize::from(cpu))
+            .map_or(self.last_ts, |c| c.last_ts);
+        if let Some(c) = self.cpus.get_mut(usize::from(cpu)) {
+            let end = first_seq.saturating_add(count);
+            c.expected_seq = Some(c.expected_seq.map_or(end, |e| e.max(end)));
+        }
+        sink.loss(&LossRecord {
+            cpu: Some(cpu),
+            ts,
+            count,
+            seq_from: Some(first_seq),
+            seq_to: Some(first_seq.saturating_add(count).saturating_sub(1)),
+            reason: "agent ring buffer full".into(),
+        })
+    }
+
+    /// Ingests one `Events` batch.
+    pub fn batch(
+        &mut self,
+        batch: &socscope_wire::decode::EventBatch,
+        dict: &Dictionary,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let cpu = usize::from(batch.cpu);
+        if cpu >= self.cpus.len() {
+            // A CPU the Hello did not announce: grow rather than drop.
+            let from = self.cpus.len();
+            self.cpus.resize(cpu + 1, Cpu::default());
+            for c in from..=cpu {
+                let id = self.alloc_producer();
+                self.cpu_producers.push(id);
+                sink.producer(&Producer {
+                    id,
+                    parent: None,
+                    kind: ProducerKind::Cpu,
+                    local_id: c as i64,
+                    name: format!("cpu{c}"),
+                })?;
+            }
+        }
+        let expected = self.cpus[cpu].expected_seq;
+        match expected {
+            Some(e) if batch.first_seq > e => {
+                let gap = batch.first_seq - e;
+                self.stats.lost_in_transit += gap;
+                let ts = self.cpus[cpu].last_ts;
+                sink.loss(&LossRecord {
+                    cpu: Some(batch.cpu),
+                    ts,
+                    count: gap,
+                    seq_from: Some(e),
+                    seq_to: Some(batch.first_seq - 1),
+                    reason: "frames dropped on the link".into(),
+                })?;
+            }
+            Some(e) if batch.first_seq < e => self.stats.sequence_overlaps += 1,
+            _ => {}
+        }
+        self.cpus[cpu].expected_seq = Some(batch.next_seq().max(expected.unwrap_or(0)));
+        for record in batch.iter() {
+            self.record(cpu, &record, dict, sink)?;
+        }
+        Ok(())
+    }
+
+    fn record(
+        &mut self,
+        cpu: usize,
+        r: &RecordView<'_>,
+        dict: &Dictionary,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let ts = self.ticks_to_ns(r.ticks());
+        let c = &mut self.cpus[cpu];
+        if c.first_ts.is_none() {
+            c.first_ts = Some(ts);
+            c.running_since = ts;
+        }
+        c.last_ts = ts;
+        self.last_ts = self.last_ts.max(ts);
+        *self.stats.records_by_type.entry(r.type_id()).or_insert(0) += 1;
+        let cpu16 = cpu as u16;
+        match Builtin::from_id(r.type_id()) {
+            Some(Builtin::ContextSwitch) => {
+                let prev = r.unsigned(0).unwrap_or(0);
+                let next = r.unsigned(1).unwrap_or(0);
+                self.context_switch(cpu, ts, prev, next, sink)
+            }
+            Some(Builtin::Wakeup) => {
+                let pid = r.unsigned(0).unwrap_or(0);
+                let waker = self.context_producer(cpu, sink)?;
+                self.thread(pid, sink)?;
+                let running_elsewhere = self.cpus.iter().any(|c| c.running == Some(pid));
+                if running_elsewhere {
+                    let target = self.thread(pid, sink)?;
+                    self.emit_simple(
+                        ts,
+                        WAKEUP_TYPE,
+                        waker,
+                        cpu16,
+                        EventKind::Link { end: ts, target },
+                        sink,
+                    )
+                } else {
+                    self.wakeups.entry(pid).or_default().push(PendingWakeup {
+                        ts,
+                        waker,
+                        cpu: cpu16,
+                    });
+                    Ok(())
+                }
+            }
+            Some(Builtin::ThreadCreate) => {
+                let pid = r.unsigned(0).unwrap_or(0);
+                let name = r.text(1).unwrap_or("").to_string();
+                let creator = self.cpus[cpu].running;
+                let parent = creator
+                    .and_then(|p| self.threads.get(&p))
+                    .and_then(|t| t.parent.or(Some(t.producer)));
+                let id = self.thread(pid, sink)?;
+                if let Some(t) = self.threads.get_mut(&pid) {
+                    t.parent = parent;
+                }
+                sink.producer(&Producer {
+                    id,
+                    parent,
+                    kind: ProducerKind::Thread,
+                    local_id: pid as i64,
+                    name,
+                })?;
+                self.punctual(cpu, ts, r, sink)
+            }
+            Some(Builtin::ThreadExit) => self.punctual(cpu, ts, r, sink),
+            Some(Builtin::Kmalloc) => {
+                let size = r.unsigned(0).unwrap_or(0);
+                let ptr = r.unsigned(1).unwrap_or(0);
+                let producer = self.thread_producer(cpu, sink)?;
+                if let Some((old, owner)) = self.allocations.insert(ptr, (size, producer)) {
+                    // A pointer allocated twice without a free: the first allocation is gone.
+                    *self.allocated.entry(owner).or_insert(0) -= old as i64;
+                }
+                let total = self.allocated.entry(producer).or_insert(0);
+                *total += size as i64;
+                let value = *total as f64;
+                self.emit_simple(
+                    ts,
+                    ALLOCATED_TYPE,
+                    producer,
+                    cpu16,
+                    EventKind::Variable { value },
+                    sink,
+                )
+            }
+            Some(Builtin::Kfree) => {
+                let ptr = r.unsigned(0).unwrap_or(0);
+                match self.allocations.remove(&ptr) {
+                    Some((size, owner)) => {
+                        let total = self.allocated.entry(owner).or_insert(0);
+                        *total -= size as i64;
+                        let value = *total as f64;
+                        self.emit_simple(
+                            ts,
+                            ALLOCATED_TYPE,
+                            owner,
+                            cpu16,
+                            EventKind::Variable { value },
+                            sink,
+                        )
+                    }
+                    None => {
+                        self.stats.unknown_frees += 1;
+                        Ok(())
+                    }
+                }
+            }
+            _ => {
+                let Some(t) = dict.get(r.type_id()) else {
+                    return Ok(());
+                };
+                match t.category {
+                    Category::Punctual | Category::Special => self.punctual(cpu, ts, r, sink),
+                    Category::Variable => {
+                        let producer = self.context_producer(cpu, sink)?;
+                        let value = match param_value(r, 0) {
+                            Some(v) => v.as_f64().unwrap_or(0.0),
+                            None => 0.0,
+                        };
+                        self.scratch.params.clear();
+                        self.emit_variable(
+                            ts,
+                            TypeId::from(r.type_id()),
+                            producer,
+                            cpu16,
+                            value,
+                            r,
+                            sink,
+                        )
+                    }
+                    Category::StateEnter => self.enter(cpu, ts, r, sink),
+                    Category::StateExit { enter } => self.exit(cpu, ts, enter, r, dict, sink),
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit_variable(
+        &mut self,
+        ts: Timestamp,
+        type_id: TypeId,
+        producer: ProducerId,
+        cpu: u16,
+        value: f64,
+        r: &RecordView<'_>,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        self.scratch.ts = ts;
+        self.scratch.type_id = type_id;
+        self.scratch.producer = producer;
+        self.scratch.cpu = Some(cpu);
+        self.scratch.kind = EventKind::Variable { value };
+        self.scratch.params.clear();
+        for i in 0..r.fields().len() {
+            if let Some(v) = param_value(r, i) {
+                self.scratch.params.push(v);
+            }
+        }
+        self.stats.events += 1;
+        sink.event(&self.scratch)
+    }
+
+    fn punctual(
+        &mut self,
+        cpu: usize,
+        ts: Timestamp,
+        r: &RecordView<'_>,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let producer = self.context_producer(cpu, sink)?;
+        self.scratch.ts = ts;
+        self.scratch.type_id = TypeId::from(r.type_id());
+        self.scratch.producer = producer;
+        self.scratch.cpu = Some(cpu as u16);
+        self.scratch.kind = EventKind::Punctual;
+        self.scratch.params.clear();
+        for i in 0..r.fields().len() {
+            if let Some(v) = param_value(r, i) {
+                self.scratch.params.push(v);
+            }
+        }
+        self.stats.events += 1;
+        sink.event(&self.scratch)
+    }
+
+    fn is_interrupt(type_id: u16) -> bool {
+        type_id == Builtin::IrqEntry.id() || type_id == Builtin::SoftIrqEntry.id()
+    }
+
+    fn enter(
+        &mut self,
+        cpu: usize,
+        ts: Timestamp,
+        r: &RecordView<'_>,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let type_id = r.type_id();
+        let mut params = Vec::with_capacity(r.fields().len());
+        for i in 0..r.fields().len() {
+            if let Some(v) = param_value(r, i) {
+                params.push(v);
+            }
+        }
+        if Self::is_interrupt(type_id) {
+            let key = r.unsigned(0).unwrap_or(0);
+            let producer = if type_id == Builtin::IrqEntry.id() {
+                Self::named(
+                    ProducerKind::Irq,
+                    &mut self.irqs,
+                    &mut self.next_producer,
+                    key,
+                    || format!("irq {key}"),
+                    sink,
+                )?
+            } else {
+                Self::named(
+                    ProducerKind::SoftIrq,
+                    &mut self.softirqs,
+                    &mut self.next_producer,
+                    key,
+                    || format!("softirq {key:#x}"),
+                    sink,
+                )?
+            };
+            self.cpus[cpu].interrupts.push(OpenState {
+                type_id: TypeId::from(type_id),
+                enter: type_id,
+                producer,
+                start: ts,
+                cpu: cpu as u16,
+                params,
+            });
+            return Ok(());
+        }
+        let pid = self.cpus[cpu].running;
+        let producer = self.thread_producer(cpu, sink)?;
+        let state = OpenState {
+            type_id: TypeId::from(type_id),
+            enter: type_id,
+            producer,
+            start: ts,
+            cpu: cpu as u16,
+            params,
+        };
+        match pid.and_then(|p| self.threads.get_mut(&p)) {
+            Some(t) => t.stack.push(state),
+            // No thread known yet on this CPU: the state belongs to the CPU's context.
+            None => self.cpus[cpu].interrupts.push(state),
+        }
+        Ok(())
+    }
+
+    fn exit(
+        &mut self,
+        cpu: usize,
+        ts: Timestamp,
+        enter: u16,
+        r: &RecordView<'_>,
+        dict: &Dictionary,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let exit_params: Vec<ParamValue> = (0..r.fields().len())
+            .filter_map(|i| param_value(r, i))
+            .collect();
+        // Where the entry lives: the interrupt stack for IRQs, else the running thread's stack (or the CPU's
+        // context when no thread is known).
+        let on_thread = !Self::is_interrupt(enter) && self.cpus[cpu].running.is_some();
+        let stack_len = if on_thread {
+            let pid = self.cpus[cpu].running.unwrap_or(0);
+            self.threads.get(&pid).map_or(0, |t| t.stack.len())
+        } else {
+            self.cpus[cpu].interrupts.len()
+        };
+        let position = {
+            let stack = if on_thread {
+                let pid = self.cpus[cpu].running.unwrap_or(0);
+                self.threads.get(&pid).map(|t| &t.stack)
+            } else {
+                Some(&self.cpus[cpu].interrupts)
+            };
+            stack.and_then(|s| s.iter().rposition(|o| o.enter == enter))
+        };
+        let exit_has_params = dict
+            .iter()
+            .find(|x| x.category == Category::StateExit { enter })
+            .is_some_and(|x| !x.params.is_empty());
+        match position {
+            Some(pos) => {
+                // Close what was opened inside it and never closed (a lost exit), then it.
+                let mut closed = Vec::new();
+                {
+                    let stack = if on_thread {
+                        let pid = self.cpus[cpu].running.unwrap_or(0);
+                        match self.threads.get_mut(&pid) {
+                            Some(t) => &mut t.stack,
+                            None => return Ok(()),
+                        }
+                    } else {
+                        &mut self.cpus[cpu].interrupts
+                    };
+                    while stack.len() > pos {
+                        let depth = stack.len() - 1;
+                        if let Some(s) = stack.pop() {
+                            closed.push((s, depth));
+                        }
+                    }
+                }
+                let n = closed.len();
+                for (i, (mut s, depth)) in closed.into_iter().enumerate() {
+                    if i + 1 == n {
+                        if exit_has_params {
+                            s.params.extend(exit_params.iter().cloned());
+                        }
+                    } else {
+                        self.stats.clipped_open_states += 1;
+                    }
+                    let depth = if on_thread { depth + 1 } else { depth };
+                    self.emit_state(&s, ts, depth, sink)?;
+                }
+                Ok(())
+            }
+            None => {
+                // The entry happened before the capture (or was lost): clip the state to the capture's edge.
+                self.stats.clipped_exits += 1;
+                let start = if on_thread {
+                    self.cpus[cpu].running_since
+                } else {
+                    self.cpus[cpu].first_ts.unwrap_or(ts)
+                };
+                let producer = if Self::is_interrupt(enter) {
+                    self.context_producer(cpu, sink)?
+                } else {
+                    self.thread_producer(cpu, sink)?
+                };
+                let mut params: Vec<ParamValue> = Vec::new();
+                if exit_has_params {
+                    // Unknown entry parameters: fill the entry's slots with zeros so positions stay right.
+                    if let Some(t) = dict.get(enter) {
+                        for p in &t.params {
+                            params.push(match p.ty {
+                                wdict::ParamType::Signed => ParamValue::Signed(0),
+                                wdict::ParamType::Float => ParamValue::Float(0.0),
+                                wdict::ParamType::String => ParamValue::String(String::new()),
+                                wdict::ParamType::Address => ParamValue::Address(0),
+                                wdict::ParamType::Unsigned => ParamValue::Unsigned(0),
+                            });
+                        }
+                    }
+                    params.extend(exit_params);
+                }
+                let s = OpenState {
+                    type_id: TypeId::from(enter),
+                    enter,
+                    producer,
+                    start,
+                    cpu: cpu as u16,
+                    params,
+                };
+                let depth = if on_thread { stack_len + 1 } else { stack_len };
+                self.emit_state(&s, ts, depth, sink)
+            }
+        }
+    }
+
+    fn context_switch(
+        &mut self,
+        cpu: usize,
+        ts: Timestamp,
+        prev: u64,
+        next: u64,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let current = self.cpus[cpu].running;
+        if current.is_some() && current != Some(prev) {
+            self.stats.switch_mismatches += 1;
+        }
+        // Close the running state of whoever was running (the previous thread if nobody was known: clipped).
+        let outgoing = current.unwrap_or_else(|| {
+            self.stats.clipped_exits += 1;
+            prev
+        });
+        let producer = self.thread(outgoing, sink)?;
+        let since = self.cpus[cpu].running_since;
+        self.emit_simple(
+            since,
+            RUNNING_TYPE,
+            producer,
+            cpu as u16,
+            EventKind::State { end: ts, depth: 0 },
+            sink,
+        )?;
+        // The incoming thread runs from now on; its pending wake-ups end here.
+        let incoming = self.thread(next, sink)?;
+        self.cpus[cpu].running = Some(next);
+        self.cpus[cpu].running_since = ts;
+        if let Some(pending) = self.wakeups.remove(&next) {
+            for w in pending {
+                self.emit_simple(
+                    w.ts,
+                    WAKEUP_TYPE,
+                    w.waker,
+                    w.cpu,
+                    EventKind::Link {
+                        end: ts,
+                        target: incoming,
+                    },
+                    sink,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes everything still open at the last timestamp seen (counted as clipped).
+    pub fn finish(&mut self, sink: &mut impl Sink) -> Result<()> {
+        let end = self.last_ts;
+        for cpu in 0..self.cpus.len() {
+            let interrupts = std::mem::take(&mut self.cpus[cpu].interrupts);
+            for (depth, s) in interrupts.into_iter().enumerate().rev() {
+                self.stats.clipped_open_states += 1;
+                self.emit_state(&s, end, depth, sink)?;
+            }
+            if let Some(pid) = self.cpus[cpu].running.take() {
+                let producer = self.thread(pid, sink)?;
+                let since = self.cpus[cpu].running_since;
+                self.stats.clipped_open_states += 1;
+                self.emit_simple(
+                    since,
+                    RUNNING_TYPE,
+                    producer,
+                    cpu as u16,
+                    EventKind::State { end, depth: 0 },
+                    sink,
+                )?;
+            }
+        }
+        let mut pids: Vec<u64> = self.threads.keys().copied().collect();
+        pids.sort_unstable();
+        for pid in pids {
+            let stack = match self.threads.get_mut(&pid) {
+                Some(t) => std::mem::take(&mut t.stack),
+                None => continue,
+            };
+            for (depth, s) in stack.into_iter().enumerate().rev() {
+                self.stats.clipped_open_states += 1;
+                self.emit_state(&s, end, depth + 1, sink)?;
+            }
+        }
+        let mut pending: Vec<(u64, Vec<PendingWakeup>)> = self.wakeups.drain().collect();
+        pending.sort_unstable_by_key(|(pid, _)| *pid);
+        for (pid, ws) in pending {
+            let target = self.thread(pid, sink)?;
+            for w in ws {
+                self.stats.clipped_wakeups += 1;
+                self.emit_simple(
+                    w.ts,
+                    WAKEUP_TYPE,
+                    w.waker,
+                    w.cpu,
+                    EventKind::Link { end, target },
+                    sink,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

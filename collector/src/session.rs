@@ -1,0 +1,490 @@
+//! One connection's ingest: bytes in, sessions out. Decoding, the session life cycle (a trace per `Hello`,
+//! complete at `Bye`, incomplete on disconnect), drop and loss accounting, and the catalog entry.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceMeta, TraceWriter};
+use socscope_wire::WIRE_VERSION;
+use socscope_wire::decode::{DecodeError, Frame, HelloInfo, StreamDecoder};
+
+use crate::naming::trace_file_name;
+use crate::reconstruct::Reconstructor;
+use crate::{CollectorError, Result};
+
+/// Where and how sessions are stored.
+#[derive(Clone, Debug)]
+pub struct IngestConfig {
+    /// The catalog directory; trace files are created in it.
+    pub dir: PathBuf,
+    /// Wire versions accepted.
+    pub accepted_versions: Vec<u16>,
+}
+
+impl IngestConfig {
+    /// Stores in `dir`, accepting this build's wire version.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            accepted_versions: vec![WIRE_VERSION],
+        }
+    }
+}
+
+/// What became of one session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionReport {
+    /// The source, e.g. `tcp 127.0.0.1:50312` or `serial /dev/ttyUSB0`.
+    pub source: String,
+    /// Board name from `Hello`.
+    pub board: String,
+    /// The trace file.
+    pub path: PathBuf,
+    /// Whether the board said `Bye`.
+    pub complete: bool,
+    /// Raw records decoded.
+    pub records: u64,
+    /// Events stored.
+    pub events: u64,
+    /// Records the board reported lost.
+    pub lost_on_board: u64,
+    /// Records missing from the sequence (frames dropped on the link).
+    pub lost_in_transit: u64,
+    /// Frames dropped by the decoder.
+    pub dropped_frames: u64,
+    /// Wall-clock seconds from `Hello` to the end.
+    pub wall_seconds: f64,
+    /// Trace duration in seconds (board time).
+    pub trace_seconds: f64,
+}
+
+impl SessionReport {
+    /// Records per wall-clock second.
+    pub fn records_per_second(&self) -> f64 {
+        if self.wall_seconds > 0.0 {
+            self.records as f64 / self.wall_seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Something the ingest wants the operator to know.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Notice {
+    /// A session began.
+    SessionStarted {
+        /// Source.
+        source: String,
+        /// Board.
+        board: String,
+        /// Trace file.
+        path: PathBuf,
+    },
+    /// A session ended.
+    SessionEnded(SessionReport),
+    /// A frame was dropped (only the first few per session are reported; all are counted).
+    FrameDropped {
+        /// Source.
+        source: String,
+        /// What the decoder said.
+        message: String,
+    },
+    /// A board speaks a wire version this collector does not accept.
+    VersionRejected {
+        /// Source.
+        source: String,
+        /// The decoder's message: both versions and what to upgrade.
+        message: String,
+    },
+}
+
+/// How many dropped frames per session are reported one by one (all are counted in `ingest_stat`).
+const REPORTED_DROPS: u64 = 20;
+
+struct ActiveSession {
+    hello: HelloInfo,
+    writer: TraceWriter,
+    recon: Reconstructor,
+    path: PathBuf,
+    db_file: String,
+    started: Instant,
+    drops: BTreeMap<&'static str, u64>,
+    dropped_frames: u64,
+    dropped_bytes: u64,
+    frames: u64,
+    bytes_at_start: u64,
+    board_totals: Option<(u64, u64)>,
+}
+
+/// Decodes one byte stream (a TCP connection, a serial port, a capture file) into traces.
+pub struct Ingest {
+    config: IngestConfig,
+    source: String,
+    decoder: StreamDecoder,
+    session: Option<ActiveSession>,
+    orphan_frames: u64,
+    notices: Vec<Notice>,
+    reports: Vec<SessionReport>,
+}
+
+fn drop_reason_key(e: &DecodeError) -> &'static str {
+    use socscope_wire::decode::DropReason as R;
+    match e {
+        DecodeError::Dropped { reason, .. } => match reason {
+            R::Cobs => "cobs",
+            R::TooShort { .. } => "too_short",
+            R::Crc { .. } => "crc",
+            R::UnknownKind(_) => "unknown_kind",
+            R::Malformed { .. } => "malformed",
+            R::UnknownEventType { .. } => "unknown_event_type",
+            R::ReservedType(_) => "reserved_type",
+            R::Oversized { .. } => "oversized",
+            R::Truncated => "truncated",
+            R::Decompress(_) => "decompress",
+            R::SessionRejected(_) => "session_rejected",
+            _ => "other",
+        },
+        DecodeError::UnsupportedVersion { .. } => "unsupported_version",
+        _ => "other",
+    }
+}
+
+impl Ingest {
+    /// A new ingest for the stream from `source`.
+    pub fn new(config: IngestConfig, source: impl Into<String>) -> Self {
+        let decoder = StreamDecoder::new(&config.accepted_versions);
+        Self {
+            config,
+            source: source.into(),
+            decoder,
+            session: None,
+            orphan_frames: 0,
+            notices: Vec::new(),
+            reports: Vec::new(),
+        }
+    }
+
+    /// Notices since the last call.
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Reports of the sessions ended so far.
+    pub fn reports(&self) -> &[SessionReport] {
+        &self.reports
+    }
+
+    /// Frames decoded or dropped while no session was open (before the first `Hello`).
+    pub fn orphan_frames(&self) -> u64 {
+        self.orphan_frames
+    }
+
+    /// Feeds bytes from the stream and ingests every complete frame.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
+        self.decoder.feed(bytes);
+        while let Some(result) = self.decoder.next_frame() {
+            match result {
+                Ok(decoded) => self.frame(decoded.frame)?,
+                Err(e) => self.dropped(e)?,
+            }
+        }
+        if let Some(s) = self.session.as_mut() {
+            s.writer.maybe_commit()?;
+        }
+        Ok(())
+    }
+
+    /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
+    pub fn tick(&mut self) -> Result<()> {
+        if let Some(s) = self.session.as_mut() {
+            s.writer.maybe_commit()?;
+        }
+        Ok(())
+    }
+
+    /// The stream ended (EOF, disconnect, shutdown): a partial frame is counted, an open session is closed
+    /// as incomplete. Returns every session report of the stream.
+    pub fn finish(mut self) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
+        if let Some(e) = self.decoder.finish() {
+            self.dropped(e)?;
+        }
+        self.end_session(false)?;
+        Ok((self.reports, self.notices))
+    }
+
+    fn dropped(&mut self, e: DecodeError) -> Result<()> {
+        let key = drop_reason_key(&e);
+        let (len, version) = match &e {
+            DecodeError::Dropped { len, .. } => (*len as u64, false),
+            DecodeError::UnsupportedVersion { .. } => (0, true),
+            _ => (0, false),
+        };
+        if version {
+            // The board's session cannot be read: close the current trace and say what to upgrade.
+            self.end_session(false)?;
+            self.orphan_frames += 1;
+            self.notices.push(Notice::VersionRejected {
+                source: self.source.clone(),
+                message: e.to_string(),
+            });
+            return Ok(());
+        }
+        match self.session.as_mut() {
+            Some(s) => {
+                *s.drops.entry(key).or_insert(0) += 1;
+                s.dropped_frames += 1;
+                s.dropped_bytes += len;
+                if s.dropped_frames <= REPORTED_DROPS {
+                    self.notices.push(Notice::FrameDropped {
+                        source: self.source.clone(),
+                        message: format!("{} ({})", e, s.hello.board),
+                    });
+                }
+            }
+            None => {
+                self.orphan_frames += 1;
+                if self.orphan_frames <= REPORTED_DROPS {
+                    self.notices.push(Notice::FrameDropped {
+                        source: self.source.clone(),
+                        message: format!("{e} (before any Hello)"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn frame(&mut self, frame: Frame) -> Result<()> {
+        if let Frame::Hello(hello) = frame {
+            self.end_session(false)?;
+            return self.start_session(hello);
+        }
+        let Some(s) = self.session.as_mut() else {
+            // Frames of a session whose Hello we never saw (we attached mid-stream): counted, not guessed at.
+            self.orphan_frames += 1;
+            return Ok(());
+        };
+        s.frames += 1;
+        let dict = self.decoder.dictionary();
+        match frame {
+            Frame::Hello(_) => {}
+            Frame::Dictionary(items) => s.recon.dictionary(&items, dict, &mut s.writer)?,
+            Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
+            Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
+            Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
+            Frame::Bye(b) => {
+                s.board_totals = Some((b.records, b.dropped));
+                self.end_session(true)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_session(&mut self, hello: HelloInfo) -> Result<()> {
+        std::fs::create_dir_all(&self.config.dir).map_err(|e| CollectorError::Io {
+            path: self.config.dir.clone(),
+            source: e,
+        })?;
+        let now = SystemTime::now();
+        let unix_ns = now
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64);
+        let (db_file, path) =
+            unique_path(&self.config.dir, &hello.board, hello.session_id, unix_ns);
+        let meta = TraceMeta {
+            trace_type: "socscope-live".into(),
+            board: hello.board.clone(),
+            soc: hello.soc.clone(),
+            os: hello.os.clone(),
+            application: hello.application.clone(),
+            cpus: u32::from(hello.cpu_count),
+            tick_rate_hz: hello.tick_hz,
+            start_unix_ns: unix_ns,
+            description: format!("captured from {}", self.source),
+            processed: false,
+            params: vec![
+                (
+                    "agent_version".into(),
+                    ParamValue::String(hello.agent_version.clone()),
+                ),
+                (
+                    "wire_version".into(),
+                    ParamValue::Unsigned(u64::from(hello.wire_version)),
+                ),
+                ("session_id".into(), ParamValue::Unsigned(hello.session_id)),
+                ("source".into(), ParamValue::String(self.source.clone())),
+            ],
+        };
+        let mut writer = TraceWriter::create(&path, &meta)?;
+        let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
+        recon.start(self.decoder.dictionary(), &mut writer)?;
+        writer.commit()?;
+        Catalog::open(&self.config.dir)?.register_file(&db_file)?;
+        self.notices.push(Notice::SessionStarted {
+            source: self.source.clone(),
+            board: hello.board.clone(),
+            path: path.clone(),
+        });
+        self.session = Some(ActiveSession {
+            hello,
+            writer,
+            recon,
+            path,
+            db_file,
+            started: Instant::now(),
+            drops: BTreeMap::new(),
+            dropped_frames: 0,
+            dropped_bytes: 0,
+            frames: 0,
+            bytes_at_start: self.decoder.stats().bytes,
+            board_totals: None,
+        });
+        Ok(())
+    }
+
+    fn end_session(&mut self, complete: bool) -> Result<()> {
+        let Some(mut s) = self.session.take() else {
+            return Ok(());
+        };
+        s.recon.finish(&mut s.writer)?;
+        let st = s.recon.stats().clone();
+        let records: u64 = st.records_by_type.values().sum();
+        let mut stats = vec![
+            (
+                "bytes",
+                (self.decoder.stats().bytes - s.bytes_at_start) as i64,
+                "bytes received in this session",
+            ),
+            ("frames", s.frames as i64, "frames decoded"),
+            ("records", records as i64, "raw records decoded"),
+            (
+                "events",
+                st.events as i64,
+                "events stored after state reconstruction",
+            ),
+            (
+                "frames_dropped",
+                s.dropped_frames as i64,
+                "frames dropped by the decoder (all reasons)",
+            ),
+            (
+                "bytes_dropped",
+                s.dropped_bytes as i64,
+                "bytes in dropped frames",
+            ),
+            (
+                "records_lost_on_board",
+                st.lost_on_board as i64,
+                "records the agent dropped (Loss frames)",
+            ),
+            (
+                "records_lost_in_transit",
+                st.lost_in_transit as i64,
+                "sequence numbers never received (frames lost on the link)",
+            ),
+            (
+                "sequence_overlaps",
+                st.sequence_overlaps as i64,
+                "batches starting before the expected sequence number",
+            ),
+            (
+                "clipped_open_states",
+                st.clipped_open_states as i64,
+                "states still open at the end or missing their exit, closed at the capture edge",
+            ),
+            (
+                "clipped_exits",
+                st.clipped_exits as i64,
+                "exits or switch-outs whose entry preceded the capture, started at the capture edge",
+            ),
+            (
+                "clipped_wakeups",
+                st.clipped_wakeups as i64,
+                "wake-ups whose target never ran, ended at the capture edge",
+            ),
+            (
+                "switch_mismatches",
+                st.switch_mismatches as i64,
+                "context switches whose previous thread was not the running one",
+            ),
+            (
+                "unknown_frees",
+                st.unknown_frees as i64,
+                "kfree of pointers no kmalloc announced",
+            ),
+        ];
+        if let Some((board_records, board_dropped)) = s.board_totals {
+            stats.push((
+                "board_records",
+                board_records as i64,
+                "records the agent accepted (last Heartbeat or Bye)",
+            ));
+            stats.push((
+                "board_dropped",
+                board_dropped as i64,
+                "records the agent dropped (last Heartbeat or Bye)",
+            ));
+        }
+        for (name, value, description) in stats {
+            s.writer.set_ingest_stat(&IngestStat {
+                name: name.into(),
+                value,
+                description: description.into(),
+            })?;
+        }
+        for (reason, count) in &s.drops {
+            s.writer.set_ingest_stat(&IngestStat {
+                name: format!("frames_dropped.{reason}"),
+                value: *count as i64,
+                description: format!("frames dropped by the decoder: {reason}"),
+            })?;
+        }
+        let dict = self.decoder.dictionary();
+        let mut by_type: Vec<(u16, u64)> =
+            st.records_by_type.iter().map(|(k, v)| (*k, *v)).collect();
+        by_type.sort_unstable();
+        for (type_id, count) in by_type {
+            let name = dict
+                .get(type_id)
+                .map_or_else(|| format!("type{type_id}"), |t| t.name.clone());
+            s.writer.set_ingest_stat(&IngestStat {
+                name: format!("records.{name}"),
+                value: count as i64,
+                description: format!("raw records of wire type {type_id}"),
+            })?;
+        }
+        let info = s.writer.finish(complete)?;
+        Catalog::open(&self.config.dir)?.register_file(&s.db_file)?;
+        let report = SessionReport {
+            source: self.source.clone(),
+            board: s.hello.board.clone(),
+            path: s.path,
+            complete,
+            records,
+            events: info.event_count,
+            lost_on_board: st.lost_on_board,
+            lost_in_transit: st.lost_in_transit,
+            dropped_frames: s.dropped_frames,
+            wall_seconds: s.started.elapsed().as_secs_f64(),
+            trace_seconds: info.duration() as f64 / 1e9,
+        };
+        self.notices.push(Notice::SessionEnded(report.clone()));
+        self.reports.push(report);
+        Ok(())
+    }
+}
+
+/// A trace path in `dir` for `board` that does not exist yet; returns (file name, full path).
+fn unique_path(dir: &Path, board: &str, session_id: u64, unix_ns: i64) -> (String, PathBuf) {
+    let base = trace_file_name(board, session_id, unix_ns);
+    let mut name = format!("{base}.db");
+    let mut n = 2;
+    while dir.join(&name).exists() {
+        name = format!("{base}-{n}.db");
+        n += 1;
+    }
+    let path = dir.join(&name);
+    (name, path)
+}

@@ -1,0 +1,134 @@
+//! The TCP listener: many boards at once, a trace per session, bounded memory and back-pressure.
+//!
+//! Each connection has a reader task and an ingest thread joined by a bounded channel: when the disk is
+//! slower than the link the channel fills, the reader stops reading, and TCP flow control pushes back on
+//! the board.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::session::{Ingest, IngestConfig, Notice};
+use crate::{CollectorError, Result};
+
+/// Byte chunks in flight per connection (each at most [`READ_CHUNK`] bytes).
+pub const CHANNEL_DEPTH: usize = 16;
+/// Bytes read from a socket at once.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// Binds a listener, with an error that says where.
+pub async fn bind(addr: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| CollectorError::Net {
+            what: format!("cannot listen on {addr}"),
+            source: e,
+        })
+}
+
+/// Accepts boards until `shutdown` turns true, then closes every session cleanly (incomplete unless the
+/// board said `Bye`) and returns. Notices (sessions started and ended, drops) go to `notices`.
+pub async fn serve(
+    listener: TcpListener,
+    config: IngestConfig,
+    mut shutdown: watch::Receiver<bool>,
+    notices: mpsc::UnboundedSender<Notice>,
+) -> Result<()> {
+    let mut workers = Vec::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    // Running out of file descriptors or a reset during accept: keep serving the others.
+                    Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue; }
+                };
+                let _ = stream.set_nodelay(true);
+                workers.push(spawn_connection(stream, peer, config.clone(), shutdown.clone(), notices.clone()));
+            }
+            _ = shutdown.changed() => break,
+        }
+        workers.retain(|w: &tokio::task::JoinHandle<()>| !w.is_finished());
+    }
+    for w in workers {
+        let _ = w.await;
+    }
+    Ok(())
+}
+
+fn spawn_connection(
+    mut stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    config: IngestConfig,
+    mut shutdown: watch::Receiver<bool>,
+    notices: mpsc::UnboundedSender<Notice>,
+) -> tokio::task::JoinHandle<()> {
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+    let source = format!("tcp {peer}");
+    let ingest_notices = notices.clone();
+    let ingest_thread = std::thread::Builder::new()
+        .name(format!("ingest {peer}"))
+        .spawn(move || {
+            let mut ingest = Ingest::new(config, source.clone());
+            let forward = |ingest: &mut Ingest| {
+                for n in ingest.take_notices() {
+                    let _ = ingest_notices.send(n);
+                }
+            };
+            let mut failed = None;
+            loop {
+                // Wake up now and then so a quiet link still commits within the interval.
+                let chunk = rx.blocking_recv();
+                let Some(chunk) = chunk else { break };
+                if let Err(e) = ingest.feed(&chunk) {
+                    failed = Some(e);
+                    break;
+                }
+                forward(&mut ingest);
+            }
+            drop(rx);
+            match ingest.finish() {
+                Ok((_, rest)) => {
+                    for n in rest {
+                        let _ = ingest_notices.send(n);
+                    }
+                }
+                Err(e) => failed = failed.or(Some(e)),
+            }
+            if let Some(e) = failed {
+                let _ = ingest_notices.send(Notice::FrameDropped {
+                    source,
+                    message: format!("session stopped: {e}"),
+                });
+            }
+        });
+    tokio::spawn(async move {
+        let Ok(ingest_thread) = ingest_thread else {
+            return;
+        };
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            let mut buf = vec![0u8; READ_CHUNK];
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        // Waits while the ingest is behind: back-pressure to the board.
+                        if tx.send(buf).await.is_err() { break; }
+                    }
+                },
+                _ = tick.tick() => {
+                    // An empty chunk lets a quiet session commit within the interval.
+                    if tx.send(Vec::new()).await.is_err() { break; }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        drop(tx);
+        let _ = tokio::task::spawn_blocking(move || ingest_thread.join()).await;
+    })
+}
