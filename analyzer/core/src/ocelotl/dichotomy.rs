@@ -149,8 +149,7 @@ where
     P: Send,
     F: Fn(f32) -> (Quality, P) + Sync,
 {
-    let (q0, part0) = eval(0.0);
-    let (q1, part1) = eval(1.0);
+    let ((q0, part0), (q1, part1)) = rayon::join(|| eval(0.0), || eval(1.0));
     let mut raw = vec![PEntry {
         p: 0.0,
         quality: q0,
