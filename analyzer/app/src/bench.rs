@@ -1,0 +1,230 @@
+//! `socscope bench`: the benchmarks of BENCHMARKS.md, reproducible by anyone.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow};
+use serde_json::json;
+use socscope_sim::SimConfig;
+use socscope_tracedb::{Filter, TimeRange, TraceReader};
+
+use crate::format;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Sim → TCP loopback → collector → trace, end to end; and the store's raw chunk-write rate.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench ingest --events 100000000 --json"
+    )]
+    Ingest {
+        /// Records the simulated board sends.
+        #[arg(long, default_value_t = 10_000_000)]
+        events: u64,
+        /// Where to write the traces (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Random reads of 10 k consecutive events, and the first chunk of time-range queries.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench read --events 100000000 --json"
+    )]
+    Read {
+        /// Events in the synthetic trace.
+        #[arg(long, default_value_t = 10_000_000)]
+        events: u64,
+        /// Random reads to time.
+        #[arg(long, default_value_t = 200)]
+        reads: usize,
+        /// Where to write the trace (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Peak resident set size of this process, from /proc (0 where unavailable).
+fn rss_max_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn file_size(path: &Path) -> u64 {
+    let mut total = 0;
+    for suffix in ["", "-wal", "-shm"] {
+        let p = format!("{}{suffix}", path.display());
+        total += std::fs::metadata(p).map_or(0, |m| m.len());
+    }
+    total
+}
+
+pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
+    match cmd {
+        BenchCommand::Ingest { events, dir, json } => ingest(events, dir, json),
+        BenchCommand::Read {
+            events,
+            reads,
+            dir,
+            json,
+        } => read(events, reads, dir, json),
+    }
+}
+
+fn scratch_dir(
+    dir: Option<std::path::PathBuf>,
+) -> Result<(std::path::PathBuf, Option<tempfile_dir::TempDir>)> {
+    match dir {
+        Some(d) => {
+            std::fs::create_dir_all(&d)
+                .with_context(|| format!("cannot create {}", d.display()))?;
+            Ok((d, None))
+        }
+        None => {
+            let t = tempfile_dir::TempDir::new()?;
+            Ok((t.path().to_path_buf(), Some(t)))
+        }
+    }
+}
+
+/// A temporary directory removed on drop (the benchmark writes gigabytes).
+mod tempfile_dir {
+    use std::path::{Path, PathBuf};
+
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new() -> anyhow::Result<Self> {
+            let base = std::env::temp_dir().join(format!("socscope-bench-{}", std::process::id()));
+            std::fs::create_dir_all(&base)?;
+            Ok(Self(base))
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Result<ExitCode> {
+    let (dir, _guard) = scratch_dir(dir)?;
+    // The board at full speed: ~5 M records per simulated second, for as long as it takes to send `events`.
+    let rate = 5_000_000.0;
+    let config = SimConfig {
+        duration_s: (events as f64 / rate).max(0.01),
+        rate,
+        board: "bench-stb",
+        ..SimConfig::default()
+    };
+    let started = Instant::now();
+    let c = crate::demo::capture(config, dir.join("ingest"), true)?;
+    let wall = started.elapsed().as_secs_f64();
+    let rss = rss_max_bytes();
+    let trace_bytes = file_size(&c.session.path);
+    // The store alone, same machine, same run: how fast chunks can be written without the link.
+    let store_events = events.min(20_000_000);
+    let store_path = dir.join("store-limit.db");
+    let store = socscope_tracedb::bench::write_synthetic(&store_path, store_events)
+        .map_err(|e| anyhow!("store benchmark: {e}"))?;
+    let records = c.session.records;
+    let doc = json!({
+        "events": records,
+        "stored_events": c.session.events,
+        "sim_events": c.sim.events,
+        "wall_s": wall,
+        "events_per_s": records as f64 / wall,
+        "store_limit_events_per_s": store.events_per_second,
+        "store_limit_events": store_events,
+        "ratio_to_store_limit": (records as f64 / wall) / store.events_per_second,
+        "rss_max_bytes": rss,
+        "trace_bytes": trace_bytes,
+        "bytes_per_event_on_disk": trace_bytes as f64 / c.session.events.max(1) as f64,
+        "bytes_per_record_on_disk": trace_bytes as f64 / records.max(1) as f64,
+        "wire_bytes_per_event": c.sim.bytes_per_event,
+        "lost": c.session.lost_on_board + c.session.lost_in_transit,
+    });
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "ingest: {} records ({} events stored) in {:.2} s = {} records/s end to end; store alone {} events/s; \
+             peak RSS {}; {:.2} bytes/event on disk",
+            records,
+            c.session.events,
+            wall,
+            format::si(records as f64 / wall),
+            format::si(store.events_per_second),
+            format::bytes(rss),
+            trace_bytes as f64 / c.session.events.max(1) as f64,
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read(
+    events: u64,
+    reads: usize,
+    dir: Option<std::path::PathBuf>,
+    json_out: bool,
+) -> Result<ExitCode> {
+    let (dir, _guard) = scratch_dir(dir)?;
+    let path = dir.join(format!("read-{events}.db"));
+    if !path.exists() {
+        socscope_tracedb::bench::write_synthetic(&path, events)
+            .map_err(|e| anyhow!("writing the trace: {e}"))?;
+    }
+    let report = socscope_tracedb::bench::read_random(&path, reads, 10_000)
+        .map_err(|e| anyhow!("reading: {e}"))?;
+    // First chunk of time-range queries at random places: open, query, first event.
+    let reader = TraceReader::open(&path)?;
+    let info = reader.info()?;
+    let mut rng = socscope_tracedb::bench::SplitMix::new(7);
+    let mut firsts = Vec::new();
+    for _ in 0..50 {
+        let span = info.duration().max(1) as u64;
+        let start = info.t_min + rng.below(span) as i64;
+        let t = Instant::now();
+        let mut it = reader.events(TimeRange::new(start, info.t_max), &Filter::all())?;
+        let _ = it.next();
+        firsts.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    firsts.sort_by(f64::total_cmp);
+    let doc = json!({
+        "events": events,
+        "reads": reads,
+        "read_10k_ms_median": report.p50_us / 1e3,
+        "read_10k_ms_p99": report.p99_us / 1e3,
+        "read_10k_ms_max": report.max_us / 1e3,
+        "first_chunk_ms_median": firsts[firsts.len() / 2],
+        "first_chunk_ms_max": firsts[firsts.len() - 1],
+    });
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "read: 10 k consecutive events at random times in {} events: median {:.3} ms, p99 {:.3} ms; first chunk of a range query: median {:.2} ms, max {:.2} ms",
+            format::si(events as f64),
+            report.p50_us / 1e3,
+            report.p99_us / 1e3,
+            firsts[firsts.len() / 2],
+            firsts[firsts.len() - 1]
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,145 @@
+//! `socscope demo`: the whole pipeline in one command — a simulated set-top box streams over TCP to the
+//! collector, which writes a trace; then the trace is summarised.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use socscope_collector::{IngestConfig, Notice, SessionReport, tcp};
+use socscope_sim::{Scenario, SimConfig, SimSummary};
+use tokio::sync::{mpsc, watch};
+
+use crate::collect::print_notice;
+
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {
+    /// Run without the GUI: capture, then print the trace's summary.
+    #[arg(long)]
+    pub headless: bool,
+    /// Simulated seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Catalog directory for the demo trace.
+    #[arg(long, default_value = "socscope-demo")]
+    pub dir: PathBuf,
+    /// Seed of the simulated board.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Events per simulated second (default: a realistic ~20 k/s).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// A busy task preempts the pipeline from AT for DURATION seconds (repeatable).
+    #[arg(long, value_name = "AT:DURATION")]
+    pub cpu_stress: Vec<Scenario>,
+    /// A dd-like writer and the journal thread delay the vsync callback (repeatable).
+    #[arg(long, value_name = "AT:DURATION")]
+    pub io_stress: Vec<Scenario>,
+    /// Zap to another channel every SECONDS.
+    #[arg(long, value_name = "SECONDS")]
+    pub zap_every: Option<f64>,
+    /// Pace the board to the wall clock.
+    #[arg(long)]
+    pub realtime: bool,
+    /// The summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Everything one capture produced.
+pub struct Capture {
+    pub sim: SimSummary,
+    pub session: SessionReport,
+}
+
+/// Runs a simulated board against an in-process collector listening on loopback, and waits for its trace.
+pub fn capture(config: SimConfig, dir: PathBuf, quiet: bool) -> Result<Capture> {
+    config.validate().map_err(|e| anyhow!("{e}"))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tcp::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr().context("listener address")?;
+        let (notice_tx, mut notices) = mpsc::unbounded_channel::<Notice>();
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let server = tokio::spawn(tcp::serve(
+            listener,
+            IngestConfig::new(&dir),
+            shutdown_rx,
+            notice_tx,
+        ));
+        let board = tokio::task::spawn_blocking(move || -> Result<SimSummary> {
+            let mut link = socscope_sim::transport::tcp(&addr.to_string())
+                .with_context(|| format!("the simulated board cannot connect to {addr}"))?;
+            let summary = socscope_sim::run(&config, &mut link)
+                .map_err(|e| anyhow!("simulated board: {e}"))?;
+            link.finish()
+                .context("simulated board: flushing the link")?;
+            Ok(summary)
+        });
+        let mut session = None;
+        let deadline = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(deadline);
+        while session.is_none() {
+            tokio::select! {
+                n = notices.recv() => match n {
+                    Some(Notice::SessionEnded(r)) => {
+                        if !quiet { print_notice(&Notice::SessionEnded(r.clone()), false); }
+                        session = Some(r);
+                    }
+                    Some(other) => if !quiet { print_notice(&other, false) },
+                    None => break,
+                },
+                _ = &mut deadline => bail!("no session ended within an hour"),
+            }
+        }
+        let sim = board.await.context("simulated board task")??;
+        let _ = shutdown_tx.send(true);
+        server.await.context("collector task")??;
+        let session = session.ok_or_else(|| anyhow!("the collector ended without a session"))?;
+        Ok(Capture { sim, session })
+    })
+}
+
+pub fn run(args: DemoArgs) -> Result<ExitCode> {
+    if !args.headless && !args.json {
+        eprintln!("note: this build has no GUI yet; running the headless demo");
+    }
+    let config = SimConfig {
+        seed: args.seed,
+        duration_s: args.duration,
+        rate: args.rate.unwrap_or(socscope_sim::BASE_RATE),
+        zap_every_s: args.zap_every,
+        cpu_stress: args.cpu_stress.clone(),
+        io_stress: args.io_stress.clone(),
+        realtime: args.realtime,
+        board: "demo-stb",
+        ..SimConfig::default()
+    };
+    if !args.json {
+        println!(
+            "simulated set-top box: {} simulated s, seed {}, collector on 127.0.0.1, traces in {}",
+            args.duration,
+            args.seed,
+            args.dir.display()
+        );
+    }
+    let c = capture(config, args.dir.clone(), args.json)?;
+    if !args.json {
+        println!("board sent:      {}", c.sim);
+        println!();
+    }
+    crate::inspect::info(&c.session.path, args.json)?;
+    if !args.json {
+        println!(
+            "\nnext: socscope ls --dir {}   |   socscope sql {} \"SELECT * FROM events LIMIT 20\"",
+            args.dir.display(),
+            c.session.path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,107 @@
+//! The socscope program: capture, import, inspect and analyse SoC execution traces.
+//!
+//! Start here: [`Cli`] (every command and its options), then the module of each command.
+
+mod bench;
+mod collect;
+mod demo;
+mod format;
+mod inspect;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The default catalog directory when `--dir` is not given.
+pub const DEFAULT_DIR: &str = "socscope-traces";
+
+/// socscope: execution traces from embedded SoCs, captured live and analysed.
+#[derive(Parser, Debug)]
+#[command(name = "socscope", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Simulated board → TCP → collector → trace, then a summary of the trace.
+    #[command(
+        after_help = "Examples:\n  socscope demo --headless\n  socscope demo --headless --duration 30 --cpu-stress 10:5 --json"
+    )]
+    Demo(demo::DemoArgs),
+    /// Capture traces from boards over TCP and serial ports (or replay .wire captures) into DIR.
+    #[command(
+        after_help = "Examples:\n  socscope collect --listen 127.0.0.1:7070 --dir traces\n  \
+        socscope collect --serial /dev/ttyUSB0:921600 --dir traces\n  \
+        socscope collect --replay capture.wire --dir traces\n\
+        Ctrl-C closes every open trace cleanly (marked incomplete unless the board said Bye)."
+    )]
+    Collect(collect::CollectArgs),
+    /// List the traces of a catalog directory.
+    #[command(after_help = "Examples:\n  socscope ls\n  socscope ls --dir traces --json")]
+    Ls {
+        /// Catalog directory.
+        #[arg(long, default_value = DEFAULT_DIR)]
+        dir: PathBuf,
+        /// One JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Describe a trace: board, duration, types with counts, producers, losses, ingest statistics.
+    #[command(
+        after_help = "Examples:\n  socscope info traces/sim-stb-20261121T101500Z-s1.db\n  socscope info TRACE --json"
+    )]
+    Info {
+        /// The trace file (.db).
+        trace: PathBuf,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run SQL on a trace; the `events` virtual table exposes every event (filter on `ts` to read a range fast).
+    #[command(
+        after_help = "Examples:\n  socscope sql TRACE \"SELECT name, category FROM event_type\"\n  \
+        socscope sql TRACE \"SELECT type, count(*) FROM events WHERE ts BETWEEN 0 AND 1000000000 GROUP BY type\"\n  \
+        socscope sql TRACE \"SELECT * FROM events LIMIT 10\" --json"
+    )]
+    Sql {
+        /// The trace file (.db).
+        trace: PathBuf,
+        /// The query.
+        query: String,
+        /// Rows as a JSON array of objects.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reproducible benchmarks (release build recommended).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; bad arguments print clap's message and exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Collect(args) => collect::run(args),
+        Command::Ls { dir, json } => inspect::ls(&dir, json),
+        Command::Info { trace, json } => inspect::info(&trace, json),
+        Command::Sql { trace, query, json } => inspect::sql(&trace, &query, json),
+        Command::Bench(cmd) => bench::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("socscope: {}", format::error_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
