@@ -211,10 +211,8 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 failure = failure.or(Some(e));
             }
         }
-        if !sources_done {
-            if let Ok(Some(e)) = replays_done.await {
-                failure = failure.or(Some(e));
-            }
+        if !sources_done && let Ok(Some(e)) = replays_done.await {
+            failure = failure.or(Some(e));
         }
         // Sessions closed by the shutdown report here.
         while let Ok(n) = notices.try_recv() {
