@@ -1,0 +1,164 @@
+//! `socscope-sim`: the simulated set-top box as a program.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow};
+use clap::Parser;
+use socscope_agent::Transport;
+use socscope_sim::transport::{self, WriterTransport};
+use socscope_sim::{Scenario, SimConfig, SimSummary};
+
+const EXAMPLES: &str = "\
+Examples:
+  socscope-sim --duration 10 --out x.wire --json
+  socscope-sim --connect tcp://127.0.0.1:7000 --realtime --zap-every 5
+  socscope-sim --serial /dev/pts/3:921600 --duration 2
+  socscope-sim --duration 30 --cpu-stress 10:5 --io-stress 20:5 --out stress.wire
+  socscope-sim --duration 10 --rate 5000000 --out /tmp/bench.wire";
+
+/// A simulated set-top box running the real socscope agent: a decoding pipeline, a 50 Hz vsync
+/// callback, timer and network interrupts, with optional zapping and CPU or I/O stress.
+/// Deterministic from --seed.
+#[derive(Debug, Parser)]
+#[command(name = "socscope-sim", version, after_help = EXAMPLES)]
+#[command(group = clap::ArgGroup::new("output").required(true).args(["connect", "serial", "out"]))]
+struct Cli {
+    /// Seed of every random choice; the same seed gives the same stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Simulated seconds to run.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    duration: f64,
+    /// CPUs of the board.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    cpus: u16,
+    /// Events per simulated second (about 20000 is a real box; up to millions for benchmarks).
+    #[arg(long, default_value_t = socscope_sim::BASE_RATE, value_name = "EVENTS_PER_S")]
+    rate: f64,
+    /// Zap to another channel every SECONDS.
+    #[arg(long, value_name = "SECONDS")]
+    zap_every: Option<f64>,
+    /// A CPU-busy task preempts the pipeline from AT for DURATION seconds (repeatable).
+    #[arg(long, value_name = "AT:DURATION")]
+    cpu_stress: Vec<Scenario>,
+    /// A dd-like writer and the journal thread delay the vsync callback from AT for DURATION seconds
+    /// (repeatable).
+    #[arg(long, value_name = "AT:DURATION")]
+    io_stress: Vec<Scenario>,
+    /// Pace simulated time to the wall clock.
+    #[arg(long)]
+    realtime: bool,
+    /// Board name announced to the collector.
+    #[arg(long, default_value = "sim-stb")]
+    board: String,
+    /// Stream to a collector listening at tcp://HOST:PORT.
+    #[arg(long, value_name = "tcp://HOST:PORT")]
+    connect: Option<String>,
+    /// Compress event batches with zstd (TCP only).
+    #[arg(long, requires = "connect")]
+    zstd: bool,
+    /// Stream over a serial device or pty, at BAUD (default 115200).
+    #[arg(long, value_name = "PATH[:BAUD]")]
+    serial: Option<String>,
+    /// Write the raw stream to FILE ("-" for standard output).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "socscope-sim: {} (see --help)",
+                first.trim_start_matches("error: ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("socscope-sim: {}", chain.join(": ").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = SimConfig {
+        seed: cli.seed,
+        duration_s: cli.duration,
+        cpus: cli.cpus,
+        rate: cli.rate,
+        zap_every_s: cli.zap_every,
+        cpu_stress: cli.cpu_stress.clone(),
+        io_stress: cli.io_stress.clone(),
+        realtime: cli.realtime,
+        board: Box::leak(cli.board.clone().into_boxed_str()),
+        session_id: 0,
+    };
+    config.validate()?;
+    let summary = if let Some(url) = &cli.connect {
+        let address = transport::parse_tcp_url(url)
+            .ok_or_else(|| anyhow!("bad address {url:?}: expected tcp://HOST:PORT"))?;
+        let mut t = transport::tcp(address).with_context(|| format!("cannot connect to {url}"))?;
+        if cli.zstd {
+            t = t.with_zstd(3).context("cannot start zstd")?;
+        }
+        simulate(&config, t).with_context(|| format!("while streaming to {url}"))?
+    } else if let Some(spec) = &cli.serial {
+        let (path, baud) = transport::parse_serial(spec)
+            .ok_or_else(|| anyhow!("bad serial port {spec:?}: expected PATH[:BAUD]"))?;
+        let t = transport::serial(path, baud)
+            .with_context(|| format!("cannot open serial port {path}"))?;
+        simulate(&config, t).with_context(|| format!("while streaming to {path}"))?
+    } else if let Some(path) = &cli.out {
+        if path.as_os_str() == "-" {
+            let t = WriterTransport::new(std::io::BufWriter::new(std::io::stdout().lock()));
+            simulate(&config, t).context("while writing to standard output")?
+        } else {
+            let t = transport::file(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            simulate(&config, t).with_context(|| format!("while writing {}", path.display()))?
+        }
+    } else {
+        return Err(anyhow!("no output: give --connect, --serial or --out"));
+    };
+    // With `--out -` the stream owns standard output, so the summary goes to standard error.
+    let to_stdout = cli.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    let line = if cli.json {
+        serde_json::to_string(&summary)?
+    } else {
+        summary.to_string()
+    };
+    if to_stdout {
+        writeln!(std::io::stdout(), "{line}")?;
+    } else {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+fn simulate<W: Write>(config: &SimConfig, mut t: WriterTransport<W>) -> anyhow::Result<SimSummary> {
+    let result = socscope_sim::run(config, &mut t);
+    if let Some(e) = t.error() {
+        return Err(anyhow!("{e}"));
+    }
+    let summary = result?;
+    t.finish()?;
+    let _ = &t as &dyn Transport;
+    Ok(summary)
+}
