@@ -22,7 +22,7 @@ Examples:
 /// callback, timer and network interrupts, with optional zapping and CPU or I/O stress.
 /// Deterministic from --seed.
 #[derive(Debug, Parser)]
-#[command(name = "socscope-sim", version, after_help = EXAMPLES)]
+#[command(name = "socscope-sim", version, after_help = EXAMPLES, allow_negative_numbers = true)]
 #[command(group = clap::ArgGroup::new("output").required(true).args(["connect", "serial", "out"]))]
 struct Cli {
     /// Seed of every random choice; the same seed gives the same stream.
@@ -57,7 +57,7 @@ struct Cli {
     #[arg(long, value_name = "tcp://HOST:PORT")]
     connect: Option<String>,
     /// Compress event batches with zstd (TCP only).
-    #[arg(long, requires = "connect")]
+    #[arg(long)]
     zstd: bool,
     /// Stream over a serial device or pty, at BAUD (default 115200).
     #[arg(long, value_name = "PATH[:BAUD]")]
@@ -78,11 +78,16 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
+            // Clap's message up to its usage section, on one line.
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
             eprintln!(
                 "socscope-sim: {} (see --help)",
-                first.trim_start_matches("error: ")
+                message.join(" ").trim_start_matches("error: ")
             );
             return ExitCode::from(2);
         }
@@ -111,6 +116,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         session_id: 0,
     };
     config.validate()?;
+    if cli.zstd && cli.connect.is_none() {
+        return Err(anyhow!(
+            "--zstd is for --connect only: the wire allows compression on TCP"
+        ));
+    }
     let summary = if let Some(url) = &cli.connect {
         let address = transport::parse_tcp_url(url)
             .ok_or_else(|| anyhow!("bad address {url:?}: expected tcp://HOST:PORT"))?;

@@ -1,0 +1,176 @@
+//! The sim's outputs besides files: TCP (plain and zstd) to a listener, serial through a pty pair; and its
+//! answer to bad input: one line on standard error and a failing exit code.
+
+mod support;
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use support::{assert_success, decode, sim};
+
+fn over_tcp(extra: &[&str]) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reader = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut bytes = Vec::new();
+        stream.read_to_end(&mut bytes).unwrap();
+        bytes
+    });
+    let out = sim()
+        .args([
+            "--duration",
+            "2",
+            "--json",
+            "--connect",
+            &format!("tcp://127.0.0.1:{port}"),
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bytes = reader.join().unwrap();
+    assert_eq!(bytes.len() as u64, summary["bytes"].as_u64().unwrap());
+    let cap = decode(&bytes);
+    assert_eq!(
+        cap.records.len() as u64,
+        summary["events"].as_u64().unwrap()
+    );
+    assert!(cap.records.len() > 30_000);
+    assert_eq!(cap.lost, 0);
+}
+
+#[test]
+fn streams_over_tcp() {
+    over_tcp(&[]);
+}
+
+#[test]
+fn streams_over_tcp_with_zstd_and_is_smaller() {
+    over_tcp(&["--zstd"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, _) = support::run_to_file(dir.path(), "p.wire", &["--duration", "2"]);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reader = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut bytes = Vec::new();
+        stream.read_to_end(&mut bytes).unwrap();
+        bytes.len()
+    });
+    let out = sim()
+        .args([
+            "--duration",
+            "2",
+            "--json",
+            "--zstd",
+            "--connect",
+            &format!("tcp://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let compressed = reader.join().unwrap() as u64;
+    assert!(
+        compressed < plain["bytes"].as_u64().unwrap(),
+        "{compressed} vs {}",
+        plain["bytes"]
+    );
+}
+
+#[test]
+fn streams_over_a_serial_pty() {
+    use serialport::SerialPort;
+    let (mut master, slave) = serialport::TTYPort::pair().expect("a pty pair");
+    let path = slave.name().expect("the pty has a path");
+    master.set_timeout(Duration::from_millis(200)).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let mut buf = [0u8; 8192];
+            loop {
+                match master.read(&mut buf) {
+                    Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                    Err(_) if !done.load(Ordering::SeqCst) => {}
+                    Err(_) => break,
+                }
+            }
+            bytes
+        })
+    };
+    let out = sim()
+        .args([
+            "--duration",
+            "0.5",
+            "--json",
+            "--serial",
+            &format!("{path}:921600"),
+        ])
+        .output()
+        .unwrap();
+    done.store(true, Ordering::SeqCst);
+    assert_success(&out);
+    let bytes = reader.join().unwrap();
+    drop(slave);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(bytes.len() as u64, summary["bytes"].as_u64().unwrap());
+    let cap = decode(&bytes);
+    assert_eq!(
+        cap.records.len() as u64,
+        summary["events"].as_u64().unwrap()
+    );
+    assert!(cap.bye_records.is_some(), "the session ended with Bye");
+}
+
+fn fails_with_one_line(args: &[&str], expected: &str) {
+    let out = sim().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr:?}");
+    assert!(stderr.starts_with("socscope-sim: "), "{stderr:?}");
+    assert!(
+        stderr.contains(expected),
+        "{args:?}: {stderr:?} lacks {expected:?}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_input_gives_one_line_and_a_failing_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.wire");
+    let out = out.to_str().unwrap();
+    fails_with_one_line(&["--frobnicate", "--out", out], "--frobnicate");
+    fails_with_one_line(&["--duration", "1"], "--connect");
+    fails_with_one_line(
+        &["--connect", "tcp://127.0.0.1:1"],
+        "cannot connect to tcp://127.0.0.1:1",
+    );
+    fails_with_one_line(&["--connect", "127.0.0.1:7000"], "tcp://HOST:PORT");
+    fails_with_one_line(
+        &["--serial", "/nonexistent/tty"],
+        "cannot open serial port /nonexistent/tty",
+    );
+    fails_with_one_line(
+        &["--out", "/nonexistent/dir/x.wire"],
+        "cannot create /nonexistent/dir/x.wire",
+    );
+    fails_with_one_line(&["--cpu-stress", "soon", "--out", out], "AT:DURATION");
+    fails_with_one_line(&["--duration", "-1", "--out", out], "duration");
+    fails_with_one_line(&["--cpus", "9", "--out", out], "cpus");
+    fails_with_one_line(&["--zstd", "--out", out], "--zstd");
+}
+
+#[test]
+fn help_shows_examples() {
+    let out = sim().arg("--help").output().unwrap();
+    assert_success(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Examples:") && text.contains("--zap-every"));
+}
