@@ -18,13 +18,10 @@ fn at(end: usize, start: usize) -> usize {
 /// Cut tables of a subtree, by node id.
 type SubtreeCuts = Vec<(usize, Vec<u32>)>;
 
-/// Candidates scanned per block of the DP's inner loop.
-const BLOCK: usize = 16;
-
-/// The largest `v + p` over a block, NaN ignored. Max is order-independent (±0 compare
-/// equal, NaN never wins), so lanes can run side by side and the compiler can vectorise.
+/// The largest `values[i] + prefixes[i]`, NaN ignored. Max is order-independent (±0 compare
+/// equal, NaN never wins), so four lanes run side by side and the compiler vectorises them.
 #[inline]
-fn block_top(values: &[f64], prefixes: &[f64]) -> f64 {
+fn sum_max(values: &[f64], prefixes: &[f64]) -> f64 {
     let mut lanes = [f64::NEG_INFINITY; 4];
     let (mut vs, mut ps) = (values.chunks_exact(4), prefixes.chunks_exact(4));
     for (v4, p4) in (&mut vs).zip(&mut ps) {
@@ -44,6 +41,27 @@ fn block_top(values: &[f64], prefixes: &[f64]) -> f64 {
     lanes
         .into_iter()
         .fold(f64::NEG_INFINITY, |m, x| if x > m { x } else { m })
+}
+
+/// Indices where `values[i] + prefixes[i] == top`, in increasing order, tested four at a
+/// time because matches are rare.
+fn positions_of<'a>(
+    values: &'a [f64],
+    prefixes: &'a [f64],
+    top: f64,
+) -> impl Iterator<Item = usize> + 'a {
+    let quads = values.len() / 4;
+    (0..quads)
+        .filter(move |&q| {
+            let (v, p) = (&values[4 * q..4 * q + 4], &prefixes[4 * q..4 * q + 4]);
+            (v[0] + p[0] == top)
+                | (v[1] + p[1] == top)
+                | (v[2] + p[2] == top)
+                | (v[3] + p[3] == top)
+        })
+        .flat_map(|q| 4 * q..4 * q + 4)
+        .chain(4 * quads..values.len())
+        .filter(move |&i| values[i] + prefixes[i] == top)
 }
 
 /// Marks a cut whose last segment is aggregated at the node rather than delegated.
@@ -308,7 +326,6 @@ impl SpatiotemporalQualities {
         let mut best = Table::zeroed(cells);
         let mut cut = vec![0u32; cells];
         let mut row = Table::zeroed(n);
-        let mut tops = Vec::with_capacity(n / BLOCK + 1);
         for k in (0..n).rev() {
             for j in 0..n - k {
                 let e = k + j;
@@ -317,34 +334,21 @@ impl SpatiotemporalQualities {
                 let mut cc = k;
                 let mut agg = leaf || pic.get(base + k) == cur;
                 // Strict improvement only, so the winner is the first candidate that is
-                // greatest in (value, gain, −loss) order, and it has the largest value. A
-                // vectorisable pass finds that value per block; only blocks reaching it are
-                // walked candidate by candidate, in the original's order and arithmetic.
+                // greatest in (value, gain, −loss) order: it has the largest value. One
+                // vectorisable pass finds that value; only if it can beat the current best is
+                // a second pass made, looking at the candidates that reach it, in the
+                // original's order and arithmetic.
                 let values = &cand.value[base + k + 1..=base + k + j];
                 let prefixes = &row.value[..j];
-                tops.clear();
-                tops.extend(
-                    values
-                        .chunks(BLOCK)
-                        .zip(prefixes.chunks(BLOCK))
-                        .map(|(vs, ps)| block_top(vs, ps)),
-                );
-                let top = tops
-                    .iter()
-                    .fold(f64::NEG_INFINITY, |m, &t| if t > m { t } else { m });
+                let top = sum_max(values, prefixes);
                 if top >= cur.value {
-                    for (block, _) in tops.iter().enumerate().filter(|&(_, &t)| t == top) {
-                        for c in block * BLOCK + 1..=((block + 1) * BLOCK).min(j) {
-                            let value = values[c - 1] + prefixes[c - 1];
-                            if value >= cur.value {
-                                let prefix = row.get(c - 1);
-                                let next = cand.get(base + k + c).add(prefix);
-                                if next.beats(cur) {
-                                    cur = next;
-                                    cc = k + c;
-                                    agg = leaf || pic.get(base + k + c).add(prefix) == next;
-                                }
-                            }
+                    for c in positions_of(values, prefixes, top) {
+                        let prefix = row.get(c);
+                        let next = cand.get(base + k + 1 + c).add(prefix);
+                        if next.beats(cur) {
+                            cur = next;
+                            cc = k + 1 + c;
+                            agg = leaf || pic.get(base + k + 1 + c).add(prefix) == next;
                         }
                     }
                 }
@@ -633,5 +637,91 @@ mod tests {
                 end: 2
             }]
         );
+    }
+
+    /// The DP transcribed literally from the original's description (no blocks, no
+    /// vectorised pre-pass, square tables), to check the fast one against.
+    fn literal_cuts(q: &SpatiotemporalQualities, p: f64) -> Vec<Vec<u32>> {
+        let (n, h) = (q.slices, &q.hierarchy);
+        let mut best: Vec<Vec<Vec<Compromise>>> = vec![Vec::new(); h.len()];
+        let mut cuts = vec![Vec::new(); h.len()];
+        for &node in h.post_order() {
+            let pic = |i: usize, j: usize| {
+                let (g, l) = (q.gain[node][at(i + j, i)], q.loss[node][at(i + j, i)]);
+                Compromise {
+                    value: p * g - ((1.0 - p) * l),
+                    gain: g,
+                    loss: l,
+                }
+            };
+            let kids = h.children(node);
+            let cs = |i: usize, j: usize| {
+                kids.iter()
+                    .fold(Compromise::ZERO, |a, &c| a.add(best[c][i][j]))
+            };
+            let mut b = vec![vec![Compromise::ZERO; n]; n];
+            let mut cut = vec![0u32; n * (n + 1) / 2];
+            for k in (0..n).rev() {
+                for j in 0..n - k {
+                    let (mut cur, mut cc, mut agg) = if kids.is_empty() {
+                        (pic(k, j), k, true)
+                    } else {
+                        let g = Compromise::greatest(pic(k, j), cs(k, j));
+                        (g, k, pic(k, j) == g)
+                    };
+                    for c in 1..=j {
+                        if kids.is_empty() {
+                            let cand = b[k][c - 1].add(pic(k + c, j - c));
+                            if cand.beats(cur) {
+                                (cur, cc) = (cand, k + c);
+                            }
+                        } else {
+                            let cand = Compromise::greatest(pic(k + c, j - c), cs(k + c, j - c))
+                                .add(b[k][c - 1]);
+                            if cand.beats(cur) {
+                                (cur, cc) = (cand, k + c);
+                                agg = pic(k + c, j - c).add(b[k][c - 1]) == cand;
+                            }
+                        }
+                    }
+                    b[k][j] = cur;
+                    cut[at(k + j, k)] = cc as u32 | if agg { AGGREGATED } else { 0 };
+                }
+            }
+            best[node] = b;
+            cuts[node] = cut;
+        }
+        cuts
+    }
+
+    fn tree_model() -> impl Strategy<Value = (MicroscopicModel, ProducerHierarchy)> {
+        (
+            prop::collection::vec(1usize..=3, 1..=3),
+            1usize..=14,
+            1usize..=3,
+        )
+            .prop_flat_map(|(fan_out, t, u)| {
+                let h = ProducerHierarchy::balanced(&fan_out);
+                let s = h.leaf_count(h.root());
+                let value = prop_oneof![Just(0.0), Just(1.0), Just(3.0), 0.0..5.0f64];
+                prop::collection::vec(value, t * s * u)
+                    .prop_map(move |v| (MicroscopicModel::new(t, s, u, v).unwrap(), h.clone()))
+            })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn fast_dp_is_the_literal_dp((m, h) in tree_model(), p in prop_oneof![Just(0.0), Just(1.0), Just(0.0009765625), 0.0..=1.0f64]) {
+            let q = SpatiotemporalQualities::compute(&m, &h);
+            let (_, fast) = q.solve(h.root(), p);
+            let literal = literal_cuts(&q, p);
+            for (node, cut) in fast {
+                prop_assert_eq!(&cut, &literal[node], "node {}", node);
+            }
+        }
     }
 }
