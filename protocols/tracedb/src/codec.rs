@@ -222,11 +222,19 @@ pub(crate) struct ColumnBuffer {
     pub(crate) value: Vec<f64>,
     pub(crate) params: Vec<u8>,
     pub(crate) param_off: Vec<u32>,
+    min_ts: i64,
+    max_ts: i64,
 }
 
 impl ColumnBuffer {
     pub(crate) fn len(&self) -> usize {
         self.ts.len()
+    }
+
+    /// Trace time between the earliest and the latest start buffered.
+    #[inline]
+    pub(crate) fn span(&self) -> i64 {
+        self.max_ts.saturating_sub(self.min_ts)
     }
 
     pub(crate) fn clear(&mut self) {
@@ -242,6 +250,13 @@ impl ColumnBuffer {
 
     #[inline]
     pub(crate) fn push(&mut self, e: &Event) {
+        if self.ts.is_empty() {
+            self.min_ts = e.ts;
+            self.max_ts = e.ts;
+        } else {
+            self.min_ts = self.min_ts.min(e.ts);
+            self.max_ts = self.max_ts.max(e.ts);
+        }
         self.ts.push(e.ts);
         self.ty.push(e.type_id);
         self.producer.push(e.producer);

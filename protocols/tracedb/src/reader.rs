@@ -1071,7 +1071,11 @@ impl<'r> EventIter<'r> {
         };
         let mut chunk = DecodedChunk::default();
         self.reader.decode(&info, &mut chunk)?;
-        if let Some(i) = self.next_match(&chunk, 0) {
+        let first = match self.mode {
+            Mode::Starts => chunk.ts.partition_point(|&t| t < self.range.start),
+            Mode::Overlaps => 0,
+        };
+        if let Some(i) = self.next_match(&chunk, first) {
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -1096,7 +1100,7 @@ impl<'r> EventIter<'r> {
                 (Some(_), _) => break,
             }
         }
-        let Some(Reverse((_, chunk_id, i, slot))) = self.heap.pop() else {
+        let Some(&Reverse((_, chunk_id, i, slot))) = self.heap.peek() else {
             return Ok(None);
         };
         let (event, next) = {
@@ -1107,8 +1111,14 @@ impl<'r> EventIter<'r> {
             (c.event(i), self.next_match(c, i + 1).map(|j| (c.ts[j], j)))
         };
         match next {
-            Some((ts, j)) => self.heap.push(Reverse((ts, chunk_id, j, slot))),
+            Some((ts, j)) => {
+                // Replace the head in place: one sift instead of a pop and a push.
+                if let Some(mut head) = self.heap.peek_mut() {
+                    *head = Reverse((ts, chunk_id, j, slot));
+                }
+            }
             None => {
+                self.heap.pop();
                 self.slots[slot] = None;
                 self.free.push(slot);
             }

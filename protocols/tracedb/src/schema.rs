@@ -254,7 +254,7 @@ pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Conn
         )));
     }
     let conn = Connection::open(path).ctx(path)?;
-    conn.pragma_update(None, "page_size", 8192).ctx(path)?;
+    conn.pragma_update(None, "page_size", 4096).ctx(path)?;
     set_pragmas(&conn, path)?;
     conn.execute_batch(&format!(
         "BEGIN; {ddl} PRAGMA application_id = {application_id}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

@@ -8,11 +8,11 @@
 use crate::fxhash::FxHashMap;
 use crate::model::{ProducerId, TimeRange, Timestamp, TypeId};
 
-/// Default finest bucket width: `2^20` ns ≈ 1.05 ms.
-pub const DEFAULT_BASE_SHIFT: u32 = 20;
+/// Default finest bucket width: `2^24` ns ≈ 16.8 ms.
+pub const DEFAULT_BASE_SHIFT: u32 = 24;
 
-/// Default number of levels: the coarsest bucket is `2^(20 + 20)` ns ≈ 18 minutes.
-pub const DEFAULT_LEVELS: u32 = 21;
+/// Default number of levels: the coarsest bucket is `2^(24 + 16)` ns ≈ 18 minutes.
+pub const DEFAULT_LEVELS: u32 = 17;
 
 /// What a summary asks for: a bucket width or a number of buckets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,11 @@ pub struct WriterConfig {
     pub summary_base_shift: u32,
     /// Number of summary levels (each doubles the bucket width).
     pub summary_levels: u32,
+    /// A chunk is also closed when its events span more trace time than this, so that a
+    /// sparse stream does not make short queries decode a chunk covering minutes.
+    pub max_chunk_span: i64,
+    /// Maintain the summary (turn off only to measure the raw chunk-write rate).
+    pub summary: bool,
 }
 
 impl Default for WriterConfig {
@@ -39,6 +44,8 @@ impl Default for WriterConfig {
             zstd_level: 1,
             summary_base_shift: summary::DEFAULT_BASE_SHIFT,
             summary_levels: summary::DEFAULT_LEVELS,
+            max_chunk_span: 1 << 26,
+            summary: true,
         }
     }
 }
@@ -317,7 +324,7 @@ impl TraceWriter {
         let idx = self.stream_for(event);
         let s = &mut self.streams[idx];
         s.buf.push(event);
-        if s.buf.len() >= self.config.chunk_events {
+        if s.buf.len() >= self.config.chunk_events || s.buf.span() > self.config.max_chunk_span {
             self.flush_stream(idx)?;
         }
         self.pushes_since_check += 1;
@@ -344,6 +351,7 @@ impl TraceWriter {
         self.begin()?;
         let s = &mut self.streams[idx];
         let is_state = s.category == EventCategory::State;
+        let keep_summary = self.config.summary;
         let summary = &mut self.summary;
         let (blob, meta) = codec::encode_chunk(
             &s.buf,
@@ -351,7 +359,11 @@ impl TraceWriter {
             s.cpu,
             &mut self.scratch,
             &mut self.compressor,
-            |ts, end, ty, p| summary.add(ts, end, is_state, ty, p),
+            |ts, end, ty, p| {
+                if keep_summary {
+                    summary.add(ts, end, is_state, ty, p)
+                }
+            },
         )
         .map_err(|source| StoreError::Io {
             path: self.path.clone(),

@@ -1,0 +1,215 @@
+//! Catalog CRUD and the `events` virtual table.
+
+mod common;
+
+use common::*;
+use socscope_tracedb::*;
+
+#[test]
+fn catalog_crud_and_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let cat = Catalog::open(dir.path()).unwrap();
+    let info = write(
+        &dir.path().join("a.db"),
+        &mixed_events(200, 1),
+        WriterConfig::default(),
+    );
+    let id_a = cat.register_file("a.db").unwrap();
+    let rec_a = cat.trace(id_a).unwrap().unwrap();
+    assert_eq!(rec_a.info.event_count, info.event_count);
+    assert_eq!(rec_a.info.meta.board, "board-a");
+    assert_eq!(rec_a.info.meta.params, meta().params);
+    assert_eq!(cat.resolve(&rec_a), dir.path().join("a.db"));
+
+    let mut b = TraceRecord {
+        id: 0,
+        db_file: "b.db".into(),
+        info: TraceInfo::default(),
+    };
+    b.info.meta = TraceMeta {
+        trace_type: "paje".into(),
+        board: "board-b".into(),
+        os: "os21".into(),
+        application: "zapper".into(),
+        cpus: 4,
+        start_unix_ns: 5,
+        processed: true,
+        description: "derived".into(),
+        params: vec![("level".into(), ParamValue::Signed(3))],
+        ..TraceMeta::default()
+    };
+    let id_b = cat.register(&b).unwrap();
+    assert_ne!(id_a, id_b);
+    // Registering the same file again updates it.
+    b.info.event_count = 99;
+    assert_eq!(cat.register(&b).unwrap(), id_b);
+    assert_eq!(cat.trace(id_b).unwrap().unwrap().info.event_count, 99);
+    assert_eq!(cat.traces().unwrap().len(), 2);
+
+    let ids = |v: Vec<TraceRecord>| v.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(ids(cat.traces_by_board("board-b").unwrap()), vec![id_b]);
+    assert_eq!(ids(cat.traces_by_os("linux").unwrap()), vec![id_a]);
+    assert_eq!(
+        ids(cat.traces_by_application("zapper").unwrap()),
+        vec![id_b]
+    );
+    assert_eq!(ids(cat.traces_by_cpus(2).unwrap()), vec![id_a]);
+    assert_eq!(
+        ids(cat.traces_by_description("derived").unwrap()),
+        vec![id_b]
+    );
+    assert_eq!(ids(cat.traces_by_type("test").unwrap()), vec![id_a]);
+    assert_eq!(
+        ids(cat.traces_by_types(&["test", "paje"]).unwrap()),
+        vec![id_a, id_b]
+    );
+    assert_eq!(
+        ids(cat
+            .traces_by_type_params("paje", &[("level", "3")])
+            .unwrap()),
+        vec![id_b]
+    );
+    assert!(
+        cat.traces_by_type_params("paje", &[("level", "4")])
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        ids(cat.traces_by_output_device("uart0").unwrap()),
+        vec![id_a]
+    );
+    assert_eq!(ids(cat.traces_between_dates(0, 10).unwrap()), vec![id_b]);
+    assert_eq!(ids(cat.raw_traces().unwrap()), vec![id_a]);
+    assert_eq!(ids(cat.processed_traces().unwrap()), vec![id_b]);
+    assert_eq!(cat.trace_by_db_file("a.db").unwrap().unwrap().id, id_a);
+
+    let tool = Tool {
+        id: 0,
+        name: "kptrace-import".into(),
+        kind: ToolKind::Import,
+        command: "socscope import --format kptrace".into(),
+        description: "KPTrace importer".into(),
+    };
+    let tid = cat.add_tool(&tool).unwrap();
+    cat.add_tool(&Tool {
+        name: "ocelotl".into(),
+        kind: ToolKind::Analysis,
+        ..tool.clone()
+    })
+    .unwrap();
+    assert_eq!(
+        cat.tool_by_name("kptrace-import").unwrap().unwrap(),
+        Tool { id: tid, ..tool }
+    );
+    assert_eq!(cat.tools_by_kind(ToolKind::Analysis).unwrap().len(), 1);
+    assert!(cat.delete_tool(tid).unwrap());
+    assert_eq!(cat.tools().unwrap().len(), 1);
+
+    // Delete, with the file.
+    assert!(cat.delete_trace(id_a, true).unwrap());
+    assert!(!dir.path().join("a.db").exists());
+    assert!(!cat.delete_trace(id_a, true).unwrap());
+    assert_eq!(ids(cat.traces().unwrap()), vec![id_b]);
+
+    // Reopening keeps everything.
+    drop(cat);
+    let cat = Catalog::open(dir.path()).unwrap();
+    assert_eq!(cat.traces().unwrap().len(), 1);
+}
+
+#[test]
+fn events_virtual_table_with_push_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let events = mixed_events(2_000, 9);
+    write(&path, &events, small_config());
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    register_events_table(&conn, &path).unwrap();
+
+    let (a, b) = (1_000i64, 5_000i64);
+    let (n, min_ts, max_ts): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT count(*), min(ts), max(ts) FROM events WHERE ts BETWEEN ?1 AND ?2",
+            [a, b],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    let want: Vec<&Event> = events.iter().filter(|e| e.ts >= a && e.ts <= b).collect();
+    assert_eq!(n as usize, want.len());
+    assert_eq!(min_ts, want.iter().map(|e| e.ts).min().unwrap());
+    assert_eq!(max_ts, want.iter().map(|e| e.ts).max().unwrap());
+
+    // The time range and the type reach the table (push-down), not a full scan.
+    let plan: String = conn
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT * FROM events WHERE ts >= 10 AND ts < 20 AND type_id = 1",
+            [],
+            |r| r.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("VIRTUAL TABLE INDEX 0:"), "{plan}");
+    let idx = plan.rsplit(':').next().unwrap();
+    assert!(
+        idx.contains('G') && idx.contains('l') && idx.contains('t'),
+        "{plan}"
+    );
+
+    // Columns, in timestamp order, with parameter names and joins on the plain tables.
+    conn.execute("ATTACH DATABASE ?1 AS trace", [path.to_str().unwrap()])
+        .unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT e.ts, e.category, e.type, p.name, e.params, e.end_ts, e.depth, e.target, e.value, e.cpu
+             FROM events e JOIN trace.producer p ON p.id = e.producer_id
+             WHERE e.ts > 100 AND e.ts <= 3000 AND e.type_id = 1 ORDER BY e.ts",
+        )
+        .unwrap();
+    let rows: Vec<(i64, String, String, String, String)> = st
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.type_id == 1 && e.ts > 100 && e.ts <= 3000)
+        .collect();
+    assert_eq!(rows.len(), want.len());
+    assert!(rows.windows(2).all(|w| w[0].0 <= w[1].0));
+    assert!(rows.iter().all(|r| r.1 == "punctual" && r.2 == "CS"));
+    assert!(
+        rows[0].4.starts_with("OLDPID=") && rows[0].4.contains(";NEWPID="),
+        "{}",
+        rows[0].4
+    );
+    // States expose end and depth.
+    let (end, depth): (i64, i64) = conn
+        .query_row(
+            "SELECT end_ts, depth FROM events WHERE category = 'state' AND ts >= 0 LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(end >= 0 && depth >= 0);
+    // Empty and NULL bounds give nothing.
+    let n: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM events WHERE ts > 10 AND ts < 5",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 0);
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM events WHERE ts >= NULL", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(n, 0);
+    // A whole-table count matches.
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n as usize, events.len());
+}

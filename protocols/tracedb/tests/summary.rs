@@ -1,0 +1,143 @@
+//! The summary and the counts equal a direct computation over the events.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use socscope_tracedb::*;
+
+fn direct(
+    events: &[Event],
+    range: TimeRange,
+    width: i64,
+    keep: &dyn Fn(&Event) -> bool,
+) -> Vec<SummaryBucket> {
+    let mut edges = vec![range.start];
+    let mut t = (range.start.div_euclid(width) + 1) * width;
+    while t < range.end {
+        edges.push(t);
+        t += width;
+    }
+    edges.push(range.end);
+    edges
+        .windows(2)
+        .map(|w| {
+            let r = TimeRange::new(w[0], w[1]);
+            let mut cells: Vec<SummaryCell> = Vec::new();
+            for e in events.iter().filter(|e| keep(e)) {
+                let count = u64::from(r.contains(e.ts));
+                let state_ns = if e.category() == EventCategory::State {
+                    r.overlap(e.ts, e.end())
+                } else {
+                    0
+                };
+                if count == 0 && state_ns == 0 {
+                    continue;
+                }
+                match cells
+                    .iter_mut()
+                    .find(|c| c.producer == e.producer && c.type_id == e.type_id)
+                {
+                    Some(c) => {
+                        c.count += count;
+                        c.state_ns += state_ns;
+                    }
+                    None => cells.push(SummaryCell {
+                        producer: e.producer,
+                        type_id: e.type_id,
+                        count,
+                        state_ns,
+                    }),
+                }
+            }
+            cells.sort_by_key(|c| (c.producer, c.type_id));
+            SummaryBucket { range: r, cells }
+        })
+        .collect()
+}
+
+fn check(events: &[Event], r: &TraceReader, range: TimeRange, shift: u32) {
+    let width = 1i64 << shift;
+    let filters: Vec<(Filter, Box<dyn Fn(&Event) -> bool>)> = vec![
+        (Filter::all(), Box::new(|_: &Event| true)),
+        (
+            Filter::all().types([2]),
+            Box::new(|e: &Event| e.type_id == 2),
+        ),
+        (
+            Filter::all()
+                .producers([1, 3])
+                .categories([EventCategory::State, EventCategory::Punctual]),
+            Box::new(|e: &Event| {
+                [1, 3].contains(&e.producer)
+                    && matches!(e.category(), EventCategory::State | EventCategory::Punctual)
+            }),
+        ),
+        (
+            Filter::all().cpus([1]),
+            Box::new(|e: &Event| e.cpu == Some(1)),
+        ),
+    ];
+    for (i, (f, keep)) in filters.iter().enumerate() {
+        let got = r.summary(range, Resolution::BucketWidth(width), f).unwrap();
+        assert_eq!(got.bucket_width, width);
+        let want = direct(events, range, width, keep);
+        assert_eq!(
+            got.buckets, want,
+            "filter {i}, range {range:?}, width {width}"
+        );
+        let n = events
+            .iter()
+            .filter(|e| keep(e) && range.contains(e.ts))
+            .count() as u64;
+        assert_eq!(r.count(range, f).unwrap(), n, "count, filter {i}");
+    }
+}
+
+#[test]
+fn summary_matches_direct_computation_on_a_fixed_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let events = mixed_events(3_000, 11);
+    write(&path, &events, small_config());
+    let r = TraceReader::open(&path).unwrap();
+    let end = events.iter().map(|e| e.end()).max().unwrap() + 10;
+    // Aligned, unaligned, inside one bucket, finer than the summary, coarser than its top level.
+    for (a, b) in [(0, end), (3, end - 7), (17, 30), (1_000, 9_999), (-50, 100)] {
+        for shift in [0, 3, 4, 5, 7, 9, 11] {
+            if (b - a) >> shift > 300 {
+                continue; // the direct computation is quadratic
+            }
+            check(&events, &r, TimeRange::new(a, b), shift);
+        }
+    }
+    // A bucket count picks the width.
+    let s = r
+        .summary(
+            TimeRange::new(0, 1_000),
+            Resolution::MaxBuckets(10),
+            &Filter::all(),
+        )
+        .unwrap();
+    assert_eq!(s.bucket_width, 128);
+    assert_eq!(s.buckets.len(), 8);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn summary_matches_direct_computation(
+        seed in 0u64..1_000,
+        n in 1usize..600,
+        a in -100i64..8_000,
+        len in 1i64..3_000,
+        shift in 2u32..12,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let events = mixed_events(n, seed);
+        write(&path, &events, small_config());
+        let r = TraceReader::open(&path).unwrap();
+        check(&events, &r, TimeRange::new(a, a + len), shift);
+    }
+}
