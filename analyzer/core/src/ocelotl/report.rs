@@ -200,3 +200,77 @@ pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationRe
         at_p,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(with_hierarchy: bool) -> ModelFile {
+        let mut doc = json!({
+            "name": "tiny", "T": 4, "S": 2, "U": 1,
+            "values": [[[1.0], [1.0]], [[1.0], [1.0]], [[5.0], [1.0]], [[5.0], [1.0]]],
+        });
+        if with_hierarchy {
+            doc["hierarchy"] = json!({"parent": [-1, 0, 0], "leaf_resource": [-1, 0, 1], "children": [[1, 2], [], []]});
+        }
+        ModelFile::from_value(&doc, "tiny.json").unwrap()
+    }
+
+    fn options(mode: AggregationMode, ps: Vec<f64>) -> RunOptions {
+        RunOptions {
+            mode,
+            normalize: false,
+            ps,
+            threshold: None,
+        }
+    }
+
+    #[test]
+    fn temporal_report_uses_the_vector_field_names() {
+        let report =
+            run_model(&file(false), &options(AggregationMode::Temporal, vec![0.1])).unwrap();
+        let v = serde_json::to_value(&report).unwrap();
+        assert_eq!(v["mode"], "temporal");
+        let at = &v["at_p"][0];
+        assert_eq!(at["p"], 0.1);
+        assert_eq!(at["p_used"], f64::from(0.1f32));
+        assert_eq!(at["ranges"], json!([[0, 1], [2, 3]]));
+        assert_eq!(at["parts"], json!([0, 0, 1, 1]));
+        assert_eq!(at["n_parts"], 2);
+        let first = &v["dichotomy"][0];
+        assert_eq!(first["p"], 0.0);
+        assert!(first.get("p_used").is_none());
+        assert!(v["dichotomy"].as_array().unwrap().len() >= 2);
+    }
+
+    #[test]
+    fn spatiotemporal_report_lists_areas_and_node_parts() {
+        let report = run_model(
+            &file(true),
+            &options(AggregationMode::Spatiotemporal, vec![1.0]),
+        )
+        .unwrap();
+        let v = serde_json::to_value(&report).unwrap();
+        let at = &v["at_p"][0];
+        assert_eq!(at["aggregates"], json!([[0, 0, 3]]));
+        assert_eq!(at["node_parts"]["2"], json!([0, 0, 0, 0]));
+        assert_eq!(v["normalized"], false);
+    }
+
+    #[test]
+    fn spatiotemporal_without_hierarchy_and_bad_p_are_errors() {
+        let e = run_model(
+            &file(false),
+            &options(AggregationMode::Spatiotemporal, vec![]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tiny: the spatiotemporal aggregation needs a producer hierarchy (\"hierarchy\" object)"
+        );
+        let e =
+            run_model(&file(false), &options(AggregationMode::Temporal, vec![1.5])).unwrap_err();
+        assert_eq!(e.to_string(), "p = 1.5: expected a number in [0, 1]");
+    }
+}
