@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Parser;
-use socscope_agent::Transport;
 use socscope_sim::transport::{self, WriterTransport};
 use socscope_sim::{Scenario, SimConfig, SimSummary};
 
@@ -121,31 +120,48 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             "--zstd is for --connect only: the wire allows compression on TCP"
         ));
     }
-    let summary = if let Some(url) = &cli.connect {
+    let (writer, target): (Box<dyn Write + Send>, String) = if let Some(url) = &cli.connect {
         let address = transport::parse_tcp_url(url)
             .ok_or_else(|| anyhow!("bad address {url:?}: expected tcp://HOST:PORT"))?;
-        let mut t = transport::tcp(address).with_context(|| format!("cannot connect to {url}"))?;
-        if cli.zstd {
-            t = t.with_zstd(3).context("cannot start zstd")?;
-        }
-        simulate(&config, t).with_context(|| format!("while streaming to {url}"))?
+        let stream = transport::tcp(address).with_context(|| format!("cannot connect to {url}"))?;
+        (Box::new(stream), url.clone())
     } else if let Some(spec) = &cli.serial {
         let (path, baud) = transport::parse_serial(spec)
             .ok_or_else(|| anyhow!("bad serial port {spec:?}: expected PATH[:BAUD]"))?;
-        let t = transport::serial(path, baud)
+        let port = transport::serial(path, baud)
             .with_context(|| format!("cannot open serial port {path}"))?;
-        simulate(&config, t).with_context(|| format!("while streaming to {path}"))?
+        (Box::new(port), path.to_owned())
     } else if let Some(path) = &cli.out {
         if path.as_os_str() == "-" {
-            let t = WriterTransport::new(std::io::BufWriter::new(std::io::stdout().lock()));
-            simulate(&config, t).context("while writing to standard output")?
+            (
+                Box::new(std::io::BufWriter::new(std::io::stdout())),
+                "standard output".to_owned(),
+            )
         } else {
-            let t = transport::file(path)
+            let file = transport::file(path)
                 .with_context(|| format!("cannot create {}", path.display()))?;
-            simulate(&config, t).with_context(|| format!("while writing {}", path.display()))?
+            (Box::new(file.into_inner()), path.display().to_string())
         }
     } else {
         return Err(anyhow!("no output: give --connect, --serial or --out"));
+    };
+    let zstd_level = cli.zstd.then_some(3);
+    let summary = if config.realtime {
+        // A live board cannot slow time down: a slow link fills the rings and drops records.
+        let mut t = transport::QueuedTransport::spawn(writer, 256 << 10);
+        if let Some(level) = zstd_level {
+            t = t.with_zstd(level).context("cannot start zstd")?;
+        }
+        let result = socscope_sim::run(&config, &mut t);
+        t.finish()
+            .with_context(|| format!("while streaming to {target}"))?;
+        result.with_context(|| format!("while streaming to {target}"))?
+    } else {
+        let mut t = WriterTransport::new(writer);
+        if let Some(level) = zstd_level {
+            t = t.with_zstd(level).context("cannot start zstd")?;
+        }
+        simulate(&config, t).with_context(|| format!("while streaming to {target}"))?
     };
     // With `--out -` the stream owns standard output, so the summary goes to standard error.
     let to_stdout = cli.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
@@ -169,6 +185,5 @@ fn simulate<W: Write>(config: &SimConfig, mut t: WriterTransport<W>) -> anyhow::
     }
     let summary = result?;
     t.finish()?;
-    let _ = &t as &dyn Transport;
     Ok(summary)
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use socscope_agent::{Agent, Clock, Config, Transport, frame_buffer_len};
+use socscope_agent::{Agent, Clock, Config, Transport, TransportError, frame_buffer_len};
 use socscope_wire::dict::{BUILTINS, Builtin, ProducerDef, ProducerKind};
 
 use crate::{SimConfig, SimError, SimSummary};
@@ -559,7 +559,8 @@ impl<'c> Board<'c> {
                 if self.config.realtime {
                     pace(started, ev.t, tick_hz);
                 }
-                self.poll(transport).map_err(|_| closed(&self.agent))?;
+                self.poll(transport, !self.config.realtime)
+                    .map_err(|_| closed(&self.agent))?;
                 next_poll = ev.t + poll_every;
             }
             self.dispatch(ev);
@@ -569,9 +570,13 @@ impl<'c> Board<'c> {
         if self.config.realtime {
             pace(started, self.end, tick_hz);
         }
-        self.agent
-            .finish(transport)
-            .map_err(|_| closed(&self.agent))?;
+        loop {
+            match self.agent.finish(transport) {
+                Ok(()) => break,
+                Err(TransportError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+                Err(_) => return Err(closed(&self.agent)),
+            }
+        }
         let stats = self.agent.stats();
         let mut per_type = BTreeMap::new();
         for b in BUILTINS {
@@ -601,15 +606,16 @@ impl<'c> Board<'c> {
         })
     }
 
-    /// Polls until everything due is sent; a transport that would block is retried (the simulation waits
-    /// for the link, as a board's idle loop would), one that is closed ends the run.
-    fn poll<T: Transport>(&mut self, transport: &mut T) -> Result<(), ()> {
+    /// Polls the agent. Off real time the simulation waits for a link that would block, as a board's idle
+    /// loop would, so nothing is dropped; in real time it goes on, and full rings drop (and count) records.
+    fn poll<T: Transport>(&mut self, transport: &mut T, wait: bool) -> Result<(), ()> {
         loop {
             match self.agent.poll(transport) {
                 Ok(()) => return Ok(()),
-                Err(socscope_agent::TransportError::WouldBlock) => {
+                Err(TransportError::WouldBlock) if wait => {
                     std::thread::sleep(Duration::from_micros(200));
                 }
+                Err(TransportError::WouldBlock) => return Ok(()),
                 Err(_) => return Err(()),
             }
         }

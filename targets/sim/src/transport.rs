@@ -5,6 +5,9 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use socscope_agent::{Transport, TransportError};
@@ -58,17 +61,10 @@ impl<W: Write> Transport for WriterTransport<W> {
         if self.error.is_some() {
             return Err(TransportError::Closed);
         }
-        loop {
-            match self.writer.write_all(frame) {
-                Ok(()) => return Ok(()),
-                // A serial port's write timeout: the link is slow, not gone.
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => continue,
-                Err(e) => {
-                    self.error = Some(e);
-                    return Err(TransportError::Closed);
-                }
-            }
-        }
+        write_all_patiently(&mut self.writer, frame).map_err(|e| {
+            self.error = Some(e);
+            TransportError::Closed
+        })
     }
 
     fn compress(&mut self, records: &[u8]) -> Option<&[u8]> {
@@ -108,6 +104,116 @@ impl ZstdSection {
     }
 }
 
+/// A transport for real time: frames go to a writer thread, and while more than `limit` bytes wait for the
+/// link, [`Transport::write_frame`] answers `WouldBlock`, so a slow link makes the agent's rings fill and drop
+/// (and count) records, as on a real board, instead of slowing simulated time down.
+pub struct QueuedTransport {
+    queue: Option<mpsc::Sender<Vec<u8>>>,
+    in_flight: Arc<AtomicUsize>,
+    failed: Arc<AtomicBool>,
+    limit: usize,
+    writer: Option<JoinHandle<io::Result<()>>>,
+    zstd: Option<ZstdSection>,
+}
+
+impl QueuedTransport {
+    /// Starts the writer thread over `writer`, with at most `limit` bytes queued.
+    pub fn spawn<W: Write + Send + 'static>(mut writer: W, limit: usize) -> Self {
+        let (tx, rx) = mpsc::channel::<Vec<u8>>();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let failed = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let in_flight = Arc::clone(&in_flight);
+            let failed = Arc::clone(&failed);
+            std::thread::spawn(move || {
+                let result = (|| {
+                    while let Ok(frame) = rx.recv() {
+                        write_all_patiently(&mut writer, &frame)?;
+                        in_flight.fetch_sub(frame.len(), Ordering::AcqRel);
+                        // Push bytes out as soon as nothing else is waiting.
+                        if in_flight.load(Ordering::Acquire) == 0 {
+                            writer.flush()?;
+                        }
+                    }
+                    writer.flush()
+                })();
+                if result.is_err() {
+                    failed.store(true, Ordering::Release);
+                }
+                result
+            })
+        };
+        Self {
+            queue: Some(tx),
+            in_flight,
+            failed,
+            limit,
+            writer: Some(handle),
+            zstd: None,
+        }
+    }
+
+    /// Compresses `Events` records with zstd at `level` (the wire allows it on TCP only).
+    pub fn with_zstd(mut self, level: i32) -> io::Result<Self> {
+        self.zstd = Some(ZstdSection::new(level)?);
+        Ok(self)
+    }
+
+    /// Waits until everything queued is written; returns the writer's first error.
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.queue = None;
+        match self.writer.take().map(JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(io::Error::other("the writer thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Transport for QueuedTransport {
+    fn write_frame(&mut self, frame: &[u8]) -> Result<(), TransportError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(TransportError::Closed);
+        }
+        let queued = self.in_flight.load(Ordering::Acquire);
+        if queued > 0 && queued + frame.len() > self.limit {
+            return Err(TransportError::WouldBlock);
+        }
+        self.in_flight.fetch_add(frame.len(), Ordering::AcqRel);
+        let queue = self.queue.as_ref().ok_or(TransportError::Closed)?;
+        queue
+            .send(frame.to_vec())
+            .map_err(|_| TransportError::Closed)
+    }
+
+    fn compress(&mut self, records: &[u8]) -> Option<&[u8]> {
+        self.zstd.as_mut()?.compress(records)
+    }
+}
+
+impl Drop for QueuedTransport {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// `write_all`, except that a serial port's write timeout means "slow link", not "gone".
+fn write_all_patiently<W: Write>(writer: &mut W, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match writer.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A capture file, buffered.
 pub type FileTransport = WriterTransport<BufWriter<File>>;
 
@@ -119,20 +225,14 @@ pub fn file(path: &Path) -> io::Result<FileTransport> {
     )))
 }
 
-/// A TCP connection with a write buffer.
-pub type TcpTransport = WriterTransport<BufWriter<TcpStream>>;
-
-/// Connects to `host:port` (blocking writes: TCP flow control paces the simulation).
-pub fn tcp(address: &str) -> io::Result<TcpTransport> {
+/// Connects to `host:port` (blocking writes: TCP flow control paces the simulation), with a write buffer.
+pub fn tcp(address: &str) -> io::Result<BufWriter<TcpStream>> {
     let mut last = None;
     for addr in address.to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
             Ok(stream) => {
                 stream.set_nodelay(true)?;
-                return Ok(WriterTransport::new(BufWriter::with_capacity(
-                    64 << 10,
-                    stream,
-                )));
+                return Ok(BufWriter::with_capacity(64 << 10, stream));
             }
             Err(e) => last = Some(e),
         }
@@ -140,15 +240,15 @@ pub fn tcp(address: &str) -> io::Result<TcpTransport> {
     Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found")))
 }
 
-/// A serial port.
-pub type SerialTransport = WriterTransport<BufWriter<Box<dyn serialport::SerialPort>>>;
+/// A serial port, buffered.
+pub type SerialWriter = BufWriter<Box<dyn serialport::SerialPort>>;
 
 /// Opens the serial device (or pty) at `path` at `baud`, 8N1, raw.
-pub fn serial(path: &str, baud: u32) -> Result<SerialTransport, serialport::Error> {
+pub fn serial(path: &str, baud: u32) -> Result<SerialWriter, serialport::Error> {
     let port = serialport::new(path, baud)
         .timeout(Duration::from_secs(1))
         .open()?;
-    Ok(WriterTransport::new(BufWriter::with_capacity(4096, port)))
+    Ok(BufWriter::with_capacity(4096, port))
 }
 
 /// Parses `tcp://HOST:PORT` into `HOST:PORT`.

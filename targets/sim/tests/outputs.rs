@@ -174,3 +174,17 @@ fn help_shows_examples() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Examples:") && text.contains("--zap-every"));
 }
+
+#[test]
+fn realtime_paces_to_the_wall_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let (summary, bytes) =
+        support::run_to_file(dir.path(), "rt.wire", &["--duration", "0.4", "--realtime"]);
+    assert!(started.elapsed().as_secs_f64() >= 0.4);
+    assert_eq!(summary["dropped"].as_u64(), Some(0));
+    assert_eq!(
+        decode(&bytes).records.len() as u64,
+        summary["events"].as_u64().unwrap()
+    );
+}

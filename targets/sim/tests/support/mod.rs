@@ -33,6 +33,7 @@ pub struct Capture {
     pub tick_hz: u64,
     pub records: Vec<Rec>,
     pub lost: u64,
+    pub lost_per_cpu: std::collections::BTreeMap<u16, u64>,
     pub producers: Vec<(u32, Option<u32>, String)>,
     pub bye_records: Option<u64>,
     pub bye_dropped: Option<u64>,
@@ -89,7 +90,10 @@ pub fn decode(bytes: &[u8]) -> Capture {
                         });
                     }
                 }
-                Frame::Loss(l) => cap.lost += l.count,
+                Frame::Loss(l) => {
+                    cap.lost += l.count;
+                    *cap.lost_per_cpu.entry(l.cpu).or_default() += l.count;
+                }
                 Frame::Heartbeat(_) => {}
                 Frame::Bye(b) => {
                     cap.bye_records = Some(b.records);
