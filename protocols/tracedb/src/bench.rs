@@ -251,7 +251,7 @@ pub fn synthetic_events(
             ev.type_id = ty;
             ev.producer = st.thread;
             ev.kind = EventKind::Punctual;
-            if ty % 2 == 0 {
+            if ty.is_multiple_of(2) {
                 ev.params.push(ParamValue::Signed((r % 64) as i64));
             } else {
                 ev.params.push(ParamValue::Signed(3 + (r % 5) as i64));

@@ -654,6 +654,36 @@ mod tests {
         assert_eq!(got, vec![evs[1].clone(), evs[0].clone(), evs[2].clone()]);
     }
 
+    /// The example of `SCHEMA.md`, byte for byte.
+    #[test]
+    fn golden_schema_example() {
+        let mut buf = ColumnBuffer::default();
+        buf.push(
+            &Event::punctual(1000, 3, 54, Some(0))
+                .with_params(vec![ParamValue::Signed(0), ParamValue::Unsigned(21)]),
+        );
+        buf.push(
+            &Event::punctual(1500, 3, 54, Some(0))
+                .with_params(vec![ParamValue::Signed(21), ParamValue::Unsigned(0)]),
+        );
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let (blob, _) = encode_chunk(
+            &buf,
+            EventCategory::Punctual,
+            Some(0),
+            &mut EncodeScratch::default(),
+            &mut comp,
+            |_, _, _, _| {},
+        )
+        .unwrap();
+        let body: [u8; 25] = [
+            0x02, 0x00, 0x01, 0x04, 0xd0, 0x0f, 0xf4, 0x03, 0x02, 0x03, 0x03, 0x02, 0x36, 0x36,
+            0x0a, 0x02, 0x00, 0x00, 0x01, 0x15, 0x02, 0x00, 0x2a, 0x01, 0x00,
+        ];
+        assert_eq!(&blob[..2], &[0x01, 0x19]);
+        assert_eq!(zstd::bulk::decompress(&blob[2..], 25).unwrap(), body);
+    }
+
     #[test]
     fn garbage_is_an_error() {
         let mut dec = zstd::bulk::Decompressor::new().unwrap();

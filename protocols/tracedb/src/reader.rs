@@ -764,10 +764,8 @@ impl TraceReader {
                         buckets[i].cells.push(c);
                     })?;
                 }
-                for i in 0..n {
-                    if buckets[i].range.len() != width {
-                        buckets[i].cells = self.exact_cells(buckets[i].range, filter, &tf)?;
-                    }
+                for b in buckets.iter_mut().filter(|b| b.range.len() != width) {
+                    b.cells = self.exact_cells(b.range, filter, &tf)?;
                 }
                 for b in &mut buckets {
                     summary::normalize(&mut b.cells);
@@ -971,7 +969,7 @@ impl<'r> EventIter<'r> {
             mode,
             stream_ok,
             pending: pending.into(),
-            paged_until: Some((range.start.max(i64::MIN), i64::MIN)),
+            paged_until: Some((range.start, i64::MIN)),
             page_done: range.is_empty(),
             slots: Vec::new(),
             free: Vec::new(),

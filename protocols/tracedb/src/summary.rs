@@ -84,11 +84,16 @@ pub struct Summary {
     pub buckets: Vec<SummaryBucket>,
 }
 
+/// `(bucket, producer, type)`.
+type CellKey = (i64, u32, u32);
+/// `(count, state_ns)`.
+type CellTotals = (u64, i64);
+
 /// Level-0 totals accumulated by the writer between two commits.
 #[derive(Default)]
 pub(crate) struct SummaryAcc {
     pub(crate) shift: u32,
-    pub(crate) map: FxHashMap<(i64, u32, u32), (u64, i64)>,
+    pub(crate) map: FxHashMap<CellKey, CellTotals>,
 }
 
 impl SummaryAcc {
@@ -126,10 +131,10 @@ impl SummaryAcc {
     /// All rows `(level, bucket, producer, type, count, state_ns)` for `levels` levels, and clears.
     pub(crate) fn drain_rows(&mut self, levels: u32) -> Vec<(u32, i64, u32, u32, u64, i64)> {
         let mut rows = Vec::with_capacity(self.map.len() * 2);
-        let mut cur: Vec<((i64, u32, u32), (u64, i64))> = self.map.drain().collect();
+        let mut cur: Vec<(CellKey, CellTotals)> = self.map.drain().collect();
         for level in 0..levels {
             if level > 0 {
-                let mut next: FxHashMap<(i64, u32, u32), (u64, i64)> = FxHashMap::default();
+                let mut next: FxHashMap<CellKey, CellTotals> = FxHashMap::default();
                 for ((b, p, t), (c, s)) in cur.drain(..) {
                     let e = next.entry((b >> 1, p, t)).or_insert((0, 0));
                     e.0 += c;

@@ -238,24 +238,24 @@ unsafe impl VTabCursor for EventsCursor<'_> {
             return ctx.set_result(&Value::Null);
         };
         match i {
-            COL_ID => ctx.set_result(&e.id),
-            COL_TS => ctx.set_result(&e.ts),
-            COL_END => ctx.set_result(&e.end()),
-            COL_DURATION => ctx.set_result(&(e.end() - e.ts)),
-            COL_CATEGORY => ctx.set_result(&e.category().name()),
-            COL_TYPE_ID => ctx.set_result(&e.type_id),
-            COL_TYPE => ctx.set_result(&self.types.get(&e.type_id).map(|t| t.name.as_str())),
-            COL_PRODUCER => ctx.set_result(&e.producer),
-            COL_CPU => ctx.set_result(&e.cpu),
-            COL_DEPTH => ctx.set_result(&match e.kind {
+            COL_ID => ctx.set_result(e.id),
+            COL_TS => ctx.set_result(e.ts),
+            COL_END => ctx.set_result(e.end()),
+            COL_DURATION => ctx.set_result(e.end() - e.ts),
+            COL_CATEGORY => ctx.set_result(e.category().name()),
+            COL_TYPE_ID => ctx.set_result(e.type_id),
+            COL_TYPE => ctx.set_result(self.types.get(&e.type_id).map(|t| t.name.as_str())),
+            COL_PRODUCER => ctx.set_result(e.producer),
+            COL_CPU => ctx.set_result(e.cpu),
+            COL_DEPTH => ctx.set_result(match e.kind {
                 EventKind::State { depth, .. } => Some(depth),
                 _ => None,
             }),
-            COL_TARGET => ctx.set_result(&match e.kind {
+            COL_TARGET => ctx.set_result(match e.kind {
                 EventKind::Link { target, .. } => Some(target),
                 _ => None,
             }),
-            COL_VALUE => ctx.set_result(&match e.kind {
+            COL_VALUE => ctx.set_result(match e.kind {
                 EventKind::Variable { value } => Some(value),
                 _ => None,
             }),

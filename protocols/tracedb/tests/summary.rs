@@ -58,7 +58,8 @@ fn direct(
 
 fn check(events: &[Event], r: &TraceReader, range: TimeRange, shift: u32) {
     let width = 1i64 << shift;
-    let filters: Vec<(Filter, Box<dyn Fn(&Event) -> bool>)> = vec![
+    type Keep = Box<dyn Fn(&Event) -> bool>;
+    let filters: Vec<(Filter, Keep)> = vec![
         (Filter::all(), Box::new(|_: &Event| true)),
         (
             Filter::all().types([2]),
