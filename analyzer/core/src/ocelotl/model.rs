@@ -38,6 +38,15 @@ pub enum ModelError {
     MissingHierarchy { origin: String },
     #[error("p = {p}: expected a number in [0, 1]")]
     BadP { p: f64 },
+    #[error(
+        "{origin}: the {mode} aggregation of T = {slices} slices needs about {gib} GiB of quality tables; expected fewer slices"
+    )]
+    TooLarge {
+        origin: String,
+        mode: &'static str,
+        slices: usize,
+        gib: u64,
+    },
 }
 
 fn shape(

@@ -128,6 +128,36 @@ fn spatiotemporal_entry(
     })
 }
 
+/// Memory the quality tables would take beyond which we refuse rather than abort on a failed
+/// allocation: the tables are quadratic in T (and linear in the nodes for spatiotemporal).
+const TABLE_LIMIT_BYTES: u128 = 16 << 30;
+
+fn check_size(
+    model: &super::model::MicroscopicModel,
+    mode: AggregationMode,
+) -> Result<(), ModelError> {
+    let n = model.slices() as u128;
+    let cells = n * (n + 1) / 2;
+    let (bytes, name) = match mode {
+        // gain + loss, twice while the per-start rows are transposed.
+        AggregationMode::Temporal => (cells * 32, "temporal"),
+        // gain + loss per node, plus a DP's tables (3 compromises and a cut) per node.
+        AggregationMode::Spatiotemporal => {
+            let nodes = model.hierarchy().map_or(1, |h| h.len()) as u128;
+            (cells * nodes * (16 + 3 * 8 * 3 + 4), "spatiotemporal")
+        }
+    };
+    if bytes > TABLE_LIMIT_BYTES {
+        return Err(ModelError::TooLarge {
+            origin: model.name().unwrap_or("model").to_owned(),
+            mode: name,
+            slices: model.slices(),
+            gib: (bytes >> 30) as u64,
+        });
+    }
+    Ok(())
+}
+
 /// Loads a model file (reference-vector input format) and runs [`run_model`] on it.
 pub fn run_model_file(path: &Path, options: &RunOptions) -> Result<AggregationReport, ModelError> {
     let file = ModelFile::load(path)?;
@@ -147,6 +177,7 @@ pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationRe
     }
     let threshold = options.threshold.unwrap_or(file.threshold);
     let model = &file.model;
+    check_size(model, options.mode)?;
     let (normalized, whole, dichotomy, default_p, at_p) = match options.mode {
         AggregationMode::Temporal => {
             let agg = TemporalAggregation::new(model, options.normalize);
@@ -272,5 +303,20 @@ mod tests {
         let e =
             run_model(&file(false), &options(AggregationMode::Temporal, vec![1.5])).unwrap_err();
         assert_eq!(e.to_string(), "p = 1.5: expected a number in [0, 1]");
+    }
+
+    #[test]
+    fn quadratic_tables_that_cannot_fit_are_refused() {
+        let model = crate::ocelotl::MicroscopicModel::new(40_000, 1, 1, vec![0.0; 40_000]).unwrap();
+        let big = ModelFile {
+            model,
+            threshold: 0.001,
+            p_values: Vec::new(),
+        };
+        let e = run_model(&big, &options(AggregationMode::Temporal, vec![])).unwrap_err();
+        assert!(
+            matches!(e, ModelError::TooLarge { slices: 40_000, .. }),
+            "{e}"
+        );
     }
 }
