@@ -226,3 +226,109 @@ pub fn run<T: Transport>(config: &SimConfig, transport: &mut T) -> Result<SimSum
     config.validate()?;
     model::Board::new(config).run(transport)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_parse_from_at_colon_duration() {
+        assert_eq!(
+            "20:5".parse(),
+            Ok(Scenario {
+                at: 20.0,
+                duration: 5.0
+            })
+        );
+        assert_eq!(
+            "0.5:0.25".parse(),
+            Ok(Scenario {
+                at: 0.5,
+                duration: 0.25
+            })
+        );
+        for bad in ["", "20", "20:", ":5", "a:b", "-1:5", "3:0", "3:-2", "inf:1"] {
+            assert!(bad.parse::<Scenario>().is_err(), "{bad:?}");
+        }
+        let s: Scenario = "3:2".parse().unwrap();
+        assert!(s.contains(3.0) && s.contains(4.99) && !s.contains(5.0) && !s.contains(2.9));
+        assert_eq!(s.to_string(), "3:2");
+    }
+
+    #[test]
+    fn tick_rate_follows_the_event_rate() {
+        let at = |rate| {
+            SimConfig {
+                rate,
+                ..SimConfig::default()
+            }
+            .tick_hz()
+        };
+        assert_eq!(at(BASE_RATE), 1_000_000);
+        assert_eq!(at(5e6), 250_000_000);
+        assert_eq!(at(2_000.0), 100_000);
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        let ok = SimConfig::default();
+        assert_eq!(ok.validate(), Ok(()));
+        assert!(
+            SimConfig {
+                cpus: 0,
+                ..ok.clone()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            SimConfig {
+                cpus: 9,
+                ..ok.clone()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            SimConfig {
+                duration_s: 0.0,
+                ..ok.clone()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            SimConfig {
+                rate: f64::NAN,
+                ..ok.clone()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            SimConfig {
+                zap_every_s: Some(0.01),
+                ..ok
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn runs_in_process_on_one_and_four_cpus() {
+        for cpus in [1, 4] {
+            let mut out = transport::WriterTransport::new(Vec::new());
+            let config = SimConfig {
+                cpus,
+                duration_s: 1.0,
+                zap_every_s: Some(0.5),
+                ..SimConfig::default()
+            };
+            let s = run(&config, &mut out).unwrap();
+            assert_eq!(s.bytes, out.into_inner().len() as u64);
+            assert!(s.frames_decoded > 10, "{cpus} cpus: {s:?}");
+            assert_eq!(s.dropped, 0);
+        }
+    }
+}

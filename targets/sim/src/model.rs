@@ -75,6 +75,23 @@ const U_ADEC_FRAME: u64 = 0xb6f2_3310;
 const U_PLAYER_TICK: u64 = 0x0001_2f40;
 const KHEAP: u64 = 0xc6a0_0000;
 
+// System call arguments: user buffers and request codes.
+const U_NET_BUF: u64 = 0xb4a0_0000;
+const U_AUDIO_BUF: u64 = 0xb4e2_1000;
+const U_DD_BUF: u64 = 0xb6c0_0008;
+const U_VSYNC_ARG: u64 = 0xbeb3_f9ac;
+const U_VAR_SCREENINFO: u64 = 0xb6ff_1e40;
+const U_VDEC_ARG: u64 = 0xb4c1_2000;
+const U_TIMESPEC: u64 = 0xbe8f_fa10;
+const U_POLLFDS: u64 = 0x0187_a2c0;
+const FUTEX_VDEC: u64 = 0xb6d3_e07c;
+const FUTEX_ADEC: u64 = 0xb6d3_e0a4;
+const FUTEX_ASINK: u64 = 0xb6d3_e0c8;
+const FUTEX_WAIT_PRIVATE: u64 = 128;
+const FBIO_WAITFORVSYNC: u64 = 0x4004_4620;
+const FBIOPAN_DISPLAY: u64 = 0x4606;
+const VDEC_IOCTL_DECODE: u64 = 0xc020_5603;
+
 const FRAME_DECODED: &str = "frame decoded";
 const ZAP_START: &str = "zap start";
 const ZAP_END: &str = "zap end";
@@ -112,6 +129,7 @@ enum State {
 
 struct Thread {
     pid: u32,
+    name: &'static str,
     prio: u8,
     cpu: usize,
     state: State,
@@ -321,6 +339,7 @@ impl<'c> Board<'c> {
         });
         self.threads.push(Thread {
             pid,
+            name,
             prio,
             cpu,
             state: State::Blocked,
@@ -416,6 +435,15 @@ impl<'c> Board<'c> {
             vdec: self.spawn(319, 312, "vdec", Role::VDec, 10, 0),
             adec: self.spawn(320, 312, "adec", Role::ADec, 10, 1),
         };
+        // The thread table at the start of the trace, as KPTrace dumps it.
+        for i in 0..self.threads.len() {
+            let th = &self.threads[i];
+            if th.role != Role::Idle {
+                let (pid, name) = (th.pid, th.name);
+                self.at(0, Builtin::ThreadCreate);
+                let _ = self.agent.thread_create(0, pid, name);
+            }
+        }
         self.process(600, "stress");
         self.process(610, "dd");
         // Everything starts blocked in its first wait; make the pipeline runnable at time 0.
@@ -466,6 +494,7 @@ impl<'c> Board<'c> {
         }
         self.threads.push(Thread {
             pid: 0,
+            name: "swapper",
             prio: 0,
             cpu,
             state: State::Running,
@@ -1074,7 +1103,13 @@ impl<'c> Board<'c> {
                 0 => {
                     self.leave_syscall(cpu, t, tid, 0);
                     if self.aqueue == 0 {
-                        return self.block_in(cpu, t, tid, NR_FUTEX, [0, 0, 1, 0]);
+                        return self.block_in(
+                            cpu,
+                            t,
+                            tid,
+                            NR_FUTEX,
+                            [FUTEX_ADEC, FUTEX_WAIT_PRIVATE, 1, 0],
+                        );
                     }
                     self.aqueue -= 1;
                     self.threads[tid].phase = 1;
@@ -1097,11 +1132,17 @@ impl<'c> Board<'c> {
                 0 => {
                     self.leave_syscall(cpu, t, tid, 0);
                     if self.squeue == 0 {
-                        return self.block_in(cpu, t, tid, NR_FUTEX, [0, 0, 1, 0]);
+                        return self.block_in(
+                            cpu,
+                            t,
+                            tid,
+                            NR_FUTEX,
+                            [FUTEX_ASINK, FUTEX_WAIT_PRIVATE, 1, 0],
+                        );
                     }
                     self.squeue -= 1;
                     self.threads[tid].phase = 1;
-                    self.rec_syscall(cpu, *t, NR_WRITE, [12, 4096, 0, 0]);
+                    self.rec_syscall(cpu, *t, NR_WRITE, [12, U_AUDIO_BUF, 4096, 0]);
                     *t += 1;
                     Next::Compute(self.jitter(30, 80))
                 }
@@ -1117,7 +1158,13 @@ impl<'c> Board<'c> {
                     0 => {
                         self.threads[tid].phase = 1;
                         // FBIO_WAITFORVSYNC
-                        self.block_in(cpu, t, tid, NR_IOCTL, [5, 32, 0, 0])
+                        self.block_in(
+                            cpu,
+                            t,
+                            tid,
+                            NR_IOCTL,
+                            [5, FBIO_WAITFORVSYNC, U_VSYNC_ARG, 0],
+                        )
                     }
                     1 => {
                         self.leave_syscall(cpu, t, tid, 0);
@@ -1132,7 +1179,12 @@ impl<'c> Board<'c> {
                         *t += 1;
                         self.threads[tid].phase = 2;
                         // FBIOPAN_DISPLAY
-                        self.rec_syscall(cpu, *t, NR_IOCTL, [5, 6, 0, 0]);
+                        self.rec_syscall(
+                            cpu,
+                            *t,
+                            NR_IOCTL,
+                            [5, FBIOPAN_DISPLAY, U_VAR_SCREENINFO, 0],
+                        );
                         *t += 1;
                         Next::Compute(self.jitter(20, 60))
                     }
@@ -1140,7 +1192,13 @@ impl<'c> Board<'c> {
                         self.rec_sysret(cpu, *t, NR_IOCTL, 0);
                         *t += 1;
                         self.threads[tid].phase = 1;
-                        self.block_in(cpu, t, tid, NR_IOCTL, [5, 32, 0, 0])
+                        self.block_in(
+                            cpu,
+                            t,
+                            tid,
+                            NR_IOCTL,
+                            [5, FBIO_WAITFORVSYNC, U_VSYNC_ARG, 0],
+                        )
                     }
                 }
             }
@@ -1152,39 +1210,32 @@ impl<'c> Board<'c> {
                 }
                 _ => {
                     self.threads[tid].phase = 0;
-                    self.rec_syscall(cpu, *t, NR_NANOSLEEP, [0, 0, 0, 0]);
+                    self.rec_syscall(cpu, *t, NR_NANOSLEEP, [U_TIMESPEC, 0, 0, 0]);
                     self.threads[tid].in_syscall = NR_NANOSLEEP;
                     *t += 1;
                     Next::Sleep(self.jitter(1_000, 3_000))
                 }
             },
             Role::Dd => {
-                match phase {
-                    0 => {
-                        self.leave_syscall(cpu, t, tid, 0);
-                        self.threads[tid].phase = 1;
-                        self.rec_syscall(cpu, *t, NR_WRITE, [1, 65536, 0, 0]);
+                if phase == 0 {
+                    self.leave_syscall(cpu, t, tid, 65536);
+                    self.threads[tid].phase = 1;
+                    self.rec_syscall(cpu, *t, NR_WRITE, [1, U_DD_BUF, 65536, 0]);
+                    *t += 1;
+                    Next::Compute(self.jitter(200, 400))
+                } else {
+                    self.threads[tid].phase = 0;
+                    self.dirty += 1;
+                    if self.dirty >= 8 {
+                        let jbd2 = self.jbd2;
+                        self.wake(cpu, *t, jbd2);
                         *t += 1;
-                        Next::Compute(self.jitter(200, 400))
                     }
-                    _ => {
-                        self.threads[tid].phase = 0;
-                        self.rec_sysret(cpu, *t, NR_WRITE, 65536);
-                        *t += 1;
-                        self.dirty += 1;
-                        if self.dirty >= 8 {
-                            let jbd2 = self.jbd2;
-                            self.wake(cpu, *t, jbd2);
-                            *t += 1;
-                        }
-                        // The block layer completes the write on CPU 0; dd waits for it (dirty throttling).
-                        let done = *t + self.jitter(600, 1_400);
-                        self.push(done, EvKind::MmcDone);
-                        self.rec_syscall(cpu, *t, NR_FUTEX, [0, 0, 1, 0]);
-                        self.threads[tid].in_syscall = NR_FUTEX;
-                        *t += 1;
-                        Next::Block
-                    }
+                    // Dirty throttling: the write waits for the block layer, which completes on CPU 0.
+                    let done = *t + self.jitter(600, 1_400);
+                    self.push(done, EvKind::MmcDone);
+                    self.threads[tid].in_syscall = NR_WRITE;
+                    Next::Block
                 }
             }
         }
@@ -1211,7 +1262,7 @@ impl<'c> Board<'c> {
                     self.vqueue = 0;
                     self.aqueue = 0;
                     self.threads[tid].phase = 1;
-                    self.rec_syscall(cpu, *t, NR_NANOSLEEP, [0, 0, 0, 0]);
+                    self.rec_syscall(cpu, *t, NR_NANOSLEEP, [U_TIMESPEC, 0, 0, 0]);
                     self.threads[tid].in_syscall = NR_NANOSLEEP;
                     *t += 1;
                     return Next::Sleep(self.jitter(20_000, 40_000));
@@ -1262,7 +1313,7 @@ impl<'c> Board<'c> {
             }
             _ => {
                 self.threads[tid].phase = 0;
-                self.rec_syscall(cpu, *t, NR_POLL, [3, 100, 0, 0]);
+                self.rec_syscall(cpu, *t, NR_POLL, [U_POLLFDS, 3, 100, 0]);
                 self.threads[tid].in_syscall = NR_POLL;
                 *t += 1;
                 Next::Sleep(self.jitter(90_000, 110_000))
@@ -1274,7 +1325,17 @@ impl<'c> Board<'c> {
         match phase {
             0 => {
                 if self.threads[tid].in_syscall == 0 {
-                    self.rec_syscall(cpu, *t, NR_READ, [9, 1316, 0, 0]);
+                    self.rec_syscall(
+                        cpu,
+                        *t,
+                        NR_READ,
+                        [
+                            9,
+                            U_NET_BUF + 2048 * u64::from(self.threads[tid].counter % 64),
+                            1316,
+                            0,
+                        ],
+                    );
                     self.threads[tid].in_syscall = NR_READ;
                     *t += 1;
                 }
@@ -1324,7 +1385,13 @@ impl<'c> Board<'c> {
             0 => {
                 self.leave_syscall(cpu, t, tid, 0);
                 if self.vqueue == 0 {
-                    return self.block_in(cpu, t, tid, NR_FUTEX, [0, 0, 1, 0]);
+                    return self.block_in(
+                        cpu,
+                        t,
+                        tid,
+                        NR_FUTEX,
+                        [FUTEX_VDEC, FUTEX_WAIT_PRIVATE, 1, 0],
+                    );
                 }
                 self.vqueue -= 1;
                 self.rec_user(cpu, *t, U_VDEC_CHAIN);
@@ -1346,7 +1413,13 @@ impl<'c> Board<'c> {
                 // The hardware decoder signals completion with an interrupt.
                 let done = *t + self.jitter(2_000, 5_000);
                 self.push(done, EvKind::VdecDone);
-                self.block_in(cpu, t, tid, NR_IOCTL, [11, 3, 0, 0])
+                self.block_in(
+                    cpu,
+                    t,
+                    tid,
+                    NR_IOCTL,
+                    [11, VDEC_IOCTL_DECODE, U_VDEC_ARG, 0],
+                )
             }
             2 => {
                 self.leave_syscall(cpu, t, tid, 0);

@@ -55,6 +55,26 @@ fn summary_counts_match_the_decoded_capture() {
     let pushed = cap.records.iter().filter(|r| r.is(Builtin::Mark)).count();
     assert!((495..=505).contains(&pushed), "{pushed} frames pushed");
 
+    // The thread table opens the trace with `Kc` records.
+    let first = cap.records.iter().map(|r| r.ticks).min().unwrap();
+    let table: Vec<&str> = cap
+        .records
+        .iter()
+        .filter(|r| r.is(Builtin::ThreadCreate) && r.ticks == first)
+        .filter_map(|r| r.text.as_deref())
+        .collect();
+    for name in [
+        "player",
+        "vsync-cb",
+        "demux",
+        "vdec",
+        "adec",
+        "alsa-sink",
+        "kworker/1:1",
+    ] {
+        assert!(table.contains(&name), "{name} in {table:?}");
+    }
+
     // Producers: threads hang under their process.
     let player = cap
         .producers
