@@ -14,6 +14,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let path = dir.join(format!("socscope-bench-{n}.db"));
+    if std::env::var_os("READ_ONLY").is_some() {
+        let r = socscope_tracedb::bench::read_random(&path, 200, 10_000)?;
+        println!("read: {r:?}");
+        return Ok(());
+    }
     for suffix in ["", "-wal", "-shm"] {
         let mut p = path.clone().into_os_string();
         p.push(suffix);
