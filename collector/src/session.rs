@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceMeta, TraceWriter};
@@ -321,7 +322,7 @@ impl Ingest {
         let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
         recon.start(self.decoder.dictionary(), &mut writer)?;
         writer.commit()?;
-        Catalog::open(&self.config.dir)?.register_file(&db_file)?;
+        register(&self.config.dir, &db_file)?;
         self.notices.push(Notice::SessionStarted {
             source: self.source.clone(),
             board: hello.board.clone(),
@@ -456,7 +457,7 @@ impl Ingest {
             })?;
         }
         let info = s.writer.finish(complete)?;
-        Catalog::open(&self.config.dir)?.register_file(&s.db_file)?;
+        register(&self.config.dir, &s.db_file)?;
         let report = SessionReport {
             source: self.source.clone(),
             board: s.hello.board.clone(),
@@ -474,6 +475,18 @@ impl Ingest {
         self.reports.push(report);
         Ok(())
     }
+}
+
+/// Registers (or refreshes) a trace file in the catalog of `dir`.
+///
+/// Serialised across the process: the catalog is created on first use, and two sessions starting together
+/// (two boards on TCP, serial ports and replays) must not both try to create it, or one sees the other's
+/// half-initialised file.
+fn register(dir: &Path, db_file: &str) -> Result<()> {
+    static CATALOG: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = CATALOG.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    Catalog::open(dir)?.register_file(db_file)?;
+    Ok(())
 }
 
 /// A trace path in `dir` for `board` that does not exist yet; returns (file name, full path).
