@@ -19,23 +19,24 @@ fn at(end: usize, start: usize) -> usize {
 type SubtreeCuts = Vec<(usize, Vec<u32>)>;
 
 /// The largest `values[i] + prefixes[i]`, NaN ignored. Max is order-independent (±0 compare
-/// equal, NaN never wins), so four lanes run side by side and the compiler vectorises them.
+/// equal, NaN never wins), so lanes run side by side and the compiler vectorises them.
 #[inline]
 fn sum_max(values: &[f64], prefixes: &[f64]) -> f64 {
-    let mut lanes = [f64::NEG_INFINITY; 4];
-    let (mut vs, mut ps) = (values.chunks_exact(4), prefixes.chunks_exact(4));
-    for (v4, p4) in (&mut vs).zip(&mut ps) {
-        for l in 0..4 {
-            let x = v4[l] + p4[l];
+    // Eight lanes: four independent max chains of two, enough to hide maxpd's latency.
+    let mut lanes = [f64::NEG_INFINITY; 8];
+    let (mut vs, mut ps) = (values.chunks_exact(8), prefixes.chunks_exact(8));
+    for (v8, p8) in (&mut vs).zip(&mut ps) {
+        for l in 0..8 {
+            let x = v8[l] + p8[l];
             if x > lanes[l] {
                 lanes[l] = x;
             }
         }
     }
-    for (a, b) in vs.remainder().iter().zip(ps.remainder()) {
+    for (l, (a, b)) in vs.remainder().iter().zip(ps.remainder()).enumerate() {
         let x = a + b;
-        if x > lanes[0] {
-            lanes[0] = x;
+        if x > lanes[l] {
+            lanes[l] = x;
         }
     }
     lanes
