@@ -73,8 +73,9 @@ pub fn capture(config: SimConfig, dir: PathBuf, quiet: bool) -> Result<Capture> 
             notice_tx,
         ));
         let board = tokio::task::spawn_blocking(move || -> Result<SimSummary> {
-            let mut link = socscope_sim::transport::tcp(&addr.to_string())
+            let stream = socscope_sim::transport::tcp(&addr.to_string())
                 .with_context(|| format!("the simulated board cannot connect to {addr}"))?;
+            let mut link = socscope_sim::transport::WriterTransport::new(stream);
             let summary = socscope_sim::run(&config, &mut link)
                 .map_err(|e| anyhow!("simulated board: {e}"))?;
             link.finish()
