@@ -128,6 +128,9 @@ pub struct Ingest {
     orphan_frames: u64,
     notices: Vec<Notice>,
     reports: Vec<SessionReport>,
+    /// Stream offset of the frame being handled: where a session's bytes start (its `Hello`) and where the
+    /// previous session's end when a new `Hello` comes.
+    frame_offset: u64,
 }
 
 fn drop_reason_key(e: &DecodeError) -> &'static str {
@@ -164,6 +167,7 @@ impl Ingest {
             orphan_frames: 0,
             notices: Vec::new(),
             reports: Vec::new(),
+            frame_offset: 0,
         }
     }
 
@@ -187,8 +191,18 @@ impl Ingest {
         self.decoder.feed(bytes);
         while let Some(result) = self.decoder.next_frame() {
             match result {
-                Ok(decoded) => self.frame(decoded.frame)?,
-                Err(e) => self.dropped(e)?,
+                Ok(decoded) => {
+                    self.frame_offset = decoded.offset;
+                    self.frame(decoded.frame)?
+                }
+                Err(e) => {
+                    self.frame_offset = match &e {
+                        DecodeError::Dropped { offset, .. }
+                        | DecodeError::UnsupportedVersion { offset, .. } => *offset,
+                        _ => self.decoder.offset(),
+                    };
+                    self.dropped(e)?
+                }
             }
         }
         if let Some(s) = self.session.as_mut() {
@@ -211,7 +225,7 @@ impl Ingest {
         if let Some(e) = self.decoder.finish() {
             self.dropped(e)?;
         }
-        self.end_session(false)?;
+        self.end_session(false, self.decoder.offset())?;
         Ok((self.reports, self.notices))
     }
 
@@ -224,7 +238,7 @@ impl Ingest {
         };
         if version {
             // The board's session cannot be read: close the current trace and say what to upgrade.
-            self.end_session(false)?;
+            self.end_session(false, self.frame_offset)?;
             self.orphan_frames += 1;
             self.notices.push(Notice::VersionRejected {
                 source: self.source.clone(),
@@ -247,9 +261,15 @@ impl Ingest {
             None => {
                 self.orphan_frames += 1;
                 if self.orphan_frames <= REPORTED_DROPS {
+                    // Frames of a rejected session were explained by its `VersionRejected` notice.
+                    let context = if key == "session_rejected" {
+                        "rejected session"
+                    } else {
+                        "before any Hello"
+                    };
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),
-                        message: format!("{e} (before any Hello)"),
+                        message: format!("{e} ({context})"),
                     });
                 }
             }
@@ -259,7 +279,7 @@ impl Ingest {
 
     fn frame(&mut self, frame: Frame) -> Result<()> {
         if let Frame::Hello(hello) = frame {
-            self.end_session(false)?;
+            self.end_session(false, self.frame_offset)?;
             return self.start_session(hello);
         }
         let Some(s) = self.session.as_mut() else {
@@ -277,7 +297,9 @@ impl Ingest {
             Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
             Frame::Bye(b) => {
                 s.board_totals = Some((b.records, b.dropped));
-                self.end_session(true)?;
+                // The session's bytes end with this frame.
+                let end = self.decoder.offset();
+                self.end_session(true, end)?;
             }
         }
         Ok(())
@@ -339,13 +361,14 @@ impl Ingest {
             dropped_frames: 0,
             dropped_bytes: 0,
             frames: 0,
-            bytes_at_start: self.decoder.stats().bytes,
+            bytes_at_start: self.frame_offset,
             board_totals: None,
         });
         Ok(())
     }
 
-    fn end_session(&mut self, complete: bool) -> Result<()> {
+    /// Closes the open session, if any, whose bytes end at stream offset `end`.
+    fn end_session(&mut self, complete: bool, end: u64) -> Result<()> {
         let Some(mut s) = self.session.take() else {
             return Ok(());
         };
@@ -355,7 +378,7 @@ impl Ingest {
         let mut stats = vec![
             (
                 "bytes",
-                (self.decoder.stats().bytes - s.bytes_at_start) as i64,
+                end.saturating_sub(s.bytes_at_start) as i64,
                 "bytes received in this session",
             ),
             ("frames", s.frames as i64, "frames decoded"),
