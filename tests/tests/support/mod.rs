@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use socscope_collector::{IngestConfig, Notice, SessionReport, tcp};
-use socscope_sim::transport::WriterTransport;
+use socscope_sim::transport::{QueuedTransport, WriterTransport};
 use socscope_sim::{SimConfig, SimSummary};
 use socscope_tracedb::{Catalog, Filter, TimeRange, TraceReader, TypeId};
 use socscope_wire::WIRE_VERSION;
@@ -93,6 +93,38 @@ impl Collector {
         self.reports()
     }
 
+    /// Waits for the `n`-th session start (counting from 1) and returns its trace file.
+    pub fn wait_started(&mut self, n: usize) -> PathBuf {
+        let deadline = tokio::time::Instant::now() + SESSION_TIMEOUT;
+        loop {
+            let started: Vec<PathBuf> = self
+                .seen
+                .iter()
+                .filter_map(|n| match n {
+                    Notice::SessionStarted { path, .. } => Some(path.clone()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(path) = started.get(n - 1) {
+                return path.clone();
+            }
+            let next = self
+                .runtime
+                .block_on(async { tokio::time::timeout_at(deadline, self.notices.recv()).await });
+            match next {
+                Ok(Some(notice)) => self.seen.push(notice),
+                _ => panic!("session {n} did not start; notices: {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// Takes in the notices sent so far without waiting.
+    pub fn poll(&mut self) {
+        while let Ok(n) = self.notices.try_recv() {
+            self.seen.push(n);
+        }
+    }
+
     /// The reports among the notices received so far.
     pub fn reports(&self) -> Vec<SessionReport> {
         self.seen
@@ -131,6 +163,19 @@ pub fn sim_over_tcp(config: SimConfig, address: String) -> JoinHandle<SimSummary
     std::thread::spawn(move || {
         let stream = socscope_sim::transport::tcp(&address).expect("the board connects");
         let mut link = WriterTransport::new(stream);
+        let summary = socscope_sim::run(&config, &mut link).expect("the simulation runs");
+        link.finish().expect("the link flushes");
+        summary
+    })
+}
+
+/// Runs a real-time board on a thread as the `socscope-sim` program does: frames go through a queue to the
+/// socket and are pushed out as soon as the queue is empty.
+pub fn realtime_sim_over_tcp(config: SimConfig, address: String) -> JoinHandle<SimSummary> {
+    assert!(config.realtime);
+    std::thread::spawn(move || {
+        let stream = socscope_sim::transport::tcp(&address).expect("the board connects");
+        let mut link = QueuedTransport::spawn(stream, 256 << 10);
         let summary = socscope_sim::run(&config, &mut link).expect("the simulation runs");
         link.finish().expect("the link flushes");
         summary
