@@ -1,0 +1,85 @@
+//! The agent's cost per event as the traced code sees it, framing and transport hand-off included: a
+//! realistic mix of records into the rings, polled into a transport that only counts bytes.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use socscope_agent::{Agent, Clock, Config, Transport, TransportError};
+
+#[derive(Clone, Default)]
+struct Ticks(Rc<Cell<u64>>);
+impl Clock for Ticks {
+    fn now(&mut self) -> u64 {
+        self.0.get()
+    }
+}
+
+#[derive(Default)]
+struct CountingLink(u64);
+impl Transport for CountingLink {
+    fn write_frame(&mut self, frame: &[u8]) -> Result<(), TransportError> {
+        self.0 += frame.len() as u64;
+        Ok(())
+    }
+}
+
+type HostAgent = Agent<Ticks, 2, 4096, 16, { socscope_agent::frame_buffer_len(4096) }, 64, 16>;
+
+fn record_path(c: &mut Criterion) {
+    const EVENTS: u64 = 10_000;
+    let mut g = c.benchmark_group("agent");
+    g.throughput(Throughput::Elements(EVENTS));
+    g.bench_function("record_and_frame_mix", |b| {
+        let clock = Ticks::default();
+        let mut agent = Box::new(HostAgent::new(
+            clock.clone(),
+            Config {
+                board: "bench",
+                soc: "x86",
+                os: "linux",
+                application: "bench",
+                cpu_count: 2,
+                tick_hz: 1_000_000,
+                session_id: 1,
+                flush_latency_ticks: 10_000,
+                heartbeat_ticks: 1_000_000,
+            },
+        ));
+        let mut link = CountingLink::default();
+        let mut t = 0u64;
+        b.iter(|| {
+            for i in 0..EVENTS {
+                t += 37 + (i & 63);
+                clock.0.set(t);
+                let cpu = (i & 1) as u16;
+                let pid = 300 + (i % 11) as u32;
+                let _ = match i % 10 {
+                    0 => agent.context_switch(cpu, pid, pid + 1),
+                    1 => agent.irq_entry(cpu, 27),
+                    2 => agent.irq_exit(cpu),
+                    3 => agent.syscall_entry(cpu, 3, [5, 0xb6f0_1000 + (i & 0xff0), 4096, 0]),
+                    4 => agent.syscall_exit(cpu, 3, 4096),
+                    5 => agent.wakeup(cpu, pid + 2),
+                    6 => agent.user_entry(cpu, 0x4000_1000 + (i & 0xf0)),
+                    7 => agent.user_exit(cpu),
+                    8 => agent.softirq_entry(cpu, 0xc001_0000),
+                    _ => agent.softirq_exit(cpu),
+                };
+                if i % 256 == 0 {
+                    let _ = agent.poll(&mut link);
+                }
+            }
+            let _ = agent.poll(&mut link);
+        });
+        assert_eq!(
+            agent.stats().dropped,
+            0,
+            "the benchmark must not overflow the rings"
+        );
+    });
+    g.finish();
+}
+
+criterion_group!(benches, record_path);
+criterion_main!(benches);
