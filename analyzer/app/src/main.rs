@@ -83,10 +83,24 @@ enum Command {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // --help and --version print and succeed; bad arguments print clap's message and exit 2.
+        // --help and --version print and succeed.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // Bad arguments: clap's message up to its usage section, on one line (scripts read one line).
+            let text = e.to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!(
+                "socscope: {} (see --help)",
+                message.join(" ").trim_start_matches("error: ")
+            );
+            return ExitCode::from(2);
         }
     };
     let result = match cli.command {

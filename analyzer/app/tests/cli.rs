@@ -1,0 +1,221 @@
+//! The `socscope` program as scripts and rigs use it: exit codes, JSON output, one-line errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use socscope_sim::SimConfig;
+use socscope_tracedb::SCHEMA_VERSION;
+
+fn socscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("socscope runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 on standard output")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("UTF-8 on standard error")
+}
+
+fn json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}",
+        out.status,
+        stderr(out)
+    );
+    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(out)))
+}
+
+/// Asserts a failure with `code` and exactly one line on standard error, no panic; returns the line.
+fn one_line_failure(out: &Output, code: i32) -> String {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "exit code; stderr: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {err:?}");
+    assert!(lines[0].starts_with("socscope: "), "{err:?}");
+    lines[0].to_string()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// A demo capture in a temporary catalog: its directory and the `demo --json` document.
+fn demo() -> (tempfile::TempDir, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json(&socscope(&[
+        "demo",
+        "--headless",
+        "--json",
+        "--duration",
+        "2",
+        "--seed",
+        "5",
+        "--dir",
+        path_str(dir.path()),
+    ]));
+    (dir, doc)
+}
+
+#[test]
+fn demo_ls_info_and_sql_agree() {
+    let (dir, doc) = demo();
+    let events = doc["events"].as_u64().expect("events");
+    assert!(events > 10_000, "{doc}");
+    assert_eq!(doc["state"], "complete");
+    assert_eq!(doc["complete"], true);
+    assert_eq!(doc["board"], "demo-stb");
+    let trace = PathBuf::from(doc["file"].as_str().expect("file"));
+    assert!(trace.is_file());
+
+    let ls = json(&socscope(&["ls", "--dir", path_str(dir.path()), "--json"]));
+    let traces = ls["traces"].as_array().expect("traces");
+    assert_eq!(traces.len(), 1, "{ls}");
+    assert_eq!(PathBuf::from(traces[0]["file"].as_str().unwrap()), trace);
+    assert_eq!(traces[0]["events"], events);
+    assert_eq!(traces[0]["complete"], true);
+    assert_eq!(traces[0]["board"], "demo-stb");
+
+    let info = json(&socscope(&["info", path_str(&trace), "--json"]));
+    assert_eq!(info["events"], events);
+    assert_eq!(info["cpus"], 2);
+    assert_eq!(info["state"], "complete");
+    assert_eq!(info["tick_rate_hz"], 1_000_000);
+    assert_eq!(info["losses"]["records"], 0);
+    let duration = info["duration_ns"].as_i64().unwrap();
+    assert!(
+        duration > 1_900_000_000 && duration <= 2_000_000_000,
+        "{duration}"
+    );
+    // Per-type counts add up to the total, and raw record counts to `records`.
+    let types = info["types"].as_array().unwrap();
+    let by_type: u64 = types.iter().map(|t| t["count"].as_u64().unwrap()).sum();
+    assert_eq!(by_type, events);
+    assert!(
+        types
+            .iter()
+            .any(|t| t["name"] == "running" && t["category"] == "state")
+    );
+    let stats = info["ingest_stats"].as_object().unwrap();
+    let per_type: i64 = stats
+        .iter()
+        .filter(|(k, _)| k.starts_with("records."))
+        .map(|(_, v)| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(stats["records"].as_i64(), Some(per_type));
+    assert_eq!(stats["events"], events);
+    assert_eq!(stats["frames_dropped"], 0);
+
+    let rows = json(&socscope(&[
+        "sql",
+        path_str(&trace),
+        "SELECT count(*) AS n FROM events",
+        "--json",
+    ]));
+    assert_eq!(rows, serde_json::json!([{ "n": events }]));
+    // The table form, with its row count on standard error.
+    let out = socscope(&["sql", path_str(&trace), "SELECT count(*) AS n FROM events"]);
+    assert!(out.status.success());
+    let table = stdout(&out);
+    let lines: Vec<&str> = table.lines().map(str::trim).collect();
+    assert_eq!(lines, ["n", &events.to_string()]);
+    assert_eq!(stderr(&out).trim(), "(1 rows)");
+
+    // The same trace, with a schema version this build does not read.
+    let conn = rusqlite::Connection::open(&trace).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 98)
+        .unwrap();
+    drop(conn);
+    let line = one_line_failure(&socscope(&["info", path_str(&trace)]), 1);
+    let found = SCHEMA_VERSION + 98;
+    assert!(
+        line.contains(&format!(
+            "has trace schema version {found}, this build reads version {SCHEMA_VERSION}"
+        )) && line.contains("upgrade socscope"),
+        "{line}"
+    );
+}
+
+#[test]
+fn bad_input_fails_with_one_line() {
+    let line = one_line_failure(&socscope(&["collect", "--bogus"]), 2);
+    assert!(line.contains("--bogus"), "{line}");
+    let line = one_line_failure(&socscope(&["info"]), 2);
+    assert!(line.contains("<TRACE>"), "{line}");
+    let line = one_line_failure(&socscope(&["info", "/nonexistent.db"]), 1);
+    assert_eq!(line, "socscope: /nonexistent.db: no such trace file");
+    let line = one_line_failure(&socscope(&["ls", "--dir", "/nonexistent-catalog"]), 1);
+    assert!(
+        line.contains("/nonexistent-catalog: no catalog here"),
+        "{line}"
+    );
+
+    // SQL errors name the query; the trace is left as it was.
+    let (_dir, doc) = demo();
+    let trace = doc["file"].as_str().unwrap();
+    let line = one_line_failure(&socscope(&["sql", trace, "SELEC"]), 1);
+    assert!(
+        line.contains("in query \"SELEC\"") && line.contains("syntax error"),
+        "{line}"
+    );
+    let info = json(&socscope(&["info", trace, "--json"]));
+    assert_eq!(info["events"], doc["events"]);
+}
+
+#[test]
+fn collect_replays_a_capture_and_exits() {
+    let work = tempfile::tempdir().unwrap();
+    let capture = work.path().join("board.wire");
+    let mut file = socscope_sim::transport::file(&capture).unwrap();
+    let summary = socscope_sim::run(
+        &SimConfig {
+            seed: 8,
+            duration_s: 1.0,
+            board: "replayed-stb",
+            ..SimConfig::default()
+        },
+        &mut file,
+    )
+    .unwrap();
+    file.finish().unwrap();
+
+    let dir = work.path().join("traces");
+    let out = socscope(&[
+        "collect",
+        "--replay",
+        path_str(&capture),
+        "--no-listen",
+        "--dir",
+        path_str(&dir),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let ended: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "session_ended")
+        .collect();
+    assert_eq!(ended.len(), 1, "{lines:?}");
+    assert_eq!(ended[0]["board"], "replayed-stb");
+    assert_eq!(ended[0]["complete"], true);
+    assert_eq!(ended[0]["records"], summary.events);
+    assert_eq!(ended[0]["dropped_frames"], 0);
+
+    let ls = json(&socscope(&["ls", "--dir", path_str(&dir), "--json"]));
+    assert_eq!(ls["traces"].as_array().map(Vec::len), Some(1));
+    assert_eq!(ls["traces"][0]["events"], ended[0]["events"]);
+}
