@@ -507,7 +507,9 @@ impl Ingest {
 /// half-initialised file.
 fn register(dir: &Path, db_file: &str) -> Result<()> {
     static CATALOG: Mutex<()> = Mutex::new(());
-    let _one_at_a_time = CATALOG.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one_at_a_time = CATALOG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     Catalog::open(dir)?.register_file(db_file)?;
     Ok(())
 }

@@ -44,10 +44,10 @@ fn a_stressed_board_is_captured_exactly_and_reconstructed_consistently() {
         (0, 0, 0)
     );
     assert!(
-        collector
-            .notices()
-            .iter()
-            .all(|n| !matches!(n, Notice::FrameDropped { .. } | Notice::VersionRejected { .. })),
+        collector.notices().iter().all(|n| !matches!(
+            n,
+            Notice::FrameDropped { .. } | Notice::VersionRejected { .. }
+        )),
         "no warnings: {:#?}",
         collector.notices()
     );
@@ -102,10 +102,18 @@ fn a_stressed_board_is_captured_exactly_and_reconstructed_consistently() {
     let mut open_at_end = 0;
     for (entry, exit) in pairs {
         assert!(raw(entry) > 0, "{entry:?} recorded");
-        assert_eq!(count_type(&reader, store_type(entry)), raw(entry), "{entry:?} states");
+        assert_eq!(
+            count_type(&reader, store_type(entry)),
+            raw(entry),
+            "{entry:?} states"
+        );
         assert!(raw(exit) <= raw(entry), "{exit:?} after {entry:?}");
         open_at_end += raw(entry) - raw(exit);
-        assert_eq!(count_type(&reader, store_type(exit)), 0, "exits are not events");
+        assert_eq!(
+            count_type(&reader, store_type(exit)),
+            0,
+            "exits are not events"
+        );
     }
     assert_eq!(stats["clipped_open_states"], open_at_end as i64 + cpus);
     // A link per wake-up; a variable change per kmalloc and per kfree of a known pointer.
@@ -124,7 +132,8 @@ fn a_stressed_board_is_captured_exactly_and_reconstructed_consistently() {
         assert_eq!(count_type(&reader, store_type(b)), raw(b), "{b:?}");
     }
     // And nothing else: the stored total is the sum of the above.
-    let derived = raw(Builtin::ContextSwitch) + summary.cpus as u64
+    let derived = raw(Builtin::ContextSwitch)
+        + summary.cpus as u64
         + pairs.iter().map(|(e, _)| raw(*e)).sum::<u64>()
         + raw(Builtin::Wakeup)
         + raw(Builtin::Kmalloc)

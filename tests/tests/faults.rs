@@ -163,7 +163,10 @@ fn corrupt_frames_are_dropped_counted_and_the_session_goes_on() {
     assert_eq!(stats["frames_dropped"], 3);
     assert_eq!(stats["frames_dropped.crc"], 3);
     assert_eq!(
-        stats.keys().filter(|k| k.starts_with("frames_dropped.")).count(),
+        stats
+            .keys()
+            .filter(|k| k.starts_with("frames_dropped."))
+            .count(),
         1,
         "one reason: {stats:?}"
     );
@@ -171,7 +174,11 @@ fn corrupt_frames_are_dropped_counted_and_the_session_goes_on() {
     assert_eq!(stats["bytes_dropped"] as usize, dropped_bytes);
     assert_eq!(stats["records_lost_in_transit"] as u64, lost);
     assert_eq!(stats["records_lost_on_board"], 0);
-    assert_eq!(stats["frames"] as usize, c.frames.len() - 1 - 3, "all but Hello and the victims");
+    assert_eq!(
+        stats["frames"] as usize,
+        c.frames.len() - 1 - 3,
+        "all but Hello and the victims"
+    );
     let all: Vec<&FrameInfo> = c.frames.iter().collect();
     let victim_refs: Vec<&FrameInfo> = victims.iter().collect();
     assert_eq!(
@@ -180,7 +187,11 @@ fn corrupt_frames_are_dropped_counted_and_the_session_goes_on() {
     );
     // The losses table says where: one entry per gap, on the victims' CPUs, for exactly their records.
     let losses = reader.losses().unwrap();
-    assert!(losses.iter().all(|l| l.reason == "frames dropped on the link"));
+    assert!(
+        losses
+            .iter()
+            .all(|l| l.reason == "frames dropped on the link")
+    );
     assert_eq!(losses.iter().map(|l| l.count).sum::<u64>(), lost);
     let mut loss_cpus: Vec<u16> = losses.iter().filter_map(|l| l.cpu).collect();
     let mut victim_cpus: Vec<u16> = victims.iter().filter_map(|v| v.cpu).collect();
@@ -199,7 +210,10 @@ fn corrupt_frames_are_dropped_counted_and_the_session_goes_on() {
             v.len - 1,
             v.offset
         );
-        assert!(message.starts_with(&head), "{message:?} should start with {head:?}");
+        assert!(
+            message.starts_with(&head),
+            "{message:?} should start with {head:?}"
+        );
         assert!(message.ends_with(&format!("({BOARD})")), "{message:?}");
     }
 }
@@ -215,7 +229,11 @@ fn a_stream_cut_inside_a_frame_keeps_every_whole_batch() {
     let r = &reports[0];
     assert!(!r.complete, "no Bye");
 
-    let before: Vec<&FrameInfo> = c.frames.iter().filter(|f| f.offset < victim.offset).collect();
+    let before: Vec<&FrameInfo> = c
+        .frames
+        .iter()
+        .filter(|f| f.offset < victim.offset)
+        .collect();
     let kept: u64 = before.iter().map(|f| f.record_count()).sum();
     assert_eq!(r.records, kept);
     let reader = TraceReader::open(&r.path).unwrap();
@@ -312,20 +330,27 @@ fn a_board_of_another_wire_version_is_refused_with_advice_and_the_next_session_i
         notices.first(),
         Some(&Notice::VersionRejected {
             source: "fault injection".into(),
-            message: "board 'new-stb' speaks wire version 99, but this collector accepts only [1]: \
+            message:
+                "board 'new-stb' speaks wire version 99, but this collector accepts only [1]: \
                       upgrade socscope on the host to a release that reads wire version 99"
-                .into()
+                    .into()
         })
     );
     let rejected_frames = c.frames.len() - 1;
-    assert_eq!(orphans as usize, 1 + rejected_frames, "the Hello and every frame after it");
+    assert_eq!(
+        orphans as usize,
+        1 + rejected_frames,
+        "the Hello and every frame after it"
+    );
     // The first 20 frames without a session are reported one by one (the rejected Hello among them, in
     // its own notice), as belonging to the rejected session.
     let w = warnings(&notices);
     assert_eq!(w.len(), 19.min(rejected_frames));
-    assert!(w.iter().all(|m| m.ends_with(
-        "the session speaks unsupported wire version 99 (rejected session)"
-    )));
+    assert!(
+        w.iter()
+            .all(|m| m
+                .ends_with("the session speaks unsupported wire version 99 (rejected session)"))
+    );
     // The current board that follows is read in full, its own trace exact.
     assert_eq!(reports.len(), 1);
     let r = &reports[0];
@@ -334,7 +359,11 @@ fn a_board_of_another_wire_version_is_refused_with_advice_and_the_next_session_i
     assert_eq!(r.records, c.summary.events);
     support::assert_exact_counts(&r.path, &c.summary);
     let stats = ingest_stats(&TraceReader::open(&r.path).unwrap());
-    assert_eq!(stats["bytes"] as usize, c.bytes.len(), "the session's own bytes");
+    assert_eq!(
+        stats["bytes"] as usize,
+        c.bytes.len(),
+        "the session's own bytes"
+    );
 }
 
 #[test]
@@ -354,14 +383,18 @@ fn an_old_board_alone_ends_cleanly_without_a_trace() {
          upgrade the agent firmware on 'old-stb' to wire version 1"
     );
     assert!(
-        !notices.iter().any(|n| matches!(n, Notice::SessionStarted { .. } | Notice::SessionEnded(_))),
+        !notices
+            .iter()
+            .any(|n| matches!(n, Notice::SessionStarted { .. } | Notice::SessionEnded(_))),
         "no session"
     );
     let files: Vec<_> = std::fs::read_dir(dir.path())
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(
-        files.iter().all(|f| !f.to_string_lossy().ends_with(".db") || f == "catalog.db"),
+        files
+            .iter()
+            .all(|f| !f.to_string_lossy().ends_with(".db") || f == "catalog.db"),
         "no trace file: {files:?}"
     );
 }

@@ -27,7 +27,11 @@ fn look(reader: &TraceReader) -> Look {
     let mut last_ts = i64::MIN;
     for e in reader.events(TimeRange::all(), &Filter::all()).unwrap() {
         let e = e.unwrap().event;
-        assert!(e.ts >= last_ts, "events in time order: {} after {last_ts}", e.ts);
+        assert!(
+            e.ts >= last_ts,
+            "events in time order: {} after {last_ts}",
+            e.ts
+        );
         assert!(e.ts <= info.t_max, "no event after t_max");
         last_ts = e.ts;
         iterated += 1;

@@ -27,7 +27,14 @@ fn sim_program() -> PathBuf {
     let target_dir = profile_dir.parent().expect("a target directory");
     let mut build = Command::new(env!("CARGO"));
     build
-        .args(["build", "--quiet", "-p", "socscope-sim", "--bin", "socscope-sim"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "socscope-sim",
+            "--bin",
+            "socscope-sim",
+        ])
         .env("CARGO_TARGET_DIR", target_dir)
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if profile_dir.file_name().is_some_and(|n| n == "release") {
@@ -99,7 +106,10 @@ fn a_board_killed_mid_stream_leaves_an_incomplete_trace_with_every_whole_batch()
 
     // Everything that arrived whole is stored; a frame cut by the kill is counted as truncated.
     let whole = decodable_records(&bytes);
-    assert!(whole > 10_000, "about 1.5 s at 20 k records/s arrived: {whole}");
+    assert!(
+        whole > 10_000,
+        "about 1.5 s at 20 k records/s arrived: {whole}"
+    );
     let tail = bytes.len() - bytes.iter().rposition(|&b| b == 0).map_or(0, |i| i + 1);
     let reader = TraceReader::open(&r.path).unwrap();
     let stats = ingest_stats(&reader);
@@ -110,7 +120,10 @@ fn a_board_killed_mid_stream_leaves_an_incomplete_trace_with_every_whole_batch()
     assert_eq!(stats["records_lost_on_board"], 0, "loopback keeps up");
     let cut = i64::from(tail > 0);
     assert_eq!(stats["frames_dropped"], cut);
-    assert_eq!(stats.get("frames_dropped.truncated").copied().unwrap_or(0), cut);
+    assert_eq!(
+        stats.get("frames_dropped.truncated").copied().unwrap_or(0),
+        cut
+    );
     assert_eq!(stats["bytes_dropped"] as usize, tail);
     assert!(!stats.contains_key("board_records") || stats["board_records"] as u64 <= whole);
 

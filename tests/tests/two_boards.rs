@@ -28,7 +28,10 @@ fn two_boards_at_once_make_two_exact_traces() {
     let b = sim_over_tcp(bedroom, collector.address());
     let reports = collector.wait_sessions(2);
     let (a, b) = (a.join().unwrap(), b.join().unwrap());
-    assert_ne!(a.events, b.events, "different boards send different streams");
+    assert_ne!(
+        a.events, b.events,
+        "different boards send different streams"
+    );
 
     let report_of = |board: &str| {
         let found: Vec<_> = reports.iter().filter(|r| r.board == board).collect();

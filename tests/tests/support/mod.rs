@@ -233,7 +233,10 @@ pub fn expected_records_by_type(summary: &SimSummary) -> BTreeMap<String, u64> {
 pub fn assert_exact_counts(path: &Path, summary: &SimSummary) {
     let reader = TraceReader::open(path).expect("the trace opens");
     let stats = ingest_stats(&reader);
-    assert_eq!(stats["records"], summary.events as i64, "records in {path:?}");
+    assert_eq!(
+        stats["records"], summary.events as i64,
+        "records in {path:?}"
+    );
     assert_eq!(
         records_by_type(&stats),
         expected_records_by_type(summary),
@@ -316,7 +319,10 @@ pub fn inventory(bytes: &[u8]) -> Vec<FrameInfo> {
             records,
         });
     }
-    assert!(decoder.finish().is_none(), "the capture ends on a frame boundary");
+    assert!(
+        decoder.finish().is_none(),
+        "the capture ends on a frame boundary"
+    );
     frames
 }
 
