@@ -1056,7 +1056,10 @@ impl<'c> Board<'c> {
                 if phase == 0 {
                     self.threads[tid].phase = 1;
                     let size = 64 << self.rng.gen_range(0..4);
-                    let ptr = KHEAP + 0x40 * u64::from(self.rng.gen_range(0..64u32));
+                    // Each kworker allocates from its own slab page: two live allocations never share a pointer.
+                    let ptr = KHEAP
+                        + 0x1000 * (tid as u64 % 16)
+                        + 0x40 * u64::from(self.rng.gen_range(0..64u32));
                     self.threads[tid].scratch = ptr;
                     self.at(*t, Builtin::Kmalloc);
                     let _ = self.agent.kmalloc(cpu as u16, size, ptr);
@@ -1440,10 +1443,13 @@ impl<'c> Board<'c> {
                     return Next::Compute(self.jitter(400, 800));
                 }
                 let n = self.threads[tid].counter;
-                let old = KHEAP + 0x20_0000 + 0x8_0000 * u64::from((n + 2) % 4);
-                self.at(*t, Builtin::Kfree);
-                let _ = self.agent.kfree(cpu as u16, old);
-                *t += 1;
+                // Four frame buffers in rotation: the one from two frames ago is released, once it exists.
+                if n >= 2 {
+                    let old = KHEAP + 0x20_0000 + 0x8_0000 * u64::from((n + 2) % 4);
+                    self.at(*t, Builtin::Kfree);
+                    let _ = self.agent.kfree(cpu as u16, old);
+                    *t += 1;
+                }
                 self.threads[tid].counter = n + 1;
                 self.rec_user_exit(cpu, *t);
                 *t += 1;
