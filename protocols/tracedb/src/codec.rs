@@ -447,16 +447,6 @@ impl DecodedChunk {
         self.category.unwrap_or(EventCategory::Punctual)
     }
 
-    /// End of event `i` (its timestamp for punctual events and variables).
-    #[inline]
-    pub(crate) fn end_of(&self, i: usize) -> Timestamp {
-        if self.end.is_empty() {
-            self.ts[i]
-        } else {
-            self.end[i]
-        }
-    }
-
     /// The parameter values of event `i` (already validated by [`decode_chunk`]).
     pub(crate) fn params_of(&self, i: usize) -> Vec<ParamValue> {
         let from = self.param_off[i] as usize;
@@ -601,6 +591,466 @@ pub(crate) fn decode_chunk(
     }
     out.params.extend_from_slice(pbytes);
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// the lazy reader side: one cursor per chunk, decoding only what a query walks over
+
+/// Error of the lazy decoder (turned into `StoreError::CorruptChunk` by the reader).
+pub(crate) type LazyResult<T> = Result<T, &'static str>;
+
+#[inline(always)]
+fn get_uvarint(buf: &[u8], pos: &mut usize) -> LazyResult<u64> {
+    // Fast path: one byte (most type ids, producers, small deltas).
+    match buf.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Ok(u64::from(b))
+        }
+        Some(_) => get_uvarint_slow(buf, pos),
+        None => Err("varint runs past the end of its column"),
+    }
+}
+
+#[inline(never)]
+fn get_uvarint_slow(buf: &[u8], pos: &mut usize) -> LazyResult<u64> {
+    let mut v: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let Some(&b) = buf.get(*pos) else {
+            return Err("varint runs past the end of its column");
+        };
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return Err("varint overflows 64 bits");
+        }
+        v |= u64::from(b & 0x7F) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return Err("varint longer than 10 bytes");
+        }
+    }
+}
+
+/// Skips `n` varints (counting their last bytes).
+#[inline]
+fn skip_uvarints(buf: &[u8], pos: &mut usize, n: usize) -> LazyResult<()> {
+    let mut left = n;
+    let mut p = *pos;
+    while left > 0 {
+        let Some(rest) = buf.get(p..) else {
+            return Err("varint runs past the end of its column");
+        };
+        // Whole 8-byte words at a time while far from the target.
+        if left >= 8 && rest.len() >= 8 {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&rest[..8]);
+            let w = u64::from_le_bytes(a);
+            let ends = (!w & 0x8080_8080_8080_8080).count_ones() as usize;
+            if ends <= left {
+                left -= ends;
+                p += 8;
+                continue;
+            }
+        }
+        let Some(&b) = rest.first() else {
+            return Err("varint runs past the end of its column");
+        };
+        p += 1;
+        if b < 0x80 {
+            left -= 1;
+        }
+    }
+    *pos = p;
+    Ok(())
+}
+
+#[inline]
+fn get_bytes<'a>(buf: &'a [u8], pos: &mut usize, n: usize) -> LazyResult<&'a [u8]> {
+    let end = pos
+        .checked_add(n)
+        .filter(|&e| e <= buf.len())
+        .ok_or("value runs past the end of its column")?;
+    let s = &buf[*pos..end];
+    *pos = end;
+    Ok(s)
+}
+
+#[inline]
+fn get_f64(buf: &[u8], pos: &mut usize) -> LazyResult<f64> {
+    let b = get_bytes(buf, pos, 8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    Ok(f64::from_le_bytes(a))
+}
+
+/// Skips one event's parameter record.
+#[inline]
+fn skip_params(buf: &[u8], pos: &mut usize) -> LazyResult<()> {
+    let n = get_uvarint(buf, pos)?;
+    for _ in 0..n {
+        let tag = *buf.get(*pos).ok_or("parameter tag runs past the end")?;
+        *pos += 1;
+        match tag {
+            TAG_SIGNED | TAG_UNSIGNED | TAG_ADDRESS => {
+                get_uvarint(buf, pos)?;
+            }
+            TAG_FLOAT => {
+                get_bytes(buf, pos, 8)?;
+            }
+            TAG_STRING => {
+                let len = usize::try_from(get_uvarint(buf, pos)?).map_err(|_| "string too long")?;
+                get_bytes(buf, pos, len)?;
+            }
+            _ => return Err("unknown parameter tag"),
+        }
+    }
+    Ok(())
+}
+
+/// Parses one event's parameter record.
+fn parse_params(buf: &[u8], pos: &mut usize) -> LazyResult<Vec<ParamValue>> {
+    let n = get_uvarint(buf, pos)?;
+    // Every value takes at least two bytes: never trust a count beyond what is left.
+    let cap = (n as usize).min(buf.len().saturating_sub(*pos) / 2);
+    let mut out = Vec::with_capacity(cap);
+    for _ in 0..n {
+        let tag = *buf.get(*pos).ok_or("parameter tag runs past the end")?;
+        *pos += 1;
+        out.push(match tag {
+            TAG_SIGNED => ParamValue::Signed(unzigzag(get_uvarint(buf, pos)?)),
+            TAG_UNSIGNED => ParamValue::Unsigned(get_uvarint(buf, pos)?),
+            TAG_FLOAT => ParamValue::Float(get_f64(buf, pos)?),
+            TAG_STRING => {
+                let len = usize::try_from(get_uvarint(buf, pos)?).map_err(|_| "string too long")?;
+                let b = get_bytes(buf, pos, len)?;
+                let s = std::str::from_utf8(b).map_err(|_| "parameter string is not UTF-8")?;
+                ParamValue::String(s.to_owned())
+            }
+            TAG_ADDRESS => ParamValue::Address(get_uvarint(buf, pos)?),
+            _ => return Err("unknown parameter tag"),
+        });
+    }
+    Ok(out)
+}
+
+/// Column indexes of a [`ChunkCursor`].
+const C_TS: usize = 0;
+const C_TY: usize = 1;
+const C_PR: usize = 2;
+const C_DUR: usize = 3;
+const C_AUX: usize = 4;
+const C_VAL: usize = 5;
+const C_PAR: usize = 6;
+
+/// A chunk read sequentially: the body is decompressed once (into a buffer reused across
+/// chunks), then each column is walked with its own cursor, decoding only the events a query
+/// passes over; parameters are parsed only for the events returned.
+///
+/// Every read is bounds-checked, so a corrupt chunk gives an error, never a panic; the parts
+/// of a chunk a query skips are checked only as far as skipping needs.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkCursor {
+    pub(crate) id: i64,
+    body: Vec<u8>,
+    n: usize,
+    category: Option<EventCategory>,
+    cpu: Option<Cpu>,
+    /// `[start, end)` of each column inside `body` (empty for absent columns).
+    cols: [(usize, usize); 7],
+    /// Position of the next entry of each column; for `C_PAR`, the start of the current record.
+    pos: [usize; 7],
+    /// End of the current event's parameter record, once known.
+    par_end: Option<usize>,
+    /// Index of the current event (`n` once exhausted).
+    idx: usize,
+    /// Fields of the current event.
+    pub(crate) ts: Timestamp,
+    pub(crate) ty: TypeId,
+    pub(crate) producer: ProducerId,
+    end: Timestamp,
+    aux: u32,
+    value: f64,
+}
+
+impl ChunkCursor {
+    /// Decompresses `blob` and positions the cursor on its first event.
+    pub(crate) fn load(
+        &mut self,
+        id: i64,
+        blob: &[u8],
+        decompressor: &mut zstd::bulk::Decompressor<'static>,
+    ) -> Result<(), String> {
+        self.id = id;
+        let mut head = ByteReader::new(blob);
+        let format = head.u8()?;
+        if format != CHUNK_FORMAT {
+            return Err(format!("chunk format {format}, expected {CHUNK_FORMAT}"));
+        }
+        let raw_len = head.uvarint()?;
+        if raw_len > MAX_BODY_BYTES {
+            return Err(format!("declared body of {raw_len} bytes is too large"));
+        }
+        self.body.clear();
+        self.body.reserve(raw_len as usize);
+        let got = decompressor
+            .decompress_to_buffer(&blob[head.pos()..], &mut self.body)
+            .map_err(|e| format!("zstd: {e}"))?;
+        if got as u64 != raw_len || self.body.len() as u64 != raw_len {
+            return Err(format!("body is {got} bytes, header says {raw_len}"));
+        }
+        let mut r = ByteReader::new(&self.body);
+        let n = r.uvarint()?;
+        if n as usize > MAX_CHUNK_EVENTS || n == 0 {
+            return Err(format!("chunk claims {n} events"));
+        }
+        let cat_code = r.u8()?;
+        let category = EventCategory::from_code(cat_code)
+            .ok_or_else(|| format!("unknown category {cat_code}"))?;
+        let cpu = match r.uvarint()? {
+            0 => None,
+            c @ 1..=0x1_0000 => Some((c - 1) as u16),
+            c => return Err(format!("cpu {c} out of range")),
+        };
+        let col = |r: &mut ByteReader<'_>| -> Result<(usize, usize), String> {
+            let len = r.uvarint()?;
+            let len = usize::try_from(len).map_err(|_| "column length overflows".to_string())?;
+            let start = r.pos();
+            r.bytes(len)?;
+            Ok((start, start + len))
+        };
+        let mut cols = [(0usize, 0usize); 7];
+        cols[C_TS] = col(&mut r)?;
+        cols[C_TY] = col(&mut r)?;
+        cols[C_PR] = col(&mut r)?;
+        match category {
+            EventCategory::State | EventCategory::Link => {
+                cols[C_DUR] = col(&mut r)?;
+                cols[C_AUX] = col(&mut r)?;
+            }
+            EventCategory::Variable => cols[C_VAL] = col(&mut r)?,
+            EventCategory::Punctual => {}
+        }
+        cols[C_PAR] = col(&mut r)?;
+        self.n = n as usize;
+        self.category = Some(category);
+        self.cpu = cpu;
+        self.cols = cols;
+        for (p, c) in self.pos.iter_mut().zip(cols.iter()) {
+            *p = c.0;
+        }
+        self.par_end = None;
+        self.idx = 0;
+        let ts_col = self.col(C_TS);
+        let mut p = 0;
+        let t = unzigzag(get_uvarint(ts_col, &mut p)?);
+        self.pos[C_TS] += p;
+        self.ts = t;
+        self.read_fields().map_err(str::to_string)?;
+        Ok(())
+    }
+
+    /// Number of events in the chunk.
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the cursor is on an event.
+    #[inline]
+    pub(crate) fn valid(&self) -> bool {
+        self.idx < self.n
+    }
+
+    /// Index of the current event in the chunk.
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        self.idx
+    }
+
+    #[inline]
+    fn col(&self, c: usize) -> &[u8] {
+        let (a, b) = self.cols[c];
+        &self.body[a..b]
+    }
+
+    /// Category of the events.
+    pub(crate) fn category(&self) -> EventCategory {
+        self.category.unwrap_or(EventCategory::Punctual)
+    }
+
+    /// End of the current event (its timestamp for punctual events and variables).
+    #[inline]
+    pub(crate) fn end(&self) -> Timestamp {
+        match self.category() {
+            EventCategory::State | EventCategory::Link => self.end,
+            _ => self.ts,
+        }
+    }
+
+    /// Decodes the non-timestamp fixed columns of the current event (its ts is known).
+    #[inline]
+    fn read_fields(&mut self) -> LazyResult<()> {
+        let (body, cols, pos) = (&self.body, &self.cols, &mut self.pos);
+        let col = |c: usize| &body[cols[c].0..cols[c].1];
+        let rel = |c: usize, p: &[usize; 7]| p[c] - cols[c].0;
+        let mut p = rel(C_TY, pos);
+        self.ty =
+            u32::try_from(get_uvarint(col(C_TY), &mut p)?).map_err(|_| "type id overflows u32")?;
+        pos[C_TY] = cols[C_TY].0 + p;
+        let mut p = rel(C_PR, pos);
+        self.producer = u32::try_from(get_uvarint(col(C_PR), &mut p)?)
+            .map_err(|_| "producer id overflows u32")?;
+        pos[C_PR] = cols[C_PR].0 + p;
+        match self.category {
+            Some(EventCategory::State | EventCategory::Link) => {
+                let mut p = rel(C_DUR, pos);
+                self.end = self
+                    .ts
+                    .wrapping_add(unzigzag(get_uvarint(col(C_DUR), &mut p)?));
+                pos[C_DUR] = cols[C_DUR].0 + p;
+                let mut p = rel(C_AUX, pos);
+                self.aux = u32::try_from(get_uvarint(col(C_AUX), &mut p)?)
+                    .map_err(|_| "depth/target overflows u32")?;
+                pos[C_AUX] = cols[C_AUX].0 + p;
+            }
+            Some(EventCategory::Variable) => {
+                let mut p = rel(C_VAL, pos);
+                self.value = get_f64(col(C_VAL), &mut p)?;
+                pos[C_VAL] = cols[C_VAL].0 + p;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Moves to the next event.
+    #[inline]
+    pub(crate) fn advance(&mut self) -> LazyResult<()> {
+        if self.idx >= self.n {
+            return Ok(());
+        }
+        self.pos[C_PAR] = match self.par_end.take() {
+            Some(e) => e,
+            None => {
+                let start = self.cols[C_PAR].0;
+                let mut p = self.pos[C_PAR] - start;
+                skip_params(self.col(C_PAR), &mut p)?;
+                start + p
+            }
+        };
+        self.idx += 1;
+        if self.idx == self.n {
+            if self.pos[C_PAR] != self.cols[C_PAR].1 {
+                return Err("trailing bytes in the params column");
+            }
+            return Ok(());
+        }
+        let start = self.cols[C_TS].0;
+        let mut p = self.pos[C_TS] - start;
+        let d = get_uvarint(self.col(C_TS), &mut p)?;
+        self.pos[C_TS] = start + p;
+        self.ts = self.ts.wrapping_add(d as i64);
+        self.read_fields()
+    }
+
+    /// Moves forward to the first event starting at or after `t` (or past the end).
+    pub(crate) fn seek(&mut self, t: Timestamp) -> LazyResult<()> {
+        if self.idx >= self.n || self.ts >= t {
+            return Ok(());
+        }
+        // Walk the timestamps alone, then skip the other columns in bulk.
+        let start = self.cols[C_TS].0;
+        let mut p = self.pos[C_TS] - start;
+        let mut ts = self.ts;
+        let mut k = 0usize;
+        let col = self.col(C_TS);
+        while ts < t && self.idx + k + 1 < self.n {
+            ts = ts.wrapping_add(get_uvarint(col, &mut p)? as i64);
+            k += 1;
+        }
+        if ts < t {
+            // Nothing at or after t: exhaust (skipping checks the rest of the params column).
+            while self.idx < self.n {
+                self.advance()?;
+            }
+            return Ok(());
+        }
+        if k == 0 {
+            return Ok(());
+        }
+        self.pos[C_TS] = start + p;
+        self.ts = ts;
+        // The other columns are positioned after the current event: skip k - 1 more entries.
+        for c in [C_TY, C_PR, C_DUR, C_AUX] {
+            let (a, b) = self.cols[c];
+            if b > a {
+                let mut q = self.pos[c] - a;
+                skip_uvarints(&self.body[a..b], &mut q, k - 1)?;
+                self.pos[c] = a + q;
+            }
+        }
+        let (a, b) = self.cols[C_VAL];
+        if b > a {
+            let skip = (k - 1).checked_mul(8).ok_or("value column overflow")?;
+            let mut q = self.pos[C_VAL] - a;
+            get_bytes(&self.body[a..b], &mut q, skip)?;
+            self.pos[C_VAL] = a + q;
+        }
+        let (a, b) = self.cols[C_PAR];
+        let mut q = self.pos[C_PAR] - a;
+        {
+            let pc = &self.body[a..b];
+            let skip = match self.par_end.take() {
+                Some(e) => {
+                    q = e - a;
+                    k - 1
+                }
+                None => k,
+            };
+            for _ in 0..skip {
+                skip_params(pc, &mut q)?;
+            }
+        }
+        self.pos[C_PAR] = a + q;
+        self.idx += k;
+        self.read_fields()
+    }
+
+    /// The parameters of the current event (parsed once per returned event).
+    pub(crate) fn params(&mut self) -> LazyResult<Vec<ParamValue>> {
+        let (a, b) = self.cols[C_PAR];
+        let mut q = self.pos[C_PAR] - a;
+        let v = parse_params(&self.body[a..b], &mut q)?;
+        self.par_end = Some(a + q);
+        Ok(v)
+    }
+
+    /// The current event as a model value.
+    pub(crate) fn event(&mut self) -> LazyResult<Event> {
+        let kind = match self.category() {
+            EventCategory::Punctual => EventKind::Punctual,
+            EventCategory::State => EventKind::State {
+                end: self.end,
+                depth: self.aux.min(u32::from(u16::MAX)) as u16,
+            },
+            EventCategory::Link => EventKind::Link {
+                end: self.end,
+                target: self.aux,
+            },
+            EventCategory::Variable => EventKind::Variable { value: self.value },
+        };
+        Ok(Event {
+            ts: self.ts,
+            type_id: self.ty,
+            producer: self.producer,
+            cpu: self.cpu,
+            kind,
+            params: self.params()?,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::codec::{self, DecodedChunk, MAX_CHUNK_EVENTS};
+use crate::codec::{self, ChunkCursor, DecodedChunk, MAX_CHUNK_EVENTS};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::filter::{CompiledFilter, Filter};
 use crate::model::{
@@ -128,6 +128,11 @@ impl TraceReader {
     }
 
     pub(crate) fn from_connection(conn: Connection, path: PathBuf) -> Result<Self> {
+        // Chunk blobs span several pages: map the file instead of copying each page through
+        // a read() call, and keep a larger page cache for the chunk indexes. Both are hints
+        // (SQLite caps the map at its compile-time limit); failing to set them is harmless.
+        let _ = conn.pragma_update(None, "mmap_size", 1i64 << 31);
+        let _ = conn.pragma_update(None, "cache_size", -16384i64);
         let (base_shift, levels): (u32, u32) = conn
             .query_row(
                 "SELECT summary_base_shift, summary_levels FROM trace_info WHERE id = 1",
@@ -525,6 +530,48 @@ impl TraceReader {
         Ok(())
     }
 
+    /// Decompresses a chunk into a cursor positioned on its first event.
+    pub(crate) fn load_cursor(&self, info: &ChunkInfo, out: &mut ChunkCursor) -> Result<()> {
+        let p = &self.path;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT data FROM chunk WHERE id = ?1")
+            .ctx(p)?;
+        let mut rows = st.query([info.id]).ctx(p)?;
+        let row = rows
+            .next()
+            .ctx(p)?
+            .ok_or_else(|| StoreError::CorruptChunk {
+                path: p.clone(),
+                chunk_id: info.id,
+                detail: "chunk row vanished".into(),
+            })?;
+        let blob = row
+            .get_ref(0)
+            .ctx(p)?
+            .as_blob()
+            .map_err(|e| StoreError::CorruptChunk {
+                path: p.clone(),
+                chunk_id: info.id,
+                detail: e.to_string(),
+            })?;
+        let mut dec = self.decompressor.borrow_mut();
+        out.load(info.id, blob, &mut dec)
+            .map_err(|detail| StoreError::CorruptChunk {
+                path: p.clone(),
+                chunk_id: info.id,
+                detail,
+            })?;
+        if out.len() != info.count as usize {
+            return Err(StoreError::CorruptChunk {
+                path: p.clone(),
+                chunk_id: info.id,
+                detail: format!("{} events in the chunk, row says {}", out.len(), info.count),
+            });
+        }
+        Ok(())
+    }
+
     /// Events whose timestamp is in `range`, in timestamp order (ties: write order per chunk).
     pub fn events(&self, range: TimeRange, filter: &Filter) -> Result<EventIter<'_>> {
         EventIter::new(self, range, filter, Mode::Starts)
@@ -913,8 +960,50 @@ impl SummaryFilter {
     }
 }
 
-struct ActiveChunk {
-    chunk: DecodedChunk,
+/// What decides whether an event is returned: the part of an [`EventIter`] its chunk cursors
+/// need while the iterator itself is borrowed.
+struct Matcher {
+    range: TimeRange,
+    filter: CompiledFilter,
+    mode: Mode,
+}
+
+impl Matcher {
+    #[inline]
+    fn matches(&self, c: &mut ChunkCursor) -> std::result::Result<bool, &'static str> {
+        let ts = c.ts;
+        let in_range = match self.mode {
+            Mode::Starts => ts >= self.range.start,
+            Mode::Overlaps => {
+                let end = c.end();
+                end > self.range.start || (end == ts && ts >= self.range.start)
+            }
+        };
+        if !in_range || !self.filter.ids_ok(c.ty, c.producer) {
+            return Ok(false);
+        }
+        if self.filter.has_condition() {
+            let params = c.params()?;
+            return Ok(self.filter.params_ok(c.ty, &params));
+        }
+        Ok(true)
+    }
+
+    /// Moves a cursor to the next matching event at or after its current one; false when it
+    /// reaches the end of the chunk or of the range.
+    #[inline]
+    fn seek_match(&self, c: &mut ChunkCursor) -> std::result::Result<bool, &'static str> {
+        while c.valid() {
+            if c.ts >= self.range.end {
+                return Ok(false);
+            }
+            if self.matches(c)? {
+                return Ok(true);
+            }
+            c.advance()?;
+        }
+        Ok(false)
+    }
 }
 
 /// Events in timestamp order: a k-way merge over the chunks that can hold matches, decoding
@@ -922,14 +1011,13 @@ struct ActiveChunk {
 pub struct EventIter<'r> {
     reader: &'r TraceReader,
     _snapshot: Snapshot<'r>,
-    range: TimeRange,
-    filter: CompiledFilter,
-    mode: Mode,
+    m: Matcher,
     stream_ok: HashMap<i64, bool>,
     pending: VecDeque<ChunkInfo>,
     paged_until: Option<(Timestamp, i64)>,
     page_done: bool,
-    slots: Vec<Option<ActiveChunk>>,
+    /// Cursors of the active chunks (free ones keep their buffers for the next chunk).
+    slots: Vec<ChunkCursor>,
     free: Vec<usize>,
     heap: BinaryHeap<Reverse<(Timestamp, i64, usize, usize)>>,
     failed: bool,
@@ -964,9 +1052,11 @@ impl<'r> EventIter<'r> {
         Ok(Self {
             reader,
             _snapshot: snapshot,
-            range,
-            filter: compiled,
-            mode,
+            m: Matcher {
+                range,
+                filter: compiled,
+                mode,
+            },
             stream_ok,
             pending: pending.into(),
             paged_until: Some((range.start, i64::MIN)),
@@ -987,7 +1077,7 @@ impl<'r> EventIter<'r> {
             self.page_done = true;
             return Ok(false);
         };
-        let page = self.reader.page(self.range.end, after)?;
+        let page = self.reader.page(self.m.range.end, after)?;
         if (page.len() as i64) < PAGE {
             self.page_done = true;
         }
@@ -1000,12 +1090,12 @@ impl<'r> EventIter<'r> {
                 None => {
                     // A stream created after the iterator started.
                     let ok = codec::split_stream(c.stream)
-                        .is_some_and(|(cat, _, cpu)| self.filter.stream_ok(cat, cpu));
+                        .is_some_and(|(cat, _, cpu)| self.m.filter.stream_ok(cat, cpu));
                     self.stream_ok.insert(c.stream, ok);
                     ok
                 }
             };
-            if ok && self.filter.chunk_ok(&c.types, &c.producers) {
+            if ok && self.m.filter.chunk_ok(&c.types, &c.producers) {
                 // Pages arrive in t_min order, after the straddling chunks (which start earlier).
                 self.pending.push_back(c);
             }
@@ -1031,58 +1121,34 @@ impl<'r> EventIter<'r> {
         }
     }
 
-    fn matches(&self, c: &DecodedChunk, i: usize) -> bool {
-        let ts = c.ts[i];
-        let in_range = match self.mode {
-            Mode::Starts => ts >= self.range.start,
-            Mode::Overlaps => {
-                let end = c.end_of(i);
-                end > self.range.start || (end == ts && ts >= self.range.start)
-            }
-        };
-        if !in_range || !self.filter.ids_ok(c.ty[i], c.producer[i]) {
-            return false;
-        }
-        if self.filter.has_condition() {
-            return self.filter.params_ok(c.ty[i], &c.params_of(i));
-        }
-        true
-    }
-
-    /// Index of the next matching event of a chunk at or after `from`, stopping at the range end.
-    fn next_match(&self, c: &DecodedChunk, mut from: usize) -> Option<usize> {
-        while from < c.len() {
-            if c.ts[from] >= self.range.end {
-                return None;
-            }
-            if self.matches(c, from) {
-                return Some(from);
-            }
-            from += 1;
-        }
-        None
-    }
-
     fn activate(&mut self) -> Result<()> {
         let Some(info) = self.pending.pop_front() else {
             return Ok(());
         };
-        let mut chunk = DecodedChunk::default();
-        self.reader.decode(&info, &mut chunk)?;
-        let first = match self.mode {
-            Mode::Starts => chunk.ts.partition_point(|&t| t < self.range.start),
-            Mode::Overlaps => 0,
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(ChunkCursor::default());
+                self.slots.len() - 1
+            }
         };
-        if let Some(i) = self.next_match(&chunk, first) {
-            let slot = match self.free.pop() {
-                Some(s) => s,
-                None => {
-                    self.slots.push(None);
-                    self.slots.len() - 1
-                }
+        let c = &mut self.slots[slot];
+        let found = self.reader.load_cursor(&info, c).and_then(|()| {
+            let m = &self.m;
+            let r = if m.mode == Mode::Starts {
+                c.seek(m.range.start).and_then(|()| m.seek_match(c))
+            } else {
+                m.seek_match(c)
             };
-            self.heap.push(Reverse((chunk.ts[i], chunk.id, i, slot)));
-            self.slots[slot] = Some(ActiveChunk { chunk });
+            r.map_err(|d| corrupt(&self.reader.path, info.id, d))
+        });
+        match found {
+            Ok(true) => self.heap.push(Reverse((c.ts, c.id, c.index(), slot))),
+            Ok(false) => self.free.push(slot),
+            Err(e) => {
+                self.free.push(slot);
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -1098,33 +1164,39 @@ impl<'r> EventIter<'r> {
                 (Some(_), _) => break,
             }
         }
-        let Some(&Reverse((_, chunk_id, i, slot))) = self.heap.peek() else {
+        let Some(mut head) = self.heap.peek_mut() else {
             return Ok(None);
         };
-        let (event, next) = {
-            let Some(active) = self.slots[slot].as_ref() else {
-                return Ok(None);
-            };
-            let c = &active.chunk;
-            (c.event(i), self.next_match(c, i + 1).map(|j| (c.ts[j], j)))
+        let Reverse((_, chunk_id, i, slot)) = *head;
+        let c = &mut self.slots[slot];
+        let m = &self.m;
+        let res = c.event().and_then(|event| {
+            c.advance()?;
+            Ok((event, m.seek_match(c)?))
+        });
+        let (event, next) = match res {
+            Ok(x) => x,
+            Err(d) => return Err(corrupt(&self.reader.path, chunk_id, d)),
         };
-        match next {
-            Some((ts, j)) => {
-                // Replace the head in place: one sift instead of a pop and a push.
-                if let Some(mut head) = self.heap.peek_mut() {
-                    *head = Reverse((ts, chunk_id, j, slot));
-                }
-            }
-            None => {
-                self.heap.pop();
-                self.slots[slot] = None;
-                self.free.push(slot);
-            }
+        if next {
+            // Replace the head in place: one sift instead of a pop and a push.
+            *head = Reverse((c.ts, chunk_id, c.index(), slot));
+        } else {
+            std::collections::binary_heap::PeekMut::pop(head);
+            self.free.push(slot);
         }
         Ok(Some(StoredEvent {
             id: chunk_id * MAX_CHUNK_EVENTS as i64 + i as i64,
             event,
         }))
+    }
+}
+
+fn corrupt(path: &Path, chunk_id: i64, detail: &str) -> StoreError {
+    StoreError::CorruptChunk {
+        path: path.to_path_buf(),
+        chunk_id,
+        detail: detail.to_string(),
     }
 }
 
