@@ -7,4 +7,5 @@
 //! behind `socscope aggregate`.
 
 pub mod bench;
+pub mod loader;
 pub mod ocelotl;

@@ -1,0 +1,299 @@
+//! Pipelined loading (Framesoc RT-460 §2.1): a background worker reads successive time chunks sized to
+//! hold about `N` events, feeds them to a consumer, and publishes the consumer's snapshot after each chunk,
+//! so a view draws partial results at once and never waits for the whole interval.
+//!
+//! The chunk length is `T = N / d` with `d` the **local** density, read from the store's multi-resolution
+//! summary: bursty traces get short chunks where they are dense and long ones where they are quiet, so
+//! every chunk costs about the same.
+//!
+//! Start here: [`Consumer`] (what a view computes from events), [`spawn`] and [`LoaderHandle`] (latest
+//! snapshot, progress, cancel).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use socscope_tracedb::{Filter, Resolution, StoredEvent, TimeRange, TraceReader};
+
+/// Events per chunk for each use, as in RT-460.
+pub mod chunk_size {
+    /// Gantt chart.
+    pub const GANTT: u64 = 100_000;
+    /// Event table.
+    pub const TABLE: u64 = 20_000;
+    /// Statistics.
+    pub const STATISTICS: u64 = 100_000;
+    /// Event density.
+    pub const DENSITY: u64 = 1_000_000;
+}
+
+/// What a view computes from the events of an interval, chunk after chunk.
+pub trait Consumer: Send + 'static {
+    /// What the view draws; cloned out after every chunk.
+    type Snapshot: Clone + Send + 'static;
+    /// Takes the events of one chunk, in timestamp order. The first chunk also holds the states and links
+    /// that began before the interval but overlap it; every event is delivered once.
+    fn consume(&mut self, events: &[StoredEvent]);
+    /// The result so far.
+    fn snapshot(&self) -> Self::Snapshot;
+}
+
+/// How far a load has come.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    /// Nanoseconds of the interval loaded so far.
+    pub loaded_ns: i64,
+    /// Nanoseconds of the interval.
+    pub total_ns: i64,
+    /// Events delivered so far.
+    pub events: u64,
+    /// Chunks read so far.
+    pub chunks: u64,
+    /// The load ended (all read, cancelled or failed).
+    pub finished: bool,
+    /// The load was cancelled.
+    pub cancelled: bool,
+    /// Why the load failed, if it did.
+    pub error: Option<String>,
+    /// Milliseconds from the start to the first published snapshot.
+    pub first_result_ms: Option<f64>,
+}
+
+impl Progress {
+    /// Fraction loaded, 0 to 1.
+    pub fn fraction(&self) -> f64 {
+        if self.finished && !self.cancelled && self.error.is_none() {
+            1.0
+        } else if self.total_ns > 0 {
+            (self.loaded_ns as f64 / self.total_ns as f64).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+}
+
+struct Shared<S> {
+    snapshot: Option<S>,
+    progress: Progress,
+    generation: u64,
+}
+
+/// The running (or finished) load; dropping it cancels the load.
+pub struct LoaderHandle<S> {
+    shared: Arc<Mutex<Shared<S>>>,
+    cancel: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<S: Clone> LoaderHandle<S> {
+    /// The latest snapshot, if any chunk was read yet.
+    pub fn snapshot(&self) -> Option<S> {
+        self.shared.lock().ok().and_then(|s| s.snapshot.clone())
+    }
+
+    /// The latest snapshot with a number that grows each time a new one is published (so a view redraws
+    /// only when something changed).
+    pub fn snapshot_if_newer(&self, seen: u64) -> Option<(u64, S)> {
+        let s = self.shared.lock().ok()?;
+        if s.generation > seen {
+            s.snapshot.clone().map(|snap| (s.generation, snap))
+        } else {
+            None
+        }
+    }
+
+    /// How far the load has come.
+    pub fn progress(&self) -> Progress {
+        self.shared
+            .lock()
+            .map(|s| s.progress.clone())
+            .unwrap_or_default()
+    }
+
+    /// Stops the load at the next event batch; the last snapshot stays available.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for the load to end and returns its final snapshot and progress.
+    pub fn wait(mut self) -> (Option<S>, Progress) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        (self.snapshot(), self.progress())
+    }
+}
+
+impl<S> Drop for LoaderHandle<S> {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What to load.
+#[derive(Clone, Debug)]
+pub struct LoadRequest {
+    /// The trace file.
+    pub trace: PathBuf,
+    /// The interval.
+    pub range: TimeRange,
+    /// Which events.
+    pub filter: Filter,
+    /// About how many events per chunk (see [`chunk_size`]).
+    pub chunk_events: u64,
+}
+
+/// Splits `range` into chunks holding about `n` events each, from the local density of the summary.
+pub fn plan_chunks(
+    reader: &TraceReader,
+    range: TimeRange,
+    filter: &Filter,
+    n: u64,
+) -> Vec<TimeRange> {
+    let n = n.max(1);
+    // The summary answers type, producer and category filters; for CPU or parameter filters it
+    // over-estimates the density, which only makes chunks smaller.
+    let density_filter = if filter.summary_compatible() {
+        filter.clone()
+    } else {
+        Filter {
+            cpus: None,
+            condition: None,
+            ..filter.clone()
+        }
+    };
+    let Ok(summary) = reader.summary(range, Resolution::MaxBuckets(1024), &density_filter) else {
+        return vec![range];
+    };
+    let mut chunks = Vec::new();
+    let mut start = range.start;
+    let mut acc = 0u64;
+    for b in &summary.buckets {
+        let count = b.count();
+        if acc + count < n {
+            acc += count;
+            continue;
+        }
+        // Cut inside the bucket where the running count reaches n, assuming even density in the bucket.
+        let mut t0 = b.range.start;
+        let mut left = count;
+        let mut need = n - acc;
+        while left >= need && need > 0 {
+            let span = b.range.end - t0;
+            let cut = t0 + ((span as u128 * need as u128) / left.max(1) as u128) as i64;
+            let cut = cut.clamp(t0 + 1, b.range.end).max(start + 1);
+            chunks.push(TimeRange::new(start, cut));
+            start = cut;
+            left -= need;
+            t0 = cut;
+            need = n;
+        }
+        acc = left;
+    }
+    if start < range.end {
+        chunks.push(TimeRange::new(start, range.end));
+    }
+    chunks
+}
+
+/// Starts loading `request` into `consumer` on a background thread.
+pub fn spawn<C: Consumer>(request: LoadRequest, consumer: C) -> LoaderHandle<C::Snapshot> {
+    let shared = Arc::new(Mutex::new(Shared {
+        snapshot: None,
+        progress: Progress {
+            total_ns: request.range.len(),
+            ..Progress::default()
+        },
+        generation: 0,
+    }));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (s, c) = (shared.clone(), cancel.clone());
+    let thread = std::thread::Builder::new()
+        .name("socscope-loader".into())
+        .spawn(move || {
+            let result = run(&request, consumer, &s, &c);
+            if let Ok(mut sh) = s.lock() {
+                sh.progress.finished = true;
+                sh.progress.cancelled = c.load(Ordering::Relaxed);
+                if let Err(e) = result {
+                    sh.progress.error = Some(e);
+                }
+                sh.generation += 1;
+            }
+        })
+        .ok();
+    if thread.is_none()
+        && let Ok(mut sh) = shared.lock()
+    {
+        sh.progress.finished = true;
+        sh.progress.error = Some("cannot start a loader thread".into());
+    }
+    LoaderHandle {
+        shared,
+        cancel,
+        thread,
+    }
+}
+
+/// How many events go to the consumer at once (and how often cancellation is checked).
+const BATCH: usize = 4096;
+
+fn run<C: Consumer>(
+    request: &LoadRequest,
+    mut consumer: C,
+    shared: &Mutex<Shared<C::Snapshot>>,
+    cancel: &AtomicBool,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let reader = TraceReader::open(&request.trace).map_err(|e| e.to_string())?;
+    let chunks = plan_chunks(
+        &reader,
+        request.range,
+        &request.filter,
+        request.chunk_events,
+    );
+    let mut batch: Vec<StoredEvent> = Vec::with_capacity(BATCH);
+    let mut events = 0u64;
+    for (i, chunk) in chunks.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let iter = if i == 0 {
+            // The first chunk also catches what began before the interval and is still going on.
+            reader.events_overlapping(*chunk, &request.filter)
+        } else {
+            reader.events(*chunk, &request.filter)
+        }
+        .map_err(|e| e.to_string())?;
+        for e in iter {
+            let e = e.map_err(|e| e.to_string())?;
+            batch.push(e);
+            if batch.len() == BATCH {
+                if cancel.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                consumer.consume(&batch);
+                events += batch.len() as u64;
+                batch.clear();
+            }
+        }
+        consumer.consume(&batch);
+        events += batch.len() as u64;
+        batch.clear();
+        let snapshot = consumer.snapshot();
+        let mut sh = shared
+            .lock()
+            .map_err(|_| "loader state poisoned".to_string())?;
+        sh.snapshot = Some(snapshot);
+        sh.generation += 1;
+        sh.progress.loaded_ns = chunk.end - request.range.start;
+        sh.progress.events = events;
+        sh.progress.chunks = i as u64 + 1;
+        if sh.progress.first_result_ms.is_none() {
+            sh.progress.first_result_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(())
+}
