@@ -6,6 +6,10 @@
 //! operation, including its tie rules and its use of C floats for p, because the point of the
 //! list of significant p is to reproduce what the original tool shows: rounding residues of
 //! ±1e-15 decide some partitions, and reassociating a sum would change them.
+//!
+//! Work is spread over threads only where it is independent (interval starts, subtrees of the
+//! hierarchy, the two halves of a bisection interval); no sum is ever split or reordered, so
+//! results are the same bits whatever the thread count.
 
 mod complexity;
 mod dichotomy;
