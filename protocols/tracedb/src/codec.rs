@@ -1104,6 +1104,65 @@ mod tests {
         assert_eq!(got, vec![evs[1].clone(), evs[0].clone(), evs[2].clone()]);
     }
 
+    /// The lazy cursor returns exactly what the full decoder does, from any seek target.
+    #[test]
+    fn cursor_matches_full_decode() {
+        let mut buf = ColumnBuffer::default();
+        for i in 0..1000i64 {
+            let t = (i * 7919) % 1000 * 3;
+            let params = match i % 3 {
+                0 => vec![],
+                1 => vec![ParamValue::Signed(-i), ParamValue::String(format!("s{i}"))],
+                _ => vec![ParamValue::Float(i as f64), ParamValue::Address(1 << 40)],
+            };
+            buf.push(
+                &Event::state(t, t + i, (i % 5) as u16, 300 + i as u32, 2, Some(1))
+                    .with_params(params),
+            );
+        }
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let (blob, _) = encode_chunk(
+            &buf,
+            EventCategory::State,
+            Some(1),
+            &mut EncodeScratch::default(),
+            &mut comp,
+            |_, _, _, _| {},
+        )
+        .unwrap();
+        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        let mut d = DecodedChunk::default();
+        decode_chunk(&blob, &mut dec, &mut d).unwrap();
+        let mut c = ChunkCursor::default();
+        for target in [-5, 0, 1, 2, 3, 1500, 2996, 2997, 2998, 3000, 10_000] {
+            c.load(9, &blob, &mut dec).unwrap();
+            c.seek(target).unwrap();
+            let first = d.ts.partition_point(|&t| t < target);
+            let mut i = first;
+            // Read every other event's parameters, to walk both the parsed and the skipped path.
+            while c.valid() {
+                assert_eq!(c.index(), i);
+                if i % 2 == 0 {
+                    assert_eq!(c.event().unwrap(), d.event(i));
+                } else {
+                    assert_eq!(
+                        (c.ts, c.ty, c.producer, c.end()),
+                        (d.ts[i], d.ty[i], d.producer[i], d.end[i])
+                    );
+                }
+                c.advance().unwrap();
+                i += 1;
+            }
+            assert_eq!(i, d.len());
+        }
+        // A truncated body is an error, never a panic.
+        for cut in [3, 10, blob.len() / 2, blob.len() - 1] {
+            if c.load(9, &blob[..cut], &mut dec).is_ok() {
+                let _ = c.seek(2000);
+            }
+        }
+    }
+
     /// The example of `SCHEMA.md`, byte for byte.
     #[test]
     fn golden_schema_example() {

@@ -917,12 +917,10 @@ impl TraceReader {
         rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
     }
 
-    fn straddling(
-        &self,
-        stream: &StreamInfo,
-        start: Timestamp,
-        mode: Mode,
-    ) -> Result<Vec<ChunkInfo>> {
+    /// The chunks of every stream that start before `start` and reach it (by their last
+    /// start, or by their end in overlap mode), each stream bounded by its `max_span`: one
+    /// statement walking the `(stream, t_min)` index once per stream.
+    fn straddling(&self, start: Timestamp, mode: Mode) -> Result<Vec<ChunkInfo>> {
         let p = &self.path;
         let col = match mode {
             Mode::Starts => "t_max",
@@ -931,16 +929,12 @@ impl TraceReader {
         let mut st = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {CHUNK_COLS} FROM chunk
-                 WHERE stream = ?1 AND t_min < ?2 AND t_min >= ?3 AND {col} >= ?2"
+                "SELECT c.id, c.stream, c.t_min, c.t_max, c.end_max, c.count, c.types, c.producers
+                 FROM stream s CROSS JOIN chunk c ON c.stream = s.id
+                 WHERE c.t_min < ?1 AND c.t_min >= max(?1 - s.max_span, ?2) AND c.{col} >= ?1"
             ))
             .ctx(p)?;
-        let rows = st
-            .query_map(
-                params![stream.id, start, start.saturating_sub(stream.max_span)],
-                chunk_info,
-            )
-            .ctx(p)?;
+        let rows = st.query_map(params![start, i64::MIN], chunk_info).ctx(p)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
     }
 }
@@ -1036,16 +1030,18 @@ impl<'r> EventIter<'r> {
         let mut pending = Vec::new();
         if !range.is_empty() {
             for s in reader.streams()? {
-                let ok = compiled.stream_ok(s.category, s.cpu);
-                stream_ok.insert(s.id, ok);
-                if ok && range.start > i64::MIN {
-                    pending.extend(
-                        reader
-                            .straddling(&s, range.start, mode)?
-                            .into_iter()
-                            .filter(|c| compiled.chunk_ok(&c.types, &c.producers)),
-                    );
-                }
+                stream_ok.insert(s.id, compiled.stream_ok(s.category, s.cpu));
+            }
+            if range.start > i64::MIN && stream_ok.values().any(|&ok| ok) {
+                pending.extend(
+                    reader
+                        .straddling(range.start, mode)?
+                        .into_iter()
+                        .filter(|c| {
+                            stream_ok.get(&c.stream).copied().unwrap_or(false)
+                                && compiled.chunk_ok(&c.types, &c.producers)
+                        }),
+                );
             }
         }
         pending.sort_by_key(|c| (c.t_min, c.id));
