@@ -1,0 +1,224 @@
+//! Text trace formats: streaming nom parsers for KPTrace, Pajé, ftrace/trace-cmd text and GST_DEBUG logs,
+//! readers in, records out.
+//!
+//! Start here: [`LineReader`] (a `BufRead` as numbered lines, in constant memory), the four record readers
+//! [`kptrace::KptraceReader`], [`paje::PajeReader`], [`ftrace::FtraceReader`], [`gst::GstReader`], and
+//! [`detect`] (which format a file is, from its first lines). Mapping records to stored events is the
+//! importer's business (`socscope-collector`), not this crate's.
+#![warn(missing_docs)]
+
+pub mod ftrace;
+pub mod gst;
+pub mod kptrace;
+pub mod paje;
+
+use std::io::BufRead;
+
+/// A line that does not follow its format's grammar.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: expected {expected}, found `{text}`")]
+pub struct ParseError {
+    /// The file (as the caller named it).
+    pub file: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// 1-based column (in characters) where the line stops making sense.
+    pub column: usize,
+    /// The offending text, from that column (shortened to 60 characters).
+    pub text: String,
+    /// What the grammar wanted there.
+    pub expected: &'static str,
+}
+
+/// What can go wrong while reading a trace file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// A line does not follow the grammar (the caller may skip it and go on).
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// The file could not be read.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ParseError {
+    /// An error at byte offset `at` of `line` (clamped to the line).
+    pub fn at(file: &str, line_no: u64, line: &str, at: usize, expected: &'static str) -> Self {
+        let mut at = at.min(line.len());
+        while !line.is_char_boundary(at) {
+            at -= 1;
+        }
+        let rest = &line[at..];
+        let text: String = if rest.is_empty() {
+            "end of line".to_string()
+        } else {
+            rest.chars().take(60).collect()
+        };
+        Self {
+            file: file.to_string(),
+            line: line_no,
+            column: line[..at].chars().count() + 1,
+            text,
+            expected,
+        }
+    }
+}
+
+/// Byte offset of `rest` inside `line` (both slices of the same string).
+pub(crate) fn offset_in(line: &str, rest: &str) -> usize {
+    (rest.as_ptr() as usize).saturating_sub(line.as_ptr() as usize)
+}
+
+/// A `BufRead` as numbered lines: one reused buffer (constant memory), line endings and NUL padding
+/// stripped, invalid UTF-8 replaced rather than fatal.
+pub struct LineReader<R> {
+    inner: R,
+    file: String,
+    raw: Vec<u8>,
+    text: String,
+    line_no: u64,
+    bytes: u64,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// Lines of `inner`, which errors call `file`.
+    pub fn new(inner: R, file: impl Into<String>) -> Self {
+        Self {
+            inner,
+            file: file.into(),
+            raw: Vec::with_capacity(256),
+            text: String::with_capacity(256),
+            line_no: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The file name errors carry.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The number of the line last returned (1-based).
+    pub fn line_no(&self) -> u64 {
+        self.line_no
+    }
+
+    /// Bytes consumed so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The line last returned by [`LineReader::next_line`].
+    pub fn current(&self) -> &str {
+        &self.text
+    }
+
+    /// The next line with its 1-based number, or `None` at the end.
+    pub fn next_line(&mut self) -> Result<Option<(u64, &str)>, FormatError> {
+        self.raw.clear();
+        let n = self
+            .inner
+            .read_until(b'\n', &mut self.raw)
+            .map_err(|source| FormatError::Io {
+                file: self.file.clone(),
+                source,
+            })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.bytes += n as u64;
+        self.line_no += 1;
+        while matches!(self.raw.last(), Some(b'\n' | b'\r' | 0)) {
+            self.raw.pop();
+        }
+        // Relay sub-buffers end in NUL padding: it is not part of any line.
+        let start = self
+            .raw
+            .iter()
+            .position(|&b| b != 0)
+            .unwrap_or(self.raw.len());
+        self.text.clear();
+        match std::str::from_utf8(&self.raw[start..]) {
+            Ok(s) => self.text.push_str(s),
+            Err(_) => self
+                .text
+                .push_str(&String::from_utf8_lossy(&self.raw[start..])),
+        }
+        Ok(Some((self.line_no, &self.text)))
+    }
+}
+
+/// The text formats this crate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// STLinux KPTrace relay output (or its post-processed form).
+    Kptrace,
+    /// Pajé.
+    Paje,
+    /// ftrace / trace-cmd report text.
+    Ftrace,
+    /// GStreamer GST_DEBUG log.
+    Gst,
+}
+
+impl Format {
+    /// The name used on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Format::Kptrace => "kptrace",
+            Format::Paje => "paje",
+            Format::Ftrace => "ftrace",
+            Format::Gst => "gst",
+        }
+    }
+}
+
+/// Which format `head` (the first few kilobytes of a file) is in, if any line is recognisable.
+pub fn detect(head: &[u8]) -> Option<Format> {
+    let text = String::from_utf8_lossy(head);
+    let mut votes = [0u32; 4];
+    for line in text.lines().take(64) {
+        let line = line.trim_start_matches('\0');
+        let clean = gst::strip_ansi(line);
+        if line.starts_with("%EventDef") || line.starts_with("%\t") || line.starts_with("% ") {
+            return Some(Format::Paje);
+        }
+        if line.starts_with("# tracer:") || line.starts_with("cpus=") {
+            return Some(Format::Ftrace);
+        }
+        if gst::parse_line(&clean).is_ok() {
+            votes[3] += 1;
+        } else if ftrace::parse_line(line).is_ok() {
+            votes[2] += 1;
+        } else if kptrace::looks_like_record(line) {
+            votes[0] += 1;
+        }
+    }
+    let (i, &best) = votes.iter().enumerate().max_by_key(|(_, v)| **v)?;
+    if best == 0 {
+        return None;
+    }
+    Some([Format::Kptrace, Format::Paje, Format::Ftrace, Format::Gst][i])
+}
+
+/// Parses `SEC.FRACTION` (any number of fraction digits) as nanoseconds.
+pub(crate) fn seconds_to_ns(int: &str, frac: &str) -> Option<i64> {
+    let s: i64 = int.parse().ok()?;
+    let mut ns: i64 = 0;
+    let mut scale = 100_000_000i64;
+    for c in frac.bytes() {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        ns += i64::from(c - b'0') * scale;
+        scale /= 10;
+    }
+    s.checked_mul(1_000_000_000)?.checked_add(ns)
+}
