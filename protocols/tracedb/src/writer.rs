@@ -113,9 +113,6 @@ impl TraceWriter {
             ));
         }
         let conn = schema::create(&path, TRACE_DDL, TRACE_APPLICATION_ID)?;
-        // The summary upserts of each commit touch the ends of 17 levels of the summary
-        // B-tree; a larger page cache keeps them in memory as the file grows (a hint only).
-        let _ = conn.pragma_update(None, "cache_size", -65536i64);
         conn.execute(
             "INSERT INTO trace_info (id, trace_type, board, soc, os, application, cpus, tick_rate_hz,
                 start_unix_ns, description, processed, t_min, t_max, event_count, complete, finished,
@@ -411,10 +408,7 @@ impl TraceWriter {
         }
         self.begin()?;
         let p = self.path.clone();
-        let mut rows = self.summary.drain_rows(self.config.summary_levels);
-        // In primary-key order, the upserts walk the summary B-tree forward instead of
-        // jumping to a random page for every row.
-        rows.sort_unstable_by_key(|r| (r.0, r.1, r.2, r.3));
+        let rows = self.summary.drain_rows(self.config.summary_levels);
         {
             let mut st = self
                 .conn
