@@ -8,4 +8,8 @@
 
 pub mod bench;
 pub mod loader;
+pub mod micro;
 pub mod ocelotl;
+pub mod palette;
+#[cfg(test)]
+mod testutil;

@@ -1,0 +1,863 @@
+//! The microscopic model of a trace interval (Ocelotl RR-8524 eq. 1; "Ocelotl: Large Trace
+//! Overviews" §3.3): one value per (time slice, producer, event type) for one metric — event
+//! count, state duration or time-weighted variable mean.
+//!
+//! Counts and durations come from the store's multi-resolution summary: the interval is read at
+//! the coarsest power-of-two bucket width no longer than a slice, whole buckets go to their
+//! slice, and a bucket cut by a slice edge is split exactly by asking the store for the shorter
+//! side (the rest is the bucket minus that side). The cost grows with slices × producers ×
+//! types plus one partial summary bucket of events per slice edge, not with the trace. Variable
+//! means need the values, so they read the variable events of the interval.
+//!
+//! Start here: [`SliceGrid`], [`Metric`], [`build`] (and [`build_direct`], the same model
+//! computed event by event), [`Micro::to_model`] for the Ocelotl engine.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+use socscope_tracedb::{
+    EventCategory, EventKind, EventType, Filter, Producer, ProducerId, Resolution, Result,
+    StoreError, SummaryCell, TimeRange, Timestamp, TraceReader, TypeId,
+};
+
+use crate::ocelotl::{MicroscopicModel, ModelError, ProducerHierarchy};
+
+/// What a cell of the model measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Events starting in the slice (every category).
+    #[default]
+    Count,
+    /// Nanoseconds of states inside the slice (state types).
+    Duration,
+    /// Time-weighted mean of a variable over the part of the slice where its value is known
+    /// (variable types): a value holds until the next change of the same producer and type.
+    Mean,
+}
+
+impl Metric {
+    /// The event category the metric applies to (`None`: every category).
+    pub fn category(self) -> Option<EventCategory> {
+        match self {
+            Metric::Count => None,
+            Metric::Duration => Some(EventCategory::State),
+            Metric::Mean => Some(EventCategory::Variable),
+        }
+    }
+}
+
+impl FromStr for Metric {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "count" => Ok(Metric::Count),
+            "duration" => Ok(Metric::Duration),
+            "mean" => Ok(Metric::Mean),
+            _ => Err(format!(
+                "unknown metric {s:?}: expected count, duration or mean"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Metric::Count => "count",
+            Metric::Duration => "duration",
+            Metric::Mean => "mean",
+        })
+    }
+}
+
+/// An interval cut into `slices` slices of (almost) equal length: slice `i` is
+/// `[edge(i), edge(i + 1))` with `edge(i) = start + ⌊len · i / slices⌋`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceGrid {
+    /// The whole interval.
+    pub range: TimeRange,
+    /// Number of slices.
+    pub slices: usize,
+}
+
+impl SliceGrid {
+    /// A grid; `None` if the interval is empty or unbounded or `slices` is 0.
+    pub fn new(range: TimeRange, slices: usize) -> Option<Self> {
+        if range.is_empty() || slices == 0 || range.start == i64::MIN || range.end == i64::MAX {
+            return None;
+        }
+        Some(Self { range, slices })
+    }
+
+    /// Start of slice `i` (`edge(slices)` is the end of the interval).
+    pub fn edge(&self, i: usize) -> Timestamp {
+        let len = i128::from(self.range.len());
+        self.range.start + (len * i as i128 / self.slices as i128) as i64
+    }
+
+    /// Slice `i`.
+    pub fn slice(&self, i: usize) -> TimeRange {
+        TimeRange::new(self.edge(i), self.edge(i + 1))
+    }
+
+    /// The slice holding `t`, if `t` is in the interval.
+    pub fn slice_of(&self, t: Timestamp) -> Option<usize> {
+        if !self.range.contains(t) {
+            return None;
+        }
+        let len = i128::from(self.range.len());
+        let mut i = (i128::from(t - self.range.start) * self.slices as i128 / len) as usize;
+        i = i.min(self.slices - 1);
+        while i + 1 < self.slices && self.edge(i + 1) <= t {
+            i += 1;
+        }
+        while i > 0 && self.edge(i) > t {
+            i -= 1;
+        }
+        Some(i)
+    }
+
+    /// Mean slice length in nanoseconds.
+    pub fn slice_ns(&self) -> f64 {
+        self.range.len() as f64 / self.slices as f64
+    }
+
+    /// Calls `f(slice, overlap_ns)` for every slice `[a, b)` overlaps.
+    pub fn spread(&self, a: Timestamp, b: Timestamp, mut f: impl FnMut(usize, i64)) {
+        let (lo, hi) = (a.max(self.range.start), b.min(self.range.end));
+        if hi <= lo {
+            return;
+        }
+        let Some(mut i) = self.slice_of(lo) else {
+            return;
+        };
+        while i < self.slices {
+            let s = self.slice(i);
+            let o = s.overlap(lo, hi);
+            if o > 0 {
+                f(i, o);
+            }
+            if s.end >= hi {
+                break;
+            }
+            i += 1;
+        }
+    }
+}
+
+/// A node of the producer tree of a model (see [`Micro::hierarchy`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HierarchyNode {
+    /// Display name (`all` for the root; `NAME (self)` for the leaf holding the events of a
+    /// producer that also has children).
+    pub name: String,
+    /// The trace producer behind the node, if any (the root has none).
+    pub producer: Option<ProducerId>,
+}
+
+/// The microscopic model of an interval, with the trace's names for its rows and columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Micro {
+    /// The slices.
+    pub grid: SliceGrid,
+    /// What the values measure.
+    pub metric: Metric,
+    /// The producers of the model, in the leaf order of [`Micro::hierarchy`]: those with a
+    /// non-zero value somewhere.
+    pub producers: Vec<Producer>,
+    /// The types of the model, by id: those with a non-zero value somewhere.
+    pub types: Vec<EventType>,
+    /// Every producer of the trace (for the ancestors in the hierarchy).
+    all_producers: Vec<Producer>,
+    /// `values[(t · P + p) · U + u]`.
+    values: Vec<f64>,
+}
+
+impl Micro {
+    /// The value of slice `t`, producer `p`, type `u` (model indices).
+    pub fn value(&self, t: usize, p: usize, u: usize) -> f64 {
+        self.values[(t * self.producers.len() + p) * self.types.len() + u]
+    }
+
+    /// All values, slice-major, then producer, then type.
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// Whether the model has no cell (no producer or no type had a value).
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty() || self.types.is_empty()
+    }
+
+    /// The value of a (producer id, type id) pair in slice `t`, 0 when absent.
+    pub fn get(&self, t: usize, producer: ProducerId, ty: TypeId) -> f64 {
+        let p = self.producers.iter().position(|x| x.id == producer);
+        let u = self.types.iter().position(|x| x.id == ty);
+        match (p, u) {
+            (Some(p), Some(u)) => self.value(t, p, u),
+            _ => 0.0,
+        }
+    }
+
+    /// The producer tree: a root `all`, then the trace's parent/child relations among the
+    /// model's producers and their ancestors. Returns the Ocelotl hierarchy and one
+    /// [`HierarchyNode`] per node.
+    pub fn hierarchy(&self) -> (ProducerHierarchy, Vec<HierarchyNode>) {
+        let (children, leaf, nodes) = tree(&self.producers, &self.all_producers);
+        let h = ProducerHierarchy::new(children, leaf, self.producers.len())
+            .expect("the tree of a model's producers has one leaf per producer");
+        (h, nodes)
+    }
+
+    /// The Ocelotl microscopic model, with type names, the producer hierarchy and a slice
+    /// duration that turns values into rates: nanoseconds for durations (so the views show
+    /// the fraction of time), seconds for counts (events per second), 1 for means.
+    pub fn to_model(&self) -> std::result::Result<MicroscopicModel, ModelError> {
+        let d = match self.metric {
+            Metric::Duration => self.grid.slice_ns(),
+            Metric::Count => self.grid.slice_ns() * 1e-9,
+            Metric::Mean => 1.0,
+        };
+        let model = MicroscopicModel::new(
+            self.grid.slices,
+            self.producers.len(),
+            self.types.len(),
+            self.values.clone(),
+        )?
+        .with_type_names(self.types.iter().map(|t| t.name.clone()).collect())?
+        .with_slice_duration(d);
+        model.with_hierarchy(self.hierarchy().0)
+    }
+}
+
+/// The leaf order and tree of `model` producers (see [`Micro::hierarchy`]).
+fn tree(
+    model: &[Producer],
+    all: &[Producer],
+) -> (Vec<Vec<usize>>, Vec<Option<usize>>, Vec<HierarchyNode>) {
+    let by_id: HashMap<ProducerId, &Producer> = all.iter().map(|p| (p.id, p)).collect();
+    let in_model: HashMap<ProducerId, usize> =
+        model.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
+    // The included producers: the model's and their ancestors.
+    let mut included: HashSet<ProducerId> = HashSet::new();
+    for p in model {
+        let mut cur = Some(p.id);
+        while let Some(id) = cur {
+            if !included.insert(id) {
+                break;
+            }
+            cur = by_id.get(&id).and_then(|p| p.parent);
+        }
+    }
+    let mut kids: BTreeMap<Option<ProducerId>, Vec<ProducerId>> = BTreeMap::new();
+    let mut ids: Vec<ProducerId> = included.iter().copied().collect();
+    ids.sort_unstable();
+    for id in ids {
+        let parent = by_id
+            .get(&id)
+            .and_then(|p| p.parent)
+            .filter(|q| included.contains(q));
+        kids.entry(parent).or_default().push(id);
+    }
+    let mut children: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut leaf: Vec<Option<usize>> = vec![None];
+    let mut nodes = vec![HierarchyNode {
+        name: "all".into(),
+        producer: None,
+    }];
+    struct Ctx<'a> {
+        kids: &'a BTreeMap<Option<ProducerId>, Vec<ProducerId>>,
+        by_id: &'a HashMap<ProducerId, &'a Producer>,
+        in_model: &'a HashMap<ProducerId, usize>,
+    }
+    fn name(ctx: &Ctx, id: ProducerId) -> String {
+        ctx.by_id
+            .get(&id)
+            .map_or_else(|| format!("producer {id}"), |p| p.name.clone())
+    }
+    fn add(
+        ctx: &Ctx,
+        id: ProducerId,
+        parent: usize,
+        children: &mut Vec<Vec<usize>>,
+        leaf: &mut Vec<Option<usize>>,
+        nodes: &mut Vec<HierarchyNode>,
+    ) {
+        let node = children.len();
+        children.push(Vec::new());
+        leaf.push(None);
+        nodes.push(HierarchyNode {
+            name: name(ctx, id),
+            producer: Some(id),
+        });
+        children[parent].push(node);
+        let sub = ctx.kids.get(&Some(id));
+        match sub {
+            None => leaf[node] = ctx.in_model.get(&id).copied(),
+            Some(sub) => {
+                if let Some(&m) = ctx.in_model.get(&id) {
+                    let own = children.len();
+                    children.push(Vec::new());
+                    leaf.push(Some(m));
+                    nodes.push(HierarchyNode {
+                        name: format!("{} (self)", name(ctx, id)),
+                        producer: Some(id),
+                    });
+                    children[node].push(own);
+                }
+                for &k in sub {
+                    add(ctx, k, node, children, leaf, nodes);
+                }
+            }
+        }
+    }
+    let ctx = Ctx {
+        kids: &kids,
+        by_id: &by_id,
+        in_model: &in_model,
+    };
+    for &top in kids.get(&None).map(Vec::as_slice).unwrap_or(&[]) {
+        add(&ctx, top, 0, &mut children, &mut leaf, &mut nodes);
+    }
+    (children, leaf, nodes)
+}
+
+/// Per slice, `(producer, type) → (count, state_ns)`.
+type SliceCells = Vec<HashMap<(ProducerId, TypeId), (u64, i64)>>;
+
+fn add_cells(
+    into: &mut HashMap<(ProducerId, TypeId), (u64, i64)>,
+    cells: &[SummaryCell],
+    sign: i64,
+) {
+    for c in cells {
+        let e = into.entry((c.producer, c.type_id)).or_insert((0, 0));
+        if sign > 0 {
+            e.0 += c.count;
+            e.1 += c.state_ns;
+        } else {
+            e.0 -= c.count;
+            e.1 -= c.state_ns;
+        }
+    }
+}
+
+/// The exact cells of an arbitrary interval, from the summary (aligned part) and the chunks.
+fn exact_cells(reader: &TraceReader, r: TimeRange, filter: &Filter) -> Result<Vec<SummaryCell>> {
+    if r.is_empty() {
+        return Ok(Vec::new());
+    }
+    let s = reader.summary(r, Resolution::MaxBuckets(1), filter)?;
+    Ok(s.buckets.into_iter().flat_map(|b| b.cells).collect())
+}
+
+/// The filter `metric` reads: `filter` narrowed to the metric's category.
+fn metric_filter(filter: &Filter, metric: Metric) -> Filter {
+    let mut f = filter.clone();
+    if let Some(c) = metric.category() {
+        f.categories = Some(match &filter.categories {
+            Some(cs) if cs.contains(&c) => vec![c],
+            Some(_) => Vec::new(),
+            None => vec![c],
+        });
+    }
+    f
+}
+
+/// Count and state time per slice from the summary, slice edges completed exactly.
+fn summary_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<SliceCells> {
+    let mut out: SliceCells = vec![HashMap::new(); grid.slices];
+    let min_slice = grid.range.len() / grid.slices as i64;
+    // The coarsest power of two no longer than the shortest slice: a bucket holds at most one
+    // slice edge.
+    let w = 1i64 << (63 - (min_slice.max(1) as u64).leading_zeros());
+    let (base, _) = reader.summary_levels();
+    let base_w = 1i64 << base;
+    let summary = reader.summary(grid.range, Resolution::BucketWidth(w), filter)?;
+    for b in summary.buckets {
+        let r = b.range;
+        let (Some(i0), Some(i1)) = (grid.slice_of(r.start), grid.slice_of(r.end - 1)) else {
+            continue;
+        };
+        if i0 == i1 {
+            add_cells(&mut out[i0], &b.cells, 1);
+            continue;
+        }
+        // Pieces cut by the edges inside the bucket; all but one are asked exactly, the one
+        // whose unaligned part is longest is the bucket minus the others.
+        let mut cuts = vec![r.start];
+        cuts.extend((i0 + 1..=i1).map(|i| grid.edge(i)));
+        cuts.push(r.end);
+        let cost = |a: i64, z: i64| -> i64 {
+            // Nanoseconds the store reads from chunks for [a, z): the unaligned ends.
+            let up = a
+                .div_euclid(base_w)
+                .saturating_add(i64::from(a.rem_euclid(base_w) != 0))
+                * base_w;
+            let down = z.div_euclid(base_w) * base_w;
+            if up >= down {
+                z - a
+            } else {
+                (up - a) + (z - down)
+            }
+        };
+        let skip = (0..cuts.len() - 1)
+            .max_by_key(|&k| cost(cuts[k], cuts[k + 1]))
+            .unwrap_or(0);
+        let mut rest: HashMap<(ProducerId, TypeId), (u64, i64)> = HashMap::new();
+        add_cells(&mut rest, &b.cells, 1);
+        for k in 0..cuts.len() - 1 {
+            if k == skip {
+                continue;
+            }
+            let cells = exact_cells(reader, TimeRange::new(cuts[k], cuts[k + 1]), filter)?;
+            add_cells(&mut out[i0 + k], &cells, 1);
+            add_cells(&mut rest, &cells, -1);
+        }
+        let slice = &mut out[i0 + skip];
+        for (key, (n, ns)) in rest {
+            let e = slice.entry(key).or_insert((0, 0));
+            e.0 += n;
+            e.1 += ns;
+        }
+    }
+    Ok(out)
+}
+
+/// Count and state time per slice, event by event.
+fn direct_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<SliceCells> {
+    let mut out: SliceCells = vec![HashMap::new(); grid.slices];
+    for e in reader.events_overlapping(grid.range, filter)? {
+        let e = e?;
+        if let Some(i) = grid.slice_of(e.ts) {
+            out[i].entry((e.producer, e.type_id)).or_insert((0, 0)).0 += 1;
+        }
+        if let EventKind::State { end, .. } = e.kind {
+            grid.spread(e.ts, end, |i, ns| {
+                out[i].entry((e.producer, e.type_id)).or_insert((0, 0)).1 += ns;
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Per slice, `(producer, type) → (Σ value·ns, ns covered)`.
+type MeanCells = Vec<HashMap<(ProducerId, TypeId), (f64, i64)>>;
+
+/// Time-weighted variable means: every value holds from its event to the next event of the
+/// same producer and type (the last one to the end of the interval); the value current at
+/// the start of the interval is looked up before it.
+fn mean_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<MeanCells> {
+    let mut out: MeanCells = vec![HashMap::new(); grid.slices];
+    let mut current: HashMap<(ProducerId, TypeId), (f64, Timestamp)> = HashMap::new();
+    // Values set before the interval: look back over doubling windows until every pair the
+    // summary knows before the interval has a value, or the trace start is reached.
+    let t_min = reader.info()?.t_min;
+    if t_min < grid.range.start {
+        let before = TimeRange::new(t_min, grid.range.start);
+        let wanted: HashSet<(ProducerId, TypeId)> = if filter.summary_compatible() {
+            exact_cells(reader, before, filter)?
+                .into_iter()
+                .filter(|c| c.count > 0)
+                .map(|c| (c.producer, c.type_id))
+                .collect()
+        } else {
+            HashSet::new()
+        };
+        let mut found: HashMap<(ProducerId, TypeId), f64> = HashMap::new();
+        let mut width = grid.range.len().max(1);
+        let mut hi = grid.range.start;
+        loop {
+            let lo = hi.saturating_sub(width).max(t_min);
+            // Windows go back in time: a later window's value wins over an earlier one's.
+            let mut last: HashMap<(ProducerId, TypeId), f64> = HashMap::new();
+            for e in reader.events(TimeRange::new(lo, hi), filter)? {
+                let e = e?;
+                if let EventKind::Variable { value } = e.kind {
+                    last.insert((e.producer, e.type_id), value);
+                }
+            }
+            for (key, v) in last {
+                found.entry(key).or_insert(v);
+            }
+            let complete = !wanted.is_empty() && wanted.iter().all(|k| found.contains_key(k));
+            if lo <= t_min || complete {
+                break;
+            }
+            hi = lo;
+            width = width.saturating_mul(2);
+        }
+        for (key, v) in found {
+            current.insert(key, (v, grid.range.start));
+        }
+    }
+    let close = |out: &mut MeanCells, key: (ProducerId, TypeId), v: f64, a: i64, b: i64| {
+        grid.spread(a, b, |i, ns| {
+            let e = out[i].entry(key).or_insert((0.0, 0));
+            e.0 += v * ns as f64;
+            e.1 += ns;
+        });
+    };
+    for e in reader.events(grid.range, filter)? {
+        let e = e?;
+        if let EventKind::Variable { value } = e.kind {
+            let key = (e.producer, e.type_id);
+            if let Some((v, since)) = current.insert(key, (value, e.ts)) {
+                close(&mut out, key, v, since, e.ts);
+            }
+        }
+    }
+    for (key, (v, since)) in current {
+        close(&mut out, key, v, since, grid.range.end);
+    }
+    Ok(out)
+}
+
+/// Assembles the model from per-slice cells: keeps the pairs with a non-zero value, orders
+/// producers as the leaves of their tree.
+fn assemble(
+    reader: &TraceReader,
+    grid: SliceGrid,
+    metric: Metric,
+    per_slice: Vec<HashMap<(ProducerId, TypeId), f64>>,
+) -> Result<Micro> {
+    let all_types = reader.event_types()?;
+    let all_producers = reader.producers()?;
+    let mut p_ids: HashSet<ProducerId> = HashSet::new();
+    let mut t_ids: HashSet<TypeId> = HashSet::new();
+    for s in &per_slice {
+        for (&(p, t), &v) in s {
+            if v != 0.0 {
+                p_ids.insert(p);
+                t_ids.insert(t);
+            }
+        }
+    }
+    let mut model_producers: Vec<Producer> = all_producers
+        .iter()
+        .filter(|p| p_ids.contains(&p.id))
+        .cloned()
+        .collect();
+    // Unknown producer ids (events of producers not declared) still get a row.
+    let known: HashSet<ProducerId> = model_producers.iter().map(|p| p.id).collect();
+    let mut unknown: Vec<ProducerId> = p_ids.difference(&known).copied().collect();
+    unknown.sort_unstable();
+    model_producers.extend(unknown.into_iter().map(|id| Producer {
+        id,
+        parent: None,
+        kind: socscope_tracedb::ProducerKind::Other,
+        local_id: i64::from(id),
+        name: format!("producer {id}"),
+    }));
+    // Leaf order of the tree.
+    let (_, leaf, _) = tree(&model_producers, &all_producers);
+    let ordered: Vec<Producer> = leaf
+        .iter()
+        .flatten()
+        .map(|&i| model_producers[i].clone())
+        .collect();
+    let mut types: Vec<EventType> = all_types
+        .into_iter()
+        .filter(|t| t_ids.contains(&t.id))
+        .collect();
+    types.sort_by_key(|t| t.id);
+    let known_t: HashSet<TypeId> = types.iter().map(|t| t.id).collect();
+    let mut unknown_t: Vec<TypeId> = t_ids.difference(&known_t).copied().collect();
+    unknown_t.sort_unstable();
+    types.extend(unknown_t.into_iter().map(|id| EventType {
+        id,
+        name: format!("type {id}"),
+        category: metric.category().unwrap_or(EventCategory::Punctual),
+        params: Vec::new(),
+    }));
+    let p_index: HashMap<ProducerId, usize> =
+        ordered.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
+    let u_index: HashMap<TypeId, usize> =
+        types.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+    let (np, nu) = (ordered.len(), types.len());
+    let mut values = vec![0.0; grid.slices * np * nu];
+    for (t, s) in per_slice.into_iter().enumerate() {
+        for ((p, u), v) in s {
+            if let (Some(&p), Some(&u)) = (p_index.get(&p), u_index.get(&u)) {
+                values[(t * np + p) * nu + u] = v;
+            }
+        }
+    }
+    let all_with_unknown = {
+        let mut a = all_producers;
+        for p in &ordered {
+            if !a.iter().any(|q| q.id == p.id) {
+                a.push(p.clone());
+            }
+        }
+        a
+    };
+    Ok(Micro {
+        grid,
+        metric,
+        producers: ordered,
+        types,
+        all_producers: all_with_unknown,
+        values,
+    })
+}
+
+fn finish_counts(
+    reader: &TraceReader,
+    grid: SliceGrid,
+    metric: Metric,
+    cells: SliceCells,
+) -> Result<Micro> {
+    let per_slice = cells
+        .into_iter()
+        .map(|s| {
+            s.into_iter()
+                .map(|(k, (n, ns))| {
+                    let v = if metric == Metric::Duration {
+                        ns as f64
+                    } else {
+                        n as f64
+                    };
+                    (k, v)
+                })
+                .collect()
+        })
+        .collect();
+    assemble(reader, grid, metric, per_slice)
+}
+
+fn finish_means(reader: &TraceReader, grid: SliceGrid, cells: MeanCells) -> Result<Micro> {
+    let per_slice = cells
+        .into_iter()
+        .map(|s| {
+            s.into_iter()
+                .filter(|(_, (_, ns))| *ns > 0)
+                .map(|(k, (sum, ns))| (k, sum / ns as f64))
+                .collect()
+        })
+        .collect();
+    assemble(reader, grid, Metric::Mean, per_slice)
+}
+
+/// The microscopic model of `grid` for `metric` and the events `filter` selects, counts and
+/// durations from the summary (see the module documentation). Filters on CPUs or parameters
+/// fall back to [`build_direct`].
+pub fn build(
+    reader: &TraceReader,
+    grid: SliceGrid,
+    metric: Metric,
+    filter: &Filter,
+) -> Result<Micro> {
+    let f = metric_filter(filter, metric);
+    match metric {
+        Metric::Mean => {
+            let cells = mean_slices(reader, &grid, &f)?;
+            finish_means(reader, grid, cells)
+        }
+        _ if !f.summary_compatible() => build_direct(reader, grid, metric, filter),
+        _ => {
+            let cells = summary_slices(reader, &grid, &f)?;
+            finish_counts(reader, grid, metric, cells)
+        }
+    }
+}
+
+/// The same model as [`build`], computed from every event of the interval (the reference the
+/// summary path is tested against; also right for filters the summary cannot answer).
+pub fn build_direct(
+    reader: &TraceReader,
+    grid: SliceGrid,
+    metric: Metric,
+    filter: &Filter,
+) -> Result<Micro> {
+    let f = metric_filter(filter, metric);
+    match metric {
+        Metric::Mean => {
+            let cells = mean_slices(reader, &grid, &f)?;
+            finish_means(reader, grid, cells)
+        }
+        _ => {
+            let cells = direct_slices(reader, &grid, &f)?;
+            finish_counts(reader, grid, metric, cells)
+        }
+    }
+}
+
+/// The whole trace as a range (`[t_min, t_max + 1)`), or an error for an empty trace.
+pub fn trace_range(reader: &TraceReader) -> Result<TimeRange> {
+    let info = reader.info()?;
+    if info.event_count == 0 || info.t_max < info.t_min {
+        return Err(StoreError::InvalidRequest("the trace has no events".into()));
+    }
+    Ok(TimeRange::new(info.t_min, info.t_max + 1))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::testutil::{self, Spec};
+    use proptest::prelude::*;
+
+    #[test]
+    fn grid_edges_and_slices() {
+        let g = SliceGrid::new(TimeRange::new(10, 20), 3).unwrap();
+        assert_eq!(
+            (0..=3).map(|i| g.edge(i)).collect::<Vec<_>>(),
+            [10, 13, 16, 20]
+        );
+        assert_eq!(g.slice_of(9), None);
+        assert_eq!(g.slice_of(10), Some(0));
+        assert_eq!(g.slice_of(12), Some(0));
+        assert_eq!(g.slice_of(13), Some(1));
+        assert_eq!(g.slice_of(19), Some(2));
+        assert_eq!(g.slice_of(20), None);
+        let mut got = Vec::new();
+        g.spread(5, 17, |i, ns| got.push((i, ns)));
+        assert_eq!(got, [(0, 3), (1, 3), (2, 1)]);
+        assert!(SliceGrid::new(TimeRange::new(5, 5), 3).is_none());
+        assert!(SliceGrid::new(TimeRange::new(0, 5), 0).is_none());
+    }
+
+    /// Counts, durations and time-weighted means straight from the event list (no store).
+    pub(crate) fn naive(
+        events: &[socscope_tracedb::Event],
+        grid: &SliceGrid,
+        metric: Metric,
+    ) -> HashMap<(usize, ProducerId, TypeId), f64> {
+        let mut out = HashMap::new();
+        for t in 0..grid.slices {
+            let s = grid.slice(t);
+            for e in events {
+                let key = (t, e.producer, e.type_id);
+                match (metric, e.kind) {
+                    (Metric::Count, _) if s.contains(e.ts) => {
+                        *out.entry(key).or_insert(0.0) += 1.0;
+                    }
+                    (Metric::Duration, EventKind::State { end, .. }) => {
+                        let o = s.overlap(e.ts, end);
+                        if o > 0 {
+                            *out.entry(key).or_insert(0.0) += o as f64;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if metric == Metric::Mean {
+                let mut pairs: Vec<(ProducerId, TypeId)> = events
+                    .iter()
+                    .filter(|e| matches!(e.kind, EventKind::Variable { .. }))
+                    .map(|e| (e.producer, e.type_id))
+                    .collect();
+                pairs.sort_unstable();
+                pairs.dedup();
+                for (p, ty) in pairs {
+                    let mut vs: Vec<(i64, f64)> = events
+                        .iter()
+                        .filter(|e| e.producer == p && e.type_id == ty)
+                        .filter_map(|e| match e.kind {
+                            EventKind::Variable { value } => Some((e.ts, value)),
+                            _ => None,
+                        })
+                        .collect();
+                    vs.sort_by_key(|x| x.0);
+                    let (mut sum, mut ns) = (0.0, 0i64);
+                    for (k, &(ts, v)) in vs.iter().enumerate() {
+                        let next = vs
+                            .get(k + 1)
+                            .map_or(grid.range.end, |x| x.0.min(grid.range.end));
+                        let o = s.overlap(ts, next.max(ts));
+                        sum += v * o as f64;
+                        ns += o;
+                    }
+                    if ns > 0 {
+                        out.insert((t, p, ty), sum / ns as f64);
+                    }
+                }
+            }
+        }
+        out.retain(|_, v| *v != 0.0);
+        out
+    }
+
+    fn as_map(m: &Micro) -> HashMap<(usize, ProducerId, TypeId), f64> {
+        let mut out = HashMap::new();
+        for t in 0..m.grid.slices {
+            for (p, prod) in m.producers.iter().enumerate() {
+                for (u, ty) in m.types.iter().enumerate() {
+                    let v = m.value(t, p, u);
+                    if v != 0.0 {
+                        out.insert((t, prod.id, ty.id), v);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn close(
+        a: &HashMap<(usize, ProducerId, TypeId), f64>,
+        b: &HashMap<(usize, ProducerId, TypeId), f64>,
+    ) -> bool {
+        a.len() == b.len()
+            && a.iter().all(|(k, v)| {
+                b.get(k)
+                    .is_some_and(|w| (v - w).abs() <= 1e-9 * v.abs().max(w.abs()).max(1.0))
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn summary_model_equals_direct_computation(
+            spec in testutil::spec_strategy(),
+            start_frac in 0.0f64..0.6,
+            len_frac in 0.05f64..1.0,
+            slices in 1usize..40,
+        ) {
+            let (dir, path) = testutil::write_spec(&spec);
+            let reader = TraceReader::open(&path).unwrap();
+            let span = spec.span();
+            let start = (span as f64 * start_frac) as i64 - 50;
+            let len = ((span as f64 * len_frac) as i64).max(slices as i64);
+            let grid = SliceGrid::new(TimeRange::new(start, start + len), slices).unwrap();
+            for metric in [Metric::Count, Metric::Duration, Metric::Mean] {
+                let fast = build(&reader, grid, metric, &Filter::all()).unwrap();
+                let direct = build_direct(&reader, grid, metric, &Filter::all()).unwrap();
+                let want = naive(&spec.events, &grid, metric);
+                if metric == Metric::Mean {
+                    prop_assert!(close(&as_map(&fast), &want), "{metric}: {:?} vs {:?}", as_map(&fast), want);
+                } else {
+                    prop_assert_eq!(&as_map(&fast), &want, "{}", metric);
+                }
+                prop_assert_eq!(as_map(&direct), as_map(&fast));
+                let _ = fast.to_model().map(|m| assert_eq!(m.slices(), slices));
+            }
+            drop(dir);
+        }
+    }
+
+    #[test]
+    fn model_has_hierarchy_names_and_rates() {
+        let spec = Spec::small();
+        let (_dir, path) = testutil::write_spec(&spec);
+        let reader = TraceReader::open(&path).unwrap();
+        let grid = SliceGrid::new(TimeRange::new(0, 1000), 4).unwrap();
+        let m = build(&reader, grid, Metric::Duration, &Filter::all()).unwrap();
+        // Only state types, only producers with states.
+        assert!(m.types.iter().all(|t| t.category == EventCategory::State));
+        let (h, nodes) = m.hierarchy();
+        assert_eq!(nodes[0].name, "all");
+        assert_eq!(h.leaf_count(h.root()), m.producers.len());
+        let model = m.to_model().unwrap();
+        assert_eq!(model.slice_duration(), 250.0);
+        assert_eq!(model.type_names()[0], m.types[0].name);
+        // Thread 11 (child of process 10) ran [100, 400): 150 ns in slice 0, 150 in slice 1.
+        assert_eq!(m.get(0, 11, 1), 150.0);
+        assert_eq!(m.get(1, 11, 1), 150.0);
+        assert_eq!(m.get(2, 11, 1), 0.0);
+    }
+}
