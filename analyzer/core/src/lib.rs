@@ -7,9 +7,11 @@
 //! behind `socscope aggregate`.
 
 pub mod bench;
+pub mod density;
 pub mod loader;
 pub mod micro;
 pub mod ocelotl;
 pub mod palette;
+pub mod stats;
 #[cfg(test)]
 mod testutil;
