@@ -108,11 +108,12 @@ impl Catalog {
             source,
         })?;
         let path = dir.join(CATALOG_FILE);
-        let conn = if path.exists() {
-            schema::open(&path, "catalog", CATALOG_APPLICATION_ID, false)?
-        } else {
-            schema::create(&path, CATALOG_DDL, CATALOG_APPLICATION_ID)?
-        };
+        if !path.exists() {
+            // Several processes may create the catalog at once: build it aside and move it in
+            // atomically, so nobody ever sees a half-created file.
+            schema::create_atomically(&path, CATALOG_DDL, CATALOG_APPLICATION_ID)?;
+        }
+        let conn = schema::open(&path, "catalog", CATALOG_APPLICATION_ID, false)?;
         conn.pragma_update(None, "foreign_keys", true).ctx(&path)?;
         Ok(Self { conn, dir, path })
     }

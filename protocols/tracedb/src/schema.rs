@@ -263,6 +263,52 @@ pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Conn
     Ok(conn)
 }
 
+/// Creates a complete store file at `path` unless one is already there, without ever
+/// exposing a partly created file: the schema is written to a temporary file of the same
+/// directory, which is then hard-linked to `path` (linking fails if `path` exists, so a file
+/// that another process created first is kept). Returns once `path` holds a complete file
+/// (made by this call or by another one).
+pub(crate) fn create_atomically(path: &Path, ddl: &str, application_id: i32) -> Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let io = |source: std::io::Error| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let remove_tmp = || {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = tmp.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    remove_tmp();
+    let built = create(&tmp, ddl, application_id).and_then(|conn| {
+        // Closing the only connection checkpoints the WAL into the file and deletes it.
+        conn.close().map_err(|(_, e)| e).ctx(&tmp)
+    });
+    if let Err(e) = built {
+        remove_tmp();
+        return Err(e);
+    }
+    let linked = std::fs::hard_link(&tmp, path);
+    remove_tmp();
+    match linked {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+}
+
 /// Opens an existing store file, checking that it is of the expected kind and version.
 pub(crate) fn open(
     path: &Path,

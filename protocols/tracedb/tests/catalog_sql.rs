@@ -213,3 +213,37 @@ fn events_virtual_table_with_push_down() {
         .unwrap();
     assert_eq!(n as usize, events.len());
 }
+
+/// Several threads opening a catalog that does not exist yet all get the complete catalog
+/// (none sees a half-created file), and what each registers is kept.
+#[test]
+fn concurrent_open_of_a_new_catalog() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join(format!("cat{round}"));
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (sub, barrier) = (&sub, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let cat = Catalog::open(sub).unwrap_or_else(|e| panic!("thread {i}: {e}"));
+                    let mut rec = TraceRecord {
+                        db_file: format!("t{i}.db"),
+                        ..TraceRecord::default()
+                    };
+                    rec.info.meta.trace_type = "test".into();
+                    cat.register(&rec).unwrap();
+                });
+            }
+        });
+        let cat = Catalog::open(&sub).unwrap();
+        assert_eq!(cat.traces().unwrap().len(), 8);
+        let leftovers: Vec<_> = std::fs::read_dir(&sub)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}
