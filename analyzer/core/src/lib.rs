@@ -13,5 +13,6 @@ pub mod micro;
 pub mod ocelotl;
 pub mod palette;
 pub mod stats;
+pub mod traceviz;
 #[cfg(test)]
 mod testutil;
