@@ -704,20 +704,27 @@ impl TraceReader {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT bucket, producer, type, count, state_ns FROM summary
+                "SELECT bucket, data FROM summary
                  WHERE level = ?1 AND bucket >= ?2 AND bucket <= ?3",
             )
             .ctx(p)?;
         let mut rows = st.query(params![level, b_from, b_to]).ctx(p)?;
+        let mut cells = Vec::new();
+        let mut dec = self.decompressor.borrow_mut();
         while let Some(r) = rows.next().ctx(p)? {
-            let cell = SummaryCell {
-                producer: r.get(1).ctx(p)?,
-                type_id: r.get(2).ctx(p)?,
-                count: r.get::<_, i64>(3).ctx(p)? as u64,
-                state_ns: r.get(4).ctx(p)?,
-            };
-            if tf.ok(cell.type_id, cell.producer) {
-                f(r.get(0).ctx(p)?, cell);
+            let bucket: i64 = r.get(0).ctx(p)?;
+            let data = r
+                .get_ref(1)
+                .ctx(p)?
+                .as_blob()
+                .map_err(|e| self.invalid(format!("summary row: {e}")))?;
+            cells.clear();
+            summary::decode_cells(data, &mut dec, &mut cells)
+                .map_err(|d| self.invalid(format!("summary row ({level}, {bucket}): {d}")))?;
+            for &cell in &cells {
+                if tf.ok(cell.type_id, cell.producer) {
+                    f(bucket, cell);
+                }
             }
         }
         Ok(())

@@ -109,11 +109,8 @@ CREATE INDEX chunk_by_time ON chunk(t_min);
 CREATE TABLE summary (
     level           INTEGER NOT NULL,
     bucket          INTEGER NOT NULL,
-    producer        INTEGER NOT NULL,
-    type            INTEGER NOT NULL,
-    count           INTEGER NOT NULL,
-    state_ns        INTEGER NOT NULL,
-    PRIMARY KEY (level, bucket, producer, type)
+    data            BLOB    NOT NULL,
+    PRIMARY KEY (level, bucket)
 ) WITHOUT ROWID;
 CREATE TABLE analysis_result (
     id              INTEGER PRIMARY KEY,

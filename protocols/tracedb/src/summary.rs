@@ -128,27 +128,178 @@ impl SummaryAcc {
         }
     }
 
-    /// All rows `(level, bucket, producer, type, count, state_ns)` for `levels` levels, and clears.
-    pub(crate) fn drain_rows(&mut self, levels: u32) -> Vec<(u32, i64, u32, u32, u64, i64)> {
-        let mut rows = Vec::with_capacity(self.map.len() * 2);
+    /// The accumulated totals of `levels` levels, grouped by bucket, and clears: for each
+    /// `(level, bucket)` in order, its cells sorted by `(producer, type)`.
+    pub(crate) fn drain_buckets(&mut self, levels: u32) -> Vec<BucketCells> {
+        let mut out = Vec::new();
         let mut cur: Vec<(CellKey, CellTotals)> = self.map.drain().collect();
+        cur.sort_unstable_by_key(|e| e.0);
+        let mut next: Vec<(CellKey, CellTotals)> = Vec::with_capacity(cur.len());
         for level in 0..levels {
             if level > 0 {
-                let mut next: FxHashMap<CellKey, CellTotals> = FxHashMap::default();
-                for ((b, p, t), (c, s)) in cur.drain(..) {
-                    let e = next.entry((b >> 1, p, t)).or_insert((0, 0));
-                    e.0 += c;
-                    e.1 += s;
+                // Buckets 2k and 2k+1 become bucket k: merge their two sorted runs.
+                next.clear();
+                let mut i = 0;
+                while i < cur.len() {
+                    let parent = cur[i].0.0 >> 1;
+                    let mut j = i;
+                    while j < cur.len() && cur[j].0.0 == cur[i].0.0 {
+                        j += 1;
+                    }
+                    let mut k = j;
+                    while k < cur.len() && cur[k].0.0 >> 1 == parent {
+                        k += 1;
+                    }
+                    merge_runs(&cur[i..j], &cur[j..k], parent, &mut next);
+                    i = k;
                 }
-                cur = next.into_iter().collect();
+                std::mem::swap(&mut cur, &mut next);
             }
-            rows.extend(
-                cur.iter()
-                    .map(|&((b, p, t), (c, s))| (level, b, p, t, c, s)),
-            );
+            let mut i = 0;
+            while i < cur.len() {
+                let b = cur[i].0.0;
+                let mut j = i;
+                while j < cur.len() && cur[j].0.0 == b {
+                    j += 1;
+                }
+                out.push(BucketCells {
+                    level,
+                    bucket: b,
+                    cells: cur[i..j]
+                        .iter()
+                        .map(|&((_, p, t), (c, s))| SummaryCell {
+                            producer: p,
+                            type_id: t,
+                            count: c,
+                            state_ns: s,
+                        })
+                        .collect(),
+                });
+                i = j;
+            }
         }
-        rows
+        out
     }
+}
+
+/// Merges two runs sorted by `(producer, type)` into `out` under bucket `parent`.
+fn merge_runs(
+    a: &[(CellKey, CellTotals)],
+    b: &[(CellKey, CellTotals)],
+    parent: i64,
+    out: &mut Vec<(CellKey, CellTotals)>,
+) {
+    let (mut i, mut j) = (0, 0);
+    let pt = |e: &(CellKey, CellTotals)| (e.0.1, e.0.2);
+    while i < a.len() || j < b.len() {
+        let take_a = j == b.len() || (i < a.len() && pt(&a[i]) <= pt(&b[j]));
+        let e = if take_a {
+            i += 1;
+            a[i - 1]
+        } else {
+            j += 1;
+            b[j - 1]
+        };
+        match out.last_mut() {
+            Some(l) if l.0.0 == parent && pt(l) == pt(&e) => {
+                l.1.0 += e.1.0;
+                l.1.1 += e.1.1;
+            }
+            _ => out.push(((parent, e.0.1, e.0.2), e.1)),
+        }
+    }
+}
+
+/// The cells of one summary bucket, sorted by `(producer, type)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BucketCells {
+    pub(crate) level: u32,
+    pub(crate) bucket: i64,
+    pub(crate) cells: Vec<SummaryCell>,
+}
+
+/// Version byte of a summary row's `data`.
+pub(crate) const SUMMARY_FORMAT: u8 = 1;
+
+/// Encodes cells sorted by `(producer, type)` as a summary row's `data` (see `SCHEMA.md`).
+pub(crate) fn encode_cells(
+    cells: &[SummaryCell],
+    scratch: &mut Vec<u8>,
+    compressor: &mut zstd::bulk::Compressor<'static>,
+) -> std::io::Result<Vec<u8>> {
+    use crate::codec::{put_uvarint, zigzag};
+    scratch.clear();
+    put_uvarint(scratch, cells.len() as u64);
+    let mut prev = 0u32;
+    for c in cells {
+        put_uvarint(scratch, u64::from(c.producer.wrapping_sub(prev)));
+        prev = c.producer;
+        put_uvarint(scratch, u64::from(c.type_id));
+        put_uvarint(scratch, c.count);
+        put_uvarint(scratch, zigzag(c.state_ns));
+    }
+    let mut out = Vec::with_capacity(scratch.len() / 2 + 16);
+    out.push(SUMMARY_FORMAT);
+    put_uvarint(&mut out, scratch.len() as u64);
+    out.extend_from_slice(&compressor.compress(scratch)?);
+    Ok(out)
+}
+
+/// Decodes a summary row's `data`, appending its cells to `out`.
+pub(crate) fn decode_cells(
+    data: &[u8],
+    decompressor: &mut zstd::bulk::Decompressor<'static>,
+    out: &mut Vec<SummaryCell>,
+) -> Result<(), String> {
+    use crate::codec::{ByteReader, unzigzag};
+    let mut head = ByteReader::new(data);
+    let format = head.u8()?;
+    if format != SUMMARY_FORMAT {
+        return Err(format!(
+            "summary format {format}, expected {SUMMARY_FORMAT}"
+        ));
+    }
+    let raw_len = head.uvarint()?;
+    if raw_len > 64 << 20 {
+        return Err(format!(
+            "declared summary body of {raw_len} bytes is too large"
+        ));
+    }
+    let body = decompressor
+        .decompress(&data[head.pos()..], raw_len as usize)
+        .map_err(|e| format!("zstd: {e}"))?;
+    if body.len() as u64 != raw_len {
+        return Err(format!(
+            "summary body is {} bytes, header says {raw_len}",
+            body.len()
+        ));
+    }
+    let mut r = ByteReader::new(&body);
+    let n = r.uvarint()?;
+    let mut producer = 0u32;
+    for _ in 0..n {
+        let dp = u32::try_from(r.uvarint()?).map_err(|_| "producer overflows u32")?;
+        producer = producer.wrapping_add(dp);
+        let type_id = u32::try_from(r.uvarint()?).map_err(|_| "type overflows u32")?;
+        let count = r.uvarint()?;
+        let state_ns = unzigzag(r.uvarint()?);
+        out.push(SummaryCell {
+            producer,
+            type_id,
+            count,
+            state_ns,
+        });
+    }
+    if !r.is_empty() {
+        return Err("trailing bytes in a summary row".into());
+    }
+    Ok(())
+}
+
+/// Adds the sorted cells `add` into the sorted cells `into` (both by `(producer, type)`).
+pub(crate) fn merge_cells(into: &mut Vec<SummaryCell>, add: &[SummaryCell]) {
+    into.extend_from_slice(add);
+    normalize(into);
 }
 
 /// Sorts cells and merges duplicates, dropping empty ones.
@@ -217,9 +368,65 @@ mod tests {
     fn acc_splits_states() {
         let mut acc = SummaryAcc::new(4);
         acc.add(10, 40, true, 1, 2);
-        let rows = acc.drain_rows(1);
-        let mut got: Vec<(i64, u64, i64)> = rows.iter().map(|r| (r.1, r.4, r.5)).collect();
-        got.sort();
+        let rows = acc.drain_buckets(1);
+        let got: Vec<(i64, u64, i64)> = rows
+            .iter()
+            .map(|r| (r.bucket, r.cells[0].count, r.cells[0].state_ns))
+            .collect();
         assert_eq!(got, vec![(0, 1, 6), (1, 0, 16), (2, 0, 8)]);
+    }
+
+    #[test]
+    fn acc_levels_and_cells_round_trip() {
+        let mut acc = SummaryAcc::new(4);
+        // Buckets 0..8 at level 0, two producers, two types.
+        for i in 0..64i64 {
+            acc.add(
+                i * 2,
+                i * 2 + 20,
+                i % 3 == 0,
+                (i % 2) as u32,
+                (i % 5) as u32,
+            );
+        }
+        let mut direct: FxHashMap<(u32, i64, u32, u32), (u64, i64)> = FxHashMap::default();
+        let mut acc2 = SummaryAcc::new(4);
+        for i in 0..64i64 {
+            acc2.add(
+                i * 2,
+                i * 2 + 20,
+                i % 3 == 0,
+                (i % 2) as u32,
+                (i % 5) as u32,
+            );
+        }
+        for ((b, p, t), (c, s)) in acc2.map.drain() {
+            for level in 0..4u32 {
+                let e = direct.entry((level, b >> level, p, t)).or_default();
+                e.0 += c;
+                e.1 += s;
+            }
+        }
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        let mut n = 0;
+        for bc in acc.drain_buckets(4) {
+            let mut sorted = bc.cells.clone();
+            normalize(&mut sorted);
+            assert_eq!(sorted, bc.cells);
+            let blob = encode_cells(&bc.cells, &mut Vec::new(), &mut comp).unwrap();
+            let mut back = Vec::new();
+            decode_cells(&blob, &mut dec, &mut back).unwrap();
+            assert_eq!(back, bc.cells);
+            for c in bc.cells {
+                assert_eq!(
+                    direct[&(bc.level, bc.bucket, c.producer, c.type_id)],
+                    (c.count, c.state_ns)
+                );
+                n += 1;
+            }
+        }
+        assert_eq!(n, direct.len());
+        assert!(decode_cells(&[1, 9, 0], &mut dec, &mut Vec::new()).is_err());
     }
 }

@@ -81,6 +81,8 @@ pub struct TraceWriter {
     summary: SummaryAcc,
     scratch: EncodeScratch,
     compressor: zstd::bulk::Compressor<'static>,
+    decompressor: zstd::bulk::Decompressor<'static>,
+    summary_scratch: Vec<u8>,
     committed: TraceInfo,
     pending_t_min: i64,
     pending_t_max: i64,
@@ -146,8 +148,14 @@ impl TraceWriter {
                 path: path.clone(),
                 source,
             })?;
+        let decompressor = zstd::bulk::Decompressor::new().map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
         Ok(Self {
             conn,
+            decompressor,
+            summary_scratch: Vec::new(),
             summary: SummaryAcc::new(config.summary_base_shift),
             config,
             streams: Vec::new(),
@@ -408,20 +416,54 @@ impl TraceWriter {
         }
         self.begin()?;
         let p = self.path.clone();
-        let rows = self.summary.drain_rows(self.config.summary_levels);
+        let buckets = self.summary.drain_buckets(self.config.summary_levels);
         {
-            let mut st = self
+            // One row per (level, bucket); a bucket already written by an earlier commit
+            // (events arriving late, or a commit inside a bucket) is read back and merged.
+            let mut get = self
+                .conn
+                .prepare_cached("SELECT data FROM summary WHERE level = ?1 AND bucket = ?2")
+                .ctx(&p)?;
+            let mut put = self
                 .conn
                 .prepare_cached(
-                    "INSERT INTO summary (level, bucket, producer, type, count, state_ns)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT (level, bucket, producer, type) DO UPDATE SET
-                        count = count + excluded.count, state_ns = state_ns + excluded.state_ns",
+                    "INSERT OR REPLACE INTO summary (level, bucket, data) VALUES (?1, ?2, ?3)",
                 )
                 .ctx(&p)?;
-            for (level, bucket, producer, ty, count, state_ns) in rows {
-                st.execute(params![level, bucket, producer, ty, count as i64, state_ns])
-                    .ctx(&p)?;
+            let mut old = Vec::new();
+            for b in buckets {
+                old.clear();
+                let mut rows = get.query(params![b.level, b.bucket]).ctx(&p)?;
+                if let Some(r) = rows.next().ctx(&p)? {
+                    let data =
+                        r.get_ref(0)
+                            .ctx(&p)?
+                            .as_blob()
+                            .map_err(|e| StoreError::InvalidValue {
+                                path: p.clone(),
+                                detail: format!("summary row: {e}"),
+                            })?;
+                    summary::decode_cells(data, &mut self.decompressor, &mut old).map_err(
+                        |detail| StoreError::InvalidValue {
+                            path: p.clone(),
+                            detail: format!("summary row ({}, {}): {detail}", b.level, b.bucket),
+                        },
+                    )?;
+                }
+                drop(rows);
+                let cells = if old.is_empty() {
+                    &b.cells
+                } else {
+                    summary::merge_cells(&mut old, &b.cells);
+                    &old
+                };
+                let data =
+                    summary::encode_cells(cells, &mut self.summary_scratch, &mut self.compressor)
+                        .map_err(|source| StoreError::Io {
+                        path: p.clone(),
+                        source,
+                    })?;
+                put.execute(params![b.level, b.bucket, data]).ctx(&p)?;
             }
             let mut st = self
                 .conn
