@@ -7,6 +7,7 @@
 //! behind `socscope aggregate`.
 
 pub mod bench;
+pub mod compare;
 pub mod density;
 pub mod loader;
 pub mod micro;

@@ -1,0 +1,314 @@
+//! Comparing a run with a reference (for stress-reproduction rigs): where, in its own time, does
+//! RUN behave differently from REFERENCE, and who is involved.
+//!
+//! Both traces are read on their own time axis (from their first event) over the same length,
+//! cut into the same slices, as state-duration microscopic models keyed by names (producer, type),
+//! so the two traces need not share ids. The Ocelotl temporal aggregation of the per-slice
+//! absolute difference `|run − reference|` cuts the time axis into windows where the difference
+//! is homogeneous. Each window is scored by the dissimilarity of its state proportions in the two
+//! runs: `Σ_k |x_k − r_k| / Σ_k max(x_k, r_k)` over (producer, state type) keys (0: the same time
+//! in every state for every producer, 1: nothing in common). A window whose score reaches the
+//! threshold is a departure.
+//!
+//! Start here: [`compare`], [`CompareOptions`], [`Comparison`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use socscope_tracedb::{Filter, TimeRange, TraceReader};
+
+use crate::micro::{self, Metric, SliceGrid};
+use crate::ocelotl::{MicroscopicModel, TemporalAggregation};
+
+/// How to compare.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareOptions {
+    /// Slices of the common time axis.
+    pub slices: usize,
+    /// Score from which a window is a departure.
+    pub threshold: f64,
+    /// The p of the temporal aggregation of the differences (normalised qualities).
+    pub p: f64,
+    /// Producers and types listed per window.
+    pub top: usize,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        Self {
+            slices: 100,
+            threshold: 0.35,
+            p: 0.3,
+            top: 5,
+        }
+    }
+}
+
+/// How much one producer or type differs in a window, as fractions of the window's time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Difference {
+    pub name: String,
+    pub reference: f64,
+    pub run: f64,
+    /// `run − reference`.
+    pub delta: f64,
+}
+
+/// A window of the common time axis.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Window {
+    /// Seconds from each trace's start.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Inclusive slice range.
+    pub slices: [usize; 2],
+    /// Dissimilarity of the state proportions, 0 to 1.
+    pub score: f64,
+    /// The score reaches the threshold.
+    pub departure: bool,
+    /// The producers whose state time differs most (all state types together).
+    pub producers: Vec<Difference>,
+    /// The state types whose time differs most (all producers together).
+    pub types: Vec<Difference>,
+}
+
+/// The result of [`compare`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Trace lengths, seconds.
+    pub reference_s: f64,
+    pub run_s: f64,
+    /// Slice length, seconds.
+    pub slice_s: f64,
+    pub p: f64,
+    pub threshold: f64,
+    /// Every window, in time order.
+    pub windows: Vec<Window>,
+    /// How many windows are departures.
+    pub departures: usize,
+}
+
+/// Why a comparison could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Store(#[from] socscope_tracedb::StoreError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// State time per slice keyed by (producer name, type name).
+struct Side {
+    keys: HashMap<(String, String), Vec<f64>>,
+}
+
+fn side(reader: &TraceReader, range: TimeRange, slices: usize) -> Result<Side, CompareError> {
+    let grid = SliceGrid::new(range, slices)
+        .ok_or_else(|| CompareError::Invalid("empty interval".into()))?;
+    let m = micro::build(reader, grid, Metric::Duration, &Filter::all())?;
+    let mut keys: HashMap<(String, String), Vec<f64>> = HashMap::new();
+    for (p, prod) in m.producers.iter().enumerate() {
+        for (u, ty) in m.types.iter().enumerate() {
+            let v: Vec<f64> = (0..slices).map(|t| m.value(t, p, u)).collect();
+            if v.iter().any(|x| *x != 0.0) {
+                // Producers of the same name (e.g. two threads called "worker") add up.
+                let e = keys
+                    .entry((prod.name.clone(), ty.name.clone()))
+                    .or_insert_with(|| vec![0.0; slices]);
+                for (a, b) in e.iter_mut().zip(v) {
+                    *a += b;
+                }
+            }
+        }
+    }
+    Ok(Side { keys })
+}
+
+/// Compares `run` with `reference` (see the module documentation).
+pub fn compare(
+    reference: &TraceReader,
+    run: &TraceReader,
+    options: &CompareOptions,
+) -> Result<Comparison, CompareError> {
+    let slices = options.slices.max(1);
+    let r_range = micro::trace_range(reference)?;
+    let x_range = micro::trace_range(run)?;
+    let len = r_range.len().max(x_range.len()).max(slices as i64);
+    let r = side(
+        reference,
+        TimeRange::new(r_range.start, r_range.start + len),
+        slices,
+    )?;
+    let x = side(
+        run,
+        TimeRange::new(x_range.start, x_range.start + len),
+        slices,
+    )?;
+    let zero = vec![0.0; slices];
+    let mut names: Vec<(String, String)> = r.keys.keys().chain(x.keys.keys()).cloned().collect();
+    names.sort();
+    names.dedup();
+    let get = |s: &'_ Side, k: &(String, String)| -> Vec<f64> {
+        s.keys.get(k).cloned().unwrap_or_else(|| zero.clone())
+    };
+    let rv: Vec<Vec<f64>> = names.iter().map(|k| get(&r, k)).collect();
+    let xv: Vec<Vec<f64>> = names.iter().map(|k| get(&x, k)).collect();
+    let slice_ns = len as f64 / slices as f64;
+
+    // The windows: temporal aggregation of |run − reference|, one producer per key and one
+    // type (the keys already separate types).
+    let ranges: Vec<(usize, usize)> = if names.is_empty() {
+        vec![(0, slices - 1)]
+    } else {
+        let mut values = Vec::with_capacity(slices * names.len());
+        for t in 0..slices {
+            for k in 0..names.len() {
+                values.push((xv[k][t] - rv[k][t]).abs());
+            }
+        }
+        let model = MicroscopicModel::new(slices, names.len(), 1, values)
+            .map_err(|e| CompareError::Invalid(e.to_string()))?;
+        let agg = TemporalAggregation::new(&model, true);
+        agg.best_partition(options.p).ranges().to_vec()
+    };
+
+    let mut windows = Vec::with_capacity(ranges.len());
+    for &(a, b) in &ranges {
+        let n = (b - a + 1) as f64;
+        let span = slice_ns * n;
+        let sums = |v: &[Vec<f64>]| -> Vec<f64> {
+            v.iter()
+                .map(|s| s[a..=b].iter().sum::<f64>() / span)
+                .collect()
+        };
+        let (rs, xs) = (sums(&rv), sums(&xv));
+        let (mut diff, mut both) = (0.0, 0.0);
+        for (r, x) in rs.iter().zip(&xs) {
+            diff += (x - r).abs();
+            both += x.max(*r);
+        }
+        let score = if both > 0.0 { diff / both } else { 0.0 };
+        let mut by_producer: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        let mut by_type: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for (k, (p, ty)) in names.iter().enumerate() {
+            for m in [
+                by_producer.entry(p).or_default(),
+                by_type.entry(ty).or_default(),
+            ] {
+                m.0 += rs[k];
+                m.1 += xs[k];
+            }
+        }
+        let top = |m: BTreeMap<&str, (f64, f64)>| -> Vec<Difference> {
+            let mut d: Vec<Difference> = m
+                .into_iter()
+                .map(|(name, (r, x))| Difference {
+                    name: name.to_owned(),
+                    reference: r,
+                    run: x,
+                    delta: x - r,
+                })
+                .filter(|d| d.delta != 0.0)
+                .collect();
+            d.sort_by(|a, b| {
+                b.delta
+                    .abs()
+                    .total_cmp(&a.delta.abs())
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+            d.truncate(options.top);
+            d
+        };
+        windows.push(Window {
+            start_s: a as f64 * slice_ns * 1e-9,
+            end_s: (b + 1) as f64 * slice_ns * 1e-9,
+            slices: [a, b],
+            score,
+            departure: score >= options.threshold,
+            producers: top(by_producer),
+            types: top(by_type),
+        });
+    }
+    Ok(Comparison {
+        reference_s: r_range.len() as f64 * 1e-9,
+        run_s: x_range.len() as f64 * 1e-9,
+        slice_s: slice_ns * 1e-9,
+        p: options.p,
+        threshold: options.threshold,
+        departures: windows.iter().filter(|w| w.departure).count(),
+        windows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{self, Spec};
+    use socscope_tracedb::Event;
+
+    /// Two threads alternating `running` every 100 ns for 10 µs; `extra` adds a third thread
+    /// running through [4000, 6000).
+    fn trace(extra: bool) -> Spec {
+        let mut events = Vec::new();
+        for i in 0..100 {
+            let p = if i % 2 == 0 { 11 } else { 12 };
+            events.push(Event::state(i * 100, i * 100 + 100, 0, 1, p, Some(0)));
+        }
+        // The traces end at 9999 whatever their states' ends: both are 10 µs long.
+        events.push(Event::punctual(9999, 2, 11, Some(0)));
+        if extra {
+            for i in 0..20 {
+                events.push(Event::state(
+                    4000 + i * 100,
+                    4100 + i * 100,
+                    0,
+                    1,
+                    10,
+                    Some(1),
+                ));
+            }
+        }
+        Spec { events }
+    }
+
+    #[test]
+    fn identical_traces_have_no_departure() {
+        let (_a, pa) = testutil::write_spec(&trace(false));
+        let (_b, pb) = testutil::write_spec(&trace(false));
+        let c = compare(
+            &TraceReader::open(&pa).unwrap(),
+            &TraceReader::open(&pb).unwrap(),
+            &CompareOptions {
+                slices: 50,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(c.departures, 0);
+        assert!(c.windows.iter().all(|w| w.score == 0.0));
+    }
+
+    #[test]
+    fn the_extra_activity_window_is_the_only_departure() {
+        let (_a, pa) = testutil::write_spec(&trace(false));
+        let (_b, pb) = testutil::write_spec(&trace(true));
+        let c = compare(
+            &TraceReader::open(&pa).unwrap(),
+            &TraceReader::open(&pb).unwrap(),
+            &CompareOptions {
+                slices: 50,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let flagged: Vec<&Window> = c.windows.iter().filter(|w| w.departure).collect();
+        assert_eq!(c.departures, 1, "{:#?}", c.windows);
+        let w = flagged[0];
+        assert_eq!(w.slices, [20, 29]);
+        assert!((w.start_s - 4000e-9).abs() < 2e-9 && (w.end_s - 6000e-9).abs() < 2e-9);
+        assert_eq!(w.producers[0].name, "app");
+        assert!((w.producers[0].delta - 1.0).abs() < 1e-3);
+        assert_eq!(w.types[0].name, "running");
+        assert!((w.score - 0.5).abs() < 1e-12, "{}", w.score);
+    }
+}
