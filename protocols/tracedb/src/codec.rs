@@ -132,13 +132,6 @@ impl<'a> ByteReader<'a> {
         self.pos = end;
         Ok(s)
     }
-
-    /// A column: varint length then that many bytes.
-    pub(crate) fn column(&mut self) -> Result<ByteReader<'a>, String> {
-        let len = self.uvarint()?;
-        let len = usize::try_from(len).map_err(|_| "column length overflows".to_string())?;
-        Ok(ByteReader::new(self.bytes(len)?))
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,13 +281,82 @@ pub(crate) struct ChunkMeta {
     pub(crate) producers: Vec<ProducerId>,
 }
 
+/// Events per independently compressed block of a chunk (the last block may hold fewer).
+pub const BLOCK_EVENTS: usize = 512;
+
 /// Scratch space reused by [`encode_chunk`].
 #[derive(Default)]
 pub(crate) struct EncodeScratch {
     order: Vec<u32>,
     body: Vec<u8>,
     col: Vec<u8>,
+    frames: Vec<u8>,
     pub(crate) set: Vec<u32>,
+}
+
+/// Appends the column-encoded body of the events `order` (time-sorted) of `buf` to `body`.
+fn encode_block(
+    buf: &ColumnBuffer,
+    category: EventCategory,
+    order: &[u32],
+    body: &mut Vec<u8>,
+    col: &mut Vec<u8>,
+) {
+    let flush = |body: &mut Vec<u8>, col: &mut Vec<u8>| {
+        put_uvarint(body, col.len() as u64);
+        body.extend_from_slice(col);
+        col.clear();
+    };
+    col.clear();
+    let mut prev = 0i64;
+    for (k, &i) in order.iter().enumerate() {
+        let t = buf.ts[i as usize];
+        if k == 0 {
+            put_uvarint(col, zigzag(t));
+        } else {
+            put_uvarint(col, t.wrapping_sub(prev) as u64);
+        }
+        prev = t;
+    }
+    flush(body, col);
+    for &i in order {
+        put_uvarint(col, u64::from(buf.ty[i as usize]));
+    }
+    flush(body, col);
+    for &i in order {
+        put_uvarint(col, u64::from(buf.producer[i as usize]));
+    }
+    flush(body, col);
+    match category {
+        EventCategory::State | EventCategory::Link => {
+            for &i in order {
+                let i = i as usize;
+                put_uvarint(col, zigzag(buf.end[i].wrapping_sub(buf.ts[i])));
+            }
+            flush(body, col);
+            for &i in order {
+                put_uvarint(col, u64::from(buf.aux[i as usize]));
+            }
+            flush(body, col);
+        }
+        EventCategory::Variable => {
+            for &i in order {
+                col.extend_from_slice(&buf.value[i as usize].to_le_bytes());
+            }
+            flush(body, col);
+        }
+        EventCategory::Punctual => {}
+    }
+    for &i in order {
+        let i = i as usize;
+        let from = buf.param_off[i] as usize;
+        let to = buf
+            .param_off
+            .get(i + 1)
+            .map_or(buf.params.len(), |&o| o as usize);
+        col.extend_from_slice(&buf.params[from..to]);
+    }
+    flush(body, col);
 }
 
 /// Encodes a buffer as a chunk blob (sorting by timestamp, stable) and reports its metadata.
@@ -315,72 +377,36 @@ pub(crate) fn encode_chunk(
         order.sort_by_key(|&i| buf.ts[i as usize]);
     }
     let has_end = matches!(category, EventCategory::State | EventCategory::Link);
-    let body = &mut scratch.body;
-    body.clear();
-    put_uvarint(body, n as u64);
-    body.push(category.code());
-    put_uvarint(body, cpu.map_or(0, |c| u64::from(c) + 1));
-
-    let col = &mut scratch.col;
-    let flush = |body: &mut Vec<u8>, col: &mut Vec<u8>| {
-        put_uvarint(body, col.len() as u64);
-        body.extend_from_slice(col);
-        col.clear();
-    };
-
-    // timestamps
-    col.clear();
-    let mut prev = 0i64;
-    for (k, &i) in order.iter().enumerate() {
-        let t = buf.ts[i as usize];
-        if k == 0 {
-            put_uvarint(col, zigzag(t));
+    let n_blocks = n.div_ceil(BLOCK_EVENTS);
+    let mut blob = Vec::with_capacity(n * 6 + 64);
+    blob.push(CHUNK_FORMAT);
+    put_uvarint(&mut blob, n as u64);
+    blob.push(category.code());
+    put_uvarint(&mut blob, cpu.map_or(0, |c| u64::from(c) + 1));
+    put_uvarint(&mut blob, n_blocks as u64);
+    let frames = &mut scratch.frames;
+    frames.clear();
+    let mut prev_first = 0i64;
+    for (b, block) in order.chunks(BLOCK_EVENTS).enumerate() {
+        let body = &mut scratch.body;
+        body.clear();
+        encode_block(buf, category, block, body, &mut scratch.col);
+        let frame = compressor.compress(body)?;
+        let first = buf.ts[block[0] as usize];
+        put_uvarint(&mut blob, block.len() as u64);
+        if b == 0 {
+            put_uvarint(&mut blob, zigzag(first));
         } else {
-            put_uvarint(col, t.wrapping_sub(prev) as u64);
+            put_uvarint(&mut blob, first.wrapping_sub(prev_first) as u64);
         }
-        prev = t;
+        prev_first = first;
+        put_uvarint(&mut blob, body.len() as u64);
+        put_uvarint(&mut blob, frame.len() as u64);
+        frames.extend_from_slice(&frame);
     }
-    flush(body, col);
-    for &i in order.iter() {
-        put_uvarint(col, u64::from(buf.ty[i as usize]));
-    }
-    flush(body, col);
-    for &i in order.iter() {
-        put_uvarint(col, u64::from(buf.producer[i as usize]));
-    }
-    flush(body, col);
-    let mut end_max = i64::MIN;
-    match category {
-        EventCategory::State | EventCategory::Link => {
-            for &i in order.iter() {
-                let i = i as usize;
-                put_uvarint(col, zigzag(buf.end[i].wrapping_sub(buf.ts[i])));
-            }
-            flush(body, col);
-            for &i in order.iter() {
-                put_uvarint(col, u64::from(buf.aux[i as usize]));
-            }
-            flush(body, col);
-        }
-        EventCategory::Variable => {
-            for &i in order.iter() {
-                col.extend_from_slice(&buf.value[i as usize].to_le_bytes());
-            }
-            flush(body, col);
-        }
-        EventCategory::Punctual => {}
-    }
-    for &i in order.iter() {
-        let i = i as usize;
-        let from = buf.param_off[i] as usize;
-        let to = buf
-            .param_off
-            .get(i + 1)
-            .map_or(buf.params.len(), |&o| o as usize);
-        col.extend_from_slice(&buf.params[from..to]);
-    }
-    flush(body, col);
+    blob.extend_from_slice(frames);
 
+    let mut end_max = i64::MIN;
     for &i in order.iter() {
         let i = i as usize;
         let end = if has_end {
@@ -391,11 +417,6 @@ pub(crate) fn encode_chunk(
         end_max = end_max.max(end);
         visit(buf.ts[i], end, buf.ty[i], buf.producer[i]);
     }
-
-    let mut blob = Vec::with_capacity(body.len() / 3 + 16);
-    blob.push(CHUNK_FORMAT);
-    put_uvarint(&mut blob, body.len() as u64);
-    blob.extend_from_slice(&compressor.compress(body)?);
 
     let set = &mut scratch.set;
     set.clear();
@@ -486,31 +507,29 @@ impl DecodedChunk {
     }
 }
 
-/// Decodes a chunk blob; every byte is checked, so garbage gives an error, never a panic.
-pub(crate) fn decode_chunk(
+/// One block of a chunk, as described by the chunk header.
+#[derive(Debug, Clone, Copy, Default)]
+struct BlockRef {
+    count: usize,
+    first_ts: Timestamp,
+    /// Index in the chunk of the block's first event.
+    first_index: usize,
+    body_len: usize,
+    /// `[start, end)` of its zstd frame in the blob.
+    frame: (usize, usize),
+}
+
+/// Parses a chunk header: events, category, CPU and the block table (frames checked to tile
+/// the rest of the blob exactly).
+fn parse_header(
     blob: &[u8],
-    decompressor: &mut zstd::bulk::Decompressor<'static>,
-    out: &mut DecodedChunk,
-) -> Result<(), String> {
-    let mut head = ByteReader::new(blob);
-    let format = head.u8()?;
+    blocks: &mut Vec<BlockRef>,
+) -> Result<(usize, EventCategory, Option<Cpu>), String> {
+    let mut r = ByteReader::new(blob);
+    let format = r.u8()?;
     if format != CHUNK_FORMAT {
         return Err(format!("chunk format {format}, expected {CHUNK_FORMAT}"));
     }
-    let raw_len = head.uvarint()?;
-    if raw_len > MAX_BODY_BYTES {
-        return Err(format!("declared body of {raw_len} bytes is too large"));
-    }
-    let body = decompressor
-        .decompress(&blob[head.pos()..], raw_len as usize)
-        .map_err(|e| format!("zstd: {e}"))?;
-    if body.len() as u64 != raw_len {
-        return Err(format!(
-            "body is {} bytes, header says {raw_len}",
-            body.len()
-        ));
-    }
-    let mut r = ByteReader::new(&body);
     let n = r.uvarint()?;
     if n as usize > MAX_CHUNK_EVENTS || n == 0 {
         return Err(format!("chunk claims {n} events"));
@@ -524,6 +543,196 @@ pub(crate) fn decode_chunk(
         c @ 1..=0x1_0000 => Some((c - 1) as u16),
         c => return Err(format!("cpu {c} out of range")),
     };
+    let nb = r.uvarint()?;
+    if nb == 0 || nb > n as u64 {
+        return Err(format!("chunk of {n} events claims {nb} blocks"));
+    }
+    blocks.clear();
+    let mut first_index = 0usize;
+    let mut t = 0i64;
+    let mut off = 0usize;
+    for b in 0..nb {
+        let count = r.uvarint()?;
+        if count == 0 || count > (n - first_index) as u64 {
+            return Err(format!("block {b} claims {count} events"));
+        }
+        let d = r.uvarint()?;
+        t = if b == 0 {
+            unzigzag(d)
+        } else {
+            t.wrapping_add(d as i64)
+        };
+        let body_len = r.uvarint()?;
+        if body_len > MAX_BODY_BYTES {
+            return Err(format!(
+                "declared block body of {body_len} bytes is too large"
+            ));
+        }
+        let frame_len = usize::try_from(r.uvarint()?).map_err(|_| "frame length overflows")?;
+        let end = off
+            .checked_add(frame_len)
+            .ok_or_else(|| "frame length overflows".to_string())?;
+        blocks.push(BlockRef {
+            count: count as usize,
+            first_ts: t,
+            first_index,
+            body_len: body_len as usize,
+            frame: (off, end),
+        });
+        first_index += count as usize;
+        off = end;
+    }
+    if first_index != n {
+        return Err(format!("blocks hold {first_index} events, chunk says {n}"));
+    }
+    let base = r.pos();
+    if base.checked_add(off) != Some(blob.len()) {
+        return Err(format!(
+            "block frames take {off} bytes, {} are left",
+            blob.len() - base
+        ));
+    }
+    for b in blocks.iter_mut() {
+        b.frame = (b.frame.0 + base, b.frame.1 + base);
+    }
+    Ok((n, category, cpu))
+}
+
+/// The fixed columns of one decoded block, and where its params column is in the body.
+#[derive(Debug, Default)]
+struct BlockCols {
+    ts: Vec<i64>,
+    ty: Vec<u32>,
+    pr: Vec<u32>,
+    end: Vec<i64>,
+    aux: Vec<u32>,
+    val: Vec<f64>,
+    par: (usize, usize),
+}
+
+/// Decompresses block `b` of `frames` (the blob bytes from `frames_from` on) into `body`.
+fn decompress_block(
+    b: &BlockRef,
+    frames: &[u8],
+    frames_from: usize,
+    body: &mut Vec<u8>,
+    decompressor: &mut zstd::bulk::Decompressor<'static>,
+) -> LazyResult<()> {
+    let frame = frames
+        .get(b.frame.0 - frames_from..b.frame.1 - frames_from)
+        .ok_or("block frame out of range")?;
+    body.clear();
+    body.reserve(b.body_len);
+    let got = decompressor
+        .decompress_to_buffer(frame, body)
+        .map_err(|_| "zstd cannot decompress a block")?;
+    if got != b.body_len || body.len() != b.body_len {
+        return Err("block body length differs from the chunk header");
+    }
+    Ok(())
+}
+
+/// Decodes the fixed columns of a block body (every byte checked).
+fn decode_block(
+    body: &[u8],
+    b: &BlockRef,
+    category: EventCategory,
+    out: &mut BlockCols,
+) -> LazyResult<()> {
+    let n = b.count;
+    let mut p = 0usize;
+    fn column<'a>(body: &'a [u8], p: &mut usize) -> LazyResult<&'a [u8]> {
+        let len = usize::try_from(get_uvarint(body, p)?).map_err(|_| "column length overflows")?;
+        get_bytes(body, p, len).map_err(|_| "column runs past the end of its block")
+    }
+    let col = |p: &mut usize| column(body, p);
+    fn done(c: &[u8], q: usize) -> LazyResult<()> {
+        if q == c.len() {
+            Ok(())
+        } else {
+            Err("trailing bytes in a column")
+        }
+    }
+    out.ts.clear();
+    out.ty.clear();
+    out.pr.clear();
+    out.end.clear();
+    out.aux.clear();
+    out.val.clear();
+    let c = col(&mut p)?;
+    let mut q = 0;
+    let mut t = unzigzag(get_uvarint(c, &mut q)?);
+    if t != b.first_ts {
+        return Err("block's first timestamp differs from the chunk header");
+    }
+    out.ts.push(t);
+    for _ in 1..n {
+        t = t.wrapping_add(get_uvarint(c, &mut q)? as i64);
+        out.ts.push(t);
+    }
+    done(c, q)?;
+    let c = col(&mut p)?;
+    let mut q = 0;
+    for _ in 0..n {
+        out.ty
+            .push(u32::try_from(get_uvarint(c, &mut q)?).map_err(|_| "type id overflows u32")?);
+    }
+    done(c, q)?;
+    let c = col(&mut p)?;
+    let mut q = 0;
+    for _ in 0..n {
+        out.pr
+            .push(u32::try_from(get_uvarint(c, &mut q)?).map_err(|_| "producer id overflows u32")?);
+    }
+    done(c, q)?;
+    match category {
+        EventCategory::State | EventCategory::Link => {
+            let c = col(&mut p)?;
+            let mut q = 0;
+            for k in 0..n {
+                let d = unzigzag(get_uvarint(c, &mut q)?);
+                out.end.push(out.ts[k].wrapping_add(d));
+            }
+            done(c, q)?;
+            let c = col(&mut p)?;
+            let mut q = 0;
+            for _ in 0..n {
+                out.aux.push(
+                    u32::try_from(get_uvarint(c, &mut q)?)
+                        .map_err(|_| "depth/target overflows u32")?,
+                );
+            }
+            done(c, q)?;
+        }
+        EventCategory::Variable => {
+            let c = col(&mut p)?;
+            if c.len() != n * 8 {
+                return Err("value column has the wrong length");
+            }
+            out.val.extend(c.chunks_exact(8).map(|w| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(w);
+                f64::from_le_bytes(a)
+            }));
+        }
+        EventCategory::Punctual => {}
+    }
+    let c = col(&mut p)?;
+    out.par = (p - c.len(), p);
+    if p != body.len() {
+        return Err("trailing bytes after the columns of a block");
+    }
+    Ok(())
+}
+
+/// Decodes a chunk blob; every byte is checked, so garbage gives an error, never a panic.
+pub(crate) fn decode_chunk(
+    blob: &[u8],
+    decompressor: &mut zstd::bulk::Decompressor<'static>,
+    out: &mut DecodedChunk,
+) -> Result<(), String> {
+    let mut blocks = Vec::new();
+    let (n, category, cpu) = parse_header(blob, &mut blocks)?;
     out.category = Some(category);
     out.cpu = cpu;
     out.ts.clear();
@@ -534,62 +743,30 @@ pub(crate) fn decode_chunk(
     out.value.clear();
     out.params.clear();
     out.param_off.clear();
-
-    let mut c = r.column()?;
-    let mut t = 0i64;
-    for k in 0..n {
-        let v = c.uvarint()?;
-        t = if k == 0 {
-            unzigzag(v)
-        } else {
-            t.wrapping_add(v as i64)
-        };
-        out.ts.push(t);
-    }
-    let mut c = r.column()?;
-    for _ in 0..n {
-        out.ty
-            .push(u32::try_from(c.uvarint()?).map_err(|_| "type id overflows u32")?);
-    }
-    let mut c = r.column()?;
-    for _ in 0..n {
-        out.producer
-            .push(u32::try_from(c.uvarint()?).map_err(|_| "producer id overflows u32")?);
-    }
-    match category {
-        EventCategory::State | EventCategory::Link => {
-            let mut c = r.column()?;
-            for k in 0..n {
-                out.end.push(out.ts[k].wrapping_add(unzigzag(c.uvarint()?)));
-            }
-            let mut c = r.column()?;
-            for _ in 0..n {
-                out.aux
-                    .push(u32::try_from(c.uvarint()?).map_err(|_| "depth/target overflows u32")?);
-            }
+    let mut body = Vec::new();
+    let mut cols = BlockCols::default();
+    for b in &blocks {
+        decompress_block(b, blob, 0, &mut body, decompressor)?;
+        decode_block(&body, b, category, &mut cols)?;
+        out.ts.extend_from_slice(&cols.ts);
+        out.ty.extend_from_slice(&cols.ty);
+        out.producer.extend_from_slice(&cols.pr);
+        out.end.extend_from_slice(&cols.end);
+        out.aux.extend_from_slice(&cols.aux);
+        out.value.extend_from_slice(&cols.val);
+        let pbytes = &body[cols.par.0..cols.par.1];
+        let base = out.params.len();
+        let mut pr = ByteReader::new(pbytes);
+        for _ in 0..b.count {
+            out.param_off.push((base + pr.pos()) as u32);
+            walk_params(&mut pr, None)?;
         }
-        EventCategory::Variable => {
-            let mut c = r.column()?;
-            for _ in 0..n {
-                let b = c.bytes(8)?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                out.value.push(f64::from_le_bytes(a));
-            }
+        if !pr.is_empty() {
+            return Err("trailing bytes in the params column".into());
         }
-        EventCategory::Punctual => {}
+        out.params.extend_from_slice(pbytes);
     }
-    let c = r.column()?;
-    let pbytes = c.buf;
-    let mut pr = ByteReader::new(pbytes);
-    for _ in 0..n {
-        out.param_off.push(pr.pos() as u32);
-        walk_params(&mut pr, None)?;
-    }
-    if !pr.is_empty() {
-        return Err("trailing bytes in the params column".into());
-    }
-    out.params.extend_from_slice(pbytes);
+    debug_assert_eq!(out.ts.len(), n);
     Ok(())
 }
 
@@ -633,39 +810,6 @@ fn get_uvarint_slow(buf: &[u8], pos: &mut usize) -> LazyResult<u64> {
             return Err("varint longer than 10 bytes");
         }
     }
-}
-
-/// Skips `n` varints (counting their last bytes).
-#[inline]
-fn skip_uvarints(buf: &[u8], pos: &mut usize, n: usize) -> LazyResult<()> {
-    let mut left = n;
-    let mut p = *pos;
-    while left > 0 {
-        let Some(rest) = buf.get(p..) else {
-            return Err("varint runs past the end of its column");
-        };
-        // Whole 8-byte words at a time while far from the target.
-        if left >= 8 && rest.len() >= 8 {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&rest[..8]);
-            let w = u64::from_le_bytes(a);
-            let ends = (!w & 0x8080_8080_8080_8080).count_ones() as usize;
-            if ends <= left {
-                left -= ends;
-                p += 8;
-                continue;
-            }
-        }
-        let Some(&b) = rest.first() else {
-            return Err("varint runs past the end of its column");
-        };
-        p += 1;
-        if b < 0x80 {
-            left -= 1;
-        }
-    }
-    *pos = p;
-    Ok(())
 }
 
 #[inline]
@@ -737,35 +881,35 @@ fn parse_params(buf: &[u8], pos: &mut usize) -> LazyResult<Vec<ParamValue>> {
     Ok(out)
 }
 
-/// Column indexes of a [`ChunkCursor`].
-const C_TS: usize = 0;
-const C_TY: usize = 1;
-const C_PR: usize = 2;
-const C_DUR: usize = 3;
-const C_AUX: usize = 4;
-const C_VAL: usize = 5;
-const C_PAR: usize = 6;
-
-/// A chunk read sequentially: the body is decompressed once (into a buffer reused across
-/// chunks), then each column is walked with its own cursor, decoding only the events a query
-/// passes over; parameters are parsed only for the events returned.
+/// A chunk read sequentially, one block at a time: a block is decompressed (into buffers
+/// reused across chunks) and its fixed columns decoded only when the cursor reaches it, and
+/// seeking jumps over whole blocks by their first timestamps; parameters are parsed only for
+/// the events returned.
 ///
 /// Every read is bounds-checked, so a corrupt chunk gives an error, never a panic; the parts
 /// of a chunk a query skips are checked only as far as skipping needs.
 #[derive(Debug, Default)]
 pub(crate) struct ChunkCursor {
     pub(crate) id: i64,
-    body: Vec<u8>,
+    /// The blob's frames from the first block the cursor may visit on.
+    frames: Vec<u8>,
+    /// Offset in the blob of `frames[0]`.
+    frames_from: usize,
+    blocks: Vec<BlockRef>,
     n: usize,
     category: Option<EventCategory>,
     cpu: Option<Cpu>,
-    /// `[start, end)` of each column inside `body` (empty for absent columns).
-    cols: [(usize, usize); 7],
-    /// Position of the next entry of each column; for `C_PAR`, the start of the current record.
-    pos: [usize; 7],
+    /// The current block (`blocks.len()` once exhausted).
+    block: usize,
+    body: Vec<u8>,
+    cols: BlockCols,
+    /// Index of the current event in its block.
+    bidx: usize,
+    /// Start of the current event's parameter record in `body`.
+    par_pos: usize,
     /// End of the current event's parameter record, once known.
     par_end: Option<usize>,
-    /// Index of the current event (`n` once exhausted).
+    /// Index of the current event in the chunk (`n` once exhausted).
     idx: usize,
     /// Fields of the current event.
     pub(crate) ts: Timestamp,
@@ -777,80 +921,71 @@ pub(crate) struct ChunkCursor {
 }
 
 impl ChunkCursor {
-    /// Decompresses `blob` and positions the cursor on its first event.
+    /// Reads the chunk header of `blob` and positions the cursor on its first event at or
+    /// after `from` (blocks before the one holding it are neither copied nor decompressed).
     pub(crate) fn load(
         &mut self,
         id: i64,
         blob: &[u8],
+        from: Timestamp,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> Result<(), String> {
         self.id = id;
-        let mut head = ByteReader::new(blob);
-        let format = head.u8()?;
-        if format != CHUNK_FORMAT {
-            return Err(format!("chunk format {format}, expected {CHUNK_FORMAT}"));
-        }
-        let raw_len = head.uvarint()?;
-        if raw_len > MAX_BODY_BYTES {
-            return Err(format!("declared body of {raw_len} bytes is too large"));
-        }
-        self.body.clear();
-        self.body.reserve(raw_len as usize);
-        let got = decompressor
-            .decompress_to_buffer(&blob[head.pos()..], &mut self.body)
-            .map_err(|e| format!("zstd: {e}"))?;
-        if got as u64 != raw_len || self.body.len() as u64 != raw_len {
-            return Err(format!("body is {got} bytes, header says {raw_len}"));
-        }
-        let mut r = ByteReader::new(&self.body);
-        let n = r.uvarint()?;
-        if n as usize > MAX_CHUNK_EVENTS || n == 0 {
-            return Err(format!("chunk claims {n} events"));
-        }
-        let cat_code = r.u8()?;
-        let category = EventCategory::from_code(cat_code)
-            .ok_or_else(|| format!("unknown category {cat_code}"))?;
-        let cpu = match r.uvarint()? {
-            0 => None,
-            c @ 1..=0x1_0000 => Some((c - 1) as u16),
-            c => return Err(format!("cpu {c} out of range")),
-        };
-        let col = |r: &mut ByteReader<'_>| -> Result<(usize, usize), String> {
-            let len = r.uvarint()?;
-            let len = usize::try_from(len).map_err(|_| "column length overflows".to_string())?;
-            let start = r.pos();
-            r.bytes(len)?;
-            Ok((start, start + len))
-        };
-        let mut cols = [(0usize, 0usize); 7];
-        cols[C_TS] = col(&mut r)?;
-        cols[C_TY] = col(&mut r)?;
-        cols[C_PR] = col(&mut r)?;
-        match category {
-            EventCategory::State | EventCategory::Link => {
-                cols[C_DUR] = col(&mut r)?;
-                cols[C_AUX] = col(&mut r)?;
-            }
-            EventCategory::Variable => cols[C_VAL] = col(&mut r)?,
-            EventCategory::Punctual => {}
-        }
-        cols[C_PAR] = col(&mut r)?;
-        self.n = n as usize;
+        let (n, category, cpu) = parse_header(blob, &mut self.blocks)?;
+        self.n = n;
         self.category = Some(category);
         self.cpu = cpu;
-        self.cols = cols;
-        for (p, c) in self.pos.iter_mut().zip(cols.iter()) {
-            *p = c.0;
-        }
-        self.par_end = None;
-        self.idx = 0;
-        let ts_col = self.col(C_TS);
-        let mut p = 0;
-        let t = unzigzag(get_uvarint(ts_col, &mut p)?);
-        self.pos[C_TS] += p;
-        self.ts = t;
-        self.read_fields().map_err(str::to_string)?;
+        let j = self
+            .blocks
+            .partition_point(|b| b.first_ts < from)
+            .saturating_sub(1);
+        self.frames_from = self.blocks[j].frame.0;
+        self.frames.clear();
+        self.frames.extend_from_slice(&blob[self.frames_from..]);
+        self.enter_block(j, decompressor)?;
+        self.seek(from, decompressor)?;
         Ok(())
+    }
+
+    /// Decompresses and decodes block `j` and moves to its first event.
+    fn enter_block(
+        &mut self,
+        j: usize,
+        decompressor: &mut zstd::bulk::Decompressor<'static>,
+    ) -> LazyResult<()> {
+        let b = self.blocks[j];
+        decompress_block(
+            &b,
+            &self.frames,
+            self.frames_from,
+            &mut self.body,
+            decompressor,
+        )?;
+        decode_block(&self.body, &b, self.category(), &mut self.cols)?;
+        self.block = j;
+        self.bidx = 0;
+        self.idx = b.first_index;
+        self.par_pos = self.cols.par.0;
+        self.par_end = None;
+        self.set_fields();
+        Ok(())
+    }
+
+    #[inline]
+    fn set_fields(&mut self) {
+        let i = self.bidx;
+        let c = &self.cols;
+        self.ts = c.ts[i];
+        self.ty = c.ty[i];
+        self.producer = c.pr[i];
+        match self.category {
+            Some(EventCategory::State | EventCategory::Link) => {
+                self.end = c.end[i];
+                self.aux = c.aux[i];
+            }
+            Some(EventCategory::Variable) => self.value = c.val[i],
+            _ => {}
+        }
     }
 
     /// Number of events in the chunk.
@@ -870,12 +1005,6 @@ impl ChunkCursor {
         self.idx
     }
 
-    #[inline]
-    fn col(&self, c: usize) -> &[u8] {
-        let (a, b) = self.cols[c];
-        &self.body[a..b]
-    }
-
     /// Category of the events.
     pub(crate) fn category(&self) -> EventCategory {
         self.category.unwrap_or(EventCategory::Punctual)
@@ -890,141 +1019,105 @@ impl ChunkCursor {
         }
     }
 
-    /// Decodes the non-timestamp fixed columns of the current event (its ts is known).
+    /// The params column of the current block (positions in it are positions in `body`).
     #[inline]
-    fn read_fields(&mut self) -> LazyResult<()> {
-        let (body, cols, pos) = (&self.body, &self.cols, &mut self.pos);
-        let col = |c: usize| &body[cols[c].0..cols[c].1];
-        let rel = |c: usize, p: &[usize; 7]| p[c] - cols[c].0;
-        let mut p = rel(C_TY, pos);
-        self.ty =
-            u32::try_from(get_uvarint(col(C_TY), &mut p)?).map_err(|_| "type id overflows u32")?;
-        pos[C_TY] = cols[C_TY].0 + p;
-        let mut p = rel(C_PR, pos);
-        self.producer = u32::try_from(get_uvarint(col(C_PR), &mut p)?)
-            .map_err(|_| "producer id overflows u32")?;
-        pos[C_PR] = cols[C_PR].0 + p;
-        match self.category {
-            Some(EventCategory::State | EventCategory::Link) => {
-                let mut p = rel(C_DUR, pos);
-                self.end = self
-                    .ts
-                    .wrapping_add(unzigzag(get_uvarint(col(C_DUR), &mut p)?));
-                pos[C_DUR] = cols[C_DUR].0 + p;
-                let mut p = rel(C_AUX, pos);
-                self.aux = u32::try_from(get_uvarint(col(C_AUX), &mut p)?)
-                    .map_err(|_| "depth/target overflows u32")?;
-                pos[C_AUX] = cols[C_AUX].0 + p;
-            }
-            Some(EventCategory::Variable) => {
-                let mut p = rel(C_VAL, pos);
-                self.value = get_f64(col(C_VAL), &mut p)?;
-                pos[C_VAL] = cols[C_VAL].0 + p;
-            }
-            _ => {}
-        }
-        Ok(())
+    fn par_col(&self) -> &[u8] {
+        &self.body[..self.cols.par.1]
     }
 
     /// Moves to the next event.
     #[inline]
-    pub(crate) fn advance(&mut self) -> LazyResult<()> {
+    pub(crate) fn advance(
+        &mut self,
+        decompressor: &mut zstd::bulk::Decompressor<'static>,
+    ) -> LazyResult<()> {
         if self.idx >= self.n {
             return Ok(());
         }
-        self.pos[C_PAR] = match self.par_end.take() {
+        self.par_pos = match self.par_end.take() {
             Some(e) => e,
             None => {
-                let start = self.cols[C_PAR].0;
-                let mut p = self.pos[C_PAR] - start;
-                skip_params(self.col(C_PAR), &mut p)?;
-                start + p
+                let mut p = self.par_pos;
+                skip_params(self.par_col(), &mut p)?;
+                p
             }
         };
         self.idx += 1;
-        if self.idx == self.n {
-            if self.pos[C_PAR] != self.cols[C_PAR].1 {
-                return Err("trailing bytes in the params column");
-            }
+        self.bidx += 1;
+        if self.bidx < self.cols.ts.len() {
+            self.set_fields();
             return Ok(());
         }
-        let start = self.cols[C_TS].0;
-        let mut p = self.pos[C_TS] - start;
-        let d = get_uvarint(self.col(C_TS), &mut p)?;
-        self.pos[C_TS] = start + p;
-        self.ts = self.ts.wrapping_add(d as i64);
-        self.read_fields()
+        self.next_block(decompressor)
+    }
+
+    #[inline(never)]
+    fn next_block(
+        &mut self,
+        decompressor: &mut zstd::bulk::Decompressor<'static>,
+    ) -> LazyResult<()> {
+        if self.par_pos != self.cols.par.1 {
+            return Err("trailing bytes in the params column");
+        }
+        if self.block + 1 < self.blocks.len() {
+            self.enter_block(self.block + 1, decompressor)
+        } else {
+            self.block = self.blocks.len();
+            self.idx = self.n;
+            Ok(())
+        }
     }
 
     /// Moves forward to the first event starting at or after `t` (or past the end).
-    pub(crate) fn seek(&mut self, t: Timestamp) -> LazyResult<()> {
+    pub(crate) fn seek(
+        &mut self,
+        t: Timestamp,
+        decompressor: &mut zstd::bulk::Decompressor<'static>,
+    ) -> LazyResult<()> {
         if self.idx >= self.n || self.ts >= t {
             return Ok(());
         }
-        // Walk the timestamps alone, then skip the other columns in bulk.
-        let start = self.cols[C_TS].0;
-        let mut p = self.pos[C_TS] - start;
-        let mut ts = self.ts;
-        let mut k = 0usize;
-        let col = self.col(C_TS);
-        while ts < t && self.idx + k + 1 < self.n {
-            ts = ts.wrapping_add(get_uvarint(col, &mut p)? as i64);
-            k += 1;
+        // Whole blocks first: a block whose successor starts before t holds nothing at or
+        // after t.
+        let mut j = self.block;
+        while j + 1 < self.blocks.len() && self.blocks[j + 1].first_ts < t {
+            j += 1;
         }
-        if ts < t {
-            // Nothing at or after t: exhaust (skipping checks the rest of the params column).
-            while self.idx < self.n {
-                self.advance()?;
+        if j != self.block {
+            self.enter_block(j, decompressor)?;
+            if self.ts >= t {
+                return Ok(());
+            }
+        }
+        let k = self.cols.ts[self.bidx..].partition_point(|&x| x < t);
+        if self.bidx + k == self.cols.ts.len() {
+            // Nothing at or after t in this block: the next one (if any) starts at or after t.
+            // Skipping checks the rest of the params column.
+            while self.valid() && self.block == j {
+                self.advance(decompressor)?;
             }
             return Ok(());
         }
-        if k == 0 {
-            return Ok(());
+        let (skip, mut q) = match self.par_end.take() {
+            Some(e) => (k - 1, e),
+            None => (k, self.par_pos),
+        };
+        let pc = &self.body[..self.cols.par.1];
+        for _ in 0..skip {
+            skip_params(pc, &mut q)?;
         }
-        self.pos[C_TS] = start + p;
-        self.ts = ts;
-        // The other columns are positioned after the current event: skip k - 1 more entries.
-        for c in [C_TY, C_PR, C_DUR, C_AUX] {
-            let (a, b) = self.cols[c];
-            if b > a {
-                let mut q = self.pos[c] - a;
-                skip_uvarints(&self.body[a..b], &mut q, k - 1)?;
-                self.pos[c] = a + q;
-            }
-        }
-        let (a, b) = self.cols[C_VAL];
-        if b > a {
-            let skip = (k - 1).checked_mul(8).ok_or("value column overflow")?;
-            let mut q = self.pos[C_VAL] - a;
-            get_bytes(&self.body[a..b], &mut q, skip)?;
-            self.pos[C_VAL] = a + q;
-        }
-        let (a, b) = self.cols[C_PAR];
-        let mut q = self.pos[C_PAR] - a;
-        {
-            let pc = &self.body[a..b];
-            let skip = match self.par_end.take() {
-                Some(e) => {
-                    q = e - a;
-                    k - 1
-                }
-                None => k,
-            };
-            for _ in 0..skip {
-                skip_params(pc, &mut q)?;
-            }
-        }
-        self.pos[C_PAR] = a + q;
+        self.par_pos = q;
+        self.bidx += k;
         self.idx += k;
-        self.read_fields()
+        self.set_fields();
+        Ok(())
     }
 
     /// The parameters of the current event (parsed once per returned event).
     pub(crate) fn params(&mut self) -> LazyResult<Vec<ParamValue>> {
-        let (a, b) = self.cols[C_PAR];
-        let mut q = self.pos[C_PAR] - a;
-        let v = parse_params(&self.body[a..b], &mut q)?;
-        self.par_end = Some(a + q);
+        let mut q = self.par_pos;
+        let v = parse_params(self.par_col(), &mut q)?;
+        self.par_end = Some(q);
         Ok(v)
     }
 
@@ -1134,9 +1227,16 @@ mod tests {
         let mut d = DecodedChunk::default();
         decode_chunk(&blob, &mut dec, &mut d).unwrap();
         let mut c = ChunkCursor::default();
-        for target in [-5, 0, 1, 2, 3, 1500, 2996, 2997, 2998, 3000, 10_000] {
-            c.load(9, &blob, &mut dec).unwrap();
-            c.seek(target).unwrap();
+        let targets = [
+            -5, 0, 1, 2, 3, 1500, 1534, 1535, 1536, 1537, 2996, 2997, 2998, 3000, 10_000,
+        ];
+        for (target, direct) in targets.iter().flat_map(|&t| [(t, false), (t, true)]) {
+            if direct {
+                c.load(9, &blob, target, &mut dec).unwrap();
+            } else {
+                c.load(9, &blob, i64::MIN, &mut dec).unwrap();
+                c.seek(target, &mut dec).unwrap();
+            }
             let first = d.ts.partition_point(|&t| t < target);
             let mut i = first;
             // Read every other event's parameters, to walk both the parsed and the skipped path.
@@ -1150,16 +1250,30 @@ mod tests {
                         (d.ts[i], d.ty[i], d.producer[i], d.end[i])
                     );
                 }
-                c.advance().unwrap();
+                c.advance(&mut dec).unwrap();
                 i += 1;
             }
             assert_eq!(i, d.len());
         }
         // A truncated body is an error, never a panic.
         for cut in [3, 10, blob.len() / 2, blob.len() - 1] {
-            if c.load(9, &blob[..cut], &mut dec).is_ok() {
-                let _ = c.seek(2000);
+            if c.load(9, &blob[..cut], i64::MIN, &mut dec).is_ok() {
+                let _ = c.seek(2000, &mut dec);
             }
+        }
+        // So is any flipped byte.
+        for i in 0..blob.len() {
+            let mut bad = blob.clone();
+            bad[i] ^= 0x5A;
+            if c.load(9, &bad, 1000, &mut dec).is_ok() {
+                while c.valid() {
+                    let _ = c.event();
+                    if c.advance(&mut dec).is_err() {
+                        break;
+                    }
+                }
+            }
+            let _ = decode_chunk(&bad, &mut dec, &mut d);
         }
     }
 
@@ -1185,12 +1299,18 @@ mod tests {
             |_, _, _, _| {},
         )
         .unwrap();
-        let body: [u8; 25] = [
-            0x02, 0x00, 0x01, 0x04, 0xd0, 0x0f, 0xf4, 0x03, 0x02, 0x03, 0x03, 0x02, 0x36, 0x36,
-            0x0a, 0x02, 0x00, 0x00, 0x01, 0x15, 0x02, 0x00, 0x2a, 0x01, 0x00,
+        let body: [u8; 22] = [
+            0x04, 0xd0, 0x0f, 0xf4, 0x03, 0x02, 0x03, 0x03, 0x02, 0x36, 0x36, 0x0a, 0x02, 0x00,
+            0x00, 0x01, 0x15, 0x02, 0x00, 0x2a, 0x01, 0x00,
         ];
-        assert_eq!(&blob[..2], &[0x01, 0x19]);
-        assert_eq!(zstd::bulk::decompress(&blob[2..], 25).unwrap(), body);
+        // format 1, 2 events, punctual, cpu 0 + 1, 1 block: 2 events from t = 1000, body of
+        // 22 bytes, then the frame's length (one byte here) and the frame.
+        assert_eq!(
+            &blob[..9],
+            &[0x01, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16]
+        );
+        assert_eq!(usize::from(blob[9]), blob.len() - 10);
+        assert_eq!(zstd::bulk::decompress(&blob[10..], 22).unwrap(), body);
     }
 
     #[test]

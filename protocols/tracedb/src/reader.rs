@@ -530,8 +530,13 @@ impl TraceReader {
         Ok(())
     }
 
-    /// Decompresses a chunk into a cursor positioned on its first event.
-    pub(crate) fn load_cursor(&self, info: &ChunkInfo, out: &mut ChunkCursor) -> Result<()> {
+    /// Loads a chunk into a cursor positioned on its first event at or after `from`.
+    pub(crate) fn load_cursor(
+        &self,
+        info: &ChunkInfo,
+        from: Timestamp,
+        out: &mut ChunkCursor,
+    ) -> Result<()> {
         let p = &self.path;
         let mut st = self
             .conn
@@ -556,7 +561,7 @@ impl TraceReader {
                 detail: e.to_string(),
             })?;
         let mut dec = self.decompressor.borrow_mut();
-        out.load(info.id, blob, &mut dec)
+        out.load(info.id, blob, from, &mut dec)
             .map_err(|detail| StoreError::CorruptChunk {
                 path: p.clone(),
                 chunk_id: info.id,
@@ -993,7 +998,11 @@ impl Matcher {
     /// Moves a cursor to the next matching event at or after its current one; false when it
     /// reaches the end of the chunk or of the range.
     #[inline]
-    fn seek_match(&self, c: &mut ChunkCursor) -> std::result::Result<bool, &'static str> {
+    fn seek_match(
+        &self,
+        c: &mut ChunkCursor,
+        dec: &mut zstd::bulk::Decompressor<'static>,
+    ) -> std::result::Result<bool, &'static str> {
         while c.valid() {
             if c.ts >= self.range.end {
                 return Ok(false);
@@ -1001,7 +1010,7 @@ impl Matcher {
             if self.matches(c)? {
                 return Ok(true);
             }
-            c.advance()?;
+            c.advance(dec)?;
         }
         Ok(false)
     }
@@ -1136,14 +1145,15 @@ impl<'r> EventIter<'r> {
             }
         };
         let c = &mut self.slots[slot];
-        let found = self.reader.load_cursor(&info, c).and_then(|()| {
-            let m = &self.m;
-            let r = if m.mode == Mode::Starts {
-                c.seek(m.range.start).and_then(|()| m.seek_match(c))
-            } else {
-                m.seek_match(c)
-            };
-            r.map_err(|d| corrupt(&self.reader.path, info.id, d))
+        let m = &self.m;
+        let from = match m.mode {
+            Mode::Starts => m.range.start,
+            Mode::Overlaps => i64::MIN,
+        };
+        let found = self.reader.load_cursor(&info, from, c).and_then(|()| {
+            let mut dec = self.reader.decompressor.borrow_mut();
+            m.seek_match(c, &mut dec)
+                .map_err(|d| corrupt(&self.reader.path, info.id, d))
         });
         match found {
             Ok(true) => self.heap.push(Reverse((c.ts, c.id, c.index(), slot))),
@@ -1173,10 +1183,12 @@ impl<'r> EventIter<'r> {
         let Reverse((_, chunk_id, i, slot)) = *head;
         let c = &mut self.slots[slot];
         let m = &self.m;
+        let mut dec = self.reader.decompressor.borrow_mut();
         let res = c.event().and_then(|event| {
-            c.advance()?;
-            Ok((event, m.seek_match(c)?))
+            c.advance(&mut dec)?;
+            Ok((event, m.seek_match(c, &mut dec)?))
         });
+        drop(dec);
         let (event, next) = match res {
             Ok(x) => x,
             Err(d) => return Err(corrupt(&self.reader.path, chunk_id, d)),
