@@ -13,6 +13,9 @@ fn temporal(c: &mut Criterion) {
     group.bench_function("spatiotemporal T200 4x4x4 U4", |b| {
         b.iter(|| bench::spatiotemporal(200, &[4, 4, 4], 4))
     });
+    group.bench_function("spatiotemporal counts T200 4x4x4 U4", |b| {
+        b.iter(|| bench::spatiotemporal_counts(200, &[4, 4, 4], 4))
+    });
     group.finish();
 }
 

@@ -10,4 +10,9 @@ fn main() {
         "spatiotemporal T=200 4x4x4 U=4: {:?} total ({st:?})",
         st.total()
     );
+    let c = bench::spatiotemporal_counts(200, &[4, 4, 4], 4);
+    println!(
+        "spatiotemporal counts T=200 4x4x4 U=4: {:?} total ({c:?})",
+        c.total()
+    );
 }

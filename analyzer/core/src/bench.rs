@@ -57,6 +57,29 @@ pub fn synthetic_model(
         .with_slice_duration(1000.0)
 }
 
+/// Event counts (small integers) whose phases drift from producer to producer: many exact
+/// ties and many distinct optimal partitions, the hard case for the bisection.
+pub fn synthetic_count_model(
+    slices: usize,
+    producers: usize,
+    types: usize,
+    seed: u64,
+) -> MicroscopicModel {
+    let mut noise = Noise(seed);
+    let mut values = Vec::with_capacity(slices * producers * types);
+    let phase_len = (slices / 4).max(1);
+    for t in 0..slices {
+        for s in 0..producers {
+            let phase = (t + 7 * s) / phase_len % types;
+            for u in 0..types {
+                let mean = if u == phase { 6.0 } else { 1.0 };
+                values.push(mean + (noise.next() * 3.0).floor());
+            }
+        }
+    }
+    MicroscopicModel::new(slices, producers, types, values).expect("the generator fills every cell")
+}
+
 /// [`synthetic_model`] over a complete hierarchy with the given fan-out per level.
 pub fn synthetic_hierarchical_model(
     slices: usize,
@@ -109,10 +132,24 @@ pub fn temporal(slices: usize, producers: usize, types: usize) -> BenchRun {
 /// Spatiotemporal qualities + full bisection (with every listed partition) on a synthetic model
 /// over a complete hierarchy (`[4, 4, 4]`: 85 nodes).
 pub fn spatiotemporal(slices: usize, fan_out: &[usize], types: usize) -> BenchRun {
-    let model = synthetic_hierarchical_model(slices, fan_out, types, 2);
+    spatiotemporal_run(&synthetic_hierarchical_model(slices, fan_out, types, 2))
+}
+
+/// Same as [`spatiotemporal`] on [`synthetic_count_model`] data: several times more
+/// significant p values, so several times more DP evaluations.
+pub fn spatiotemporal_counts(slices: usize, fan_out: &[usize], types: usize) -> BenchRun {
+    let hierarchy = ProducerHierarchy::balanced(fan_out);
+    let producers = hierarchy.leaf_count(hierarchy.root());
+    let model = synthetic_count_model(slices, producers, types, 3)
+        .with_hierarchy(hierarchy)
+        .expect("a balanced hierarchy has one leaf per producer");
+    spatiotemporal_run(&model)
+}
+
+fn spatiotemporal_run(model: &MicroscopicModel) -> BenchRun {
     let hierarchy = model.hierarchy().expect("built with a hierarchy");
     let started = Instant::now();
-    let agg = SpatiotemporalAggregation::new(&model, hierarchy);
+    let agg = SpatiotemporalAggregation::new(model, hierarchy);
     let qualities = started.elapsed();
     let started = Instant::now();
     let list = agg.significant_ps(crate::ocelotl::DEFAULT_THRESHOLD);
