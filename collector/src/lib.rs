@@ -3,8 +3,10 @@
 //!
 //! Start here: [`session::Ingest`] (one byte stream → traces; every source uses it), [`tcp::serve`] (many
 //! boards at once over TCP), [`serial::capture`] and [`replay::replay_file`], and
-//! [`reconstruct::Reconstructor`] (records → states, links, variables).
+//! [`reconstruct::Reconstructor`] (records → states, links, variables), and [`import::import`] (text
+//! captures: KPTrace, Pajé, ftrace, GST_DEBUG).
 
+pub mod import;
 pub mod naming;
 pub mod reconstruct;
 pub mod replay;
@@ -49,6 +51,9 @@ pub enum CollectorError {
         /// What went wrong.
         message: String,
     },
+    /// A line of an imported file does not follow its format (fatal only with `--strict`).
+    #[error(transparent)]
+    Parse(#[from] socscope_formats::ParseError),
     /// A command-line value could not be understood.
     #[error("{0}")]
     Invalid(String),

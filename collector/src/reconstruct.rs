@@ -22,6 +22,58 @@ pub const WAKEUP_TYPE: TypeId = 100_002;
 /// Store type id of the allocated-bytes variable.
 pub const ALLOCATED_TYPE: TypeId = 100_003;
 
+/// A raw record as the reconstructor reads it: a type id of the [`TypeTable`] and parameter values in
+/// the type's order. Wire records and text importers' records both are.
+pub trait RawRecord {
+    /// The type id.
+    fn type_id(&self) -> u16;
+    /// How many parameter values the record carries.
+    fn param_count(&self) -> usize;
+    /// Parameter `i` as a store value.
+    fn param(&self, i: usize) -> Option<ParamValue>;
+    /// Parameter `i` as an unsigned integer (addresses and non-negative signed values too).
+    fn unsigned(&self, i: usize) -> Option<u64>;
+    /// Parameter `i` as text.
+    fn text(&self, i: usize) -> Option<&str>;
+}
+
+impl RawRecord for RecordView<'_> {
+    fn type_id(&self) -> u16 {
+        RecordView::type_id(self)
+    }
+    fn param_count(&self) -> usize {
+        self.fields().len()
+    }
+    fn param(&self, i: usize) -> Option<ParamValue> {
+        param_value(self, i)
+    }
+    fn unsigned(&self, i: usize) -> Option<u64> {
+        RecordView::unsigned(self, i)
+    }
+    fn text(&self, i: usize) -> Option<&str> {
+        RecordView::text(self, i)
+    }
+}
+
+/// The event types records refer to (category and parameters per type id): the wire [`Dictionary`] of a
+/// live session, or a table an importer builds.
+pub trait TypeTable {
+    /// The type with this id.
+    fn get(&self, id: u16) -> Option<&TypeInfo>;
+    /// The exit type that closes states opened by `enter`, if any.
+    fn exit_of(&self, enter: u16) -> Option<&TypeInfo>;
+}
+
+impl TypeTable for Dictionary {
+    fn get(&self, id: u16) -> Option<&TypeInfo> {
+        Dictionary::get(self, id)
+    }
+    fn exit_of(&self, enter: u16) -> Option<&TypeInfo> {
+        self.iter()
+            .find(|x| x.category == Category::StateExit { enter })
+    }
+}
+
 /// Where reconstructed data goes: the trace writer, or a vector in tests.
 pub trait Sink {
     /// A new or renamed producer.
@@ -127,6 +179,7 @@ pub struct Reconstructor {
     last_ts: Timestamp,
     stats: ReconstructStats,
     scratch: Event,
+    name_hints: HashMap<(bool, u64), String>,
 }
 
 fn param_type(t: wdict::ParamType) -> ParamType {
@@ -160,7 +213,7 @@ fn param_value(record: &RecordView<'_>, i: usize) -> Option<ParamValue> {
 }
 
 /// The store types of a wire type: its own (punctual, variable or state) representation.
-fn store_type_of(t: &TypeInfo, dict: &Dictionary) -> Option<EventType> {
+fn store_type_of(t: &TypeInfo, dict: &impl TypeTable) -> Option<EventType> {
     let params = |t: &TypeInfo| -> Vec<ParamDef> {
         t.params
             .iter()
@@ -183,10 +236,7 @@ fn store_type_of(t: &TypeInfo, dict: &Dictionary) -> Option<EventType> {
         Category::StateEnter => {
             // A state carries its entry's parameters, then its exit's (renamed where they clash).
             let mut p = params(t);
-            if let Some(exit) = dict
-                .iter()
-                .find(|x| x.category == Category::StateExit { enter: t.id })
-            {
+            if let Some(exit) = dict.exit_of(t.id) {
                 for q in &exit.params {
                     let name = if p.iter().any(|d| d.name == q.name) {
                         format!("exit_{}", q.name)
@@ -236,6 +286,7 @@ impl Reconstructor {
             last_ts: 0,
             stats: ReconstructStats::default(),
             scratch: Event::punctual(0, 0, 0, None),
+            name_hints: HashMap::new(),
         }
     }
 
@@ -257,7 +308,7 @@ impl Reconstructor {
     }
 
     /// Declares the built-in types, the derived types and the CPU producers.
-    pub fn start(&mut self, dict: &Dictionary, sink: &mut impl Sink) -> Result<()> {
+    pub fn start(&mut self, dict: &impl TypeTable, sink: &mut impl Sink) -> Result<()> {
         sink.event_type(&EventType {
             id: RUNNING_TYPE,
             name: "running".into(),
@@ -293,7 +344,13 @@ impl Reconstructor {
         Ok(())
     }
 
-    fn declare_type(&mut self, id: u16, dict: &Dictionary, sink: &mut impl Sink) -> Result<()> {
+    /// Declares the store type of type `id` (a type an importer added to its table after [`Self::start`]).
+    pub fn declare_type(
+        &mut self,
+        id: u16,
+        dict: &impl TypeTable,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
         if let Some(t) = dict.get(id)
             && let Some(st) = store_type_of(t, dict)
         {
@@ -514,26 +571,11 @@ impl Reconstructor {
     pub fn batch(
         &mut self,
         batch: &socscope_wire::decode::EventBatch,
-        dict: &Dictionary,
+        dict: &impl TypeTable,
         sink: &mut impl Sink,
     ) -> Result<()> {
         let cpu = usize::from(batch.cpu);
-        if cpu >= self.cpus.len() {
-            // A CPU the Hello did not announce: grow rather than drop.
-            let from = self.cpus.len();
-            self.cpus.resize(cpu + 1, Cpu::default());
-            for c in from..=cpu {
-                let id = self.alloc_producer();
-                self.cpu_producers.push(id);
-                sink.producer(&Producer {
-                    id,
-                    parent: None,
-                    kind: ProducerKind::Cpu,
-                    local_id: c as i64,
-                    name: format!("cpu{c}"),
-                })?;
-            }
-        }
+        self.ensure_cpu(cpu, sink)?;
         let expected = self.cpus[cpu].expected_seq;
         match expected {
             Some(e) if batch.first_seq > e => {
@@ -554,19 +596,93 @@ impl Reconstructor {
         }
         self.cpus[cpu].expected_seq = Some(batch.next_seq().max(expected.unwrap_or(0)));
         for record in batch.iter() {
-            self.record(cpu, &record, dict, sink)?;
+            self.record(cpu, record.ticks(), &record, dict, sink)?;
         }
         Ok(())
+    }
+
+    fn ensure_cpu(&mut self, cpu: usize, sink: &mut impl Sink) -> Result<()> {
+        if cpu >= self.cpus.len() {
+            // A CPU the Hello did not announce: grow rather than drop.
+            let from = self.cpus.len();
+            self.cpus.resize(cpu + 1, Cpu::default());
+            for c in from..=cpu {
+                let id = self.alloc_producer();
+                self.cpu_producers.push(id);
+                sink.producer(&Producer {
+                    id,
+                    parent: None,
+                    kind: ProducerKind::Cpu,
+                    local_id: c as i64,
+                    name: format!("cpu{c}"),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ingests one record of an importer: on `cpu`, at `ticks` (records of a CPU in time order).
+    pub fn record_at(
+        &mut self,
+        cpu: u16,
+        ticks: u64,
+        r: &impl RawRecord,
+        dict: &impl TypeTable,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let cpu = usize::from(cpu);
+        self.ensure_cpu(cpu, sink)?;
+        self.record(cpu, ticks, r, dict, sink)
+    }
+
+    /// Names a thread (and, with `process`, attaches it to that process), as a trace's thread names and
+    /// thread groups become known.
+    pub fn name_thread(
+        &mut self,
+        pid: u64,
+        name: &str,
+        process: Option<u64>,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let id = self.thread(pid, sink)?;
+        let parent = match process {
+            Some(tgid) if tgid != pid => Some(Self::named(
+                ProducerKind::Process,
+                &mut self.processes,
+                &mut self.next_producer,
+                tgid,
+                || format!("process {tgid}"),
+                sink,
+            )?),
+            _ => self.threads.get(&pid).and_then(|t| t.parent),
+        };
+        if let Some(t) = self.threads.get_mut(&pid) {
+            t.parent = parent;
+        }
+        sink.producer(&Producer {
+            id,
+            parent,
+            kind: ProducerKind::Thread,
+            local_id: pid as i64,
+            name: name.to_string(),
+        })
+    }
+
+    /// The name the IRQ line or soft-IRQ vector `key` gets when first seen (e.g. from a `System.map` or
+    /// an ftrace `action=` field) instead of its number.
+    pub fn name_hint(&mut self, softirq: bool, key: u64, name: impl Into<String>) {
+        self.name_hints.insert((softirq, key), name.into());
     }
 
     fn record(
         &mut self,
         cpu: usize,
-        r: &RecordView<'_>,
-        dict: &Dictionary,
+        ticks: u64,
+        r: &impl RawRecord,
+        dict: &impl TypeTable,
         sink: &mut impl Sink,
     ) -> Result<()> {
-        let ts = self.ticks_to_ns(r.ticks());
+        let ts = self.ticks_to_ns(ticks);
         let c = &mut self.cpus[cpu];
         if c.first_ts.is_none() {
             c.first_ts = Some(ts);
@@ -677,7 +793,7 @@ impl Reconstructor {
                     Category::Punctual | Category::Special => self.punctual(cpu, ts, r, sink),
                     Category::Variable => {
                         let producer = self.context_producer(cpu, sink)?;
-                        let value = match param_value(r, 0) {
+                        let value = match r.param(0) {
                             Some(v) => v.as_f64().unwrap_or(0.0),
                             None => 0.0,
                         };
@@ -707,7 +823,7 @@ impl Reconstructor {
         producer: ProducerId,
         cpu: u16,
         value: f64,
-        r: &RecordView<'_>,
+        r: &impl RawRecord,
         sink: &mut impl Sink,
     ) -> Result<()> {
         self.scratch.ts = ts;
@@ -716,8 +832,8 @@ impl Reconstructor {
         self.scratch.cpu = Some(cpu);
         self.scratch.kind = EventKind::Variable { value };
         self.scratch.params.clear();
-        for i in 0..r.fields().len() {
-            if let Some(v) = param_value(r, i) {
+        for i in 0..r.param_count() {
+            if let Some(v) = r.param(i) {
                 self.scratch.params.push(v);
             }
         }
@@ -729,7 +845,7 @@ impl Reconstructor {
         &mut self,
         cpu: usize,
         ts: Timestamp,
-        r: &RecordView<'_>,
+        r: &impl RawRecord,
         sink: &mut impl Sink,
     ) -> Result<()> {
         let producer = self.context_producer(cpu, sink)?;
@@ -739,8 +855,8 @@ impl Reconstructor {
         self.scratch.cpu = Some(cpu as u16);
         self.scratch.kind = EventKind::Punctual;
         self.scratch.params.clear();
-        for i in 0..r.fields().len() {
-            if let Some(v) = param_value(r, i) {
+        for i in 0..r.param_count() {
+            if let Some(v) = r.param(i) {
                 self.scratch.params.push(v);
             }
         }
@@ -756,13 +872,13 @@ impl Reconstructor {
         &mut self,
         cpu: usize,
         ts: Timestamp,
-        r: &RecordView<'_>,
+        r: &impl RawRecord,
         sink: &mut impl Sink,
     ) -> Result<()> {
         let type_id = r.type_id();
-        let mut params = Vec::with_capacity(r.fields().len());
-        for i in 0..r.fields().len() {
-            if let Some(v) = param_value(r, i) {
+        let mut params = Vec::with_capacity(r.param_count());
+        for i in 0..r.param_count() {
+            if let Some(v) = r.param(i) {
                 params.push(v);
             }
         }
@@ -774,7 +890,12 @@ impl Reconstructor {
                     &mut self.irqs,
                     &mut self.next_producer,
                     key,
-                    || format!("irq {key}"),
+                    || {
+                        self.name_hints
+                            .get(&(false, key))
+                            .cloned()
+                            .unwrap_or_else(|| format!("irq {key}"))
+                    },
                     sink,
                 )?
             } else {
@@ -783,7 +904,12 @@ impl Reconstructor {
                     &mut self.softirqs,
                     &mut self.next_producer,
                     key,
-                    || format!("softirq {key:#x}"),
+                    || {
+                        self.name_hints
+                            .get(&(true, key))
+                            .cloned()
+                            .unwrap_or_else(|| format!("softirq {key:#x}"))
+                    },
                     sink,
                 )?
             };
@@ -820,13 +946,12 @@ impl Reconstructor {
         cpu: usize,
         ts: Timestamp,
         enter: u16,
-        r: &RecordView<'_>,
-        dict: &Dictionary,
+        r: &impl RawRecord,
+        dict: &impl TypeTable,
         sink: &mut impl Sink,
     ) -> Result<()> {
-        let exit_params: Vec<ParamValue> = (0..r.fields().len())
-            .filter_map(|i| param_value(r, i))
-            .collect();
+        let exit_params: Vec<ParamValue> =
+            (0..r.param_count()).filter_map(|i| r.param(i)).collect();
         // Where the entry lives: the interrupt stack for IRQs, else the running thread's stack (or the CPU's
         // context when no thread is known).
         let on_thread = !Self::is_interrupt(enter) && self.cpus[cpu].running.is_some();
@@ -845,10 +970,7 @@ impl Reconstructor {
             };
             stack.and_then(|s| s.iter().rposition(|o| o.enter == enter))
         };
-        let exit_has_params = dict
-            .iter()
-            .find(|x| x.category == Category::StateExit { enter })
-            .is_some_and(|x| !x.params.is_empty());
+        let exit_has_params = dict.exit_of(enter).is_some_and(|x| !x.params.is_empty());
         match position {
             Some(pos) => {
                 // Close what was opened inside it and never closed (a lost exit), then it.

@@ -5,7 +5,9 @@
 mod bench;
 mod collect;
 mod demo;
+mod export;
 mod format;
+mod import;
 mod inspect;
 
 use std::path::PathBuf;
@@ -39,6 +41,25 @@ enum Command {
         Ctrl-C closes every open trace cleanly (marked incomplete unless the board said Bye)."
     )]
     Collect(collect::CollectArgs),
+    /// Import text captures (KPTrace, Pajé, ftrace / trace-cmd report, GST_DEBUG logs) as a trace.
+    #[command(
+        after_help = "Examples:\n  socscope import trace.txt                      (format detected from the first lines)\n  \
+        socscope import trace0 trace1 System.map --format kptrace -o stb.db\n  \
+        socscope import post.txt kptrace.fmt --format kptrace   (post-processed form + format description)\n  \
+        socscope import gst.log --dir traces --strict\n\
+        Bad lines are skipped, counted in ingest_stat (lines_skipped) and reported as warnings; --strict stops at the first."
+    )]
+    Import(import::ImportArgs),
+    /// Export a trace (or a time range of it) as Chrome/Perfetto JSON, Pajé or CSV.
+    #[command(
+        after_help = "Examples:\n  socscope export TRACE.db --format chrome-json -o trace.json   (open in ui.perfetto.dev)\n  \
+        socscope export TRACE.db --format paje -o trace.paje\n  \
+        socscope export TRACE.db --format csv --range 1.5s..3s -o slice.csv\n  \
+        socscope export TRACE.db --format csv --range 200ms.. -o tail.csv\n\
+        A range is START..END relative to the trace start; either side may be empty; numbers are seconds\n\
+        unless suffixed with ns, us, ms or s."
+    )]
+    Export(export::ExportArgs),
     /// List the traces of a catalog directory.
     #[command(after_help = "Examples:\n  socscope ls\n  socscope ls --dir traces --json")]
     Ls {
@@ -106,6 +127,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Collect(args) => collect::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Export(args) => export::run(args),
         Command::Ls { dir, json } => inspect::ls(&dir, json),
         Command::Info { trace, json } => inspect::info(&trace, json),
         Command::Sql { trace, query, json } => inspect::sql(&trace, &query, json),

@@ -1,0 +1,149 @@
+//! `socscope import`: text captures into a trace of the catalog.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use socscope_collector::import::{ImportOptions, detect_format, import};
+use socscope_formats::Format;
+
+use crate::DEFAULT_DIR;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatArg {
+    Kptrace,
+    Paje,
+    Ftrace,
+    Gst,
+    Auto,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    /// The files: one trace file, or KPTrace per-CPU files (`trace0`, `trace1`, ...) with an optional
+    /// System.map and format-description file.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The format; `auto` tells it from the first lines.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: FormatArg,
+    /// The trace file to write (registered in the catalog of its directory).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "TRACE.db",
+        conflicts_with = "dir"
+    )]
+    pub output: Option<PathBuf>,
+    /// Catalog directory to write the trace into (named after the first file).
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Stop (exit 1) at the first line that does not follow the format.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+fn unique_in(dir: &std::path::Path, stem: &str) -> PathBuf {
+    let mut p = dir.join(format!("{stem}.db"));
+    let mut n = 2;
+    while p.exists() {
+        p = dir.join(format!("{stem}-{n}.db"));
+        n += 1;
+    }
+    p
+}
+
+pub fn run(args: ImportArgs) -> Result<ExitCode> {
+    let format = match args.format {
+        FormatArg::Kptrace => Format::Kptrace,
+        FormatArg::Paje => Format::Paje,
+        FormatArg::Ftrace => Format::Ftrace,
+        FormatArg::Gst => Format::Gst,
+        FormatArg::Auto => detect_format(&args.files)?,
+    };
+    // One trace for KPTrace (all its files), one per file otherwise.
+    let groups: Vec<Vec<PathBuf>> = if format == Format::Kptrace {
+        vec![args.files.clone()]
+    } else {
+        args.files.iter().map(|f| vec![f.clone()]).collect()
+    };
+    if args.output.is_some() && groups.len() > 1 {
+        anyhow::bail!(
+            "-o names one trace but {} files make {} traces; use --dir",
+            args.files.len(),
+            groups.len()
+        );
+    }
+    let total: u64 = args
+        .files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    let bar = if std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {wide_bar}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let mut done_before = 0u64;
+    for group in groups {
+        let out = match &args.output {
+            Some(o) => o.clone(),
+            None => {
+                std::fs::create_dir_all(&args.dir)
+                    .with_context(|| format!("creating {}", args.dir.display()))?;
+                let stem = group[0].file_stem().map_or_else(
+                    || "import".to_string(),
+                    |s| s.to_string_lossy().into_owned(),
+                );
+                unique_in(&args.dir, &stem)
+            }
+        };
+        let mut on_skip = |e: &socscope_formats::ParseError, n: u64| {
+            let line = format!("warning: {e} (skipped; {n} lines skipped in all)");
+            match &bar {
+                Some(b) => b.println(line),
+                None => eprintln!("{line}"),
+            }
+        };
+        let mut on_progress = |bytes: u64| {
+            if let Some(b) = &bar {
+                b.set_position(done_before + bytes);
+            }
+        };
+        let mut opts = ImportOptions {
+            strict: args.strict,
+            on_skip: &mut on_skip,
+            on_progress: &mut on_progress,
+        };
+        let names: Vec<String> = group.iter().map(|p| p.display().to_string()).collect();
+        let report = import(&group, format, &out, &mut opts)
+            .with_context(|| format!("while importing {}", names.join(", ")))?;
+        done_before += report.bytes;
+        let line = format!(
+            "imported {} ({}): {} records -> {} events, {} lines skipped -> {}",
+            names.join(", "),
+            format.name(),
+            report.records,
+            report.info.event_count,
+            report.lines_skipped,
+            report.path.display()
+        );
+        match &bar {
+            Some(b) => b.println(line),
+            None => println!("{line}"),
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(ExitCode::SUCCESS)
+}
