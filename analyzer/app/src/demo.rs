@@ -54,6 +54,17 @@ pub struct Capture {
 
 /// Runs a simulated board against an in-process collector listening on loopback, and waits for its trace.
 pub fn capture(config: SimConfig, dir: PathBuf, quiet: bool) -> Result<Capture> {
+    capture_notifying(config, dir, quiet, None)
+}
+
+/// [`capture`], sending the trace's path on `started` as soon as the collector creates it (the GUI opens
+/// it live).
+pub fn capture_notifying(
+    config: SimConfig,
+    dir: PathBuf,
+    quiet: bool,
+    started: Option<std::sync::mpsc::Sender<PathBuf>>,
+) -> Result<Capture> {
     config.validate().map_err(|e| anyhow!("{e}"))?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -92,7 +103,12 @@ pub fn capture(config: SimConfig, dir: PathBuf, quiet: bool) -> Result<Capture> 
                         if !quiet { print_notice(&Notice::SessionEnded(r.clone()), false); }
                         session = Some(r);
                     }
-                    Some(other) => if !quiet { print_notice(&other, false) },
+                    Some(other) => {
+                        if let (Notice::SessionStarted { path, .. }, Some(tx)) = (&other, &started) {
+                            let _ = tx.send(path.clone());
+                        }
+                        if !quiet { print_notice(&other, false) }
+                    }
                     None => break,
                 },
                 _ = &mut deadline => bail!("no session ended within an hour"),
@@ -107,8 +123,9 @@ pub fn capture(config: SimConfig, dir: PathBuf, quiet: bool) -> Result<Capture> 
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode> {
+    #[cfg(not(feature = "gui"))]
     if !args.headless && !args.json {
-        eprintln!("note: this build has no GUI yet; running the headless demo");
+        eprintln!("note: this build has no GUI (cargo feature `gui`); running the headless demo");
     }
     let config = SimConfig {
         seed: args.seed,
@@ -129,6 +146,10 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
             args.dir.display()
         );
     }
+    #[cfg(feature = "gui")]
+    if !args.headless && !args.json {
+        return live_gui(config, &args);
+    }
     let c = capture(config, args.dir.clone(), args.json)?;
     if !args.json {
         println!("board sent:      {}", c.sim);
@@ -141,6 +162,51 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
             args.dir.display(),
             c.session.path.display()
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The board streams in real time in the background while the GUI shows the trace growing.
+#[cfg(feature = "gui")]
+fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
+    config.realtime = true;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dir = args.dir.clone();
+    let capture = std::thread::Builder::new()
+        .name("socscope-demo-capture".into())
+        .spawn(move || capture_notifying(config, dir, true, Some(tx)))
+        .context("cannot start the capture thread")?;
+    let path = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(p) => p,
+        Err(_) => {
+            return match capture.join() {
+                Ok(Err(e)) => Err(e),
+                _ => bail!("the collector created no trace within 30 s"),
+            };
+        }
+    };
+    println!(
+        "live trace: {} (the board runs in real time; close the window to stop)",
+        path.display()
+    );
+    let mut options = crate::view::options(&crate::view::ViewArgs {
+        target: path,
+        view: "density".into(),
+        light: false,
+        size: "1280x800".into(),
+        screenshot: None,
+        exit_after_frames: None,
+        frame_log: None,
+        script: None,
+    })?;
+    options.dir = Some(args.dir.clone());
+    socscope_analyzer::gui::run(options)?;
+    if capture.is_finished() {
+        if let Ok(Ok(c)) = capture.join() {
+            println!("board sent:      {}", c.sim);
+        }
+    } else {
+        println!("window closed before the board finished: the trace stays incomplete");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ mod export;
 mod format;
 mod import;
 mod inspect;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +97,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Open the GUI on a trace, or on the trace browser of a catalog directory.
+    #[command(
+        after_help = "Examples:\n  socscope view\n  socscope view traces/sim-stb-20261121T101500Z-s1.db --view table\n  \
+        socscope view TRACE --screenshot gantt.png"
+    )]
+    View(view::ViewArgs),
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -133,6 +140,7 @@ fn main() -> ExitCode {
         Command::Info { trace, json } => inspect::info(&trace, json),
         Command::Sql { trace, query, json } => inspect::sql(&trace, &query, json),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::View(args) => view::run(args),
     };
     match result {
         Ok(code) => code,

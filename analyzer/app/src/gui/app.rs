@@ -1,0 +1,773 @@
+//! The whole UI: the trace browser, open traces with their view groups, toolbars, time bars and dialogs.
+
+use eframe::egui;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use egui::Ui;
+use socscope_analysis::hierarchy::{CheckState, types_by_category};
+use socscope_analysis::sync::{ViewFilter, ViewGroups, ViewKind};
+use socscope_analysis::timebar::{TimeBar, format_ns};
+use socscope_tracedb::{Filter, TimeRange, TraceRecord};
+
+use super::gantt::GanttView;
+use super::session::{CatalogWatch, TraceMeta, TraceNames, TraceWatch};
+use super::table::TableView;
+use super::timebar::{self, BarAction, BarEdit};
+use super::{density::DensityView, stats::StatsView};
+
+/// Above this many events a new group opens on the first part of the trace rather than all of it.
+const FIRST_OPEN_EVENTS: u64 = 5_000_000;
+
+/// One view group's views (the group's shared state lives in [`ViewGroups`]).
+pub struct GroupViews {
+    pub gantt: GanttView,
+    pub table: TableView,
+    pub density: DensityView,
+    pub stats: StatsView,
+    pub bars: HashMap<ViewKind, (TimeBar, BarEdit)>,
+    /// The group revision each view last loaded.
+    pub loaded: HashMap<ViewKind, u64>,
+}
+
+/// An open trace.
+pub struct TraceSession {
+    pub path: PathBuf,
+    pub title: String,
+    watch: TraceWatch,
+    pub meta: Option<TraceMeta>,
+    pub names: Option<TraceNames>,
+    pub error: Option<String>,
+    pub groups: ViewGroups,
+    pub views: Vec<GroupViews>,
+    pub active_group: usize,
+    pub first_view: ViewKind,
+    types_dialog: bool,
+    producers_dialog: bool,
+}
+
+impl TraceSession {
+    pub fn open(path: &Path, first_view: ViewKind) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            title: path.file_stem().map_or_else(
+                || path.display().to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            ),
+            watch: TraceWatch::start(path),
+            meta: None,
+            names: None,
+            error: None,
+            groups: ViewGroups::default(),
+            views: Vec::new(),
+            active_group: 0,
+            first_view,
+            types_dialog: false,
+            producers_dialog: false,
+        }
+    }
+
+    pub fn whole(&self) -> TimeRange {
+        self.meta.as_ref().map_or(TimeRange::new(0, 1), |m| {
+            TimeRange::new(m.info.t_min, m.info.t_max.max(m.info.t_min + 1))
+        })
+    }
+
+    pub fn live(&self) -> bool {
+        self.meta.as_ref().is_some_and(|m| !m.info.finished)
+    }
+
+    fn first_interval(&self) -> TimeRange {
+        let whole = self.whole();
+        match &self.meta {
+            Some(m) if m.info.event_count > FIRST_OPEN_EVENTS => {
+                let len = (whole.len() as f64 * FIRST_OPEN_EVENTS as f64
+                    / m.info.event_count as f64) as i64;
+                TimeRange::new(whole.start, whole.start + len.max(1))
+            }
+            _ => whole,
+        }
+    }
+
+    pub fn new_group(&mut self, view: ViewKind) {
+        let Some(names) = &self.names else { return };
+        let interval = self.first_interval();
+        let i = self.groups.open(interval, view);
+        self.views.push(GroupViews {
+            gantt: GanttView::new(interval),
+            table: TableView::new(names.table.clone(), interval),
+            density: DensityView::new(interval),
+            stats: StatsView::new(interval),
+            bars: HashMap::new(),
+            loaded: HashMap::new(),
+        });
+        self.active_group = i;
+    }
+
+    fn store_filter(&self, f: &ViewFilter) -> Filter {
+        let Some(m) = &self.meta else {
+            return Filter::all();
+        };
+        f.to_store_filter(
+            m.types.iter().map(|t| t.id),
+            m.producers.iter().map(|p| p.id),
+        )
+    }
+
+    /// Reads what the background threads published and keeps the views loading; no store access here.
+    pub fn update(&mut self) {
+        if let Some(m) = self.watch.poll() {
+            match m {
+                Ok(m) => {
+                    let old_whole = self.meta.as_ref().map(|_| self.whole());
+                    let structure_changed = self.meta.as_ref().is_none_or(|o| {
+                        o.producers.len() != m.producers.len() || o.types.len() != m.types.len()
+                    });
+                    self.meta = Some(m);
+                    if structure_changed {
+                        let names = TraceNames::new(self.meta.as_ref().expect("just set"));
+                        self.names = Some(names);
+                    }
+                    if self.groups.is_empty() {
+                        self.new_group(self.first_view);
+                    }
+                    let whole = self.whole();
+                    if let Some(old) = old_whole {
+                        for gi in 0..self.groups.len() {
+                            let g = self.groups.get_mut(gi).expect("index in range");
+                            // A group that showed up to the end keeps following the growing trace.
+                            if g.interval.end >= old.end {
+                                g.interval = TimeRange::new(g.interval.start, whole.end);
+                            }
+                            for (bar, _) in self.views[gi].bars.values_mut() {
+                                let follow = bar.displayed.end >= old.end;
+                                bar.set_whole(whole);
+                                if follow {
+                                    bar.displayed = TimeRange::new(bar.displayed.start, whole.end);
+                                }
+                            }
+                        }
+                    }
+                }
+                Err(e) => self.error = Some(e),
+            }
+        }
+        let (Some(meta), Some(names)) = (self.meta.clone(), self.names.as_ref()) else {
+            return;
+        };
+        let whole = self.whole();
+        let table_names = names.table.clone();
+        for gi in 0..self.groups.len() {
+            let g = self.groups.get(gi).expect("index in range").clone();
+            let filter = self.store_filter(&g.filter);
+            let v = &mut self.views[gi];
+            let active = gi == self.active_group;
+            // Only the view on screen loads (others load when switched to, on the group's interval).
+            if active {
+                let k = g.active;
+                let bar = &mut v
+                    .bars
+                    .entry(k)
+                    .or_insert_with(|| (TimeBar::new(whole), BarEdit::default()))
+                    .0;
+                if v.loaded.get(&k) != Some(&g.revision) {
+                    v.loaded.insert(k, g.revision);
+                    bar.set_whole(whole);
+                    bar.select(g.interval.start, g.interval.end);
+                    bar.load();
+                    match k {
+                        ViewKind::Gantt => {
+                            v.gantt.load(&self.path, g.interval, filter.clone(), &meta)
+                        }
+                        ViewKind::Table => v.table.load(
+                            &self.path,
+                            g.interval,
+                            filter.clone(),
+                            table_names.clone(),
+                        ),
+                        ViewKind::Density => v.density.load(&self.path, g.interval, filter.clone()),
+                        ViewKind::Statistics => {
+                            v.stats.load(&self.path, g.interval, filter.clone())
+                        }
+                    }
+                } else if g.interval.end > g.interval.start {
+                    match k {
+                        ViewKind::Gantt => {
+                            v.gantt
+                                .extend(&self.path, g.interval.end, filter.clone(), &meta)
+                        }
+                        ViewKind::Table => v.table.extend(
+                            &self.path,
+                            g.interval.end,
+                            filter.clone(),
+                            table_names.clone(),
+                        ),
+                        ViewKind::Density => {
+                            v.density.extend(&self.path, g.interval, filter.clone())
+                        }
+                        ViewKind::Statistics => {
+                            v.stats.extend(&self.path, g.interval, filter.clone())
+                        }
+                    }
+                }
+            }
+            v.gantt.poll();
+            v.table.poll();
+            v.density.poll();
+            v.stats.poll();
+            if v.gantt.follow {
+                let len = v.gantt.view.len();
+                let end = v.gantt.loaded.end.max(v.gantt.view.start + 1);
+                v.gantt.view = TimeRange::new(end - len, end);
+            }
+        }
+    }
+
+    pub fn busy(&self) -> bool {
+        self.live()
+            || self.views.iter().any(|v| {
+                v.gantt.busy()
+                    || v.table.busy()
+                    || v.density.busy()
+                    || v.stats.busy()
+                    || v.table.model.filtering()
+            })
+    }
+}
+
+/// Trace browser state.
+pub struct Browser {
+    pub catalog: Option<CatalogWatch>,
+    pub traces: Vec<(TraceRecord, PathBuf)>,
+    pub error: Option<String>,
+    pub search: String,
+    pub confirm_delete: Option<(i64, String)>,
+}
+
+/// The application: what `socscope view` shows.
+pub struct GuiApp {
+    pub browser: Browser,
+    pub sessions: Vec<TraceSession>,
+    /// `None`: the browser is on screen.
+    pub active: Option<usize>,
+    pub dark: bool,
+    pub first_view: ViewKind,
+    started: Instant,
+}
+
+impl GuiApp {
+    pub fn new(dir: Option<&Path>, traces: &[PathBuf], first_view: ViewKind, dark: bool) -> Self {
+        let mut app = Self {
+            browser: Browser {
+                catalog: dir.map(CatalogWatch::start),
+                traces: Vec::new(),
+                error: None,
+                search: String::new(),
+                confirm_delete: None,
+            },
+            sessions: Vec::new(),
+            active: None,
+            dark,
+            first_view,
+            started: Instant::now(),
+        };
+        for t in traces {
+            app.open(t);
+        }
+        app
+    }
+
+    pub fn open(&mut self, path: &Path) {
+        if let Some(i) = self.sessions.iter().position(|s| s.path == path) {
+            self.active = Some(i);
+            return;
+        }
+        self.sessions
+            .push(TraceSession::open(path, self.first_view));
+        self.active = Some(self.sessions.len() - 1);
+    }
+
+    /// Whether something is loading or growing (the UI then keeps repainting).
+    pub fn busy(&self) -> bool {
+        self.sessions.iter().any(TraceSession::busy)
+    }
+
+    /// Draws everything into `ui` (the whole window, or a test harness).
+    pub fn ui(&mut self, ui: &mut Ui) {
+        ui.ctx().set_theme(if self.dark {
+            egui::Theme::Dark
+        } else {
+            egui::Theme::Light
+        });
+        if let Some(c) = &mut self.browser.catalog
+            && let Some(list) = c.poll()
+        {
+            match list {
+                Ok(l) => {
+                    self.browser.traces = l;
+                    self.browser.error = None;
+                }
+                Err(e) => self.browser.error = Some(e),
+            }
+        }
+        for s in &mut self.sessions {
+            s.update();
+        }
+        egui::Panel::top("tabs").show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.strong("socscope");
+                ui.separator();
+                if ui
+                    .selectable_label(self.active.is_none(), "Traces")
+                    .clicked()
+                {
+                    self.active = None;
+                }
+                let mut close = None;
+                for (i, s) in self.sessions.iter().enumerate() {
+                    let live = if s.live() { " ●" } else { "" };
+                    if ui
+                        .selectable_label(self.active == Some(i), format!("{}{live}", s.title))
+                        .clicked()
+                    {
+                        self.active = Some(i);
+                    }
+                    if self.active == Some(i)
+                        && ui
+                            .small_button("x")
+                            .on_hover_text("Close this trace")
+                            .clicked()
+                    {
+                        close = Some(i);
+                    }
+                }
+                if let Some(i) = close {
+                    self.sessions.remove(i);
+                    self.active = None;
+                }
+                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                    let label = if self.dark {
+                        "Light theme"
+                    } else {
+                        "Dark theme"
+                    };
+                    if ui.button(label).clicked() {
+                        self.dark = !self.dark;
+                    }
+                });
+            });
+        });
+        match self.active {
+            None => self.browser_ui(ui),
+            Some(i) => session_ui(ui, &mut self.sessions[i]),
+        }
+        if self.busy() {
+            ui.ctx()
+                .request_repaint_after(std::time::Duration::from_millis(50));
+        }
+        let _ = self.started;
+    }
+
+    fn browser_ui(&mut self, ui: &mut Ui) {
+        let mut open = None;
+        egui::CentralPanel::default_margins().show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.heading("Traces");
+                if let Some(c) = &self.browser.catalog {
+                    ui.label(format!("in {}", c.dir.display()));
+                }
+            });
+            ui.horizontal(|ui| {
+                ui.label("Search:");
+                ui.add(
+                    egui::TextEdit::singleline(&mut self.browser.search)
+                        .hint_text("name, board, application, date"),
+                );
+            });
+            if let Some(e) = &self.browser.error {
+                ui.colored_label(ui.visuals().error_fg_color, e);
+            }
+            let q = self.browser.search.to_lowercase();
+            let rows: Vec<&(TraceRecord, PathBuf)> = self
+                .browser
+                .traces
+                .iter()
+                .filter(|(r, _)| q.is_empty() || browser_text(r).to_lowercase().contains(&q))
+                .collect();
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                egui::Grid::new("traces")
+                    .striped(true)
+                    .num_columns(8)
+                    .show(ui, |ui| {
+                        for h in [
+                            "Name",
+                            "Board",
+                            "Application",
+                            "Date (UTC)",
+                            "Duration",
+                            "Events",
+                            "State",
+                            "",
+                        ] {
+                            ui.strong(h);
+                        }
+                        ui.end_row();
+                        for (r, path) in rows {
+                            let i = &r.info;
+                            if ui.link(&r.db_file).on_hover_text("Open").clicked() {
+                                open = Some(path.clone());
+                            }
+                            ui.label(&i.meta.board);
+                            ui.label(&i.meta.application);
+                            ui.label(date(i.meta.start_unix_ns));
+                            ui.label(format!("{} s", format_ns(i.duration())));
+                            ui.label(i.event_count.to_string());
+                            ui.label(if !i.finished {
+                                "live"
+                            } else if i.complete {
+                                "complete"
+                            } else {
+                                "incomplete"
+                            });
+                            if ui.small_button("Delete").clicked() {
+                                self.browser.confirm_delete = Some((r.id, r.db_file.clone()));
+                            }
+                            ui.end_row();
+                        }
+                    });
+            });
+        });
+        if let Some((id, name)) = self.browser.confirm_delete.clone() {
+            egui::Window::new("Delete trace?")
+                .collapsible(false)
+                .resizable(false)
+                .show(ui.ctx(), |ui| {
+                    ui.label(format!(
+                        "Delete {name} and its file? This cannot be undone."
+                    ));
+                    ui.horizontal(|ui| {
+                        if ui.button("Delete").clicked() {
+                            if let Some(c) = &self.browser.catalog {
+                                c.delete(id);
+                            }
+                            self.browser.traces.retain(|(r, _)| r.id != id);
+                            self.browser.confirm_delete = None;
+                        }
+                        if ui.button("Cancel").clicked() {
+                            self.browser.confirm_delete = None;
+                        }
+                    });
+                });
+        }
+        if let Some(p) = open {
+            self.open(&p);
+        }
+    }
+}
+
+fn browser_text(r: &TraceRecord) -> String {
+    let i = &r.info;
+    format!(
+        "{} {} {} {} {}",
+        r.db_file,
+        i.meta.board,
+        i.meta.application,
+        date(i.meta.start_unix_ns),
+        i.meta.description
+    )
+}
+
+/// `YYYY-MM-DD HH:MM:SS` of a Unix time in nanoseconds (UTC).
+pub fn date(unix_ns: i64) -> String {
+    let secs = unix_ns.div_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
+fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
+    if let Some(e) = &s.error {
+        egui::CentralPanel::default_margins().show(ui, |ui| {
+            ui.colored_label(ui.visuals().error_fg_color, e);
+        });
+        return;
+    }
+    if s.names.is_none() || s.groups.is_empty() {
+        egui::CentralPanel::default_margins().show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label(format!("opening {}", s.path.display()));
+            });
+        });
+        return;
+    }
+    let whole = s.whole();
+    let gi = s.active_group.min(s.groups.len() - 1);
+    let mut new_group = false;
+    let mut stop = false;
+    let mut switch_to = None;
+    egui::Panel::top("toolbar").show(ui, |ui| {
+        ui.horizontal(|ui| {
+            for (i, g) in s.groups.groups().iter().enumerate() {
+                if ui
+                    .selectable_label(i == gi, format!("Group {}", g.number))
+                    .clicked()
+                {
+                    s.active_group = i;
+                }
+            }
+            if ui
+                .small_button("+ group")
+                .on_hover_text("Open another group of views on this trace")
+                .clicked()
+            {
+                new_group = true;
+            }
+            ui.separator();
+            let active = s.groups.get(gi).map(|g| g.active);
+            for k in ViewKind::ALL {
+                if ui
+                    .selectable_label(active == Some(k), k.label())
+                    .on_hover_text("Show this view on the same interval and filters")
+                    .clicked()
+                {
+                    switch_to = Some(k);
+                }
+            }
+            ui.separator();
+            if ui.button("Types…").clicked() {
+                s.types_dialog = !s.types_dialog;
+            }
+            if ui.button("Producers…").clicked() {
+                s.producers_dialog = !s.producers_dialog;
+            }
+            ui.separator();
+            let v = &mut s.views[gi];
+            let kind = active.unwrap_or(ViewKind::Gantt);
+            if kind == ViewKind::Gantt {
+                ui.toggle_value(&mut v.gantt.follow, "Follow")
+                    .on_hover_text("Keep the newest data in view");
+            }
+            let p = match kind {
+                ViewKind::Gantt => v.gantt.progress(),
+                ViewKind::Table => v.table.progress(),
+                ViewKind::Density => v.density.progress(),
+                ViewKind::Statistics => v.stats.progress(),
+            };
+            if let Some(p) = p {
+                if !p.finished {
+                    ui.add(
+                        egui::ProgressBar::new(p.fraction() as f32)
+                            .desired_width(120.0)
+                            .text(format!("{} events", p.events)),
+                    );
+                    if ui.button("Stop").clicked() {
+                        stop = true;
+                    }
+                } else if let Some(e) = &p.error {
+                    ui.colored_label(ui.visuals().error_fg_color, e);
+                } else {
+                    ui.label(format!(
+                        "{} events{}",
+                        p.events,
+                        if p.cancelled { " (stopped)" } else { "" }
+                    ));
+                }
+            }
+            if s.meta.as_ref().is_some_and(|m| !m.info.finished) {
+                ui.colored_label(egui::Color32::from_rgb(220, 60, 60), "● live");
+            }
+        });
+    });
+    if new_group {
+        let k = s.groups.get(gi).map_or(ViewKind::Gantt, |g| g.active);
+        s.new_group(k);
+        return;
+    }
+    if let Some(k) = switch_to
+        && let Some(g) = s.groups.get_mut(gi)
+    {
+        g.switch_to(k);
+    }
+    let kind = s.groups.get(gi).map_or(ViewKind::Gantt, |g| g.active);
+    if stop {
+        let v = &mut s.views[gi];
+        match kind {
+            ViewKind::Gantt => v.gantt.stop(),
+            ViewKind::Table => v.table.stop(),
+            ViewKind::Density => v.density.stop(),
+            ViewKind::Statistics => v.stats.stop(),
+        }
+    }
+    filter_dialogs(ui, s, gi);
+    let group = s.groups.get(gi).expect("index in range").clone();
+    let v = &mut s.views[gi];
+    let (bar, edit) = v
+        .bars
+        .entry(kind)
+        .or_insert_with(|| (TimeBar::new(whole), BarEdit::default()));
+    if kind == ViewKind::Gantt {
+        // The Gantt's bar shows what is on screen.
+        bar.displayed = v.gantt.view;
+    }
+    let mut load = None;
+    egui::Panel::bottom("timebar").show(ui, |ui| {
+        if timebar::show(ui, bar, edit, group.cursor) == BarAction::Load {
+            load = Some(bar.selection);
+        }
+    });
+    if let Some(t) = v.gantt.settled_outside_loaded() {
+        load = Some(TimeRange::new(
+            t.start.max(whole.start),
+            t.end.min(whole.end).max(t.start.max(whole.start) + 1),
+        ));
+    }
+    let names = s.names.as_ref().expect("checked above");
+    let mut cursor = None;
+    egui::CentralPanel::default_margins().show(ui, |ui| match kind {
+        ViewKind::Gantt => v.gantt.ui(
+            ui,
+            names,
+            &group.filter.hidden_producers,
+            whole,
+            group.cursor,
+        ),
+        ViewKind::Table => {
+            if let Some(t) = v.table.ui(ui) {
+                cursor = Some(t);
+            }
+        }
+        ViewKind::Density => {
+            if let Some(r) = v.density.ui(ui, group.cursor) {
+                load = Some(r);
+            }
+        }
+        ViewKind::Statistics => v.stats.ui(ui, names),
+    });
+    if let Some(g) = s.groups.get_mut(gi) {
+        if let Some(r) = load {
+            g.set_interval(r);
+        }
+        if let Some(t) = cursor {
+            g.cursor = Some(t);
+            // The Gantt of the group brings the clicked time into view.
+            let gv = &mut s.views[gi].gantt;
+            if !gv.view.contains(t) {
+                let half = gv.view.len() / 2;
+                gv.view = TimeRange::new(t - half, t + half);
+            }
+        }
+    }
+}
+
+fn filter_dialogs(ui: &mut Ui, s: &mut TraceSession, gi: usize) {
+    let (Some(meta), Some(names)) = (&s.meta, &s.names) else {
+        return;
+    };
+    let Some(group) = s.groups.get_mut(gi) else {
+        return;
+    };
+    let mut filter = group.filter.clone();
+    let mut open = s.types_dialog;
+    egui::Window::new("Event types")
+        .open(&mut open)
+        .vscroll(true)
+        .show(ui.ctx(), |ui| {
+            ui.horizontal(|ui| {
+                if ui.button("All").clicked() {
+                    filter.hidden_types.clear();
+                }
+                if ui.button("None").clicked() {
+                    filter.hidden_types = meta.types.iter().map(|t| t.id).collect();
+                }
+            });
+            for (cat, types) in types_by_category(&meta.types) {
+                let state = CheckState::of(
+                    types
+                        .iter()
+                        .map(|(id, _)| !filter.hidden_types.contains(id)),
+                );
+                let mut on = state != CheckState::Unchecked;
+                if ui
+                    .add(
+                        egui::Checkbox::new(&mut on, egui::RichText::new(cat.name()).strong())
+                            .indeterminate(state == CheckState::Partial),
+                    )
+                    .changed()
+                {
+                    for (id, _) in &types {
+                        if on {
+                            filter.hidden_types.remove(id);
+                        } else {
+                            filter.hidden_types.insert(*id);
+                        }
+                    }
+                }
+                ui.indent(cat.name(), |ui| {
+                    for (id, name) in &types {
+                        let mut on = !filter.hidden_types.contains(id);
+                        let text = egui::RichText::new(name).color(names.colour(*id));
+                        if ui.checkbox(&mut on, text).changed() {
+                            if on {
+                                filter.hidden_types.remove(id);
+                            } else {
+                                filter.hidden_types.insert(*id);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    s.types_dialog = open;
+    let mut open = s.producers_dialog;
+    egui::Window::new("Event producers")
+        .open(&mut open)
+        .vscroll(true)
+        .show(ui.ctx(), |ui| {
+            ui.horizontal(|ui| {
+                if ui.button("All").clicked() {
+                    filter.hidden_producers.clear();
+                }
+                if ui.button("None").clicked() {
+                    filter.hidden_producers = meta.producers.iter().map(|p| p.id).collect();
+                }
+            });
+            for n in names.tree.nodes() {
+                let state = names.tree.check_state(n.id, &filter.hidden_producers);
+                let mut on = state != CheckState::Unchecked;
+                ui.horizontal(|ui| {
+                    ui.add_space(14.0 * n.depth as f32);
+                    if ui
+                        .add(
+                            egui::Checkbox::new(&mut on, &n.label)
+                                .indeterminate(state == CheckState::Partial),
+                        )
+                        .changed()
+                    {
+                        names
+                            .tree
+                            .set_checked(n.id, on, &mut filter.hidden_producers);
+                    }
+                });
+            }
+        });
+    s.producers_dialog = open;
+    group.set_filter(filter);
+    let _: BTreeSet<u32> = BTreeSet::new();
+}

@@ -1,0 +1,68 @@
+//! The eframe/egui GUI: a thin shell over the view models of `socscope-analysis` (trace browser, time
+//! bar, density, statistics, Gantt and event table, view groups, live traces).
+//!
+//! Start here: [`run`] (the window), [`GuiApp`] (the UI, drawable into any `Ui` — the snapshot tests use
+//! it), [`ViewOptions`].
+
+mod app;
+mod density;
+mod gantt;
+mod script;
+mod session;
+mod stats;
+mod table;
+mod theme;
+mod timebar;
+
+use std::path::PathBuf;
+
+pub use app::{GuiApp, TraceSession, date};
+pub use script::Script;
+use socscope_analysis::sync::ViewKind;
+
+/// How to open the window.
+#[derive(Clone, Debug)]
+pub struct ViewOptions {
+    /// Catalog directory shown in the trace browser.
+    pub dir: Option<PathBuf>,
+    /// Traces opened at start.
+    pub traces: Vec<PathBuf>,
+    /// The view a new group shows first.
+    pub first_view: ViewKind,
+    /// Dark theme (else light).
+    pub dark: bool,
+    /// Window size in points.
+    pub size: [f32; 2],
+    /// Save a PNG of the window to this file...
+    pub screenshot: Option<PathBuf>,
+    /// ...after this many frames (and once loading settled), then exit; also exits without a screenshot.
+    pub exit_after_frames: Option<u64>,
+    /// Append one line per frame (frame number, ms since the previous frame, CPU ms of the frame).
+    pub frame_log: Option<PathBuf>,
+    /// A scripted interaction driven by the app itself.
+    pub script: Option<Script>,
+}
+
+/// Opens the window and runs until it is closed.
+pub fn run(options: ViewOptions) -> anyhow::Result<()> {
+    let mut native = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("socscope")
+            .with_inner_size(options.size),
+        renderer: eframe::Renderer::Glow,
+        ..Default::default()
+    };
+    // Frame times must measure our work, not the display's refresh.
+    native.glow_options.vsync = options.frame_log.is_none();
+    let app = GuiApp::new(
+        options.dir.as_deref(),
+        &options.traces,
+        options.first_view,
+        options.dark,
+    );
+    let shell = script::Shell::new(app, &options)?;
+    eframe::run_native("socscope", native, Box::new(move |_cc| Ok(Box::new(shell))))
+        .map_err(|e| anyhow::anyhow!("the window failed: {e}"))
+}
+
+pub use eframe::egui;

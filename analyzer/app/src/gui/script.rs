@@ -1,0 +1,189 @@
+//! The window shell: frame-time log, screenshots, exit after N frames, and scripted interactions
+//! (`--script pan-zoom`) that drive the app itself, for benchmarks and tests under Xvfb.
+
+use eframe::egui;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use socscope_analysis::sync::ViewKind;
+
+use super::{GuiApp, ViewOptions};
+
+/// A scripted interaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Script {
+    /// Once the views have data: zoom and pan the Gantt chart, then the density chart, then exit.
+    PanZoom,
+}
+
+impl std::str::FromStr for Script {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pan-zoom" => Ok(Script::PanZoom),
+            _ => Err(format!("unknown script {s:?} (known: pan-zoom)")),
+        }
+    }
+}
+
+/// Frames per scripted phase.
+const PHASE_FRAMES: u64 = 400;
+
+pub struct Shell {
+    app: GuiApp,
+    frame: u64,
+    last: Option<Instant>,
+    log: Option<std::fs::File>,
+    screenshot: Option<PathBuf>,
+    exit_after: Option<u64>,
+    script: Option<Script>,
+    /// Frame at which the script started (once data arrived).
+    script_start: Option<u64>,
+    shot: Arc<Mutex<Option<anyhow::Result<()>>>>,
+    shot_requested: bool,
+    started: Instant,
+}
+
+impl Shell {
+    pub fn new(app: GuiApp, o: &ViewOptions) -> anyhow::Result<Self> {
+        let log = match &o.frame_log {
+            Some(p) => {
+                let mut f = std::fs::File::create(p)
+                    .with_context(|| format!("cannot create {}", p.display()))?;
+                writeln!(f, "frame\tphase\tinterval_ms\tcpu_ms")?;
+                Some(f)
+            }
+            None => None,
+        };
+        Ok(Self {
+            app,
+            frame: 0,
+            last: None,
+            log,
+            screenshot: o.screenshot.clone(),
+            exit_after: o.exit_after_frames,
+            script: o.script,
+            script_start: None,
+            shot: Arc::default(),
+            shot_requested: false,
+            started: Instant::now(),
+        })
+    }
+
+    fn settled(&self) -> bool {
+        // Loaded, or waited long enough (a live trace never settles).
+        !self.app.busy() || self.started.elapsed().as_secs() > 60
+    }
+
+    fn drive(&mut self) -> Option<&'static str> {
+        let Script::PanZoom = self.script?;
+        let start = match self.script_start {
+            Some(s) => s,
+            None => {
+                let ready = self.app.active.is_some() && self.settled();
+                if !ready {
+                    return None;
+                }
+                self.script_start = Some(self.frame);
+                self.frame
+            }
+        };
+        let i = self.frame - start;
+        let s = self.app.active.and_then(|a| self.app.sessions.get_mut(a))?;
+        let gi = s.active_group;
+        let whole = s.whole();
+        let group = s.groups.get_mut(gi)?;
+        let (phase, k) = if i < PHASE_FRAMES {
+            ("gantt", ViewKind::Gantt)
+        } else if i < 2 * PHASE_FRAMES {
+            ("density", ViewKind::Density)
+        } else {
+            return Some("done");
+        };
+        group.switch_to(k);
+        let j = i % PHASE_FRAMES;
+        // 100 frames zooming in, 100 panning right, 100 panning left, 100 zooming out.
+        let v = &mut s.views[gi];
+        match (k, j / 100) {
+            (ViewKind::Gantt, 0) => v.gantt.zoom(0.97, 0.5, whole),
+            (ViewKind::Gantt, 1) => v.gantt.pan(0.01),
+            (ViewKind::Gantt, 2) => v.gantt.pan(-0.01),
+            (ViewKind::Gantt, _) => v.gantt.zoom(1.0 / 0.97, 0.5, whole),
+            (_, 0) => v.density.zoom(0.97, 0.5),
+            (_, 1) => v.density.pan(0.01),
+            (_, 2) => v.density.pan(-0.01),
+            (_, _) => v.density.zoom(1.0 / 0.97, 0.5),
+        }
+        Some(phase)
+    }
+}
+
+impl eframe::App for Shell {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        let now = Instant::now();
+        let interval = self.last.map(|l| (now - l).as_secs_f64() * 1e3);
+        self.last = Some(now);
+        let phase = self.drive();
+        if phase == Some("done") {
+            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+        self.app.ui(ui);
+        self.frame += 1;
+        if let (Some(f), Some(phase), Some(iv)) = (&mut self.log, phase, interval) {
+            let cpu = frame
+                .info()
+                .cpu_usage
+                .map_or(f64::NAN, |c| f64::from(c) * 1e3);
+            let _ = writeln!(f, "{}\t{phase}\t{iv:.3}\t{cpu:.3}", self.frame);
+        }
+        if self.script.is_some() || self.screenshot.is_some() || self.exit_after.is_some() {
+            ui.ctx().request_repaint();
+        }
+        if let Some(n) = self.exit_after
+            && self.frame >= n
+            && (self.settled() || self.frame >= n * 20)
+        {
+            match &self.screenshot {
+                Some(path) if !self.shot_requested => {
+                    self.shot_requested = true;
+                    let (slot, path) = (self.shot.clone(), path.clone());
+                    ui.ctx().request_screenshot(move |image| {
+                        let r = save_png(&path, &image);
+                        if let Ok(mut s) = slot.lock() {
+                            *s = Some(r);
+                        }
+                    });
+                }
+                Some(_) => {
+                    let done = self.shot.lock().ok().and_then(|mut s| s.take());
+                    if let Some(r) = done {
+                        if let Err(e) = r {
+                            eprintln!("socscope: screenshot: {e:#}");
+                        }
+                        ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+                    }
+                }
+                None => ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close),
+            }
+        }
+    }
+}
+
+fn save_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result<()> {
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut enc = png::Encoder::new(
+        std::io::BufWriter::new(file),
+        image.size[0] as u32,
+        image.size[1] as u32,
+    );
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut w = enc.write_header()?;
+    let bytes: Vec<u8> = image.pixels.iter().flat_map(|c| c.to_array()).collect();
+    w.write_image_data(&bytes)?;
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! Everything read from the store runs here, on background threads; the UI thread only reads what they
+//! published.
+
+use eframe::egui;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use socscope_analysis::hierarchy::ProducerTree;
+use socscope_analysis::table::TableNames;
+use socscope_tracedb::{
+    Catalog, EventType, LossRecord, Producer, TraceInfo, TraceReader, TraceRecord, TypeId,
+};
+
+/// What the views need to know about a trace besides its events.
+#[derive(Clone, Debug)]
+pub struct TraceMeta {
+    pub info: TraceInfo,
+    pub types: Vec<EventType>,
+    pub producers: Vec<Producer>,
+    pub losses: Vec<LossRecord>,
+}
+
+/// Derived once per metadata change.
+#[derive(Clone, Debug)]
+pub struct TraceNames {
+    pub tree: ProducerTree,
+    pub table: Arc<TableNames>,
+    pub colours: HashMap<TypeId, egui::Color32>,
+    pub type_names: HashMap<TypeId, String>,
+}
+
+impl TraceNames {
+    pub fn new(meta: &TraceMeta) -> Self {
+        let tree = ProducerTree::new(&meta.producers);
+        let table = Arc::new(TableNames::new(
+            &meta.types,
+            tree.nodes().iter().map(|n| (n.id, n.label.clone())),
+        ));
+        let colours = meta
+            .types
+            .iter()
+            .map(|t| (t.id, super::theme::type_colour(&t.name)))
+            .collect();
+        let type_names = meta.types.iter().map(|t| (t.id, t.name.clone())).collect();
+        Self {
+            tree,
+            table,
+            colours,
+            type_names,
+        }
+    }
+
+    pub fn colour(&self, t: TypeId) -> egui::Color32 {
+        self.colours.get(&t).copied().unwrap_or(egui::Color32::GRAY)
+    }
+
+    pub fn type_name(&self, t: TypeId) -> String {
+        self.type_names
+            .get(&t)
+            .cloned()
+            .unwrap_or_else(|| format!("#{t}"))
+    }
+}
+
+fn read_meta(reader: &TraceReader) -> Result<TraceMeta, String> {
+    Ok(TraceMeta {
+        info: reader.info().map_err(|e| e.to_string())?,
+        types: reader.event_types().map_err(|e| e.to_string())?,
+        producers: reader.producers().map_err(|e| e.to_string())?,
+        losses: reader.losses().map_err(|e| e.to_string())?,
+    })
+}
+
+/// Watches a trace on a background thread: reads its metadata at once, then again every half second
+/// while the trace is being written.
+pub struct TraceWatch {
+    latest: Arc<Mutex<(u64, Option<Result<TraceMeta, String>>)>>,
+    stop: Arc<AtomicBool>,
+    seen: u64,
+}
+
+impl TraceWatch {
+    pub fn start(path: &Path) -> Self {
+        let latest: Arc<Mutex<(u64, Option<Result<TraceMeta, String>>)>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, s, path) = (latest.clone(), stop.clone(), path.to_path_buf());
+        let publish = move |m: Result<TraceMeta, String>| {
+            if let Ok(mut g) = l.lock() {
+                g.0 += 1;
+                g.1 = Some(m);
+            }
+        };
+        let _ = std::thread::Builder::new()
+            .name("socscope-trace-watch".into())
+            .spawn(move || {
+                let reader = match TraceReader::open(&path) {
+                    Ok(r) => r,
+                    Err(e) => return publish(Err(format!("{}: {e}", path.display()))),
+                };
+                let mut last: Option<(u64, i64, usize, usize)> = None;
+                while !s.load(Ordering::Relaxed) {
+                    let m = read_meta(&reader);
+                    let done = match &m {
+                        Ok(m) => m.info.finished,
+                        Err(_) => true,
+                    };
+                    let key = m.as_ref().ok().map(|m| {
+                        (
+                            m.info.event_count,
+                            m.info.t_max,
+                            m.producers.len(),
+                            m.losses.len(),
+                        )
+                    });
+                    if key.is_none() || key != last {
+                        last = key;
+                        publish(m);
+                    }
+                    if done {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            });
+        Self {
+            latest,
+            stop,
+            seen: 0,
+        }
+    }
+
+    /// Newly published metadata, if any.
+    pub fn poll(&mut self) -> Option<Result<TraceMeta, String>> {
+        let g = self.latest.lock().ok()?;
+        if g.0 > self.seen {
+            self.seen = g.0;
+            g.1.clone()
+        } else {
+            None
+        }
+    }
+}
+
+impl Drop for TraceWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The trace browser's list, refreshed on a background thread; deletions run there too.
+pub struct CatalogWatch {
+    pub dir: PathBuf,
+    latest: Arc<Mutex<(u64, Result<Vec<(TraceRecord, PathBuf)>, String>)>>,
+    requests: std::sync::mpsc::Sender<CatalogRequest>,
+    seen: u64,
+}
+
+enum CatalogRequest {
+    Delete(i64),
+}
+
+impl CatalogWatch {
+    pub fn start(dir: &Path) -> Self {
+        let latest: Arc<Mutex<(u64, Result<Vec<(TraceRecord, PathBuf)>, String>)>> =
+            Arc::new(Mutex::new((0, Ok(Vec::new()))));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (l, d) = (latest.clone(), dir.to_path_buf());
+        let _ = std::thread::Builder::new()
+            .name("socscope-catalog".into())
+            .spawn(move || {
+                loop {
+                    let list = Catalog::open(&d)
+                        .and_then(|c| {
+                            let mut v: Vec<(TraceRecord, PathBuf)> = c
+                                .traces()?
+                                .into_iter()
+                                .map(|r| {
+                                    let p = c.resolve(&r);
+                                    (r, p)
+                                })
+                                .collect();
+                            v.sort_by_key(|(r, _)| std::cmp::Reverse(r.info.meta.start_unix_ns));
+                            Ok(v)
+                        })
+                        .map_err(|e| e.to_string());
+                    match l.lock() {
+                        Ok(mut g) => {
+                            if g.1.as_ref().ok() != list.as_ref().ok() || list.is_err() {
+                                g.0 += 1;
+                                g.1 = list;
+                            }
+                        }
+                        Err(_) => return,
+                    }
+                    match rx.recv_timeout(Duration::from_secs(2)) {
+                        Ok(CatalogRequest::Delete(id)) => {
+                            if let Ok(c) = Catalog::open(&d) {
+                                let _ = c.delete_trace(id, true);
+                            }
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(_) => return,
+                    }
+                }
+            });
+        Self {
+            dir: dir.to_path_buf(),
+            latest,
+            requests: tx,
+            seen: 0,
+        }
+    }
+
+    pub fn poll(&mut self) -> Option<Result<Vec<(TraceRecord, PathBuf)>, String>> {
+        let g = self.latest.lock().ok()?;
+        if g.0 > self.seen {
+            self.seen = g.0;
+            Some(g.1.clone())
+        } else {
+            None
+        }
+    }
+
+    pub fn delete(&self, id: i64) {
+        let _ = self.requests.send(CatalogRequest::Delete(id));
+    }
+}

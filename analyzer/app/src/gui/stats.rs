@@ -1,0 +1,378 @@
+//! The statistics pie and its table (RT-460 §3.3): operator choice, small-slice aggregation with its
+//! tooltip, exclude / restore, create / undo groups with a name and colour.
+
+use eframe::egui;
+use std::collections::BTreeSet;
+use std::f32::consts::TAU;
+
+use egui::{Color32, Sense, Stroke, Ui, Vec2};
+use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
+use socscope_analysis::piechart::{Operator, PieSettings, SliceKind, StatsConsumer, StatsSnapshot};
+use socscope_analysis::timebar::format_ns;
+use socscope_tracedb::{Filter, TimeRange};
+
+use super::session::TraceNames;
+
+pub struct StatsView {
+    loader: Option<LoaderHandle<StatsSnapshot>>,
+    seen: u64,
+    pub stats: Option<StatsSnapshot>,
+    pub loaded: TimeRange,
+    pub settings: PieSettings,
+    selected: BTreeSet<u32>,
+    group_name: String,
+    group_colour: Color32,
+    refreshing: bool,
+    last_refresh: Option<std::time::Instant>,
+}
+
+impl StatsView {
+    pub fn new(range: TimeRange) -> Self {
+        Self {
+            loader: None,
+            seen: 0,
+            stats: None,
+            loaded: range,
+            settings: PieSettings::default(),
+            selected: BTreeSet::new(),
+            group_name: "group".into(),
+            group_colour: Color32::from_rgb(220, 40, 40),
+            refreshing: false,
+            last_refresh: None,
+        }
+    }
+
+    fn spawn(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
+        self.seen = 0;
+        self.loaded = range;
+        self.loader = Some(loader::spawn(
+            LoadRequest {
+                trace: trace.to_path_buf(),
+                range,
+                filter,
+                chunk_events: chunk_size::STATISTICS,
+            },
+            StatsConsumer::new(range),
+        ));
+    }
+
+    pub fn load(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
+        self.stats = None;
+        self.refreshing = false;
+        self.spawn(trace, range, filter);
+    }
+
+    pub fn extend(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
+        if self.busy()
+            || range.end <= self.loaded.end
+            || self
+                .last_refresh
+                .is_some_and(|t| t.elapsed().as_millis() < 1000)
+        {
+            return;
+        }
+        self.last_refresh = Some(std::time::Instant::now());
+        self.refreshing = true;
+        self.spawn(trace, range, filter);
+    }
+
+    pub fn busy(&self) -> bool {
+        self.loader.as_ref().is_some_and(|l| !l.progress().finished)
+    }
+
+    pub fn progress(&self) -> Option<Progress> {
+        self.loader.as_ref().map(|l| l.progress())
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(l) = &self.loader {
+            l.cancel();
+        }
+    }
+
+    pub fn poll(&mut self) {
+        let Some(l) = &self.loader else { return };
+        let finished = l.progress().finished;
+        if self.refreshing && !finished {
+            return;
+        }
+        if let Some((g, s)) = l.snapshot_if_newer(self.seen) {
+            self.seen = g;
+            self.stats = Some(s);
+        }
+        if finished {
+            self.refreshing = false;
+        }
+    }
+
+    fn entity_name(&self, names: &TraceNames, id: u32) -> String {
+        if self.settings.operator.by_producer() {
+            names.tree.label(id)
+        } else {
+            names.type_name(id)
+        }
+    }
+
+    fn entity_colour(&self, names: &TraceNames, id: u32) -> Color32 {
+        if self.settings.operator.by_producer() {
+            super::theme::type_colour(&names.tree.label(id))
+        } else {
+            names.colour(id)
+        }
+    }
+
+    fn value_text(&self, v: f64) -> String {
+        if self.settings.operator.is_duration() {
+            format!("{} s", format_ns(v as i64))
+        } else {
+            format!("{v:.0}")
+        }
+    }
+
+    pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) {
+        ui.horizontal(|ui| {
+            ui.label("Metric:");
+            let mut op = self.settings.operator;
+            egui::ComboBox::from_id_salt("operator")
+                .selected_text(op.label())
+                .show_ui(ui, |ui| {
+                    for o in Operator::ALL {
+                        ui.selectable_value(&mut op, o, o.label());
+                    }
+                });
+            if op != self.settings.operator {
+                self.settings.set_operator(op);
+                self.selected.clear();
+            }
+            ui.label("Aggregate below");
+            let mut pct = self.settings.threshold * 100.0;
+            if ui
+                .add(
+                    egui::DragValue::new(&mut pct)
+                        .range(0.0..=50.0)
+                        .suffix(" %")
+                        .speed(0.1),
+                )
+                .changed()
+            {
+                self.settings.threshold = pct / 100.0;
+            }
+        });
+        let mut group_name = std::mem::take(&mut self.group_name);
+        let mut group_colour = self.group_colour;
+        let Some(stats) = &self.stats else {
+            self.group_name = group_name;
+            ui.spinner();
+            return;
+        };
+        let slices = self.settings.slices(stats);
+        let colour_of = |k: &SliceKind| -> Color32 {
+            match k {
+                SliceKind::Entity(id) => self.entity_colour(names, *id),
+                SliceKind::Group(g) => {
+                    let [r, gg, b] = self.settings.groups[*g].colour;
+                    Color32::from_rgb(r, gg, b)
+                }
+                SliceKind::Others(_) => {
+                    let [r, g, b] = socscope_analysis::palette::OTHERS;
+                    Color32::from_rgb(r, g, b)
+                }
+            }
+        };
+        let label_of = |k: &SliceKind| -> String {
+            match k {
+                SliceKind::Entity(id) => self.entity_name(names, *id),
+                SliceKind::Group(g) => self.settings.groups[*g].name.clone(),
+                SliceKind::Others(l) => format!("others ({})", l.len()),
+            }
+        };
+        let mut action: Option<Box<dyn FnOnce(&mut Self)>> = None;
+        ui.horizontal_top(|ui| {
+            // The pie.
+            let side = (ui.available_height() - 10.0)
+                .min(ui.available_width() * 0.5)
+                .clamp(120.0, 420.0);
+            let (rect, resp) = ui.allocate_exact_size(Vec2::splat(side), Sense::hover());
+            let p = ui.painter_at(rect);
+            let (c, r) = (rect.center(), side * 0.45);
+            let mut a0 = -TAU / 4.0;
+            let hover = resp.hover_pos();
+            let mut hovered = None;
+            for (i, s) in slices.iter().enumerate() {
+                let a1 = a0 + TAU * s.share as f32;
+                let steps = ((a1 - a0) / 0.05).ceil().max(1.0) as usize;
+                let mut pts = vec![c];
+                for k in 0..=steps {
+                    let a = a0 + (a1 - a0) * k as f32 / steps as f32;
+                    pts.push(c + Vec2::angled(a) * r);
+                }
+                // Fan of triangles: convex per slice only below half a turn, so draw as a mesh.
+                let mut mesh = egui::Mesh::default();
+                let col = colour_of(&s.kind);
+                for k in 1..pts.len() - 1 {
+                    let base = mesh.vertices.len() as u32;
+                    mesh.colored_vertex(pts[0], col);
+                    mesh.colored_vertex(pts[k], col);
+                    mesh.colored_vertex(pts[k + 1], col);
+                    mesh.add_triangle(base, base + 1, base + 2);
+                }
+                p.add(mesh);
+                if let Some(h) = hover {
+                    let d = h - c;
+                    let mut ang = d.angle();
+                    while ang < -TAU / 4.0 {
+                        ang += TAU;
+                    }
+                    if d.length() <= r && ang >= a0 && ang < a1 {
+                        hovered = Some(i);
+                    }
+                }
+                a0 = a1;
+            }
+            p.circle_stroke(c, r, Stroke::new(1.0, ui.visuals().weak_text_color()));
+            if let Some(i) = hovered {
+                let s = &slices[i];
+                let mut text = format!(
+                    "{}: {} ({:.1} %)",
+                    label_of(&s.kind),
+                    self.value_text(s.value),
+                    s.share * 100.0
+                );
+                if let SliceKind::Others(list) = &s.kind {
+                    for (id, v) in list.iter().take(30) {
+                        text.push_str(&format!(
+                            "\n  {}: {}",
+                            self.entity_name(names, *id),
+                            self.value_text(*v)
+                        ));
+                    }
+                }
+                resp.on_hover_text_at_pointer(text);
+            }
+            // The table.
+            ui.vertical(|ui| {
+                egui::ScrollArea::vertical()
+                    .max_height(ui.available_height() - 60.0)
+                    .show(ui, |ui| {
+                        egui::Grid::new("stats-table")
+                            .striped(true)
+                            .num_columns(4)
+                            .show(ui, |ui| {
+                                ui.strong("");
+                                ui.strong(if self.settings.operator.by_producer() {
+                                    "Producer"
+                                } else {
+                                    "Type"
+                                });
+                                ui.strong("Value");
+                                ui.strong("%");
+                                ui.end_row();
+                                for s in &slices {
+                                    let col = colour_of(&s.kind);
+                                    match &s.kind {
+                                        SliceKind::Entity(id) => {
+                                            let mut on = self.selected.contains(id);
+                                            if ui.checkbox(&mut on, "").changed() {
+                                                let id = *id;
+                                                action = Some(Box::new(move |v: &mut Self| {
+                                                    if on {
+                                                        v.selected.insert(id);
+                                                    } else {
+                                                        v.selected.remove(&id);
+                                                    }
+                                                }));
+                                            }
+                                        }
+                                        SliceKind::Group(g) => {
+                                            if ui.small_button("ungroup").clicked() {
+                                                let g = *g;
+                                                action = Some(Box::new(move |v: &mut Self| {
+                                                    v.settings.ungroup(g)
+                                                }));
+                                            }
+                                        }
+                                        SliceKind::Others(_) => {
+                                            ui.label("");
+                                        }
+                                    }
+                                    ui.colored_label(col, format!("● {}", label_of(&s.kind)));
+                                    ui.label(self.value_text(s.value));
+                                    ui.label(format!("{:.2}", s.share * 100.0));
+                                    ui.end_row();
+                                    if let SliceKind::Others(list) = &s.kind {
+                                        for (id, v) in list {
+                                            let mut on = self.selected.contains(id);
+                                            if ui.checkbox(&mut on, "").changed() {
+                                                let id = *id;
+                                                action = Some(Box::new(move |v: &mut Self| {
+                                                    if on {
+                                                        v.selected.insert(id);
+                                                    } else {
+                                                        v.selected.remove(&id);
+                                                    }
+                                                }));
+                                            }
+                                            ui.label(format!(
+                                                "    {}",
+                                                self.entity_name(names, *id)
+                                            ));
+                                            ui.label(self.value_text(*v));
+                                            ui.label(format!(
+                                                "{:.2}",
+                                                v / slices.iter().map(|x| x.value).sum::<f64>()
+                                                    * 100.0
+                                            ));
+                                            ui.end_row();
+                                        }
+                                    }
+                                }
+                            });
+                    });
+                ui.horizontal(|ui| {
+                    let n = self.selected.len();
+                    if ui
+                        .add_enabled(n > 0, egui::Button::new(format!("Exclude {n}")))
+                        .clicked()
+                    {
+                        action = Some(Box::new(|v: &mut Self| {
+                            for id in std::mem::take(&mut v.selected) {
+                                v.settings.exclude(id);
+                            }
+                        }));
+                    }
+                    ui.add(egui::TextEdit::singleline(&mut group_name).desired_width(80.0));
+                    ui.color_edit_button_srgba(&mut group_colour);
+                    if ui
+                        .add_enabled(n >= 2, egui::Button::new(format!("Group {n}")))
+                        .clicked()
+                    {
+                        let (name, c) = (group_name.clone(), group_colour);
+                        action = Some(Box::new(move |v: &mut Self| {
+                            let members = std::mem::take(&mut v.selected);
+                            v.settings.group(&name, [c.r(), c.g(), c.b()], members);
+                        }));
+                    }
+                });
+                if !self.settings.excluded.is_empty() {
+                    ui.horizontal_wrapped(|ui| {
+                        ui.label("Excluded:");
+                        for id in self.settings.excluded.clone() {
+                            if ui
+                                .small_button(format!("restore {}", self.entity_name(names, id)))
+                                .on_hover_text("Restore")
+                                .clicked()
+                            {
+                                action = Some(Box::new(move |v: &mut Self| v.settings.restore(id)));
+                            }
+                        }
+                    });
+                }
+            });
+        });
+        self.group_name = group_name;
+        self.group_colour = group_colour;
+        if let Some(a) = action {
+            a(self);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The time bar widget (RT-460 §2.2) over [`TimeBar`]: the slider with its two handles, the arrows, and the
+//! whole / start-end / resync / load buttons.
+
+use eframe::egui;
+use egui::{Color32, Pos2, Rect, Sense, Stroke, Ui, Vec2};
+use socscope_analysis::timebar::{TimeBar, format_ns, parse_ns};
+
+/// What the user asked for with the bar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarAction {
+    None,
+    /// Load the selection in the view.
+    Load,
+}
+
+/// Text of the start and end fields while they are edited.
+#[derive(Default)]
+pub struct BarEdit {
+    start: String,
+    end: String,
+    editing: bool,
+}
+
+pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i64>) -> BarAction {
+    let mut action = BarAction::None;
+    ui.horizontal(|ui| {
+        if ui
+            .button("<")
+            .on_hover_text("Move the selection left")
+            .clicked()
+        {
+            bar.shift(-0.5);
+        }
+        let width = (ui.available_width() - 470.0).max(120.0);
+        let (rect, resp) = ui.allocate_exact_size(Vec2::new(width, 18.0), Sense::click_and_drag());
+        slider(ui, rect, &resp, bar, cursor);
+        if ui
+            .button(">")
+            .on_hover_text("Move the selection right")
+            .clicked()
+        {
+            bar.shift(0.5);
+        }
+        if !edit.editing {
+            edit.start = format_ns(bar.selection.start);
+            edit.end = format_ns(bar.selection.end);
+        }
+        let s = ui.add(egui::TextEdit::singleline(&mut edit.start).desired_width(90.0));
+        ui.label("–");
+        let e = ui.add(egui::TextEdit::singleline(&mut edit.end).desired_width(90.0));
+        edit.editing = s.has_focus() || e.has_focus();
+        if s.lost_focus()
+            && let Some(t) = parse_ns(&edit.start)
+        {
+            bar.set_start(t);
+        }
+        if e.lost_focus()
+            && let Some(t) = parse_ns(&edit.end)
+        {
+            bar.set_end(t);
+        }
+        if ui
+            .button("Whole")
+            .on_hover_text("Select the whole trace")
+            .clicked()
+        {
+            bar.select_whole();
+        }
+        if ui
+            .button("Resync")
+            .on_hover_text("Back to what the view shows")
+            .clicked()
+        {
+            bar.resync();
+        }
+        let differs = bar.selection != bar.displayed;
+        if ui
+            .add_enabled(differs, egui::Button::new("Load"))
+            .on_hover_text("Load the selection in the view")
+            .clicked()
+        {
+            action = BarAction::Load;
+        }
+    });
+    action
+}
+
+fn slider(ui: &Ui, rect: Rect, resp: &egui::Response, bar: &mut TimeBar, cursor: Option<i64>) {
+    let visuals = ui.visuals();
+    let p = ui.painter_at(rect);
+    p.rect_filled(rect, 3.0, visuals.extreme_bg_color);
+    let x = |t: i64| rect.left() + rect.width() * bar.fraction_of(t) as f32;
+    let shown = Rect::from_x_y_ranges(
+        x(bar.displayed.start)..=x(bar.displayed.end).max(x(bar.displayed.start) + 1.0),
+        rect.y_range(),
+    );
+    p.rect_filled(
+        shown.shrink2(Vec2::new(0.0, 6.0)),
+        0.0,
+        visuals.weak_text_color(),
+    );
+    let sel = Rect::from_x_y_ranges(
+        x(bar.selection.start)..=x(bar.selection.end).max(x(bar.selection.start) + 2.0),
+        rect.y_range(),
+    );
+    p.rect_filled(
+        sel.shrink2(Vec2::new(0.0, 3.0)),
+        2.0,
+        visuals.selection.bg_fill,
+    );
+    for hx in [sel.left(), sel.right()] {
+        p.line_segment(
+            [Pos2::new(hx, rect.top()), Pos2::new(hx, rect.bottom())],
+            Stroke::new(3.0, visuals.selection.stroke.color),
+        );
+    }
+    if let Some(c) = cursor {
+        let cx = x(c);
+        p.line_segment(
+            [Pos2::new(cx, rect.top()), Pos2::new(cx, rect.bottom())],
+            Stroke::new(1.5, super::theme::cursor()),
+        );
+    }
+    // Dragging near a handle moves it; elsewhere it draws a new selection.
+    let id = resp.id.with("grab");
+    if resp.drag_started()
+        && let Some(pos) = resp.interact_pointer_pos()
+    {
+        let grab = if (pos.x - sel.left()).abs() < 6.0 {
+            1u8
+        } else if (pos.x - sel.right()).abs() < 6.0 {
+            2
+        } else if sel.contains(pos) && sel.width() > 14.0 {
+            3
+        } else {
+            0
+        };
+        let anchor = bar.time_at(((pos.x - rect.left()) / rect.width()) as f64);
+        ui.ctx()
+            .data_mut(|d| d.insert_temp(id, (grab, anchor, bar.selection.start)));
+    }
+    if resp.dragged()
+        && let Some(pos) = resp.interact_pointer_pos()
+    {
+        let t = bar.time_at(((pos.x - rect.left()) / rect.width()) as f64);
+        let (grab, anchor, start0): (u8, i64, i64) =
+            ui.ctx()
+                .data(|d| d.get_temp(id))
+                .unwrap_or((0, t, bar.selection.start));
+        match grab {
+            1 => bar.set_start(t),
+            2 => bar.set_end(t),
+            3 => {
+                let len = bar.selection.len();
+                let start = (start0 + t - anchor).clamp(bar.whole.start, bar.whole.end - len);
+                bar.select(start, start + len);
+            }
+            _ => bar.select(anchor, t),
+        }
+    }
+    let _ = Color32::TRANSPARENT;
+}

@@ -1,0 +1,97 @@
+//! `socscope view [TRACE|DIR]`: the GUI on a trace file, or on the trace browser of a catalog directory.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+#[derive(clap::Args, Debug)]
+pub struct ViewArgs {
+    /// A trace file (.db) to open, or a catalog directory to browse.
+    #[arg(default_value = crate::DEFAULT_DIR)]
+    pub target: PathBuf,
+    /// The view a trace opens in: density, statistics (pie), gantt or table.
+    #[arg(long, default_value = "gantt")]
+    pub view: String,
+    /// Light theme instead of dark.
+    #[arg(long)]
+    pub light: bool,
+    /// Window size in points, WIDTHxHEIGHT.
+    #[arg(long, default_value = "1280x800")]
+    pub size: String,
+    /// Save a PNG of the window (after --exit-after-frames frames and once loaded), then exit.
+    #[arg(long, value_name = "FILE")]
+    pub screenshot: Option<PathBuf>,
+    /// Exit after this many frames (with --screenshot: take it then).
+    #[arg(long, value_name = "N")]
+    pub exit_after_frames: Option<u64>,
+    /// Write per-frame times (ms) to FILE (vsync off).
+    #[arg(long, value_name = "FILE")]
+    pub frame_log: Option<PathBuf>,
+    /// Drive the app with a scripted interaction, then exit: pan-zoom.
+    #[arg(long, value_name = "NAME")]
+    pub script: Option<String>,
+}
+
+#[cfg(feature = "gui")]
+pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
+    use anyhow::{anyhow, bail};
+    use socscope_analysis::sync::ViewKind;
+    let first_view = ViewKind::from_name(&args.view).ok_or_else(|| {
+        anyhow!(
+            "unknown view {:?} (density, statistics, gantt, table)",
+            args.view
+        )
+    })?;
+    let (w, h) = args
+        .size
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse::<f32>().ok()?, h.parse::<f32>().ok()?)))
+        .ok_or_else(|| anyhow!("--size wants WIDTHxHEIGHT, got {:?}", args.size))?;
+    let script = match &args.script {
+        Some(s) => Some(s.parse().map_err(|e: String| anyhow!(e))?),
+        None => None,
+    };
+    let (dir, traces) = if args.target.is_dir() {
+        (Some(args.target.clone()), Vec::new())
+    } else if args.target.is_file() {
+        // The browser shows the trace's own directory when it is a catalog.
+        let parent = args
+            .target
+            .parent()
+            .filter(|p| p.join("catalog.db").is_file())
+            .map(PathBuf::from);
+        (parent, vec![args.target.clone()])
+    } else {
+        bail!(
+            "{} is neither a trace file nor a directory",
+            args.target.display()
+        );
+    };
+    Ok(socscope_analyzer::gui::ViewOptions {
+        dir,
+        traces,
+        first_view,
+        dark: !args.light,
+        size: [w, h],
+        screenshot: args.screenshot.clone(),
+        exit_after_frames: args
+            .exit_after_frames
+            .or(args.screenshot.as_ref().map(|_| 10)),
+        frame_log: args.frame_log.clone(),
+        script,
+    })
+}
+
+pub fn run(args: ViewArgs) -> Result<ExitCode> {
+    #[cfg(feature = "gui")]
+    {
+        socscope_analyzer::gui::run(options(&args)?)?;
+        Ok(ExitCode::SUCCESS)
+    }
+    #[cfg(not(feature = "gui"))]
+    {
+        let _ = args;
+        anyhow::bail!("this socscope was built without the GUI (cargo feature `gui`)")
+    }
+}

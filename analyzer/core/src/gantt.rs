@@ -1,0 +1,968 @@
+//! The Gantt chart's view model (RT-460 §3.1): events loaded chunk by chunk into per-producer rows, and
+//! for a visible interval and a width in pixels, what to draw — at most one state per row and pixel
+//! (the dominant type, with a marker when several states were aggregated), punctual events as ticks,
+//! links thinned to at most one short link per pixel (with the share drawn), and the intervals where
+//! events were lost.
+//!
+//! A frame costs O(rows × pixels × log n), whatever the number of events in view.
+//!
+//! Start here: [`GanttConsumer`] (loader side), [`GanttModel`] (absorbs snapshots, answers
+//! [`GanttModel::frame`] and [`GanttModel::event_at`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use socscope_tracedb::{
+    Cpu, EventCategory, EventId, EventKind, LossRecord, ProducerId, StoredEvent, TimeRange,
+    Timestamp, TypeId,
+};
+
+use crate::loader::Consumer;
+
+/// The minimum needed to draw one event (Framesoc's `ReducedEvent`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReducedEvent {
+    /// Stable id in the store.
+    pub id: EventId,
+    /// Start.
+    pub ts: Timestamp,
+    /// End (the start for punctual events and variables).
+    pub end: Timestamp,
+    /// Type.
+    pub type_id: TypeId,
+    /// Producer (link source).
+    pub producer: ProducerId,
+    /// Link target (the producer otherwise).
+    pub target: ProducerId,
+    /// CPU it happened on.
+    pub cpu: Option<Cpu>,
+    /// Category.
+    pub category: EventCategory,
+}
+
+impl ReducedEvent {
+    /// Reduces a stored event.
+    pub fn of(e: &StoredEvent) -> Self {
+        let target = match e.kind {
+            EventKind::Link { target, .. } => target,
+            _ => e.producer,
+        };
+        Self {
+            id: e.id,
+            ts: e.ts,
+            end: e.end().max(e.ts),
+            type_id: e.type_id,
+            producer: e.producer,
+            target,
+            cpu: e.cpu,
+            category: e.category(),
+        }
+    }
+}
+
+/// What the Gantt loader publishes: the sealed batches so far, in time order (cheap to clone).
+#[derive(Clone, Debug, Default)]
+pub struct GanttSnapshot {
+    /// Every batch, oldest first; a model absorbs those it has not seen.
+    pub batches: Vec<Arc<Vec<ReducedEvent>>>,
+}
+
+/// Collects reduced events for the Gantt chart on a loader thread.
+#[derive(Debug, Default)]
+pub struct GanttConsumer {
+    skip_before: Option<Timestamp>,
+    // `snapshot` only borrows the consumer: it seals the pending events into a new batch through these.
+    pending: RefCell<Vec<ReducedEvent>>,
+    sealed: RefCell<GanttSnapshot>,
+}
+
+impl GanttConsumer {
+    /// A consumer for a fresh load.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A consumer that appends to data already loaded up to `t`: events starting before `t` are already
+    /// there and are skipped.
+    pub fn appending_from(t: Timestamp) -> Self {
+        Self {
+            skip_before: Some(t),
+            ..Self::default()
+        }
+    }
+}
+
+impl Consumer for GanttConsumer {
+    type Snapshot = GanttSnapshot;
+
+    fn consume(&mut self, events: &[StoredEvent]) {
+        let skip = self.skip_before.unwrap_or(i64::MIN);
+        self.pending
+            .get_mut()
+            .extend(events.iter().filter(|e| e.ts >= skip).map(ReducedEvent::of));
+    }
+
+    fn snapshot(&self) -> GanttSnapshot {
+        let batch = std::mem::take(&mut *self.pending.borrow_mut());
+        let mut sealed = self.sealed.borrow_mut();
+        if !batch.is_empty() {
+            sealed.batches.push(Arc::new(batch));
+        }
+        sealed.clone()
+    }
+}
+
+/// One state of a row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct StateItem {
+    ts: Timestamp,
+    end: Timestamp,
+    type_id: TypeId,
+    id: EventId,
+}
+
+#[derive(Clone, Debug, Default)]
+struct RowData {
+    states: Vec<StateItem>,
+    /// `argmax_end[i]`: index of the state with the latest end among `states[..=i]`.
+    argmax_end: Vec<u32>,
+    /// Punctual events and variable changes: (ts, type, id).
+    ticks: Vec<(Timestamp, TypeId, EventId)>,
+    unsorted: bool,
+}
+
+impl RowData {
+    fn push_state(&mut self, s: StateItem) {
+        if let Some(last) = self.states.last()
+            && s.ts < last.ts
+        {
+            self.unsorted = true;
+        }
+        let i = self.states.len() as u32;
+        let best = match self.argmax_end.last() {
+            Some(&j) if self.states[j as usize].end >= s.end => j,
+            _ => i,
+        };
+        self.states.push(s);
+        self.argmax_end.push(best);
+    }
+
+    fn fix_order(&mut self) {
+        if !self.unsorted {
+            return;
+        }
+        self.states.sort_by_key(|s| (s.ts, s.id));
+        self.ticks.sort_by_key(|t| (t.0, t.2));
+        self.argmax_end.clear();
+        for i in 0..self.states.len() {
+            let best = match self.argmax_end.last() {
+                Some(&j) if self.states[j as usize].end >= self.states[i].end => j,
+                _ => i as u32,
+            };
+            self.argmax_end.push(best);
+        }
+        self.unsorted = false;
+    }
+}
+
+/// A link between two rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LinkItem {
+    ts: Timestamp,
+    end: Timestamp,
+    from: ProducerId,
+    to: ProducerId,
+    type_id: TypeId,
+}
+
+/// A run of pixels of one row drawn as one state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateSpan {
+    /// First pixel column.
+    pub x0: u32,
+    /// One past the last pixel column.
+    pub x1: u32,
+    /// The type drawn (the dominant one when aggregated).
+    pub type_id: TypeId,
+    /// Several states share these pixels: draw the marker dot.
+    pub aggregated: bool,
+    /// The state drawn, when it is a single one.
+    pub event: Option<EventId>,
+}
+
+/// Punctual events in one pixel column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tick {
+    /// Pixel column.
+    pub x: u32,
+    /// Type of the first event in the column.
+    pub type_id: TypeId,
+    /// How many events fall in the column.
+    pub count: u32,
+}
+
+/// One row's drawing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowFrame {
+    /// The producer.
+    pub producer: ProducerId,
+    /// States, left to right.
+    pub spans: Vec<StateSpan>,
+    /// Punctual events, left to right.
+    pub ticks: Vec<Tick>,
+}
+
+/// A link to draw, as an arrow from (x0, row0) to (x1, row1); x in pixels (may fall outside the view).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkArrow {
+    /// Start column.
+    pub x0: f32,
+    /// Source row index in the frame.
+    pub row0: usize,
+    /// End column.
+    pub x1: f32,
+    /// Target row index in the frame.
+    pub row1: usize,
+    /// Type.
+    pub type_id: TypeId,
+}
+
+/// Where events were lost, in pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LossGap {
+    /// First column.
+    pub x0: u32,
+    /// One past the last column.
+    pub x1: u32,
+    /// Events lost.
+    pub count: u64,
+    /// CPU whose events were lost.
+    pub cpu: Option<Cpu>,
+}
+
+/// Everything to draw for one view of the chart.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GanttFrame {
+    /// The interval shown.
+    pub view: TimeRange,
+    /// Width in pixel columns.
+    pub width: u32,
+    /// One per requested row, in order.
+    pub rows: Vec<RowFrame>,
+    /// The links drawn.
+    pub links: Vec<LinkArrow>,
+    /// Links between shown rows overlapping the view.
+    pub links_total: u64,
+    /// Lost-event intervals overlapping the view.
+    pub losses: Vec<LossGap>,
+}
+
+impl GanttFrame {
+    /// The share of links drawn, in percent (100 when there are none), as the chart's label shows it.
+    pub fn links_drawn_percent(&self) -> f64 {
+        if self.links_total == 0 {
+            100.0
+        } else {
+            100.0 * self.links.len() as f64 / self.links_total as f64
+        }
+    }
+}
+
+/// An event under the pointer, for the tooltip.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HoveredEvent {
+    /// The event.
+    pub event: ReducedEvent,
+    /// How many events share the pointer's pixel (more than one: aggregated).
+    pub in_pixel: usize,
+}
+
+/// How many states of one pixel are looked at to find the dominant type.
+const DOMINANT_SAMPLE: usize = 64;
+
+/// The Gantt chart's data on the UI side: absorbs loader snapshots, draws frames.
+#[derive(Clone, Debug, Default)]
+pub struct GanttModel {
+    rows: HashMap<ProducerId, RowData>,
+    links: Vec<LinkItem>,
+    max_link_len: i64,
+    links_unsorted: bool,
+    seen_batches: usize,
+    events: u64,
+    losses: Vec<(LossRecord, Option<Timestamp>)>,
+    /// Losses not closed yet, per CPU (indices into `losses`).
+    open_losses: HashMap<Cpu, Vec<usize>>,
+}
+
+impl GanttModel {
+    /// An empty model.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Events absorbed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Takes the batches of `snapshot` not seen yet. Returns whether anything changed.
+    pub fn absorb(&mut self, snapshot: &GanttSnapshot) -> bool {
+        if snapshot.batches.len() <= self.seen_batches {
+            return false;
+        }
+        for batch in &snapshot.batches[self.seen_batches..] {
+            for e in batch.iter() {
+                self.add(e);
+            }
+        }
+        self.seen_batches = snapshot.batches.len();
+        for row in self.rows.values_mut() {
+            row.fix_order();
+        }
+        if self.links_unsorted {
+            self.links.sort_by_key(|l| l.ts);
+            self.links_unsorted = false;
+        }
+        true
+    }
+
+    /// Forgets what the current loader published, so the next (appending) loader's batches are absorbed
+    /// from its first one; keeps the events.
+    pub fn start_appending(&mut self) {
+        self.seen_batches = 0;
+    }
+
+    fn add(&mut self, e: &ReducedEvent) {
+        self.events += 1;
+        if let Some(cpu) = e.cpu
+            && let Some(open) = self.open_losses.get_mut(&cpu)
+        {
+            let losses = &mut self.losses;
+            open.retain(|&i| {
+                let (l, end) = &mut losses[i];
+                if l.ts < e.ts {
+                    *end = Some(e.ts);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        match e.category {
+            EventCategory::State => {
+                self.rows
+                    .entry(e.producer)
+                    .or_default()
+                    .push_state(StateItem {
+                        ts: e.ts,
+                        end: e.end,
+                        type_id: e.type_id,
+                        id: e.id,
+                    })
+            }
+            EventCategory::Link => {
+                if let Some(last) = self.links.last()
+                    && e.ts < last.ts
+                {
+                    self.links_unsorted = true;
+                }
+                self.max_link_len = self.max_link_len.max(e.end - e.ts);
+                self.links.push(LinkItem {
+                    ts: e.ts,
+                    end: e.end,
+                    from: e.producer,
+                    to: e.target,
+                    type_id: e.type_id,
+                });
+            }
+            EventCategory::Punctual | EventCategory::Variable => {
+                let row = self.rows.entry(e.producer).or_default();
+                if let Some(last) = row.ticks.last()
+                    && e.ts < last.0
+                {
+                    row.unsorted = true;
+                }
+                row.ticks.push((e.ts, e.type_id, e.id));
+            }
+        }
+    }
+
+    /// The trace's recorded losses; each becomes a gap from its timestamp (the last event seen on its
+    /// CPU before the loss) to the next event of that CPU absorbed after this call (so set them before
+    /// loading).
+    pub fn set_losses(&mut self, losses: Vec<LossRecord>) {
+        self.open_losses.clear();
+        for (i, l) in losses.iter().enumerate() {
+            if let Some(cpu) = l.cpu {
+                self.open_losses.entry(cpu).or_default().push(i);
+            }
+        }
+        self.losses = losses.into_iter().map(|l| (l, None)).collect();
+    }
+
+    /// Adds the losses recorded since the last call (a live trace), keeping the gaps already closed.
+    pub fn set_losses_if_more(&mut self, losses: Vec<LossRecord>) {
+        for l in losses.into_iter().skip(self.losses.len()) {
+            if let Some(cpu) = l.cpu {
+                self.open_losses
+                    .entry(cpu)
+                    .or_default()
+                    .push(self.losses.len());
+            }
+            self.losses.push((l, None));
+        }
+    }
+
+    /// How many losses the model knows.
+    pub fn loss_count(&self) -> usize {
+        self.losses.len()
+    }
+
+    /// What to draw for `rows` (top to bottom) over `view`, `width` pixel columns wide.
+    pub fn frame(&self, rows: &[ProducerId], view: TimeRange, width: u32) -> GanttFrame {
+        let width = width.max(1);
+        let view = if view.is_empty() {
+            TimeRange::new(view.start, view.start + 1)
+        } else {
+            view
+        };
+        let px = Pixels::new(view, width);
+        let empty = RowData::default();
+        let mut frame = GanttFrame {
+            view,
+            width,
+            ..GanttFrame::default()
+        };
+        for &p in rows {
+            let data = self.rows.get(&p).unwrap_or(&empty);
+            frame.rows.push(RowFrame {
+                producer: p,
+                spans: state_spans(data, &px),
+                ticks: ticks(data, &px),
+            });
+        }
+        self.link_arrows(rows, &px, &mut frame);
+        for (l, end) in &self.losses {
+            let end = end.unwrap_or(l.ts + px.ns_per_px().ceil() as i64);
+            if end <= view.start || l.ts >= view.end {
+                continue;
+            }
+            let x0 = px.column(l.ts.max(view.start));
+            let x1 = (px.column((end - 1).min(view.end - 1)) + 1).max(x0 + 1);
+            frame.losses.push(LossGap {
+                x0,
+                x1,
+                count: l.count,
+                cpu: l.cpu,
+            });
+        }
+        frame
+    }
+
+    fn link_arrows(&self, rows: &[ProducerId], px: &Pixels, frame: &mut GanttFrame) {
+        let row_of: HashMap<ProducerId, usize> =
+            rows.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+        let view = px.view;
+        let from = self
+            .links
+            .partition_point(|l| l.ts < view.start.saturating_sub(self.max_link_len));
+        let pixel_ns = px.ns_per_px();
+        let mut last_short_column: Option<u32> = None;
+        for l in &self.links[from..] {
+            if l.ts >= view.end {
+                break;
+            }
+            if l.end < view.start {
+                continue;
+            }
+            let (Some(&r0), Some(&r1)) = (row_of.get(&l.from), row_of.get(&l.to)) else {
+                continue;
+            };
+            frame.links_total += 1;
+            let long = (l.end - l.ts) as f64 > pixel_ns;
+            if !long {
+                // At most one short (vertical) link per pixel: the first one of the pixel.
+                let c = px.column(l.ts.clamp(view.start, view.end - 1));
+                if last_short_column == Some(c) {
+                    continue;
+                }
+                last_short_column = Some(c);
+            }
+            frame.links.push(LinkArrow {
+                x0: px.x(l.ts),
+                row0: r0,
+                x1: px.x(l.end),
+                row1: r1,
+                type_id: l.type_id,
+            });
+        }
+    }
+
+    /// The event of `producer`'s row at time `t` for a pointer on a `view` `width` pixels wide: the
+    /// state under it (the innermost when nested) or a punctual event in its pixel.
+    pub fn event_at(
+        &self,
+        producer: ProducerId,
+        t: Timestamp,
+        view: TimeRange,
+        width: u32,
+    ) -> Option<HoveredEvent> {
+        let data = self.rows.get(&producer)?;
+        let px = Pixels::new(view, width.max(1));
+        let c = px.column(t.clamp(view.start, view.end - 1));
+        let (t0, t1) = (px.time(c), px.time(c + 1));
+        // Punctual events in the pixel win over the state under them: they are drawn on top.
+        let a = data.ticks.partition_point(|x| x.0 < t0);
+        let b = data.ticks.partition_point(|x| x.0 < t1);
+        if b > a {
+            let (ts, type_id, id) = data.ticks[a];
+            return Some(HoveredEvent {
+                event: ReducedEvent {
+                    id,
+                    ts,
+                    end: ts,
+                    type_id,
+                    producer,
+                    target: producer,
+                    cpu: None,
+                    category: EventCategory::Punctual,
+                },
+                in_pixel: b - a,
+            });
+        }
+        let lo = data.states.partition_point(|s| s.ts < t0);
+        let hi = data.states.partition_point(|s| s.ts < t1);
+        let carry = carry(data, lo, t0);
+        let in_pixel = (hi - lo) + usize::from(carry.is_some());
+        // The latest-starting state covering t, else the first starting in the pixel.
+        let end = data.states.partition_point(|s| s.ts <= t);
+        let covering = (end.saturating_sub(DOMINANT_SAMPLE)..end)
+            .rev()
+            .find(|&i| data.states[i].end > t)
+            .or_else(|| carry.filter(|&j| data.states[j].end > t));
+        let i = covering.or((hi > lo).then_some(lo))?;
+        let s = data.states[i];
+        Some(HoveredEvent {
+            event: ReducedEvent {
+                id: s.id,
+                ts: s.ts,
+                end: s.end,
+                type_id: s.type_id,
+                producer,
+                target: producer,
+                cpu: None,
+                category: EventCategory::State,
+            },
+            in_pixel,
+        })
+    }
+}
+
+/// The state started before `t0` that reaches furthest, if it reaches past `t0`.
+fn carry(data: &RowData, lo: usize, t0: Timestamp) -> Option<usize> {
+    (lo > 0)
+        .then(|| data.argmax_end[lo - 1] as usize)
+        .filter(|&j| data.states[j].end > t0)
+}
+
+/// The mapping between time and pixel columns of one frame.
+struct Pixels {
+    view: TimeRange,
+    width: u32,
+}
+
+impl Pixels {
+    fn new(view: TimeRange, width: u32) -> Self {
+        Self { view, width }
+    }
+    fn ns_per_px(&self) -> f64 {
+        self.view.len() as f64 / self.width as f64
+    }
+    /// Start of column `c`.
+    fn time(&self, c: u32) -> Timestamp {
+        self.view.start + ((self.view.len() as i128 * c as i128) / self.width as i128) as i64
+    }
+    /// Column of `t` (inside the view).
+    fn column(&self, t: Timestamp) -> u32 {
+        let c =
+            ((t - self.view.start) as i128 * self.width as i128) / self.view.len().max(1) as i128;
+        c.clamp(0, self.width as i128 - 1) as u32
+    }
+    /// Fractional x of `t`, anywhere.
+    fn x(&self, t: Timestamp) -> f32 {
+        ((t - self.view.start) as f64 / self.ns_per_px()) as f32
+    }
+}
+
+fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
+    let mut spans: Vec<StateSpan> = Vec::new();
+    if data.states.is_empty() {
+        return spans;
+    }
+    let states = &data.states;
+    let mut lo = states.partition_point(|s| s.ts < px.view.start);
+    let mut c = 0u32;
+    while c < px.width {
+        let t0 = px.time(c);
+        let carried = carry(data, lo, t0);
+        if carried.is_none() && (lo >= states.len() || states[lo].ts >= px.view.end) {
+            break;
+        }
+        if carried.is_none() {
+            // Nothing here: jump to the column of the next state.
+            let next = px.column(states[lo].ts);
+            if next > c {
+                c = next;
+                continue;
+            }
+        }
+        let t1 = px.time(c + 1);
+        let hi = lo + states[lo..].partition_point(|s| s.ts < t1);
+        let count = (hi - lo) + usize::from(carried.is_some());
+        let (type_id, aggregated, event) = if count == 1 {
+            let s = states[carried.unwrap_or(lo)];
+            (s.type_id, false, Some(s.id))
+        } else {
+            (dominant(states, carried, lo, hi, t0, t1), true, None)
+        };
+        match spans.last_mut() {
+            Some(last)
+                if last.x1 == c
+                    && last.type_id == type_id
+                    && last.aggregated == aggregated
+                    && last.event == event =>
+            {
+                last.x1 = c + 1
+            }
+            _ => spans.push(StateSpan {
+                x0: c,
+                x1: c + 1,
+                type_id,
+                aggregated,
+                event,
+            }),
+        }
+        // A single long state: skip straight to the column where it ends.
+        if count == 1
+            && let Some(j) = carried
+        {
+            let end = states[j].end;
+            let next_start = states.get(hi).map_or(i64::MAX, |s| s.ts);
+            let until = end.min(next_start).min(px.view.end);
+            let last_col = px.column(until.saturating_sub(1));
+            if last_col > c + 1 {
+                spans.last_mut().map(|s| s.x1 = last_col);
+                c = last_col;
+                lo = hi;
+                continue;
+            }
+        }
+        lo = hi;
+        c += 1;
+    }
+    spans
+}
+
+/// The type covering most of `[t0, t1)` among the carried state and (a sample of) those starting in it.
+fn dominant(
+    states: &[StateItem],
+    carried: Option<usize>,
+    lo: usize,
+    hi: usize,
+    t0: Timestamp,
+    t1: Timestamp,
+) -> TypeId {
+    let mut acc: Vec<(TypeId, i64)> = Vec::with_capacity(8);
+    let mut add = |s: &StateItem| {
+        let d = (s.end.min(t1) - s.ts.max(t0)).max(1);
+        match acc.iter_mut().find(|(t, _)| *t == s.type_id) {
+            Some((_, v)) => *v += d,
+            None => acc.push((s.type_id, d)),
+        }
+    };
+    if let Some(j) = carried {
+        add(&states[j]);
+    }
+    let step = ((hi - lo) / DOMINANT_SAMPLE).max(1);
+    let mut i = lo;
+    while i < hi {
+        add(&states[i]);
+        i += step;
+    }
+    acc.iter()
+        .max_by_key(|(t, v)| (*v, std::cmp::Reverse(*t)))
+        .map_or(0, |(t, _)| *t)
+}
+
+fn ticks(data: &RowData, px: &Pixels) -> Vec<Tick> {
+    let mut out = Vec::new();
+    let t = &data.ticks;
+    let mut i = t.partition_point(|x| x.0 < px.view.start);
+    while i < t.len() && t[i].0 < px.view.end {
+        let c = px.column(t[i].0);
+        let next = px.time(c + 1);
+        let j = i + t[i..].partition_point(|x| x.0 < next);
+        let j = j.max(i + 1);
+        out.push(Tick {
+            x: c,
+            type_id: t[i].1,
+            count: (j - i) as u32,
+        });
+        i = j;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socscope_tracedb::Event;
+
+    fn stored(id: i64, e: Event) -> StoredEvent {
+        StoredEvent { id, event: e }
+    }
+
+    fn link(id: i64, ts: i64, end: i64, from: u32, to: u32) -> StoredEvent {
+        stored(
+            id,
+            Event {
+                ts,
+                type_id: 9,
+                producer: from,
+                cpu: Some(0),
+                kind: EventKind::Link { end, target: to },
+                params: vec![],
+            },
+        )
+    }
+
+    fn model(events: Vec<StoredEvent>) -> GanttModel {
+        let mut c = GanttConsumer::new();
+        c.consume(&events);
+        let snap = c.snapshot();
+        let mut m = GanttModel::new();
+        assert!(m.absorb(&snap));
+        assert!(!m.absorb(&snap), "a snapshot is absorbed once");
+        m
+    }
+
+    #[test]
+    fn one_state_per_pixel_is_drawn_exactly() {
+        // 100 ns over 10 px: 10 ns per pixel; states of 20 and 30 ns.
+        let m = model(vec![
+            stored(1, Event::state(0, 20, 0, 1, 7, Some(0))),
+            stored(2, Event::state(20, 50, 0, 2, 7, Some(0))),
+        ]);
+        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        assert_eq!(
+            f.rows[0].spans,
+            vec![
+                StateSpan {
+                    x0: 0,
+                    x1: 2,
+                    type_id: 1,
+                    aggregated: false,
+                    event: Some(1)
+                },
+                StateSpan {
+                    x0: 2,
+                    x1: 5,
+                    type_id: 2,
+                    aggregated: false,
+                    event: Some(2)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn several_states_in_a_pixel_aggregate_to_the_dominant_type_with_a_marker() {
+        // Pixel 0 = [0, 10): type 1 for 2 ns, type 2 for 8 ns.
+        let m = model(vec![
+            stored(1, Event::state(0, 2, 0, 1, 7, Some(0))),
+            stored(2, Event::state(2, 10, 0, 2, 7, Some(0))),
+            stored(3, Event::state(10, 20, 0, 1, 7, Some(0))),
+        ]);
+        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        assert_eq!(
+            f.rows[0].spans,
+            vec![
+                StateSpan {
+                    x0: 0,
+                    x1: 1,
+                    type_id: 2,
+                    aggregated: true,
+                    event: None
+                },
+                StateSpan {
+                    x0: 1,
+                    x1: 2,
+                    type_id: 1,
+                    aggregated: false,
+                    event: Some(3)
+                },
+            ]
+        );
+        // Zoomed in, nothing is aggregated.
+        let f = m.frame(&[7], TimeRange::new(0, 20), 20);
+        assert!(f.rows[0].spans.iter().all(|s| !s.aggregated));
+        assert_eq!(f.rows[0].spans.len(), 3);
+    }
+
+    #[test]
+    fn a_long_state_from_before_the_view_covers_it() {
+        let m = model(vec![stored(
+            1,
+            Event::state(-1000, 10_000, 0, 4, 7, Some(0)),
+        )]);
+        let f = m.frame(&[7], TimeRange::new(0, 1000), 100);
+        assert_eq!(
+            f.rows[0].spans,
+            vec![StateSpan {
+                x0: 0,
+                x1: 100,
+                type_id: 4,
+                aggregated: false,
+                event: Some(1)
+            }]
+        );
+    }
+
+    #[test]
+    fn punctual_events_become_one_tick_per_pixel_with_a_count() {
+        let m = model(vec![
+            stored(1, Event::punctual(1, 3, 7, None)),
+            stored(2, Event::punctual(5, 3, 7, None)),
+            stored(3, Event::punctual(55, 4, 7, None)),
+        ]);
+        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        assert_eq!(
+            f.rows[0].ticks,
+            vec![
+                Tick {
+                    x: 0,
+                    type_id: 3,
+                    count: 2
+                },
+                Tick {
+                    x: 5,
+                    type_id: 4,
+                    count: 1
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn short_links_are_thinned_to_one_per_pixel_and_long_ones_always_drawn() {
+        // 10 ns per pixel: three short links in pixel 0, one in pixel 3, one long link.
+        let m = model(vec![
+            link(1, 0, 1, 7, 8),
+            link(2, 2, 3, 8, 7),
+            link(3, 4, 5, 7, 8),
+            link(4, 30, 31, 7, 8),
+            link(5, 5, 80, 7, 8),
+        ]);
+        let f = m.frame(&[7, 8], TimeRange::new(0, 100), 10);
+        assert_eq!(f.links_total, 5);
+        assert_eq!(f.links.len(), 3);
+        assert!((f.links_drawn_percent() - 60.0).abs() < 1e-9);
+        // A link to a row not shown is neither drawn nor counted.
+        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        assert_eq!((f.links_total, f.links.len()), (0, 0));
+        // Zoomed in enough, every link is drawn.
+        let f = m.frame(&[7, 8], TimeRange::new(0, 100), 1000);
+        assert_eq!(f.links.len(), 5);
+    }
+
+    #[test]
+    fn losses_become_gaps_up_to_the_next_event_of_their_cpu() {
+        let mut m = GanttModel::new();
+        m.set_losses(vec![LossRecord {
+            cpu: Some(0),
+            ts: 20,
+            count: 5,
+            seq_from: None,
+            seq_to: None,
+            reason: "test".into(),
+        }]);
+        let mut c = GanttConsumer::new();
+        c.consume(&[
+            stored(1, Event::state(0, 20, 0, 1, 7, Some(0))),
+            stored(2, Event::state(60, 70, 0, 1, 7, Some(0))),
+        ]);
+        m.absorb(&c.snapshot());
+        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        assert_eq!(
+            f.losses,
+            vec![LossGap {
+                x0: 2,
+                x1: 6,
+                count: 5,
+                cpu: Some(0)
+            }]
+        );
+    }
+
+    #[test]
+    fn appending_loads_skip_what_is_already_there_and_snapshots_are_incremental() {
+        let mut c = GanttConsumer::new();
+        c.consume(&[stored(1, Event::state(0, 50, 0, 1, 7, Some(0)))]);
+        let s1 = c.snapshot();
+        c.consume(&[stored(2, Event::punctual(60, 3, 7, None))]);
+        let s2 = c.snapshot();
+        assert_eq!((s1.batches.len(), s2.batches.len()), (1, 2));
+        let mut m = GanttModel::new();
+        m.absorb(&s1);
+        m.absorb(&s2);
+        assert_eq!(m.events(), 2);
+        m.start_appending();
+        let mut c = GanttConsumer::appending_from(100);
+        // The overlapping first chunk repeats the state that began before 100: skipped.
+        c.consume(&[
+            stored(1, Event::state(0, 150, 0, 1, 7, Some(0))),
+            stored(3, Event::punctual(120, 3, 7, None)),
+        ]);
+        m.absorb(&c.snapshot());
+        assert_eq!(m.events(), 3);
+    }
+
+    #[test]
+    fn hovering_finds_the_state_or_the_tick_under_the_pointer() {
+        let m = model(vec![
+            stored(1, Event::state(0, 50, 0, 1, 7, Some(0))),
+            stored(2, Event::state(10, 20, 1, 2, 7, Some(0))),
+            stored(3, Event::punctual(80, 3, 7, None)),
+        ]);
+        let view = TimeRange::new(0, 100);
+        let h = m.event_at(7, 15, view, 100).unwrap();
+        assert_eq!(h.event.id, 2, "the nested state is the innermost");
+        assert_eq!(m.event_at(7, 30, view, 100).unwrap().event.id, 1);
+        assert_eq!(m.event_at(7, 80, view, 100).unwrap().event.id, 3);
+        assert!(m.event_at(7, 95, view, 100).is_none());
+        assert!(m.event_at(8, 30, view, 100).is_none());
+    }
+
+    #[test]
+    fn frame_cost_does_not_grow_with_events_in_view() {
+        // 2 M states in one row, 1000 columns: a frame visits columns, not states.
+        let events: Vec<StoredEvent> = (0..2_000_000)
+            .map(|i| {
+                stored(
+                    i,
+                    Event::state(i * 10, i * 10 + 7, 0, (i % 3) as u32, 7, Some(0)),
+                )
+            })
+            .collect();
+        let m = model(events);
+        let t = std::time::Instant::now();
+        let f = m.frame(&[7], TimeRange::new(0, 20_000_000), 1000);
+        assert!(t.elapsed().as_millis() < 200, "{:?}", t.elapsed());
+        assert_eq!(
+            f.rows[0].spans.iter().map(|s| s.x1 - s.x0).sum::<u32>(),
+            1000
+        );
+        assert!(f.rows[0].spans.iter().all(|s| s.aggregated));
+    }
+}

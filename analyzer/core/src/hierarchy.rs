@@ -1,0 +1,281 @@
+//! The producer hierarchy as the views show it: Gantt rows that fold and unfold, and the hierarchical check
+//! boxes of the type and producer filter dialogs.
+//!
+//! Start here: [`ProducerTree`] (depth-first rows, collapsing) and [`CheckState`].
+
+use std::collections::{BTreeSet, HashMap};
+
+use socscope_tracedb::{EventCategory, EventType, Producer, ProducerId, TypeId};
+
+/// One node of the tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeNode {
+    /// The producer.
+    pub id: ProducerId,
+    /// Its name, with its local id for threads and processes (`"vsync (412)"`).
+    pub label: String,
+    /// Nesting level, 0 for roots.
+    pub depth: usize,
+    /// Its children, in display order.
+    pub children: Vec<ProducerId>,
+    /// Its parent in the tree.
+    pub parent: Option<ProducerId>,
+}
+
+/// The producers of a trace as a forest, in display order (depth first, siblings by kind then local id).
+#[derive(Clone, Debug, Default)]
+pub struct ProducerTree {
+    nodes: Vec<TreeNode>,
+    index: HashMap<ProducerId, usize>,
+}
+
+impl ProducerTree {
+    /// Builds the forest; producers whose parent is unknown (or that form a cycle) become roots.
+    pub fn new(producers: &[Producer]) -> Self {
+        let known: HashMap<ProducerId, &Producer> = producers.iter().map(|p| (p.id, p)).collect();
+        let mut children: HashMap<Option<ProducerId>, Vec<&Producer>> = HashMap::new();
+        for p in producers {
+            let parent = p.parent.filter(|q| *q != p.id && known.contains_key(q));
+            children.entry(parent).or_default().push(p);
+        }
+        for list in children.values_mut() {
+            list.sort_by_key(|p| (kind_rank(p), p.local_id, p.id));
+        }
+        let mut tree = ProducerTree::default();
+        let mut stack: Vec<(&Producer, usize, Option<ProducerId>)> = children
+            .get(&None)
+            .map(|v| v.iter().rev().map(|p| (*p, 0, None)).collect())
+            .unwrap_or_default();
+        let mut visited = BTreeSet::new();
+        while let Some((p, depth, parent)) = stack.pop() {
+            if !visited.insert(p.id) {
+                continue;
+            }
+            let kids: Vec<&Producer> = children.get(&Some(p.id)).cloned().unwrap_or_default();
+            tree.index.insert(p.id, tree.nodes.len());
+            tree.nodes.push(TreeNode {
+                id: p.id,
+                label: label(p),
+                depth,
+                children: kids.iter().map(|k| k.id).collect(),
+                parent,
+            });
+            for k in kids.iter().rev() {
+                stack.push((k, depth + 1, Some(p.id)));
+            }
+        }
+        // Producers only reachable through a cycle: show them as roots rather than lose them.
+        for p in producers {
+            if !visited.contains(&p.id) {
+                visited.insert(p.id);
+                tree.index.insert(p.id, tree.nodes.len());
+                tree.nodes.push(TreeNode {
+                    id: p.id,
+                    label: label(p),
+                    depth: 0,
+                    children: Vec::new(),
+                    parent: None,
+                });
+            }
+        }
+        tree
+    }
+
+    /// Every node, depth first.
+    pub fn nodes(&self) -> &[TreeNode] {
+        &self.nodes
+    }
+
+    /// One node.
+    pub fn node(&self, id: ProducerId) -> Option<&TreeNode> {
+        self.index.get(&id).map(|&i| &self.nodes[i])
+    }
+
+    /// The label of a producer (`"#id"` when unknown).
+    pub fn label(&self, id: ProducerId) -> String {
+        self.node(id)
+            .map_or_else(|| format!("#{id}"), |n| n.label.clone())
+    }
+
+    /// `id` and everything below it.
+    pub fn subtree(&self, id: ProducerId) -> Vec<ProducerId> {
+        let mut out = Vec::new();
+        let mut stack = vec![id];
+        while let Some(p) = stack.pop() {
+            if let Some(n) = self.node(p) {
+                out.push(p);
+                stack.extend(n.children.iter().rev());
+            }
+        }
+        out
+    }
+
+    /// The rows a Gantt chart shows: every node not hidden and not under a collapsed node, depth first.
+    /// A hidden parent still shows its visible children (at its place in the tree).
+    pub fn visible_rows(
+        &self,
+        collapsed: &BTreeSet<ProducerId>,
+        hidden: &BTreeSet<ProducerId>,
+    ) -> Vec<&TreeNode> {
+        let mut out = Vec::new();
+        let mut skip_below: Option<usize> = None;
+        for n in &self.nodes {
+            if let Some(d) = skip_below {
+                if n.depth > d {
+                    continue;
+                }
+                skip_below = None;
+            }
+            if !hidden.contains(&n.id) {
+                out.push(n);
+            }
+            if collapsed.contains(&n.id) {
+                skip_below = Some(n.depth);
+            }
+        }
+        out
+    }
+
+    /// The check state of a node of the producer filter dialog.
+    pub fn check_state(&self, id: ProducerId, hidden: &BTreeSet<ProducerId>) -> CheckState {
+        CheckState::of(self.subtree(id).iter().map(|p| !hidden.contains(p)))
+    }
+
+    /// Ticks or unticks a node and everything below it.
+    pub fn set_checked(&self, id: ProducerId, checked: bool, hidden: &mut BTreeSet<ProducerId>) {
+        for p in self.subtree(id) {
+            if checked {
+                hidden.remove(&p);
+            } else {
+                hidden.insert(p);
+            }
+        }
+    }
+}
+
+fn kind_rank(p: &Producer) -> u8 {
+    use socscope_tracedb::ProducerKind::*;
+    match p.kind {
+        Cpu => 0,
+        Irq => 1,
+        SoftIrq => 2,
+        Process => 3,
+        Thread => 4,
+        Other => 5,
+    }
+}
+
+fn label(p: &Producer) -> String {
+    use socscope_tracedb::ProducerKind::*;
+    match p.kind {
+        Process | Thread => format!("{} ({})", p.name, p.local_id),
+        _ => p.name.clone(),
+    }
+}
+
+/// A check box of a hierarchical filter dialog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckState {
+    /// Everything below is shown.
+    Checked,
+    /// Nothing below is shown.
+    Unchecked,
+    /// Some of it.
+    Partial,
+}
+
+impl CheckState {
+    /// The state of a group whose members are shown (`true`) or not.
+    pub fn of(members: impl IntoIterator<Item = bool>) -> Self {
+        let (mut any_on, mut any_off) = (false, false);
+        for m in members {
+            if m {
+                any_on = true;
+            } else {
+                any_off = true;
+            }
+        }
+        match (any_on, any_off) {
+            (true, false) | (false, false) => CheckState::Checked,
+            (false, true) => CheckState::Unchecked,
+            (true, true) => CheckState::Partial,
+        }
+    }
+}
+
+/// Event types grouped by category, for the type filter dialog (category → its types, by name).
+pub fn types_by_category(types: &[EventType]) -> Vec<(EventCategory, Vec<(TypeId, String)>)> {
+    EventCategory::ALL
+        .into_iter()
+        .filter_map(|c| {
+            let mut list: Vec<(TypeId, String)> = types
+                .iter()
+                .filter(|t| t.category == c)
+                .map(|t| (t.id, t.name.clone()))
+                .collect();
+            list.sort_by(|a, b| a.1.cmp(&b.1));
+            (!list.is_empty()).then_some((c, list))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socscope_tracedb::ProducerKind;
+
+    fn p(id: u32, parent: Option<u32>, kind: ProducerKind, name: &str) -> Producer {
+        Producer {
+            id,
+            parent,
+            kind,
+            local_id: id as i64 * 10,
+            name: name.into(),
+        }
+    }
+
+    fn tree() -> ProducerTree {
+        ProducerTree::new(&[
+            p(5, Some(1), ProducerKind::Thread, "t2"),
+            p(1, None, ProducerKind::Process, "app"),
+            p(2, Some(1), ProducerKind::Thread, "t1"),
+            p(3, None, ProducerKind::Cpu, "cpu0"),
+            p(4, Some(99), ProducerKind::Irq, "irq9"),
+        ])
+    }
+
+    #[test]
+    fn depth_first_with_kinds_first_and_orphans_as_roots() {
+        let t = tree();
+        let order: Vec<(u32, usize)> = t.nodes().iter().map(|n| (n.id, n.depth)).collect();
+        assert_eq!(order, vec![(3, 0), (4, 0), (1, 0), (2, 1), (5, 1)]);
+        assert_eq!(t.node(1).unwrap().label, "app (10)");
+        assert_eq!(t.subtree(1), vec![1, 2, 5]);
+    }
+
+    #[test]
+    fn collapsing_and_hiding_rows() {
+        let t = tree();
+        let ids = |rows: Vec<&TreeNode>| rows.iter().map(|n| n.id).collect::<Vec<_>>();
+        let none = BTreeSet::new();
+        assert_eq!(ids(t.visible_rows(&none, &none)), vec![3, 4, 1, 2, 5]);
+        let collapsed: BTreeSet<u32> = [1].into();
+        assert_eq!(ids(t.visible_rows(&collapsed, &none)), vec![3, 4, 1]);
+        let hidden: BTreeSet<u32> = [1, 4].into();
+        assert_eq!(ids(t.visible_rows(&none, &hidden)), vec![3, 2, 5]);
+    }
+
+    #[test]
+    fn check_boxes_are_hierarchical() {
+        let t = tree();
+        let mut hidden = BTreeSet::new();
+        assert_eq!(t.check_state(1, &hidden), CheckState::Checked);
+        t.set_checked(5, false, &mut hidden);
+        assert_eq!(t.check_state(1, &hidden), CheckState::Partial);
+        t.set_checked(1, false, &mut hidden);
+        assert_eq!(t.check_state(1, &hidden), CheckState::Unchecked);
+        assert_eq!(hidden, [1, 2, 5].into());
+        t.set_checked(1, true, &mut hidden);
+        assert!(hidden.is_empty());
+    }
+}
