@@ -1,0 +1,266 @@
+//! Imports of the real captures of `shared/data/traces/` and of the hand-written KPTrace grammar set
+//! (`protocols/formats/tests/data/kptrace/`), with counts checked by hand.
+
+use std::path::{Path, PathBuf};
+
+use socscope_collector::import::{ImportOptions, ImportReport, import};
+use socscope_formats::Format;
+use socscope_tracedb::{EventCategory, Filter, TimeRange, TraceReader};
+
+fn real(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/traces")
+        .join(rel)
+}
+
+fn kp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../protocols/formats/tests/data/kptrace")
+        .join(name)
+}
+
+fn run(
+    files: &[PathBuf],
+    format: Format,
+    dir: &Path,
+    strict: bool,
+) -> socscope_collector::Result<(ImportReport, Vec<String>)> {
+    let mut warnings = Vec::new();
+    let mut on_skip = |e: &socscope_formats::ParseError, _n: u64| warnings.push(e.to_string());
+    let mut on_progress = |_b: u64| {};
+    let mut opts = ImportOptions {
+        strict,
+        on_skip: &mut on_skip,
+        on_progress: &mut on_progress,
+    };
+    let out = dir.join("t.db");
+    let r = import(files, format, &out, &mut opts)?;
+    Ok((r, warnings))
+}
+
+/// (punctual, state, link, variable) counts, producers.
+fn counts(path: &Path) -> ([u64; 4], usize) {
+    let r = TraceReader::open(path).unwrap();
+    let mut c = [0u64; 4];
+    for e in r.events(TimeRange::all(), &Filter::all()).unwrap() {
+        let e = e.unwrap().event;
+        c[match e.category() {
+            EventCategory::Punctual => 0,
+            EventCategory::State => 1,
+            EventCategory::Link => 2,
+            EventCategory::Variable => 3,
+        }] += 1;
+    }
+    (c, r.producers().unwrap().len())
+}
+
+fn stat(path: &Path, name: &str) -> i64 {
+    TraceReader::open(path)
+        .unwrap()
+        .ingest_stats()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == name)
+        .map_or(-1, |s| s.value)
+}
+
+#[test]
+fn ftrace_android_sched() {
+    // 82 sched_switch on CPUs 0, 1, 2 (awk '{print $2}' | uniq -c): 82 running states closed by switches
+    // and 3 still running at the end; 57 sched_wakeup → 57 links.
+    let dir = tempfile::tempdir().unwrap();
+    let (r, w) = run(
+        &[real("ftrace/tci-trace-android-sched.txt")],
+        Format::Ftrace,
+        dir.path(),
+        true,
+    )
+    .unwrap();
+    assert!(w.is_empty());
+    assert_eq!(r.records, 139);
+    assert_eq!(counts(&r.path).0, [0, 85, 57, 0]);
+    assert_eq!(stat(&r.path, "clipped_open_states"), 3);
+}
+
+#[test]
+fn ftrace_android_sched_irq() {
+    // One CPU ([000] on all 139 lines): 67 switches + 1 open running state + 9 softirq entry/exit pairs
+    // = 77 states; 45 wakeups → links; 9 softirq_raise → punctual events of their own type.
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = run(
+        &[real("ftrace/tci-trace-android-sched-irq.txt")],
+        Format::Ftrace,
+        dir.path(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(counts(&r.path).0, [9, 77, 45, 0]);
+    let reader = TraceReader::open(&r.path).unwrap();
+    assert!(
+        reader
+            .producers()
+            .unwrap()
+            .iter()
+            .any(|p| p.name == "softirq TIMER")
+    );
+    assert!(
+        reader
+            .producers()
+            .unwrap()
+            .iter()
+            .any(|p| p.name == "EventThread")
+    );
+}
+
+#[test]
+fn ftrace_syscalls_without_header() {
+    // 30 sched_waking → links, and the 30 sched_wakeup that follow them are the same wake-ups (stored as
+    // punctual events, not links): 29 pair with a waking, 1 has none → 31 links.
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = run(
+        &[real("ftrace/tci-ftrace_syscalls.txt")],
+        Format::Ftrace,
+        dir.path(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(r.records, 1052);
+    let (c, _) = counts(&r.path);
+    assert_eq!(c[2], 31);
+    // grep -c 'sys_.*(' : 423 syscall entries `sys_x(...)`.
+    assert_eq!(stat(&r.path, "records.syscall"), 423);
+}
+
+#[test]
+fn paje_native_sample() {
+    // 2439 + 220 PajeSetState (ids 10 and 20) + 659 PajePushState = 3318 states; 880 PajeSetVariable;
+    // 2 PajeNewEvent (id 9).
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = run(
+        &[real("paje/pajeng-native_sample.trace")],
+        Format::Paje,
+        dir.path(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(counts(&r.path).0, [2, 3318, 0, 880]);
+}
+
+#[test]
+fn gst_logs() {
+    // One punctual event per line and one level state per line (the last of each thread to the end).
+    // The coloured log has two processes (17267 and, on its last line, 4394), one thread each: 4 producers.
+    let dir = tempfile::tempdir().unwrap();
+    let (r, w) = run(
+        &[real("gstreamer/gst-log-parser-color.log")],
+        Format::Gst,
+        dir.path(),
+        true,
+    )
+    .unwrap();
+    assert!(w.is_empty());
+    assert_eq!(counts(&r.path), ([15, 15, 0, 0], 4));
+    let dir = tempfile::tempdir().unwrap();
+    let (r, w) = run(
+        &[real("gstreamer/gst-log-parser-corrupted-nocolor.log")],
+        Format::Gst,
+        dir.path(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(r.lines_skipped, 1);
+    assert_eq!(w.len(), 1);
+    assert!(
+        w[0].contains("gst-log-parser-corrupted-nocolor.log:1:1"),
+        "{}",
+        w[0]
+    );
+    assert!(w[0].contains("Hello world"), "{}", w[0]);
+    assert_eq!(stat(&r.path, "lines_skipped"), 1);
+    assert_eq!(counts(&r.path), ([6, 6, 0, 0], 2));
+    let dir = tempfile::tempdir().unwrap();
+    let e = run(
+        &[real("gstreamer/gst-log-parser-corrupted-nocolor.log")],
+        Format::Gst,
+        dir.path(),
+        true,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains(":1:1: expected"), "{e}");
+}
+
+#[test]
+fn kptrace_grammar_set() {
+    // trace0 (a raw relay file: two sub-buffers with padding words), trace1 (plain), System.map.
+    // States: CPU0 running(pid 0, clipped start), syscall, irq, running(10), running(11, open at the
+    // end); CPU1 running(0), softirq, running(20, open) = 8. Links: W 11 (time 0.000000) → 1.
+    // Variables: MM, MF = 2. Punctual: Kc, the user-space line, ZL, K = 4.
+    let dir = tempfile::tempdir().unwrap();
+    let files = [kp("trace0"), kp("trace1"), kp("System.map")];
+    let (r, w) = run(&files, Format::Kptrace, dir.path(), true).unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(counts(&r.path).0, [4, 8, 1, 2]);
+    assert_eq!(stat(&r.path, "callstack_lines"), 1);
+    assert_eq!(stat(&r.path, "blank_lines"), 1);
+    assert_eq!(stat(&r.path, "neighbour_times"), 2);
+    assert_eq!(stat(&r.path, "unknown_mnemonics"), 1);
+    let reader = TraceReader::open(&r.path).unwrap();
+    let producers = reader.producers().unwrap();
+    assert!(producers.iter().any(|p| p.name == "run_timer_softirq"));
+    assert!(producers.iter().any(|p| p.name == "worker"));
+    let link = reader
+        .events(
+            TimeRange::all(),
+            &Filter::all().categories([EventCategory::Link]),
+        )
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .event;
+    assert_eq!(
+        link.ts, 1_000_000_000,
+        "the wake-up takes its neighbour's time"
+    );
+    let syscall = reader.event_type_by_name("syscall").unwrap().unwrap();
+    let s = reader
+        .events(TimeRange::all(), &Filter::all().types([syscall.id]))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .event;
+    assert!(
+        s.params.iter().any(|p| p.to_string() == "sys_read"),
+        "{:?}",
+        s.params
+    );
+}
+
+#[test]
+fn kptrace_post_processed_form() {
+    // CS 0→21 and 21→0 on CPU 0: running(0) clipped, running(21), running(0) open = 3 states; MK on the
+    // CPU of its line (1) = 1 punctual event with its typed TEXT.
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = run(
+        &[kp("post.txt"), kp("kptrace.fmt")],
+        Format::Kptrace,
+        dir.path(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(counts(&r.path).0, [1, 3, 0, 0]);
+    let reader = TraceReader::open(&r.path).unwrap();
+    let mk = reader.event_type_by_name("MK").unwrap().unwrap();
+    let e = reader
+        .events(TimeRange::all(), &Filter::all().types([mk.id]))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .event;
+    assert_eq!(
+        (e.cpu, e.params[0].to_string().as_str()),
+        (Some(1), "hello there")
+    );
+}
