@@ -249,6 +249,11 @@ impl CompiledFilter {
         self.filter.condition.is_some()
     }
 
+    /// Whether [`Self::chunk_ok`] looks at a chunk's type and producer lists.
+    pub(crate) fn needs_ids(&self) -> bool {
+        self.filter.types.is_some() || self.filter.producers.is_some()
+    }
+
     /// The category/CPU part (decided per stream).
     pub(crate) fn stream_ok(&self, category: EventCategory, cpu: Option<Cpu>) -> bool {
         if let Some(c) = &self.filter.categories

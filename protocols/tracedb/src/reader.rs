@@ -61,6 +61,19 @@ pub struct ChunkInfo {
 }
 
 fn chunk_info(row: &Row<'_>) -> rusqlite::Result<ChunkInfo> {
+    chunk_info_with(row, true)
+}
+
+/// A chunk row; its type and producer lists are parsed only when `with_ids` (left empty
+/// otherwise, for filters that do not look at them).
+fn chunk_info_with(row: &Row<'_>, with_ids: bool) -> rusqlite::Result<ChunkInfo> {
+    let ids = |i: usize| -> rusqlite::Result<Vec<u32>> {
+        if with_ids {
+            Ok(parse_ids(row.get_ref(i)?.as_str()?))
+        } else {
+            Ok(Vec::new())
+        }
+    };
     Ok(ChunkInfo {
         id: row.get(0)?,
         stream: row.get(1)?,
@@ -68,8 +81,8 @@ fn chunk_info(row: &Row<'_>) -> rusqlite::Result<ChunkInfo> {
         t_max: row.get(3)?,
         end_max: row.get(4)?,
         count: row.get(5)?,
-        types: parse_ids(&row.get::<_, String>(6)?),
-        producers: parse_ids(&row.get::<_, String>(7)?),
+        types: ids(6)?,
+        producers: ids(7)?,
     })
 }
 
@@ -84,6 +97,11 @@ pub struct TraceReader {
     base_shift: u32,
     levels: u32,
     snapshot_depth: Cell<u32>,
+    /// `PRAGMA data_version` of the outermost open snapshot: it changes whenever another
+    /// connection commits, so what was read under one value stays valid under the same value.
+    snapshot_version: Cell<i64>,
+    /// The stream list, valid for the snapshot version it was read under.
+    streams_cache: RefCell<Option<(i64, Vec<StreamInfo>)>>,
 }
 
 /// Keeps one read transaction open: every query made through the reader while it lives sees
@@ -99,7 +117,11 @@ impl Drop for Snapshot<'_> {
         self.reader.snapshot_depth.set(d);
         if d == 0 {
             // Nothing to roll back in a read transaction; an error only means it already ended.
-            let _ = self.reader.conn.execute_batch("COMMIT");
+            let _ = self
+                .reader
+                .conn
+                .prepare_cached("COMMIT")
+                .and_then(|mut st| st.execute([]));
         }
     }
 }
@@ -163,6 +185,8 @@ impl TraceReader {
             base_shift,
             levels,
             snapshot_depth: Cell::new(0),
+            snapshot_version: Cell::new(0),
+            streams_cache: RefCell::new(None),
         })
     }
 
@@ -170,11 +194,28 @@ impl TraceReader {
     pub fn snapshot(&self) -> Result<Snapshot<'_>> {
         let d = self.snapshot_depth.get();
         if d == 0 {
-            self.conn.execute_batch("BEGIN").ctx(&self.path)?;
-            // A deferred transaction takes its snapshot at the first read.
+            let p = &self.path;
             self.conn
-                .query_row("SELECT count(*) FROM stream", [], |r| r.get::<_, i64>(0))
-                .ctx(&self.path)?;
+                .prepare_cached("BEGIN")
+                .and_then(|mut st| st.execute([]))
+                .ctx(p)?;
+            // A deferred transaction takes its snapshot at the first read; reading the data
+            // version starts it and tells whether another connection committed since the
+            // cached metadata was read.
+            let version = self
+                .conn
+                .prepare_cached("PRAGMA data_version")
+                .and_then(|mut st| st.query_row([], |r| r.get::<_, i64>(0)));
+            match version {
+                Ok(v) => self.snapshot_version.set(v),
+                Err(e) => {
+                    let _ = self
+                        .conn
+                        .prepare_cached("COMMIT")
+                        .and_then(|mut st| st.execute([]));
+                    return Err(e).ctx(p);
+                }
+            }
         }
         self.snapshot_depth.set(d + 1);
         Ok(Snapshot { reader: self })
@@ -457,6 +498,24 @@ impl TraceReader {
             });
         }
         Ok(out)
+    }
+
+    /// The stream list of the current snapshot (which must be open), read again only when
+    /// another connection committed since it was cached.
+    fn streams_cached(&self) -> Result<std::cell::Ref<'_, [StreamInfo]>> {
+        let v = self.snapshot_version.get();
+        let fresh = matches!(&*self.streams_cache.borrow(), Some((cv, _)) if *cv == v);
+        if !fresh {
+            let streams = self.streams()?;
+            *self.streams_cache.borrow_mut() = Some((v, streams));
+        }
+        Ok(std::cell::Ref::map(
+            self.streams_cache.borrow(),
+            |c| match c {
+                Some((_, s)) => s.as_slice(),
+                None => &[],
+            },
+        ))
     }
 
     /// Metadata of all chunks overlapping `range` (by `[t_min, end_max]`), in `t_min` order.
@@ -913,7 +972,12 @@ impl TraceReader {
         }))
     }
 
-    fn page(&self, range_end: Timestamp, after: (Timestamp, i64)) -> Result<Vec<ChunkInfo>> {
+    fn page(
+        &self,
+        range_end: Timestamp,
+        after: (Timestamp, i64),
+        with_ids: bool,
+    ) -> Result<Vec<ChunkInfo>> {
         let p = &self.path;
         let mut st = self
             .conn
@@ -924,7 +988,9 @@ impl TraceReader {
             ))
             .ctx(p)?;
         let rows = st
-            .query_map(params![after.0, range_end, after.1, PAGE], chunk_info)
+            .query_map(params![after.0, range_end, after.1, PAGE], |r| {
+                chunk_info_with(r, with_ids)
+            })
             .ctx(p)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
     }
@@ -932,7 +998,12 @@ impl TraceReader {
     /// The chunks of every stream that start before `start` and reach it (by their last
     /// start, or by their end in overlap mode), each stream bounded by its `max_span`: one
     /// statement walking the `(stream, t_min)` index once per stream.
-    fn straddling(&self, start: Timestamp, mode: Mode) -> Result<Vec<ChunkInfo>> {
+    fn straddling(
+        &self,
+        start: Timestamp,
+        mode: Mode,
+        with_ids: bool,
+    ) -> Result<Vec<ChunkInfo>> {
         let p = &self.path;
         let col = match mode {
             Mode::Starts => "t_max",
@@ -946,7 +1017,9 @@ impl TraceReader {
                  WHERE c.t_min < ?1 AND c.t_min >= max(?1 - s.max_span, ?2) AND c.{col} >= ?1"
             ))
             .ctx(p)?;
-        let rows = st.query_map(params![start, i64::MIN], chunk_info).ctx(p)?;
+        let rows = st
+            .query_map(params![start, i64::MIN], |r| chunk_info_with(r, with_ids))
+            .ctx(p)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
     }
 }
@@ -1045,13 +1118,13 @@ impl<'r> EventIter<'r> {
         let mut stream_ok = HashMap::new();
         let mut pending = Vec::new();
         if !range.is_empty() {
-            for s in reader.streams()? {
+            for s in reader.streams_cached()?.iter() {
                 stream_ok.insert(s.id, compiled.stream_ok(s.category, s.cpu));
             }
             if range.start > i64::MIN && stream_ok.values().any(|&ok| ok) {
                 pending.extend(
                     reader
-                        .straddling(range.start, mode)?
+                        .straddling(range.start, mode, compiled.needs_ids())?
                         .into_iter()
                         .filter(|c| {
                             stream_ok.get(&c.stream).copied().unwrap_or(false)
@@ -1089,7 +1162,9 @@ impl<'r> EventIter<'r> {
             self.page_done = true;
             return Ok(false);
         };
-        let page = self.reader.page(self.m.range.end, after)?;
+        let page =
+            self.reader
+                .page(self.m.range.end, after, self.m.filter.needs_ids())?;
         if (page.len() as i64) < PAGE {
             self.page_done = true;
         }
