@@ -2,6 +2,7 @@
 //!
 //! Start here: [`Cli`] (every command and its options), then the module of each command.
 
+mod analyze;
 mod bench;
 mod collect;
 mod demo;
@@ -9,6 +10,7 @@ mod export;
 mod format;
 mod import;
 mod inspect;
+mod render;
 mod view;
 
 use std::path::PathBuf;
@@ -103,6 +105,16 @@ enum Command {
         socscope view TRACE --screenshot gantt.png"
     )]
     View(view::ViewArgs),
+    /// Statistics of an interval: event count per producer or type, state or link duration per type.
+    Stats(analyze::StatsArgs),
+    /// Event density histogram of an interval, per type.
+    Density(analyze::DensityArgs),
+    /// Ocelotl aggregation of a trace's microscopic model (or of a reference-vector model file).
+    Aggregate(analyze::AggregateArgs),
+    /// TraceViz per-actor histograms, outline, groups and Slick Graph.
+    Timeline(analyze::TimelineArgs),
+    /// Windows where RUN departs from REFERENCE (exit status 3 when one passes the threshold).
+    Compare(analyze::CompareArgs),
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -139,6 +151,11 @@ fn main() -> ExitCode {
         Command::Ls { dir, json } => inspect::ls(&dir, json),
         Command::Info { trace, json } => inspect::info(&trace, json),
         Command::Sql { trace, query, json } => inspect::sql(&trace, &query, json),
+        Command::Stats(args) => analyze::stats(args),
+        Command::Density(args) => analyze::density(args),
+        Command::Aggregate(args) => analyze::aggregate(args),
+        Command::Timeline(args) => analyze::timeline(args),
+        Command::Compare(args) => analyze::compare(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::View(args) => view::run(args),
     };

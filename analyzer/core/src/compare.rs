@@ -37,8 +37,8 @@ impl Default for CompareOptions {
     fn default() -> Self {
         Self {
             slices: 100,
-            threshold: 0.35,
-            p: 0.3,
+            threshold: 0.25,
+            p: 0.5,
             top: 5,
         }
     }
@@ -229,6 +229,23 @@ pub fn compare(
             types: top(by_type),
         });
     }
+    // Windows where the two runs agree exactly carry no information apart: merge neighbours.
+    let mut merged: Vec<Window> = Vec::with_capacity(windows.len());
+    for w in windows {
+        match merged.last_mut() {
+            Some(l)
+                if l.score == 0.0
+                    && w.score == 0.0
+                    && l.producers.is_empty()
+                    && w.producers.is_empty() =>
+            {
+                l.end_s = w.end_s;
+                l.slices[1] = w.slices[1];
+            }
+            _ => merged.push(w),
+        }
+    }
+    let windows = merged;
     Ok(Comparison {
         reference_s: r_range.len() as f64 * 1e-9,
         run_s: x_range.len() as f64 * 1e-9,
@@ -285,7 +302,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.departures, 0);
-        assert!(c.windows.iter().all(|w| w.score == 0.0));
+        assert_eq!(c.windows.len(), 1);
+        assert_eq!(c.windows[0].slices, [0, 49]);
+        assert_eq!(c.windows[0].score, 0.0);
     }
 
     #[test]
