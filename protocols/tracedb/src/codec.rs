@@ -659,6 +659,9 @@ fn decode_block(
     out.end.clear();
     out.aux.clear();
     out.val.clear();
+    out.ts.reserve(n);
+    out.ty.reserve(n);
+    out.pr.reserve(n);
     let c = col(&mut p)?;
     let mut q = 0;
     let mut t = unzigzag(get_uvarint(c, &mut q)?);
@@ -687,6 +690,8 @@ fn decode_block(
     done(c, q)?;
     match category {
         EventCategory::State | EventCategory::Link => {
+            out.end.reserve(n);
+            out.aux.reserve(n);
             let c = col(&mut p)?;
             let mut q = 0;
             for k in 0..n {
@@ -778,13 +783,21 @@ pub(crate) type LazyResult<T> = Result<T, &'static str>;
 
 #[inline(always)]
 fn get_uvarint(buf: &[u8], pos: &mut usize) -> LazyResult<u64> {
-    // Fast path: one byte (most type ids, producers, small deltas).
-    match buf.get(*pos) {
+    // Fast paths: one byte (most type ids, producers) and two bytes (most time deltas and
+    // small parameter values).
+    let p = *pos;
+    match buf.get(p) {
         Some(&b) if b < 0x80 => {
-            *pos += 1;
+            *pos = p + 1;
             Ok(u64::from(b))
         }
-        Some(_) => get_uvarint_slow(buf, pos),
+        Some(&b) => match buf.get(p + 1) {
+            Some(&c) if c < 0x80 => {
+                *pos = p + 2;
+                Ok(u64::from(b & 0x7F) | u64::from(c) << 7)
+            }
+            _ => get_uvarint_slow(buf, pos),
+        },
         None => Err("varint runs past the end of its column"),
     }
 }

@@ -1,8 +1,7 @@
 //! Read access to one trace file, also while a writer is still writing it.
 
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -1045,6 +1044,8 @@ struct Matcher {
     range: TimeRange,
     filter: CompiledFilter,
     mode: Mode,
+    /// Start mode and a filter whose every part is decided per stream (or absent).
+    all: bool,
 }
 
 impl Matcher {
@@ -1076,6 +1077,11 @@ impl Matcher {
         c: &mut ChunkCursor,
         dec: &mut zstd::bulk::Decompressor<'static>,
     ) -> std::result::Result<bool, &'static str> {
+        // Common case: every event of the chunk's stream matches, and in start mode the
+        // cursor is already past the range start (chunks are sorted by time).
+        if self.all && c.valid() && c.ts < self.range.end && c.ts >= self.range.start {
+            return Ok(true);
+        }
         while c.valid() {
             if c.ts >= self.range.end {
                 return Ok(false);
@@ -1102,8 +1108,85 @@ pub struct EventIter<'r> {
     /// Cursors of the active chunks (free ones keep their buffers for the next chunk).
     slots: Vec<ChunkCursor>,
     free: Vec<usize>,
-    heap: BinaryHeap<Reverse<(Timestamp, i64, usize, usize)>>,
+    heap: MergeHeap,
+    /// The merge head can be returned without looking at the pending chunks while its
+    /// timestamp is below this (the smallest pending `t_min` when last computed).
+    bound: Timestamp,
     failed: bool,
+}
+
+/// Merge order of a cursor's current event: timestamp, then event id (chunk id, index).
+#[inline]
+fn merge_key(ts: Timestamp, chunk_id: i64, index: usize) -> u128 {
+    let id = chunk_id
+        .wrapping_mul(MAX_CHUNK_EVENTS as i64)
+        .wrapping_add(index as i64);
+    (u128::from((ts as u64) ^ (1 << 63)) << 64) | u128::from((id as u64) ^ (1 << 63))
+}
+
+#[inline]
+fn key_ts(key: u128) -> Timestamp {
+    (((key >> 64) as u64) ^ (1 << 63)) as i64
+}
+
+/// A binary min-heap of `(merge key, cursor slot)` (keys are distinct).
+#[derive(Default)]
+struct MergeHeap {
+    v: Vec<(u128, usize)>,
+}
+
+impl MergeHeap {
+    #[inline]
+    fn top(&self) -> Option<(u128, usize)> {
+        self.v.first().copied()
+    }
+
+    fn push(&mut self, key: u128, slot: usize) {
+        let mut i = self.v.len();
+        self.v.push((key, slot));
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.v[parent].0 <= key {
+                break;
+            }
+            self.v[i] = self.v[parent];
+            i = parent;
+        }
+        self.v[i] = (key, slot);
+    }
+
+    /// Gives the top entry a new key and slot, sifting it down to its place.
+    #[inline]
+    fn replace_top(&mut self, key: u128, slot: usize) {
+        let n = self.v.len();
+        let mut i = 0;
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let c = if r < n && self.v[r].0 < self.v[l].0 {
+                r
+            } else {
+                l
+            };
+            if self.v[c].0 >= key {
+                break;
+            }
+            self.v[i] = self.v[c];
+            i = c;
+        }
+        self.v[i] = (key, slot);
+    }
+
+    fn pop_top(&mut self) {
+        if let Some(last) = self.v.pop()
+            && !self.v.is_empty()
+        {
+            self.replace_top(last.0, last.1);
+        }
+    }
 }
 
 impl<'r> EventIter<'r> {
@@ -1139,6 +1222,7 @@ impl<'r> EventIter<'r> {
             _snapshot: snapshot,
             m: Matcher {
                 range,
+                all: mode == Mode::Starts && !compiled.needs_ids() && !compiled.has_condition(),
                 filter: compiled,
                 mode,
             },
@@ -1148,7 +1232,8 @@ impl<'r> EventIter<'r> {
             page_done: range.is_empty(),
             slots: Vec::new(),
             free: Vec::new(),
-            heap: BinaryHeap::new(),
+            heap: MergeHeap::default(),
+            bound: Timestamp::MIN,
             failed: false,
         })
     }
@@ -1231,7 +1316,7 @@ impl<'r> EventIter<'r> {
                 .map_err(|d| corrupt(&self.reader.path, info.id, d))
         });
         match found {
-            Ok(true) => self.heap.push(Reverse((c.ts, c.id, c.index(), slot))),
+            Ok(true) => self.heap.push(merge_key(c.ts, c.id, c.index()), slot),
             Ok(false) => self.free.push(slot),
             Err(e) => {
                 self.free.push(slot);
@@ -1242,21 +1327,28 @@ impl<'r> EventIter<'r> {
     }
 
     fn step(&mut self) -> Result<Option<StoredEvent>> {
-        loop {
-            let head = self.heap.peek().map(|Reverse(h)| h.0);
-            let pending_min = self.next_pending_t_min()?;
-            match (head, pending_min) {
-                (None, None) => return Ok(None),
-                (None, Some(_)) => self.activate()?,
-                (Some(h), Some(p)) if p <= h => self.activate()?,
-                (Some(_), _) => break,
+        if !self.heap.top().is_some_and(|(k, _)| key_ts(k) < self.bound) {
+            loop {
+                let head = self.heap.top().map(|(k, _)| key_ts(k));
+                let pending_min = self.next_pending_t_min()?;
+                match (head, pending_min) {
+                    (None, None) => return Ok(None),
+                    (None, Some(_)) => self.activate()?,
+                    (Some(h), Some(p)) if p <= h => self.activate()?,
+                    (Some(_), p) => {
+                        // Nothing pending changes until the next activation or page.
+                        self.bound = p.unwrap_or(Timestamp::MAX);
+                        break;
+                    }
+                }
             }
         }
-        let Some(mut head) = self.heap.peek_mut() else {
+        let Some((key, slot)) = self.heap.top() else {
             return Ok(None);
         };
-        let Reverse((_, chunk_id, i, slot)) = *head;
         let c = &mut self.slots[slot];
+        let chunk_id = c.id;
+        let i = c.index();
         let m = &self.m;
         let mut dec = self.reader.decompressor.borrow_mut();
         let res = c.event().and_then(|event| {
@@ -1270,9 +1362,11 @@ impl<'r> EventIter<'r> {
         };
         if next {
             // Replace the head in place: one sift instead of a pop and a push.
-            *head = Reverse((c.ts, chunk_id, c.index(), slot));
+            let k = merge_key(c.ts, chunk_id, c.index());
+            debug_assert!(k > key);
+            self.heap.replace_top(k, slot);
         } else {
-            std::collections::binary_heap::PeekMut::pop(head);
+            self.heap.pop_top();
             self.free.push(slot);
         }
         Ok(Some(StoredEvent {
