@@ -87,23 +87,20 @@ pub fn stats(path: &Path, s: &StatisticsSnapshot) -> Result<()> {
         .y_label_area_size(220)
         .build_cartesian_2d(0.0..max * 1.15, 0.0..n as f64)
         .map_err(err)?;
-    let labels: Vec<String> = s.slices.iter().map(|x| x.label.clone()).collect();
     chart
         .configure_mesh()
         .disable_y_mesh()
-        .y_labels(n + 1)
-        .y_label_formatter(&|y| {
-            let i = (n as f64 - y - 0.5).round();
-            if (y - y.floor() - 0.5).abs() < 0.26 && i >= 0.0 {
-                labels.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .disable_y_axis()
         .label_style(font(12))
         .x_desc(s.unit)
         .draw()
         .map_err(err)?;
+    for (i, x) in s.slices.iter().enumerate() {
+        let (_, py) = chart.backend_coord(&(0.0, (n - i) as f64 - 0.5));
+        let label: String = x.label.chars().take(30).collect();
+        root.draw(&Text::new(label, (14, py - 7), font(12)))
+            .map_err(err)?;
+    }
     chart
         .draw_series(s.slices.iter().enumerate().map(|(i, x)| {
             let y = (n - 1 - i) as f64;
@@ -269,20 +266,20 @@ pub fn temporal(
 
     // Gain and loss along the significant p.
     let plist = agg.significant_ps(ocelotl::DEFAULT_THRESHOLD);
-    let pts: Vec<(f64, f64, f64)> = plist
+    // Relative to their largest value (raw qualities scale with the metric's unit).
+    let raw: Vec<(f64, f64, f64)> = plist
         .entries()
         .iter()
         .map(|e| (f64::from(e.p), e.quality.gain, e.quality.loss))
         .collect();
+    let gmax = raw.iter().map(|x| x.1.abs()).fold(0.0, f64::max).max(1e-300);
+    let lmax = raw.iter().map(|x| x.2.abs()).fold(0.0, f64::max).max(1e-300);
+    let pts: Vec<(f64, f64, f64)> = raw.iter().map(|x| (x.0, x.1 / gmax, x.2 / lmax)).collect();
     let lo = pts.iter().flat_map(|x| [x.1, x.2]).fold(0.0f64, f64::min);
-    let hi = pts
-        .iter()
-        .flat_map(|x| [x.1, x.2])
-        .fold(0.0f64, f64::max)
-        .max(lo + 1e-12);
+    let hi = 1.0f64;
     let mut chart = ChartBuilder::on(&bottom)
         .caption(
-            format!("Gain and loss of the {} significant p", pts.len()),
+            format!("Gain and loss (relative to their maximum) of the {} significant p", pts.len()),
             font(16),
         )
         .margin(12)
@@ -374,24 +371,22 @@ pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) 
         .y_label_area_size(200)
         .build_cartesian_2d(0.0..t_span, 0.0..np as f64)
         .map_err(err)?;
-    let label_every = (np / 40).max(1);
     chart
         .configure_mesh()
         .disable_mesh()
+        .disable_y_axis()
         .x_desc("seconds from the start of the interval")
-        .y_labels(np.min(60) + 1)
-        .y_label_formatter(&|y| {
-            let i = np as f64 - y - 0.5;
-            let r = i.round();
-            if (i - r).abs() < 0.3 && r >= 0.0 && (r as usize) % label_every == 0 {
-                names.get(r as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
         .label_style(font(11))
         .draw()
         .map_err(err)?;
+    // Producer names at the left of their rows (every k-th when they would overlap).
+    let every = (np / 45).max(1);
+    for (i, name) in names.iter().enumerate().step_by(every) {
+        let (_, py) = chart.backend_coord(&(0.0, (np - i) as f64 - 0.5));
+        let label: String = name.chars().take(28).collect();
+        root.draw(&Text::new(label, (14, py - 6), font(11)))
+            .map_err(err)?;
+    }
     for am in &modes {
         let (a, b) = span[am.area.node];
         if a == usize::MAX {
