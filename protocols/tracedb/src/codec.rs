@@ -869,29 +869,43 @@ fn skip_params(buf: &[u8], pos: &mut usize) -> LazyResult<()> {
 }
 
 /// Parses one event's parameter record.
+#[inline]
 fn parse_params(buf: &[u8], pos: &mut usize) -> LazyResult<Vec<ParamValue>> {
     let n = get_uvarint(buf, pos)?;
-    // Every value takes at least two bytes: never trust a count beyond what is left.
-    let cap = (n as usize).min(buf.len().saturating_sub(*pos) / 2);
-    let mut out = Vec::with_capacity(cap);
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    // Every value takes at least two bytes: a count beyond what is left cannot be parsed.
+    if n > (buf.len().saturating_sub(*pos) / 2) as u64 {
+        return Err("parameter tag runs past the end");
+    }
+    let mut out = Vec::with_capacity(n as usize);
     for _ in 0..n {
-        let tag = *buf.get(*pos).ok_or("parameter tag runs past the end")?;
-        *pos += 1;
-        out.push(match tag {
-            TAG_SIGNED => ParamValue::Signed(unzigzag(get_uvarint(buf, pos)?)),
-            TAG_UNSIGNED => ParamValue::Unsigned(get_uvarint(buf, pos)?),
-            TAG_FLOAT => ParamValue::Float(get_f64(buf, pos)?),
-            TAG_STRING => {
-                let len = usize::try_from(get_uvarint(buf, pos)?).map_err(|_| "string too long")?;
-                let b = get_bytes(buf, pos, len)?;
-                let s = std::str::from_utf8(b).map_err(|_| "parameter string is not UTF-8")?;
-                ParamValue::String(s.to_owned())
-            }
-            TAG_ADDRESS => ParamValue::Address(get_uvarint(buf, pos)?),
-            _ => return Err("unknown parameter tag"),
-        });
+        out.push(parse_param(buf, pos)?);
     }
     Ok(out)
+}
+
+#[inline(always)]
+fn parse_param(buf: &[u8], pos: &mut usize) -> LazyResult<ParamValue> {
+    let tag = *buf.get(*pos).ok_or("parameter tag runs past the end")?;
+    *pos += 1;
+    Ok(match tag {
+        TAG_SIGNED => ParamValue::Signed(unzigzag(get_uvarint(buf, pos)?)),
+        TAG_UNSIGNED => ParamValue::Unsigned(get_uvarint(buf, pos)?),
+        TAG_FLOAT => ParamValue::Float(get_f64(buf, pos)?),
+        TAG_STRING => parse_string(buf, pos)?,
+        TAG_ADDRESS => ParamValue::Address(get_uvarint(buf, pos)?),
+        _ => return Err("unknown parameter tag"),
+    })
+}
+
+#[inline(never)]
+fn parse_string(buf: &[u8], pos: &mut usize) -> LazyResult<ParamValue> {
+    let len = usize::try_from(get_uvarint(buf, pos)?).map_err(|_| "string too long")?;
+    let b = get_bytes(buf, pos, len)?;
+    let s = std::str::from_utf8(b).map_err(|_| "parameter string is not UTF-8")?;
+    Ok(ParamValue::String(s.to_owned()))
 }
 
 /// A chunk read sequentially, one block at a time: a block is decompressed (into buffers
@@ -1134,7 +1148,31 @@ impl ChunkCursor {
         Ok(v)
     }
 
+    /// The current event's category-specific fields.
+    #[inline]
+    pub(crate) fn kind(&self) -> EventKind {
+        match self.category() {
+            EventCategory::Punctual => EventKind::Punctual,
+            EventCategory::State => EventKind::State {
+                end: self.end,
+                depth: self.aux.min(u32::from(u16::MAX)) as u16,
+            },
+            EventCategory::Link => EventKind::Link {
+                end: self.end,
+                target: self.aux,
+            },
+            EventCategory::Variable => EventKind::Variable { value: self.value },
+        }
+    }
+
+    /// The CPU of the chunk's events.
+    #[inline]
+    pub(crate) fn cpu(&self) -> Option<Cpu> {
+        self.cpu
+    }
+
     /// The current event as a model value.
+    #[cfg(test)]
     pub(crate) fn event(&mut self) -> LazyResult<Event> {
         let kind = match self.category() {
             EventCategory::Punctual => EventKind::Punctual,

@@ -10,9 +10,9 @@ use crate::codec::{self, ChunkCursor, DecodedChunk, MAX_CHUNK_EVENTS};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::filter::{CompiledFilter, Filter};
 use crate::model::{
-    EventCategory, EventId, EventType, IngestStat, LossRecord, ParamDef, ParamType, ParamValue,
-    Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceInfo, TraceMeta,
-    TypeId,
+    Event, EventCategory, EventId, EventType, IngestStat, LossRecord, ParamDef, ParamType,
+    ParamValue, Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceInfo,
+    TraceMeta, TypeId,
 };
 use crate::schema::{self, TRACE_APPLICATION_ID};
 use crate::summary::{self, Resolution, Summary, SummaryBucket, SummaryCell};
@@ -997,12 +997,7 @@ impl TraceReader {
     /// The chunks of every stream that start before `start` and reach it (by their last
     /// start, or by their end in overlap mode), each stream bounded by its `max_span`: one
     /// statement walking the `(stream, t_min)` index once per stream.
-    fn straddling(
-        &self,
-        start: Timestamp,
-        mode: Mode,
-        with_ids: bool,
-    ) -> Result<Vec<ChunkInfo>> {
+    fn straddling(&self, start: Timestamp, mode: Mode, with_ids: bool) -> Result<Vec<ChunkInfo>> {
         let p = &self.path;
         let col = match mode {
             Mode::Starts => "t_max",
@@ -1247,9 +1242,9 @@ impl<'r> EventIter<'r> {
             self.page_done = true;
             return Ok(false);
         };
-        let page =
-            self.reader
-                .page(self.m.range.end, after, self.m.filter.needs_ids())?;
+        let page = self
+            .reader
+            .page(self.m.range.end, after, self.m.filter.needs_ids())?;
         if (page.len() as i64) < PAGE {
             self.page_done = true;
         }
@@ -1326,22 +1321,30 @@ impl<'r> EventIter<'r> {
         Ok(())
     }
 
-    fn step(&mut self) -> Result<Option<StoredEvent>> {
-        if !self.heap.top().is_some_and(|(k, _)| key_ts(k) < self.bound) {
-            loop {
-                let head = self.heap.top().map(|(k, _)| key_ts(k));
-                let pending_min = self.next_pending_t_min()?;
-                match (head, pending_min) {
-                    (None, None) => return Ok(None),
-                    (None, Some(_)) => self.activate()?,
-                    (Some(h), Some(p)) if p <= h => self.activate()?,
-                    (Some(_), p) => {
-                        // Nothing pending changes until the next activation or page.
-                        self.bound = p.unwrap_or(Timestamp::MAX);
-                        break;
-                    }
+    /// Activates the pending chunks that start before the merge head (fetching pages as
+    /// needed); false when there is nothing left.
+    #[inline(never)]
+    fn refill(&mut self) -> Result<bool> {
+        loop {
+            let head = self.heap.top().map(|(k, _)| key_ts(k));
+            let pending_min = self.next_pending_t_min()?;
+            match (head, pending_min) {
+                (None, None) => return Ok(false),
+                (None, Some(_)) => self.activate()?,
+                (Some(h), Some(p)) if p <= h => self.activate()?,
+                (Some(_), p) => {
+                    // Nothing pending changes until the next activation or page.
+                    self.bound = p.unwrap_or(Timestamp::MAX);
+                    return Ok(true);
                 }
             }
+        }
+    }
+
+    #[inline]
+    fn step(&mut self) -> Result<Option<StoredEvent>> {
+        if self.heap.top().is_none_or(|(k, _)| key_ts(k) >= self.bound) && !self.refill()? {
+            return Ok(None);
         }
         let Some((key, slot)) = self.heap.top() else {
             return Ok(None);
@@ -1349,33 +1352,44 @@ impl<'r> EventIter<'r> {
         let c = &mut self.slots[slot];
         let chunk_id = c.id;
         let i = c.index();
-        let m = &self.m;
-        let mut dec = self.reader.decompressor.borrow_mut();
-        let res = c.event().and_then(|event| {
-            c.advance(&mut dec)?;
-            Ok((event, m.seek_match(c, &mut dec)?))
-        });
-        drop(dec);
-        let (event, next) = match res {
-            Ok(x) => x,
+        let (ts, type_id, producer, cpu, kind) = (c.ts, c.ty, c.producer, c.cpu(), c.kind());
+        let params = match c.params() {
+            Ok(p) => p,
             Err(d) => return Err(corrupt(&self.reader.path, chunk_id, d)),
         };
-        if next {
-            // Replace the head in place: one sift instead of a pop and a push.
-            let k = merge_key(c.ts, chunk_id, c.index());
-            debug_assert!(k > key);
-            self.heap.replace_top(k, slot);
-        } else {
-            self.heap.pop_top();
-            self.free.push(slot);
+        let m = &self.m;
+        let next = {
+            let mut dec = self.reader.decompressor.borrow_mut();
+            c.advance(&mut dec).and_then(|()| m.seek_match(c, &mut dec))
+        };
+        match next {
+            Ok(true) => {
+                // Replace the head in place: one sift instead of a pop and a push.
+                let k = merge_key(c.ts, chunk_id, c.index());
+                debug_assert!(k > key);
+                self.heap.replace_top(k, slot);
+            }
+            Ok(false) => {
+                self.heap.pop_top();
+                self.free.push(slot);
+            }
+            Err(d) => return Err(corrupt(&self.reader.path, chunk_id, d)),
         }
         Ok(Some(StoredEvent {
             id: chunk_id * MAX_CHUNK_EVENTS as i64 + i as i64,
-            event,
+            event: Event {
+                ts,
+                type_id,
+                producer,
+                cpu,
+                kind,
+                params,
+            },
         }))
     }
 }
 
+#[cold]
 fn corrupt(path: &Path, chunk_id: i64, detail: &str) -> StoreError {
     StoreError::CorruptChunk {
         path: path.to_path_buf(),
