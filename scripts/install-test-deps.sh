@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests need (Debian), skipping those already present.
 #   rustc-web, rust-web-src, cargo-web: build `core` for thumbv7em-none-eabihf (scripts/build-bare-metal.sh)
+#   xvfb, x11-apps (xwd), libgl1-mesa-dri, libegl1, libxkbcommon-x11-0: the GUI in a virtual X server
+#     (analyzer/app/tests/gui_window.rs); mesa-vulkan-drivers: lavapipe, the software Vulkan that
+#     egui_kittest's wgpu snapshot renderer uses (analyzer/app/tests/gui_snapshots.rs)
 set -euo pipefail
-packages=(rustc-web rust-web-src cargo-web)
+packages=(rustc-web rust-web-src cargo-web xvfb x11-apps libgl1-mesa-dri libegl1 libxkbcommon-x11-0 mesa-vulkan-drivers)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -326,7 +326,7 @@ impl GuiApp {
                 }
                 let mut close = None;
                 for (i, s) in self.sessions.iter().enumerate() {
-                    let live = if s.live() { " ●" } else { "" };
+                    let live = if s.live() { " (live)" } else { "" };
                     if ui
                         .selectable_label(self.active == Some(i), format!("{}{live}", s.title))
                         .clicked()
@@ -591,7 +591,7 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
                 }
             }
             if s.meta.as_ref().is_some_and(|m| !m.info.finished) {
-                ui.colored_label(egui::Color32::from_rgb(220, 60, 60), "● live");
+                ui.colored_label(egui::Color32::from_rgb(220, 60, 60), "LIVE");
             }
         });
     });

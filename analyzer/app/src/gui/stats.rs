@@ -131,9 +131,8 @@ impl StatsView {
 
     pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) {
         ui.horizontal(|ui| {
-            ui.label("Metric:");
             let mut op = self.settings.operator;
-            egui::ComboBox::from_id_salt("operator")
+            egui::ComboBox::from_label("Metric")
                 .selected_text(op.label())
                 .show_ui(ui, |ui| {
                     for o in Operator::ALL {
@@ -272,7 +271,7 @@ impl StatsView {
                                     match &s.kind {
                                         SliceKind::Entity(id) => {
                                             let mut on = self.selected.contains(id);
-                                            if ui.checkbox(&mut on, "").changed() {
+                                            if ui.checkbox(&mut on, "select").changed() {
                                                 let id = *id;
                                                 action = Some(Box::new(move |v: &mut Self| {
                                                     if on {
@@ -295,14 +294,14 @@ impl StatsView {
                                             ui.label("");
                                         }
                                     }
-                                    ui.colored_label(col, format!("● {}", label_of(&s.kind)));
+                                    ui.colored_label(col, label_of(&s.kind));
                                     ui.label(self.value_text(s.value));
                                     ui.label(format!("{:.2}", s.share * 100.0));
                                     ui.end_row();
                                     if let SliceKind::Others(list) = &s.kind {
                                         for (id, v) in list {
                                             let mut on = self.selected.contains(id);
-                                            if ui.checkbox(&mut on, "").changed() {
+                                            if ui.checkbox(&mut on, "select").changed() {
                                                 let id = *id;
                                                 action = Some(Box::new(move |v: &mut Self| {
                                                     if on {
@@ -340,7 +339,11 @@ impl StatsView {
                             }
                         }));
                     }
-                    ui.add(egui::TextEdit::singleline(&mut group_name).desired_width(80.0));
+                    ui.add(
+                        egui::TextEdit::singleline(&mut group_name)
+                            .hint_text("group name")
+                            .desired_width(80.0),
+                    );
                     ui.color_edit_button_srgba(&mut group_colour);
                     if ui
                         .add_enabled(n >= 2, egui::Button::new(format!("Group {n}")))

@@ -45,9 +45,17 @@ pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i
             edit.start = format_ns(bar.selection.start);
             edit.end = format_ns(bar.selection.end);
         }
-        let s = ui.add(egui::TextEdit::singleline(&mut edit.start).desired_width(90.0));
+        let s = ui.add(
+            egui::TextEdit::singleline(&mut edit.start)
+                .hint_text("start")
+                .desired_width(90.0),
+        );
         ui.label("–");
-        let e = ui.add(egui::TextEdit::singleline(&mut edit.end).desired_width(90.0));
+        let e = ui.add(
+            egui::TextEdit::singleline(&mut edit.end)
+                .hint_text("end")
+                .desired_width(90.0),
+        );
         edit.editing = s.has_focus() || e.has_focus();
         if s.lost_focus()
             && let Some(t) = parse_ns(&edit.start)

@@ -1,0 +1,113 @@
+//! Pixel snapshots of each view (egui_kittest, rendered by wgpu in software) on a small deterministic
+//! simulated trace, plus checks on the UI tree that do not depend on pixels.
+#![cfg(feature = "gui")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use socscope_analysis::sync::ViewKind;
+use socscope_analyzer::gui::GuiApp;
+use socscope_analyzer::gui::egui;
+
+/// A 2-second capture of the simulated board, seed 5, copied to a fixed name (the tab shows it).
+fn trace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args([
+            "demo",
+            "--headless",
+            "--json",
+            "--duration",
+            "2",
+            "--seed",
+            "5",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = PathBuf::from(doc["file"].as_str().unwrap());
+    let fixed = dir.path().join("demo.db");
+    std::fs::copy(&file, &fixed).unwrap();
+    (dir, fixed)
+}
+
+/// Steps the UI until every loader and filter is done.
+fn settle(h: &mut Harness<'_, GuiApp>) {
+    let t = Instant::now();
+    loop {
+        h.step();
+        if h.state()
+            .active
+            .is_some_and(|a| h.state().sessions[a].names.is_some())
+            && !h.state().busy()
+        {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the views never finished loading"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Once more so the last data is drawn.
+    h.run();
+}
+
+fn harness(trace: &Path, view: ViewKind, dark: bool) -> Harness<'static, GuiApp> {
+    let app = GuiApp::new(None, &[trace.to_path_buf()], view, dark);
+    Harness::builder()
+        .with_size(egui::Vec2::new(1100.0, 640.0))
+        .with_max_steps(16)
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
+}
+
+fn snapshot_view(view: ViewKind, name: &str, dark: bool) {
+    let (_dir, t) = trace();
+    let mut h = harness(&t, view, dark);
+    settle(&mut h);
+    // Every view has the buttons that open the others (RT-460 §2.3) and the time bar.
+    for label in [
+        "Density",
+        "Statistics",
+        "Gantt",
+        "Table",
+        "Whole",
+        "Resync",
+        "Load",
+        "Types…",
+        "Producers…",
+    ] {
+        h.get_by_label(label);
+    }
+    h.snapshot(name);
+}
+
+#[test]
+fn gantt_snapshot() {
+    snapshot_view(ViewKind::Gantt, "gantt_dark", true);
+}
+
+#[test]
+fn table_snapshot() {
+    snapshot_view(ViewKind::Table, "table_light", false);
+}
+
+#[test]
+fn density_snapshot() {
+    snapshot_view(ViewKind::Density, "density_dark", true);
+}
+
+#[test]
+fn statistics_snapshot() {
+    snapshot_view(ViewKind::Statistics, "statistics_light", false);
+}

@@ -1,0 +1,191 @@
+//! The real program in a real X window: `socscope view` under Xvfb draws a window that is not blank,
+//! both as the app reads back its own framebuffer (`--screenshot`) and as the X server shows it (`xwd`).
+//! Needs Xvfb and xwd (scripts/install-test-deps.sh installs them); fails, never skips, without them.
+#![cfg(feature = "gui")]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn require(tool: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{tool} is missing: run scripts/install-test-deps.sh (apt-get install xvfb x11-apps)"
+    );
+}
+
+struct Xvfb {
+    child: Child,
+    display: String,
+}
+
+impl Xvfb {
+    fn start() -> Self {
+        require("Xvfb");
+        // A display number per test process, so parallel runs do not collide.
+        let n = 90 + std::process::id() % 400;
+        let child = Command::new("Xvfb")
+            .arg(format!(":{n}"))
+            .args(["-screen", "0", "1280x800x24", "-nolisten", "tcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Xvfb starts");
+        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
+        let t = Instant::now();
+        while !socket.exists() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "Xvfb :{n} did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            display: format!(":{n}"),
+        }
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn trace(dir: &Path) -> PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args([
+            "demo",
+            "--headless",
+            "--json",
+            "--duration",
+            "2",
+            "--seed",
+            "3",
+            "--dir",
+        ])
+        .arg(dir)
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    PathBuf::from(doc["file"].as_str().unwrap())
+}
+
+fn view(x: &Xvfb, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_socscope"));
+    c.arg("view")
+        .args(args)
+        .env("DISPLAY", &x.display)
+        .env_remove("WAYLAND_DISPLAY");
+    c
+}
+
+/// Distinct RGB colours of an RGBA PNG.
+fn png_colours(path: &Path) -> (usize, (u32, u32)) {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let colours: HashSet<[u8; 3]> = buf[..info.buffer_size()]
+        .chunks(px)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (colours.len(), (info.width, info.height))
+}
+
+#[test]
+fn the_window_shows_the_gantt_chart() {
+    let x = Xvfb::start();
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let shot = dir.path().join("gantt.png");
+    let out = view(
+        &x,
+        &[
+            t.to_str().unwrap(),
+            "--screenshot",
+            shot.to_str().unwrap(),
+            "--size",
+            "1000x600",
+        ],
+    )
+    .output()
+    .expect("socscope view runs");
+    assert!(
+        out.status.success(),
+        "socscope view failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (colours, size) = png_colours(&shot);
+    assert!(size.0 >= 1000 && size.1 >= 600, "{size:?}");
+    // A blank or half-drawn window has a handful of colours; the Gantt chart has dozens.
+    assert!(colours >= 20, "only {colours} colours in the window");
+}
+
+/// Distinct pixel values of an `xwd -root` dump (TrueColor, 24 or 32 bits per pixel).
+fn xwd_colours(dump: &[u8]) -> usize {
+    let be = |i: usize| u32::from_be_bytes(dump[i * 4..i * 4 + 4].try_into().unwrap()) as usize;
+    let (header, bpp, bytes_per_line, height, ncolors) = (be(0), be(11), be(12), be(5), be(19));
+    assert!(
+        bpp == 24 || bpp == 32,
+        "expected a TrueColor screen, got {bpp} bits per pixel"
+    );
+    let data = header + ncolors * 12;
+    let mut colours = HashSet::new();
+    for row in dump[data..].chunks(bytes_per_line).take(height) {
+        for p in row.chunks_exact(bpp / 8) {
+            colours.insert([p[0], p[1], p[2]]);
+        }
+    }
+    colours.len()
+}
+
+#[test]
+fn the_x_server_shows_a_drawn_window() {
+    require("xwd");
+    let x = Xvfb::start();
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let mut app = view(&x, &[t.to_str().unwrap(), "--view", "density", "--light"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("socscope view starts");
+    let started = Instant::now();
+    let mut best = 0;
+    while started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(500));
+        if let Ok(Some(status)) = app.try_wait() {
+            panic!("socscope view exited early: {status}");
+        }
+        let out = Command::new("xwd")
+            .args(["-root", "-silent", "-display", &x.display])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "xwd failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        best = xwd_colours(&out.stdout);
+        if best >= 20 {
+            break;
+        }
+    }
+    let _ = app.kill();
+    let _ = app.wait();
+    assert!(best >= 20, "the screen shows only {best} colours");
+}
