@@ -10,7 +10,6 @@ mod export;
 mod format;
 mod import;
 mod inspect;
-mod view;
 mod render;
 mod view;
 
@@ -116,12 +115,6 @@ enum Command {
     Timeline(analyze::TimelineArgs),
     /// Windows where RUN departs from REFERENCE (exit status 3 when one passes the threshold).
     Compare(analyze::CompareArgs),
-    /// Open the GUI on a trace, or on the trace browser of a catalog directory.
-    #[command(
-        after_help = "Examples:\n  socscope view\n  socscope view traces/sim-stb-20261121T101500Z-s1.db --view table\n  \
-        socscope view TRACE --screenshot gantt.png"
-    )]
-    View(view::ViewArgs),
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -164,7 +157,6 @@ fn main() -> ExitCode {
         Command::Timeline(args) => analyze::timeline(args),
         Command::Compare(args) => analyze::compare(args),
         Command::Bench(cmd) => bench::run(cmd),
-        Command::View(args) => view::run(args),
         Command::View(args) => view::run(args),
     };
     match result {
