@@ -154,6 +154,14 @@ impl TraceReader {
         // (SQLite caps the map at its compile-time limit); failing to set them is harmless.
         let _ = conn.pragma_update(None, "mmap_size", 1i64 << 31);
         let _ = conn.pragma_update(None, "cache_size", -16384i64);
+        // The query planner stability guarantee: the chunk queries bind time bounds (and a
+        // LIMIT) that the bundled SQLite (built with STAT4) would otherwise mark as
+        // plan-relevant, re-preparing the cached statement whenever they change, i.e. on
+        // every read. The plans here come from the indexes alone, so this changes none.
+        let _ = conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        );
         let (base_shift, levels): (u32, u32) = conn
             .query_row(
                 "SELECT summary_base_shift, summary_levels FROM trace_info WHERE id = 1",
