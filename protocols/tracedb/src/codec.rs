@@ -929,7 +929,10 @@ pub(crate) struct ChunkCursor {
     /// The current block (`blocks.len()` once exhausted).
     block: usize,
     body: Vec<u8>,
-    cols: BlockCols,
+    /// Read positions in the columns of the current block's body.
+    cols: ColPos,
+    /// Events in the current block.
+    bcount: usize,
     /// Index of the current event in its block.
     bidx: usize,
     /// Start of the current event's parameter record in `body`.
@@ -945,6 +948,29 @@ pub(crate) struct ChunkCursor {
     end: Timestamp,
     aux: u32,
     value: f64,
+}
+
+/// `(next entry, end)` in the block body of each fixed column: the cursor decodes one entry
+/// of each as it moves, instead of the whole block up front.
+#[derive(Debug, Default, Clone, Copy)]
+struct ColPos {
+    ts: (usize, usize),
+    ty: (usize, usize),
+    pr: (usize, usize),
+    dur: (usize, usize),
+    aux: (usize, usize),
+    val: (usize, usize),
+    /// `[start, end)` of the params column.
+    par: (usize, usize),
+}
+
+/// Reads the next varint of the column `c` of `body`.
+#[inline(always)]
+fn col_uvarint(body: &[u8], c: &mut (usize, usize)) -> LazyResult<u64> {
+    let col = body
+        .get(..c.1)
+        .ok_or("column runs past the end of its block")?;
+    get_uvarint(col, &mut c.0)
 }
 
 impl ChunkCursor {
@@ -974,12 +1000,21 @@ impl ChunkCursor {
         Ok(())
     }
 
-    /// Decompresses and decodes block `j` and moves to its first event.
+    /// Decompresses block `j`, locates its columns and moves to its first event.
     fn enter_block(
         &mut self,
         j: usize,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> LazyResult<()> {
+        // Until the block is checked, the cursor is past the end (and its column positions
+        // empty), so nothing reads a stale position into a new body.
+        self.cols = ColPos::default();
+        self.bcount = 0;
+        self.bidx = 0;
+        self.par_pos = 0;
+        self.par_end = None;
+        self.idx = self.n;
+        self.block = self.blocks.len();
         let b = self.blocks[j];
         decompress_block(
             &b,
@@ -988,31 +1023,75 @@ impl ChunkCursor {
             &mut self.body,
             decompressor,
         )?;
-        decode_block(&self.body, &b, self.category(), &mut self.cols)?;
+        let body = &self.body[..];
+        let mut p = 0usize;
+        let mut col = || -> LazyResult<(usize, usize)> {
+            let len = usize::try_from(get_uvarint(body, &mut p)?)
+                .map_err(|_| "column length overflows")?;
+            let start = p;
+            get_bytes(body, &mut p, len).map_err(|_| "column runs past the end of its block")?;
+            Ok((start, p))
+        };
+        let mut c = ColPos {
+            ts: col()?,
+            ty: col()?,
+            pr: col()?,
+            ..ColPos::default()
+        };
+        match self.category() {
+            EventCategory::State | EventCategory::Link => {
+                c.dur = col()?;
+                c.aux = col()?;
+            }
+            EventCategory::Variable => {
+                c.val = col()?;
+                if c.val.1 - c.val.0 != b.count * 8 {
+                    return Err("value column has the wrong length");
+                }
+            }
+            EventCategory::Punctual => {}
+        }
+        c.par = col()?;
+        if p != body.len() {
+            return Err("trailing bytes after the columns of a block");
+        }
+        self.cols = c;
         self.block = j;
-        self.bidx = 0;
+        self.bcount = b.count;
         self.idx = b.first_index;
-        self.par_pos = self.cols.par.0;
-        self.par_end = None;
-        self.set_fields();
-        Ok(())
+        self.par_pos = c.par.0;
+        let d = col_uvarint(&self.body, &mut self.cols.ts)?;
+        self.ts = unzigzag(d);
+        if self.ts != b.first_ts {
+            self.idx = self.n;
+            return Err("block's first timestamp differs from the chunk header");
+        }
+        self.read_fields()
     }
 
+    /// Decodes the current event's fields after its timestamp from the column positions.
     #[inline]
-    fn set_fields(&mut self) {
-        let i = self.bidx;
-        let c = &self.cols;
-        self.ts = c.ts[i];
-        self.ty = c.ty[i];
-        self.producer = c.pr[i];
+    fn read_fields(&mut self) -> LazyResult<()> {
+        let body = &self.body[..];
+        let c = &mut self.cols;
+        self.ty =
+            u32::try_from(col_uvarint(body, &mut c.ty)?).map_err(|_| "type id overflows u32")?;
+        self.producer = u32::try_from(col_uvarint(body, &mut c.pr)?)
+            .map_err(|_| "producer id overflows u32")?;
         match self.category {
             Some(EventCategory::State | EventCategory::Link) => {
-                self.end = c.end[i];
-                self.aux = c.aux[i];
+                let d = unzigzag(col_uvarint(body, &mut c.dur)?);
+                self.end = self.ts.wrapping_add(d);
+                self.aux = u32::try_from(col_uvarint(body, &mut c.aux)?)
+                    .map_err(|_| "depth/target overflows u32")?;
             }
-            Some(EventCategory::Variable) => self.value = c.val[i],
+            Some(EventCategory::Variable) => {
+                let col = body.get(..c.val.1).ok_or("value column out of range")?;
+                self.value = get_f64(col, &mut c.val.0)?;
+            }
             _ => {}
         }
+        Ok(())
     }
 
     /// Number of events in the chunk.
@@ -1071,9 +1150,10 @@ impl ChunkCursor {
         };
         self.idx += 1;
         self.bidx += 1;
-        if self.bidx < self.cols.ts.len() {
-            self.set_fields();
-            return Ok(());
+        if self.bidx < self.bcount {
+            let d = col_uvarint(&self.body, &mut self.cols.ts)?;
+            self.ts = self.ts.wrapping_add(d as i64);
+            return self.read_fields();
         }
         self.next_block(decompressor)
     }
@@ -1083,8 +1163,15 @@ impl ChunkCursor {
         &mut self,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> LazyResult<()> {
-        if self.par_pos != self.cols.par.1 {
+        let c = &self.cols;
+        if self.par_pos != c.par.1 {
             return Err("trailing bytes in the params column");
+        }
+        if [c.ts, c.ty, c.pr, c.dur, c.aux, c.val]
+            .iter()
+            .any(|&(q, end)| q != end)
+        {
+            return Err("trailing bytes in a column");
         }
         if self.block + 1 < self.blocks.len() {
             self.enter_block(self.block + 1, decompressor)
@@ -1112,31 +1199,11 @@ impl ChunkCursor {
         }
         if j != self.block {
             self.enter_block(j, decompressor)?;
-            if self.ts >= t {
-                return Ok(());
-            }
         }
-        let k = self.cols.ts[self.bidx..].partition_point(|&x| x < t);
-        if self.bidx + k == self.cols.ts.len() {
-            // Nothing at or after t in this block: the next one (if any) starts at or after t.
-            // Skipping checks the rest of the params column.
-            while self.valid() && self.block == j {
-                self.advance(decompressor)?;
-            }
-            return Ok(());
+        // Then event by event (the next block, if reached, starts at or after t).
+        while self.idx < self.n && self.ts < t {
+            self.advance(decompressor)?;
         }
-        let (skip, mut q) = match self.par_end.take() {
-            Some(e) => (k - 1, e),
-            None => (k, self.par_pos),
-        };
-        let pc = &self.body[..self.cols.par.1];
-        for _ in 0..skip {
-            skip_params(pc, &mut q)?;
-        }
-        self.par_pos = q;
-        self.bidx += k;
-        self.idx += k;
-        self.set_fields();
         Ok(())
     }
 
