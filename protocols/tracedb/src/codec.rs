@@ -1137,8 +1137,19 @@ impl ChunkCursor {
         &mut self,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> LazyResult<()> {
+        if self.advance_in_block()? {
+            Ok(())
+        } else {
+            self.next_block(decompressor)
+        }
+    }
+
+    /// Moves to the next event if it is in the current block (true); false when the block is
+    /// done and [`Self::next_block`] must follow (which needs the decompressor).
+    #[inline(always)]
+    pub(crate) fn advance_in_block(&mut self) -> LazyResult<bool> {
         if self.idx >= self.n {
-            return Ok(());
+            return Ok(true);
         }
         self.par_pos = match self.par_end.take() {
             Some(e) => e,
@@ -1153,13 +1164,15 @@ impl ChunkCursor {
         if self.bidx < self.bcount {
             let d = col_uvarint(&self.body, &mut self.cols.ts)?;
             self.ts = self.ts.wrapping_add(d as i64);
-            return self.read_fields();
+            self.read_fields()?;
+            return Ok(true);
         }
-        self.next_block(decompressor)
+        Ok(false)
     }
 
+    /// Enters the next block once [`Self::advance_in_block`] has left the current one.
     #[inline(never)]
-    fn next_block(
+    pub(crate) fn next_block(
         &mut self,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> LazyResult<()> {

@@ -1351,11 +1351,17 @@ impl<'r> EventIter<'r> {
 
     #[inline]
     fn step(&mut self) -> Result<Option<StoredEvent>> {
-        if self.heap.top().is_none_or(|(k, _)| key_ts(k) >= self.bound) && !self.refill()? {
-            return Ok(None);
-        }
-        let Some((key, slot)) = self.heap.top() else {
-            return Ok(None);
+        let (key, slot) = match self.heap.top() {
+            Some((k, s)) if key_ts(k) < self.bound => (k, s),
+            _ => {
+                if !self.refill()? {
+                    return Ok(None);
+                }
+                match self.heap.top() {
+                    Some(t) => t,
+                    None => return Ok(None),
+                }
+            }
         };
         let c = &mut self.slots[slot];
         let chunk_id = c.id;
@@ -1366,9 +1372,22 @@ impl<'r> EventIter<'r> {
             Err(d) => return Err(corrupt(&self.reader.path, chunk_id, d)),
         };
         let m = &self.m;
-        let next = {
-            let mut dec = self.reader.decompressor.borrow_mut();
-            c.advance(&mut dec).and_then(|()| m.seek_match(c, &mut dec))
+        // Common case first: the next event is in the same block and matches without a look
+        // at its parameters; the decompressor is borrowed only to enter another block.
+        let next = match c.advance_in_block() {
+            Ok(true) if m.all && c.valid() && c.ts < m.range.end && c.ts >= m.range.start => {
+                Ok(true)
+            }
+            Ok(in_block) => {
+                let mut dec = self.reader.decompressor.borrow_mut();
+                let entered = if in_block {
+                    Ok(())
+                } else {
+                    c.next_block(&mut dec)
+                };
+                entered.and_then(|()| m.seek_match(c, &mut dec))
+            }
+            Err(d) => Err(d),
         };
         match next {
             Ok(true) => {
