@@ -304,7 +304,7 @@ impl Lines<'_, '_> {
     }
     fn progress(&mut self, bytes: u64) {
         self.records += 1;
-        if self.records % 65_536 == 0 {
+        if self.records.is_multiple_of(65_536) {
             self.bytes = bytes;
             (self.opts.on_progress)(bytes);
         }
