@@ -1222,8 +1222,22 @@ impl ChunkCursor {
 
     /// The parameters of the current event (parsed once per returned event).
     pub(crate) fn params(&mut self) -> LazyResult<Vec<ParamValue>> {
+        let buf = self.par_col();
         let mut q = self.par_pos;
-        let v = parse_params(self.par_col(), &mut q)?;
+        // Most events have one or two values: build those vectors in one go.
+        let v = match buf.get(q) {
+            Some(1) => {
+                q += 1;
+                vec![parse_param(buf, &mut q)?]
+            }
+            Some(2) => {
+                q += 1;
+                let a = parse_param(buf, &mut q)?;
+                let b = parse_param(buf, &mut q)?;
+                vec![a, b]
+            }
+            _ => parse_params(buf, &mut q)?,
+        };
         self.par_end = Some(q);
         Ok(v)
     }
