@@ -46,6 +46,27 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The analysis numbers: microscopic model (T = 1000) of a whole trace, first partial
+    /// statistics and density, temporal (T = 1000, S = 100, U = 5) and spatiotemporal (T = 200,
+    /// 4×4×4 hierarchy, U = 4) qualities with the full bisection.
+    #[command(
+        after_help = "Examples:\n  cargo run --release -p socscope-analyzer -- bench aggregate --events 100000000 --json\n  \
+        socscope bench aggregate --trace /tmp/socscope-bench-100000000.db --json"
+    )]
+    Aggregate {
+        /// Events in the synthetic trace (ignored with --trace).
+        #[arg(long, default_value_t = 10_000_000)]
+        events: u64,
+        /// Use this trace instead of writing a synthetic one.
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
+        /// Where to write the synthetic trace (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Peak resident set size of this process, from /proc (0 where unavailable).
@@ -79,10 +100,16 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             dir,
             json,
         } => read(events, reads, dir, json),
+        BenchCommand::Aggregate {
+            events,
+            trace,
+            dir,
+            json,
+        } => crate::analyze::bench(events, trace, dir, json),
     }
 }
 
-fn scratch_dir(
+pub(crate) fn scratch_dir(
     dir: Option<std::path::PathBuf>,
 ) -> Result<(std::path::PathBuf, Option<tempfile_dir::TempDir>)> {
     match dir {
@@ -99,7 +126,7 @@ fn scratch_dir(
 }
 
 /// A temporary directory removed on drop (the benchmark writes gigabytes).
-mod tempfile_dir {
+pub(crate) mod tempfile_dir {
     use std::path::{Path, PathBuf};
 
     pub struct TempDir(PathBuf);

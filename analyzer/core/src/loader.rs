@@ -145,7 +145,18 @@ pub struct LoadRequest {
     pub chunk_events: u64,
 }
 
-/// Splits `range` into chunks holding about `n` events each, from the local density of the summary.
+/// The first chunk holds at most [`chunk_size::STATISTICS`] events whatever `n`, so that a view
+/// reading big chunks (density) still shows something within a few tens of milliseconds.
+fn chunk_target(n: u64, chunks_so_far: usize) -> u64 {
+    if chunks_so_far == 0 {
+        n.min(chunk_size::STATISTICS)
+    } else {
+        n
+    }
+}
+
+/// Splits `range` into chunks holding about `n` events each (the first one at most
+/// [`chunk_size::STATISTICS`]), from the local density of the summary.
 pub fn plan_chunks(
     reader: &TraceReader,
     range: TimeRange,
@@ -164,7 +175,11 @@ pub fn plan_chunks(
             ..filter.clone()
         }
     };
-    let Ok(summary) = reader.summary(range, Resolution::MaxBuckets(1024), &density_filter) else {
+    // No finer than the summary's own buckets: a finer resolution would make the store count
+    // every event of the interval from the chunks just to plan the load.
+    let base = 1i64 << reader.summary_levels().0;
+    let width = (range.len() / 1024).max(base);
+    let Ok(summary) = reader.summary(range, Resolution::BucketWidth(width), &density_filter) else {
         return vec![range];
     };
     let mut chunks = Vec::new();
@@ -172,14 +187,14 @@ pub fn plan_chunks(
     let mut acc = 0u64;
     for b in &summary.buckets {
         let count = b.count();
-        if acc + count < n {
+        if acc + count < chunk_target(n, chunks.len()) {
             acc += count;
             continue;
         }
         // Cut inside the bucket where the running count reaches n, assuming even density in the bucket.
         let mut t0 = b.range.start;
         let mut left = count;
-        let mut need = n - acc;
+        let mut need = chunk_target(n, chunks.len()) - acc;
         while left >= need && need > 0 {
             let span = b.range.end - t0;
             let cut = t0 + ((span as u128 * need as u128) / left.max(1) as u128) as i64;
@@ -188,7 +203,7 @@ pub fn plan_chunks(
             start = cut;
             left -= need;
             t0 = cut;
-            need = n;
+            need = chunk_target(n, chunks.len());
         }
         acc = left;
     }
