@@ -272,14 +272,25 @@ pub fn temporal(
         .iter()
         .map(|e| (f64::from(e.p), e.quality.gain, e.quality.loss))
         .collect();
-    let gmax = raw.iter().map(|x| x.1.abs()).fold(0.0, f64::max).max(1e-300);
-    let lmax = raw.iter().map(|x| x.2.abs()).fold(0.0, f64::max).max(1e-300);
+    let gmax = raw
+        .iter()
+        .map(|x| x.1.abs())
+        .fold(0.0, f64::max)
+        .max(1e-300);
+    let lmax = raw
+        .iter()
+        .map(|x| x.2.abs())
+        .fold(0.0, f64::max)
+        .max(1e-300);
     let pts: Vec<(f64, f64, f64)> = raw.iter().map(|x| (x.0, x.1 / gmax, x.2 / lmax)).collect();
     let lo = pts.iter().flat_map(|x| [x.1, x.2]).fold(0.0f64, f64::min);
     let hi = 1.0f64;
     let mut chart = ChartBuilder::on(&bottom)
         .caption(
-            format!("Gain and loss (relative to their maximum) of the {} significant p", pts.len()),
+            format!(
+                "Gain and loss (relative to their maximum) of the {} significant p",
+                pts.len()
+            ),
             font(16),
         )
         .margin(12)
