@@ -463,7 +463,7 @@ mod tests {
         );
         assert_eq!(parse_range("200ms..").unwrap(), (Some(200_000_000), None));
         assert_eq!(parse_range("..2").unwrap(), (None, Some(2_000_000_000)));
-        assert_eq!(parse_range("10us..100ns").is_err(), true);
+        assert!(parse_range("10us..100ns").is_err());
         assert!(parse_range("3s").is_err());
         assert_eq!(paje_time(-1_500_000_000), "-1.500000000");
     }

@@ -652,7 +652,9 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
             let until = end.min(next_start).min(px.view.end);
             let last_col = px.column(until.saturating_sub(1));
             if last_col > c + 1 {
-                spans.last_mut().map(|s| s.x1 = last_col);
+                if let Some(s) = spans.last_mut() {
+                    s.x1 = last_col;
+                }
                 c = last_col;
                 lo = hi;
                 continue;

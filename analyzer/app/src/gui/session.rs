@@ -74,17 +74,26 @@ fn read_meta(reader: &TraceReader) -> Result<TraceMeta, String> {
     })
 }
 
+/// The latest metadata a watch thread published, with a number bumped at each publication.
+type MetaSlot = Arc<Mutex<(u64, Option<Result<TraceMeta, String>>)>>;
+
+/// The catalog's traces (or why they could not be listed).
+type CatalogList = Result<Vec<(TraceRecord, PathBuf)>, String>;
+
+/// The latest list the catalog thread published, with a number bumped at each publication.
+type CatalogSlot = Arc<Mutex<(u64, CatalogList)>>;
+
 /// Watches a trace on a background thread: reads its metadata at once, then again every half second
 /// while the trace is being written.
 pub struct TraceWatch {
-    latest: Arc<Mutex<(u64, Option<Result<TraceMeta, String>>)>>,
+    latest: MetaSlot,
     stop: Arc<AtomicBool>,
     seen: u64,
 }
 
 impl TraceWatch {
     pub fn start(path: &Path) -> Self {
-        let latest: Arc<Mutex<(u64, Option<Result<TraceMeta, String>>)>> = Arc::default();
+        let latest: MetaSlot = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s, path) = (latest.clone(), stop.clone(), path.to_path_buf());
         let publish = move |m: Result<TraceMeta, String>| {
@@ -153,7 +162,7 @@ impl Drop for TraceWatch {
 /// The trace browser's list, refreshed on a background thread; deletions run there too.
 pub struct CatalogWatch {
     pub dir: PathBuf,
-    latest: Arc<Mutex<(u64, Result<Vec<(TraceRecord, PathBuf)>, String>)>>,
+    latest: CatalogSlot,
     requests: std::sync::mpsc::Sender<CatalogRequest>,
     seen: u64,
 }
@@ -164,8 +173,7 @@ enum CatalogRequest {
 
 impl CatalogWatch {
     pub fn start(dir: &Path) -> Self {
-        let latest: Arc<Mutex<(u64, Result<Vec<(TraceRecord, PathBuf)>, String>)>> =
-            Arc::new(Mutex::new((0, Ok(Vec::new()))));
+        let latest: CatalogSlot = Arc::new(Mutex::new((0, Ok(Vec::new()))));
         let (tx, rx) = std::sync::mpsc::channel();
         let (l, d) = (latest.clone(), dir.to_path_buf());
         let _ = std::thread::Builder::new()
@@ -214,7 +222,7 @@ impl CatalogWatch {
         }
     }
 
-    pub fn poll(&mut self) -> Option<Result<Vec<(TraceRecord, PathBuf)>, String>> {
+    pub fn poll(&mut self) -> Option<CatalogList> {
         let g = self.latest.lock().ok()?;
         if g.0 > self.seen {
             self.seen = g.0;

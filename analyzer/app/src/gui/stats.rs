@@ -13,6 +13,9 @@ use socscope_tracedb::{Filter, TimeRange};
 
 use super::session::TraceNames;
 
+/// A change the table's buttons ask for, applied after drawing (the table borrows the view).
+type Action = Box<dyn FnOnce(&mut StatsView)>;
+
 pub struct StatsView {
     loader: Option<LoaderHandle<StatsSnapshot>>,
     seen: u64,
@@ -185,7 +188,7 @@ impl StatsView {
                 SliceKind::Others(l) => format!("others ({})", l.len()),
             }
         };
-        let mut action: Option<Box<dyn FnOnce(&mut Self)>> = None;
+        let mut action: Option<Action> = None;
         ui.horizontal_top(|ui| {
             // The pie.
             let side = (ui.available_height() - 10.0)

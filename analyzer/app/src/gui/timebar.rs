@@ -2,7 +2,7 @@
 //! whole / start-end / resync / load buttons.
 
 use eframe::egui;
-use egui::{Color32, Pos2, Rect, Sense, Stroke, Ui, Vec2};
+use egui::{Pos2, Rect, Sense, Stroke, Ui, Vec2};
 use socscope_analysis::timebar::{TimeBar, format_ns, parse_ns};
 
 /// What the user asked for with the bar.
@@ -166,5 +166,4 @@ fn slider(ui: &Ui, rect: Rect, resp: &egui::Response, bar: &mut TimeBar, cursor:
             _ => bar.select(anchor, t),
         }
     }
-    let _ = Color32::TRANSPARENT;
 }
