@@ -964,6 +964,24 @@ struct ColPos {
     par: (usize, usize),
 }
 
+/// Skips `k` varints of the column `c` of `body` (their values are not checked).
+fn skip_varints(body: &[u8], c: &mut (usize, usize), k: usize) -> LazyResult<()> {
+    let col = body
+        .get(..c.1)
+        .ok_or("column runs past the end of its block")?;
+    let mut left = k;
+    let mut p = c.0;
+    while left > 0 {
+        let b = *col.get(p).ok_or("varint runs past the end of its column")?;
+        p += 1;
+        if b < 0x80 {
+            left -= 1;
+        }
+    }
+    c.0 = p;
+    Ok(())
+}
+
 /// Reads the next varint of the column `c` of `body`.
 #[inline(always)]
 fn col_uvarint(body: &[u8], c: &mut (usize, usize)) -> LazyResult<u64> {
@@ -1213,11 +1231,70 @@ impl ChunkCursor {
         if j != self.block {
             self.enter_block(j, decompressor)?;
         }
-        // Then event by event (the next block, if reached, starts at or after t).
+        if self.ts < t {
+            self.skip_in_block(t)?;
+        }
+        // Then event by event (only when the rest of the block starts before t: the next
+        // block, if reached, starts at or after t).
         while self.idx < self.n && self.ts < t {
             self.advance(decompressor)?;
         }
         Ok(())
+    }
+
+    /// Moves to the first event of the current block at or after `t` by walking the
+    /// timestamp column alone and skipping the other columns' entries; stays put when the
+    /// rest of the block starts before `t`.
+    fn skip_in_block(&mut self, t: Timestamp) -> LazyResult<()> {
+        let body = &self.body[..];
+        let ts_col = body.get(..self.cols.ts.1).ok_or("column out of range")?;
+        let mut q = self.cols.ts.0;
+        let mut ts = self.ts;
+        let mut k = 0;
+        while self.bidx + k + 1 < self.bcount {
+            ts = ts.wrapping_add(get_uvarint(ts_col, &mut q)? as i64);
+            k += 1;
+            if ts >= t {
+                break;
+            }
+        }
+        if ts < t || k == 0 {
+            // Leave the (rare) walk to the end of the block to `advance`, which checks it.
+            return Ok(());
+        }
+        // The other columns are positioned after the current event's entries: skip those of
+        // the k - 1 events in between; `read_fields` reads the new current one.
+        let mut c = self.cols;
+        c.ts.0 = q;
+        skip_varints(body, &mut c.ty, k - 1)?;
+        skip_varints(body, &mut c.pr, k - 1)?;
+        match self.category() {
+            EventCategory::State | EventCategory::Link => {
+                skip_varints(body, &mut c.dur, k - 1)?;
+                skip_varints(body, &mut c.aux, k - 1)?;
+            }
+            EventCategory::Variable => {
+                c.val.0 += 8 * (k - 1);
+                if c.val.0 > c.val.1 {
+                    return Err("value column has the wrong length");
+                }
+            }
+            EventCategory::Punctual => {}
+        }
+        let (skip, mut p) = match self.par_end.take() {
+            Some(e) => (k - 1, e),
+            None => (k, self.par_pos),
+        };
+        let pc = body.get(..c.par.1).ok_or("column out of range")?;
+        for _ in 0..skip {
+            skip_params(pc, &mut p)?;
+        }
+        self.cols = c;
+        self.par_pos = p;
+        self.ts = ts;
+        self.bidx += k;
+        self.idx += k;
+        self.read_fields()
     }
 
     /// The parameters of the current event (parsed once per returned event).

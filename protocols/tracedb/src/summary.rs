@@ -8,11 +8,19 @@
 use crate::fxhash::FxHashMap;
 use crate::model::{ProducerId, TimeRange, Timestamp, TypeId};
 
-/// Default finest bucket width: `2^24` ns ≈ 16.8 ms.
-pub const DEFAULT_BASE_SHIFT: u32 = 24;
+/// Default finest bucket width: `2^21` ns ≈ 2.1 ms. An exact count over an arbitrary
+/// interval reads the events of at most two partial finest buckets (one per end), so this
+/// bounds the cost of a slice edge of the microscopic model; the summary stays a few percent
+/// of the file.
+pub const DEFAULT_BASE_SHIFT: u32 = 21;
 
-/// Default number of levels: the coarsest bucket is `2^(24 + 16)` ns ≈ 18 minutes.
-pub const DEFAULT_LEVELS: u32 = 17;
+/// Default number of levels: the coarsest bucket is `2^(21 + 19)` ns ≈ 18 minutes.
+pub const DEFAULT_LEVELS: u32 = 20;
+
+/// Default bound on the finest-level buckets a trace's time span may cover (≈ 18 minutes of
+/// 16.8 ms buckets): beyond it the finest width doubles until the span fits, so that a state
+/// lasting hours (a Pajé container's) costs a bounded number of summary rows.
+pub const DEFAULT_MAX_BUCKETS: i64 = 1 << 16;
 
 /// What a summary asks for: a bucket width or a number of buckets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,17 +98,75 @@ type CellKey = (i64, u32, u32);
 type CellTotals = (u64, i64);
 
 /// Level-0 totals accumulated by the writer between two commits.
-#[derive(Default)]
 pub(crate) struct SummaryAcc {
     pub(crate) shift: u32,
     pub(crate) map: FxHashMap<CellKey, CellTotals>,
+    /// Earliest start and latest end ever added (kept across drains: the trace's span).
+    lo: Timestamp,
+    hi: Timestamp,
+    /// Most level-0 buckets the span may cover (`0`: no bound).
+    max_buckets: i64,
+    /// The shift never grows beyond this (`shift + levels ≤ 62`).
+    max_shift: u32,
+    /// How much the shift grew since the last [`SummaryAcc::take_rebase`]: rows already
+    /// written at the old width must be renumbered.
+    rebase: u32,
 }
 
 impl SummaryAcc {
+    /// An accumulator whose finest width never changes.
+    #[cfg(test)]
     pub(crate) fn new(shift: u32) -> Self {
+        Self::bounded(shift, 62 - shift, 0)
+    }
+
+    /// An accumulator of `levels` levels whose finest width doubles whenever the span would
+    /// cover more than `max_buckets` level-0 buckets (`0`: never).
+    pub(crate) fn bounded(shift: u32, levels: u32, max_buckets: i64) -> Self {
         Self {
             shift,
             map: FxHashMap::default(),
+            lo: Timestamp::MAX,
+            hi: Timestamp::MIN,
+            max_buckets,
+            max_shift: 62u32.saturating_sub(levels).max(shift),
+            rebase: 0,
+        }
+    }
+
+    /// The growth of the shift since the last call (rows written before must move down
+    /// that many levels), and resets it.
+    pub(crate) fn take_rebase(&mut self) -> u32 {
+        std::mem::take(&mut self.rebase)
+    }
+
+    /// Widens the span to `[ts, end)`; when it covers too many level-0 buckets, coarsens the
+    /// finest level (merging the accumulated cells) until it fits.
+    #[cold]
+    fn widen(&mut self, ts: Timestamp, end: Timestamp) {
+        self.lo = self.lo.min(ts);
+        self.hi = self.hi.max(end);
+        if self.max_buckets <= 0 {
+            return;
+        }
+        let mut k = 0;
+        while self.shift + k < self.max_shift
+            && i128::from((self.hi - 1) >> (self.shift + k))
+                - i128::from(self.lo >> (self.shift + k))
+                >= i128::from(self.max_buckets)
+        {
+            k += 1;
+        }
+        if k == 0 {
+            return;
+        }
+        self.shift += k;
+        self.rebase += k;
+        let old = std::mem::take(&mut self.map);
+        for ((b, p, t), (c, s)) in old {
+            let e = self.map.entry((b >> k, p, t)).or_insert((0, 0));
+            e.0 += c;
+            e.1 += s;
         }
     }
 
@@ -113,6 +179,14 @@ impl SummaryAcc {
         ty: TypeId,
         p: ProducerId,
     ) {
+        let last = if is_state && end > ts {
+            end
+        } else {
+            ts.saturating_add(1)
+        };
+        if ts < self.lo || last > self.hi {
+            self.widen(ts, last);
+        }
         let s = self.shift;
         let b = ts >> s;
         self.map.entry((b, p, ty)).or_insert((0, 0)).0 += 1;
@@ -374,6 +448,31 @@ mod tests {
             .map(|r| (r.bucket, r.cells[0].count, r.cells[0].state_ns))
             .collect();
         assert_eq!(got, vec![(0, 1, 6), (1, 0, 16), (2, 0, 8)]);
+    }
+
+    #[test]
+    fn acc_coarsens_when_the_span_outgrows_the_bound() {
+        let mut acc = SummaryAcc::bounded(4, 5, 4);
+        acc.add(0, 10, true, 1, 2);
+        acc.add(40, 50, false, 1, 2);
+        assert_eq!((acc.take_rebase(), acc.shift), (0, 4));
+        // [0, 200) covers 13 buckets of 16 ns, 4 of 64 ns.
+        acc.add(60, 200, true, 1, 2);
+        assert_eq!((acc.take_rebase(), acc.shift), (2, 6));
+        assert_eq!(acc.take_rebase(), 0);
+        let got: Vec<(i64, u64, i64)> = acc
+            .drain_buckets(1)
+            .iter()
+            .map(|r| (r.bucket, r.cells[0].count, r.cells[0].state_ns))
+            .collect();
+        assert_eq!(got, vec![(0, 3, 14), (1, 0, 64), (2, 0, 64), (3, 0, 8)]);
+        // The span is kept across drains, and the shift stops at 62 - levels.
+        acc.add(-1000, -999, false, 1, 2);
+        assert_eq!((acc.take_rebase(), acc.shift), (3, 9));
+        let mut capped = SummaryAcc::bounded(4, 56, 1);
+        capped.add(0, 1 << 20, true, 1, 2);
+        assert_eq!(capped.shift, 6);
+        assert_eq!(capped.drain_buckets(1).len(), 1 << 14);
     }
 
     #[test]

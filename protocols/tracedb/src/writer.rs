@@ -34,6 +34,10 @@ pub struct WriterConfig {
     pub max_chunk_span: i64,
     /// Maintain the summary (turn off only to measure the raw chunk-write rate).
     pub summary: bool,
+    /// Most finest-level buckets the trace's time span may cover: beyond it the writer doubles
+    /// the finest bucket width (and `trace_info.summary_base_shift`) until the span fits, so that
+    /// long states cost a bounded number of summary rows. `0`: the width never changes.
+    pub summary_max_buckets: i64,
 }
 
 impl Default for WriterConfig {
@@ -46,6 +50,7 @@ impl Default for WriterConfig {
             summary_levels: summary::DEFAULT_LEVELS,
             max_chunk_span: 1 << 26,
             summary: true,
+            summary_max_buckets: summary::DEFAULT_MAX_BUCKETS,
         }
     }
 }
@@ -156,7 +161,11 @@ impl TraceWriter {
             conn,
             decompressor,
             summary_scratch: Vec::new(),
-            summary: SummaryAcc::new(config.summary_base_shift),
+            summary: SummaryAcc::bounded(
+                config.summary_base_shift,
+                config.summary_levels,
+                config.summary_max_buckets,
+            ),
             config,
             streams: Vec::new(),
             stream_index: FxHashMap::default(),
@@ -416,6 +425,10 @@ impl TraceWriter {
         }
         self.begin()?;
         let p = self.path.clone();
+        let rebase = self.summary.take_rebase();
+        if rebase > 0 {
+            self.rebase_summary(rebase)?;
+        }
         let buckets = self.summary.drain_buckets(self.config.summary_levels);
         {
             // One row per (level, bucket); a bucket already written by an earlier commit
@@ -513,6 +526,89 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// The finest summary width grew by `k` levels: rows written at the old width move down `k`
+    /// levels (the `k` finest disappear) and the `k` new coarsest levels are merged from the old
+    /// coarsest one. Inside the commit's transaction.
+    fn rebase_summary(&mut self, k: u32) -> Result<()> {
+        let p = self.path.clone();
+        let levels = self.config.summary_levels;
+        let top = i64::from(levels) - 1;
+        let mut old_top: Vec<(i64, Vec<summary::SummaryCell>)> = Vec::new();
+        {
+            let mut st = self
+                .conn
+                .prepare("SELECT bucket, data FROM summary WHERE level = ?1 ORDER BY bucket")
+                .ctx(&p)?;
+            let mut rows = st.query([top]).ctx(&p)?;
+            while let Some(r) = rows.next().ctx(&p)? {
+                let bucket: i64 = r.get(0).ctx(&p)?;
+                let data = r
+                    .get_ref(1)
+                    .ctx(&p)?
+                    .as_blob()
+                    .map_err(|e| StoreError::InvalidValue {
+                        path: p.clone(),
+                        detail: format!("summary row: {e}"),
+                    })?;
+                let mut cells = Vec::new();
+                summary::decode_cells(data, &mut self.decompressor, &mut cells).map_err(
+                    |detail| StoreError::InvalidValue {
+                        path: p.clone(),
+                        detail: format!("summary row ({top}, {bucket}): {detail}"),
+                    },
+                )?;
+                old_top.push((bucket, cells));
+            }
+        }
+        self.conn
+            .execute("DELETE FROM summary WHERE level < ?1", [k])
+            .ctx(&p)?;
+        // Level by level upwards, so that a row never lands on one not yet moved.
+        for level in i64::from(k)..=top {
+            self.conn
+                .execute(
+                    "UPDATE summary SET level = ?1 WHERE level = ?2",
+                    params![level - i64::from(k), level],
+                )
+                .ctx(&p)?;
+        }
+        // The old coarsest level is now level `top - k` (negative when every old level went):
+        // new level `j` merges its buckets `>> (j - (top - k))`.
+        let mut put = self
+            .conn
+            .prepare("INSERT OR REPLACE INTO summary (level, bucket, data) VALUES (?1, ?2, ?3)")
+            .ctx(&p)?;
+        for j in (top + 1 - i64::from(k)).max(0)..=top {
+            let d = j - (top - i64::from(k));
+            let mut i = 0;
+            while i < old_top.len() {
+                let bucket = old_top[i].0 >> d;
+                let mut cells = Vec::new();
+                while i < old_top.len() && old_top[i].0 >> d == bucket {
+                    cells.extend_from_slice(&old_top[i].1);
+                    i += 1;
+                }
+                summary::normalize(&mut cells);
+                let data =
+                    summary::encode_cells(&cells, &mut self.summary_scratch, &mut self.compressor)
+                        .map_err(|source| StoreError::Io {
+                            path: p.clone(),
+                            source,
+                        })?;
+                put.execute(params![j, bucket, data]).ctx(&p)?;
+            }
+        }
+        drop(put);
+        self.config.summary_base_shift += k;
+        self.conn
+            .execute(
+                "UPDATE trace_info SET summary_base_shift = ?1 WHERE id = 1",
+                [self.config.summary_base_shift],
+            )
+            .ctx(&p)?;
+        Ok(())
+    }
+
     /// Commits everything, marks the trace finished (and complete or not), checkpoints the
     /// WAL and returns the final information.
     pub fn finish(mut self, complete: bool) -> Result<TraceInfo> {
@@ -557,4 +653,91 @@ pub(crate) fn join_ids(ids: &[u32]) -> String {
 
 pub(crate) fn parse_ids(s: &str) -> Vec<u32> {
     s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Filter;
+    use crate::model::{EventType, TimeRange};
+    use crate::reader::TraceReader;
+    use crate::summary::Resolution;
+
+    fn write(path: &Path, events: &[Event], max_buckets: i64, commit_every: usize) {
+        let config = WriterConfig {
+            chunk_events: 8,
+            summary_base_shift: 4,
+            summary_levels: 5,
+            summary_max_buckets: max_buckets,
+            ..WriterConfig::default()
+        };
+        let mut w = TraceWriter::create_with(path, &TraceMeta::default(), config).unwrap();
+        for (id, category) in [(1, EventCategory::State), (2, EventCategory::Punctual)] {
+            w.add_event_type(&EventType {
+                id,
+                name: format!("t{id}"),
+                category,
+                params: Vec::new(),
+            })
+            .unwrap();
+        }
+        for (i, e) in events.iter().enumerate() {
+            w.push(e).unwrap();
+            if (i + 1) % commit_every == 0 {
+                w.commit().unwrap();
+            }
+        }
+        w.finish(true).unwrap();
+    }
+
+    /// A long state makes the writer coarsen the finest level (also over rows committed
+    /// before), and every summary still equals the one of a writer that never coarsens.
+    #[test]
+    fn long_states_coarsen_the_finest_level_exactly() {
+        let mut events = Vec::new();
+        for i in 0..200i64 {
+            let ts = 1000 + i * 37;
+            events.push(Event::punctual(ts, 2, (i % 3) as u32, Some(0)));
+            if i % 7 == 0 {
+                events.push(Event::state(ts, ts + 5 + i * 11, 0, 1, (i % 2) as u32, Some(1)));
+            }
+        }
+        // Late, long states: the span grows from ~7 k to ~1.3 M ns, in three steps.
+        events.push(Event::state(2000, 80_000, 0, 1, 0, Some(1)));
+        events.push(Event::state(5000, 1_300_000, 0, 1, 1, Some(1)));
+        events.push(Event::punctual(1_299_999, 2, 2, Some(0)));
+        let dir = std::env::temp_dir().join(format!("socscope-rebase-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("bounded.db"), dir.join("plain.db"));
+        let _ = std::fs::remove_file(&a);
+        let _ = std::fs::remove_file(&b);
+        write(&a, &events, 64, 50);
+        write(&b, &events, 0, 50);
+        let (ra, rb) = (TraceReader::open(&a).unwrap(), TraceReader::open(&b).unwrap());
+        let (base_a, levels) = ra.summary_levels();
+        assert_eq!(rb.summary_levels(), (4, 5));
+        assert!(base_a > 4, "the finest width grew");
+        assert!((1_300_000 - 1000) >> base_a < 64, "the span fits the bound");
+        let rows: i64 = ra
+            .connection()
+            .query_row("SELECT count(*) FROM summary WHERE level = 0", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert!(rows <= 64, "{rows} finest rows");
+        let f = Filter::all();
+        for range in [
+            TimeRange::new(0, 1 << 21),
+            TimeRange::new(1000, 1_300_000),
+            TimeRange::new(3333, 777_777),
+        ] {
+            for shift in base_a..base_a + levels + 2 {
+                let want = rb.summary(range, Resolution::BucketWidth(1 << shift), &f);
+                let got = ra.summary(range, Resolution::BucketWidth(1 << shift), &f);
+                assert_eq!(got.unwrap(), want.unwrap(), "{range:?} at 2^{shift}");
+            }
+            assert_eq!(ra.count(range, &f).unwrap(), rb.count(range, &f).unwrap());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
