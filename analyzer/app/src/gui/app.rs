@@ -1,9 +1,8 @@
 //! The whole UI: the trace browser, open traces with their view groups, toolbars, time bars and dialogs.
 
 use eframe::egui;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use egui::Ui;
 use socscope_analysis::hierarchy::{CheckState, types_by_category};
@@ -142,9 +141,15 @@ impl TraceSession {
                             }
                             for (bar, _) in self.views[gi].bars.values_mut() {
                                 let follow = bar.displayed.end >= old.end;
+                                let selection_follows = bar.selection == bar.displayed;
                                 bar.set_whole(whole);
                                 if follow {
                                     bar.displayed = TimeRange::new(bar.displayed.start, whole.end);
+                                    // A selection that was what the view shows grows with it (else
+                                    // "Load" would light up for no user action).
+                                    if selection_follows {
+                                        bar.selection = bar.displayed;
+                                    }
                                 }
                             }
                         }
@@ -253,7 +258,6 @@ pub struct GuiApp {
     pub active: Option<usize>,
     pub dark: bool,
     pub first_view: ViewKind,
-    started: Instant,
 }
 
 impl GuiApp {
@@ -270,7 +274,6 @@ impl GuiApp {
             active: None,
             dark,
             first_view,
-            started: Instant::now(),
         };
         for t in traces {
             app.open(t);
@@ -366,7 +369,6 @@ impl GuiApp {
             ui.ctx()
                 .request_repaint_after(std::time::Duration::from_millis(50));
         }
-        let _ = self.started;
     }
 
     fn browser_ui(&mut self, ui: &mut Ui) {
@@ -570,7 +572,27 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
                 ViewKind::Density => v.density.progress(),
                 ViewKind::Statistics => v.stats.progress(),
             };
-            if let Some(p) = p {
+            // A view that stopped at its cap says so (the rest of the interval is not on screen).
+            let capped = match kind {
+                ViewKind::Gantt => v.gantt.truncated.then(|| {
+                    format!(
+                        "showing the first {} events of the interval (up to {} s); zoom in to see the rest",
+                        v.gantt.model.events(),
+                        format_ns(v.gantt.loaded.end)
+                    )
+                }),
+                ViewKind::Table => v.table.truncated.then(|| {
+                    format!(
+                        "showing the first {} events of the interval (up to {} s); select a shorter interval to see the rest",
+                        v.table.model.loaded_rows(),
+                        format_ns(v.table.loaded.end)
+                    )
+                }),
+                _ => None,
+            };
+            if let Some(note) = capped {
+                ui.colored_label(ui.visuals().warn_fg_color, note);
+            } else if let Some(p) = p {
                 if !p.finished {
                     ui.add(
                         egui::ProgressBar::new(p.fraction() as f32)
@@ -627,12 +649,37 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
         bar.displayed = v.gantt.view;
     }
     let mut load = None;
+    let count = s.meta.as_ref().map_or(0, |m| m.info.event_count);
+    let first_open = group.revision == 0 && group.interval != whole;
     egui::Panel::bottom("timebar").show(ui, |ui| {
         if timebar::show(ui, bar, edit, group.cursor) == BarAction::Load {
             load = Some(bar.selection);
         }
+        ui.horizontal(|ui| {
+            let share = 100.0 * bar.displayed.len() as f64 / whole.len().max(1) as f64;
+            ui.weak(format!(
+                "shown {} – {} s ({share:.1} % of the trace, {} – {} s)",
+                format_ns(bar.displayed.start),
+                format_ns(bar.displayed.end),
+                format_ns(whole.start),
+                format_ns(whole.end),
+            ));
+            if first_open {
+                ui.colored_label(
+                    ui.visuals().warn_fg_color,
+                    format!(
+                        "opened on the first {FIRST_OPEN_EVENTS} of {count} events: \
+                         widen or move the selection and press Load to see more"
+                    ),
+                );
+            }
+        });
     });
-    if let Some(t) = v.gantt.settled_outside_loaded() {
+    // Only the Gantt on screen may ask for its view to be loaded: a Gantt left zoomed out in the
+    // background must not keep resetting the interval another view of the group selected.
+    if kind == ViewKind::Gantt
+        && let Some(t) = v.gantt.settled_outside_loaded()
+    {
         load = Some(TimeRange::new(
             t.start.max(whole.start),
             t.end.min(whole.end).max(t.start.max(whole.start) + 1),
@@ -769,5 +816,4 @@ fn filter_dialogs(ui: &mut Ui, s: &mut TraceSession, gi: usize) {
         });
     s.producers_dialog = open;
     group.set_filter(filter);
-    let _: BTreeSet<u32> = BTreeSet::new();
 }

@@ -2,11 +2,15 @@
 //! inside it, and drag-select (shift or right button) to choose the interval to load.
 
 use eframe::egui;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
 use egui::{Pos2, Rect, Sense, Stroke, Ui};
-use socscope_analysis::histogram::{DensityConsumer, DensityHistogram, FINE_BINS};
+use socscope_analysis::density::{DensityConsumer, DensityHistogram, FINE_BINS};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
 use socscope_analysis::timebar::format_ns;
 use socscope_tracedb::{Filter, TimeRange};
+use std::sync::Arc;
 
 pub struct DensityView {
     loader: Option<LoaderHandle<DensityHistogram>>,
@@ -16,8 +20,28 @@ pub struct DensityView {
     pub view: TimeRange,
     /// A reload for a grown live trace; the previous histogram stays on screen until it is done.
     refreshing: bool,
-    last_refresh: Option<std::time::Instant>,
+    last_refresh: Option<Instant>,
+    /// The trace and filter of the last load (a detail load of the zoomed view uses them).
+    source: Option<(PathBuf, Filter)>,
+    /// A finer histogram of part of the loaded interval, loaded once zooming stopped.
+    pub detail: Option<DensityHistogram>,
+    detail_loader: Option<LoaderHandle<DensityHistogram>>,
+    last_move: Option<Instant>,
+    /// The columns last drawn, so a frame that changes nothing costs nothing.
+    columns: Option<(ColumnsKey, Vec<f64>)>,
 }
+
+#[derive(Clone, Copy, PartialEq)]
+struct ColumnsKey {
+    hist: *const Vec<u64>,
+    range: TimeRange,
+    view: TimeRange,
+    width: usize,
+}
+
+/// Zooming and panning redraw from the histogram in memory; a detail load starts only after the view
+/// stayed still this long.
+const DETAIL_DEBOUNCE: Duration = Duration::from_millis(300);
 
 impl DensityView {
     pub fn new(range: TimeRange) -> Self {
@@ -29,12 +53,20 @@ impl DensityView {
             view: range,
             refreshing: false,
             last_refresh: None,
+            source: None,
+            detail: None,
+            detail_loader: None,
+            last_move: None,
+            columns: None,
         }
     }
 
-    fn spawn(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
+    fn spawn(&mut self, trace: &Path, range: TimeRange, filter: Filter) {
         self.seen = 0;
         self.loaded = range;
+        self.source = Some((trace.to_path_buf(), filter.clone()));
+        self.detail = None;
+        self.detail_loader = None;
         self.loader = Some(loader::spawn(
             LoadRequest {
                 trace: trace.to_path_buf(),
@@ -46,7 +78,7 @@ impl DensityView {
         ));
     }
 
-    pub fn load(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
+    pub fn load(&mut self, trace: &Path, range: TimeRange, filter: Filter) {
         self.hist = None;
         self.view = range;
         self.refreshing = false;
@@ -54,7 +86,7 @@ impl DensityView {
     }
 
     /// A live trace grew: recount, at most once a second, keeping the old chart until the new one is done.
-    pub fn extend(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
+    pub fn extend(&mut self, trace: &Path, range: TimeRange, filter: Filter) {
         if self.busy() || range.end <= self.loaded.end {
             return;
         }
@@ -64,7 +96,7 @@ impl DensityView {
         {
             return;
         }
-        self.last_refresh = Some(std::time::Instant::now());
+        self.last_refresh = Some(Instant::now());
         let follow = self.view == self.loaded;
         self.refreshing = true;
         self.spawn(trace, range, filter);
@@ -74,7 +106,10 @@ impl DensityView {
     }
 
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.progress().finished)
+        let running = |l: &Option<LoaderHandle<DensityHistogram>>| {
+            l.as_ref().is_some_and(|l| !l.progress().finished)
+        };
+        running(&self.loader) || running(&self.detail_loader)
     }
 
     pub fn progress(&self) -> Option<Progress> {
@@ -85,9 +120,23 @@ impl DensityView {
         if let Some(l) = &self.loader {
             l.cancel();
         }
+        self.detail_loader = None;
     }
 
     pub fn poll(&mut self) {
+        if let Some(l) = &self.detail_loader {
+            let p = l.progress();
+            if p.finished {
+                // A cancelled or failed detail load would show part of the view as empty: keep the coarse one.
+                if !p.cancelled
+                    && p.error.is_none()
+                    && let Some(h) = l.snapshot()
+                {
+                    self.detail = Some(h);
+                }
+                self.detail_loader = None;
+            }
+        }
         let Some(l) = &self.loader else { return };
         let finished = l.progress().finished;
         if self.refreshing && !finished {
@@ -102,78 +151,189 @@ impl DensityView {
         }
     }
 
+    /// The histogram `view` is drawn from: the detail one when it covers the view, else the loaded one.
+    fn source_hist(&self, view: TimeRange) -> Option<&DensityHistogram> {
+        match &self.detail {
+            Some(d) if d.range.start <= view.start && view.end <= d.range.end => Some(d),
+            _ => self.hist.as_ref(),
+        }
+    }
+
+    /// Events per pixel column, recomputed only when the histogram, the view or the width changed.
+    fn columns(&mut self, view: TimeRange, width: usize) -> Vec<f64> {
+        let Some(h) = self.source_hist(view) else {
+            return vec![0.0; width];
+        };
+        let key = ColumnsKey {
+            hist: Arc::as_ptr(&h.bins),
+            range: h.range,
+            view,
+            width,
+        };
+        if let Some((k, c)) = &self.columns
+            && *k == key
+        {
+            return c.clone();
+        }
+        let c = h.columns(view, width);
+        self.columns = Some((key, c.clone()));
+        c
+    }
+
+    /// Once the view stopped moving and the bins it is drawn from are wider than a pixel, loads a finer
+    /// histogram of the view in the background (the coarse one stays on screen, scaled, meanwhile).
+    fn maybe_load_detail(&mut self, width: usize) {
+        let Some(t) = self.last_move else { return };
+        if t.elapsed() < DETAIL_DEBOUNCE || self.busy() {
+            return;
+        }
+        self.last_move = None;
+        let view = self.view;
+        let px_ns = view.len() as f64 / width.max(1) as f64;
+        let fine_enough = self
+            .source_hist(view)
+            .is_none_or(|h| h.range.len() as f64 / h.bins.len() as f64 <= px_ns.max(1.0));
+        let Some((trace, filter)) = self.source.clone() else {
+            return;
+        };
+        if fine_enough {
+            return;
+        }
+        self.detail_loader = Some(loader::spawn(
+            LoadRequest {
+                trace,
+                range: view,
+                filter,
+                chunk_events: chunk_size::DENSITY,
+            },
+            DensityConsumer::new(view, FINE_BINS),
+        ));
+    }
+
+    fn moved(&mut self) {
+        self.last_move = Some(Instant::now());
+        // A detail load of a view the user left is of no use.
+        self.detail_loader = None;
+    }
+
     /// Draws the chart; returns an interval the user selected to load.
     pub fn ui(&mut self, ui: &mut Ui, cursor: Option<i64>) -> Option<TimeRange> {
         let (rect, resp) = ui.allocate_exact_size(ui.available_size(), Sense::click_and_drag());
         let p = ui.painter_at(rect);
         let plot = Rect::from_min_max(
-            Pos2::new(rect.left() + 60.0, rect.top() + 10.0),
-            Pos2::new(rect.right() - 10.0, rect.bottom() - 20.0),
+            Pos2::new(rect.left() + 70.0, rect.top() + 22.0),
+            Pos2::new(rect.right() - 16.0, rect.bottom() - 34.0),
         );
         let visuals = ui.visuals().clone();
         p.rect_filled(plot, 0.0, visuals.extreme_bg_color);
         let width = plot.width().max(1.0) as usize;
+        self.maybe_load_detail(width);
+        if self.last_move.is_some() {
+            ui.ctx().request_repaint_after(DETAIL_DEBOUNCE);
+        }
         let view = self.view;
-        let cols = self
-            .hist
-            .as_ref()
-            .map(|h| h.columns(view, width))
-            .unwrap_or_default();
-        let max = cols.iter().copied().fold(0.0, f64::max).max(1.0);
+        let cols = self.columns(view, width);
+        let max = nice_ceil(cols.iter().copied().fold(0.0, f64::max).max(1.0));
+        let text = visuals.weak_text_color();
+        let grid = text.gamma_multiply(0.25);
+        let font = egui::FontId::proportional(12.0);
+        // Horizontal grid lines with their counts.
+        for i in 0..=4 {
+            let f = i as f32 / 4.0;
+            let y = plot.bottom() - f * plot.height();
+            p.line_segment(
+                [Pos2::new(plot.left(), y), Pos2::new(plot.right(), y)],
+                Stroke::new(1.0, grid),
+            );
+            p.text(
+                Pos2::new(plot.left() - 6.0, y),
+                egui::Align2::RIGHT_CENTER,
+                format_count(max * f as f64),
+                font.clone(),
+                text,
+            );
+        }
+        // All bars in one mesh: one shape per frame whatever the width.
         let bar = visuals.selection.bg_fill;
+        let mut mesh = egui::Mesh::default();
         for (i, v) in cols.iter().enumerate() {
             if *v <= 0.0 {
                 continue;
             }
-            let h = (*v / max) as f32 * plot.height();
+            let h = ((*v / max) as f32 * plot.height()).max(1.0);
             let x = plot.left() + i as f32;
-            p.rect_filled(
+            mesh.add_colored_rect(
                 Rect::from_min_max(
                     Pos2::new(x, plot.bottom() - h),
                     Pos2::new(x + 1.0, plot.bottom()),
                 ),
-                0.0,
                 bar,
             );
         }
-        let text = visuals.weak_text_color();
-        let font = egui::FontId::monospace(11.0);
+        p.add(egui::Shape::mesh(mesh));
+        if cols.iter().all(|v| *v <= 0.0) {
+            let msg = if self.busy() || self.hist.is_none() {
+                "loading…"
+            } else {
+                "no events in this interval (check the type and producer filters)"
+            };
+            p.text(
+                plot.center(),
+                egui::Align2::CENTER_CENTER,
+                msg,
+                egui::FontId::proportional(14.0),
+                text,
+            );
+        }
+        // Time axis: ticks at the ends and quarters.
+        for i in 0..=4 {
+            let f = i as f32 / 4.0;
+            let x = plot.left() + f * plot.width();
+            let t = view.start + (view.len() as f64 * f as f64) as i64;
+            p.line_segment(
+                [
+                    Pos2::new(x, plot.bottom()),
+                    Pos2::new(x, plot.bottom() + 4.0),
+                ],
+                Stroke::new(1.0, text),
+            );
+            let align = match i {
+                0 => egui::Align2::LEFT_TOP,
+                4 => egui::Align2::RIGHT_TOP,
+                _ => egui::Align2::CENTER_TOP,
+            };
+            p.text(
+                Pos2::new(x, plot.bottom() + 5.0),
+                align,
+                format!("{} s", format_ns(t)),
+                font.clone(),
+                text,
+            );
+        }
+        let px_ns = view.len() as f64 / width as f64;
         p.text(
-            Pos2::new(plot.left() - 4.0, plot.top()),
-            egui::Align2::RIGHT_TOP,
-            format!("{max:.0}"),
-            font.clone(),
-            text,
-        );
-        p.text(
-            Pos2::new(plot.left() - 4.0, plot.bottom()),
-            egui::Align2::RIGHT_BOTTOM,
-            "0",
-            font.clone(),
-            text,
-        );
-        p.text(
-            Pos2::new(plot.left(), plot.bottom() + 2.0),
+            Pos2::new(plot.left(), rect.top() + 2.0),
             egui::Align2::LEFT_TOP,
-            format_ns(view.start),
+            format!(
+                "events per {} (one pixel column){}",
+                format_duration(px_ns),
+                if self.detail_loader.is_some() {
+                    " · refining…"
+                } else {
+                    ""
+                }
+            ),
             font.clone(),
             text,
         );
         p.text(
-            Pos2::new(plot.right(), plot.bottom() + 2.0),
-            egui::Align2::RIGHT_TOP,
-            format_ns(view.end),
-            font.clone(),
+            Pos2::new(plot.center().x, rect.bottom() - 2.0),
+            egui::Align2::CENTER_BOTTOM,
+            "time (s) · wheel: zoom · drag: pan · shift+drag or right-drag: select the interval to load",
+            egui::FontId::proportional(11.0),
             text,
         );
-        p.text(
-            Pos2::new(plot.center().x, plot.bottom() + 2.0),
-            egui::Align2::CENTER_TOP,
-            "events per pixel",
-            font,
-            text,
-        );
-        let ns_px = view.len() as f64 / width as f64;
+        let ns_px = px_ns;
         if let Some(c) = cursor
             && view.contains(c)
         {
@@ -196,7 +356,7 @@ impl DensityView {
                 let c = ((pos.x - plot.left()) as usize).min(cols.len().saturating_sub(1));
                 if let Some(v) = cols.get(c) {
                     resp.clone().on_hover_text_at_pointer(format!(
-                        "{}\n{v:.0} events",
+                        "{} s\n{v:.0} events in this pixel column",
                         format_ns(time_at(pos.x))
                     ));
                 }
@@ -243,6 +403,7 @@ impl DensityView {
         let start = (pivot - new_len * around).max(self.loaded.start as f64);
         let start = start.min(self.loaded.end as f64 - new_len);
         self.view = TimeRange::new(start as i64, (start + new_len) as i64);
+        self.moved();
     }
 
     pub fn pan(&mut self, fraction: f64) {
@@ -253,5 +414,63 @@ impl DensityView {
             (self.loaded.end - len).max(self.loaded.start),
         );
         self.view = TimeRange::new(start, start + len);
+        self.moved();
+    }
+}
+
+/// The smallest 1, 2 or 5 times a power of ten at or above `v`, so the axis reads round numbers.
+fn nice_ceil(v: f64) -> f64 {
+    let p = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|c| *c >= v)
+        .unwrap_or(10.0 * p)
+}
+
+/// A count for an axis: `1.5k`, `2M`, or the number itself.
+fn format_count(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{}M", trim(v / 1e6))
+    } else if v >= 1e3 {
+        format!("{}k", trim(v / 1e3))
+    } else {
+        trim(v)
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A duration in nanoseconds with a readable unit.
+fn format_duration(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{} s", trim(ns / 1e9))
+    } else if ns >= 1e6 {
+        format!("{} ms", trim(ns / 1e6))
+    } else if ns >= 1e3 {
+        format!("{} µs", trim(ns / 1e3))
+    } else {
+        format!("{} ns", trim(ns))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_numbers_are_round_and_readable() {
+        assert_eq!(nice_ceil(1.0), 1.0);
+        assert_eq!(nice_ceil(1.2), 2.0);
+        assert_eq!(nice_ceil(37.0), 50.0);
+        assert_eq!(nice_ceil(700.0), 1000.0);
+        assert_eq!(format_count(1500.0), "1.5k");
+        assert_eq!(format_count(2_000_000.0), "2M");
+        assert_eq!(format_count(12.5), "12.5");
+        assert_eq!(format_duration(1500.0), "1.5 µs");
+        assert_eq!(format_duration(2.5e9), "2.5 s");
     }
 }

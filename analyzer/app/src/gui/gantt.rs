@@ -29,6 +29,8 @@ pub struct GanttView {
     pub collapsed: BTreeSet<ProducerId>,
     pub follow: bool,
     pub truncated: bool,
+    /// Where the running load started (its progress counts from there).
+    load_start: i64,
     row_offset: usize,
     cache: Option<(FrameKey, GanttFrame)>,
     last_interaction: Option<Instant>,
@@ -56,6 +58,7 @@ impl GanttView {
             collapsed: BTreeSet::new(),
             follow: false,
             truncated: false,
+            load_start: range.start,
             row_offset: 0,
             cache: None,
             last_interaction: None,
@@ -74,6 +77,7 @@ impl GanttView {
         self.model.set_losses(meta.losses.clone());
         self.truncated = false;
         self.loaded = range;
+        self.load_start = range.start;
         self.view = range;
         self.seen = 0;
         self.cache = None;
@@ -94,6 +98,7 @@ impl GanttView {
             return;
         }
         let from = self.loaded.end;
+        self.load_start = from;
         self.model.set_losses_if_more(meta.losses.clone());
         self.model.start_appending();
         self.seen = 0;
@@ -126,6 +131,8 @@ impl GanttView {
     pub fn poll(&mut self) -> bool {
         let Some(l) = &self.loader else { return false };
         let mut changed = false;
+        // Progress read before the snapshot: the snapshot holds at least what the progress says.
+        let reached = l.progress().loaded_ns;
         if let Some((g, snap)) = l.snapshot_if_newer(self.seen) {
             self.seen = g;
             changed = self.model.absorb(&snap);
@@ -133,6 +140,9 @@ impl GanttView {
         if self.model.events() > MAX_EVENTS && !self.truncated {
             l.cancel();
             self.truncated = true;
+            // What is loaded ends where the load stopped: zooming or panning past it loads from there.
+            let end = (self.load_start + reached).clamp(self.loaded.start + 1, self.loaded.end);
+            self.loaded = TimeRange::new(self.loaded.start, end);
         }
         changed
     }
@@ -266,20 +276,29 @@ impl GanttView {
             egui::FontId::proportional(12.0),
             ui.visuals().weak_text_color(),
         );
-        painter.text(
-            Pos2::new(chart.left() + 2.0, outer.top() + 2.0),
-            egui::Align2::LEFT_TOP,
-            format_ns(view.start),
-            egui::FontId::monospace(11.0),
-            ui.visuals().weak_text_color(),
-        );
-        painter.text(
-            Pos2::new(chart.right() - 2.0, outer.top() + 2.0),
-            egui::Align2::RIGHT_TOP,
-            format_ns(view.end),
-            egui::FontId::monospace(11.0),
-            ui.visuals().weak_text_color(),
-        );
+        // Time axis: the ends and the quarters, in seconds.
+        let weak = ui.visuals().weak_text_color();
+        for i in 0..=4 {
+            let f = i as f32 / 4.0;
+            let tx = chart.left() + f * chart.width();
+            let t = view.start + (view.len() as f64 * f as f64) as i64;
+            let (align, dx) = match i {
+                0 => (egui::Align2::LEFT_TOP, 2.0),
+                4 => (egui::Align2::RIGHT_TOP, -2.0),
+                _ => (egui::Align2::CENTER_TOP, 0.0),
+            };
+            painter.text(
+                Pos2::new(tx + dx, outer.top() + 2.0),
+                align,
+                format!("{} s", format_ns(t)),
+                egui::FontId::proportional(11.5),
+                weak,
+            );
+            painter.line_segment(
+                [Pos2::new(tx, chart.top() - 3.0), Pos2::new(tx, chart.top())],
+                Stroke::new(1.0, weak),
+            );
+        }
         let cp = ui.painter_at(chart);
         let x = |c: f32| chart.left() + c;
         for (i, row) in frame.rows.iter().enumerate() {
@@ -420,7 +439,6 @@ impl GanttView {
                 ui.visuals().weak_text_color(),
             );
         }
-        let _ = Color32::TRANSPARENT;
     }
 }
 

@@ -15,7 +15,8 @@ use super::{GuiApp, ViewOptions};
 /// A scripted interaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Script {
-    /// Once the views have data: zoom and pan the Gantt chart, then the density chart, then exit.
+    /// Once the views have data: zoom and pan the Gantt chart, then the density chart (each once it has
+    /// loaded), then exit.
     PanZoom,
 }
 
@@ -42,6 +43,9 @@ pub struct Shell {
     script: Option<Script>,
     /// Frame at which the script started (once data arrived).
     script_start: Option<u64>,
+    /// Index of the script step running, and the frame it started at.
+    script_step: usize,
+    step_start: Option<u64>,
     shot: Arc<Mutex<Option<anyhow::Result<()>>>>,
     shot_requested: bool,
     started: Instant,
@@ -67,6 +71,8 @@ impl Shell {
             exit_after: o.exit_after_frames,
             script: o.script,
             script_start: None,
+            script_step: 0,
+            step_start: None,
             shot: Arc::default(),
             shot_requested: false,
             started: Instant::now(),
@@ -78,36 +84,52 @@ impl Shell {
         !self.app.busy() || self.started.elapsed().as_secs() > 60
     }
 
+    /// Runs the script for this frame; returns the phase to log the frame under.
+    ///
+    /// Each chart first loads on the group's interval (phase `<chart>-load`, not part of the pan-zoom
+    /// figures), then is zoomed and panned for [`PHASE_FRAMES`] frames (phase `<chart>`).
     fn drive(&mut self) -> Option<&'static str> {
         let Script::PanZoom = self.script?;
-        let start = match self.script_start {
-            Some(s) => s,
-            None => {
-                let ready = self.app.active.is_some() && self.settled();
-                if !ready {
-                    return None;
-                }
-                self.script_start = Some(self.frame);
-                self.frame
+        if self.script_start.is_none() {
+            if !(self.app.active.is_some() && self.settled()) {
+                return None;
             }
-        };
-        let i = self.frame - start;
+            self.script_start = Some(self.frame);
+        }
+        let settled = self.settled();
+        let frame = self.frame;
         let s = self.app.active.and_then(|a| self.app.sessions.get_mut(a))?;
         let gi = s.active_group;
         let whole = s.whole();
         let group = s.groups.get_mut(gi)?;
-        let (phase, k) = if i < PHASE_FRAMES {
-            ("gantt", ViewKind::Gantt)
-        } else if i < 2 * PHASE_FRAMES {
-            ("density", ViewKind::Density)
-        } else {
+        const STEPS: [(&str, ViewKind, bool); 4] = [
+            ("gantt-load", ViewKind::Gantt, false),
+            ("gantt", ViewKind::Gantt, true),
+            ("density-load", ViewKind::Density, false),
+            ("density", ViewKind::Density, true),
+        ];
+        let Some(&(phase, k, moving)) = STEPS.get(self.script_step) else {
             return Some("done");
         };
         group.switch_to(k);
-        let j = i % PHASE_FRAMES;
+        let i = frame - self.step_start.unwrap_or(frame);
+        self.step_start.get_or_insert(frame);
+        let next = if moving {
+            i + 1 >= PHASE_FRAMES
+        } else {
+            // Loading starts the frame after the switch; wait for it to begin and end.
+            i > 2 && settled
+        };
+        if next {
+            self.script_step += 1;
+            self.step_start = None;
+        }
+        if !moving {
+            return Some(phase);
+        }
         // 100 frames zooming in, 100 panning right, 100 panning left, 100 zooming out.
         let v = &mut s.views[gi];
-        match (k, j / 100) {
+        match (k, i / 100) {
             (ViewKind::Gantt, 0) => v.gantt.zoom(0.97, 0.5, whole),
             (ViewKind::Gantt, 1) => v.gantt.pan(0.01),
             (ViewKind::Gantt, 2) => v.gantt.pan(-0.01),

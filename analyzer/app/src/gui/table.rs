@@ -13,7 +13,7 @@ use socscope_tracedb::{Filter, TimeRange, Timestamp};
 
 /// Above this many rows the table stops loading and asks for a shorter interval.
 const MAX_ROWS: u64 = 20_000_000;
-const WIDTHS: [f32; 6] = [110.0, 40.0, 170.0, 70.0, 150.0, 0.0];
+const WIDTHS: [f32; 6] = [110.0, 44.0, 170.0, 90.0, 150.0, 0.0];
 
 pub struct TableView {
     pub model: TableModel,
@@ -23,6 +23,8 @@ pub struct TableView {
     pub edit: ColumnFilters,
     pub error: Option<String>,
     pub truncated: bool,
+    /// Where the running load started (its progress counts from there).
+    load_start: i64,
     scroll_to: Option<u64>,
     pub selected: Option<i64>,
 }
@@ -37,6 +39,7 @@ impl TableView {
             edit: ColumnFilters::default(),
             error: None,
             truncated: false,
+            load_start: range.start,
             scroll_to: None,
             selected: None,
         }
@@ -53,6 +56,7 @@ impl TableView {
         self.model = TableModel::new(names.clone());
         let _ = self.model.set_filters(filters);
         self.loaded = range;
+        self.load_start = range.start;
         self.seen = 0;
         self.truncated = false;
         self.loader = Some(loader::spawn(
@@ -77,6 +81,7 @@ impl TableView {
             return;
         }
         let from = self.loaded.end;
+        self.load_start = from;
         self.model.start_appending();
         self.seen = 0;
         self.loaded = TimeRange::new(self.loaded.start, end);
@@ -108,6 +113,8 @@ impl TableView {
     pub fn poll(&mut self) -> bool {
         let Some(l) = &self.loader else { return false };
         let mut changed = false;
+        // Progress read before the snapshot: the snapshot holds at least what the progress says.
+        let reached = l.progress().loaded_ns;
         if let Some((g, snap)) = l.snapshot_if_newer(self.seen) {
             self.seen = g;
             changed = self.model.absorb(&snap);
@@ -119,6 +126,8 @@ impl TableView {
         if self.model.loaded_rows() > MAX_ROWS && !self.truncated {
             l.cancel();
             self.truncated = true;
+            let end = (self.load_start + reached).clamp(self.loaded.start + 1, self.loaded.end);
+            self.loaded = TimeRange::new(self.loaded.start, end);
         }
         changed
     }
@@ -162,6 +171,15 @@ impl TableView {
         }
         let row_h = 18.0;
         let total = self.model.row_count();
+        if total == 0 {
+            ui.weak(if self.busy() || self.model.filtering() {
+                "loading…"
+            } else if self.model.loaded_rows() > 0 {
+                "no row matches the column filters"
+            } else {
+                "no events in this interval (check the type and producer filters)"
+            });
+        }
         let mut area = egui::ScrollArea::vertical().auto_shrink([false, false]);
         if let Some(rank) = self.scroll_to.take() {
             area = area.vertical_scroll_offset(rank as f32 * row_h);
@@ -175,11 +193,11 @@ impl TableView {
             |ui, range| {
                 for row in self.model.rows(range.start as u64..range.end as u64) {
                     let selected = self.selected == Some(row.id);
-                    let resp = ui
-                        .horizontal(|ui| {
-                            for (i, c) in Column::ALL.iter().enumerate() {
-                                let text = names.cell(row, *c);
-                                ui.add_sized(
+                    ui.horizontal(|ui| {
+                        for (i, c) in Column::ALL.iter().enumerate() {
+                            let text = names.cell(row, *c);
+                            if ui
+                                .add_sized(
                                     [w(i), row_h - 2.0],
                                     egui::Button::selectable(
                                         selected,
@@ -188,11 +206,11 @@ impl TableView {
                                     .truncate(),
                                 )
                                 .clicked()
-                                .then(|| clicked = Some((row.id, row.ts)));
+                            {
+                                clicked = Some((row.id, row.ts));
                             }
-                        })
-                        .response;
-                    let _ = resp;
+                        }
+                    });
                 }
             },
         );
