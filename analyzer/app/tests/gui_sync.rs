@@ -1,0 +1,211 @@
+//! View synchronisation through the real UI (RT-460 §2.3): a view button opens the other view on the
+//! group's interval and filters, and two groups on one trace stay independent.
+#![cfg(feature = "gui")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use socscope_analysis::sync::{ViewFilter, ViewKind};
+use socscope_analyzer::gui::egui;
+use socscope_analyzer::gui::{GuiApp, TraceSession};
+
+/// A 2-second capture of the simulated board.
+fn trace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args([
+            "demo",
+            "--headless",
+            "--json",
+            "--duration",
+            "2",
+            "--seed",
+            "5",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = PathBuf::from(doc["file"].as_str().unwrap());
+    (dir, file)
+}
+
+fn harness(trace: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
+    let app = GuiApp::new(None, &[trace.to_path_buf()], view, true);
+    Harness::builder()
+        .with_size(egui::Vec2::new(1100.0, 640.0))
+        .with_max_steps(16)
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
+}
+
+/// Steps until the trace is open and nothing loads, then once more: a view that is switched to starts
+/// loading in the frame *after* the click, so one idle frame right after a click proves nothing.
+fn settle(h: &mut Harness<'_, GuiApp>) {
+    let t = Instant::now();
+    let mut idle = 0;
+    while idle < 3 {
+        h.step();
+        let ready = h
+            .state()
+            .active
+            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
+        idle = if ready && !h.state().busy() {
+            idle + 1
+        } else {
+            0
+        };
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the views never finished loading"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn session<'h>(h: &'h Harness<'_, GuiApp>) -> &'h TraceSession {
+    &h.state().sessions[0]
+}
+
+/// Shift-drags across the middle of the chart (the density chart's interval selection).
+fn select_in_chart(h: &mut Harness<'_, GuiApp>, x0: f32, x1: f32) {
+    let y = 300.0;
+    let shift = egui::Modifiers::SHIFT;
+    h.event(egui::Event::ModifiersChanged(shift));
+    h.event(egui::Event::PointerMoved(egui::pos2(x0, y)));
+    h.event(egui::Event::PointerButton {
+        pos: egui::pos2(x0, y),
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: shift,
+    });
+    for i in 1..=10 {
+        let x = x0 + (x1 - x0) * i as f32 / 10.0;
+        h.event(egui::Event::PointerMoved(egui::pos2(x, y)));
+    }
+    h.event(egui::Event::PointerButton {
+        pos: egui::pos2(x1, y),
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: shift,
+    });
+    h.event(egui::Event::ModifiersChanged(egui::Modifiers::NONE));
+    h.event(egui::Event::PointerGone);
+    h.step();
+}
+
+#[test]
+fn view_button_opens_the_table_on_the_density_selection_and_filters() {
+    let (_dir, t) = trace();
+    let mut h = harness(&t, ViewKind::Density);
+    settle(&mut h);
+    let first = session(&h).groups.get(0).unwrap().interval;
+
+    // Hide the most frequent type in the group (what the Types… dialog does).
+    let hidden = {
+        let s = &session(&h).views[0].density;
+        assert!(s.hist.as_ref().is_some_and(|h| h.total() > 0));
+        let meta = session(&h).meta.clone().unwrap();
+        meta.types[0].id
+    };
+    let filter = ViewFilter {
+        hidden_types: [hidden].into(),
+        ..ViewFilter::default()
+    };
+    h.state_mut().sessions[0]
+        .groups
+        .get_mut(0)
+        .unwrap()
+        .set_filter(filter.clone());
+    settle(&mut h);
+
+    select_in_chart(&mut h, 400.0, 700.0);
+    settle(&mut h);
+    let g = session(&h).groups.get(0).unwrap().clone();
+    assert!(
+        g.interval.start > first.start && g.interval.end < first.end,
+        "the selection {:?} is inside {first:?}",
+        g.interval
+    );
+    assert_eq!(session(&h).views[0].density.loaded, g.interval);
+
+    h.get_by_label("Table").click();
+    settle(&mut h);
+    let s = session(&h);
+    let g2 = s.groups.get(0).unwrap();
+    assert_eq!(g2.active, ViewKind::Table);
+    assert_eq!(g2.interval, g.interval, "switching keeps the interval");
+    assert_eq!(g2.filter, filter, "switching keeps the filters");
+    let table = &s.views[0].table;
+    assert_eq!(table.loaded, g.interval);
+    let rows = table.model.row_count();
+    assert!(rows > 0, "the table shows the interval's events");
+    for r in table.model.rows(0..rows) {
+        assert!(
+            g.interval.contains(r.ts),
+            "row at {} outside {:?}",
+            r.ts,
+            g.interval
+        );
+        assert_ne!(r.type_id, hidden, "a hidden type is in the table");
+    }
+    // The time bar of the table shows the same interval.
+    let (bar, _) = &s.views[0].bars[&ViewKind::Table];
+    assert_eq!(bar.selection, g.interval);
+}
+
+#[test]
+fn two_groups_on_one_trace_do_not_synchronise() {
+    let (_dir, t) = trace();
+    let mut h = harness(&t, ViewKind::Density);
+    settle(&mut h);
+    let first = session(&h).groups.get(0).unwrap().interval;
+    h.get_by_label("+ group").click();
+    settle(&mut h);
+    assert_eq!(session(&h).groups.len(), 2);
+    assert_eq!(session(&h).active_group, 1);
+
+    // Group 2: select an interval, hide a type, switch to the table.
+    select_in_chart(&mut h, 300.0, 500.0);
+    let hidden = session(&h).meta.clone().unwrap().types[0].id;
+    h.state_mut().sessions[0]
+        .groups
+        .get_mut(1)
+        .unwrap()
+        .set_filter(ViewFilter {
+            hidden_types: [hidden].into(),
+            ..ViewFilter::default()
+        });
+    h.get_by_label("Table").click();
+    settle(&mut h);
+    let g2 = session(&h).groups.get(1).unwrap().clone();
+    assert_ne!(g2.interval, first, "group 2 selected an interval");
+    assert_eq!(g2.active, ViewKind::Table);
+    assert!(session(&h).views[1].table.model.row_count() > 0);
+
+    // Group 1 kept its interval, filters and view.
+    let g1 = session(&h).groups.get(0).unwrap().clone();
+    assert_eq!(g1.interval, first);
+    assert!(g1.filter.is_empty());
+    assert_eq!(g1.active, ViewKind::Density);
+    h.get_by_label("Group 1").click();
+    settle(&mut h);
+    let s = session(&h);
+    assert_eq!(s.active_group, 0);
+    let d = &s.views[0].density;
+    assert_eq!(d.loaded, first);
+    assert_eq!(d.view, first);
+    assert!(d.hist.as_ref().is_some_and(|h| h.range == first));
+    assert_eq!(s.groups.get(0).unwrap().interval, first);
+    // Group 1's table was never asked for; group 2's stays on its interval.
+    assert_eq!(s.views[1].table.loaded, g2.interval);
+    assert_eq!(s.groups.get(1).unwrap().interval, g2.interval);
+}
