@@ -17,10 +17,11 @@ pub const DEFAULT_BASE_SHIFT: u32 = 21;
 /// Default number of levels: the coarsest bucket is `2^(21 + 19)` ns ≈ 18 minutes.
 pub const DEFAULT_LEVELS: u32 = 20;
 
-/// Default bound on the finest-level buckets a trace's time span may cover (≈ 18 minutes of
-/// 16.8 ms buckets): beyond it the finest width doubles until the span fits, so that a state
-/// lasting hours (a Pajé container's) costs a bounded number of summary rows.
-pub const DEFAULT_MAX_BUCKETS: i64 = 1 << 16;
+/// Default bound on the finest-level buckets a trace's time span may cover (≈ 9 minutes of
+/// 2.1 ms buckets; a 1-hour trace gets 16.8 ms buckets): beyond it the finest width doubles until
+/// the span fits, so that a state lasting hours (a Pajé container's) costs a bounded number of
+/// summary rows instead of one per 2.1 ms.
+pub const DEFAULT_MAX_BUCKETS: i64 = 1 << 18;
 
 /// What a summary asks for: a bucket width or a number of buckets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -542,14 +542,14 @@ impl TraceWriter {
             let mut rows = st.query([top]).ctx(&p)?;
             while let Some(r) = rows.next().ctx(&p)? {
                 let bucket: i64 = r.get(0).ctx(&p)?;
-                let data = r
-                    .get_ref(1)
-                    .ctx(&p)?
-                    .as_blob()
-                    .map_err(|e| StoreError::InvalidValue {
-                        path: p.clone(),
-                        detail: format!("summary row: {e}"),
-                    })?;
+                let data =
+                    r.get_ref(1)
+                        .ctx(&p)?
+                        .as_blob()
+                        .map_err(|e| StoreError::InvalidValue {
+                            path: p.clone(),
+                            detail: format!("summary row: {e}"),
+                        })?;
                 let mut cells = Vec::new();
                 summary::decode_cells(data, &mut self.decompressor, &mut cells).map_err(
                     |detail| StoreError::InvalidValue {
@@ -699,7 +699,14 @@ mod tests {
             let ts = 1000 + i * 37;
             events.push(Event::punctual(ts, 2, (i % 3) as u32, Some(0)));
             if i % 7 == 0 {
-                events.push(Event::state(ts, ts + 5 + i * 11, 0, 1, (i % 2) as u32, Some(1)));
+                events.push(Event::state(
+                    ts,
+                    ts + 5 + i * 11,
+                    0,
+                    1,
+                    (i % 2) as u32,
+                    Some(1),
+                ));
             }
         }
         // Late, long states: the span grows from ~7 k to ~1.3 M ns, in three steps.
@@ -713,7 +720,10 @@ mod tests {
         let _ = std::fs::remove_file(&b);
         write(&a, &events, 64, 50);
         write(&b, &events, 0, 50);
-        let (ra, rb) = (TraceReader::open(&a).unwrap(), TraceReader::open(&b).unwrap());
+        let (ra, rb) = (
+            TraceReader::open(&a).unwrap(),
+            TraceReader::open(&b).unwrap(),
+        );
         let (base_a, levels) = ra.summary_levels();
         assert_eq!(rb.summary_levels(), (4, 5));
         assert!(base_a > 4, "the finest width grew");
