@@ -14,7 +14,9 @@ use socscope_analysis::micro::{self, Metric, SliceGrid};
 use socscope_analysis::ocelotl::{
     self, AggregationMode, ModelFile, RunOptions, TemporalAggregation,
 };
-use socscope_analysis::stats::{Group, Operator, StatisticsConfig, StatisticsConsumer};
+use socscope_analysis::stats::{
+    self as statistics, Group, Operator, StatisticsConfig, StatsConsumer,
+};
 use socscope_analysis::traceviz::{self, GroupOp, Statistic};
 use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
@@ -353,13 +355,14 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         groups,
         threshold: args.threshold,
     };
-    let consumer = StatisticsConsumer::for_trace(&reader, config)?;
-    let request = consumer.request(&c.trace, &filter);
+    let consumer = StatsConsumer::new(range);
+    let request = consumer.request(&c.trace, &config.operator.filter(&filter));
     let (snapshot, progress) = loader::spawn(request, consumer).wait();
     if let Some(e) = progress.error {
         bail!("loading failed: {e}");
     }
-    let snap = snapshot.ok_or_else(|| anyhow!("the loader published no result"))?;
+    let raw = snapshot.ok_or_else(|| anyhow!("the loader published no result"))?;
+    let snap = statistics::present(&config.settings(), &raw);
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }
@@ -801,17 +804,10 @@ pub fn bench(
         }
         micro_ms.push(best);
     }
-    let stats_consumer = StatisticsConsumer::for_trace(
-        &reader,
-        StatisticsConfig {
-            range,
-            ..Default::default()
-        },
-    )?;
+    let stats_consumer = StatsConsumer::new(range);
     let req = stats_consumer.request(&path, &Filter::all());
     let stats_first = first_result_ms(loader::spawn(req, stats_consumer))?;
-    let density_consumer = density::DensityConsumer::new(&reader, range, 1000)?
-        .ok_or_else(|| anyhow!("empty trace"))?;
+    let density_consumer = density::DensityConsumer::new(range, 1000).with_types();
     let req = density_consumer.request(&path, &Filter::all());
     let density_first = first_result_ms(loader::spawn(req, density_consumer))?;
     let t = Instant::now();

@@ -11,16 +11,14 @@ pub mod compare;
 pub mod density;
 pub mod gantt;
 pub mod hierarchy;
-pub mod histogram;
 pub mod loader;
 pub mod micro;
 pub mod ocelotl;
 pub mod palette;
 pub mod stats;
-pub mod traceviz;
-pub mod piechart;
 pub mod sync;
 pub mod table;
-pub mod timebar;
 #[cfg(test)]
 mod testutil;
+pub mod timebar;
+pub mod traceviz;

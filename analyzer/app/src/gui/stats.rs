@@ -7,7 +7,7 @@ use std::f32::consts::TAU;
 
 use egui::{Color32, Sense, Stroke, Ui, Vec2};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
-use socscope_analysis::piechart::{Operator, PieSettings, SliceKind, StatsConsumer, StatsSnapshot};
+use socscope_analysis::stats::{Operator, PieSettings, SliceKind, StatsConsumer, StatsSnapshot};
 use socscope_analysis::timebar::format_ns;
 use socscope_tracedb::{Filter, TimeRange};
 
