@@ -33,6 +33,13 @@ pub mod chunk_size {
 pub trait Consumer: Send + 'static {
     /// What the view draws; cloned out after every chunk.
     type Snapshot: Clone + Send + 'static;
+    /// Runs once on the loader thread before the first chunk, with the loader's reader: what
+    /// the consumer needs from the store besides the events (names, types) is read here, so
+    /// that building a consumer needs no store access (none on a UI thread).
+    fn prepare(&mut self, reader: &TraceReader) -> Result<(), String> {
+        let _ = reader;
+        Ok(())
+    }
     /// Takes the events of one chunk, in timestamp order. The first chunk also holds the states and links
     /// that began before the interval but overlap it; every event is delivered once.
     fn consume(&mut self, events: &[StoredEvent]);
@@ -145,18 +152,21 @@ pub struct LoadRequest {
     pub chunk_events: u64,
 }
 
-/// The first chunk holds at most [`chunk_size::STATISTICS`] events whatever `n`, so that a view
-/// reading big chunks (density) still shows something within a few tens of milliseconds.
+/// Most events of the first chunk whatever `n`, so that every view (density reads big chunks)
+/// shows a first partial result within a few milliseconds of reading.
+pub const FIRST_CHUNK_EVENTS: u64 = chunk_size::TABLE;
+
 fn chunk_target(n: u64, chunks_so_far: usize) -> u64 {
     if chunks_so_far == 0 {
-        n.min(chunk_size::STATISTICS)
+        n.min(FIRST_CHUNK_EVENTS)
     } else {
         n
     }
 }
 
 /// Splits `range` into chunks holding about `n` events each (the first one at most
-/// [`chunk_size::STATISTICS`]), from the local density of the summary.
+/// [`FIRST_CHUNK_EVENTS`]), from the local density of the summary (whole buckets, no
+/// event read).
 pub fn plan_chunks(
     reader: &TraceReader,
     range: TimeRange,
@@ -179,26 +189,54 @@ pub fn plan_chunks(
     // every event of the interval from the chunks just to plan the load.
     let base = 1i64 << reader.summary_levels().0;
     let width = (range.len() / 1024).max(base);
-    let Ok(summary) = reader.summary(range, Resolution::BucketWidth(width), &density_filter) else {
+    // Whole buckets only (the interval widened to bucket edges): exact edge buckets would make
+    // the store read events from the chunks, and a plan needs no exact counts.
+    let w = 1i64 << Resolution::BucketWidth(width).shift_for(range);
+    let lo = range.start.div_euclid(w).checked_mul(w);
+    let hi = range
+        .end
+        .checked_add(w - 1)
+        .and_then(|e| e.div_euclid(w).checked_mul(w));
+    let (Some(lo), Some(hi)) = (lo, hi) else {
         return vec![range];
     };
+    let Ok(summary) = reader.summary(
+        TimeRange::new(lo, hi),
+        Resolution::BucketWidth(w),
+        &density_filter,
+    ) else {
+        return vec![range];
+    };
+    // Each bucket clipped to the interval, with its share of the count (even density).
+    let clipped = summary.buckets.iter().filter_map(|b| {
+        let inside = range.overlap(b.range.start, b.range.end);
+        (inside > 0).then(|| {
+            let count = b.count();
+            let count = if inside == b.range.len() {
+                count
+            } else {
+                (u128::from(count) * inside as u128 / b.range.len().max(1) as u128) as u64
+            };
+            let r = TimeRange::new(b.range.start.max(range.start), b.range.end.min(range.end));
+            (r, count)
+        })
+    });
     let mut chunks = Vec::new();
     let mut start = range.start;
     let mut acc = 0u64;
-    for b in &summary.buckets {
-        let count = b.count();
+    for (br, count) in clipped {
         if acc + count < chunk_target(n, chunks.len()) {
             acc += count;
             continue;
         }
         // Cut inside the bucket where the running count reaches n, assuming even density in the bucket.
-        let mut t0 = b.range.start;
+        let mut t0 = br.start;
         let mut left = count;
         let mut need = chunk_target(n, chunks.len()) - acc;
         while left >= need && need > 0 {
-            let span = b.range.end - t0;
+            let span = br.end - t0;
             let cut = t0 + ((span as u128 * need as u128) / left.max(1) as u128) as i64;
-            let cut = cut.clamp(t0 + 1, b.range.end).max(start + 1);
+            let cut = cut.clamp(t0 + 1, br.end).max(start + 1);
             chunks.push(TimeRange::new(start, cut));
             start = cut;
             left -= need;
@@ -263,6 +301,7 @@ fn run<C: Consumer>(
 ) -> Result<(), String> {
     let started = Instant::now();
     let reader = TraceReader::open(&request.trace).map_err(|e| e.to_string())?;
+    consumer.prepare(&reader)?;
     let chunks = plan_chunks(
         &reader,
         request.range,

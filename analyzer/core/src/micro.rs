@@ -354,6 +354,48 @@ fn exact_cells(reader: &TraceReader, r: TimeRange, filter: &Filter) -> Result<Ve
     Ok(s.buckets.into_iter().flat_map(|b| b.cells).collect())
 }
 
+/// The exact event counts (no state time) of an arbitrary interval: the part aligned to the
+/// finest summary buckets from the summary, the unaligned ends from the events starting there.
+fn exact_counts(reader: &TraceReader, r: TimeRange, filter: &Filter) -> Result<Vec<SummaryCell>> {
+    let w = 1i64 << reader.summary_levels().0;
+    let up = r
+        .start
+        .div_euclid(w)
+        .saturating_add(i64::from(r.start.rem_euclid(w) != 0))
+        * w;
+    let down = r.end.div_euclid(w) * w;
+    let mut counts: HashMap<(ProducerId, TypeId), u64> = HashMap::new();
+    let mut count = |part: TimeRange| -> Result<()> {
+        for e in reader.events(part, filter)? {
+            let e = e?;
+            *counts.entry((e.producer, e.type_id)).or_insert(0) += 1;
+        }
+        Ok(())
+    };
+    let mut out = Vec::new();
+    if up >= down {
+        count(r)?;
+    } else {
+        count(TimeRange::new(r.start, up))?;
+        count(TimeRange::new(down, r.end))?;
+        out = exact_cells(reader, TimeRange::new(up, down), filter)?;
+        for c in &mut out {
+            c.state_ns = 0;
+        }
+    }
+    out.extend(
+        counts
+            .into_iter()
+            .map(|((producer, type_id), count)| SummaryCell {
+                producer,
+                type_id,
+                count,
+                state_ns: 0,
+            }),
+    );
+    Ok(out)
+}
+
 /// The filter `metric` reads: `filter` narrowed to the metric's category.
 fn metric_filter(filter: &Filter, metric: Metric) -> Filter {
     let mut f = filter.clone();
@@ -368,7 +410,17 @@ fn metric_filter(filter: &Filter, metric: Metric) -> Filter {
 }
 
 /// Count and state time per slice from the summary, slice edges completed exactly.
-fn summary_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<SliceCells> {
+///
+/// With `counts_only`, the state time of the pieces completed at the edges is left out (the
+/// pieces then read only the events starting in them, not the states that began before).
+fn summary_slices(
+    reader: &TraceReader,
+    grid: &SliceGrid,
+    filter: &Filter,
+    counts_only: bool,
+) -> Result<SliceCells> {
+    // One read snapshot for the whole model (the store's calls below nest in it).
+    let _snapshot = reader.snapshot()?;
     let mut out: SliceCells = vec![HashMap::new(); grid.slices];
     let min_slice = grid.range.len() / grid.slices as i64;
     // The coarsest power of two no longer than the shortest slice: a bucket holds at most one
@@ -377,6 +429,10 @@ fn summary_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Re
     let (base, _) = reader.summary_levels();
     let base_w = 1i64 << base;
     let summary = reader.summary(grid.range, Resolution::BucketWidth(w), filter)?;
+    // Pieces of cut buckets asked exactly: (interval, slice), and per cut bucket the slice
+    // that gets the bucket minus its asked pieces.
+    let mut asks: Vec<(TimeRange, usize)> = Vec::new();
+    let mut rests: Vec<(usize, Vec<SummaryCell>, std::ops::Range<usize>)> = Vec::new();
     for b in summary.buckets {
         let r = b.range;
         let (Some(i0), Some(i1)) = (grid.slice_of(r.start), grid.slice_of(r.end - 1)) else {
@@ -407,24 +463,76 @@ fn summary_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Re
         let skip = (0..cuts.len() - 1)
             .max_by_key(|&k| cost(cuts[k], cuts[k + 1]))
             .unwrap_or(0);
-        let mut rest: HashMap<(ProducerId, TypeId), (u64, i64)> = HashMap::new();
-        add_cells(&mut rest, &b.cells, 1);
-        for k in 0..cuts.len() - 1 {
-            if k == skip {
-                continue;
-            }
-            let cells = exact_cells(reader, TimeRange::new(cuts[k], cuts[k + 1]), filter)?;
-            add_cells(&mut out[i0 + k], &cells, 1);
-            add_cells(&mut rest, &cells, -1);
+        let first = asks.len();
+        for k in (0..cuts.len() - 1).filter(|&k| k != skip) {
+            asks.push((TimeRange::new(cuts[k], cuts[k + 1]), i0 + k));
         }
-        let slice = &mut out[i0 + skip];
+        rests.push((i0 + skip, b.cells, first..asks.len()));
+    }
+    let ranges: Vec<TimeRange> = asks.iter().map(|a| a.0).collect();
+    let cells = exact_cells_many(reader, &ranges, filter, counts_only)?;
+    for (slice, bucket_cells, pieces) in rests {
+        let mut rest: HashMap<(ProducerId, TypeId), (u64, i64)> = HashMap::new();
+        add_cells(&mut rest, &bucket_cells, 1);
+        for k in pieces {
+            add_cells(&mut out[asks[k].1], &cells[k], 1);
+            add_cells(&mut rest, &cells[k], -1);
+        }
+        let s = &mut out[slice];
         for (key, (n, ns)) in rest {
-            let e = slice.entry(key).or_insert((0, 0));
+            let e = s.entry(key).or_insert((0, 0));
             e.0 += n;
             e.1 += ns;
         }
     }
     Ok(out)
+}
+
+/// Below this many intervals, [`exact_cells_many`] stays on the calling thread.
+const PARALLEL_MIN_RANGES: usize = 64;
+
+/// The exact cells of each of `ranges`. A finished trace with many ranges is read by two
+/// threads (the second through its own connection): each range costs a partial summary bucket
+/// of events, independent of the others.
+fn exact_cells_many(
+    reader: &TraceReader,
+    ranges: &[TimeRange],
+    filter: &Filter,
+    counts_only: bool,
+) -> Result<Vec<Vec<SummaryCell>>> {
+    let serial = |reader: &TraceReader, ranges: &[TimeRange]| -> Result<Vec<Vec<SummaryCell>>> {
+        ranges
+            .iter()
+            .map(|&r| {
+                if counts_only {
+                    exact_counts(reader, r, filter)
+                } else {
+                    exact_cells(reader, r, filter)
+                }
+            })
+            .collect()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Only a finished trace: a second connection of a trace being written could see more
+    // committed events than the caller's snapshot.
+    if threads < 2 || ranges.len() < PARALLEL_MIN_RANGES || !reader.info()?.finished {
+        return serial(reader, ranges);
+    }
+    let (mine, theirs) = ranges.split_at(ranges.len() / 2);
+    let path = reader.path().to_path_buf();
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| -> Result<Vec<Vec<SummaryCell>>> {
+            let r = TraceReader::open(&path)?;
+            let _snapshot = r.snapshot()?;
+            serial(&r, theirs)
+        });
+        let mut out = serial(reader, mine)?;
+        let rest = other
+            .join()
+            .map_err(|_| StoreError::InvalidRequest("a summary reader thread panicked".into()))??;
+        out.extend(rest);
+        Ok(out)
+    })
 }
 
 /// Count and state time per slice, event by event.
@@ -659,7 +767,7 @@ pub fn build(
         }
         _ if !f.summary_compatible() => build_direct(reader, grid, metric, filter),
         _ => {
-            let cells = summary_slices(reader, &grid, &f)?;
+            let cells = summary_slices(reader, &grid, &f, metric == Metric::Count)?;
             finish_counts(reader, grid, metric, cells)
         }
     }
