@@ -156,14 +156,6 @@ pub struct LoadRequest {
 /// shows a first partial result within a few milliseconds of reading.
 pub const FIRST_CHUNK_EVENTS: u64 = chunk_size::TABLE;
 
-fn chunk_target(n: u64, chunks_so_far: usize) -> u64 {
-    if chunks_so_far == 0 {
-        n.min(FIRST_CHUNK_EVENTS)
-    } else {
-        n
-    }
-}
-
 /// Splits `range` into chunks holding about `n` events each (the first one at most
 /// [`FIRST_CHUNK_EVENTS`]), from the local density of the summary (whole buckets, no
 /// event read).
@@ -173,10 +165,23 @@ pub fn plan_chunks(
     filter: &Filter,
     n: u64,
 ) -> Vec<TimeRange> {
-    let n = n.max(1);
-    // The summary answers type, producer and category filters; for CPU or parameter filters it
-    // over-estimates the density, which only makes chunks smaller.
-    let density_filter = if filter.summary_compatible() {
+    let first = first_chunk(reader, range, filter, n);
+    let mut chunks = vec![first];
+    if first.end < range.end {
+        chunks.extend(plan_rest(
+            reader,
+            TimeRange::new(first.end, range.end),
+            filter,
+            n,
+        ));
+    }
+    chunks
+}
+
+/// The summary answers type, producer and category filters; for CPU or parameter filters it
+/// over-estimates the density, which only makes chunks smaller.
+fn density_filter(filter: &Filter) -> Filter {
+    if filter.summary_compatible() {
         filter.clone()
     } else {
         Filter {
@@ -184,55 +189,70 @@ pub fn plan_chunks(
             condition: None,
             ..filter.clone()
         }
-    };
-    // No finer than the summary's own buckets: a finer resolution would make the store count
-    // every event of the interval from the chunks just to plan the load.
-    let base = 1i64 << reader.summary_levels().0;
-    let width = (range.len() / 1024).max(base);
-    // Whole buckets only (the interval widened to bucket edges): exact edge buckets would make
-    // the store read events from the chunks, and a plan needs no exact counts.
+    }
+}
+
+/// Event counts of `range` per bucket of `width` (a power of two, at least the summary's
+/// finest), from whole buckets only (the interval widened to bucket edges: exact edge buckets
+/// would make the store read events from the chunks, and a plan needs no exact counts); each
+/// bucket is clipped to `range` with its share of the count (even density).
+fn bucket_counts(
+    reader: &TraceReader,
+    range: TimeRange,
+    filter: &Filter,
+    width: i64,
+) -> Option<Vec<(TimeRange, u64)>> {
     let w = 1i64 << Resolution::BucketWidth(width).shift_for(range);
-    let lo = range.start.div_euclid(w).checked_mul(w);
+    let lo = range.start.div_euclid(w).checked_mul(w)?;
     let hi = range
         .end
         .checked_add(w - 1)
-        .and_then(|e| e.div_euclid(w).checked_mul(w));
-    let (Some(lo), Some(hi)) = (lo, hi) else {
-        return vec![range];
-    };
-    let Ok(summary) = reader.summary(
-        TimeRange::new(lo, hi),
-        Resolution::BucketWidth(w),
-        &density_filter,
-    ) else {
-        return vec![range];
-    };
-    // Each bucket clipped to the interval, with its share of the count (even density).
-    let clipped = summary.buckets.iter().filter_map(|b| {
-        let inside = range.overlap(b.range.start, b.range.end);
-        (inside > 0).then(|| {
-            let count = b.count();
-            let count = if inside == b.range.len() {
-                count
-            } else {
-                (u128::from(count) * inside as u128 / b.range.len().max(1) as u128) as u64
-            };
-            let r = TimeRange::new(b.range.start.max(range.start), b.range.end.min(range.end));
-            (r, count)
-        })
-    });
+        .and_then(|e| e.div_euclid(w).checked_mul(w))?;
+    let summary = reader
+        .summary(
+            TimeRange::new(lo, hi),
+            Resolution::BucketWidth(w),
+            &density_filter(filter),
+        )
+        .ok()?;
+    Some(
+        summary
+            .buckets
+            .iter()
+            .filter_map(|b| {
+                let inside = range.overlap(b.range.start, b.range.end);
+                (inside > 0).then(|| {
+                    let count = b.count();
+                    let count = if inside == b.range.len() {
+                        count
+                    } else {
+                        (u128::from(count) * inside as u128 / b.range.len().max(1) as u128) as u64
+                    };
+                    let r =
+                        TimeRange::new(b.range.start.max(range.start), b.range.end.min(range.end));
+                    (r, count)
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Cuts `range` into chunks of about `n` events from per-bucket counts, the first of about
+/// `first` events.
+fn cut(range: TimeRange, buckets: &[(TimeRange, u64)], first: u64, n: u64) -> Vec<TimeRange> {
+    let target = |chunks: usize| if chunks == 0 { first.max(1) } else { n.max(1) };
     let mut chunks = Vec::new();
     let mut start = range.start;
     let mut acc = 0u64;
-    for (br, count) in clipped {
-        if acc + count < chunk_target(n, chunks.len()) {
+    for &(br, count) in buckets {
+        if acc + count < target(chunks.len()) {
             acc += count;
             continue;
         }
         // Cut inside the bucket where the running count reaches n, assuming even density in the bucket.
         let mut t0 = br.start;
         let mut left = count;
-        let mut need = chunk_target(n, chunks.len()) - acc;
+        let mut need = target(chunks.len()) - acc;
         while left >= need && need > 0 {
             let span = br.end - t0;
             let cut = t0 + ((span as u128 * need as u128) / left.max(1) as u128) as i64;
@@ -241,7 +261,7 @@ pub fn plan_chunks(
             start = cut;
             left -= need;
             t0 = cut;
-            need = chunk_target(n, chunks.len());
+            need = target(chunks.len());
         }
         acc = left;
     }
@@ -249,6 +269,40 @@ pub fn plan_chunks(
         chunks.push(TimeRange::new(start, range.end));
     }
     chunks
+}
+
+/// The first chunk of `range`: about [`FIRST_CHUNK_EVENTS`] events (at most `n`), planned
+/// from the finest summary buckets of a prefix of the interval that grows until it holds
+/// them, so that the first result does not wait for a plan of the whole interval.
+fn first_chunk(reader: &TraceReader, range: TimeRange, filter: &Filter, n: u64) -> TimeRange {
+    let target = n.clamp(1, FIRST_CHUNK_EVENTS);
+    let base = 1i64 << reader.summary_levels().0;
+    let mut span = base.saturating_mul(16);
+    loop {
+        let prefix = TimeRange::new(range.start, range.start.saturating_add(span).min(range.end));
+        let whole = prefix.end >= range.end;
+        let width = (prefix.len() / 64).max(base);
+        let Some(counts) = bucket_counts(reader, prefix, filter, width) else {
+            return range;
+        };
+        let chunks = cut(prefix, &counts, target, target);
+        if chunks.len() > 1 || whole {
+            return chunks.first().copied().unwrap_or(range);
+        }
+        span = span.saturating_mul(4);
+    }
+}
+
+/// Chunks of about `n` events over `range` (the rest of the interval after the first chunk).
+fn plan_rest(reader: &TraceReader, range: TimeRange, filter: &Filter, n: u64) -> Vec<TimeRange> {
+    // No finer than the summary's own buckets: a finer resolution would make the store count
+    // every event of the interval from the chunks just to plan the load.
+    let base = 1i64 << reader.summary_levels().0;
+    let width = (range.len() / 1024).max(base);
+    match bucket_counts(reader, range, filter, width) {
+        Some(counts) => cut(range, &counts, n, n),
+        None => vec![range],
+    }
 }
 
 /// Starts loading `request` into `consumer` on a background thread.
@@ -302,23 +356,24 @@ fn run<C: Consumer>(
     let started = Instant::now();
     let reader = TraceReader::open(&request.trace).map_err(|e| e.to_string())?;
     consumer.prepare(&reader)?;
-    let chunks = plan_chunks(
-        &reader,
-        request.range,
-        &request.filter,
-        request.chunk_events,
-    );
+    // The first chunk is planned alone (from a prefix of the interval) and the rest once its
+    // result is published: the first result waits for no plan of the whole interval.
+    let range = request.range;
+    let first = first_chunk(&reader, range, &request.filter, request.chunk_events);
+    let mut chunks = vec![first];
     let mut batch: Vec<StoredEvent> = Vec::with_capacity(BATCH);
     let mut events = 0u64;
-    for (i, chunk) in chunks.iter().enumerate() {
+    let mut i = 0;
+    while i < chunks.len() {
+        let chunk = chunks[i];
         if cancel.load(Ordering::Relaxed) {
             return Ok(());
         }
         let iter = if i == 0 {
             // The first chunk also catches what began before the interval and is still going on.
-            reader.events_overlapping(*chunk, &request.filter)
+            reader.events_overlapping(chunk, &request.filter)
         } else {
-            reader.events(*chunk, &request.filter)
+            reader.events(chunk, &request.filter)
         }
         .map_err(|e| e.to_string())?;
         for e in iter {
@@ -348,6 +403,16 @@ fn run<C: Consumer>(
         if sh.progress.first_result_ms.is_none() {
             sh.progress.first_result_ms = Some(started.elapsed().as_secs_f64() * 1e3);
         }
+        drop(sh);
+        if i == 0 && first.end < range.end {
+            chunks.extend(plan_rest(
+                &reader,
+                TimeRange::new(first.end, range.end),
+                &request.filter,
+                request.chunk_events,
+            ));
+        }
+        i += 1;
     }
     Ok(())
 }

@@ -6,8 +6,11 @@
 //! the coarsest power-of-two bucket width no longer than a slice, whole buckets go to their
 //! slice, and a bucket cut by a slice edge is split exactly by asking the store for the shorter
 //! side (the rest is the bucket minus that side). The cost grows with slices × producers ×
-//! types plus one partial summary bucket of events per slice edge, not with the trace. Variable
-//! means need the values, so they read the variable events of the interval.
+//! types plus one partial finest summary bucket of events per slice edge, not with the trace:
+//! counts read only the events starting in that partial bucket, durations also the states
+//! that began before it; the edges are completed under one read snapshot, on two threads for
+//! a finished trace. Variable means need the values, so they read the variable events of the
+//! interval.
 //!
 //! Start here: [`SliceGrid`], [`Metric`], [`build`] (and [`build_direct`], the same model
 //! computed event by event), [`Micro::to_model`] for the Ocelotl engine.
@@ -325,14 +328,41 @@ fn tree(
     (children, leaf, nodes)
 }
 
-/// Per slice, `(producer, type) → (count, state_ns)`.
-type SliceCells = Vec<HashMap<(ProducerId, TypeId), (u64, i64)>>;
+/// A multiplicative hasher for the integer keys of the per-slice maps (SipHash dominated the
+/// model's assembly).
+#[derive(Default, Clone, Copy)]
+struct FastHasher(u64);
 
-fn add_cells(
-    into: &mut HashMap<(ProducerId, TypeId), (u64, i64)>,
-    cells: &[SummaryCell],
-    sign: i64,
-) {
+impl std::hash::Hasher for FastHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
+
+/// `(producer, type) → V`.
+type PairMap<V> = FastMap<(ProducerId, TypeId), V>;
+
+/// Per slice, `(producer, type) → (count, state_ns)`.
+type SliceCells = Vec<PairMap<(u64, i64)>>;
+
+fn add_cells(into: &mut PairMap<(u64, i64)>, cells: &[SummaryCell], sign: i64) {
     for c in cells {
         let e = into.entry((c.producer, c.type_id)).or_insert((0, 0));
         if sign > 0 {
@@ -364,7 +394,7 @@ fn exact_counts(reader: &TraceReader, r: TimeRange, filter: &Filter) -> Result<V
         .saturating_add(i64::from(r.start.rem_euclid(w) != 0))
         * w;
     let down = r.end.div_euclid(w) * w;
-    let mut counts: HashMap<(ProducerId, TypeId), u64> = HashMap::new();
+    let mut counts: PairMap<u64> = PairMap::default();
     let mut count = |part: TimeRange| -> Result<()> {
         for e in reader.events(part, filter)? {
             let e = e?;
@@ -421,7 +451,7 @@ fn summary_slices(
 ) -> Result<SliceCells> {
     // One read snapshot for the whole model (the store's calls below nest in it).
     let _snapshot = reader.snapshot()?;
-    let mut out: SliceCells = vec![HashMap::new(); grid.slices];
+    let mut out: SliceCells = vec![PairMap::default(); grid.slices];
     let min_slice = grid.range.len() / grid.slices as i64;
     // The coarsest power of two no longer than the shortest slice: a bucket holds at most one
     // slice edge.
@@ -472,7 +502,7 @@ fn summary_slices(
     let ranges: Vec<TimeRange> = asks.iter().map(|a| a.0).collect();
     let cells = exact_cells_many(reader, &ranges, filter, counts_only)?;
     for (slice, bucket_cells, pieces) in rests {
-        let mut rest: HashMap<(ProducerId, TypeId), (u64, i64)> = HashMap::new();
+        let mut rest: PairMap<(u64, i64)> = PairMap::default();
         add_cells(&mut rest, &bucket_cells, 1);
         for k in pieces {
             add_cells(&mut out[asks[k].1], &cells[k], 1);
@@ -537,7 +567,7 @@ fn exact_cells_many(
 
 /// Count and state time per slice, event by event.
 fn direct_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<SliceCells> {
-    let mut out: SliceCells = vec![HashMap::new(); grid.slices];
+    let mut out: SliceCells = vec![PairMap::default(); grid.slices];
     for e in reader.events_overlapping(grid.range, filter)? {
         let e = e?;
         if let Some(i) = grid.slice_of(e.ts) {
@@ -553,14 +583,14 @@ fn direct_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Res
 }
 
 /// Per slice, `(producer, type) → (Σ value·ns, ns covered)`.
-type MeanCells = Vec<HashMap<(ProducerId, TypeId), (f64, i64)>>;
+type MeanCells = Vec<PairMap<(f64, i64)>>;
 
 /// Time-weighted variable means: every value holds from its event to the next event of the
 /// same producer and type (the last one to the end of the interval); the value current at
 /// the start of the interval is looked up before it.
 fn mean_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<MeanCells> {
-    let mut out: MeanCells = vec![HashMap::new(); grid.slices];
-    let mut current: HashMap<(ProducerId, TypeId), (f64, Timestamp)> = HashMap::new();
+    let mut out: MeanCells = vec![PairMap::default(); grid.slices];
+    let mut current: PairMap<(f64, Timestamp)> = PairMap::default();
     // Values set before the interval: look back over doubling windows until every pair the
     // summary knows before the interval has a value, or the trace start is reached.
     let t_min = reader.info()?.t_min;
@@ -575,13 +605,13 @@ fn mean_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Resul
         } else {
             HashSet::new()
         };
-        let mut found: HashMap<(ProducerId, TypeId), f64> = HashMap::new();
+        let mut found: PairMap<f64> = PairMap::default();
         let mut width = grid.range.len().max(1);
         let mut hi = grid.range.start;
         loop {
             let lo = hi.saturating_sub(width).max(t_min);
             // Windows go back in time: a later window's value wins over an earlier one's.
-            let mut last: HashMap<(ProducerId, TypeId), f64> = HashMap::new();
+            let mut last: PairMap<f64> = PairMap::default();
             for e in reader.events(TimeRange::new(lo, hi), filter)? {
                 let e = e?;
                 if let EventKind::Variable { value } = e.kind {
@@ -630,7 +660,7 @@ fn assemble(
     reader: &TraceReader,
     grid: SliceGrid,
     metric: Metric,
-    per_slice: Vec<HashMap<(ProducerId, TypeId), f64>>,
+    per_slice: Vec<PairMap<f64>>,
 ) -> Result<Micro> {
     let all_types = reader.event_types()?;
     let all_producers = reader.producers()?;
@@ -681,9 +711,9 @@ fn assemble(
         category: metric.category().unwrap_or(EventCategory::Punctual),
         params: Vec::new(),
     }));
-    let p_index: HashMap<ProducerId, usize> =
+    let p_index: FastMap<ProducerId, usize> =
         ordered.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
-    let u_index: HashMap<TypeId, usize> =
+    let u_index: FastMap<TypeId, usize> =
         types.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
     let (np, nu) = (ordered.len(), types.len());
     let mut values = vec![0.0; grid.slices * np * nu];
