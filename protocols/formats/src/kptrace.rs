@@ -526,6 +526,8 @@ fn parse<'a>(
 
 struct Source<R> {
     lines: LineReader<R>,
+    /// The file name errors carry (a copy: the line read borrows `lines`).
+    name: String,
     cpu: u16,
     last_ts: Option<i64>,
     last_pid: u64,
@@ -555,6 +557,8 @@ pub struct KptraceMerge<R> {
     sources: Vec<Source<R>>,
     post: Option<FormatDescription>,
     stats: MergeStats,
+    /// Records handed back by [`KptraceMerge::recycle`], their strings reused.
+    pool: Vec<Record>,
 }
 
 impl<R: BufRead> KptraceMerge<R> {
@@ -564,7 +568,8 @@ impl<R: BufRead> KptraceMerge<R> {
             sources: files
                 .into_iter()
                 .map(|(cpu, r, name)| Source {
-                    lines: LineReader::new(r, name),
+                    lines: LineReader::new(r, name.clone()),
+                    name,
                     cpu,
                     last_ts: None,
                     last_pid: 0,
@@ -576,6 +581,14 @@ impl<R: BufRead> KptraceMerge<R> {
                 .collect(),
             post,
             stats: MergeStats::default(),
+            pool: Vec::new(),
+        }
+    }
+
+    /// Hands a record back once used: its buffers serve a later record (no allocation per line).
+    pub fn recycle(&mut self, r: Record) {
+        if self.pool.len() < 64 {
+            self.pool.push(r);
         }
     }
 
@@ -597,6 +610,7 @@ impl<R: BufRead> KptraceMerge<R> {
     /// Fills source `k`'s head; a bad line is returned as an error (the source stays usable).
     fn fill(&mut self, k: usize) -> Result<(), FormatError> {
         let post = self.post.as_ref();
+        let pool = &mut self.pool;
         let s = &mut self.sources[k];
         while s.head.is_none() {
             if let Some(r) = s.ready.pop_front() {
@@ -606,7 +620,6 @@ impl<R: BufRead> KptraceMerge<R> {
             if s.done {
                 break;
             }
-            let file = s.lines.file().to_string();
             let Some((line_no, line)) = s.lines.next_line()? else {
                 s.done = true;
                 // Nothing timed after them: they keep the last time known (or 0).
@@ -619,7 +632,7 @@ impl<R: BufRead> KptraceMerge<R> {
             self.stats.lines += 1;
             match parse(line, post) {
                 Err((at, expected)) => {
-                    return Err(ParseError::at(&file, line_no, line, at, expected).into());
+                    return Err(ParseError::at(&s.name, line_no, line, at, expected).into());
                 }
                 Ok(Parsed::Skip) => self.stats.blank_lines += 1,
                 Ok(Parsed::Callstack) => self.stats.callstack_lines += 1,
@@ -631,13 +644,14 @@ impl<R: BufRead> KptraceMerge<R> {
                     args,
                 }) => {
                     let pid = if mnemonic.is_empty() { s.last_pid } else { pid };
-                    let mut r = Record {
-                        cpu: cpu.unwrap_or(s.cpu),
-                        ts: 0,
-                        pid,
-                        mnemonic: mnemonic.to_string(),
-                        args: args.to_string(),
-                    };
+                    let mut r = pool.pop().unwrap_or_default();
+                    r.cpu = cpu.unwrap_or(s.cpu);
+                    r.ts = 0;
+                    r.pid = pid;
+                    r.mnemonic.clear();
+                    r.mnemonic.push_str(mnemonic);
+                    r.args.clear();
+                    r.args.push_str(args);
                     match ts {
                         Some(t) => {
                             r.ts = t;
