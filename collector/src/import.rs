@@ -232,12 +232,20 @@ pub struct ImportRecord {
     pub type_id: u16,
     /// Values in the type's parameter order.
     pub params: Vec<ParamValue>,
+    /// String buffers of earlier records, reused (no allocation per string parameter).
+    spare: Vec<String>,
 }
 
 impl ImportRecord {
     fn set(&mut self, b: Builtin) -> &mut Self {
         self.type_id = b.id();
-        self.params.clear();
+        for p in self.params.drain(..) {
+            if let ParamValue::String(s) = p
+                && self.spare.len() < 16
+            {
+                self.spare.push(s);
+            }
+        }
         self
     }
     fn u(&mut self, v: u64) -> &mut Self {
@@ -253,7 +261,10 @@ impl ImportRecord {
         self
     }
     fn s(&mut self, v: &str) -> &mut Self {
-        self.params.push(ParamValue::String(v.to_string()));
+        let mut s = self.spare.pop().unwrap_or_default();
+        s.clear();
+        s.push_str(v);
+        self.params.push(ParamValue::String(s));
         self
     }
 }
@@ -514,6 +525,8 @@ fn ftrace_import(
     let mut recon = Reconstructor::new(1_000_000_000, 0, 1);
     recon.start(&types, writer)?;
     let mut names: HashMap<u64, (String, Option<u64>)> = HashMap::new();
+    // Names each thread had before its current one.
+    let mut earlier: HashMap<u64, Vec<String>> = HashMap::new();
     let mut waking: std::collections::HashSet<u64> = std::collections::HashSet::new();
     let mut rec = ImportRecord::default();
     let mut unknown_events: u64 = 0;
@@ -560,8 +573,24 @@ fn ftrace_import(
             }
             let known = names.get(&pid);
             if known.is_none_or(|(n, g)| n != comm || (tgid.is_some() && *g != tgid)) {
+                // A name the thread had before (pid 0 is `<idle>` on event lines and `swapper/N` in
+                // sched_switch fields): keep the current one instead of rewriting the producer at
+                // every line that flips between the two.
+                let same_group = known.is_some_and(|(_, g)| tgid.is_none() || *g == tgid);
+                if same_group
+                    && earlier
+                        .get(&pid)
+                        .is_some_and(|v| v.iter().any(|x| x == comm))
+                {
+                    return Ok(());
+                }
                 let tgid = tgid.or(known.and_then(|k| k.1));
-                names.insert(pid, (comm.to_string(), tgid));
+                if let Some((old, _)) = names.insert(pid, (comm.to_string(), tgid)) {
+                    let e = earlier.entry(pid).or_default();
+                    if e.len() < 8 && !e.contains(&old) {
+                        e.push(old);
+                    }
+                }
                 recon.name_thread(pid, comm, tgid, w)?;
             }
             Ok(())
@@ -922,6 +951,7 @@ fn kptrace_import(
             }
         }
         recon.record_at(cpu, r.ts.max(0) as u64, &rec, &types, writer)?;
+        merge.recycle(r);
     }
     lines.bytes = merge.bytes();
     recon.finish(writer)?;
