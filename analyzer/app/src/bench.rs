@@ -11,6 +11,8 @@ use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
 use crate::format;
 
+mod import;
+
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
     /// Sim → TCP loopback → collector → trace, end to end; and the store's raw chunk-write rate.
@@ -40,6 +42,29 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 200)]
         reads: usize,
         /// Where to write the trace (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Text importers on generated gigabytes: ftrace (shifted copies of the real capture
+    /// `shared/data/traces/ftrace/tci-ftrace_syscalls.txt`) and KPTrace (generated per-CPU relay
+    /// files): parse alone (MB/s) and the whole import (events stored per second).
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench import --json"
+    )]
+    Import {
+        /// Bytes of ftrace text to generate (and of KPTrace text, unless --kptrace-bytes).
+        #[arg(long, default_value_t = 1 << 30)]
+        bytes: u64,
+        /// Bytes of KPTrace text to generate.
+        #[arg(long)]
+        kptrace_bytes: Option<u64>,
+        /// The real ftrace capture to copy (found under shared/data/traces by default).
+        #[arg(long, value_name = "PATH")]
+        ftrace_sample: Option<std::path::PathBuf>,
+        /// Where to write the files (a temporary directory by default).
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
         /// One JSON object.
@@ -100,6 +125,13 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             dir,
             json,
         } => read(events, reads, dir, json),
+        BenchCommand::Import {
+            bytes,
+            kptrace_bytes,
+            ftrace_sample,
+            dir,
+            json,
+        } => import::run(bytes, kptrace_bytes, ftrace_sample, dir, json),
         BenchCommand::Aggregate {
             events,
             trace,
