@@ -384,7 +384,6 @@ impl PieSettings {
                 share: v / total,
             });
         } else if !others.is_empty() {
-            others.sort_by_key(|o| o.0);
             out.push(Slice {
                 kind: SliceKind::Others(others),
                 value: others_v,
@@ -558,7 +557,11 @@ pub fn present(settings: &PieSettings, stats: &StatsSnapshot) -> StatisticsSnaps
                     value: s.value,
                     colour_key: "others".into(),
                     colour: palette::OTHERS,
-                    members: list.iter().map(|o| o.0).collect(),
+                    members: {
+                        let mut m: Vec<u32> = list.iter().map(|o| o.0).collect();
+                        m.sort_unstable();
+                        m
+                    },
                 });
             }
         }
