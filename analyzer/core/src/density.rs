@@ -113,7 +113,7 @@ pub struct DensityHistogram {
     pub bins: Arc<Vec<u64>>,
     /// Per type id, events per bin (only from a consumer built [`DensityConsumer::with_types`]),
     /// in type id order.
-    pub per_type: Arc<Vec<(TypeId, Vec<u64>)>>,
+    pub per_type: Arc<TypeColumns>,
     /// Type names (read by the loader).
     pub type_names: Arc<HashMap<TypeId, String>>,
     /// The latest event timestamp counted so far.
@@ -215,6 +215,9 @@ impl DensityHistogram {
     }
 }
 
+/// Per type id, events per bin.
+pub type TypeColumns = Vec<(TypeId, Vec<u64>)>;
+
 /// Counts events into bins as chunks arrive, on a loader thread; built without a store.
 #[derive(Debug, Clone)]
 pub struct DensityConsumer {
@@ -222,7 +225,7 @@ pub struct DensityConsumer {
     range: TimeRange,
     bins: Vec<u64>,
     /// Per type: `Some` when built [`DensityConsumer::with_types`].
-    per_type: Option<(HashMap<TypeId, usize>, Vec<(TypeId, Vec<u64>)>)>,
+    per_type: Option<(HashMap<TypeId, usize>, TypeColumns)>,
     type_names: Arc<HashMap<TypeId, String>>,
     loaded_until: i64,
 }
