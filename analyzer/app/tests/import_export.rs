@@ -7,11 +7,10 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn socscope(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+    Command::new(env!("CARGO_BIN_EXE_socscope"))
         .args(args)
         .output()
-        .expect("socscope runs");
-    out
+        .expect("socscope runs")
 }
 
 fn ok(out: Output) -> String {

@@ -215,7 +215,7 @@ fn generate_kptrace(dir: &Path, cpus: u16, bytes: u64) -> Result<(Vec<PathBuf>, 
             sub: Vec::with_capacity(kptrace::SUBBUF_SIZE),
             text: 0,
         };
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(cpu) + 1) * 0x1234_5678);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((u64::from(cpu) + 1) * 0x1234_5678));
         let mut ts: u64 = 1_000_000 + u64::from(cpu) * 7; // microseconds
         let pids: Vec<u64> = (0..12).map(|i| 100 + u64::from(cpu) * 100 + i).collect();
         let mut pid = pids[0];
