@@ -93,8 +93,12 @@ pub struct TraceReader {
     conn: Connection,
     path: PathBuf,
     decompressor: RefCell<zstd::bulk::Decompressor<'static>>,
-    base_shift: u32,
-    levels: u32,
+    /// The summary's finest bucket exponent and level count. The writer coarsens the finest bucket
+    /// when a trace grows long, so these are re-read whenever another connection has committed.
+    base_shift: Cell<u32>,
+    levels: Cell<u32>,
+    /// `PRAGMA data_version` under which `base_shift` and `levels` were read.
+    levels_version: Cell<i64>,
     snapshot_depth: Cell<u32>,
     /// `PRAGMA data_version` of the outermost open snapshot: it changes whenever another
     /// connection commits, so what was read under one value stays valid under the same value.
@@ -189,8 +193,9 @@ impl TraceReader {
             conn,
             path,
             decompressor: RefCell::new(decompressor),
-            base_shift,
-            levels,
+            base_shift: Cell::new(base_shift),
+            levels: Cell::new(levels),
+            levels_version: Cell::new(i64::MIN),
             snapshot_depth: Cell::new(0),
             snapshot_version: Cell::new(0),
             streams_cache: RefCell::new(None),
@@ -214,7 +219,12 @@ impl TraceReader {
                 .prepare_cached("PRAGMA data_version")
                 .and_then(|mut st| st.query_row([], |r| r.get::<_, i64>(0)));
             match version {
-                Ok(v) => self.snapshot_version.set(v),
+                Ok(v) => {
+                    self.snapshot_version.set(v);
+                    if v != self.levels_version.get() {
+                        self.refresh_levels(v)?;
+                    }
+                }
                 Err(e) => {
                     let _ = self
                         .conn
@@ -226,6 +236,41 @@ impl TraceReader {
         }
         self.snapshot_depth.set(d + 1);
         Ok(Snapshot { reader: self })
+    }
+
+    /// Re-reads the summary's level layout (inside the snapshot being opened), which the writer changes when
+    /// a growing trace outgrows its finest buckets.
+    fn refresh_levels(&self, version: i64) -> Result<()> {
+        let layout = self
+            .conn
+            .prepare_cached(
+                "SELECT summary_base_shift, summary_levels FROM trace_info WHERE id = 1",
+            )
+            .and_then(|mut st| {
+                st.query_row([], |r| Ok((r.get::<_, u32>(0)?, r.get::<_, u32>(1)?)))
+            });
+        match layout {
+            Ok((base, levels)) if levels > 0 && base + levels <= 62 => {
+                self.base_shift.set(base);
+                self.levels.set(levels);
+                self.levels_version.set(version);
+                Ok(())
+            }
+            Ok((base, levels)) => {
+                let _ = self
+                    .conn
+                    .prepare_cached("COMMIT")
+                    .and_then(|mut st| st.execute([]));
+                Err(self.invalid(format!("summary base shift {base} with {levels} levels")))
+            }
+            Err(e) => {
+                let _ = self
+                    .conn
+                    .prepare_cached("COMMIT")
+                    .and_then(|mut st| st.execute([]));
+                Err(e).ctx(&self.path)
+            }
+        }
     }
 
     /// The file.
@@ -809,7 +854,7 @@ impl TraceReader {
         filter: &Filter,
         tf: &SummaryFilter,
     ) -> Result<Vec<SummaryCell>> {
-        let base = self.base_shift;
+        let base = self.base_shift.get();
         let w = 1i64 << base;
         let a0 = range
             .start
@@ -822,7 +867,7 @@ impl TraceReader {
         }
         let mut cells = self.cells_from_chunks(TimeRange::new(range.start, a0), filter)?;
         cells.extend(self.cells_from_chunks(TimeRange::new(b0, range.end), filter)?);
-        for (level, bucket) in summary::dyadic_pieces(a0, b0, base, self.levels) {
+        for (level, bucket) in summary::dyadic_pieces(a0, b0, base, self.levels.get()) {
             self.summary_rows(level, bucket, bucket, tf, |_, c| cells.push(c))?;
         }
         summary::normalize(&mut cells);
@@ -874,8 +919,11 @@ impl TraceReader {
         let tf = self.summary_filter(filter)?;
         let n = buckets.len();
         match tf {
-            Some(tf) if shift >= self.base_shift && shift < self.base_shift + self.levels => {
-                let level = shift - self.base_shift;
+            Some(tf)
+                if shift >= self.base_shift.get()
+                    && shift < self.base_shift.get() + self.levels.get() =>
+            {
+                let level = shift - self.base_shift.get();
                 // Interior buckets are exactly summary buckets of this level.
                 let full: Vec<usize> = (0..n)
                     .filter(|&i| buckets[i].range.len() == width)
@@ -896,7 +944,7 @@ impl TraceReader {
                     summary::normalize(&mut b.cells);
                 }
             }
-            Some(tf) if shift >= self.base_shift + self.levels => {
+            Some(tf) if shift >= self.base_shift.get() + self.levels.get() => {
                 for b in &mut buckets {
                     b.cells = self.exact_cells(b.range, filter, &tf)?;
                 }
@@ -950,7 +998,7 @@ impl TraceReader {
 
     /// Finest summary bucket width exponent and number of levels of this trace.
     pub fn summary_levels(&self) -> (u32, u32) {
-        (self.base_shift, self.levels)
+        (self.base_shift.get(), self.levels.get())
     }
 
     /// The event with this id.

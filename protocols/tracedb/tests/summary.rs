@@ -142,3 +142,70 @@ proptest! {
         check(&events, &r, TimeRange::new(a, a + len), shift);
     }
 }
+
+/// A reader opened early must follow the writer when a growing trace outgrows its finest summary buckets
+/// (the writer coarsens them and rewrites the rows): its summaries stay equal to a fresh reader's.
+#[test]
+fn an_early_reader_follows_a_coarsened_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grow.db");
+    let config = WriterConfig {
+        summary_base_shift: 10,
+        summary_max_buckets: 64,
+        ..WriterConfig::default()
+    };
+    let mut w = TraceWriter::create_with(&path, &TraceMeta::default(), config).unwrap();
+    w.add_event_type(&EventType {
+        id: 1,
+        name: "tick".into(),
+        category: EventCategory::Punctual,
+        params: vec![],
+    })
+    .unwrap();
+    w.add_producer(&Producer {
+        id: 1,
+        parent: None,
+        kind: ProducerKind::Thread,
+        local_id: 1,
+        name: "t".into(),
+    })
+    .unwrap();
+    for i in 0..20i64 {
+        w.push(&Event::punctual(i * 1_000, 1, 1, Some(0))).unwrap();
+    }
+    w.commit().unwrap();
+    let early = TraceReader::open(&path).unwrap();
+    let (base_before, _) = early.summary_levels();
+    let before = early
+        .summary(
+            TimeRange::new(0, 20_000),
+            Resolution::BucketWidth(1 << 10),
+            &Filter::all(),
+        )
+        .unwrap();
+    assert_eq!(before.buckets.iter().map(|b| b.count()).sum::<u64>(), 20);
+    // Grow the span a thousandfold: far more than 64 finest buckets.
+    for i in 0..200i64 {
+        w.push(&Event::punctual(20_000 + i * 100_000, 1, 1, Some(0)))
+            .unwrap();
+    }
+    w.commit().unwrap();
+    let range = TimeRange::new(0, 20_000_000);
+    let fresh = TraceReader::open(&path).unwrap();
+    assert!(
+        fresh.summary_levels().0 > base_before,
+        "the writer coarsened the summary"
+    );
+    for res in [
+        Resolution::MaxBuckets(16),
+        Resolution::MaxBuckets(1000),
+        Resolution::BucketWidth(1 << 20),
+    ] {
+        let a = early.summary(range, res, &Filter::all()).unwrap();
+        let b = fresh.summary(range, res, &Filter::all()).unwrap();
+        assert_eq!(a, b, "{res:?}");
+        assert_eq!(a.buckets.iter().map(|b| b.count()).sum::<u64>(), 220);
+    }
+    assert_eq!(early.summary_levels(), fresh.summary_levels());
+    w.finish(true).unwrap();
+}
