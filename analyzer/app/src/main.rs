@@ -31,9 +31,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Simulated board → TCP → collector → trace, then a summary of the trace.
+    /// Simulated board → TCP → collector → trace, shown live in the GUI (or summarised with --headless).
     #[command(
-        after_help = "Examples:\n  socscope demo --headless\n  socscope demo --headless --duration 30 --cpu-stress 10:5 --json"
+        after_help = "Examples:\n  socscope demo\n  socscope demo --headless\n  socscope demo --headless --duration 30 --cpu-stress 10:5 --json"
     )]
     Demo(demo::DemoArgs),
     /// Capture traces from boards over TCP and serial ports (or replay .wire captures) into DIR.
