@@ -458,15 +458,9 @@ impl TraceReader {
 
     /// Recorded losses, in time order.
     pub fn losses(&self) -> Result<Vec<LossRecord>> {
-        let p = &self.path;
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT cpu, ts, count, seq_from, seq_to, reason FROM loss ORDER BY ts, id",
-            )
-            .ctx(p)?;
-        let rows = st
-            .query_map([], |r| {
+        self.query_all(
+            "SELECT cpu, ts, count, seq_from, seq_to, reason FROM loss ORDER BY ts, id",
+            |r| {
                 Ok(LossRecord {
                     cpu: r.get(0)?,
                     ts: r.get(1)?,
@@ -475,46 +469,44 @@ impl TraceReader {
                     seq_to: r.get::<_, Option<i64>>(4)?.map(|v| v as u64),
                     reason: r.get(5)?,
                 })
-            })
-            .ctx(p)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+            },
+        )
     }
 
     /// Ingest counters, by name.
     pub fn ingest_stats(&self) -> Result<Vec<IngestStat>> {
-        let p = &self.path;
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT name, value, description FROM ingest_stat ORDER BY name")
-            .ctx(p)?;
-        let rows = st
-            .query_map([], |r| {
+        self.query_all(
+            "SELECT name, value, description FROM ingest_stat ORDER BY name",
+            |r| {
                 Ok(IngestStat {
                     name: r.get(0)?,
                     value: r.get(1)?,
                     description: r.get(2)?,
                 })
-            })
-            .ctx(p)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
+            },
+        )
     }
 
     /// Files related to the trace (RT-427 §4.1.4).
     pub fn files(&self) -> Result<Vec<TraceFile>> {
-        let p = &self.path;
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT id, path, description FROM file ORDER BY id")
-            .ctx(p)?;
-        let rows = st
-            .query_map([], |r| {
-                Ok(TraceFile {
-                    id: r.get(0)?,
-                    path: r.get(1)?,
-                    description: r.get(2)?,
-                })
+        self.query_all("SELECT id, path, description FROM file ORDER BY id", |r| {
+            Ok(TraceFile {
+                id: r.get(0)?,
+                path: r.get(1)?,
+                description: r.get(2)?,
             })
-            .ctx(p)?;
+        })
+    }
+
+    /// Every row of a parameterless query on the plain tables, mapped by `map`.
+    fn query_all<T>(
+        &self,
+        sql: &str,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let p = &self.path;
+        let mut st = self.conn.prepare_cached(sql).ctx(p)?;
+        let rows = st.query_map([], map).ctx(p)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().ctx(p)
     }
 
