@@ -2,8 +2,9 @@
 //! group's interval and filters, and two groups on one trace stay independent.
 #![cfg(feature = "gui")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
@@ -14,29 +15,7 @@ use socscope_analyzer::gui::{GuiApp, TraceSession};
 
 /// A 2-second capture of the simulated board.
 fn trace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args([
-            "demo",
-            "--headless",
-            "--json",
-            "--duration",
-            "2",
-            "--seed",
-            "5",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .expect("socscope runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file = PathBuf::from(doc["file"].as_str().unwrap());
-    (dir, file)
+    common::demo_trace(5, 2)
 }
 
 fn harness(trace: &Path, view: ViewKind) -> Harness<'static, GuiApp> {

@@ -1,0 +1,27 @@
+//! What several test files of the app need: a small real trace made by the program itself.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A `seconds`-long capture of the simulated board with `seed`, made by `socscope demo --headless`; the
+/// directory lives as long as the returned guard.
+pub fn demo_trace(seed: u64, seconds: u32) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args(["demo", "--headless", "--json", "--duration"])
+        .arg(seconds.to_string())
+        .arg("--seed")
+        .arg(seed.to_string())
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = PathBuf::from(doc["file"].as_str().expect("the demo names its trace file"));
+    (dir, file)
+}
