@@ -148,7 +148,13 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     }
     #[cfg(feature = "gui")]
     if !args.headless && !args.json {
-        return live_gui(config, &args);
+        if display_available() {
+            return live_gui(config, &args);
+        }
+        eprintln!(
+            "note: no display here (DISPLAY and WAYLAND_DISPLAY are unset), so the demo runs headless; \
+             run it from a desktop session to watch the trace grow in the GUI"
+        );
     }
     let c = capture(config, args.dir.clone(), args.json)?;
     if !args.json {
@@ -164,6 +170,17 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a window can be opened: on Linux and the BSDs that needs an X11 or Wayland display.
+#[cfg(feature = "gui")]
+fn display_available() -> bool {
+    if cfg!(all(unix, not(target_os = "macos"))) {
+        std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty())
+            || std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty())
+    } else {
+        true
+    }
 }
 
 /// The board streams in real time in the background while the GUI shows the trace growing.
