@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 fn require(tool: &str) {
@@ -27,33 +28,65 @@ struct Xvfb {
 impl Xvfb {
     fn start() -> Self {
         require("Xvfb");
-        // A display number per test process, so parallel runs do not collide.
-        let n = 90 + std::process::id() % 400;
-        let child = Command::new("Xvfb")
-            .arg(format!(":{n}"))
-            .args(["-screen", "0", "1280x800x24", "-nolisten", "tcp"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("Xvfb starts");
-        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
-        let t = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "Xvfb :{n} did not come up"
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        // Tests run in parallel threads and test binaries in parallel processes: every server gets its
+        // own display number, and a server that exits at once (its number was taken) is replaced.
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let base = 100 + (std::process::id() % 500) * 8;
+        for _ in 0..64 {
+            let n = base + NEXT.fetch_add(1, Ordering::Relaxed) % 4000;
+            if PathBuf::from(format!("/tmp/.X{n}-lock")).exists()
+                || PathBuf::from(format!("/tmp/.X11-unix/X{n}")).exists()
+            {
+                continue;
+            }
+            let mut child = Command::new("Xvfb")
+                .arg(format!(":{n}"))
+                .args(["-screen", "0", "1280x800x24", "-nolisten", "tcp"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("Xvfb starts");
+            let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
+            let t = Instant::now();
+            let mut exited = false;
+            while !socket.exists() {
+                if child.try_wait().ok().flatten().is_some() {
+                    exited = true;
+                    break;
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(20),
+                    "Xvfb :{n} did not come up"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // The socket may belong to another server that won the number: ours must still be running.
+            std::thread::sleep(Duration::from_millis(100));
+            if exited || child.try_wait().ok().flatten().is_some() {
+                continue;
+            }
+            return Self {
+                child,
+                display: format!(":{n}"),
+            };
         }
-        Self {
-            child,
-            display: format!(":{n}"),
-        }
+        panic!("no free X display number for Xvfb after 64 tries");
     }
 }
 
 impl Drop for Xvfb {
     fn drop(&mut self) {
+        // SIGTERM lets Xvfb remove its lock file and socket; SIGKILL only if it does not go.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(2) {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
