@@ -592,43 +592,52 @@ impl TraceReader {
         Ok(out)
     }
 
-    pub(crate) fn decode(&self, info: &ChunkInfo, out: &mut DecodedChunk) -> Result<()> {
+    /// Runs `f` on a chunk's stored bytes with the reader's decompressor; its error text, or a missing row,
+    /// becomes a [`StoreError::CorruptChunk`] naming the chunk.
+    fn with_chunk_blob<T>(
+        &self,
+        chunk_id: i64,
+        f: impl FnOnce(&[u8], &mut zstd::bulk::Decompressor<'static>) -> std::result::Result<T, String>,
+    ) -> Result<T> {
         let p = &self.path;
+        let corrupt = |detail: String| StoreError::CorruptChunk {
+            path: p.clone(),
+            chunk_id,
+            detail,
+        };
         let mut st = self
             .conn
             .prepare_cached("SELECT data FROM chunk WHERE id = ?1")
             .ctx(p)?;
-        let mut rows = st.query([info.id]).ctx(p)?;
+        let mut rows = st.query([chunk_id]).ctx(p)?;
         let row = rows
             .next()
             .ctx(p)?
-            .ok_or_else(|| StoreError::CorruptChunk {
-                path: p.clone(),
-                chunk_id: info.id,
-                detail: "chunk row vanished".into(),
-            })?;
+            .ok_or_else(|| corrupt("chunk row vanished".into()))?;
         let blob = row
             .get_ref(0)
             .ctx(p)?
             .as_blob()
-            .map_err(|e| StoreError::CorruptChunk {
-                path: p.clone(),
-                chunk_id: info.id,
-                detail: e.to_string(),
-            })?;
+            .map_err(|e| corrupt(e.to_string()))?;
         let mut dec = self.decompressor.borrow_mut();
-        codec::decode_chunk(blob, &mut dec, out).map_err(|detail| StoreError::CorruptChunk {
-            path: p.clone(),
-            chunk_id: info.id,
-            detail,
-        })?;
-        if out.len() != info.count as usize {
+        f(blob, &mut dec).map_err(corrupt)
+    }
+
+    /// The chunk's event count must be the one its row announces.
+    fn check_count(&self, info: &ChunkInfo, found: usize, what: &str) -> Result<()> {
+        if found != info.count as usize {
             return Err(StoreError::CorruptChunk {
-                path: p.clone(),
+                path: self.path.clone(),
                 chunk_id: info.id,
-                detail: format!("{} events decoded, row says {}", out.len(), info.count),
+                detail: format!("{found} events {what}, row says {}", info.count),
             });
         }
+        Ok(())
+    }
+
+    pub(crate) fn decode(&self, info: &ChunkInfo, out: &mut DecodedChunk) -> Result<()> {
+        self.with_chunk_blob(info.id, |blob, dec| codec::decode_chunk(blob, dec, out))?;
+        self.check_count(info, out.len(), "decoded")?;
         out.id = info.id;
         Ok(())
     }
@@ -640,44 +649,8 @@ impl TraceReader {
         from: Timestamp,
         out: &mut ChunkCursor,
     ) -> Result<()> {
-        let p = &self.path;
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT data FROM chunk WHERE id = ?1")
-            .ctx(p)?;
-        let mut rows = st.query([info.id]).ctx(p)?;
-        let row = rows
-            .next()
-            .ctx(p)?
-            .ok_or_else(|| StoreError::CorruptChunk {
-                path: p.clone(),
-                chunk_id: info.id,
-                detail: "chunk row vanished".into(),
-            })?;
-        let blob = row
-            .get_ref(0)
-            .ctx(p)?
-            .as_blob()
-            .map_err(|e| StoreError::CorruptChunk {
-                path: p.clone(),
-                chunk_id: info.id,
-                detail: e.to_string(),
-            })?;
-        let mut dec = self.decompressor.borrow_mut();
-        out.load(info.id, blob, from, &mut dec)
-            .map_err(|detail| StoreError::CorruptChunk {
-                path: p.clone(),
-                chunk_id: info.id,
-                detail,
-            })?;
-        if out.len() != info.count as usize {
-            return Err(StoreError::CorruptChunk {
-                path: p.clone(),
-                chunk_id: info.id,
-                detail: format!("{} events in the chunk, row says {}", out.len(), info.count),
-            });
-        }
-        Ok(())
+        self.with_chunk_blob(info.id, |blob, dec| out.load(info.id, blob, from, dec))?;
+        self.check_count(info, out.len(), "in the chunk")
     }
 
     /// Events whose timestamp is in `range`, in timestamp order (ties: write order per chunk).
