@@ -324,21 +324,17 @@ impl TraceReader {
                 },
             )
             .ctx(p)?;
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT name, type, value FROM trace_param ORDER BY name")
-            .ctx(p)?;
-        let rows = st
-            .query_map([], |r| {
+        let rows = self.query_all(
+            "SELECT name, type, value FROM trace_param ORDER BY name",
+            |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
                     r.get::<_, String>(2)?,
                 ))
-            })
-            .ctx(p)?;
-        for row in rows {
-            let (name, ty, value) = row.ctx(p)?;
+            },
+        )?;
+        for (name, ty, value) in rows {
             let ty = ParamType::from_name(&ty)
                 .ok_or_else(|| self.invalid(format!("trace parameter type {ty:?}")))?;
             let v = ParamValue::parse(ty, &value)
@@ -352,21 +348,17 @@ impl TraceReader {
     pub fn event_types(&self) -> Result<Vec<EventType>> {
         let p = &self.path;
         let mut types: Vec<EventType> = Vec::new();
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT id, name, category FROM event_type ORDER BY id")
-            .ctx(p)?;
-        let rows = st
-            .query_map([], |r| {
+        let rows = self.query_all(
+            "SELECT id, name, category FROM event_type ORDER BY id",
+            |r| {
                 Ok((
                     r.get::<_, u32>(0)?,
                     r.get::<_, String>(1)?,
                     r.get::<_, u8>(2)?,
                 ))
-            })
-            .ctx(p)?;
-        for row in rows {
-            let (id, name, cat) = row.ctx(p)?;
+            },
+        )?;
+        for (id, name, cat) in rows {
             let category = EventCategory::from_code(cat)
                 .ok_or_else(|| self.invalid(format!("event type {id} has category {cat}")))?;
             types.push(EventType {
