@@ -4,6 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-test-deps.sh
+# A clean build gains nothing from incremental caches, which would double the target directory's size.
+if [ "${CI:-}" = "true" ]; then
+  export CARGO_INCREMENTAL=0
+fi
+# A full build needs a few GB; say so plainly rather than failing later inside a linker.
+avail_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if [ "${avail_kb:-0}" -lt 4000000 ]; then
+  echo "warning: only $((avail_kb / 1024)) MiB free on $(df -P . | awk 'NR == 2 { print $6 }'); the test build needs about 4 GiB" >&2
+fi
 # The GUI tests' graphics stack (Mesa, winit) wants a runtime directory; CI shells have none.
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   XDG_RUNTIME_DIR=$(mktemp -d)
