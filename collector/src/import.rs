@@ -10,6 +10,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use socscope_formats::{Format, FormatError, ParseError, ftrace, gst, kptrace, paje};
 use socscope_tracedb::{
     Catalog, Event, EventCategory, EventKind, EventType, IngestStat, ParamDef, ParamType,
@@ -18,7 +20,7 @@ use socscope_tracedb::{
 use socscope_wire::decode::{ParamInfo, TypeInfo};
 use socscope_wire::dict::{self as wdict, BUILTINS, Builtin, Category, FIRST_CUSTOM_TYPE};
 
-use crate::reconstruct::{RawRecord, Reconstructor, TypeTable};
+use crate::reconstruct::{RawRecord, Reconstructor, TypeTable, assign_params};
 use crate::{CollectorError, Result};
 
 /// How to import.
@@ -111,8 +113,8 @@ pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
 /// custom type per unknown event name.
 pub struct ImportTypes {
     types: Vec<Option<TypeInfo>>,
-    exits: HashMap<u16, u16>,
-    by_name: HashMap<String, u16>,
+    exits: FxHashMap<u16, u16>,
+    by_name: FxHashMap<String, u16>,
     next: u16,
 }
 
@@ -128,8 +130,8 @@ impl ImportTypes {
     pub fn new() -> Self {
         let mut t = Self {
             types: Vec::new(),
-            exits: HashMap::new(),
-            by_name: HashMap::new(),
+            exits: FxHashMap::default(),
+            by_name: FxHashMap::default(),
             next: FIRST_CUSTOM_TYPE,
         };
         use wdict::ParamType::{Address as A, Signed as I, String as S, Unsigned as U};
@@ -238,7 +240,11 @@ pub struct ImportRecord {
 
 impl ImportRecord {
     fn set(&mut self, b: Builtin) -> &mut Self {
-        self.type_id = b.id();
+        self.set_id(b.id())
+    }
+    /// Starts a record of type `id` (the previous record's strings kept for reuse).
+    fn set_id(&mut self, id: u16) -> &mut Self {
+        self.type_id = id;
         for p in self.params.drain(..) {
             if let ParamValue::String(s) = p
                 && self.spare.len() < 16
@@ -291,6 +297,9 @@ impl RawRecord for ImportRecord {
             ParamValue::String(s) => Some(s),
             _ => None,
         }
+    }
+    fn write_params(&self, out: &mut Vec<ParamValue>, at: usize) {
+        assign_params(out, at, &self.params);
     }
 }
 
@@ -524,14 +533,16 @@ fn ftrace_import(
     let mut types = ImportTypes::new();
     let mut recon = Reconstructor::new(1_000_000_000, 0, 1);
     recon.start(&types, writer)?;
-    let mut names: HashMap<u64, (String, Option<u64>)> = HashMap::new();
+    let mut names: FxHashMap<u64, (String, Option<u64>)> = FxHashMap::default();
     // Names each thread had before its current one.
-    let mut earlier: HashMap<u64, Vec<String>> = HashMap::new();
-    let mut waking: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut earlier: FxHashMap<u64, Vec<String>> = FxHashMap::default();
+    let mut waking: FxHashSet<u64> = FxHashSet::default();
     let mut rec = ImportRecord::default();
     let mut unknown_events: u64 = 0;
     // Per custom punctual type: its parameter names, to place `key=value` pairs.
-    let mut keys: HashMap<u16, Vec<String>> = HashMap::new();
+    let mut keys: FxHashMap<u16, Vec<String>> = FxHashMap::default();
+    // `key=value` pairs of the current line, reused from line to line.
+    let mut pairs_buf: Vec<(&'static str, &'static str)> = Vec::new();
     let user_enter = types
         .custom(
             "user_state",
@@ -602,12 +613,14 @@ fn ftrace_import(
                 let arg = |k: &str| ftrace::Record::arg(args, k);
                 match name {
                     "sched_switch" => {
-                        let prev = arg("prev_pid").and_then(parse_num).unwrap_or(line.pid);
-                        let next = arg("next_pid").and_then(parse_num).unwrap_or(0);
-                        if let Some(c) = arg("prev_comm") {
+                        let [prev_pid, next_pid, prev_comm, next_comm] =
+                            args_of(args, ["prev_pid", "next_pid", "prev_comm", "next_comm"]);
+                        let prev = prev_pid.and_then(parse_num).unwrap_or(line.pid);
+                        let next = next_pid.and_then(parse_num).unwrap_or(0);
+                        if let Some(c) = prev_comm {
                             name_thread(prev, c, None, &mut recon, writer)?;
                         }
-                        if let Some(c) = arg("next_comm") {
+                        if let Some(c) = next_comm {
                             name_thread(next, c, None, &mut recon, writer)?;
                         }
                         rec.set(Builtin::ContextSwitch).u(prev).u(next);
@@ -625,8 +638,9 @@ fn ftrace_import(
                             waking.insert(pid);
                         }
                         if duplicate {
-                            punctual_kv(
-                                name, args, &mut types, &mut keys, &mut rec, &mut recon, writer,
+                            pairs_buf = punctual_kv(
+                                name, args, pairs_buf, &mut types, &mut keys, &mut rec, &mut recon,
+                                writer,
                             )?;
                         } else {
                             rec.set(Builtin::Wakeup).u(pid);
@@ -687,20 +701,18 @@ fn ftrace_import(
                         let text = text.strip_prefix("tracing_mark_write: ").unwrap_or(text);
                         if let Some(rest) = text.strip_prefix("B|") {
                             let label = rest.split_once('|').map_or("", |(_, n)| n);
-                            rec.type_id = user_enter;
-                            rec.params.clear();
-                            rec.s(label);
+                            rec.set_id(user_enter).s(label);
                         } else if text == "E" || text.starts_with("E|") {
-                            rec.type_id = user_exit;
-                            rec.params.clear();
+                            rec.set_id(user_exit);
                         } else {
                             rec.set(Builtin::Marker).s(text);
                         }
                     }
                     _ => {
                         unknown_events += 1;
-                        punctual_kv(
-                            name, args, &mut types, &mut keys, &mut rec, &mut recon, writer,
+                        pairs_buf = punctual_kv(
+                            name, args, pairs_buf, &mut types, &mut keys, &mut rec, &mut recon,
+                            writer,
                         )?;
                     }
                 }
@@ -731,6 +743,24 @@ fn ftrace_import(
     Ok(())
 }
 
+/// The values of `keys` in an event's arguments (the first pair of each key), in one pass.
+fn args_of<'a, const N: usize>(args: &'a str, keys: [&str; N]) -> [Option<&'a str>; N] {
+    let mut out = [None; N];
+    let mut missing = N;
+    for (k, v) in ftrace::Record::pairs(args) {
+        for (slot, key) in out.iter_mut().zip(keys) {
+            if slot.is_none() && k == key {
+                *slot = Some(v);
+                missing -= 1;
+            }
+        }
+        if missing == 0 {
+            break;
+        }
+    }
+    out
+}
+
 /// `sys_x(a: 1, b: 2)` or `sys_enter_x: a: 0x1, b: 0x2` arguments: the first four values, in hex.
 fn syscall_enter(rec: &mut ImportRecord, name: &str, args: &str) {
     rec.set(Builtin::SyscallEntry).u(0);
@@ -745,27 +775,40 @@ fn syscall_enter(rec: &mut ImportRecord, name: &str, args: &str) {
     rec.s(name).s(args);
 }
 
+/// An empty vector of pairs of any lifetime, keeping `v`'s allocation (collecting an emptied vector's
+/// iterator into one of the same layout reuses its buffer).
+fn recycle_pairs<'b>(mut v: Vec<(&str, &str)>) -> Vec<(&'b str, &'b str)> {
+    v.clear();
+    v.into_iter().map(|_| ("", "")).collect()
+}
+
+/// A `name: key=value ...` event of no rule as a punctual event of its own type; `pairs` is a buffer
+/// (returned, emptied) so that no line allocates once the type is known.
 #[allow(clippy::too_many_arguments)]
 fn punctual_kv(
     name: &str,
     args: &str,
+    pairs: Vec<(&'static str, &'static str)>,
     types: &mut ImportTypes,
-    keys: &mut HashMap<u16, Vec<String>>,
+    keys: &mut FxHashMap<u16, Vec<String>>,
     rec: &mut ImportRecord,
     recon: &mut Reconstructor,
     writer: &mut TraceWriter,
-) -> Result<()> {
-    let pairs: Vec<(&str, &str)> = ftrace::Record::pairs(args).collect();
-    let declared: Vec<String> = if pairs.is_empty() {
-        vec!["text".to_string()]
-    } else {
-        pairs.iter().map(|(k, _)| k.to_string()).collect()
+) -> Result<Vec<(&'static str, &'static str)>> {
+    let mut pairs = recycle_pairs(pairs);
+    pairs.extend(ftrace::Record::pairs(args));
+    let declared = |pairs: &[(&str, &str)]| -> Vec<String> {
+        if pairs.is_empty() {
+            vec!["text".to_string()]
+        } else {
+            pairs.iter().map(|(k, _)| k.to_string()).collect()
+        }
     };
     let id = types.custom(
         name,
         Category::Punctual,
         || {
-            declared
+            declared(&pairs)
                 .iter()
                 .map(|k| pinfo(k, wdict::ParamType::String))
                 .collect()
@@ -777,12 +820,11 @@ fn punctual_kv(
         Some(id) => id,
         None => {
             rec.set(Builtin::Marker).s(&format!("{name}: {args}"));
-            return Ok(());
+            return Ok(recycle_pairs(pairs));
         }
     };
-    let names = keys.entry(id).or_insert(declared);
-    rec.type_id = id;
-    rec.params.clear();
+    let names = keys.entry(id).or_insert_with(|| declared(&pairs));
+    rec.set_id(id);
     for k in names.iter() {
         if k == "text" && pairs.is_empty() {
             rec.s(args);
@@ -791,7 +833,7 @@ fn punctual_kv(
             rec.s(v);
         }
     }
-    Ok(())
+    Ok(recycle_pairs(pairs))
 }
 
 // ---------------------------------------------------------------------------------------------------

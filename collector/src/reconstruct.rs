@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use socscope_tracedb::{
     Event, EventCategory, EventKind, EventType, LossRecord, ParamDef, ParamType, ParamValue,
     Producer, ProducerId, ProducerKind, Result, Timestamp, TypeId,
@@ -35,6 +37,31 @@ pub trait RawRecord {
     fn unsigned(&self, i: usize) -> Option<u64>;
     /// Parameter `i` as text.
     fn text(&self, i: usize) -> Option<&str>;
+    /// Replaces `out[at..]` by the record's parameters (those [`RawRecord::param`] gives), reusing the
+    /// values already there (and their string buffers) where it can.
+    fn write_params(&self, out: &mut Vec<ParamValue>, at: usize) {
+        out.truncate(at);
+        for i in 0..self.param_count() {
+            if let Some(v) = self.param(i) {
+                out.push(v);
+            }
+        }
+    }
+}
+
+/// Replaces `out[at..]` by `src` (`at` clamped to `out.len()`), reusing the values already there and
+/// the buffers of their strings: no allocation once the buffers are big enough.
+pub fn assign_params(out: &mut Vec<ParamValue>, at: usize, src: &[ParamValue]) {
+    let at = at.min(out.len());
+    out.truncate(at + src.len());
+    let reused = out.len() - at;
+    for (dst, v) in out[at..].iter_mut().zip(src) {
+        match (dst, v) {
+            (ParamValue::String(d), ParamValue::String(s)) => d.clone_from(s),
+            (d, v) => *d = v.clone(),
+        }
+    }
+    out.extend(src[reused..].iter().cloned());
 }
 
 impl RawRecord for RecordView<'_> {
@@ -161,25 +188,32 @@ struct PendingWakeup {
     cpu: u16,
 }
 
+/// Most parameter vectors kept for reuse (more are only ever needed while states nest deeply).
+const PARAM_POOL: usize = 64;
+
 /// Turns one session's records into store events.
 pub struct Reconstructor {
     tick_hz: u64,
     origin_ticks: u64,
     cpus: Vec<Cpu>,
-    threads: HashMap<u64, Thread>,
-    processes: HashMap<u64, ProducerId>,
-    irqs: HashMap<u64, ProducerId>,
-    softirqs: HashMap<u64, ProducerId>,
+    threads: FxHashMap<u64, Thread>,
+    processes: FxHashMap<u64, ProducerId>,
+    irqs: FxHashMap<u64, ProducerId>,
+    softirqs: FxHashMap<u64, ProducerId>,
     cpu_producers: Vec<ProducerId>,
-    board_ids: HashMap<u32, ProducerId>,
+    board_ids: FxHashMap<u32, ProducerId>,
     next_producer: ProducerId,
-    wakeups: HashMap<u64, Vec<PendingWakeup>>,
-    allocations: HashMap<u64, (u64, ProducerId)>,
-    allocated: HashMap<ProducerId, i64>,
+    wakeups: FxHashMap<u64, Vec<PendingWakeup>>,
+    allocations: FxHashMap<u64, (u64, ProducerId)>,
+    allocated: FxHashMap<ProducerId, i64>,
     last_ts: Timestamp,
     stats: ReconstructStats,
     scratch: Event,
-    name_hints: HashMap<(bool, u64), String>,
+    /// Records seen per type id (indexed by id; folded into [`ReconstructStats::records_by_type`]).
+    type_counts: Vec<u64>,
+    /// Parameter vectors of emitted states, reused by the next entries (with their string buffers).
+    param_pool: Vec<Vec<ParamValue>>,
+    name_hints: FxHashMap<(bool, u64), String>,
 }
 
 fn param_type(t: wdict::ParamType) -> ParamType {
@@ -273,26 +307,36 @@ impl Reconstructor {
             tick_hz: tick_hz.max(1),
             origin_ticks: start_ticks,
             cpus: vec![Cpu::default(); usize::from(cpu_count.max(1))],
-            threads: HashMap::new(),
-            processes: HashMap::new(),
-            irqs: HashMap::new(),
-            softirqs: HashMap::new(),
+            threads: FxHashMap::default(),
+            processes: FxHashMap::default(),
+            irqs: FxHashMap::default(),
+            softirqs: FxHashMap::default(),
             cpu_producers: Vec::new(),
-            board_ids: HashMap::new(),
+            board_ids: FxHashMap::default(),
             next_producer: 1,
-            wakeups: HashMap::new(),
-            allocations: HashMap::new(),
-            allocated: HashMap::new(),
+            wakeups: FxHashMap::default(),
+            allocations: FxHashMap::default(),
+            allocated: FxHashMap::default(),
             last_ts: 0,
             stats: ReconstructStats::default(),
             scratch: Event::punctual(0, 0, 0, None),
-            name_hints: HashMap::new(),
+            type_counts: Vec::new(),
+            param_pool: Vec::new(),
+            name_hints: FxHashMap::default(),
         }
     }
 
     /// Counters so far.
-    pub fn stats(&self) -> &ReconstructStats {
-        &self.stats
+    pub fn stats(&self) -> ReconstructStats {
+        let mut st = self.stats.clone();
+        st.records_by_type = self
+            .type_counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(id, n)| (id as u16, *n))
+            .collect();
+        st
     }
 
     /// The latest timestamp seen, in ns from the session start.
@@ -463,7 +507,7 @@ impl Reconstructor {
 
     fn named(
         map_kind: ProducerKind,
-        map: &mut HashMap<u64, ProducerId>,
+        map: &mut FxHashMap<u64, ProducerId>,
         next: &mut ProducerId,
         key: u64,
         name: impl FnOnce() -> String,
@@ -500,9 +544,10 @@ impl Reconstructor {
         }
     }
 
+    /// Emits a closed state; its parameter vector goes back to the pool for the next entries.
     fn emit_state(
         &mut self,
-        s: &OpenState,
+        mut s: OpenState,
         end: Timestamp,
         depth: usize,
         sink: &mut impl Sink,
@@ -515,10 +560,14 @@ impl Reconstructor {
             end: end.max(s.start),
             depth: depth.min(u16::MAX as usize) as u16,
         };
-        self.scratch.params.clear();
-        self.scratch.params.extend(s.params.iter().cloned());
+        std::mem::swap(&mut self.scratch.params, &mut s.params);
         self.stats.events += 1;
-        sink.event(&self.scratch)
+        let result = sink.event(&self.scratch);
+        std::mem::swap(&mut self.scratch.params, &mut s.params);
+        if self.param_pool.len() < PARAM_POOL {
+            self.param_pool.push(s.params);
+        }
+        result
     }
 
     fn emit_simple(
@@ -690,7 +739,11 @@ impl Reconstructor {
         }
         c.last_ts = ts;
         self.last_ts = self.last_ts.max(ts);
-        *self.stats.records_by_type.entry(r.type_id()).or_insert(0) += 1;
+        let t = usize::from(r.type_id());
+        if t >= self.type_counts.len() {
+            self.type_counts.resize(t + 1, 0);
+        }
+        self.type_counts[t] += 1;
         let cpu16 = cpu as u16;
         match Builtin::from_id(r.type_id()) {
             Some(Builtin::ContextSwitch) => {
@@ -876,12 +929,8 @@ impl Reconstructor {
         sink: &mut impl Sink,
     ) -> Result<()> {
         let type_id = r.type_id();
-        let mut params = Vec::with_capacity(r.param_count());
-        for i in 0..r.param_count() {
-            if let Some(v) = r.param(i) {
-                params.push(v);
-            }
-        }
+        let mut params = self.param_pool.pop().unwrap_or_default();
+        r.write_params(&mut params, 0);
         if Self::is_interrupt(type_id) {
             let key = r.unsigned(0).unwrap_or(0);
             let producer = if type_id == Builtin::IrqEntry.id() {
@@ -950,59 +999,46 @@ impl Reconstructor {
         dict: &impl TypeTable,
         sink: &mut impl Sink,
     ) -> Result<()> {
-        let exit_params: Vec<ParamValue> =
-            (0..r.param_count()).filter_map(|i| r.param(i)).collect();
         // Where the entry lives: the interrupt stack for IRQs, else the running thread's stack (or the CPU's
         // context when no thread is known).
-        let on_thread = !Self::is_interrupt(enter) && self.cpus[cpu].running.is_some();
-        let stack_len = if on_thread {
-            let pid = self.cpus[cpu].running.unwrap_or(0);
-            self.threads.get(&pid).map_or(0, |t| t.stack.len())
-        } else {
-            self.cpus[cpu].interrupts.len()
-        };
-        let position = {
+        let running = self.cpus[cpu].running;
+        let on_thread = !Self::is_interrupt(enter) && running.is_some();
+        let (stack_len, position) = {
             let stack = if on_thread {
-                let pid = self.cpus[cpu].running.unwrap_or(0);
-                self.threads.get(&pid).map(|t| &t.stack)
+                self.threads
+                    .get(&running.unwrap_or(0))
+                    .map(|t| t.stack.as_slice())
             } else {
-                Some(&self.cpus[cpu].interrupts)
+                Some(self.cpus[cpu].interrupts.as_slice())
             };
-            stack.and_then(|s| s.iter().rposition(|o| o.enter == enter))
+            stack.map_or((0, None), |s| {
+                (s.len(), s.iter().rposition(|o| o.enter == enter))
+            })
         };
         let exit_has_params = dict.exit_of(enter).is_some_and(|x| !x.params.is_empty());
         match position {
             Some(pos) => {
-                // Close what was opened inside it and never closed (a lost exit), then it.
-                let mut closed = Vec::new();
-                {
-                    let stack = if on_thread {
-                        let pid = self.cpus[cpu].running.unwrap_or(0);
-                        match self.threads.get_mut(&pid) {
-                            Some(t) => &mut t.stack,
+                // Close what was opened inside it and never closed (a lost exit), innermost first, then it.
+                for depth in (pos..stack_len).rev() {
+                    let popped = if on_thread {
+                        match self.threads.get_mut(&running.unwrap_or(0)) {
+                            Some(t) => t.stack.pop(),
                             None => return Ok(()),
                         }
                     } else {
-                        &mut self.cpus[cpu].interrupts
+                        self.cpus[cpu].interrupts.pop()
                     };
-                    while stack.len() > pos {
-                        let depth = stack.len() - 1;
-                        if let Some(s) = stack.pop() {
-                            closed.push((s, depth));
-                        }
-                    }
-                }
-                let n = closed.len();
-                for (i, (mut s, depth)) in closed.into_iter().enumerate() {
-                    if i + 1 == n {
+                    let Some(mut s) = popped else { break };
+                    if depth == pos {
                         if exit_has_params {
-                            s.params.extend(exit_params.iter().cloned());
+                            let at = s.params.len();
+                            r.write_params(&mut s.params, at);
                         }
                     } else {
                         self.stats.clipped_open_states += 1;
                     }
                     let depth = if on_thread { depth + 1 } else { depth };
-                    self.emit_state(&s, ts, depth, sink)?;
+                    self.emit_state(s, ts, depth, sink)?;
                 }
                 Ok(())
             }
@@ -1033,7 +1069,8 @@ impl Reconstructor {
                             });
                         }
                     }
-                    params.extend(exit_params);
+                    let at = params.len();
+                    r.write_params(&mut params, at);
                 }
                 let s = OpenState {
                     type_id: TypeId::from(enter),
@@ -1044,7 +1081,7 @@ impl Reconstructor {
                     params,
                 };
                 let depth = if on_thread { stack_len + 1 } else { stack_len };
-                self.emit_state(&s, ts, depth, sink)
+                self.emit_state(s, ts, depth, sink)
             }
         }
     }
@@ -1105,7 +1142,7 @@ impl Reconstructor {
             let interrupts = std::mem::take(&mut self.cpus[cpu].interrupts);
             for (depth, s) in interrupts.into_iter().enumerate().rev() {
                 self.stats.clipped_open_states += 1;
-                self.emit_state(&s, end, depth, sink)?;
+                self.emit_state(s, end, depth, sink)?;
             }
             if let Some(pid) = self.cpus[cpu].running.take() {
                 let producer = self.thread(pid, sink)?;
@@ -1130,7 +1167,7 @@ impl Reconstructor {
             };
             for (depth, s) in stack.into_iter().enumerate().rev() {
                 self.stats.clipped_open_states += 1;
-                self.emit_state(&s, end, depth + 1, sink)?;
+                self.emit_state(s, end, depth + 1, sink)?;
             }
         }
         let mut pending: Vec<(u64, Vec<PendingWakeup>)> = self.wakeups.drain().collect();
@@ -1150,5 +1187,41 @@ impl Reconstructor {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assign_params_replaces_the_tail_and_reuses_string_buffers() {
+        let mut out = vec![
+            ParamValue::Unsigned(1),
+            ParamValue::String(String::with_capacity(64)),
+            ParamValue::Signed(-1),
+        ];
+        let buffer = match &out[1] {
+            ParamValue::String(s) => s.as_ptr(),
+            _ => unreachable!(),
+        };
+        let src = [ParamValue::Address(7), ParamValue::String("read".into())];
+        assign_params(&mut out, 0, &src);
+        assert_eq!(out, src);
+        // Same position, same type: the buffer was kept.
+        assert!(matches!(&out[1], ParamValue::String(s) if s.as_ptr() == buffer));
+        // Appending after the first values, then shrinking the tail.
+        assign_params(
+            &mut out,
+            2,
+            &[ParamValue::Unsigned(0), ParamValue::Signed(36)],
+        );
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[3], ParamValue::Signed(36));
+        assign_params(&mut out, 1, &[ParamValue::Float(0.5)]);
+        assert_eq!(out, [ParamValue::Address(7), ParamValue::Float(0.5)]);
+        // `at` beyond the end appends.
+        assign_params(&mut out, 9, &[ParamValue::Unsigned(3)]);
+        assert_eq!(out.len(), 3);
     }
 }

@@ -373,7 +373,7 @@ impl Ingest {
             return Ok(());
         };
         s.recon.finish(&mut s.writer)?;
-        let st = s.recon.stats().clone();
+        let st = s.recon.stats();
         let records: u64 = st.records_by_type.values().sum();
         let mut stats = vec![
             (
