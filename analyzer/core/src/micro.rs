@@ -7,10 +7,11 @@
 //! slice, and a bucket cut by a slice edge is split exactly by asking the store for the shorter
 //! side (the rest is the bucket minus that side). The cost grows with slices × producers ×
 //! types plus one partial finest summary bucket of events per slice edge, not with the trace:
-//! counts read only the events starting in that partial bucket, durations also the states
-//! that began before it; the edges are completed under one read snapshot, on two threads for
-//! a finished trace. Variable means need the values, so they read the variable events of the
-//! interval.
+//! counts read only the events starting in that partial bucket (all edges in one pass of the
+//! store, [`TraceReader::counts_in_ranges`]), durations also the states that began before it.
+//! A finished trace is read by two threads, each over half of the slices, under one read
+//! snapshot each; values accumulate in dense per-slice rows. Variable means need the values,
+//! so they read the variable events of the interval.
 //!
 //! Start here: [`SliceGrid`], [`Metric`], [`build`] (and [`build_direct`], the same model
 //! computed event by event), [`Micro::to_model`] for the Ocelotl engine.
@@ -359,18 +360,85 @@ type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 /// `(producer, type) → V`.
 type PairMap<V> = FastMap<(ProducerId, TypeId), V>;
 
-/// Per slice, `(producer, type) → (count, state_ns)`.
-type SliceCells = Vec<PairMap<(u64, i64)>>;
+/// One value per slice and `(producer, type)` pair, the pairs numbered as first seen: a dense
+/// row per slice, so adding a summary cell costs one lookup of its pair.
+#[derive(Debug, Clone)]
+struct Table<V> {
+    cols: PairMap<usize>,
+    keys: Vec<(ProducerId, TypeId)>,
+    rows: Vec<Vec<V>>,
+}
 
-fn add_cells(into: &mut PairMap<(u64, i64)>, cells: &[SummaryCell], sign: i64) {
+impl<V: Copy + Default> Table<V> {
+    fn new(slices: usize) -> Self {
+        Self {
+            cols: PairMap::default(),
+            keys: Vec::new(),
+            rows: vec![Vec::new(); slices],
+        }
+    }
+
+    /// The column of a pair, created on first sight.
+    #[inline]
+    fn col(&mut self, key: (ProducerId, TypeId)) -> usize {
+        let keys = &mut self.keys;
+        *self.cols.entry(key).or_insert_with(|| {
+            keys.push(key);
+            keys.len() - 1
+        })
+    }
+
+    /// The value of a pair in a slice.
+    #[inline]
+    fn at(&mut self, slice: usize, key: (ProducerId, TypeId)) -> &mut V {
+        let c = self.col(key);
+        let n = self.keys.len();
+        let row = &mut self.rows[slice];
+        if row.len() <= c {
+            row.resize(n, V::default());
+        }
+        &mut row[c]
+    }
+
+    /// The same table with every value mapped.
+    fn map<W>(self, f: impl Fn(V) -> W) -> Table<W> {
+        Table {
+            cols: self.cols,
+            keys: self.keys,
+            rows: self
+                .rows
+                .into_iter()
+                .map(|r| r.into_iter().map(&f).collect())
+                .collect(),
+        }
+    }
+
+    /// Appends the slices of `other` after this table's (its pairs renumbered).
+    fn append(&mut self, other: Table<V>) {
+        let renumber: Vec<usize> = other.keys.iter().map(|&k| self.col(k)).collect();
+        for row in other.rows {
+            let mut r = vec![V::default(); self.keys.len()];
+            for (c, v) in row.into_iter().enumerate() {
+                r[renumber[c]] = v;
+            }
+            self.rows.push(r);
+        }
+    }
+}
+
+/// Per slice and pair, `(count, state_ns)` (wrapping: a cut bucket's rest is its cells minus
+/// the pieces asked exactly, subtracted after they were added).
+type SliceCells = Table<(u64, i64)>;
+
+fn add_cells(into: &mut SliceCells, slice: usize, cells: &[SummaryCell], sign: i64) {
     for c in cells {
-        let e = into.entry((c.producer, c.type_id)).or_insert((0, 0));
+        let e = into.at(slice, (c.producer, c.type_id));
         if sign > 0 {
-            e.0 += c.count;
-            e.1 += c.state_ns;
+            e.0 = e.0.wrapping_add(c.count);
+            e.1 = e.1.wrapping_add(c.state_ns);
         } else {
-            e.0 -= c.count;
-            e.1 -= c.state_ns;
+            e.0 = e.0.wrapping_sub(c.count);
+            e.1 = e.1.wrapping_sub(c.state_ns);
         }
     }
 }
@@ -382,48 +450,6 @@ fn exact_cells(reader: &TraceReader, r: TimeRange, filter: &Filter) -> Result<Ve
     }
     let s = reader.summary(r, Resolution::MaxBuckets(1), filter)?;
     Ok(s.buckets.into_iter().flat_map(|b| b.cells).collect())
-}
-
-/// The exact event counts (no state time) of an arbitrary interval: the part aligned to the
-/// finest summary buckets from the summary, the unaligned ends from the events starting there.
-fn exact_counts(reader: &TraceReader, r: TimeRange, filter: &Filter) -> Result<Vec<SummaryCell>> {
-    let w = 1i64 << reader.summary_levels().0;
-    let up = r
-        .start
-        .div_euclid(w)
-        .saturating_add(i64::from(r.start.rem_euclid(w) != 0))
-        * w;
-    let down = r.end.div_euclid(w) * w;
-    let mut counts: PairMap<u64> = PairMap::default();
-    let mut count = |part: TimeRange| -> Result<()> {
-        for e in reader.events(part, filter)? {
-            let e = e?;
-            *counts.entry((e.producer, e.type_id)).or_insert(0) += 1;
-        }
-        Ok(())
-    };
-    let mut out = Vec::new();
-    if up >= down {
-        count(r)?;
-    } else {
-        count(TimeRange::new(r.start, up))?;
-        count(TimeRange::new(down, r.end))?;
-        out = exact_cells(reader, TimeRange::new(up, down), filter)?;
-        for c in &mut out {
-            c.state_ns = 0;
-        }
-    }
-    out.extend(
-        counts
-            .into_iter()
-            .map(|((producer, type_id), count)| SummaryCell {
-                producer,
-                type_id,
-                count,
-                state_ns: 0,
-            }),
-    );
-    Ok(out)
 }
 
 /// The filter `metric` reads: `filter` narrowed to the metric's category.
@@ -439,10 +465,16 @@ fn metric_filter(filter: &Filter, metric: Metric) -> Filter {
     f
 }
 
+/// Below this many slices, [`summary_slices`] stays on the calling thread.
+const PARALLEL_MIN_SLICES: usize = 64;
+
 /// Count and state time per slice from the summary, slice edges completed exactly.
 ///
 /// With `counts_only`, the state time of the pieces completed at the edges is left out (the
 /// pieces then read only the events starting in them, not the states that began before).
+///
+/// A finished trace is read by two threads, each over half of the slices (the second through
+/// its own connection): the summary rows and the edges of one half do not depend on the other.
 fn summary_slices(
     reader: &TraceReader,
     grid: &SliceGrid,
@@ -451,31 +483,69 @@ fn summary_slices(
 ) -> Result<SliceCells> {
     // One read snapshot for the whole model (the store's calls below nest in it).
     let _snapshot = reader.snapshot()?;
-    let mut out: SliceCells = vec![PairMap::default(); grid.slices];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Only a finished trace: a second connection of a trace being written could see more
+    // committed events than the caller's snapshot.
+    if threads < 2 || grid.slices < PARALLEL_MIN_SLICES || !reader.info()?.finished {
+        return summary_part(reader, grid, 0..grid.slices, filter, counts_only);
+    }
+    let mid = grid.slices / 2;
+    let sibling = reader.take_sibling()?;
+    std::thread::scope(|scope| {
+        let other = scope.spawn(move || -> (TraceReader, Result<SliceCells>) {
+            let cells = sibling.snapshot().and_then(|_snapshot| {
+                summary_part(&sibling, grid, mid..grid.slices, filter, counts_only)
+            });
+            (sibling, cells)
+        });
+        let mine = summary_part(reader, grid, 0..mid, filter, counts_only);
+        let (sibling, theirs) = other
+            .join()
+            .map_err(|_| StoreError::InvalidRequest("a summary reader thread panicked".into()))?;
+        reader.put_sibling(sibling);
+        let mut out = mine?;
+        out.append(theirs?);
+        Ok(out)
+    })
+}
+
+/// [`summary_slices`] for the slices `part` of the grid (row `k` of the result is slice
+/// `part.start + k`).
+fn summary_part(
+    reader: &TraceReader,
+    grid: &SliceGrid,
+    part: std::ops::Range<usize>,
+    filter: &Filter,
+    counts_only: bool,
+) -> Result<SliceCells> {
+    let mut out = SliceCells::new(part.len());
+    if part.is_empty() {
+        return Ok(out);
+    }
+    let range = TimeRange::new(grid.edge(part.start), grid.edge(part.end));
     let min_slice = grid.range.len() / grid.slices as i64;
     // The coarsest power of two no longer than the shortest slice: a bucket holds at most one
     // slice edge.
     let w = 1i64 << (63 - (min_slice.max(1) as u64).leading_zeros());
     let (base, _) = reader.summary_levels();
     let base_w = 1i64 << base;
-    let summary = reader.summary(grid.range, Resolution::BucketWidth(w), filter)?;
-    // Pieces of cut buckets asked exactly: (interval, slice), and per cut bucket the slice
-    // that gets the bucket minus its asked pieces.
-    let mut asks: Vec<(TimeRange, usize)> = Vec::new();
-    let mut rests: Vec<(usize, Vec<SummaryCell>, std::ops::Range<usize>)> = Vec::new();
+    let summary = reader.summary(range, Resolution::BucketWidth(w), filter)?;
+    // Pieces of cut buckets asked exactly: (interval, its row, the row of the bucket's rest).
+    let mut asks: Vec<(TimeRange, usize, usize)> = Vec::new();
     for b in summary.buckets {
         let r = b.range;
         let (Some(i0), Some(i1)) = (grid.slice_of(r.start), grid.slice_of(r.end - 1)) else {
             continue;
         };
+        let (i0, i1) = (i0 - part.start, i1 - part.start);
         if i0 == i1 {
-            add_cells(&mut out[i0], &b.cells, 1);
+            add_cells(&mut out, i0, &b.cells, 1);
             continue;
         }
         // Pieces cut by the edges inside the bucket; all but one are asked exactly, the one
         // whose unaligned part is longest is the bucket minus the others.
         let mut cuts = vec![r.start];
-        cuts.extend((i0 + 1..=i1).map(|i| grid.edge(i)));
+        cuts.extend((i0 + 1..=i1).map(|i| grid.edge(part.start + i)));
         cuts.push(r.end);
         let cost = |a: i64, z: i64| -> i64 {
             // Nanoseconds the store reads from chunks for [a, z): the unaligned ends.
@@ -493,89 +563,41 @@ fn summary_slices(
         let skip = (0..cuts.len() - 1)
             .max_by_key(|&k| cost(cuts[k], cuts[k + 1]))
             .unwrap_or(0);
-        let first = asks.len();
+        // The whole bucket goes to the skipped piece's row; the asked pieces move from there
+        // to their own rows below.
+        add_cells(&mut out, i0 + skip, &b.cells, 1);
         for k in (0..cuts.len() - 1).filter(|&k| k != skip) {
-            asks.push((TimeRange::new(cuts[k], cuts[k + 1]), i0 + k));
+            asks.push((TimeRange::new(cuts[k], cuts[k + 1]), i0 + k, i0 + skip));
         }
-        rests.push((i0 + skip, b.cells, first..asks.len()));
     }
-    let ranges: Vec<TimeRange> = asks.iter().map(|a| a.0).collect();
-    let cells = exact_cells_many(reader, &ranges, filter, counts_only)?;
-    for (slice, bucket_cells, pieces) in rests {
-        let mut rest: PairMap<(u64, i64)> = PairMap::default();
-        add_cells(&mut rest, &bucket_cells, 1);
-        for k in pieces {
-            add_cells(&mut out[asks[k].1], &cells[k], 1);
-            add_cells(&mut rest, &cells[k], -1);
-        }
-        let s = &mut out[slice];
-        for (key, (n, ns)) in rest {
-            let e = s.entry(key).or_insert((0, 0));
-            e.0 += n;
-            e.1 += ns;
-        }
+    let pieces: Vec<TimeRange> = asks.iter().map(|a| a.0).collect();
+    let cells = if counts_only {
+        // All edges in one pass over the summary rows and the chunks they cut.
+        reader.counts_in_ranges(&pieces, filter)?
+    } else {
+        pieces
+            .iter()
+            .map(|&r| exact_cells(reader, r, filter))
+            .collect::<Result<Vec<_>>>()?
+    };
+    for (&(_, to, from), c) in asks.iter().zip(&cells) {
+        add_cells(&mut out, to, c, 1);
+        add_cells(&mut out, from, c, -1);
     }
     Ok(out)
 }
 
-/// Below this many intervals, [`exact_cells_many`] stays on the calling thread.
-const PARALLEL_MIN_RANGES: usize = 64;
-
-/// The exact cells of each of `ranges`. A finished trace with many ranges is read by two
-/// threads (the second through its own connection): each range costs a partial summary bucket
-/// of events, independent of the others.
-fn exact_cells_many(
-    reader: &TraceReader,
-    ranges: &[TimeRange],
-    filter: &Filter,
-    counts_only: bool,
-) -> Result<Vec<Vec<SummaryCell>>> {
-    let serial = |reader: &TraceReader, ranges: &[TimeRange]| -> Result<Vec<Vec<SummaryCell>>> {
-        ranges
-            .iter()
-            .map(|&r| {
-                if counts_only {
-                    exact_counts(reader, r, filter)
-                } else {
-                    exact_cells(reader, r, filter)
-                }
-            })
-            .collect()
-    };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // Only a finished trace: a second connection of a trace being written could see more
-    // committed events than the caller's snapshot.
-    if threads < 2 || ranges.len() < PARALLEL_MIN_RANGES || !reader.info()?.finished {
-        return serial(reader, ranges);
-    }
-    let (mine, theirs) = ranges.split_at(ranges.len() / 2);
-    let path = reader.path().to_path_buf();
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| -> Result<Vec<Vec<SummaryCell>>> {
-            let r = TraceReader::open(&path)?;
-            let _snapshot = r.snapshot()?;
-            serial(&r, theirs)
-        });
-        let mut out = serial(reader, mine)?;
-        let rest = other
-            .join()
-            .map_err(|_| StoreError::InvalidRequest("a summary reader thread panicked".into()))??;
-        out.extend(rest);
-        Ok(out)
-    })
-}
-
 /// Count and state time per slice, event by event.
 fn direct_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<SliceCells> {
-    let mut out: SliceCells = vec![PairMap::default(); grid.slices];
+    let mut out = SliceCells::new(grid.slices);
     for e in reader.events_overlapping(grid.range, filter)? {
         let e = e?;
         if let Some(i) = grid.slice_of(e.ts) {
-            out[i].entry((e.producer, e.type_id)).or_insert((0, 0)).0 += 1;
+            out.at(i, (e.producer, e.type_id)).0 += 1;
         }
         if let EventKind::State { end, .. } = e.kind {
             grid.spread(e.ts, end, |i, ns| {
-                out[i].entry((e.producer, e.type_id)).or_insert((0, 0)).1 += ns;
+                out.at(i, (e.producer, e.type_id)).1 += ns;
             });
         }
     }
@@ -583,13 +605,13 @@ fn direct_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Res
 }
 
 /// Per slice, `(producer, type) → (Σ value·ns, ns covered)`.
-type MeanCells = Vec<PairMap<(f64, i64)>>;
+type MeanCells = Table<(f64, i64)>;
 
 /// Time-weighted variable means: every value holds from its event to the next event of the
 /// same producer and type (the last one to the end of the interval); the value current at
 /// the start of the interval is looked up before it.
 fn mean_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Result<MeanCells> {
-    let mut out: MeanCells = vec![PairMap::default(); grid.slices];
+    let mut out = MeanCells::new(grid.slices);
     let mut current: PairMap<(f64, Timestamp)> = PairMap::default();
     // Values set before the interval: look back over doubling windows until every pair the
     // summary knows before the interval has a value, or the trace start is reached.
@@ -634,7 +656,7 @@ fn mean_slices(reader: &TraceReader, grid: &SliceGrid, filter: &Filter) -> Resul
     }
     let close = |out: &mut MeanCells, key: (ProducerId, TypeId), v: f64, a: i64, b: i64| {
         grid.spread(a, b, |i, ns| {
-            let e = out[i].entry(key).or_insert((0.0, 0));
+            let e = out.at(i, key);
             e.0 += v * ns as f64;
             e.1 += ns;
         });
@@ -660,19 +682,24 @@ fn assemble(
     reader: &TraceReader,
     grid: SliceGrid,
     metric: Metric,
-    per_slice: Vec<PairMap<f64>>,
+    per_slice: Table<f64>,
 ) -> Result<Micro> {
     let all_types = reader.event_types()?;
     let all_producers = reader.producers()?;
-    let mut p_ids: HashSet<ProducerId> = HashSet::new();
-    let mut t_ids: HashSet<TypeId> = HashSet::new();
-    for s in &per_slice {
-        for (&(p, t), &v) in s {
+    // The pairs with a non-zero value somewhere.
+    let mut present = vec![false; per_slice.keys.len()];
+    for row in &per_slice.rows {
+        for (c, &v) in row.iter().enumerate() {
             if v != 0.0 {
-                p_ids.insert(p);
-                t_ids.insert(t);
+                present[c] = true;
             }
         }
+    }
+    let mut p_ids: HashSet<ProducerId> = HashSet::new();
+    let mut t_ids: HashSet<TypeId> = HashSet::new();
+    for (&(p, t), _) in per_slice.keys.iter().zip(&present).filter(|(_, on)| **on) {
+        p_ids.insert(p);
+        t_ids.insert(t);
     }
     let mut model_producers: Vec<Producer> = all_producers
         .iter()
@@ -716,11 +743,21 @@ fn assemble(
     let u_index: FastMap<TypeId, usize> =
         types.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
     let (np, nu) = (ordered.len(), types.len());
+    // Each column's place in a slice's block of the model.
+    let place: Vec<Option<usize>> = per_slice
+        .keys
+        .iter()
+        .map(|(p, u)| match (p_index.get(p), u_index.get(u)) {
+            (Some(&p), Some(&u)) => Some(p * nu + u),
+            _ => None,
+        })
+        .collect();
     let mut values = vec![0.0; grid.slices * np * nu];
-    for (t, s) in per_slice.into_iter().enumerate() {
-        for ((p, u), v) in s {
-            if let (Some(&p), Some(&u)) = (p_index.get(&p), u_index.get(&u)) {
-                values[(t * np + p) * nu + u] = v;
+    for (t, row) in per_slice.rows.iter().enumerate() {
+        let block = &mut values[t * np * nu..(t + 1) * np * nu];
+        for (c, &v) in row.iter().enumerate() {
+            if let Some(i) = place[c] {
+                block[i] = v;
             }
         }
     }
@@ -749,35 +786,19 @@ fn finish_counts(
     metric: Metric,
     cells: SliceCells,
 ) -> Result<Micro> {
-    let per_slice = cells
-        .into_iter()
-        .map(|s| {
-            s.into_iter()
-                .map(|(k, (n, ns))| {
-                    let v = if metric == Metric::Duration {
-                        ns as f64
-                    } else {
-                        n as f64
-                    };
-                    (k, v)
-                })
-                .collect()
-        })
-        .collect();
-    assemble(reader, grid, metric, per_slice)
+    let values = cells.map(|(n, ns)| {
+        if metric == Metric::Duration {
+            ns as f64
+        } else {
+            n as f64
+        }
+    });
+    assemble(reader, grid, metric, values)
 }
 
 fn finish_means(reader: &TraceReader, grid: SliceGrid, cells: MeanCells) -> Result<Micro> {
-    let per_slice = cells
-        .into_iter()
-        .map(|s| {
-            s.into_iter()
-                .filter(|(_, (_, ns))| *ns > 0)
-                .map(|(k, (sum, ns))| (k, sum / ns as f64))
-                .collect()
-        })
-        .collect();
-    assemble(reader, grid, Metric::Mean, per_slice)
+    let values = cells.map(|(sum, ns)| if ns > 0 { sum / ns as f64 } else { 0.0 });
+    assemble(reader, grid, Metric::Mean, values)
 }
 
 /// The microscopic model of `grid` for `metric` and the events `filter` selects, counts and
@@ -954,7 +975,8 @@ pub(crate) mod tests {
             spec in testutil::spec_strategy(),
             start_frac in 0.0f64..0.6,
             len_frac in 0.05f64..1.0,
-            slices in 1usize..40,
+            // Up to twice the parallel threshold: one thread and two (halves of the slices).
+            slices in 1usize..(2 * PARALLEL_MIN_SLICES),
         ) {
             let (dir, path) = testutil::write_spec(&spec);
             let reader = TraceReader::open(&path).unwrap();

@@ -782,7 +782,7 @@ pub(crate) fn decode_chunk(
 pub(crate) type LazyResult<T> = Result<T, &'static str>;
 
 #[inline(always)]
-fn get_uvarint(buf: &[u8], pos: &mut usize) -> LazyResult<u64> {
+pub(crate) fn get_uvarint(buf: &[u8], pos: &mut usize) -> LazyResult<u64> {
     // Fast paths: one byte (most type ids, producers) and two bytes (most time deltas and
     // small parameter values).
     let p = *pos;
@@ -939,6 +939,10 @@ pub(crate) struct ChunkCursor {
     par_pos: usize,
     /// End of the current event's parameter record, once known.
     par_end: Option<usize>,
+    /// The walk never asks for parameters: their column is not followed (nor checked).
+    ignore_params: bool,
+    /// Start of the first block not loaded (`Timestamp::MAX` when the chunk's last block is).
+    limit: Timestamp,
     /// Index of the current event in the chunk (`n` once exhausted).
     idx: usize,
     /// Fields of the current event.
@@ -1001,6 +1005,19 @@ impl ChunkCursor {
         from: Timestamp,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> Result<(), String> {
+        self.load_until(id, blob, from, Timestamp::MAX, decompressor)
+    }
+
+    /// [`Self::load`] for a walk that stops before `until`: the blocks that start at or after
+    /// it are not kept, so the cursor ends after the last block starting before `until`.
+    pub(crate) fn load_until(
+        &mut self,
+        id: i64,
+        blob: &[u8],
+        from: Timestamp,
+        until: Timestamp,
+        decompressor: &mut zstd::bulk::Decompressor<'static>,
+    ) -> Result<(), String> {
         self.id = id;
         let (n, category, cpu) = parse_header(blob, &mut self.blocks)?;
         self.n = n;
@@ -1010,9 +1027,16 @@ impl ChunkCursor {
             .blocks
             .partition_point(|b| b.first_ts < from)
             .saturating_sub(1);
+        let end = self
+            .blocks
+            .partition_point(|b| b.first_ts < until)
+            .max(j + 1);
+        self.limit = self.blocks.get(end).map_or(Timestamp::MAX, |b| b.first_ts);
+        self.blocks.truncate(end);
         self.frames_from = self.blocks[j].frame.0;
         self.frames.clear();
-        self.frames.extend_from_slice(&blob[self.frames_from..]);
+        self.frames
+            .extend_from_slice(&blob[self.frames_from..self.blocks[end - 1].frame.1]);
         self.enter_block(j, decompressor)?;
         self.seek(from, decompressor)?;
         Ok(())
@@ -1169,14 +1193,16 @@ impl ChunkCursor {
         if self.idx >= self.n {
             return Ok(true);
         }
-        self.par_pos = match self.par_end.take() {
-            Some(e) => e,
-            None => {
-                let mut p = self.par_pos;
-                skip_params(self.par_col(), &mut p)?;
-                p
-            }
-        };
+        if !self.ignore_params {
+            self.par_pos = match self.par_end.take() {
+                Some(e) => e,
+                None => {
+                    let mut p = self.par_pos;
+                    skip_params(self.par_col(), &mut p)?;
+                    p
+                }
+            };
+        }
         self.idx += 1;
         self.bidx += 1;
         if self.bidx < self.bcount {
@@ -1195,7 +1221,7 @@ impl ChunkCursor {
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> LazyResult<()> {
         let c = &self.cols;
-        if self.par_pos != c.par.1 {
+        if !self.ignore_params && self.par_pos != c.par.1 {
             return Err("trailing bytes in the params column");
         }
         if [c.ts, c.ty, c.pr, c.dur, c.aux, c.val]
@@ -1285,9 +1311,11 @@ impl ChunkCursor {
             Some(e) => (k - 1, e),
             None => (k, self.par_pos),
         };
-        let pc = body.get(..c.par.1).ok_or("column out of range")?;
-        for _ in 0..skip {
-            skip_params(pc, &mut p)?;
+        if !self.ignore_params {
+            let pc = body.get(..c.par.1).ok_or("column out of range")?;
+            for _ in 0..skip {
+                skip_params(pc, &mut p)?;
+            }
         }
         self.cols = c;
         self.par_pos = p;
@@ -1297,8 +1325,22 @@ impl ChunkCursor {
         self.read_fields()
     }
 
+    /// Events before this time are all in the loaded blocks (see [`Self::load_until`]).
+    pub(crate) fn loaded_until(&self) -> Timestamp {
+        self.limit
+    }
+
+    /// Stops (or resumes, from the next chunk loaded) following the parameter column: for
+    /// walks that only look at the fixed columns, such as counting.
+    pub(crate) fn set_ignore_params(&mut self, on: bool) {
+        self.ignore_params = on;
+    }
+
     /// The parameters of the current event (parsed once per returned event).
     pub(crate) fn params(&mut self) -> LazyResult<Vec<ParamValue>> {
+        if self.ignore_params {
+            return Err("the cursor does not follow the parameter column");
+        }
         let buf = self.par_col();
         let mut q = self.par_pos;
         // Most events have one or two values: build those vectors in one go.

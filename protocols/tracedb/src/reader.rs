@@ -18,6 +18,8 @@ use crate::schema::{self, TRACE_APPLICATION_ID};
 use crate::summary::{self, Resolution, Summary, SummaryBucket, SummaryCell};
 use crate::writer::parse_ids;
 
+mod counts;
+
 /// How many chunk rows one metadata page fetches.
 const PAGE: i64 = 16;
 
@@ -105,6 +107,8 @@ pub struct TraceReader {
     snapshot_version: Cell<i64>,
     /// The stream list, valid for the snapshot version it was read under.
     streams_cache: RefCell<Option<(i64, Vec<StreamInfo>)>>,
+    /// A second reader of the file for helper threads, kept warm between uses.
+    sibling: RefCell<Option<Box<TraceReader>>>,
 }
 
 /// Keeps one read transaction open: every query made through the reader while it lives sees
@@ -199,7 +203,24 @@ impl TraceReader {
             snapshot_depth: Cell::new(0),
             snapshot_version: Cell::new(0),
             streams_cache: RefCell::new(None),
+            sibling: RefCell::new(None),
         })
+    }
+
+    /// A second reader of the same file, for a helper thread (a reader is used by one thread
+    /// at a time). The one given back with [`Self::put_sibling`] is reused, with its page
+    /// cache, file mapping and prepared statements still warm; otherwise the file is opened
+    /// again.
+    pub fn take_sibling(&self) -> Result<TraceReader> {
+        match self.sibling.borrow_mut().take() {
+            Some(r) => Ok(*r),
+            None => TraceReader::open(&self.path),
+        }
+    }
+
+    /// Gives back a reader taken with [`Self::take_sibling`] for the next use.
+    pub fn put_sibling(&self, sibling: TraceReader) {
+        *self.sibling.borrow_mut() = Some(Box::new(sibling));
     }
 
     /// Pins the current committed state until the returned guard is dropped (nestable).

@@ -326,7 +326,7 @@ pub(crate) fn decode_cells(
     decompressor: &mut zstd::bulk::Decompressor<'static>,
     out: &mut Vec<SummaryCell>,
 ) -> Result<(), String> {
-    use crate::codec::{ByteReader, unzigzag};
+    use crate::codec::{ByteReader, get_uvarint, unzigzag};
     let mut head = ByteReader::new(data);
     let format = head.u8()?;
     if format != SUMMARY_FORMAT {
@@ -349,15 +349,19 @@ pub(crate) fn decode_cells(
             body.len()
         ));
     }
-    let mut r = ByteReader::new(&body);
-    let n = r.uvarint()?;
+    let mut p = 0usize;
+    let n = get_uvarint(&body, &mut p)?;
+    // Every cell takes at least four bytes.
+    out.reserve(usize::try_from(n).unwrap_or(usize::MAX).min(body.len() / 4));
     let mut producer = 0u32;
     for _ in 0..n {
-        let dp = u32::try_from(r.uvarint()?).map_err(|_| "producer overflows u32")?;
+        let dp =
+            u32::try_from(get_uvarint(&body, &mut p)?).map_err(|_| "producer overflows u32")?;
         producer = producer.wrapping_add(dp);
-        let type_id = u32::try_from(r.uvarint()?).map_err(|_| "type overflows u32")?;
-        let count = r.uvarint()?;
-        let state_ns = unzigzag(r.uvarint()?);
+        let type_id =
+            u32::try_from(get_uvarint(&body, &mut p)?).map_err(|_| "type overflows u32")?;
+        let count = get_uvarint(&body, &mut p)?;
+        let state_ns = unzigzag(get_uvarint(&body, &mut p)?);
         out.push(SummaryCell {
             producer,
             type_id,
@@ -365,16 +369,51 @@ pub(crate) fn decode_cells(
             state_ns,
         });
     }
-    if !r.is_empty() {
+    if p != body.len() {
         return Err("trailing bytes in a summary row".into());
     }
     Ok(())
 }
 
-/// Adds the sorted cells `add` into the sorted cells `into` (both by `(producer, type)`).
+/// Adds the sorted cells `add` into the sorted cells `into` (both by `(producer, type)`, each
+/// pair at most once), in one linear pass; empty cells are dropped.
 pub(crate) fn merge_cells(into: &mut Vec<SummaryCell>, add: &[SummaryCell]) {
-    into.extend_from_slice(add);
-    normalize(into);
+    if add.is_empty() {
+        return;
+    }
+    let key = |c: &SummaryCell| (c.producer, c.type_id);
+    let old = std::mem::take(into);
+    into.reserve(old.len() + add.len());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < add.len() {
+        let c = match (old.get(i), add.get(j)) {
+            (Some(a), Some(b)) if key(a) == key(b) => {
+                i += 1;
+                j += 1;
+                SummaryCell {
+                    count: a.count + b.count,
+                    state_ns: a.state_ns + b.state_ns,
+                    ..*a
+                }
+            }
+            (Some(a), Some(b)) if key(a) < key(b) => {
+                i += 1;
+                *a
+            }
+            (Some(a), None) => {
+                i += 1;
+                *a
+            }
+            (_, Some(b)) => {
+                j += 1;
+                *b
+            }
+            (None, None) => break,
+        };
+        if c.count != 0 || c.state_ns != 0 {
+            into.push(c);
+        }
+    }
 }
 
 /// Sorts cells and merges duplicates, dropping empty ones.

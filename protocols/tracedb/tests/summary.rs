@@ -209,3 +209,107 @@ fn an_early_reader_follows_a_coarsened_summary() {
     assert_eq!(early.summary_levels(), fresh.summary_levels());
     w.finish(true).unwrap();
 }
+
+/// The counts of many ranges at once equal counting each range's events directly, whatever
+/// the ranges (overlapping, unaligned, inside one bucket, empty) and the filter.
+fn check_counts_in_ranges(events: &[Event], r: &TraceReader, ranges: &[TimeRange]) {
+    type Keep = Box<dyn Fn(&Event) -> bool>;
+    let filters: Vec<(Filter, Keep)> = vec![
+        (Filter::all(), Box::new(|_: &Event| true)),
+        (
+            Filter::all().types([1, 2]),
+            Box::new(|e: &Event| [1, 2].contains(&e.type_id)),
+        ),
+        (
+            Filter::all()
+                .producers([2, 4])
+                .categories([EventCategory::State, EventCategory::Link]),
+            Box::new(|e: &Event| {
+                [2, 4].contains(&e.producer)
+                    && matches!(e.category(), EventCategory::State | EventCategory::Link)
+            }),
+        ),
+        (
+            Filter::all().cpus([0]),
+            Box::new(|e: &Event| e.cpu == Some(0)),
+        ),
+        (
+            Filter::all().condition(Condition::param(
+                "NEWPID",
+                CompareOp::Ge,
+                ParamValue::Unsigned(4),
+            )),
+            Box::new(|e: &Event| {
+                e.type_id == 1
+                    && matches!(e.params.get(1), Some(ParamValue::Unsigned(v)) if *v >= 4)
+            }),
+        ),
+    ];
+    for (i, (f, keep)) in filters.iter().enumerate() {
+        let got = r.counts_in_ranges(ranges, f).unwrap();
+        assert_eq!(got.len(), ranges.len());
+        for (k, range) in ranges.iter().enumerate() {
+            let mut want: Vec<SummaryCell> = Vec::new();
+            for e in events.iter().filter(|e| keep(e) && range.contains(e.ts)) {
+                match want
+                    .iter_mut()
+                    .find(|c| c.producer == e.producer && c.type_id == e.type_id)
+                {
+                    Some(c) => c.count += 1,
+                    None => want.push(SummaryCell {
+                        producer: e.producer,
+                        type_id: e.type_id,
+                        count: 1,
+                        state_ns: 0,
+                    }),
+                }
+            }
+            want.sort_by_key(|c| (c.producer, c.type_id));
+            assert_eq!(got[k], want, "filter {i}, range {k} {range:?}");
+        }
+    }
+}
+
+#[test]
+fn counts_in_ranges_match_direct_counting_on_a_fixed_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let events = mixed_events(3_000, 5);
+    write(&path, &events, small_config());
+    let r = TraceReader::open(&path).unwrap();
+    let end = events.iter().map(|e| e.ts).max().unwrap() + 1;
+    // Slice edges of a 100-slice grid (the micro model's use), then harder shapes: the whole
+    // trace, overlapping and nested ranges, one inside a finest bucket, empty, before the start.
+    let mut ranges: Vec<TimeRange> = (0..100)
+        .map(|k| TimeRange::new(k * end / 100 + 3, (k + 1) * end / 100 + 3))
+        .collect();
+    ranges.extend([
+        TimeRange::new(0, end),
+        TimeRange::new(5, 4_000),
+        TimeRange::new(100, 3_000),
+        TimeRange::new(33, 38),
+        TimeRange::new(50, 50),
+        TimeRange::new(-500, -10),
+        TimeRange::new(i64::MIN, 700),
+    ]);
+    check_counts_in_ranges(&events, &r, &ranges);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn counts_in_ranges_match_direct_counting(
+        seed in 0u64..1_000,
+        n in 1usize..800,
+        ranges in proptest::collection::vec((-100i64..12_000, 0i64..4_000), 0..40),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let events = mixed_events(n, seed);
+        write(&path, &events, small_config());
+        let r = TraceReader::open(&path).unwrap();
+        let ranges: Vec<TimeRange> =
+            ranges.into_iter().map(|(a, l)| TimeRange::new(a, a + l)).collect();
+        check_counts_in_ranges(&events, &r, &ranges);
+    }
+}
