@@ -62,21 +62,49 @@ pub struct WriteReport {
     pub trace_ns: i64,
 }
 
+/// Latencies of a series of reads, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Latency {
+    /// Mean.
+    pub mean_us: f64,
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Worst.
+    pub max_us: f64,
+}
+
+impl Latency {
+    fn of(mut lat: Vec<f64>) -> Self {
+        lat.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            lat.get(((lat.len() as f64 - 1.0) * p) as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        Self {
+            mean_us: lat.iter().sum::<f64>() / lat.len().max(1) as f64,
+            p50_us: pct(0.5),
+            p99_us: pct(0.99),
+            max_us: lat.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
 /// Result of [`read_random`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadReport {
-    /// Reads measured.
+    /// Reads measured (each way).
     pub reads: usize,
     /// Events per read.
     pub events_per_read: usize,
-    /// Mean latency, microseconds.
-    pub mean_us: f64,
-    /// Median latency, microseconds.
-    pub p50_us: f64,
-    /// 99th percentile latency, microseconds.
-    pub p99_us: f64,
-    /// Worst latency, microseconds.
-    pub max_us: f64,
+    /// Reading with [`EventIter::next_into`](crate::EventIter::next_into): one event buffer
+    /// reused for the whole read.
+    pub reused: Latency,
+    /// Reading with the iterator: a new [`StoredEvent`](crate::StoredEvent) (and parameter
+    /// vector) per event.
+    pub owned: Latency,
     /// Worst time to the first event of a random time-range query, milliseconds.
     pub max_first_event_ms: f64,
 }
@@ -331,17 +359,17 @@ pub fn write_synthetic_with(
     })
 }
 
-/// Reads `k` consecutive events (all categories, time order) from `reads` random times of the
-/// trace at `path`, after a few warm-up reads, and measures the latency of each read. Also
-/// measures the time to the first event of `reads` random 10 ms range queries.
+/// Reads `k` consecutive events (all categories, time order, every field and parameter) from
+/// `reads` random times of the trace at `path`, after a few warm-up reads, both into one
+/// reused event and as owned events, and measures the latency of each read. Also measures the
+/// time to the first event of `reads` random 10 ms range queries.
 pub fn read_random(path: &Path, reads: usize, k: usize) -> Result<ReadReport> {
     let reader = TraceReader::open(path)?;
     let info = reader.info()?;
     let span = (info.t_max - info.t_min).max(1) as u64;
     let mut rng = SplitMix::new(7);
     let all = Filter::all();
-    let one = |rng: &mut SplitMix| -> Result<f64> {
-        let t = info.t_min + rng.below(span) as i64;
+    let owned = |t: i64| -> Result<f64> {
         let start = Instant::now();
         let mut n = 0;
         for e in reader.events(TimeRange::from(t), &all)? {
@@ -353,12 +381,32 @@ pub fn read_random(path: &Path, reads: usize, k: usize) -> Result<ReadReport> {
         }
         Ok(start.elapsed().as_secs_f64() * 1e6)
     };
+    let mut buf = crate::StoredEvent::default();
+    let mut reused = |t: i64| -> Result<f64> {
+        let start = Instant::now();
+        let mut it = reader.events(TimeRange::from(t), &all)?;
+        let mut n = 0;
+        while n < k && it.next_into(&mut buf)? {
+            n += 1;
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e6)
+    };
     for _ in 0..reads.min(20) {
-        one(&mut rng)?;
+        let t = info.t_min + rng.below(span) as i64;
+        owned(t)?;
+        reused(t)?;
     }
-    let mut lat = Vec::with_capacity(reads);
-    for _ in 0..reads {
-        lat.push(one(&mut rng)?);
+    // Both ways at the same random times, alternating, so both see the same machine.
+    let (mut lat_owned, mut lat_reused) = (Vec::with_capacity(reads), Vec::with_capacity(reads));
+    for i in 0..reads {
+        let t = info.t_min + rng.below(span) as i64;
+        if i % 2 == 0 {
+            lat_owned.push(owned(t)?);
+            lat_reused.push(reused(t)?);
+        } else {
+            lat_reused.push(reused(t)?);
+            lat_owned.push(owned(t)?);
+        }
     }
     let mut max_first = 0f64;
     for _ in 0..reads {
@@ -370,19 +418,11 @@ pub fn read_random(path: &Path, reads: usize, k: usize) -> Result<ReadReport> {
         }
         max_first = max_first.max(start.elapsed().as_secs_f64() * 1e3);
     }
-    lat.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        lat.get(((lat.len() as f64 - 1.0) * p) as usize)
-            .copied()
-            .unwrap_or(0.0)
-    };
     Ok(ReadReport {
         reads,
         events_per_read: k,
-        mean_us: lat.iter().sum::<f64>() / lat.len().max(1) as f64,
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-        max_us: lat.last().copied().unwrap_or(0.0),
+        reused: Latency::of(lat_reused),
+        owned: Latency::of(lat_owned),
         max_first_event_ms: max_first,
     })
 }

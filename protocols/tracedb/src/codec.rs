@@ -1336,6 +1336,28 @@ impl ChunkCursor {
         self.ignore_params = on;
     }
 
+    /// The parameters of the current event, replacing the contents of `out` (whose
+    /// allocation is reused).
+    #[inline]
+    pub(crate) fn params_into(&mut self, out: &mut Vec<ParamValue>) -> LazyResult<()> {
+        out.clear();
+        if self.ignore_params {
+            return Err("the cursor does not follow the parameter column");
+        }
+        let buf = self.par_col();
+        let mut q = self.par_pos;
+        let n = get_uvarint(buf, &mut q)?;
+        // Every value takes at least two bytes: a count beyond what is left cannot be parsed.
+        if n > (buf.len().saturating_sub(q) / 2) as u64 {
+            return Err("parameter tag runs past the end");
+        }
+        for _ in 0..n {
+            out.push(parse_param(buf, &mut q)?);
+        }
+        self.par_end = Some(q);
+        Ok(())
+    }
+
     /// The parameters of the current event (parsed once per returned event).
     pub(crate) fn params(&mut self) -> LazyResult<Vec<ParamValue>> {
         if self.ignore_params {

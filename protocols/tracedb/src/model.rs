@@ -327,9 +327,10 @@ pub struct Producer {
 }
 
 /// Category-specific part of an event.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum EventKind {
     /// A punctual event.
+    #[default]
     Punctual,
     /// A state from the event timestamp to `end`, at nesting `depth` (0 = outermost).
     State {
@@ -365,7 +366,7 @@ impl EventKind {
 }
 
 /// One event, as written by the collector and read by the analyzer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Event {
     /// Start time.
     pub ts: Timestamp,
@@ -439,7 +440,7 @@ impl Event {
 }
 
 /// An event as read back, with its stable identifier.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct StoredEvent {
     /// See [`EventId`].
     pub id: EventId,

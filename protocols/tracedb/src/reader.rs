@@ -10,9 +10,9 @@ use crate::codec::{self, ChunkCursor, DecodedChunk, MAX_CHUNK_EVENTS};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::filter::{CompiledFilter, Filter};
 use crate::model::{
-    Event, EventCategory, EventId, EventType, IngestStat, LossRecord, ParamDef, ParamType,
-    ParamValue, Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceInfo,
-    TraceMeta, TypeId,
+    EventCategory, EventId, EventType, IngestStat, LossRecord, ParamDef, ParamType, ParamValue,
+    Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceInfo, TraceMeta,
+    TypeId,
 };
 use crate::schema::{self, TRACE_APPLICATION_ID};
 use crate::summary::{self, Resolution, Summary, SummaryBucket, SummaryCell};
@@ -1375,28 +1375,31 @@ impl<'r> EventIter<'r> {
         }
     }
 
+    /// Moves to the next event and writes it into `out` (its parameter vector reused);
+    /// false at the end.
     #[inline]
-    fn step(&mut self) -> Result<Option<StoredEvent>> {
+    fn step(&mut self, out: &mut StoredEvent) -> Result<bool> {
         let (key, slot) = match self.heap.top() {
             Some((k, s)) if key_ts(k) < self.bound => (k, s),
             _ => {
                 if !self.refill()? {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 match self.heap.top() {
                     Some(t) => t,
-                    None => return Ok(None),
+                    None => return Ok(false),
                 }
             }
         };
         let c = &mut self.slots[slot];
         let chunk_id = c.id;
         let i = c.index();
-        let (ts, type_id, producer, cpu, kind) = (c.ts, c.ty, c.producer, c.cpu(), c.kind());
-        let params = match c.params() {
-            Ok(p) => p,
-            Err(d) => return Err(corrupt(&self.reader.path, chunk_id, d)),
-        };
+        out.id = chunk_id * MAX_CHUNK_EVENTS as i64 + i as i64;
+        let e = &mut out.event;
+        (e.ts, e.type_id, e.producer, e.cpu, e.kind) = (c.ts, c.ty, c.producer, c.cpu(), c.kind());
+        if let Err(d) = c.params_into(&mut e.params) {
+            return Err(corrupt(&self.reader.path, chunk_id, d));
+        }
         let m = &self.m;
         // Common case first: the next event is in the same block and matches without a look
         // at its parameters; the decompressor is borrowed only to enter another block.
@@ -1428,17 +1431,17 @@ impl<'r> EventIter<'r> {
             }
             Err(d) => return Err(corrupt(&self.reader.path, chunk_id, d)),
         }
-        Ok(Some(StoredEvent {
-            id: chunk_id * MAX_CHUNK_EVENTS as i64 + i as i64,
-            event: Event {
-                ts,
-                type_id,
-                producer,
-                cpu,
-                kind,
-                params,
-            },
-        }))
+        Ok(true)
+    }
+
+    /// The next event written into `out`, whose parameter vector is reused: the way to walk
+    /// many events without an allocation per event. False at the end (then, and after an
+    /// error, `out` is unspecified and the iterator is finished).
+    pub fn next_into(&mut self, out: &mut StoredEvent) -> Result<bool> {
+        if self.failed {
+            return Ok(false);
+        }
+        self.step(out).inspect_err(|_| self.failed = true)
     }
 }
 
@@ -1458,12 +1461,13 @@ impl Iterator for EventIter<'_> {
         if self.failed {
             return None;
         }
-        match self.step() {
-            Ok(Some(e)) => Some(Ok(e)),
-            Ok(None) => None,
-            Err(e) => {
+        let mut e = StoredEvent::default();
+        match self.step(&mut e) {
+            Ok(true) => Some(Ok(e)),
+            Ok(false) => None,
+            Err(err) => {
                 self.failed = true;
-                Some(Err(e))
+                Some(Err(err))
             }
         }
     }

@@ -108,6 +108,41 @@ fn losses_stats_and_files_round_trip() {
     assert!(!r.info().unwrap().complete);
 }
 
+/// Reading into one reused event gives what the iterator gives, event for event (the reused
+/// parameter vector never leaks values from the previous event), with filters and conditions.
+#[test]
+fn next_into_reads_what_the_iterator_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let events = mixed_events(2_000, 3);
+    write(&path, &events, small_config());
+    let r = TraceReader::open(&path).unwrap();
+    let filters = [
+        Filter::all(),
+        Filter::all().types([1, 4, 5]),
+        Filter::all().condition(Condition::param(
+            "OLDPID",
+            CompareOp::Lt,
+            ParamValue::Signed(2),
+        )),
+    ];
+    for f in &filters {
+        for range in [TimeRange::all(), TimeRange::new(500, 9_000)] {
+            let want: Vec<StoredEvent> = r.events(range, f).unwrap().map(Result::unwrap).collect();
+            assert!(!want.is_empty());
+            let mut got = Vec::new();
+            let mut it = r.events(range, f).unwrap();
+            let mut e = StoredEvent::default();
+            while it.next_into(&mut e).unwrap() {
+                got.push(e.clone());
+            }
+            // Finished: stays finished.
+            assert!(!it.next_into(&mut e).unwrap());
+            assert_eq!(got, want, "{f:?} {range:?}");
+        }
+    }
+}
+
 #[test]
 fn out_of_order_states_come_back_in_start_order() {
     let dir = tempfile::tempdir().unwrap();
