@@ -1160,15 +1160,27 @@ impl Reconstructor {
         }
         let mut pids: Vec<u64> = self.threads.keys().copied().collect();
         pids.sort_unstable();
+        let mut open: Vec<(OpenState, usize)> = Vec::new();
         for pid in pids {
-            let stack = match self.threads.get_mut(&pid) {
-                Some(t) => std::mem::take(&mut t.stack),
-                None => continue,
-            };
-            for (depth, s) in stack.into_iter().enumerate().rev() {
-                self.stats.clipped_open_states += 1;
-                self.emit_state(s, end, depth + 1, sink)?;
+            if let Some(t) = self.threads.get_mut(&pid) {
+                let stack = std::mem::take(&mut t.stack);
+                open.extend(
+                    stack
+                        .into_iter()
+                        .enumerate()
+                        .rev()
+                        .map(|(depth, s)| (s, depth + 1)),
+                );
             }
+        }
+        // Latest start first (ties in thread order, innermost first). These states all end at the
+        // capture's end, so a thread that stayed in a syscall since the start spans the whole trace: in
+        // this order, what the store summarises between two of its commits covers the time from the
+        // latest start written on, not the whole capture at every commit.
+        open.sort_by_key(|(s, _)| std::cmp::Reverse(s.start));
+        for (s, depth) in open {
+            self.stats.clipped_open_states += 1;
+            self.emit_state(s, end, depth, sink)?;
         }
         let mut pending: Vec<(u64, Vec<PendingWakeup>)> = self.wakeups.drain().collect();
         pending.sort_unstable_by_key(|(pid, _)| *pid);
@@ -1193,6 +1205,94 @@ impl Reconstructor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::import::ImportTypes;
+
+    /// A record of the built-in dictionary: type and parameters.
+    struct Raw(u16, Vec<ParamValue>);
+
+    impl RawRecord for Raw {
+        fn type_id(&self) -> u16 {
+            self.0
+        }
+        fn param_count(&self) -> usize {
+            self.1.len()
+        }
+        fn param(&self, i: usize) -> Option<ParamValue> {
+            self.1.get(i).cloned()
+        }
+        fn unsigned(&self, i: usize) -> Option<u64> {
+            match *self.1.get(i)? {
+                ParamValue::Unsigned(v) => Some(v),
+                _ => None,
+            }
+        }
+        fn text(&self, _: usize) -> Option<&str> {
+            None
+        }
+    }
+
+    #[derive(Default)]
+    struct Events(Vec<Event>);
+
+    impl Sink for Events {
+        fn producer(&mut self, _: &Producer) -> Result<()> {
+            Ok(())
+        }
+        fn event_type(&mut self, _: &EventType) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, e: &Event) -> Result<()> {
+            self.0.push(e.clone());
+            Ok(())
+        }
+        fn loss(&mut self, _: &LossRecord) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn states_open_at_the_end_are_clipped_latest_start_first() {
+        let types = ImportTypes::new();
+        let mut sink = Events::default();
+        let mut r = Reconstructor::new(1_000_000_000, 0, 2);
+        r.start(&types, &mut sink).unwrap();
+        let u = ParamValue::Unsigned;
+        let switch = |next| Raw(Builtin::ContextSwitch.id(), vec![u(0), u(next)]);
+        let enter = |nr| {
+            Raw(
+                Builtin::SyscallEntry.id(),
+                vec![u(nr), u(0), u(0), u(0), u(0)],
+            )
+        };
+        let exit = Raw(Builtin::SyscallExit.id(), vec![u(0), ParamValue::Signed(0)]);
+        r.record_at(0, 10, &switch(7), &types, &mut sink).unwrap();
+        r.record_at(1, 10, &switch(3), &types, &mut sink).unwrap();
+        r.record_at(0, 20, &enter(1), &types, &mut sink).unwrap();
+        r.record_at(1, 30, &enter(2), &types, &mut sink).unwrap();
+        r.record_at(1, 40, &enter(3), &types, &mut sink).unwrap();
+        r.record_at(1, 45, &enter(4), &types, &mut sink).unwrap();
+        r.record_at(1, 50, &exit, &types, &mut sink).unwrap();
+        r.record_at(0, 60, &enter(5), &types, &mut sink).unwrap();
+        sink.0.clear();
+        r.finish(&mut sink).unwrap();
+        let syscalls: Vec<(i64, Option<u16>, EventKind)> = sink
+            .0
+            .iter()
+            .filter(|e| e.type_id == TypeId::from(Builtin::SyscallEntry.id()))
+            .map(|e| (e.ts, e.cpu, e.kind))
+            .collect();
+        let state = |depth| EventKind::State { end: 60, depth };
+        assert_eq!(
+            syscalls,
+            [
+                (60, Some(0), state(2)),
+                (40, Some(1), state(2)),
+                (30, Some(1), state(1)),
+                (20, Some(0), state(1)),
+            ]
+        );
+        assert_eq!(r.stats().clipped_open_states, 4 + 2);
+    }
 
     #[test]
     fn assign_params_replaces_the_tail_and_reuses_string_buffers() {
