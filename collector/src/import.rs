@@ -523,91 +523,188 @@ fn parse_num(s: &str) -> Option<u64> {
     }
 }
 
+/// Records per batch handed from the reading thread to the importing one, and the most line text a
+/// batch holds (whatever the lines' length, memory stays bounded).
+const BATCH_RECORDS: usize = 4096;
+const BATCH_BYTES: usize = 1 << 20;
+/// Batches in existence: one being filled, one being imported, the others waiting either way.
+const BATCHES: usize = 4;
+
+/// Reads and parses `reader` on a thread of its own while `each` is called here, in file order, with
+/// every record and every error (a bad line, or the read error that ends the file); returns the bytes
+/// read. An error of `each` stops both threads and is returned.
+fn ftrace_read_ahead<R: BufRead + Send>(
+    mut reader: ftrace::FtraceReader<R>,
+    mut each: impl FnMut(ftrace::BatchLine<'_>) -> Result<()>,
+) -> Result<u64> {
+    use std::sync::mpsc;
+    std::thread::scope(|scope| {
+        let (full_tx, full_rx) = mpsc::sync_channel::<ftrace::RecordBatch>(BATCHES);
+        let (free_tx, free_rx) = mpsc::channel::<ftrace::RecordBatch>();
+        for _ in 0..BATCHES {
+            // Cannot fail: the receiver is right here.
+            let _ = free_tx.send(ftrace::RecordBatch::new());
+        }
+        let reading = std::thread::Builder::new()
+            .name("ftrace-reader".into())
+            .spawn_scoped(scope, move || {
+                // Ends at the end of the file, or when the importing side stopped (its ends of the
+                // channels are gone).
+                while let Ok(mut batch) = free_rx.recv() {
+                    let more = reader.fill_batch(&mut batch, BATCH_RECORDS, BATCH_BYTES);
+                    if full_tx.send(batch).is_err() || !more {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| {
+                CollectorError::Invalid(format!("cannot start the ftrace reading thread: {e}"))
+            })?;
+        let mut bytes = 0;
+        for mut batch in full_rx.iter() {
+            for item in batch.drain() {
+                each(item)?;
+            }
+            bytes = batch.bytes_read();
+            // The reading thread may have finished already: nothing to hand back then.
+            let _ = free_tx.send(batch);
+        }
+        reading
+            .join()
+            .map_err(|_| CollectorError::Invalid("the ftrace reading thread panicked".into()))?;
+        Ok(bytes)
+    })
+}
+
 fn ftrace_import(
     path: &Path,
     writer: &mut TraceWriter,
     lines: &mut Lines<'_, '_>,
     stats: &mut Vec<(String, i64, String)>,
 ) -> Result<()> {
-    let mut reader = ftrace::FtraceReader::new(open(path)?, display(path));
-    let mut types = ImportTypes::new();
-    let mut recon = Reconstructor::new(1_000_000_000, 0, 1);
-    recon.start(&types, writer)?;
-    let mut names: FxHashMap<u64, (String, Option<u64>)> = FxHashMap::default();
-    // Names each thread had before its current one.
-    let mut earlier: FxHashMap<u64, Vec<String>> = FxHashMap::default();
-    let mut waking: FxHashSet<u64> = FxHashSet::default();
-    let mut rec = ImportRecord::default();
-    let mut unknown_events: u64 = 0;
-    // Per custom punctual type: its parameter names, to place `key=value` pairs.
-    let mut keys: FxHashMap<u16, Vec<String>> = FxHashMap::default();
-    // `key=value` pairs of the current line, reused from line to line.
-    let mut pairs_buf: Vec<(&'static str, &'static str)> = Vec::new();
-    let user_enter = types
-        .custom(
-            "user_state",
-            Category::StateEnter,
-            || vec![pinfo("name", wdict::ParamType::String)],
-            &mut recon,
-            writer,
-        )?
-        .unwrap_or(0);
-    let user_exit = types
-        .custom(
-            "user_state_exit",
-            Category::StateExit { enter: user_enter },
-            Vec::new,
-            &mut recon,
-            writer,
-        )?
-        .unwrap_or(0);
-    loop {
-        let bytes = reader.bytes();
-        let line = match reader.next_line() {
-            Ok(Some(ftrace::Line::Record(r))) => r,
-            Ok(Some(ftrace::Line::Header)) => continue,
-            Ok(None) => break,
-            Err(e) => {
-                lines.bad(e)?;
-                continue;
-            }
-        };
-        lines.progress(bytes);
-        let mut name_thread = |pid: u64,
-                               comm: &str,
-                               tgid: Option<u64>,
-                               recon: &mut Reconstructor,
-                               w: &mut TraceWriter|
-         -> Result<()> {
-            if comm.is_empty() || comm == "<...>" {
+    let reader = ftrace::FtraceReader::new(open(path)?, display(path));
+    let mut importer = FtraceImporter::new(writer)?;
+    lines.bytes = ftrace_read_ahead(reader, |item| match item {
+        ftrace::BatchLine::Record { bytes, record } => {
+            lines.progress(bytes);
+            importer.record(&record, writer)
+        }
+        ftrace::BatchLine::Error(e) => lines.bad(e),
+    })?;
+    importer.finish(writer, stats)
+}
+
+/// What an ftrace import keeps from line to line.
+struct FtraceImporter {
+    types: ImportTypes,
+    recon: Reconstructor,
+    names: FxHashMap<u64, (String, Option<u64>)>,
+    /// Names each thread had before its current one.
+    earlier: FxHashMap<u64, Vec<String>>,
+    waking: FxHashSet<u64>,
+    rec: ImportRecord,
+    unknown_events: u64,
+    /// Per custom punctual type: its parameter names, to place `key=value` pairs.
+    keys: FxHashMap<u16, Vec<String>>,
+    /// `key=value` pairs of the current line, reused from line to line.
+    pairs_buf: Vec<(&'static str, &'static str)>,
+    user_enter: u16,
+    user_exit: u16,
+}
+
+impl FtraceImporter {
+    fn new(writer: &mut TraceWriter) -> Result<Self> {
+        let mut types = ImportTypes::new();
+        let mut recon = Reconstructor::new(1_000_000_000, 0, 1);
+        recon.start(&types, writer)?;
+        let user_enter = types
+            .custom(
+                "user_state",
+                Category::StateEnter,
+                || vec![pinfo("name", wdict::ParamType::String)],
+                &mut recon,
+                writer,
+            )?
+            .unwrap_or(0);
+        let user_exit = types
+            .custom(
+                "user_state_exit",
+                Category::StateExit { enter: user_enter },
+                Vec::new,
+                &mut recon,
+                writer,
+            )?
+            .unwrap_or(0);
+        Ok(Self {
+            types,
+            recon,
+            names: FxHashMap::default(),
+            earlier: FxHashMap::default(),
+            waking: FxHashSet::default(),
+            rec: ImportRecord::default(),
+            unknown_events: 0,
+            keys: FxHashMap::default(),
+            pairs_buf: Vec::new(),
+            user_enter,
+            user_exit,
+        })
+    }
+
+    fn name_thread(
+        &mut self,
+        pid: u64,
+        comm: &str,
+        tgid: Option<u64>,
+        w: &mut TraceWriter,
+    ) -> Result<()> {
+        if comm.is_empty() || comm == "<...>" {
+            return Ok(());
+        }
+        let known = self.names.get(&pid);
+        if known.is_none_or(|(n, g)| n != comm || (tgid.is_some() && *g != tgid)) {
+            // A name the thread had before (pid 0 is `<idle>` on event lines and `swapper/N` in
+            // sched_switch fields): keep the current one instead of rewriting the producer at
+            // every line that flips between the two.
+            let same_group = known.is_some_and(|(_, g)| tgid.is_none() || *g == tgid);
+            if same_group
+                && self
+                    .earlier
+                    .get(&pid)
+                    .is_some_and(|v| v.iter().any(|x| x == comm))
+            {
                 return Ok(());
             }
-            let known = names.get(&pid);
-            if known.is_none_or(|(n, g)| n != comm || (tgid.is_some() && *g != tgid)) {
-                // A name the thread had before (pid 0 is `<idle>` on event lines and `swapper/N` in
-                // sched_switch fields): keep the current one instead of rewriting the producer at
-                // every line that flips between the two.
-                let same_group = known.is_some_and(|(_, g)| tgid.is_none() || *g == tgid);
-                if same_group
-                    && earlier
-                        .get(&pid)
-                        .is_some_and(|v| v.iter().any(|x| x == comm))
-                {
-                    return Ok(());
+            let tgid = tgid.or(known.and_then(|k| k.1));
+            if let Some((old, _)) = self.names.insert(pid, (comm.to_string(), tgid)) {
+                let e = self.earlier.entry(pid).or_default();
+                if e.len() < 8 && !e.contains(&old) {
+                    e.push(old);
                 }
-                let tgid = tgid.or(known.and_then(|k| k.1));
-                if let Some((old, _)) = names.insert(pid, (comm.to_string(), tgid)) {
-                    let e = earlier.entry(pid).or_default();
-                    if e.len() < 8 && !e.contains(&old) {
-                        e.push(old);
-                    }
-                }
-                recon.name_thread(pid, comm, tgid, w)?;
             }
-            Ok(())
-        };
-        name_thread(line.pid, line.comm, line.tgid, &mut recon, writer)?;
+            self.recon.name_thread(pid, comm, tgid, w)?;
+        }
+        Ok(())
+    }
+
+    /// A `name: key=value ...` event of no rule (see [`punctual_kv`]).
+    fn punctual(&mut self, name: &str, args: &str, writer: &mut TraceWriter) -> Result<()> {
+        self.pairs_buf = punctual_kv(
+            name,
+            args,
+            std::mem::take(&mut self.pairs_buf),
+            &mut self.types,
+            &mut self.keys,
+            &mut self.rec,
+            &mut self.recon,
+            writer,
+        )?;
+        Ok(())
+    }
+
+    fn record(&mut self, line: &ftrace::Record<'_>, writer: &mut TraceWriter) -> Result<()> {
+        self.name_thread(line.pid, line.comm, line.tgid, writer)?;
         let ts = line.ts.max(0) as u64;
+        let rec = &mut self.rec;
         match line.body {
             ftrace::Body::Event { name, args } => {
                 let arg = |k: &str| ftrace::Record::arg(args, k);
@@ -618,38 +715,35 @@ fn ftrace_import(
                         let prev = prev_pid.and_then(parse_num).unwrap_or(line.pid);
                         let next = next_pid.and_then(parse_num).unwrap_or(0);
                         if let Some(c) = prev_comm {
-                            name_thread(prev, c, None, &mut recon, writer)?;
+                            self.name_thread(prev, c, None, writer)?;
                         }
                         if let Some(c) = next_comm {
-                            name_thread(next, c, None, &mut recon, writer)?;
+                            self.name_thread(next, c, None, writer)?;
                         }
-                        rec.set(Builtin::ContextSwitch).u(prev).u(next);
+                        self.rec.set(Builtin::ContextSwitch).u(prev).u(next);
                     }
                     "sched_wakeup" | "sched_waking" | "sched_wakeup_new"
                         if arg("pid").and_then(parse_num).is_some() =>
                     {
                         let pid = arg("pid").and_then(parse_num).unwrap_or(0);
                         if let Some(c) = arg("comm") {
-                            name_thread(pid, c, None, &mut recon, writer)?;
+                            self.name_thread(pid, c, None, writer)?;
                         }
                         // A kernel with both tracepoints reports one wake-up twice: waking, then wakeup.
-                        let duplicate = name == "sched_wakeup" && waking.remove(&pid);
+                        let duplicate = name == "sched_wakeup" && self.waking.remove(&pid);
                         if name == "sched_waking" {
-                            waking.insert(pid);
+                            self.waking.insert(pid);
                         }
                         if duplicate {
-                            pairs_buf = punctual_kv(
-                                name, args, pairs_buf, &mut types, &mut keys, &mut rec, &mut recon,
-                                writer,
-                            )?;
+                            self.punctual(name, args, writer)?;
                         } else {
-                            rec.set(Builtin::Wakeup).u(pid);
+                            self.rec.set(Builtin::Wakeup).u(pid);
                         }
                     }
                     "irq_handler_entry" => {
                         let irq = arg("irq").and_then(parse_num).unwrap_or(0);
                         if let Some(n) = arg("name") {
-                            recon.name_hint(false, irq, format!("irq {irq} {n}"));
+                            self.recon.name_hint(false, irq, format!("irq {irq} {n}"));
                         }
                         rec.set(Builtin::IrqEntry).u(irq);
                     }
@@ -659,7 +753,7 @@ fn ftrace_import(
                     "softirq_entry" => {
                         let vec = arg("vec").and_then(parse_num).unwrap_or(0);
                         if let Some(n) = arg("action") {
-                            recon.name_hint(true, vec, format!("softirq {n}"));
+                            self.recon.name_hint(true, vec, format!("softirq {n}"));
                         }
                         rec.set(Builtin::SoftIrqEntry).a(vec);
                     }
@@ -690,7 +784,7 @@ fn ftrace_import(
                         rec.set(Builtin::SyscallExit).u(nr).i(ret);
                     }
                     n if n.starts_with("sys_enter_") => {
-                        syscall_enter(&mut rec, &n["sys_enter_".len()..], args);
+                        syscall_enter(rec, &n["sys_enter_".len()..], args);
                     }
                     n if n.starts_with("sys_exit_") => {
                         let ret = parse_num(args).map_or(0, |v| v as i64);
@@ -701,46 +795,51 @@ fn ftrace_import(
                         let text = text.strip_prefix("tracing_mark_write: ").unwrap_or(text);
                         if let Some(rest) = text.strip_prefix("B|") {
                             let label = rest.split_once('|').map_or("", |(_, n)| n);
-                            rec.set_id(user_enter).s(label);
+                            rec.set_id(self.user_enter).s(label);
                         } else if text == "E" || text.starts_with("E|") {
-                            rec.set_id(user_exit);
+                            rec.set_id(self.user_exit);
                         } else {
                             rec.set(Builtin::Marker).s(text);
                         }
                     }
                     _ => {
-                        unknown_events += 1;
-                        pairs_buf = punctual_kv(
-                            name, args, pairs_buf, &mut types, &mut keys, &mut rec, &mut recon,
-                            writer,
-                        )?;
+                        self.unknown_events += 1;
+                        self.punctual(name, args, writer)?;
                     }
                 }
             }
             ftrace::Body::SyscallEnter { name, args } => {
-                syscall_enter(&mut rec, name.strip_prefix("sys_").unwrap_or(name), args);
+                syscall_enter(rec, name.strip_prefix("sys_").unwrap_or(name), args);
             }
             ftrace::Body::SyscallExit { ret, .. } => {
                 let ret = parse_num(ret).map_or(0, |v| v as i64);
                 rec.set(Builtin::SyscallExit).u(0).i(ret);
             }
         }
-        recon.record_at(line.cpu, ts, &rec, &types, writer)?;
+        self.recon
+            .record_at(line.cpu, ts, &self.rec, &self.types, writer)?;
+        Ok(())
     }
-    lines.bytes = reader.bytes();
-    recon.finish(writer)?;
-    recon_stats(&recon, &types, stats);
-    stats.push((
-        "events_without_rule".into(),
-        unknown_events as i64,
-        "ftrace events stored as punctual events of their own type".into(),
-    ));
-    stats.push((
-        "custom_types".into(),
-        types.custom_count() as i64,
-        "event types declared for event names without a rule".into(),
-    ));
-    Ok(())
+
+    fn finish(
+        mut self,
+        writer: &mut TraceWriter,
+        stats: &mut Vec<(String, i64, String)>,
+    ) -> Result<()> {
+        self.recon.finish(writer)?;
+        recon_stats(&self.recon, &self.types, stats);
+        stats.push((
+            "events_without_rule".into(),
+            self.unknown_events as i64,
+            "ftrace events stored as punctual events of their own type".into(),
+        ));
+        stats.push((
+            "custom_types".into(),
+            self.types.custom_count() as i64,
+            "event types declared for event names without a rule".into(),
+        ));
+        Ok(())
+    }
 }
 
 /// The values of `keys` in an event's arguments (the first pair of each key), in one pass.

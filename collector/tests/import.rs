@@ -131,6 +131,136 @@ fn ftrace_syscalls_without_header() {
     assert_eq!(stat(&r.path, "records.syscall"), 423);
 }
 
+/// The event lines of the real syscall capture, `copies` times over (more records than the importer
+/// hands from its reading thread in one batch, and than it reports progress for), with bad lines after
+/// the records counted in `bad_after` (0: first line).
+fn many_ftrace_lines(copies: usize, bad_after: &[usize]) -> String {
+    let sample = std::fs::read_to_string(real("ftrace/tci-ftrace_syscalls.txt")).unwrap();
+    let events: Vec<&str> = sample
+        .lines()
+        .filter(|l| socscope_formats::ftrace::parse_line(l).is_ok())
+        .collect();
+    let mut out = String::new();
+    let mut n = 0;
+    for _ in 0..copies {
+        for l in &events {
+            for _ in bad_after.iter().filter(|&&b| b == n) {
+                out.push_str(&format!("garbage line after record {n}\n"));
+            }
+            out.push_str(l);
+            out.push('\n');
+            n += 1;
+        }
+    }
+    for _ in bad_after.iter().filter(|&&b| b == n) {
+        out.push_str("bad-1 [00x] the last line\n");
+    }
+    out
+}
+
+/// What the ftrace reader alone makes of `path`: records, the errors' messages, and the bytes read
+/// before every 65536th record (where the importer reports its progress).
+fn read_ftrace(path: &Path) -> (u64, Vec<String>, Vec<u64>) {
+    let f = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let mut r = socscope_formats::ftrace::FtraceReader::new(f, path.display().to_string());
+    let (mut records, mut errors, mut progress) = (0u64, Vec::new(), Vec::new());
+    loop {
+        let bytes = r.bytes();
+        match r.next_line() {
+            Ok(Some(socscope_formats::ftrace::Line::Record(_))) => {
+                records += 1;
+                if records % 65_536 == 0 {
+                    progress.push(bytes);
+                }
+            }
+            Ok(Some(socscope_formats::ftrace::Line::Header)) => {}
+            Ok(None) => break,
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    (records, errors, progress)
+}
+
+#[test]
+fn ftrace_read_ahead_keeps_order_counts_and_error_positions() {
+    // The file is parsed on a thread of its own, in batches of 4096 records: bad lines at the start,
+    // on both sides of batch boundaries and at the end must be reported as the reader finds them, in
+    // order, with their line and column, and counted; the records and the progress must be those of
+    // reading line by line.
+    let dir = tempfile::tempdir().unwrap();
+    let copies = 63; // 1052 records a copy: 66 276 records, one progress report
+    let bad = [0, 4095, 4096, 4097, 8192, 30_000, 30_000, 1052 * copies];
+    let dirty = dir.path().join("dirty.txt");
+    std::fs::write(&dirty, many_ftrace_lines(copies, &bad)).unwrap();
+    let clean = dir.path().join("clean.txt");
+    std::fs::write(&clean, many_ftrace_lines(copies, &[])).unwrap();
+    let (records, errors, progress) = read_ftrace(&dirty);
+    assert_eq!(records, 1052 * copies as u64);
+    assert_eq!(errors.len(), bad.len());
+    assert!(errors[1].contains(":4097:1: expected"), "{}", errors[1]);
+
+    let mut warnings = Vec::new();
+    let mut skip_counts = Vec::new();
+    let mut reported = Vec::new();
+    let mut on_skip = |e: &socscope_formats::ParseError, n: u64| {
+        warnings.push(e.to_string());
+        skip_counts.push(n);
+    };
+    let mut on_progress = |b: u64| reported.push(b);
+    let mut opts = ImportOptions {
+        strict: false,
+        on_skip: &mut on_skip,
+        on_progress: &mut on_progress,
+    };
+    let r = import(
+        std::slice::from_ref(&dirty),
+        Format::Ftrace,
+        &dir.path().join("d.db"),
+        &mut opts,
+    )
+    .unwrap();
+    assert_eq!(warnings, errors);
+    assert_eq!(skip_counts, (1..=bad.len() as u64).collect::<Vec<_>>());
+    assert_eq!(reported, progress);
+    assert_eq!(r.records, records);
+    assert_eq!(r.lines_skipped, bad.len() as u64);
+    assert_eq!(r.bytes, std::fs::metadata(&dirty).unwrap().len());
+    assert_eq!(stat(&r.path, "lines_skipped"), bad.len() as i64);
+
+    // The bad lines change nothing else.
+    let (c, _) = run(&[clean], Format::Ftrace, &dir.path().join("c"), true).unwrap();
+    assert_eq!(c.records, r.records);
+    assert_eq!(c.info.event_count, r.info.event_count);
+    assert_eq!(counts(&c.path), counts(&r.path));
+
+    // Strict: the first bad line stops the import, with the reader's message.
+    let e = run(&[dirty], Format::Ftrace, &dir.path().join("s"), true).unwrap_err();
+    assert_eq!(e.to_string(), errors[0]);
+}
+
+#[test]
+fn ftrace_read_error_stops_the_import() {
+    // A directory opens but does not read: the reading thread's I/O error ends the import, naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_file = dir.path().join("capture.txt");
+    std::fs::create_dir(&not_a_file).unwrap();
+    let e = run(
+        std::slice::from_ref(&not_a_file),
+        Format::Ftrace,
+        dir.path(),
+        false,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, socscope_collector::CollectorError::Io { path, .. } if *path == not_a_file),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().starts_with(&not_a_file.display().to_string()),
+        "{e}"
+    );
+}
+
 #[test]
 fn paje_native_sample() {
     // 2439 + 220 PajeSetState (ids 10 and 20) + 659 PajePushState = 3318 states; 880 PajeSetVariable;

@@ -237,26 +237,231 @@ impl<R: std::io::BufRead> FtraceReader<R> {
         let Some((line_no, line)) = self.lines.next_line()? else {
             return Ok(None);
         };
-        let t = line.trim_start();
-        if t.is_empty() || t.starts_with('#') {
-            if let Some(p) = t.find("#P:") {
-                self.cpus = t[p + 3..].trim().parse().ok().or(self.cpus);
+        classify(&self.file, &mut self.cpus, line_no, line).map(Some)
+    }
+
+    /// Reads lines into `batch` (emptied first) until it holds `max_records` records or
+    /// `max_bytes` of their text, the file ends or reading fails: the records, the bad lines' errors
+    /// and the read error in file order, as [`FtraceReader::next_line`] would have returned them.
+    /// Returns `false` once nothing is left to read (the end, or an I/O error, which is then the
+    /// batch's last item).
+    pub fn fill_batch(
+        &mut self,
+        batch: &mut RecordBatch,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> bool {
+        batch.clear();
+        let mut records = 0;
+        while records < max_records && batch.text.len() < max_bytes {
+            let bytes = self.lines.bytes();
+            let (line_no, line) = match self.lines.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => {
+                    batch.bytes_read = self.lines.bytes();
+                    return false;
+                }
+                Err(e) => {
+                    batch.push_error(bytes, e);
+                    batch.bytes_read = self.lines.bytes();
+                    return false;
+                }
+            };
+            match classify(&self.file, &mut self.cpus, line_no, line) {
+                Ok(Line::Header) => {}
+                Ok(Line::Record(r)) => {
+                    batch.push_record(bytes, line, &r);
+                    records += 1;
+                }
+                Err(e) => batch.push_error(bytes, e),
             }
-            return Ok(Some(Line::Header));
         }
-        if let Some(n) = t.strip_prefix("cpus=") {
-            self.cpus = n.trim().parse().ok();
-            return Ok(Some(Line::Header));
+        batch.bytes_read = self.lines.bytes();
+        true
+    }
+}
+
+/// Header, record or error: what [`FtraceReader::next_line`] makes of line `line_no`.
+fn classify<'l>(
+    file: &str,
+    cpus: &mut Option<u16>,
+    line_no: u64,
+    line: &'l str,
+) -> Result<Line<'l>, FormatError> {
+    let t = line.trim_start();
+    if t.is_empty() || t.starts_with('#') {
+        if let Some(p) = t.find("#P:") {
+            *cpus = t[p + 3..].trim().parse().ok().or(*cpus);
         }
-        if t.starts_with("version =") || (t.starts_with("CPU ") && t.ends_with("is empty")) {
-            return Ok(Some(Line::Header));
-        }
-        match parse_line(line) {
-            Ok(r) => Ok(Some(Line::Record(r))),
-            Err((at, expected)) => {
-                Err(ParseError::at(&self.file, line_no, line, at, expected).into())
+        return Ok(Line::Header);
+    }
+    if let Some(n) = t.strip_prefix("cpus=") {
+        *cpus = n.trim().parse().ok();
+        return Ok(Line::Header);
+    }
+    if t.starts_with("version =") || (t.starts_with("CPU ") && t.ends_with("is empty")) {
+        return Ok(Line::Header);
+    }
+    match parse_line(line) {
+        Ok(r) => Ok(Line::Record(r)),
+        Err((at, expected)) => Err(ParseError::at(file, line_no, line, at, expected).into()),
+    }
+}
+
+/// A text span of a [`RecordBatch`]: byte offsets into its text.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BodyKind {
+    Event,
+    SyscallEnter,
+    SyscallExit,
+}
+
+/// A record of a batch: a [`Record`] with spans instead of borrowed text.
+#[derive(Debug, Clone, Copy)]
+struct BatchRecord {
+    comm: Span,
+    pid: u64,
+    tgid: Option<u64>,
+    cpu: u16,
+    flags: Option<Span>,
+    ts: i64,
+    kind: BodyKind,
+    name: Span,
+    args: Span,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BatchItem {
+    Record(BatchRecord),
+    /// The next error of the batch's error list.
+    Error,
+}
+
+/// Lines of an ftrace file read ahead by [`FtraceReader::fill_batch`]: the records (owning their
+/// text) and the errors, in file order, each with the bytes read before its line. Made to be handed
+/// from a reading thread to an importing one and back, its buffers reused.
+#[derive(Debug, Default)]
+pub struct RecordBatch {
+    text: String,
+    items: Vec<(u64, BatchItem)>,
+    errors: Vec<FormatError>,
+    bytes_read: u64,
+}
+
+/// An item of a [`RecordBatch`].
+#[derive(Debug)]
+pub enum BatchLine<'a> {
+    /// An event line, read after `bytes` bytes of the file.
+    Record {
+        /// Bytes of the file before this line.
+        bytes: u64,
+        /// The record.
+        record: Record<'a>,
+    },
+    /// A line that is neither header nor event, or the read error that ended the batch.
+    Error(FormatError),
+}
+
+impl RecordBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.items.clear();
+        self.errors.clear();
+    }
+
+    /// Records and errors in the batch.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the batch holds neither record nor error.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Bytes of the file read once the batch was filled.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    fn push_error(&mut self, bytes: u64, e: FormatError) {
+        self.errors.push(e);
+        self.items.push((bytes, BatchItem::Error));
+    }
+
+    fn push_record(&mut self, bytes: u64, line: &str, r: &Record<'_>) {
+        let base = self.text.len();
+        self.text.push_str(line);
+        let span = |s: &str| {
+            let start = base + offset_in(line, s);
+            Span {
+                start,
+                end: start + s.len(),
             }
-        }
+        };
+        let (kind, name, args) = match r.body {
+            Body::Event { name, args } => (BodyKind::Event, name, args),
+            Body::SyscallEnter { name, args } => (BodyKind::SyscallEnter, name, args),
+            Body::SyscallExit { name, ret } => (BodyKind::SyscallExit, name, ret),
+        };
+        self.items.push((
+            bytes,
+            BatchItem::Record(BatchRecord {
+                comm: span(r.comm),
+                pid: r.pid,
+                tgid: r.tgid,
+                cpu: r.cpu,
+                flags: r.flags.map(span),
+                ts: r.ts,
+                kind,
+                name: span(name),
+                args: span(args),
+            }),
+        ));
+    }
+
+    /// The records and errors in file order (errors are moved out; the batch is emptied by the next
+    /// [`FtraceReader::fill_batch`]).
+    pub fn drain(&mut self) -> impl Iterator<Item = BatchLine<'_>> {
+        let text = self.text.as_str();
+        let mut errors = self.errors.drain(..);
+        self.items
+            .iter()
+            .filter_map(move |&(bytes, item)| match item {
+                BatchItem::Record(r) => {
+                    let at = |s: Span| text.get(s.start..s.end).unwrap_or("");
+                    let (name, args) = (at(r.name), at(r.args));
+                    let body = match r.kind {
+                        BodyKind::Event => Body::Event { name, args },
+                        BodyKind::SyscallEnter => Body::SyscallEnter { name, args },
+                        BodyKind::SyscallExit => Body::SyscallExit { name, ret: args },
+                    };
+                    Some(BatchLine::Record {
+                        bytes,
+                        record: Record {
+                            comm: at(r.comm),
+                            pid: r.pid,
+                            tgid: r.tgid,
+                            cpu: r.cpu,
+                            flags: r.flags.map(at),
+                            ts: r.ts,
+                            body,
+                        },
+                    })
+                }
+                BatchItem::Error => errors.next().map(BatchLine::Error),
+            })
     }
 }
 
@@ -331,6 +536,122 @@ mod tests {
         assert_eq!(Record::arg(args, "prev_state"), Some("R+"));
         assert_eq!(Record::arg(args, "next_comm"), Some("lmkd"));
         assert_eq!(Record::arg(args, "next_pid"), Some("1295"));
+    }
+
+    /// What `next_line` gives for `text`: (bytes before the line, the record or the error), in order.
+    fn by_line(text: &str) -> (Vec<(u64, String)>, u64) {
+        let mut r = FtraceReader::new(text.as_bytes(), "f.txt");
+        let mut out = Vec::new();
+        loop {
+            let bytes = r.bytes();
+            match r.next_line() {
+                Ok(Some(Line::Record(rec))) => out.push((bytes, format!("{rec:?}"))),
+                Ok(Some(Line::Header)) => {}
+                Ok(None) => break,
+                Err(e) => out.push((bytes, e.to_string())),
+            }
+        }
+        (out, r.bytes())
+    }
+
+    fn by_batch(text: &str, records: usize, max_bytes: usize) -> (Vec<(u64, String)>, u64) {
+        let mut r = FtraceReader::new(text.as_bytes(), "f.txt");
+        let mut batch = RecordBatch::new();
+        let mut out = Vec::new();
+        loop {
+            let more = r.fill_batch(&mut batch, records, max_bytes);
+            let mut in_batch = 0;
+            for item in batch.drain() {
+                out.push(match item {
+                    BatchLine::Record { bytes, record } => {
+                        in_batch += 1;
+                        (bytes, format!("{record:?}"))
+                    }
+                    BatchLine::Error(e) => (0, e.to_string()),
+                });
+            }
+            assert!(in_batch <= records);
+            if !more {
+                return (out, batch.bytes_read());
+            }
+        }
+    }
+
+    #[test]
+    fn batches_hold_what_line_by_line_reading_gives() {
+        let text = "# tracer: nop\n\
+            cpus=4\n\
+            \x20 <idle>-0 [000] d..2 1.000001: sched_switch: prev_comm=swapper/0 prev_pid=0 ==> next_comm=a next_pid=5\n\
+            garbage\n\
+            \x20  Chrome_IO - thr-77 (   70) [003] d..2. 5.000000001: sched_waking: comm=a b pid=3\n\
+            bash-1234 [001] 1234.567890: sys_read(fd: 3, buf: 7ff)\n\
+            \n\
+            foo-12 [001] d..1 12.x: e: a\n\
+            <...>-4083  [004] ....   395.705673: sys_rt_sigprocmask -> 0x0\n\
+            \x20 x-1 [002] 2.5: tracing_mark_write: B|1|draw\n\
+            tail-9 [000] 3.0: no_newline_at_the_end";
+        let (lines, total) = by_line(text);
+        assert_eq!(lines.len(), 8, "{lines:#?}");
+        // Errors keep their position (line, column, text); records their bytes.
+        let errors: Vec<&String> = lines
+            .iter()
+            .filter(|(_, l)| l.starts_with("f.txt:"))
+            .map(|(_, l)| l)
+            .collect();
+        assert_eq!(errors.len(), 2);
+        assert!(errors[0].starts_with("f.txt:4:1: "), "{}", errors[0]);
+        assert!(errors[1].starts_with("f.txt:8:19: "), "{}", errors[1]);
+        for records in [1, 2, 3, 1000] {
+            for max_bytes in [1, 60, 1 << 20] {
+                let (batched, bytes) = by_batch(text, records, max_bytes);
+                let strip = |v: &[(u64, String)]| -> Vec<(u64, String)> {
+                    v.iter()
+                        .map(|(b, l)| (if l.starts_with("f.txt:") { 0 } else { *b }, l.clone()))
+                        .collect()
+                };
+                assert_eq!(
+                    strip(&batched),
+                    strip(&lines),
+                    "{records} records, {max_bytes} bytes"
+                );
+                assert_eq!(bytes, total);
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_error_ends_the_batch_after_the_lines_before_it() {
+        struct FailsAfter(&'static [u8]);
+        impl std::io::Read for FailsAfter {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0.is_empty() {
+                    return Err(std::io::Error::other("disk on fire"));
+                }
+                let n = buf.len().min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let input = std::io::BufReader::new(FailsAfter(
+            b"a-1 [000] 1.0: e: x=1\nbad\nb-2 [001] 2.0: e: x=2\n",
+        ));
+        let mut r = FtraceReader::new(input, "f.txt");
+        let mut batch = RecordBatch::new();
+        assert!(!r.fill_batch(&mut batch, 100, 1 << 20));
+        let items: Vec<String> = batch
+            .drain()
+            .map(|i| match i {
+                BatchLine::Record { bytes, record } => format!("{bytes} {}", record.comm),
+                BatchLine::Error(e) => e.to_string(),
+            })
+            .collect();
+        assert_eq!(items.len(), 4, "{items:?}");
+        assert_eq!(items[0], "0 a");
+        assert!(items[1].starts_with("f.txt:2:1: "));
+        assert_eq!(items[2], "26 b");
+        assert_eq!(items[3], "f.txt: disk on fire");
+        assert_eq!(batch.bytes_read(), 48);
     }
 
     #[test]
