@@ -525,6 +525,16 @@ fn parse_header(
     blob: &[u8],
     blocks: &mut Vec<BlockRef>,
 ) -> Result<(usize, EventCategory, Option<Cpu>), String> {
+    parse_header_of(blob, blob.len(), blocks)
+}
+
+/// [`parse_header`] from the first bytes `head` of a blob of `total` bytes.
+fn parse_header_of(
+    head: &[u8],
+    total: usize,
+    blocks: &mut Vec<BlockRef>,
+) -> Result<(usize, EventCategory, Option<Cpu>), String> {
+    let blob = head;
     let mut r = ByteReader::new(blob);
     let format = r.u8()?;
     if format != CHUNK_FORMAT {
@@ -586,10 +596,10 @@ fn parse_header(
         return Err(format!("blocks hold {first_index} events, chunk says {n}"));
     }
     let base = r.pos();
-    if base.checked_add(off) != Some(blob.len()) {
+    if base.checked_add(off) != Some(total) {
         return Err(format!(
             "block frames take {off} bytes, {} are left",
-            blob.len() - base
+            total - base
         ));
     }
     for b in blocks.iter_mut() {
@@ -908,6 +918,44 @@ fn parse_string(buf: &[u8], pos: &mut usize) -> LazyResult<ParamValue> {
     Ok(ParamValue::String(s.to_owned()))
 }
 
+/// Bytes read first from a chunk blob to parse its header (the block table of a full chunk
+/// takes well under this).
+const HEADER_PREFIX: usize = 256;
+
+/// Random access to a chunk blob: a byte slice, or an incremental SQLite blob handle.
+pub(crate) trait BlobSource {
+    /// Length of the blob.
+    fn len(&self) -> usize;
+    /// Fills `buf` from `offset` on (the range is within the blob).
+    fn read_at(&mut self, buf: &mut [u8], offset: usize) -> Result<(), String>;
+}
+
+impl BlobSource for &[u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: usize) -> Result<(), String> {
+        let src = offset
+            .checked_add(buf.len())
+            .and_then(|end| self.get(offset..end))
+            .ok_or("read past the end of the chunk blob")?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+impl BlobSource for rusqlite::blob::Blob<'_> {
+    fn len(&self) -> usize {
+        rusqlite::blob::Blob::len(self)
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: usize) -> Result<(), String> {
+        self.read_at_exact(buf, offset)
+            .map_err(|e| format!("reading the chunk blob: {e}"))
+    }
+}
+
 /// A chunk read sequentially, one block at a time: a block is decompressed (into buffers
 /// reused across chunks) and its fixed columns decoded only when the cursor reaches it, and
 /// seeking jumps over whole blocks by their first timestamps; parameters are parsed only for
@@ -996,8 +1044,8 @@ fn col_uvarint(body: &[u8], c: &mut (usize, usize)) -> LazyResult<u64> {
 }
 
 impl ChunkCursor {
-    /// Reads the chunk header of `blob` and positions the cursor on its first event at or
-    /// after `from` (blocks before the one holding it are neither copied nor decompressed).
+    /// [`Self::load_from`] a whole blob in memory, keeping every block.
+    #[cfg(test)]
     pub(crate) fn load(
         &mut self,
         id: i64,
@@ -1005,21 +1053,38 @@ impl ChunkCursor {
         from: Timestamp,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> Result<(), String> {
-        self.load_until(id, blob, from, Timestamp::MAX, decompressor)
+        let mut src = blob;
+        self.load_from(id, &mut src, from, Timestamp::MAX, decompressor)
     }
 
-    /// [`Self::load`] for a walk that stops before `until`: the blocks that start at or after
-    /// it are not kept, so the cursor ends after the last block starting before `until`.
-    pub(crate) fn load_until(
+    /// Reads the chunk header from `src` and positions the cursor on its first event at or
+    /// after `from`, keeping the blocks that start before `until`: blocks before the one
+    /// holding `from` and from `until` on are neither read nor decompressed, and the cursor
+    /// ends after the last block kept. Only the header and the kept blocks' frames are read
+    /// from `src` (SQLite's incremental blob I/O: the rest of the chunk is never copied).
+    pub(crate) fn load_from(
         &mut self,
         id: i64,
-        blob: &[u8],
+        src: &mut impl BlobSource,
         from: Timestamp,
         until: Timestamp,
         decompressor: &mut zstd::bulk::Decompressor<'static>,
     ) -> Result<(), String> {
         self.id = id;
-        let (n, category, cpu) = parse_header(blob, &mut self.blocks)?;
+        let total = src.len();
+        // The header is at most a few hundred bytes: read a prefix, the whole blob only if
+        // the header turns out longer.
+        let mut head = std::mem::take(&mut self.frames);
+        head.resize(total.min(HEADER_PREFIX), 0);
+        src.read_at(&mut head, 0)?;
+        let mut parsed = parse_header_of(&head, total, &mut self.blocks);
+        if parsed.is_err() && head.len() < total {
+            head.resize(total, 0);
+            src.read_at(&mut head, 0)?;
+            parsed = parse_header_of(&head, total, &mut self.blocks);
+        }
+        self.frames = head;
+        let (n, category, cpu) = parsed?;
         self.n = n;
         self.category = Some(category);
         self.cpu = cpu;
@@ -1036,7 +1101,8 @@ impl ChunkCursor {
         self.frames_from = self.blocks[j].frame.0;
         self.frames.clear();
         self.frames
-            .extend_from_slice(&blob[self.frames_from..self.blocks[end - 1].frame.1]);
+            .resize(self.blocks[end - 1].frame.1 - self.frames_from, 0);
+        src.read_at(&mut self.frames, self.frames_from)?;
         self.enter_block(j, decompressor)?;
         self.seek(from, decompressor)?;
         Ok(())
@@ -1325,7 +1391,7 @@ impl ChunkCursor {
         self.read_fields()
     }
 
-    /// Events before this time are all in the loaded blocks (see [`Self::load_until`]).
+    /// Events before this time are all in the loaded blocks (see [`Self::load_from`]).
     pub(crate) fn loaded_until(&self) -> Timestamp {
         self.limit
     }

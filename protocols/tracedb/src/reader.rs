@@ -655,14 +655,33 @@ impl TraceReader {
         Ok(())
     }
 
-    /// Loads a chunk into a cursor positioned on its first event at or after `from`.
-    pub(crate) fn load_cursor(
-        &self,
+    /// Loads a chunk into a cursor positioned on its first event at or after `from`, keeping
+    /// the blocks that start before `until`. The blob is read through `handle` (opened on
+    /// first use, moved to each chunk after): only the header and those blocks are copied.
+    pub(crate) fn load_cursor<'c>(
+        &'c self,
         info: &ChunkInfo,
         from: Timestamp,
+        until: Timestamp,
+        handle: &mut Option<rusqlite::blob::Blob<'c>>,
         out: &mut ChunkCursor,
     ) -> Result<()> {
-        self.with_chunk_blob(info.id, |blob, dec| out.load(info.id, blob, from, dec))?;
+        let p = &self.path;
+        let blob = match handle {
+            Some(b) => {
+                b.reopen(info.id).ctx(p)?;
+                b
+            }
+            None => handle.insert(
+                self.conn
+                    .blob_open(rusqlite::MAIN_DB, "chunk", "data", info.id, true)
+                    .ctx(p)?,
+            ),
+        };
+        let mut dec = self.decompressor.borrow_mut();
+        out.load_from(info.id, blob, from, until, &mut dec)
+            .map_err(|d| corrupt(p, info.id, &d))?;
+        drop(dec);
         self.check_count(info, out.len(), "in the chunk")
     }
 
@@ -1138,6 +1157,8 @@ pub struct EventIter<'r> {
     slots: Vec<ChunkCursor>,
     free: Vec<usize>,
     heap: MergeHeap,
+    /// Incremental blob handle the chunks are read through.
+    blob: Option<rusqlite::blob::Blob<'r>>,
     /// The merge head can be returned without looking at the pending chunks while its
     /// timestamp is below this (the smallest pending `t_min` when last computed).
     bound: Timestamp,
@@ -1262,6 +1283,7 @@ impl<'r> EventIter<'r> {
             slots: Vec::new(),
             free: Vec::new(),
             heap: MergeHeap::default(),
+            blob: None,
             bound: Timestamp::MIN,
             failed: false,
         })
@@ -1339,11 +1361,14 @@ impl<'r> EventIter<'r> {
             Mode::Starts => m.range.start,
             Mode::Overlaps => i64::MIN,
         };
-        let found = self.reader.load_cursor(&info, from, c).and_then(|()| {
-            let mut dec = self.reader.decompressor.borrow_mut();
-            m.seek_match(c, &mut dec)
-                .map_err(|d| corrupt(&self.reader.path, info.id, d))
-        });
+        let found = self
+            .reader
+            .load_cursor(&info, from, m.range.end, &mut self.blob, c)
+            .and_then(|()| {
+                let mut dec = self.reader.decompressor.borrow_mut();
+                m.seek_match(c, &mut dec)
+                    .map_err(|d| corrupt(&self.reader.path, info.id, d))
+            });
         match found {
             Ok(true) => self.heap.push(merge_key(c.ts, c.id, c.index()), slot),
             Ok(false) => self.free.push(slot),

@@ -139,12 +139,13 @@ impl TraceReader {
             .collect();
         let p = &self.path;
         // Every chunk of every stream that may hold an event starting in [?1, ?2): those
-        // starting in it and those starting before whose last event reaches it. The blob comes
-        // with the row (one B-tree visit per chunk); it is read only when the cursor needs it.
+        // starting in it and those starting before whose last event reaches it. Their blobs
+        // are read through one incremental blob handle: the header and the blocks the walk
+        // needs, never the whole chunk.
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT c.id, c.stream, c.count, c.types, c.producers, c.data
+                "SELECT c.id, c.stream, c.count, c.types, c.producers
                  FROM stream s CROSS JOIN chunk c ON c.stream = s.id
                  WHERE c.t_min < ?2 AND c.t_min >= max(?1 - s.max_span, ?3) AND c.t_max >= ?1
                  ORDER BY c.stream, c.t_min, c.id",
@@ -153,6 +154,7 @@ impl TraceReader {
         let mut slots: FxHashMap<i64, Slot> = FxHashMap::default();
         let mut tally: FxHashMap<(u32, u32), u64> = FxHashMap::default();
         let mut dec = self.decompressor.borrow_mut();
+        let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
         for &(r, i) in parts.iter() {
             let mut rows = st.query(params![r.start, r.end, i64::MIN]).ctx(p)?;
             while let Some(row) = rows.next().ctx(p)? {
@@ -182,13 +184,19 @@ impl TraceReader {
                     cur.seek(r.start, &mut dec).map_err(|d| corrupt(p, id, d))?;
                 } else {
                     slot.chunk = i64::MIN;
-                    let blob = row
-                        .get_ref(5)
-                        .ctx(p)?
-                        .as_blob()
-                        .map_err(|e| corrupt(p, id, &e.to_string()))?;
+                    let handle = match &mut blob {
+                        Some(b) => {
+                            b.reopen(id).ctx(p)?;
+                            b
+                        }
+                        None => blob.insert(
+                            self.conn
+                                .blob_open(rusqlite::MAIN_DB, "chunk", "data", id, true)
+                                .ctx(p)?,
+                        ),
+                    };
                     cur.set_ignore_params(true);
-                    cur.load_until(id, blob, r.start, r.end, &mut dec)
+                    cur.load_from(id, handle, r.start, r.end, &mut dec)
                         .map_err(|d| corrupt(p, id, &d))?;
                     let count: u32 = row.get(2).ctx(p)?;
                     if cur.len() != count as usize {
