@@ -367,6 +367,8 @@ struct Table<V> {
     cols: PairMap<usize>,
     keys: Vec<(ProducerId, TypeId)>,
     rows: Vec<Vec<V>>,
+    /// Columns of the cells last added with [`add_cells`], by position.
+    hint: Vec<usize>,
 }
 
 impl<V: Copy + Default> Table<V> {
@@ -375,6 +377,7 @@ impl<V: Copy + Default> Table<V> {
             cols: PairMap::default(),
             keys: Vec::new(),
             rows: vec![Vec::new(); slices],
+            hint: Vec::new(),
         }
     }
 
@@ -392,6 +395,12 @@ impl<V: Copy + Default> Table<V> {
     #[inline]
     fn at(&mut self, slice: usize, key: (ProducerId, TypeId)) -> &mut V {
         let c = self.col(key);
+        self.at_col(slice, c)
+    }
+
+    /// The value of a column in a slice.
+    #[inline]
+    fn at_col(&mut self, slice: usize, c: usize) -> &mut V {
         let n = self.keys.len();
         let row = &mut self.rows[slice];
         if row.len() <= c {
@@ -405,6 +414,7 @@ impl<V: Copy + Default> Table<V> {
         Table {
             cols: self.cols,
             keys: self.keys,
+            hint: self.hint,
             rows: self
                 .rows
                 .into_iter()
@@ -431,8 +441,23 @@ impl<V: Copy + Default> Table<V> {
 type SliceCells = Table<(u64, i64)>;
 
 fn add_cells(into: &mut SliceCells, slice: usize, cells: &[SummaryCell], sign: i64) {
-    for c in cells {
-        let e = into.at(slice, (c.producer, c.type_id));
+    // Summary cells come sorted and most buckets hold the same pairs: the column of the
+    // previous call's k-th cell is usually this one's, checked without hashing.
+    for (k, c) in cells.iter().enumerate() {
+        let key = (c.producer, c.type_id);
+        let col = match into.hint.get(k) {
+            Some(&h) if into.keys[h] == key => h,
+            _ => {
+                let h = into.col(key);
+                if k < into.hint.len() {
+                    into.hint[k] = h;
+                } else {
+                    into.hint.push(h);
+                }
+                h
+            }
+        };
+        let e = into.at_col(slice, col);
         if sign > 0 {
             e.0 = e.0.wrapping_add(c.count);
             e.1 = e.1.wrapping_add(c.state_ns);
