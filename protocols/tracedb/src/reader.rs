@@ -853,12 +853,7 @@ impl TraceReader {
     ) -> Result<Vec<SummaryCell>> {
         let base = self.base_shift.get();
         let w = 1i64 << base;
-        let a0 = range
-            .start
-            .div_euclid(w)
-            .saturating_add(i64::from(range.start.rem_euclid(w) != 0))
-            .saturating_mul(w);
-        let b0 = range.end.div_euclid(w).saturating_mul(w);
+        let (a0, b0) = summary::aligned_inside(range, w);
         if range.start == i64::MIN || range.end == i64::MAX || a0 >= b0 {
             return self.cells_from_chunks(range, filter);
         }

@@ -433,6 +433,18 @@ pub(crate) fn normalize(cells: &mut Vec<SummaryCell>) {
     *cells = out;
 }
 
+/// The part of `range` aligned to multiples of `w`: `(first multiple at or after the start,
+/// last multiple at or before the end)`; empty when the first is not below the second.
+pub(crate) fn aligned_inside(range: TimeRange, w: i64) -> (i64, i64) {
+    let up = range
+        .start
+        .div_euclid(w)
+        .saturating_add(i64::from(range.start.rem_euclid(w) != 0))
+        .saturating_mul(w);
+    let down = range.end.div_euclid(w).saturating_mul(w);
+    (up, down)
+}
+
 /// Splits `[a, b)` (both multiples of `2^base`) into aligned dyadic pieces `(level, bucket)`.
 pub(crate) fn dyadic_pieces(a: i64, b: i64, base: u32, levels: u32) -> Vec<(u32, i64)> {
     let mut out = Vec::new();

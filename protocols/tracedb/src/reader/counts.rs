@@ -70,12 +70,7 @@ impl TraceReader {
             if r.is_empty() {
                 continue;
             }
-            let up = r
-                .start
-                .div_euclid(w)
-                .saturating_add(i64::from(r.start.rem_euclid(w) != 0))
-                .saturating_mul(w);
-            let down = r.end.div_euclid(w).saturating_mul(w);
+            let (up, down) = summary::aligned_inside(r, w);
             if tf.is_none() || r.start == i64::MIN || r.end == i64::MAX || up >= down {
                 parts.push((r, i));
                 continue;
