@@ -4,10 +4,6 @@
 //! flags are 4 or 5 characters or absent (`trace-cmd report`), and the syscall tracer writes
 //! `sys_x(arg: v, ...)` and `sys_x -> 0x...` instead of `event: args`.
 
-use nom::bytes::complete::take_while1;
-use nom::character::complete::{char, digit1};
-use nom::{IResult, Parser};
-
 use crate::{FormatError, LineReader, ParseError, offset_in, seconds_to_ns};
 
 /// What follows the timestamp.
@@ -81,7 +77,7 @@ impl Record<'_> {
                     }
                     search = at + 1;
                 }
-                let value = after[..end].trim_end_matches(']').trim();
+                let value = trim(after[..end].trim_end_matches(']'));
                 rest = &after[end..];
                 if !key.is_empty() {
                     return Some((key, value));
@@ -96,34 +92,91 @@ impl Record<'_> {
     }
 }
 
-fn timestamp(i: &str) -> IResult<&str, (&str, &str)> {
-    let (i, (s, _, f, _)) = (digit1, char('.'), digit1, char(':')).parse(i)?;
-    Ok((i, (s, f)))
+/// `char::is_whitespace` for an ASCII byte.
+fn ascii_space(c: u8) -> bool {
+    matches!(c, b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r' | b' ')
 }
 
-fn cpu_column(i: &str) -> IResult<&str, &str> {
-    let (i, (_, c, _)) = (char('['), digit1, char(']')).parse(i)?;
-    Ok((i, c))
+/// `str::trim_start`, byte by byte while the text is ASCII (the hot path: a line's padding).
+fn trim_start(s: &str) -> &str {
+    let b = s.as_bytes();
+    let n = b.iter().take_while(|&&c| ascii_space(c)).count();
+    if b.get(n).is_some_and(|&c| !c.is_ascii()) {
+        // Some non-ASCII characters are white space too.
+        return s.trim_start();
+    }
+    &s[n..]
 }
 
-fn ident(i: &str) -> IResult<&str, &str> {
-    take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.').parse(i)
+/// `str::trim_end`, byte by byte while the text is ASCII.
+fn trim_end(s: &str) -> &str {
+    let b = s.as_bytes();
+    let end = b.len() - b.iter().rev().take_while(|&&c| ascii_space(c)).count();
+    if end > 0 && !b[end - 1].is_ascii() {
+        return s.trim_end();
+    }
+    &s[..end]
+}
+
+fn trim(s: &str) -> &str {
+    trim_end(trim_start(s))
+}
+
+/// How many ASCII digits `b` starts with.
+fn digits(b: &[u8]) -> usize {
+    b.iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
+/// `SEC.FRAC:`: what follows, and the two numbers.
+fn timestamp(i: &str) -> Option<(&str, (&str, &str))> {
+    let b = i.as_bytes();
+    let s = digits(b);
+    if s == 0 || b.get(s) != Some(&b'.') {
+        return None;
+    }
+    let f = digits(&b[s + 1..]);
+    if f == 0 || b.get(s + 1 + f) != Some(&b':') {
+        return None;
+    }
+    Some((&i[s + f + 2..], (&i[..s], &i[s + 1..s + 1 + f])))
+}
+
+/// `[CPU]`: what follows, and the digits.
+fn cpu_column(i: &str) -> Option<(&str, &str)> {
+    let b = i.as_bytes();
+    if b.first() != Some(&b'[') {
+        return None;
+    }
+    let n = digits(&b[1..]);
+    if n == 0 || b.get(1 + n) != Some(&b']') {
+        return None;
+    }
+    Some((&i[n + 2..], &i[1..1 + n]))
+}
+
+/// An event or function name: what follows, and the name.
+fn ident(i: &str) -> Option<(&str, &str)> {
+    let n = i
+        .bytes()
+        .take_while(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+        .count();
+    (n > 0).then(|| (&i[n..], &i[..n]))
 }
 
 /// `COMM-PID [(TGID)]`, trimmed.
 fn task(left: &str) -> Option<(&str, u64, Option<u64>)> {
-    let mut left = left.trim();
+    let mut left = trim(left);
     let mut tgid = None;
     if left.ends_with(')')
         && let Some(open) = left.rfind('(')
     {
-        let inner = left[open + 1..left.len() - 1].trim();
+        let inner = trim(&left[open + 1..left.len() - 1]);
         tgid = inner.parse().ok();
-        left = left[..open].trim_end();
+        left = trim_end(&left[..open]);
     }
     let dash = left.rfind('-')?;
     let pid = left[dash + 1..].parse().ok()?;
-    Some((left[..dash].trim_start(), pid, tgid))
+    Some((trim_start(&left[..dash]), pid, tgid))
 }
 
 /// Parses one event line; `Err` carries the byte offset where the grammar broke and what it wanted.
@@ -133,7 +186,7 @@ pub fn parse_line(line: &str) -> Result<Record<'_>, (usize, &'static str)> {
     while let Some(p) = line[search..].find('[') {
         let at = search + p;
         search = at + 1;
-        let Ok((after_cpu, cpu)) = cpu_column(&line[at..]) else {
+        let Some((after_cpu, cpu)) = cpu_column(&line[at..]) else {
             continue;
         };
         let Some((comm, pid, tgid)) = task(&line[..at]) else {
@@ -143,15 +196,15 @@ pub fn parse_line(line: &str) -> Result<Record<'_>, (usize, &'static str)> {
         let Ok(cpu) = cpu.parse::<u16>() else {
             continue;
         };
-        let rest = after_cpu.trim_start();
+        let rest = trim_start(after_cpu);
         let (rest, flags) = match timestamp(rest) {
-            Ok(_) => (rest, None),
-            Err(_) => {
+            Some(_) => (rest, None),
+            None => {
                 let end = rest.find(' ').unwrap_or(rest.len());
-                (rest[end..].trim_start(), Some(&rest[..end]))
+                (trim_start(&rest[end..]), Some(&rest[..end]))
             }
         };
-        let Ok((body, (s, f))) = timestamp(rest) else {
+        let Some((body, (s, f))) = timestamp(rest) else {
             furthest = furthest.max((offset_in(line, rest), "a timestamp `SEC.FRACTION:`"));
             continue;
         };
@@ -159,8 +212,8 @@ pub fn parse_line(line: &str) -> Result<Record<'_>, (usize, &'static str)> {
             furthest = furthest.max((offset_in(line, rest), "a timestamp that fits in 64 bits"));
             continue;
         };
-        let body = body.trim_start();
-        let Ok((after, name)) = ident(body) else {
+        let body = trim_start(body);
+        let Some((after, name)) = ident(body) else {
             furthest = furthest.max((offset_in(line, body), "an event name"));
             continue;
         };
@@ -172,17 +225,17 @@ pub fn parse_line(line: &str) -> Result<Record<'_>, (usize, &'static str)> {
         } else if let Some(ret) = after.strip_prefix(" -> ") {
             Body::SyscallExit {
                 name,
-                ret: ret.trim(),
+                ret: trim(ret),
             }
         } else if let Some(args) = after.strip_prefix(':') {
             Body::Event {
                 name,
-                args: args.trim(),
+                args: trim(args),
             }
         } else {
             Body::Event {
                 name,
-                args: after.trim(),
+                args: trim(after),
             }
         };
         return Ok(Record {
@@ -288,7 +341,7 @@ fn classify<'l>(
     line_no: u64,
     line: &'l str,
 ) -> Result<Line<'l>, FormatError> {
-    let t = line.trim_start();
+    let t = trim_start(line);
     if t.is_empty() || t.starts_with('#') {
         if let Some(p) = t.find("#P:") {
             *cpus = t[p + 3..].trim().parse().ok().or(*cpus);
@@ -652,6 +705,193 @@ mod tests {
         assert_eq!(items[2], "26 b");
         assert_eq!(items[3], "f.txt: disk on fire");
         assert_eq!(batch.bytes_read(), 48);
+    }
+
+    /// The grammar as first written with nom combinators and `str` trims: the byte-level version must
+    /// agree with it on every line.
+    mod reference {
+        use super::super::{Body, Record, offset_in, seconds_to_ns};
+        use nom::bytes::complete::take_while1;
+        use nom::character::complete::{char, digit1};
+        use nom::{IResult, Parser};
+
+        fn timestamp(i: &str) -> IResult<&str, (&str, &str)> {
+            let (i, (s, _, f, _)) = (digit1, char('.'), digit1, char(':')).parse(i)?;
+            Ok((i, (s, f)))
+        }
+
+        fn cpu_column(i: &str) -> IResult<&str, &str> {
+            let (i, (_, c, _)) = (char('['), digit1, char(']')).parse(i)?;
+            Ok((i, c))
+        }
+
+        fn ident(i: &str) -> IResult<&str, &str> {
+            take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.').parse(i)
+        }
+
+        fn task(left: &str) -> Option<(&str, u64, Option<u64>)> {
+            let mut left = left.trim();
+            let mut tgid = None;
+            if left.ends_with(')')
+                && let Some(open) = left.rfind('(')
+            {
+                let inner = left[open + 1..left.len() - 1].trim();
+                tgid = inner.parse().ok();
+                left = left[..open].trim_end();
+            }
+            let dash = left.rfind('-')?;
+            let pid = left[dash + 1..].parse().ok()?;
+            Some((left[..dash].trim_start(), pid, tgid))
+        }
+
+        pub fn parse_line(line: &str) -> Result<Record<'_>, (usize, &'static str)> {
+            let mut furthest = (0usize, "`COMM-PID [CPU]`");
+            let mut search = 0;
+            while let Some(p) = line[search..].find('[') {
+                let at = search + p;
+                search = at + 1;
+                let Ok((after_cpu, cpu)) = cpu_column(&line[at..]) else {
+                    continue;
+                };
+                let Some((comm, pid, tgid)) = task(&line[..at]) else {
+                    furthest = furthest.max((at, "`COMM-PID` before the CPU column"));
+                    continue;
+                };
+                let Ok(cpu) = cpu.parse::<u16>() else {
+                    continue;
+                };
+                let rest = after_cpu.trim_start();
+                let (rest, flags) = match timestamp(rest) {
+                    Ok(_) => (rest, None),
+                    Err(_) => {
+                        let end = rest.find(' ').unwrap_or(rest.len());
+                        (rest[end..].trim_start(), Some(&rest[..end]))
+                    }
+                };
+                let Ok((body, (s, f))) = timestamp(rest) else {
+                    furthest = furthest.max((offset_in(line, rest), "a timestamp `SEC.FRACTION:`"));
+                    continue;
+                };
+                let Some(ts) = seconds_to_ns(s, f) else {
+                    furthest =
+                        furthest.max((offset_in(line, rest), "a timestamp that fits in 64 bits"));
+                    continue;
+                };
+                let body = body.trim_start();
+                let Ok((after, name)) = ident(body) else {
+                    furthest = furthest.max((offset_in(line, body), "an event name"));
+                    continue;
+                };
+                let body = if let Some(args) = after.strip_prefix('(') {
+                    Body::SyscallEnter {
+                        name,
+                        args: args.strip_suffix(')').unwrap_or(args),
+                    }
+                } else if let Some(ret) = after.strip_prefix(" -> ") {
+                    Body::SyscallExit {
+                        name,
+                        ret: ret.trim(),
+                    }
+                } else if let Some(args) = after.strip_prefix(':') {
+                    Body::Event {
+                        name,
+                        args: args.trim(),
+                    }
+                } else {
+                    Body::Event {
+                        name,
+                        args: after.trim(),
+                    }
+                };
+                return Ok(Record {
+                    comm,
+                    pid,
+                    tgid,
+                    cpu,
+                    flags,
+                    ts,
+                    body,
+                });
+            }
+            Err(furthest)
+        }
+    }
+
+    /// Real lines of every shape the grammar knows.
+    const SHAPES: [&str; 8] = [
+        "   Binder:1579_9-2418  [000] d.h1   108.255707: softirq_raise: vec=1 [action=TIMER]",
+        "  Chrome_IO - thr-77 (   70) [003] d..2. 5.000000001: sched_waking: comm=a b pid=3",
+        "bash-1234 [001] 1234.567890: sys_read(fd: 3, buf: 7ff)",
+        "<...>-4083  [004] ....   395.705673: sys_rt_sigprocmask -> 0x0",
+        "foo-12 [001] d..1 12.x: e: a",
+        "  <idle>-0     [000] d..2   100.000001: sched_switch: prev_comm=swapper/0 prev_pid=0 ==> next_comm=bash next_pid=1234",
+        "bash-1234 [000] 100.000028: sys_getpid()",
+        "x-1 (-) [2] [0] 1.5: print: tracing_mark_write: B|1|a [b]",
+    ];
+
+    proptest::proptest! {
+        #[test]
+        fn parse_line_agrees_with_the_nom_grammar(
+            shape in 0..SHAPES.len(),
+            edits in proptest::collection::vec(
+                (0usize..200, proptest::sample::select(vec![
+                    "", " ", "\t", "\u{b}", "\u{a0}", "\u{2003}", "é", "[", "]", "(", ")", "-",
+                    ".", ":", "0", "9", "x", "_", " -> ", "=", "\u{85}",
+                ]), 0usize..3),
+                0..6,
+            ),
+            noise in ".{0,40}",
+        ) {
+            let mut line = SHAPES[shape].to_string();
+            for (at, text, cut) in edits {
+                let mut at = at % (line.len() + 1);
+                while !line.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let mut end = (at + cut).min(line.len());
+                while !line.is_char_boundary(end) {
+                    end += 1;
+                }
+                line.replace_range(at..end, text);
+            }
+            proptest::prop_assert_eq!(parse_line(&line), reference::parse_line(&line), "{:?}", line);
+            proptest::prop_assert_eq!(parse_line(&noise), reference::parse_line(&noise), "{:?}", noise);
+        }
+    }
+
+    #[test]
+    fn real_lines_agree_with_the_nom_grammar() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/data/traces/ftrace"
+        );
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines() {
+                assert_eq!(parse_line(line), reference::parse_line(line), "{line:?}");
+                n += 1;
+            }
+        }
+        assert!(n > 1000);
+    }
+
+    #[test]
+    fn trims_are_str_trims() {
+        for s in [
+            "",
+            " ",
+            "  a b  ",
+            "\t\u{b}x\u{c}\r\n",
+            "\u{a0}x\u{a0}",
+            " \u{2003} é ",
+            "é",
+            "x\u{85}",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+            assert_eq!(trim_start(s), s.trim_start(), "{s:?}");
+            assert_eq!(trim_end(s), s.trim_end(), "{s:?}");
+        }
     }
 
     #[test]

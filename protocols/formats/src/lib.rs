@@ -82,6 +82,9 @@ pub struct LineReader<R> {
     inner: R,
     file: String,
     raw: Vec<u8>,
+    /// Where the current line starts in `raw` (after NUL padding), when it is UTF-8; otherwise it is
+    /// in `text`, repaired.
+    start: Option<usize>,
     text: String,
     line_no: u64,
     bytes: u64,
@@ -94,7 +97,8 @@ impl<R: BufRead> LineReader<R> {
             inner,
             file: file.into(),
             raw: Vec::with_capacity(256),
-            text: String::with_capacity(256),
+            start: Some(0),
+            text: String::new(),
             line_no: 0,
             bytes: 0,
         }
@@ -117,7 +121,11 @@ impl<R: BufRead> LineReader<R> {
 
     /// The line last returned by [`LineReader::next_line`].
     pub fn current(&self) -> &str {
-        &self.text
+        match self.start {
+            // Checked to be UTF-8 when it was read.
+            Some(start) => std::str::from_utf8(&self.raw[start..]).unwrap_or(""),
+            None => &self.text,
+        }
     }
 
     /// The next line with its 1-based number, or `None` at the end.
@@ -144,14 +152,21 @@ impl<R: BufRead> LineReader<R> {
             .iter()
             .position(|&b| b != 0)
             .unwrap_or(self.raw.len());
-        self.text.clear();
-        match std::str::from_utf8(&self.raw[start..]) {
-            Ok(s) => self.text.push_str(s),
-            Err(_) => self
-                .text
-                .push_str(&String::from_utf8_lossy(&self.raw[start..])),
-        }
-        Ok(Some((self.line_no, &self.text)))
+        // Most lines are UTF-8: handed out in place; the others repaired into `text`.
+        let line = match std::str::from_utf8(&self.raw[start..]) {
+            Ok(s) => {
+                self.start = Some(start);
+                s
+            }
+            Err(_) => {
+                self.start = None;
+                self.text.clear();
+                self.text
+                    .push_str(&String::from_utf8_lossy(&self.raw[start..]));
+                self.text.as_str()
+            }
+        };
+        Ok(Some((self.line_no, line)))
     }
 }
 
@@ -221,4 +236,32 @@ pub(crate) fn seconds_to_ns(int: &str, frac: &str) -> Option<i64> {
         scale /= 10;
     }
     s.checked_mul(1_000_000_000)?.checked_add(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_lose_their_endings_and_padding_and_bad_utf8_is_repaired() {
+        let input: &[u8] = b"\0\0ab\r\nc\xffd\n\nlast";
+        let mut r = LineReader::new(input, "f");
+        let mut seen = Vec::new();
+        while let Some((n, line)) = r.next_line().unwrap() {
+            let line = line.to_string();
+            assert_eq!(r.current(), line);
+            assert_eq!(r.line_no(), n);
+            seen.push((n, line));
+        }
+        assert_eq!(
+            seen,
+            [
+                (1, "ab".to_string()),
+                (2, "c\u{fffd}d".to_string()),
+                (3, String::new()),
+                (4, "last".to_string()),
+            ]
+        );
+        assert_eq!(r.bytes(), input.len() as u64);
+    }
 }
