@@ -863,15 +863,23 @@ fn args_of<'a, const N: usize>(args: &'a str, keys: [&str; N]) -> [Option<&'a st
 /// `sys_x(a: 1, b: 2)` or `sys_enter_x: a: 0x1, b: 0x2` arguments: the first four values, in hex.
 fn syscall_enter(rec: &mut ImportRecord, name: &str, args: &str) {
     rec.set(Builtin::SyscallEntry).u(0);
-    let mut values = args.split(',').map(|kv| {
-        let v = kv.rsplit(':').next().unwrap_or("").trim();
-        u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or(0)
-    });
+    let mut values = args.split(',').map(hex_value);
     for _ in 0..4 {
         let v = values.next().unwrap_or(0);
         rec.u(v);
     }
     rec.s(name).s(args);
+}
+
+/// The value of an `arg: value` pair read in hex (`0x` prefixes dropped), 0 when it is none.
+fn hex_value(kv: &str) -> u64 {
+    let mut v = kv.rsplit_once(':').map_or(kv, |(_, v)| v).trim();
+    // A loop of `strip_prefix` rather than `trim_start_matches("0x")`, which sets up a substring
+    // searcher at every call: four times a syscall.
+    while let Some(rest) = v.strip_prefix("0x") {
+        v = rest;
+    }
+    u64::from_str_radix(v, 16).unwrap_or(0)
 }
 
 /// An empty vector of pairs of any lifetime, keeping `v`'s allocation (collecting an emptied vector's
@@ -1759,4 +1767,31 @@ fn gst_import(
         "GStreamer threads".into(),
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_values_read_in_hex() {
+        for (kv, v) in [
+            ("fd: ff", 0xff),
+            (" buf: 0x7ffe0babe8fc", 0x7ffe_0bab_e8fc),
+            ("0x0x1f", 0x1f),
+            ("a: b: 10 ", 0x10),
+            ("count", 0),
+            ("x: ", 0),
+            ("x: +a", 0xa),
+            ("x: -1", 0),
+            ("x: 1ffffffffffffffff", 0),
+            ("x:\u{a0}c\u{2003}", 0xc),
+        ] {
+            let old = {
+                let v = kv.rsplit(':').next().unwrap_or("").trim();
+                u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or(0)
+            };
+            assert_eq!((hex_value(kv), old), (v, v), "{kv:?}");
+        }
+    }
 }

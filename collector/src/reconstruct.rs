@@ -208,7 +208,10 @@ pub struct Reconstructor {
     allocated: FxHashMap<ProducerId, i64>,
     last_ts: Timestamp,
     stats: ReconstructStats,
+    /// The event being emitted (its parameter buffers reused from event to event).
     scratch: Event,
+    /// The same for events without parameters (running states, links, variables of allocations).
+    simple: Event,
     /// Records seen per type id (indexed by id; folded into [`ReconstructStats::records_by_type`]).
     type_counts: Vec<u64>,
     /// Parameter vectors of emitted states, reused by the next entries (with their string buffers).
@@ -320,6 +323,7 @@ impl Reconstructor {
             last_ts: 0,
             stats: ReconstructStats::default(),
             scratch: Event::punctual(0, 0, 0, None),
+            simple: Event::punctual(0, 0, 0, None),
             type_counts: Vec::new(),
             param_pool: Vec::new(),
             name_hints: FxHashMap::default(),
@@ -579,14 +583,13 @@ impl Reconstructor {
         kind: EventKind,
         sink: &mut impl Sink,
     ) -> Result<()> {
-        self.scratch.ts = ts;
-        self.scratch.type_id = type_id;
-        self.scratch.producer = producer;
-        self.scratch.cpu = Some(cpu);
-        self.scratch.kind = kind;
-        self.scratch.params.clear();
+        self.simple.ts = ts;
+        self.simple.type_id = type_id;
+        self.simple.producer = producer;
+        self.simple.cpu = Some(cpu);
+        self.simple.kind = kind;
         self.stats.events += 1;
-        sink.event(&self.scratch)
+        sink.event(&self.simple)
     }
 
     /// Records a `Loss` frame.
@@ -850,7 +853,6 @@ impl Reconstructor {
                             Some(v) => v.as_f64().unwrap_or(0.0),
                             None => 0.0,
                         };
-                        self.scratch.params.clear();
                         self.emit_variable(
                             ts,
                             TypeId::from(r.type_id()),
@@ -884,12 +886,7 @@ impl Reconstructor {
         self.scratch.producer = producer;
         self.scratch.cpu = Some(cpu);
         self.scratch.kind = EventKind::Variable { value };
-        self.scratch.params.clear();
-        for i in 0..r.param_count() {
-            if let Some(v) = r.param(i) {
-                self.scratch.params.push(v);
-            }
-        }
+        r.write_params(&mut self.scratch.params, 0);
         self.stats.events += 1;
         sink.event(&self.scratch)
     }
@@ -907,12 +904,7 @@ impl Reconstructor {
         self.scratch.producer = producer;
         self.scratch.cpu = Some(cpu as u16);
         self.scratch.kind = EventKind::Punctual;
-        self.scratch.params.clear();
-        for i in 0..r.param_count() {
-            if let Some(v) = r.param(i) {
-                self.scratch.params.push(v);
-            }
-        }
+        r.write_params(&mut self.scratch.params, 0);
         self.stats.events += 1;
         sink.event(&self.scratch)
     }
