@@ -618,7 +618,7 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
             }
         }
         let t1 = px.time(c + 1);
-        let hi = lo + states[lo..].partition_point(|s| s.ts < t1);
+        let hi = lo + gallop(&states[lo..], |s| s.ts < t1);
         let count = (hi - lo) + usize::from(carried.is_some());
         let (type_id, aggregated, event) = if count == 1 {
             let s = states[carried.unwrap_or(lo)];
@@ -666,6 +666,20 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
     spans
 }
 
+/// `items.partition_point(pred)` for a point expected near the start: probes 1, 2, 4, ... then bisects
+/// the last stride, so the cost is O(log distance) and stays in cache, where a bisection of the whole
+/// tail of a long row misses the cache at each step (this search runs once per pixel column and row).
+fn gallop<T>(items: &[T], mut pred: impl FnMut(&T) -> bool) -> usize {
+    let mut lo = 0;
+    let mut step = 1;
+    while lo + step <= items.len() && pred(&items[lo + step - 1]) {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(items.len());
+    lo + items[lo..hi].partition_point(pred)
+}
+
 /// The type covering most of `[t0, t1)` among the carried state and (a sample of) those starting in it.
 fn dominant(
     states: &[StateItem],
@@ -704,7 +718,7 @@ fn ticks(data: &RowData, px: &Pixels) -> Vec<Tick> {
     while i < t.len() && t[i].0 < px.view.end {
         let c = px.column(t[i].0);
         let next = px.time(c + 1);
-        let j = i + t[i..].partition_point(|x| x.0 < next);
+        let j = i + gallop(&t[i..], |x| x.0 < next);
         let j = j.max(i + 1);
         out.push(Tick {
             x: c,
@@ -944,6 +958,17 @@ mod tests {
         assert_eq!(m.event_at(7, 80, view, 100).unwrap().event.id, 3);
         assert!(m.event_at(7, 95, view, 100).is_none());
         assert!(m.event_at(8, 30, view, 100).is_none());
+    }
+
+    #[test]
+    fn galloping_finds_the_same_partition_point_as_bisection() {
+        let v: Vec<i64> = (0..200).map(|i| i / 3).collect();
+        for len in [0, 1, 2, 7, 64, 200] {
+            for x in -1..70 {
+                let s = &v[..len];
+                assert_eq!(gallop(s, |&e| e < x), s.partition_point(|&e| e < x));
+            }
+        }
     }
 
     #[test]
