@@ -258,6 +258,10 @@ pub struct GuiApp {
     pub active: Option<usize>,
     pub dark: bool,
     pub first_view: ViewKind,
+    /// The window is cleared with the panel colour before each frame (the eframe shell does it; a test
+    /// harness may not): panels are then not filled again, which saves a software renderer shading
+    /// every pixel of the window twice per frame.
+    pub window_cleared: bool,
 }
 
 impl GuiApp {
@@ -274,6 +278,7 @@ impl GuiApp {
             active: None,
             dark,
             first_view,
+            window_cleared: false,
         };
         for t in traces {
             app.open(t);
@@ -317,7 +322,9 @@ impl GuiApp {
         for s in &mut self.sessions {
             s.update();
         }
-        egui::Panel::top("tabs").show(ui, |ui| {
+        let cleared = self.window_cleared;
+        let frame = side_frame(ui, cleared);
+        egui::Panel::top("tabs").frame(frame).show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.strong("socscope");
                 ui.separator();
@@ -357,13 +364,15 @@ impl GuiApp {
                     };
                     if ui.button(label).clicked() {
                         self.dark = !self.dark;
+                        // The window is cleared with the new theme's colour from the next frame on.
+                        ui.ctx().request_repaint();
                     }
                 });
             });
         });
         match self.active {
             None => self.browser_ui(ui),
-            Some(i) => session_ui(ui, &mut self.sessions[i]),
+            Some(i) => session_ui(ui, &mut self.sessions[i], cleared),
         }
         if self.busy() {
             ui.ctx()
@@ -373,7 +382,9 @@ impl GuiApp {
 
     fn browser_ui(&mut self, ui: &mut Ui) {
         let mut open = None;
-        egui::CentralPanel::default_margins().show(ui, |ui| {
+        let panel =
+            egui::CentralPanel::default_margins().frame(central_frame(ui, self.window_cleared));
+        panel.show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.heading("Traces");
                 if let Some(c) = &self.browser.catalog {
@@ -503,15 +514,37 @@ pub fn date(unix_ns: i64) -> String {
     )
 }
 
-fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
+/// egui's frame of the central panel, unfilled when the window is cleared with the panel colour.
+fn central_frame(ui: &Ui, cleared: bool) -> egui::Frame {
+    let f = egui::Frame::central_panel(ui.style());
+    if cleared {
+        f.fill(egui::Color32::TRANSPARENT)
+    } else {
+        f
+    }
+}
+
+/// egui's frame of a top or bottom panel, unfilled when the window is cleared with the panel colour.
+fn side_frame(ui: &Ui, cleared: bool) -> egui::Frame {
+    let f = egui::Frame::side_top_panel(ui.style());
+    if cleared {
+        f.fill(egui::Color32::TRANSPARENT)
+    } else {
+        f
+    }
+}
+
+fn session_ui(ui: &mut Ui, s: &mut TraceSession, cleared: bool) {
     if let Some(e) = &s.error {
-        egui::CentralPanel::default_margins().show(ui, |ui| {
+        let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
+        panel.show(ui, |ui| {
             ui.colored_label(ui.visuals().error_fg_color, e);
         });
         return;
     }
     if s.names.is_none() || s.groups.is_empty() {
-        egui::CentralPanel::default_margins().show(ui, |ui| {
+        let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
+        panel.show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.spinner();
                 ui.label(format!("opening {}", s.path.display()));
@@ -524,7 +557,8 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
     let mut new_group = false;
     let mut stop = false;
     let mut switch_to = None;
-    egui::Panel::top("toolbar").show(ui, |ui| {
+    let frame = side_frame(ui, cleared);
+    egui::Panel::top("toolbar").frame(frame).show(ui, |ui| {
         ui.horizontal(|ui| {
             for (i, g) in s.groups.groups().iter().enumerate() {
                 if ui
@@ -651,7 +685,8 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
     let mut load = None;
     let count = s.meta.as_ref().map_or(0, |m| m.info.event_count);
     let first_open = group.revision == 0 && group.interval != whole;
-    egui::Panel::bottom("timebar").show(ui, |ui| {
+    let frame = side_frame(ui, cleared);
+    egui::Panel::bottom("timebar").frame(frame).show(ui, |ui| {
         if timebar::show(ui, bar, edit, group.cursor) == BarAction::Load {
             load = Some(bar.selection);
         }
@@ -687,7 +722,8 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession) {
     }
     let names = s.names.as_ref().expect("checked above");
     let mut cursor = None;
-    egui::CentralPanel::default_margins().show(ui, |ui| match kind {
+    let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
+    panel.show(ui, |ui| match kind {
         ViewKind::Gantt => v.gantt.ui(
             ui,
             names,

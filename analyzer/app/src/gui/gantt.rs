@@ -4,8 +4,8 @@ use eframe::egui;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use egui::{Color32, CornerRadius, Pos2, Rect, Sense, Stroke, Ui, Vec2};
-use socscope_analysis::gantt::{GanttConsumer, GanttFrame, GanttModel, GanttSnapshot};
+use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
+use socscope_analysis::gantt::{GanttConsumer, GanttFrame, GanttModel, GanttSnapshot, LossGap};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_analysis::timebar::format_ns;
 use socscope_tracedb::{Filter, ProducerId, TimeRange};
@@ -33,6 +33,8 @@ pub struct GanttView {
     load_start: i64,
     row_offset: usize,
     cache: Option<(FrameKey, GanttFrame)>,
+    /// The chart's shapes for the cached frame, drawn again as long as nothing they show changes.
+    drawn: Option<(DrawKey, Vec<Shape>)>,
     last_interaction: Option<Instant>,
     /// The view left the loaded interval: load it once the user stops moving.
     pub wants_load: Option<TimeRange>,
@@ -45,6 +47,17 @@ struct FrameKey {
     rows: Vec<ProducerId>,
     events: u64,
     losses: usize,
+}
+
+/// What the chart's shapes depend on besides the frame.
+#[derive(Clone, PartialEq)]
+struct DrawKey {
+    frame: FrameKey,
+    chart: Rect,
+    pixels_per_point: f32,
+    dark: bool,
+    /// Types with a colour (a live trace can bring new ones).
+    colours: usize,
 }
 
 impl GanttView {
@@ -61,6 +74,7 @@ impl GanttView {
             load_start: range.start,
             row_offset: 0,
             cache: None,
+            drawn: None,
             last_interaction: None,
             wants_load: None,
         }
@@ -81,6 +95,7 @@ impl GanttView {
         self.view = range;
         self.seen = 0;
         self.cache = None;
+        self.drawn = None;
         self.loader = Some(loader::spawn(
             LoadRequest {
                 trace: trace.to_path_buf(),
@@ -200,6 +215,34 @@ impl GanttView {
         &self.cache.as_ref().expect("just filled").1
     }
 
+    /// The chart's shapes for `rows` in `chart` (cached with the frame), with the share of links drawn
+    /// and the lost-event gaps (for their tooltips).
+    fn chart_shapes(
+        &mut self,
+        rows: &[ProducerId],
+        chart: Rect,
+        pixels_per_point: f32,
+        dark: bool,
+        names: &TraceNames,
+    ) -> (&[Shape], f64, Vec<LossGap>) {
+        let width = chart.width().max(1.0) as u32;
+        self.frame(rows, width);
+        let (frame_key, frame) = self.cache.as_ref().expect("just filled");
+        let key = DrawKey {
+            frame: frame_key.clone(),
+            chart,
+            pixels_per_point,
+            dark,
+            colours: names.colours.len(),
+        };
+        if self.drawn.as_ref().is_none_or(|(k, _)| *k != key) {
+            let shapes = chart_shapes(frame, chart, pixels_per_point, dark, names);
+            self.drawn = Some((key, shapes));
+        }
+        let shapes = &self.drawn.as_ref().expect("just filled").1;
+        (shapes, frame.links_drawn_percent(), frame.losses.clone())
+    }
+
     pub fn ui(
         &mut self,
         ui: &mut Ui,
@@ -209,12 +252,7 @@ impl GanttView {
         cursor: Option<i64>,
     ) {
         let dark = ui.visuals().dark_mode;
-        let rows_all: Vec<(ProducerId, String, usize, bool)> = names
-            .tree
-            .visible_rows(&self.collapsed, hidden)
-            .into_iter()
-            .map(|n| (n.id, n.label.clone(), n.depth, !n.children.is_empty()))
-            .collect();
+        let rows_all = names.tree.visible_rows(&self.collapsed, hidden);
         let avail = ui.available_size();
         let (outer, _) = ui.allocate_exact_size(avail, Sense::hover());
         let header_h = 18.0;
@@ -224,39 +262,49 @@ impl GanttView {
             .min(rows_all.len().saturating_sub(visible_rows));
         let shown =
             &rows_all[self.row_offset..(self.row_offset + visible_rows).min(rows_all.len())];
-        let ids: Vec<ProducerId> = shown.iter().map(|r| r.0).collect();
+        let ids: Vec<ProducerId> = shown.iter().map(|n| n.id).collect();
+        // The chart starts on a pixel boundary, so that pixel columns and rows are whole pixels.
+        let ppp = ui.pixels_per_point();
+        let snap = |v: f32| (v * ppp).round() / ppp;
         let chart = Rect::from_min_max(
-            Pos2::new(outer.left() + LABEL_W, outer.top() + header_h),
+            Pos2::new(snap(outer.left() + LABEL_W), snap(outer.top() + header_h)),
             outer.right_bottom(),
         );
         let width = chart.width().max(1.0) as u32;
         let view = self.view;
         let painter = ui.painter_at(outer);
+        // Alternate row backgrounds, in one mesh.
+        let mut stripes = Mesh::default();
+        for i in (1..shown.len()).step_by(2) {
+            let y = chart.top() + i as f32 * ROW_H;
+            stripes.add_colored_rect(
+                Rect::from_min_max(
+                    Pos2::new(snap(outer.left()), snap(y)),
+                    Pos2::new(chart.right(), snap(y + ROW_H)),
+                ),
+                theme::stripe(dark),
+            );
+        }
+        painter.add(Shape::mesh(stripes));
         // Labels, with fold triangles.
-        for (i, (id, label, depth, has_children)) in shown.iter().enumerate() {
+        for (i, node) in shown.iter().enumerate() {
+            let id = node.id;
             let y = chart.top() + i as f32 * ROW_H;
             let r = Rect::from_min_size(Pos2::new(outer.left(), y), Vec2::new(LABEL_W, ROW_H));
-            if i % 2 == 1 {
-                painter.rect_filled(
-                    Rect::from_min_max(r.min, Pos2::new(chart.right(), r.bottom())),
-                    0.0,
-                    theme::stripe(dark),
-                );
-            }
-            let indent = 10.0 * *depth as f32;
-            let resp = ui.interact(r, ui.scope_id().with(("row", *id)), Sense::click());
-            let text = if *has_children {
-                let open = !self.collapsed.contains(id);
+            let indent = 10.0 * node.depth as f32;
+            let resp = ui.interact(r, ui.scope_id().with(("row", id)), Sense::click());
+            let text = if node.children.is_empty() {
+                format!("  {}", node.label)
+            } else {
+                let open = !self.collapsed.contains(&id);
                 if resp.clicked() {
                     if open {
-                        self.collapsed.insert(*id);
+                        self.collapsed.insert(id);
                     } else {
-                        self.collapsed.remove(id);
+                        self.collapsed.remove(&id);
                     }
                 }
-                format!("{} {label}", if open { "-" } else { "+" })
-            } else {
-                format!("  {label}")
+                format!("{} {}", if open { "-" } else { "+" }, node.label)
             };
             painter.text(
                 Pos2::new(r.left() + 4.0 + indent, r.center().y),
@@ -266,13 +314,15 @@ impl GanttView {
                 ui.visuals().text_color(),
             );
         }
-        let frame = self.frame(&ids, width).clone();
+        let (shapes, links_percent, losses) = self.chart_shapes(&ids, chart, ppp, dark, names);
+        let cp = ui.painter_at(chart);
+        cp.extend(shapes.iter().cloned());
         let px_ns = view.len() as f64 / width as f64;
         // Header: the interval and the share of links drawn (top left, as in Framesoc).
         painter.text(
             Pos2::new(outer.left() + 4.0, outer.top() + 2.0),
             egui::Align2::LEFT_TOP,
-            format!("{:.0}% of links drawn", frame.links_drawn_percent()),
+            format!("{links_percent:.0}% of links drawn"),
             egui::FontId::proportional(12.0),
             ui.visuals().weak_text_color(),
         );
@@ -299,47 +349,8 @@ impl GanttView {
                 Stroke::new(1.0, weak),
             );
         }
-        let cp = ui.painter_at(chart);
-        let x = |c: f32| chart.left() + c;
-        for (i, row) in frame.rows.iter().enumerate() {
-            let y0 = chart.top() + i as f32 * ROW_H + 2.0;
-            for s in &row.spans {
-                let r = Rect::from_min_max(
-                    Pos2::new(x(s.x0 as f32), y0),
-                    Pos2::new(x(s.x1 as f32), y0 + ROW_H - 4.0),
-                );
-                cp.rect_filled(r, CornerRadius::ZERO, names.colour(s.type_id));
-                if s.aggregated {
-                    cp.circle_filled(Pos2::new(r.center().x, y0 + 2.5), 1.8, theme::marker(dark));
-                }
-            }
-            for t in &row.ticks {
-                let cx = x(t.x as f32 + 0.5);
-                cp.line_segment(
-                    [Pos2::new(cx, y0 - 1.0), Pos2::new(cx, y0 + ROW_H - 3.0)],
-                    Stroke::new(1.5, names.colour(t.type_id)),
-                );
-            }
-        }
-        for l in &frame.links {
-            let a = Pos2::new(x(l.x0), chart.top() + l.row0 as f32 * ROW_H + ROW_H / 2.0);
-            let b = Pos2::new(x(l.x1), chart.top() + l.row1 as f32 * ROW_H + ROW_H / 2.0);
-            let c = names.colour(l.type_id);
-            cp.line_segment([a, b], Stroke::new(1.0, c));
-            let dir = (b - a).normalized();
-            let n = Vec2::new(-dir.y, dir.x);
-            cp.add(egui::Shape::convex_polygon(
-                vec![b, b - dir * 6.0 + n * 3.0, b - dir * 6.0 - n * 3.0],
-                c,
-                Stroke::NONE,
-            ));
-        }
-        for g in &frame.losses {
-            let r = Rect::from_min_max(
-                Pos2::new(x(g.x0 as f32), chart.top()),
-                Pos2::new(x(g.x1 as f32).max(x(g.x0 as f32) + 2.0), chart.bottom()),
-            );
-            hatch(&cp, r, theme::loss(dark));
+        for g in &losses {
+            let r = loss_rect(g, chart);
             let resp = ui.interact(r, ui.scope_id().with(("loss", g.x0)), Sense::hover());
             resp.on_hover_text(format!(
                 "{} events lost on cpu {}",
@@ -442,16 +453,190 @@ impl GanttView {
     }
 }
 
-fn hatch(p: &egui::Painter, r: Rect, c: Color32) {
-    p.rect_filled(r, 0.0, c.gamma_multiply(0.15));
-    let p = p.with_clip_rect(r.intersect(p.clip_rect()));
-    let step = 8.0;
-    let mut x = r.left() - r.height();
-    while x < r.right() {
-        p.line_segment(
-            [Pos2::new(x, r.bottom()), Pos2::new(x + r.height(), r.top())],
-            Stroke::new(1.0, c),
+/// Where a lost-event gap is drawn (at least 2 points wide).
+fn loss_rect(g: &LossGap, chart: Rect) -> Rect {
+    let (x0, x1) = (chart.left() + g.x0 as f32, chart.left() + g.x1 as f32);
+    Rect::from_min_max(
+        Pos2::new(x0, chart.top()),
+        Pos2::new(x1.max(x0 + 2.0), chart.bottom()),
+    )
+}
+
+/// Everything the chart shows for `frame` in `chart` (whose top left corner is on a pixel boundary):
+/// states (with a marker dot where several were aggregated), punctual ticks, link arrows and hatched
+/// lost-event gaps.
+///
+/// Software renderers (Mesa llvmpipe) spend their time per triangle and per 4x4 block of pixels each
+/// triangle touches, so the geometry is plain triangles in two meshes: one rectangle per run of
+/// same-coloured columns, nothing rounded, stroked or feathered where edges fall on pixel boundaries;
+/// only links and hatching, which fall anywhere, keep a one-pixel anti-aliasing ridge.
+fn chart_shapes(
+    frame: &GanttFrame,
+    chart: Rect,
+    pixels_per_point: f32,
+    dark: bool,
+    names: &TraceNames,
+) -> Vec<Shape> {
+    let px = 1.0 / pixels_per_point;
+    let snap = |v: f32| (v * pixels_per_point).round() * px;
+    let x = |c: u32| chart.left() + c as f32;
+    let mut states = Mesh::default();
+    let mut dots = Vec::new();
+    let mut over = Mesh::default();
+    for (i, row) in frame.rows.iter().enumerate() {
+        let y0 = snap(chart.top() + i as f32 * ROW_H + 2.0);
+        let y1 = snap(chart.top() + i as f32 * ROW_H + ROW_H - 2.0);
+        let spans = row
+            .spans
+            .iter()
+            .map(|s| (s.x0, s.x1, names.colour(s.type_id)));
+        for (a, b, c) in colour_runs(spans) {
+            states.add_colored_rect(
+                Rect::from_min_max(Pos2::new(x(a), y0), Pos2::new(x(b), y1)),
+                c,
+            );
+        }
+        for s in row.spans.iter().filter(|s| s.aggregated) {
+            let cx = chart.left() + (s.x0 + s.x1) as f32 / 2.0;
+            dots.push(Shape::circle_filled(
+                Pos2::new(cx, y0 + 2.5),
+                1.8,
+                theme::marker(dark),
+            ));
+        }
+        // Ticks: one pixel column each, reaching one point above and below the states.
+        let ticks = row
+            .ticks
+            .iter()
+            .map(|t| (t.x, t.x + 1, names.colour(t.type_id)));
+        for (a, b, c) in colour_runs(ticks) {
+            over.add_colored_rect(
+                Rect::from_min_max(Pos2::new(x(a), y0 - 1.0), Pos2::new(x(b), y1 + 1.0)),
+                c,
+            );
+        }
+    }
+    for l in &frame.links {
+        let row_y = |r: usize| chart.top() + r as f32 * ROW_H + ROW_H / 2.0;
+        let c = names.colour(l.type_id);
+        let a = Pos2::new(chart.left() + l.x0, row_y(l.row0));
+        let b = Pos2::new(chart.left() + l.x1, row_y(l.row1));
+        // At its exact (fractional) x: dense short links then blend with the rows under them.
+        ridge(&mut over, a, b, c, px);
+        let dir = (b - a).normalized();
+        let n = Vec2::new(-dir.y, dir.x);
+        triangle(
+            &mut over,
+            [b, b - dir * 6.0 + n * 3.0, b - dir * 6.0 - n * 3.0],
+            c,
         );
+    }
+    for g in &frame.losses {
+        hatch(&mut over, loss_rect(g, chart), theme::loss(dark), px);
+    }
+    let mut shapes = Vec::with_capacity(dots.len() + 2);
+    shapes.push(Shape::mesh(states));
+    shapes.extend(dots);
+    shapes.push(Shape::mesh(over));
+    shapes
+}
+
+/// Column ranges `(x0, x1, colour)`, left to right, with adjacent ranges of one colour merged.
+fn colour_runs(ranges: impl Iterator<Item = (u32, u32, Color32)>) -> Vec<(u32, u32, Color32)> {
+    let mut runs: Vec<(u32, u32, Color32)> = Vec::new();
+    for (x0, x1, c) in ranges {
+        match runs.last_mut() {
+            Some((_, end, rc)) if *end == x0 && *rc == c => *end = x1,
+            _ => runs.push((x0, x1, c)),
+        }
+    }
+    runs
+}
+
+fn triangle(mesh: &mut Mesh, p: [Pos2; 3], c: Color32) {
+    let i = mesh.vertices.len() as u32;
+    for q in p {
+        mesh.colored_vertex(q, c);
+    }
+    mesh.add_triangle(i, i + 1, i + 2);
+}
+
+/// An anti-aliased line one pixel wide as egui draws it, without end caps: full colour on the segment,
+/// fading to transparent one pixel either side (four triangles).
+fn ridge(mesh: &mut Mesh, a: Pos2, b: Pos2, c: Color32, px: f32) {
+    let n = (b - a).normalized().rot90() * px;
+    let i = mesh.vertices.len() as u32;
+    for p in [a, b] {
+        mesh.colored_vertex(p + n, Color32::TRANSPARENT);
+        mesh.colored_vertex(p, c);
+        mesh.colored_vertex(p - n, Color32::TRANSPARENT);
+    }
+    for k in 0..2 {
+        mesh.add_triangle(i + k, i + k + 1, i + k + 3);
+        mesh.add_triangle(i + k + 1, i + k + 3, i + k + 4);
+    }
+}
+
+/// A lost-event gap: a translucent fill with diagonal lines every 8 points, clipped to `r`.
+fn hatch(mesh: &mut Mesh, r: Rect, c: Color32, px: f32) {
+    mesh.add_colored_rect(r, c.gamma_multiply(0.15));
+    let step = 8.0;
+    let h = r.height();
+    let mut x = r.left() - h;
+    while x < r.right() {
+        // The line from (x, bottom) to (x + h, top), cut to the rect's columns.
+        let (xa, xb) = (x.max(r.left()), (x + h).min(r.right()));
+        if xb > xa {
+            ridge(
+                mesh,
+                Pos2::new(xa, r.bottom() - (xa - x)),
+                Pos2::new(xb, r.bottom() - (xb - x)),
+                c,
+                px,
+            );
+        }
         x += step;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adjacent_ranges_of_one_colour_become_one_rectangle() {
+        let (r, g) = (Color32::RED, Color32::GREEN);
+        let runs = colour_runs(
+            [
+                (0, 2, r),
+                (2, 3, r),
+                (3, 4, g),
+                (6, 7, g),
+                (7, 9, g),
+                (9, 10, r),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(runs, vec![(0, 3, r), (3, 4, g), (6, 9, g), (9, 10, r)]);
+        assert!(colour_runs(std::iter::empty()).is_empty());
+    }
+
+    #[test]
+    fn hatching_stays_inside_its_gap_and_lines_are_ridges() {
+        let r = Rect::from_min_max(Pos2::new(100.0, 10.0), Pos2::new(130.0, 90.0));
+        let mut mesh = Mesh::default();
+        hatch(&mut mesh, r, Color32::RED, 1.0);
+        assert!(mesh.is_valid());
+        // The fill, then one ridge (6 vertices, 4 triangles) per line crossing the gap.
+        let lines = (mesh.vertices.len() - 4) / 6;
+        assert_eq!(mesh.vertices.len(), 4 + 6 * lines);
+        assert_eq!(mesh.indices.len(), 6 + 12 * lines);
+        assert!(lines >= 10, "{lines}");
+        for v in &mesh.vertices[4..] {
+            if v.color != Color32::TRANSPARENT {
+                // The line itself (the ridge's middle) is inside the gap.
+                assert!(r.expand(1e-3).contains(v.pos), "{:?} outside {r:?}", v.pos);
+            }
+        }
     }
 }

@@ -52,7 +52,9 @@ pub struct Shell {
 }
 
 impl Shell {
-    pub fn new(app: GuiApp, o: &ViewOptions) -> anyhow::Result<Self> {
+    pub fn new(mut app: GuiApp, o: &ViewOptions) -> anyhow::Result<Self> {
+        // `clear_color` below clears the window with the panel colour.
+        app.window_cleared = true;
         let log = match &o.frame_log {
             Some(p) => {
                 let mut f = std::fs::File::create(p)
@@ -144,6 +146,10 @@ impl Shell {
 }
 
 impl eframe::App for Shell {
+    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
+        visuals.panel_fill.to_normalized_gamma_f32()
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         let now = Instant::now();
         let interval = self.last.map(|l| (now - l).as_secs_f64() * 1e3);
