@@ -530,20 +530,131 @@ const BATCH_BYTES: usize = 1 << 20;
 /// Batches in existence: one being filled, one being imported, the others waiting either way.
 const BATCHES: usize = 4;
 
+/// A batch of the reading thread: the lines, and what the rules need of them that takes no state.
+#[derive(Default)]
+struct ReadBatch {
+    lines: ftrace::RecordBatch,
+    prepared: Prepared,
+}
+
+/// The parts of the ftrace rules that need no state, worked out on the reading thread (the importing
+/// thread, which reconstructs and stores, is the busier one): per record of a batch, the first four
+/// values of a syscall's arguments and the `key=value` pairs of an event.
+#[derive(Default)]
+struct Prepared {
+    /// Per record, in batch order: its syscall values, and the range of its pairs in `pairs`.
+    records: Vec<([u64; 4], usize, usize)>,
+    /// Each pair's key and value, as byte ranges of its record's arguments.
+    pairs: Vec<[usize; 4]>,
+}
+
+impl Prepared {
+    fn prepare(&mut self, lines: &ftrace::RecordBatch) {
+        self.records.clear();
+        self.pairs.clear();
+        for r in lines.records() {
+            let start = self.pairs.len();
+            let mut values = [0; 4];
+            match r.body {
+                ftrace::Body::SyscallEnter { args, .. } => values = syscall_values(args),
+                ftrace::Body::Event { name, args } if name.starts_with("sys_enter_") => {
+                    values = syscall_values(args);
+                }
+                ftrace::Body::Event { args, .. } => {
+                    let at = |s: &str| (s.as_ptr() as usize).saturating_sub(args.as_ptr() as usize);
+                    self.pairs.extend(
+                        ftrace::Record::pairs(args)
+                            .map(|(k, v)| [at(k), at(k) + k.len(), at(v), at(v) + v.len()]),
+                    );
+                }
+                ftrace::Body::SyscallExit { .. } => {}
+            }
+            self.records.push((values, start, self.pairs.len()));
+        }
+    }
+
+    /// Record `i` of the batch, whose arguments are `args`.
+    fn get<'a>(&'a self, i: usize, args: &'a str) -> PreparedRecord<'a> {
+        let (values, from, to) = self.records.get(i).copied().unwrap_or_default();
+        PreparedRecord {
+            values,
+            args,
+            pairs: self.pairs.get(from..to).unwrap_or_default(),
+        }
+    }
+}
+
+/// What the reading thread prepared for one record.
+#[derive(Clone, Copy)]
+struct PreparedRecord<'a> {
+    /// A syscall entry's first four argument values.
+    values: [u64; 4],
+    args: &'a str,
+    pairs: &'a [[usize; 4]],
+}
+
+impl<'a> PreparedRecord<'a> {
+    /// The event's `key=value` pairs, as [`ftrace::Record::pairs`] gives them.
+    fn pairs(&self) -> impl Iterator<Item = (&'a str, &'a str)> + use<'a> {
+        let args = self.args;
+        self.pairs.iter().map(move |p| {
+            (
+                args.get(p[0]..p[1]).unwrap_or(""),
+                args.get(p[2]..p[3]).unwrap_or(""),
+            )
+        })
+    }
+
+    /// The value of `key` (its first pair).
+    fn arg(&self, key: &str) -> Option<&'a str> {
+        self.pairs().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// The values of `keys` (the first pair of each key), in one pass.
+    fn args_of<const N: usize>(&self, keys: [&str; N]) -> [Option<&'a str>; N] {
+        let mut out = [None; N];
+        let mut missing = N;
+        for (k, v) in self.pairs() {
+            for (slot, key) in out.iter_mut().zip(keys) {
+                if slot.is_none() && k == key {
+                    *slot = Some(v);
+                    missing -= 1;
+                }
+            }
+            if missing == 0 {
+                break;
+            }
+        }
+        out
+    }
+}
+
+/// A record, or an error, of an ftrace file read ahead.
+enum ReadItem<'a> {
+    Record {
+        /// Bytes of the file before the record's line.
+        bytes: u64,
+        record: ftrace::Record<'a>,
+        prepared: PreparedRecord<'a>,
+    },
+    /// A bad line, or the read error that ends the file.
+    Error(FormatError),
+}
+
 /// Reads and parses `reader` on a thread of its own while `each` is called here, in file order, with
 /// every record and every error (a bad line, or the read error that ends the file); returns the bytes
 /// read. An error of `each` stops both threads and is returned.
 fn ftrace_read_ahead<R: BufRead + Send>(
     mut reader: ftrace::FtraceReader<R>,
-    mut each: impl FnMut(ftrace::BatchLine<'_>) -> Result<()>,
+    mut each: impl FnMut(ReadItem<'_>) -> Result<()>,
 ) -> Result<u64> {
     use std::sync::mpsc;
     std::thread::scope(|scope| {
-        let (full_tx, full_rx) = mpsc::sync_channel::<ftrace::RecordBatch>(BATCHES);
-        let (free_tx, free_rx) = mpsc::channel::<ftrace::RecordBatch>();
+        let (full_tx, full_rx) = mpsc::sync_channel::<ReadBatch>(BATCHES);
+        let (free_tx, free_rx) = mpsc::channel::<ReadBatch>();
         for _ in 0..BATCHES {
             // Cannot fail: the receiver is right here.
-            let _ = free_tx.send(ftrace::RecordBatch::new());
+            let _ = free_tx.send(ReadBatch::default());
         }
         let reading = std::thread::Builder::new()
             .name("ftrace-reader".into())
@@ -551,7 +662,8 @@ fn ftrace_read_ahead<R: BufRead + Send>(
                 // Ends at the end of the file, or when the importing side stopped (its ends of the
                 // channels are gone).
                 while let Ok(mut batch) = free_rx.recv() {
-                    let more = reader.fill_batch(&mut batch, BATCH_RECORDS, BATCH_BYTES);
+                    let more = reader.fill_batch(&mut batch.lines, BATCH_RECORDS, BATCH_BYTES);
+                    batch.prepared.prepare(&batch.lines);
                     if full_tx.send(batch).is_err() || !more {
                         break;
                     }
@@ -562,10 +674,28 @@ fn ftrace_read_ahead<R: BufRead + Send>(
             })?;
         let mut bytes = 0;
         for mut batch in full_rx.iter() {
-            for item in batch.drain() {
-                each(item)?;
+            let ReadBatch { lines, prepared } = &mut batch;
+            let mut i = 0;
+            for item in lines.drain() {
+                match item {
+                    ftrace::BatchLine::Record { bytes, record } => {
+                        let args = match record.body {
+                            ftrace::Body::Event { args, .. }
+                            | ftrace::Body::SyscallEnter { args, .. } => args,
+                            ftrace::Body::SyscallExit { ret, .. } => ret,
+                        };
+                        let prepared = prepared.get(i, args);
+                        i += 1;
+                        each(ReadItem::Record {
+                            bytes,
+                            record,
+                            prepared,
+                        })?;
+                    }
+                    ftrace::BatchLine::Error(e) => each(ReadItem::Error(e))?,
+                }
             }
-            bytes = batch.bytes_read();
+            bytes = lines.bytes_read();
             // The reading thread may have finished already: nothing to hand back then.
             let _ = free_tx.send(batch);
         }
@@ -585,11 +715,15 @@ fn ftrace_import(
     let reader = ftrace::FtraceReader::new(open(path)?, display(path));
     let mut importer = FtraceImporter::new(writer)?;
     lines.bytes = ftrace_read_ahead(reader, |item| match item {
-        ftrace::BatchLine::Record { bytes, record } => {
+        ReadItem::Record {
+            bytes,
+            record,
+            prepared,
+        } => {
             lines.progress(bytes);
-            importer.record(&record, writer)
+            importer.record(&record, &prepared, writer)
         }
-        ftrace::BatchLine::Error(e) => lines.bad(e),
+        ReadItem::Error(e) => lines.bad(e),
     })?;
     importer.finish(writer, stats)
 }
@@ -687,10 +821,17 @@ impl FtraceImporter {
     }
 
     /// A `name: key=value ...` event of no rule (see [`punctual_kv`]).
-    fn punctual(&mut self, name: &str, args: &str, writer: &mut TraceWriter) -> Result<()> {
+    fn punctual(
+        &mut self,
+        name: &str,
+        args: &str,
+        prepared: &PreparedRecord<'_>,
+        writer: &mut TraceWriter,
+    ) -> Result<()> {
         self.pairs_buf = punctual_kv(
             name,
             args,
+            prepared.pairs(),
             std::mem::take(&mut self.pairs_buf),
             &mut self.types,
             &mut self.keys,
@@ -701,17 +842,22 @@ impl FtraceImporter {
         Ok(())
     }
 
-    fn record(&mut self, line: &ftrace::Record<'_>, writer: &mut TraceWriter) -> Result<()> {
+    fn record(
+        &mut self,
+        line: &ftrace::Record<'_>,
+        prepared: &PreparedRecord<'_>,
+        writer: &mut TraceWriter,
+    ) -> Result<()> {
         self.name_thread(line.pid, line.comm, line.tgid, writer)?;
         let ts = line.ts.max(0) as u64;
         let rec = &mut self.rec;
         match line.body {
             ftrace::Body::Event { name, args } => {
-                let arg = |k: &str| ftrace::Record::arg(args, k);
+                let arg = |k: &str| prepared.arg(k);
                 match name {
                     "sched_switch" => {
                         let [prev_pid, next_pid, prev_comm, next_comm] =
-                            args_of(args, ["prev_pid", "next_pid", "prev_comm", "next_comm"]);
+                            prepared.args_of(["prev_pid", "next_pid", "prev_comm", "next_comm"]);
                         let prev = prev_pid.and_then(parse_num).unwrap_or(line.pid);
                         let next = next_pid.and_then(parse_num).unwrap_or(0);
                         if let Some(c) = prev_comm {
@@ -735,7 +881,7 @@ impl FtraceImporter {
                             self.waking.insert(pid);
                         }
                         if duplicate {
-                            self.punctual(name, args, writer)?;
+                            self.punctual(name, args, prepared, writer)?;
                         } else {
                             self.rec.set(Builtin::Wakeup).u(pid);
                         }
@@ -784,7 +930,7 @@ impl FtraceImporter {
                         rec.set(Builtin::SyscallExit).u(nr).i(ret);
                     }
                     n if n.starts_with("sys_enter_") => {
-                        syscall_enter(rec, &n["sys_enter_".len()..], args);
+                        syscall_enter(rec, &n["sys_enter_".len()..], args, prepared.values);
                     }
                     n if n.starts_with("sys_exit_") => {
                         let ret = parse_num(args).map_or(0, |v| v as i64);
@@ -804,12 +950,13 @@ impl FtraceImporter {
                     }
                     _ => {
                         self.unknown_events += 1;
-                        self.punctual(name, args, writer)?;
+                        self.punctual(name, args, prepared, writer)?;
                     }
                 }
             }
             ftrace::Body::SyscallEnter { name, args } => {
-                syscall_enter(rec, name.strip_prefix("sys_").unwrap_or(name), args);
+                let name = name.strip_prefix("sys_").unwrap_or(name);
+                syscall_enter(rec, name, args, prepared.values);
             }
             ftrace::Body::SyscallExit { ret, .. } => {
                 let ret = parse_num(ret).map_or(0, |v| v as i64);
@@ -842,33 +989,20 @@ impl FtraceImporter {
     }
 }
 
-/// The values of `keys` in an event's arguments (the first pair of each key), in one pass.
-fn args_of<'a, const N: usize>(args: &'a str, keys: [&str; N]) -> [Option<&'a str>; N] {
-    let mut out = [None; N];
-    let mut missing = N;
-    for (k, v) in ftrace::Record::pairs(args) {
-        for (slot, key) in out.iter_mut().zip(keys) {
-            if slot.is_none() && k == key {
-                *slot = Some(v);
-                missing -= 1;
-            }
-        }
-        if missing == 0 {
-            break;
-        }
-    }
-    out
-}
-
-/// `sys_x(a: 1, b: 2)` or `sys_enter_x: a: 0x1, b: 0x2` arguments: the first four values, in hex.
-fn syscall_enter(rec: &mut ImportRecord, name: &str, args: &str) {
+/// A syscall entry, `sys_x(a: 1, b: 2)` or `sys_enter_x: a: 0x1, b: 0x2`, whose first four argument
+/// values are `values` ([`syscall_values`]).
+fn syscall_enter(rec: &mut ImportRecord, name: &str, args: &str, values: [u64; 4]) {
     rec.set(Builtin::SyscallEntry).u(0);
-    let mut values = args.split(',').map(hex_value);
-    for _ in 0..4 {
-        let v = values.next().unwrap_or(0);
+    for v in values {
         rec.u(v);
     }
     rec.s(name).s(args);
+}
+
+/// The first four values of a syscall's `a: 1, b: 2` arguments, in hex (0 for those missing).
+fn syscall_values(args: &str) -> [u64; 4] {
+    let mut values = args.split(',').map(hex_value);
+    std::array::from_fn(|_| values.next().unwrap_or(0))
 }
 
 /// The value of an `arg: value` pair read in hex (`0x` prefixes dropped), 0 when it is none.
@@ -892,9 +1026,10 @@ fn recycle_pairs<'b>(mut v: Vec<(&str, &str)>) -> Vec<(&'b str, &'b str)> {
 /// A `name: key=value ...` event of no rule as a punctual event of its own type; `pairs` is a buffer
 /// (returned, emptied) so that no line allocates once the type is known.
 #[allow(clippy::too_many_arguments)]
-fn punctual_kv(
+fn punctual_kv<'a>(
     name: &str,
-    args: &str,
+    args: &'a str,
+    arg_pairs: impl Iterator<Item = (&'a str, &'a str)>,
     pairs: Vec<(&'static str, &'static str)>,
     types: &mut ImportTypes,
     keys: &mut FxHashMap<u16, Vec<String>>,
@@ -903,7 +1038,7 @@ fn punctual_kv(
     writer: &mut TraceWriter,
 ) -> Result<Vec<(&'static str, &'static str)>> {
     let mut pairs = recycle_pairs(pairs);
-    pairs.extend(ftrace::Record::pairs(args));
+    pairs.extend(arg_pairs);
     let declared = |pairs: &[(&str, &str)]| -> Vec<String> {
         if pairs.is_empty() {
             vec!["text".to_string()]
@@ -1772,6 +1907,48 @@ fn gst_import(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prepared_pairs_and_values_are_those_of_the_records() {
+        let text = "a-1 [000] 1.0: sched_switch: prev_comm=a b prev_pid=1 ==> next_comm=c next_pid=2\n\
+                    bad line\n\
+                    a-1 [000] 1.5: sys_read(fd: 3, buf: 0x7ff, count: 10, x: 1, y: 2)\n\
+                    a-1 [000] 2.0: sys_enter_openat: dfd: 0xffffff9c, filename: 0x7ffe2000\n\
+                    a-1 [000] 2.5: sys_read -> 0x24\n\
+                    a-1 [000] 3.0: softirq_raise: vec=1 [action=TIMER]\n";
+        let mut reader = ftrace::FtraceReader::new(text.as_bytes(), "t");
+        let mut lines = ftrace::RecordBatch::new();
+        reader.fill_batch(&mut lines, 100, 1 << 20);
+        let mut prepared = Prepared::default();
+        prepared.prepare(&lines);
+        let mut seen = 0;
+        for (i, r) in lines.records().enumerate() {
+            let (args, values) = match r.body {
+                ftrace::Body::Event { name, args } if name.starts_with("sys_enter_") => {
+                    (args, syscall_values(args))
+                }
+                ftrace::Body::SyscallEnter { args, .. } => (args, syscall_values(args)),
+                ftrace::Body::Event { args, .. } => (args, [0; 4]),
+                ftrace::Body::SyscallExit { ret, .. } => (ret, [0; 4]),
+            };
+            let p = prepared.get(i, args);
+            assert_eq!(p.values, values);
+            if let ftrace::Body::Event { name, .. } = r.body
+                && !name.starts_with("sys_enter_")
+            {
+                assert!(p.pairs().eq(ftrace::Record::pairs(args)), "{args}");
+                assert_eq!(
+                    p.args_of(["next_pid", "prev_comm", "vec"]),
+                    ["next_pid", "prev_comm", "vec"].map(|k| ftrace::Record::arg(args, k))
+                );
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, 5);
+        assert_eq!(prepared.get(1, "").values, [3, 0x7ff, 0x10, 1]);
+        assert_eq!(prepared.get(2, "").values, [0xffff_ff9c, 0x7ffe_2000, 0, 0]);
+        assert_eq!(prepared.get(0, "").pairs.len(), 4);
+    }
 
     #[test]
     fn syscall_values_read_in_hex() {

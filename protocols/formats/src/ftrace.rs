@@ -492,29 +492,39 @@ impl RecordBatch {
         self.items
             .iter()
             .filter_map(move |&(bytes, item)| match item {
-                BatchItem::Record(r) => {
-                    let at = |s: Span| text.get(s.start..s.end).unwrap_or("");
-                    let (name, args) = (at(r.name), at(r.args));
-                    let body = match r.kind {
-                        BodyKind::Event => Body::Event { name, args },
-                        BodyKind::SyscallEnter => Body::SyscallEnter { name, args },
-                        BodyKind::SyscallExit => Body::SyscallExit { name, ret: args },
-                    };
-                    Some(BatchLine::Record {
-                        bytes,
-                        record: Record {
-                            comm: at(r.comm),
-                            pid: r.pid,
-                            tgid: r.tgid,
-                            cpu: r.cpu,
-                            flags: r.flags.map(at),
-                            ts: r.ts,
-                            body,
-                        },
-                    })
-                }
+                BatchItem::Record(r) => Some(BatchLine::Record {
+                    bytes,
+                    record: record_of(text, &r),
+                }),
                 BatchItem::Error => errors.next().map(BatchLine::Error),
             })
+    }
+
+    /// The records alone, in file order (the batch keeps them and its errors).
+    pub fn records(&self) -> impl Iterator<Item = Record<'_>> {
+        self.items.iter().filter_map(|(_, item)| match item {
+            BatchItem::Record(r) => Some(record_of(&self.text, r)),
+            BatchItem::Error => None,
+        })
+    }
+}
+
+fn record_of<'a>(text: &'a str, r: &BatchRecord) -> Record<'a> {
+    let at = |s: Span| text.get(s.start..s.end).unwrap_or("");
+    let (name, args) = (at(r.name), at(r.args));
+    let body = match r.kind {
+        BodyKind::Event => Body::Event { name, args },
+        BodyKind::SyscallEnter => Body::SyscallEnter { name, args },
+        BodyKind::SyscallExit => Body::SyscallExit { name, ret: args },
+    };
+    Record {
+        comm: at(r.comm),
+        pid: r.pid,
+        tgid: r.tgid,
+        cpu: r.cpu,
+        flags: r.flags.map(at),
+        ts: r.ts,
+        body,
     }
 }
 
@@ -613,6 +623,7 @@ mod tests {
         let mut out = Vec::new();
         loop {
             let more = r.fill_batch(&mut batch, records, max_bytes);
+            let kept: Vec<String> = batch.records().map(|r| format!("{r:?}")).collect();
             let mut in_batch = 0;
             for item in batch.drain() {
                 out.push(match item {
@@ -624,6 +635,13 @@ mod tests {
                 });
             }
             assert!(in_batch <= records);
+            assert_eq!(kept.len(), in_batch);
+            let drained = out
+                .iter()
+                .rev()
+                .filter(|(_, l)| !l.starts_with("f.txt:"))
+                .take(in_batch);
+            assert!(kept.iter().rev().eq(drained.map(|(_, l)| l)));
             if !more {
                 return (out, batch.bytes_read());
             }
