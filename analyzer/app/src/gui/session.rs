@@ -109,7 +109,7 @@ impl TraceWatch {
                     Ok(r) => r,
                     Err(e) => return publish(Err(format!("{}: {e}", path.display()))),
                 };
-                let mut last: Option<(u64, i64, usize, usize)> = None;
+                let mut last: Option<(u64, i64, usize, usize, bool)> = None;
                 while !s.load(Ordering::Relaxed) {
                     let m = read_meta(&reader);
                     let done = match &m {
@@ -122,6 +122,8 @@ impl TraceWatch {
                             m.info.t_max,
                             m.producers.len(),
                             m.losses.len(),
+                            // Finishing changes nothing else but must reach the views.
+                            m.info.finished,
                         )
                     });
                     if key.is_none() || key != last {

@@ -1,0 +1,154 @@
+//! A trace being written grows in the open views without user action (issue 6, "Live"): the time
+//! bar, the density chart and the statistics pie follow each commit of a real writer, and the
+//! session stops being live once the writer finishes.
+#![cfg(feature = "gui")]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use socscope_analysis::sync::ViewKind;
+use socscope_analyzer::gui::egui;
+use socscope_analyzer::gui::{GuiApp, TraceSession};
+use socscope_tracedb::{
+    Event, EventCategory, EventType, Producer, ProducerKind, TraceMeta, TraceWriter,
+};
+
+const EVENTS_PER_PART: i64 = 3_000;
+/// One part of the trace per second of trace time.
+const PART_NS: i64 = 1_000_000_000;
+
+fn writer(path: &Path) -> TraceWriter {
+    let mut w = TraceWriter::create(path, &TraceMeta::default()).unwrap();
+    w.add_event_type(&EventType {
+        id: 1,
+        name: "tick".into(),
+        category: EventCategory::Punctual,
+        params: vec![],
+    })
+    .unwrap();
+    for id in 1..=3 {
+        w.add_producer(&Producer {
+            id,
+            parent: None,
+            kind: ProducerKind::Thread,
+            local_id: i64::from(id),
+            name: format!("thread{id}"),
+        })
+        .unwrap();
+    }
+    w
+}
+
+/// Part `k` of the trace: events evenly spread over second `k`, committed.
+fn write_part(w: &mut TraceWriter, k: i64) {
+    for i in 0..EVENTS_PER_PART {
+        let ts = k * PART_NS + i * (PART_NS / EVENTS_PER_PART);
+        w.push(&Event::punctual(ts, 1, 1 + (i % 3) as u32, Some(0)))
+            .unwrap();
+    }
+    w.commit().unwrap();
+}
+
+fn harness(path: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
+    let app = GuiApp::new(None, &[path.to_path_buf()], view, true);
+    Harness::builder()
+        .with_size(egui::Vec2::new(1100.0, 640.0))
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
+}
+
+fn session<'h>(h: &'h Harness<'_, GuiApp>) -> &'h TraceSession {
+    &h.state().sessions[0]
+}
+
+/// Steps frames (no input) until `done` holds, for at most 30 s.
+fn step_until(h: &mut Harness<'_, GuiApp>, what: &str, done: impl Fn(&TraceSession) -> bool) {
+    let t = Instant::now();
+    loop {
+        h.step();
+        if !h.state().sessions.is_empty() && done(session(h)) {
+            return;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            let s = h.state().sessions.first();
+            panic!(
+                "without user action, {what} never happened: events {:?}, live {:?}, density {:?}, pie {:?}, error {:?}",
+                s.and_then(|s| s.meta.as_ref().map(|m| m.info.event_count)),
+                s.map(TraceSession::live),
+                s.map(density_total),
+                s.map(pie_total),
+                s.and_then(|s| s.error.clone()),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn density_total(s: &TraceSession) -> u64 {
+    s.views
+        .first()
+        .and_then(|v| v.density.hist.as_ref())
+        .map_or(0, |h| h.total())
+}
+
+fn pie_total(s: &TraceSession) -> u64 {
+    s.views
+        .first()
+        .and_then(|v| v.stats.stats.as_ref())
+        .map_or(0, |st| st.type_count.values().sum())
+}
+
+fn bar_end(s: &TraceSession, view: ViewKind) -> Option<i64> {
+    s.views
+        .first()
+        .and_then(|v| v.bars.get(&view))
+        .map(|(bar, _)| bar.displayed.end)
+}
+
+#[test]
+fn density_and_time_bar_follow_a_growing_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.db");
+    let mut w = writer(&path);
+    write_part(&mut w, 0);
+    let mut h = harness(&path, ViewKind::Density);
+    step_until(&mut h, "the first part loaded", |s| {
+        s.live() && density_total(s) == EVENTS_PER_PART as u64
+    });
+    let first_end = bar_end(session(&h), ViewKind::Density).expect("a time bar");
+    for k in 1..3 {
+        write_part(&mut w, k);
+        let want = (k + 1) as u64 * EVENTS_PER_PART as u64;
+        step_until(&mut h, "the density chart grew", |s| {
+            s.meta.as_ref().is_some_and(|m| m.info.event_count == want) && density_total(s) == want
+        });
+        let s = session(&h);
+        let end = bar_end(s, ViewKind::Density).expect("a time bar");
+        assert!(
+            end > first_end + (k - 1) * PART_NS,
+            "time bar shows up to {end}, part {k} ends after {}",
+            k * PART_NS
+        );
+        assert_eq!(s.groups.get(0).unwrap().interval.end, s.whole().end);
+    }
+    w.finish(true).unwrap();
+    step_until(&mut h, "the trace stopped being live", |s| !s.live());
+}
+
+#[test]
+fn statistics_pie_follows_a_growing_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.db");
+    let mut w = writer(&path);
+    write_part(&mut w, 0);
+    let mut h = harness(&path, ViewKind::Statistics);
+    step_until(&mut h, "the first part counted", |s| {
+        pie_total(s) == EVENTS_PER_PART as u64
+    });
+    write_part(&mut w, 1);
+    step_until(&mut h, "the pie grew", |s| {
+        pie_total(s) == 2 * EVENTS_PER_PART as u64
+    });
+    w.finish(true).unwrap();
+    step_until(&mut h, "the trace stopped being live", |s| !s.live());
+}
