@@ -1,6 +1,7 @@
 //! A trace being written grows in the open views without user action (issue 6, "Live"): the time
-//! bar, the density chart and the statistics pie follow each commit of a real writer, and the
-//! session stops being live once the writer finishes.
+//! bar, the density chart and the statistics pie follow each commit of a real writer, the Gantt's
+//! follow toggle keeps the newest data on screen, and the session stops being live once the
+//! writer finishes.
 #![cfg(feature = "gui")]
 
 use std::path::Path;
@@ -11,7 +12,7 @@ use socscope_analysis::sync::ViewKind;
 use socscope_analyzer::gui::egui;
 use socscope_analyzer::gui::{GuiApp, TraceSession};
 use socscope_tracedb::{
-    Event, EventCategory, EventType, Producer, ProducerKind, TraceMeta, TraceWriter,
+    Event, EventCategory, EventType, Producer, ProducerKind, TimeRange, TraceMeta, TraceWriter,
 };
 
 const EVENTS_PER_PART: i64 = 3_000;
@@ -151,4 +152,34 @@ fn statistics_pie_follows_a_growing_trace() {
     });
     w.finish(true).unwrap();
     step_until(&mut h, "the trace stopped being live", |s| !s.live());
+}
+
+#[test]
+fn gantt_follow_keeps_the_newest_data_on_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.db");
+    let mut w = writer(&path);
+    write_part(&mut w, 0);
+    let mut h = harness(&path, ViewKind::Gantt);
+    step_until(&mut h, "the Gantt loaded", |s| {
+        s.views
+            .first()
+            .is_some_and(|v| !v.gantt.busy() && v.gantt.loaded.end == s.whole().end)
+    });
+    // Zoomed on the first fifth of a second, following.
+    let window = PART_NS / 5;
+    {
+        let g = &mut h.state_mut().sessions[0].views[0].gantt;
+        g.view = TimeRange::new(g.loaded.start, g.loaded.start + window);
+        g.follow = true;
+    }
+    write_part(&mut w, 1);
+    step_until(&mut h, "the Gantt followed the new data", |s| {
+        let g = &s.views[0].gantt;
+        s.whole().end > PART_NS
+            && g.loaded.end == s.whole().end
+            && g.view.end == g.loaded.end
+            && g.view.len() == window
+    });
+    w.finish(true).unwrap();
 }
