@@ -112,7 +112,14 @@ pub(crate) struct SummaryAcc {
     /// How much the shift grew since the last [`SummaryAcc::take_rebase`]: rows already
     /// written at the old width must be renumbered.
     rebase: u32,
+    /// Per `(producer, type)`, inclusive ranges of level-0 buckets that states cover whole:
+    /// a long state is one entry here instead of one map update per bucket, expanded into
+    /// `map` when the buckets are drained (or re-bucketed).
+    full: FxHashMap<(u32, u32), Vec<(i64, i64)>>,
 }
+
+/// A state covering more than this many whole buckets has them counted as a range.
+const RANGE_MIN_BUCKETS: i64 = 8;
 
 impl SummaryAcc {
     /// An accumulator whose finest width never changes.
@@ -132,6 +139,7 @@ impl SummaryAcc {
             max_buckets,
             max_shift: 62u32.saturating_sub(levels).max(shift),
             rebase: 0,
+            full: FxHashMap::default(),
         }
     }
 
@@ -161,6 +169,7 @@ impl SummaryAcc {
         if k == 0 {
             return;
         }
+        self.expand_full();
         self.shift += k;
         self.rebase += k;
         let old = std::mem::take(&mut self.map);
@@ -193,6 +202,16 @@ impl SummaryAcc {
         self.map.entry((b, p, ty)).or_insert((0, 0)).0 += 1;
         if is_state && end > ts {
             let last = (end - 1) >> s;
+            if last - b - 1 > RANGE_MIN_BUCKETS {
+                // The partial first and last buckets here, the whole ones in between as a range.
+                self.map.entry((b, p, ty)).or_insert((0, 0)).1 += ((b + 1) << s) - ts;
+                self.map.entry((last, p, ty)).or_insert((0, 0)).1 += end - (last << s);
+                self.full
+                    .entry((p, ty))
+                    .or_default()
+                    .push((b + 1, last - 1));
+                return;
+            }
             for bb in b..=last {
                 let lo = ts.max(bb << s);
                 let hi = end.min((bb + 1) << s);
@@ -203,9 +222,45 @@ impl SummaryAcc {
         }
     }
 
+    /// Adds the whole-bucket ranges to the map: per `(producer, type)`, a sweep over the range
+    /// ends gives each covered bucket its depth (how many states cover it) at once.
+    fn expand_full(&mut self) {
+        if self.full.is_empty() {
+            return;
+        }
+        let w = 1i64 << self.shift;
+        let mut ends: Vec<(i64, i64)> = Vec::new();
+        for ((p, t), ranges) in std::mem::take(&mut self.full) {
+            ends.clear();
+            for (a, z) in ranges {
+                ends.push((a, 1));
+                ends.push((z + 1, -1));
+            }
+            ends.sort_unstable();
+            let mut depth = 0i64;
+            let mut i = 0;
+            while i < ends.len() {
+                let from = ends[i].0;
+                while i < ends.len() && ends[i].0 == from {
+                    depth += ends[i].1;
+                    i += 1;
+                }
+                // While a range is open its end is still ahead, so `ends[i]` exists.
+                if depth > 0
+                    && let Some(&(to, _)) = ends.get(i)
+                {
+                    for b in from..to {
+                        self.map.entry((b, p, t)).or_insert((0, 0)).1 += depth * w;
+                    }
+                }
+            }
+        }
+    }
+
     /// The accumulated totals of `levels` levels, grouped by bucket, and clears: for each
     /// `(level, bucket)` in order, its cells sorted by `(producer, type)`.
     pub(crate) fn drain_buckets(&mut self, levels: u32) -> Vec<BucketCells> {
+        self.expand_full();
         let mut out = Vec::new();
         let mut cur: Vec<(CellKey, CellTotals)> = self.map.drain().collect();
         cur.sort_unstable_by_key(|e| e.0);
@@ -500,6 +555,60 @@ mod tests {
             .map(|r| (r.bucket, r.cells[0].count, r.cells[0].state_ns))
             .collect();
         assert_eq!(got, vec![(0, 1, 6), (1, 0, 16), (2, 0, 8)]);
+    }
+
+    /// Long states (their whole buckets counted as ranges, expanded at the drain or before a
+    /// coarsening) give the same rows as adding every bucket one by one.
+    #[test]
+    fn acc_ranges_of_long_states_equal_bucket_by_bucket() {
+        fn naive(shift: u32, states: &[(i64, i64, u32, u32)]) -> FxHashMap<CellKey, CellTotals> {
+            let mut m: FxHashMap<CellKey, CellTotals> = FxHashMap::default();
+            for &(ts, end, ty, p) in states {
+                m.entry((ts >> shift, p, ty)).or_insert((0, 0)).0 += 1;
+                for b in (ts >> shift)..=((end - 1) >> shift) {
+                    let ns = end.min((b + 1) << shift) - ts.max(b << shift);
+                    m.entry((b, p, ty)).or_insert((0, 0)).1 += ns;
+                }
+            }
+            m
+        }
+        let mut rng = crate::bench::SplitMix::new(11);
+        let mut states = Vec::new();
+        for _ in 0..300 {
+            let ts = rng.below(5_000) as i64;
+            let len = if rng.below(3) == 0 {
+                1 + rng.below(4_000) as i64
+            } else {
+                1 + rng.below(100) as i64
+            };
+            states.push((ts, ts + len, rng.below(2) as u32, rng.below(3) as u32));
+        }
+        let rows = |acc: &mut SummaryAcc| -> Vec<BucketCells> { acc.drain_buckets(3) };
+        let mut acc = SummaryAcc::new(4);
+        for &(ts, end, ty, p) in &states {
+            acc.add(ts, end, true, ty, p);
+        }
+        let mut direct = SummaryAcc::new(4);
+        direct.map = naive(4, &states);
+        assert_eq!(rows(&mut acc), rows(&mut direct));
+        // A coarsening half way: the ranges added before are expanded at the old width.
+        let mut acc = SummaryAcc::bounded(4, 3, 200);
+        for &(ts, end, ty, p) in &states[..150] {
+            acc.add(ts, end, true, ty, p);
+        }
+        acc.add(0, 1, false, 0, 0);
+        acc.add(20_000, 20_001, false, 0, 0);
+        let shift = acc.shift;
+        assert!(shift > 4);
+        for &(ts, end, ty, p) in &states[150..] {
+            acc.add(ts, end, true, ty, p);
+        }
+        let mut direct = SummaryAcc::new(shift);
+        direct.map = naive(shift, &states);
+        for (ts, p) in [(0, 0), (20_000, 0)] {
+            direct.map.entry((ts >> shift, p, 0)).or_insert((0, 0)).0 += 1;
+        }
+        assert_eq!(rows(&mut acc), rows(&mut direct));
     }
 
     #[test]
