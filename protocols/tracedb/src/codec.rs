@@ -998,8 +998,8 @@ pub(crate) struct ChunkCursor {
     pub(crate) ty: TypeId,
     pub(crate) producer: ProducerId,
     end: Timestamp,
-    aux: u32,
-    value: f64,
+    /// The current event's category-specific fields, built as they are decoded.
+    kind: EventKind,
 }
 
 /// `(next entry, end)` in the block body of each fixed column: the cursor decodes one entry
@@ -1186,19 +1186,32 @@ impl ChunkCursor {
             u32::try_from(col_uvarint(body, &mut c.ty)?).map_err(|_| "type id overflows u32")?;
         self.producer = u32::try_from(col_uvarint(body, &mut c.pr)?)
             .map_err(|_| "producer id overflows u32")?;
-        match self.category {
-            Some(EventCategory::State | EventCategory::Link) => {
+        self.kind = match self.category {
+            Some(cat @ (EventCategory::State | EventCategory::Link)) => {
                 let d = unzigzag(col_uvarint(body, &mut c.dur)?);
                 self.end = self.ts.wrapping_add(d);
-                self.aux = u32::try_from(col_uvarint(body, &mut c.aux)?)
+                let aux = u32::try_from(col_uvarint(body, &mut c.aux)?)
                     .map_err(|_| "depth/target overflows u32")?;
+                if cat == EventCategory::State {
+                    EventKind::State {
+                        end: self.end,
+                        depth: aux.min(u32::from(u16::MAX)) as u16,
+                    }
+                } else {
+                    EventKind::Link {
+                        end: self.end,
+                        target: aux,
+                    }
+                }
             }
             Some(EventCategory::Variable) => {
                 let col = body.get(..c.val.1).ok_or("value column out of range")?;
-                self.value = get_f64(col, &mut c.val.0)?;
+                EventKind::Variable {
+                    value: get_f64(col, &mut c.val.0)?,
+                }
             }
-            _ => {}
-        }
+            _ => EventKind::Punctual,
+        };
         Ok(())
     }
 
@@ -1452,18 +1465,7 @@ impl ChunkCursor {
     /// The current event's category-specific fields.
     #[inline]
     pub(crate) fn kind(&self) -> EventKind {
-        match self.category() {
-            EventCategory::Punctual => EventKind::Punctual,
-            EventCategory::State => EventKind::State {
-                end: self.end,
-                depth: self.aux.min(u32::from(u16::MAX)) as u16,
-            },
-            EventCategory::Link => EventKind::Link {
-                end: self.end,
-                target: self.aux,
-            },
-            EventCategory::Variable => EventKind::Variable { value: self.value },
-        }
+        self.kind
     }
 
     /// The CPU of the chunk's events.
@@ -1475,18 +1477,7 @@ impl ChunkCursor {
     /// The current event as a model value.
     #[cfg(test)]
     pub(crate) fn event(&mut self) -> LazyResult<Event> {
-        let kind = match self.category() {
-            EventCategory::Punctual => EventKind::Punctual,
-            EventCategory::State => EventKind::State {
-                end: self.end,
-                depth: self.aux.min(u32::from(u16::MAX)) as u16,
-            },
-            EventCategory::Link => EventKind::Link {
-                end: self.end,
-                target: self.aux,
-            },
-            EventCategory::Variable => EventKind::Variable { value: self.value },
-        };
+        let kind = self.kind;
         Ok(Event {
             ts: self.ts,
             type_id: self.ty,
