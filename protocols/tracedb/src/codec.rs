@@ -1,11 +1,18 @@
-//! The event chunk encoding: columns of varints, then zstd (byte layout in `SCHEMA.md`).
+//! The event chunk encoding: columns of varints, then zstd where it pays (byte layout in
+//! `SCHEMA.md`).
 
 use crate::model::{
     Cpu, Event, EventCategory, EventKind, ParamValue, ProducerId, Timestamp, TypeId,
 };
 
-/// Version byte at the start of every chunk blob.
-pub const CHUNK_FORMAT: u8 = 1;
+/// Version byte at the start of every chunk blob the writer makes. Format 2 may store a block
+/// as is (its stored length then equals its body length); readers also accept format 1, where
+/// every block is a zstd frame.
+pub const CHUNK_FORMAT: u8 = 2;
+
+/// A block body up to this size is stored as is: zstd's per-frame tables would cost a reader
+/// more than the few bytes they save.
+pub const RAW_BLOCK_MAX_BYTES: usize = 1024;
 
 /// A chunk never holds more events than this (event ids reserve 12 bits for the index).
 pub const MAX_CHUNK_EVENTS: usize = 4096;
@@ -392,6 +399,13 @@ pub(crate) fn encode_chunk(
         body.clear();
         encode_block(buf, category, block, body, &mut scratch.col);
         let frame = compressor.compress(body)?;
+        // Stored as is when small, or when zstd saves nothing (a stored length equal to the
+        // body length means "as is", so a frame that long is never written).
+        let stored: &[u8] = if body.len() <= RAW_BLOCK_MAX_BYTES || frame.len() >= body.len() {
+            body
+        } else {
+            &frame
+        };
         let first = buf.ts[block[0] as usize];
         put_uvarint(&mut blob, block.len() as u64);
         if b == 0 {
@@ -401,8 +415,8 @@ pub(crate) fn encode_chunk(
         }
         prev_first = first;
         put_uvarint(&mut blob, body.len() as u64);
-        put_uvarint(&mut blob, frame.len() as u64);
-        frames.extend_from_slice(&frame);
+        put_uvarint(&mut blob, stored.len() as u64);
+        frames.extend_from_slice(stored);
     }
     blob.extend_from_slice(frames);
 
@@ -515,8 +529,10 @@ struct BlockRef {
     /// Index in the chunk of the block's first event.
     first_index: usize,
     body_len: usize,
-    /// `[start, end)` of its zstd frame in the blob.
+    /// `[start, end)` of its stored bytes (a zstd frame, or the body itself) in the blob.
     frame: (usize, usize),
+    /// Stored as is, not compressed.
+    raw: bool,
 }
 
 /// Parses a chunk header: events, category, CPU and the block table (frames checked to tile
@@ -537,8 +553,10 @@ fn parse_header_of(
     let blob = head;
     let mut r = ByteReader::new(blob);
     let format = r.u8()?;
-    if format != CHUNK_FORMAT {
-        return Err(format!("chunk format {format}, expected {CHUNK_FORMAT}"));
+    if format != 1 && format != CHUNK_FORMAT {
+        return Err(format!(
+            "chunk format {format}, expected 1 to {CHUNK_FORMAT}"
+        ));
     }
     let n = r.uvarint()?;
     if n as usize > MAX_CHUNK_EVENTS || n == 0 {
@@ -588,6 +606,7 @@ fn parse_header_of(
             first_index,
             body_len: body_len as usize,
             frame: (off, end),
+            raw: format >= 2 && frame_len as u64 == body_len,
         });
         first_index += count as usize;
         off = end;
@@ -632,6 +651,10 @@ fn decompress_block(
         .get(b.frame.0 - frames_from..b.frame.1 - frames_from)
         .ok_or("block frame out of range")?;
     body.clear();
+    if b.raw {
+        body.extend_from_slice(frame);
+        return Ok(());
+    }
     body.reserve(b.body_len);
     let got = decompressor
         .decompress_to_buffer(frame, body)
@@ -1646,14 +1669,50 @@ mod tests {
             0x04, 0xd0, 0x0f, 0xf4, 0x03, 0x02, 0x03, 0x03, 0x02, 0x36, 0x36, 0x0a, 0x02, 0x00,
             0x00, 0x01, 0x15, 0x02, 0x00, 0x2a, 0x01, 0x00,
         ];
-        // format 1, 2 events, punctual, cpu 0 + 1, 1 block: 2 events from t = 1000, body of
-        // 22 bytes, then the frame's length (one byte here) and the frame.
-        assert_eq!(
-            &blob[..9],
-            &[0x01, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16]
-        );
-        assert_eq!(usize::from(blob[9]), blob.len() - 10);
-        assert_eq!(zstd::bulk::decompress(&blob[10..], 22).unwrap(), body);
+        // format 2, 2 events, punctual, cpu 0 + 1, 1 block: 2 events from t = 1000, body of
+        // 22 bytes stored in 22 bytes, i.e. as is (it is below RAW_BLOCK_MAX_BYTES).
+        let mut want = vec![0x02, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16, 0x16];
+        want.extend_from_slice(&body);
+        assert_eq!(blob, want);
+        // The same chunk in format 1 (a zstd frame per block) still reads back.
+        let frame = comp.compress(&body).unwrap();
+        let mut v1 = vec![0x01, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16];
+        v1.push(u8::try_from(frame.len()).unwrap());
+        v1.extend_from_slice(&frame);
+        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        for b in [&blob, &v1] {
+            let mut d = DecodedChunk::default();
+            decode_chunk(b, &mut dec, &mut d).unwrap();
+            assert_eq!(d.ts, vec![1000, 1500]);
+            assert_eq!(
+                d.event(1).params,
+                vec![ParamValue::Signed(21), ParamValue::Unsigned(0)]
+            );
+            let mut c = ChunkCursor::default();
+            c.load(9, b, 1200, &mut dec).unwrap();
+            assert_eq!(c.ts, 1500);
+        }
+        // A large block is a zstd frame, shorter than its body.
+        let mut big = ColumnBuffer::default();
+        for i in 0..600 {
+            big.push(
+                &Event::punctual(i * 10, 3, 54, Some(0)).with_params(vec![ParamValue::Unsigned(7)]),
+            );
+        }
+        let (blob, _) = encode_chunk(
+            &big,
+            EventCategory::Punctual,
+            Some(0),
+            &mut EncodeScratch::default(),
+            &mut comp,
+            |_, _, _, _| {},
+        )
+        .unwrap();
+        let mut blocks = Vec::new();
+        parse_header(&blob, &mut blocks).unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert!(!blocks[0].raw && blocks[0].frame.1 - blocks[0].frame.0 < blocks[0].body_len);
+        assert!(blocks[1].raw, "88 events, a small body: {:?}", blocks[1]);
     }
 
     #[test]
