@@ -1516,6 +1516,21 @@ impl ChunkCursor {
 mod tests {
     use super::*;
 
+    /// The blob of `buf` as the writer encodes it (zstd level 1).
+    fn encode(buf: &ColumnBuffer, category: EventCategory, cpu: Option<Cpu>) -> Vec<u8> {
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        encode_chunk(
+            buf,
+            category,
+            cpu,
+            &mut EncodeScratch::default(),
+            &mut comp,
+            |_, _, _, _| {},
+        )
+        .unwrap()
+        .0
+    }
+
     #[test]
     fn varint_round_trip() {
         for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
@@ -1579,16 +1594,7 @@ mod tests {
                     .with_params(params),
             );
         }
-        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
-        let (blob, _) = encode_chunk(
-            &buf,
-            EventCategory::State,
-            Some(1),
-            &mut EncodeScratch::default(),
-            &mut comp,
-            |_, _, _, _| {},
-        )
-        .unwrap();
+        let blob = encode(&buf, EventCategory::State, Some(1));
         let mut dec = zstd::bulk::Decompressor::new().unwrap();
         let mut d = DecodedChunk::default();
         decode_chunk(&blob, &mut dec, &mut d).unwrap();
@@ -1655,16 +1661,7 @@ mod tests {
             &Event::punctual(1500, 3, 54, Some(0))
                 .with_params(vec![ParamValue::Signed(21), ParamValue::Unsigned(0)]),
         );
-        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
-        let (blob, _) = encode_chunk(
-            &buf,
-            EventCategory::Punctual,
-            Some(0),
-            &mut EncodeScratch::default(),
-            &mut comp,
-            |_, _, _, _| {},
-        )
-        .unwrap();
+        let blob = encode(&buf, EventCategory::Punctual, Some(0));
         let body: [u8; 22] = [
             0x04, 0xd0, 0x0f, 0xf4, 0x03, 0x02, 0x03, 0x03, 0x02, 0x36, 0x36, 0x0a, 0x02, 0x00,
             0x00, 0x01, 0x15, 0x02, 0x00, 0x2a, 0x01, 0x00,
@@ -1675,7 +1672,7 @@ mod tests {
         want.extend_from_slice(&body);
         assert_eq!(blob, want);
         // The same chunk in format 1 (a zstd frame per block) still reads back.
-        let frame = comp.compress(&body).unwrap();
+        let frame = zstd::bulk::compress(&body, 1).unwrap();
         let mut v1 = vec![0x01, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16];
         v1.push(u8::try_from(frame.len()).unwrap());
         v1.extend_from_slice(&frame);
@@ -1699,15 +1696,7 @@ mod tests {
                 &Event::punctual(i * 10, 3, 54, Some(0)).with_params(vec![ParamValue::Unsigned(7)]),
             );
         }
-        let (blob, _) = encode_chunk(
-            &big,
-            EventCategory::Punctual,
-            Some(0),
-            &mut EncodeScratch::default(),
-            &mut comp,
-            |_, _, _, _| {},
-        )
-        .unwrap();
+        let blob = encode(&big, EventCategory::Punctual, Some(0));
         let mut blocks = Vec::new();
         parse_header(&blob, &mut blocks).unwrap();
         assert_eq!(blocks.len(), 2);
