@@ -38,6 +38,11 @@ fn run(
     Ok((r, warnings))
 }
 
+/// Imports one of the real captures with `--strict`; it must succeed.
+fn import_real(rel: &str, format: Format, dir: &Path) -> (ImportReport, Vec<String>) {
+    run(&[real(rel)], format, dir, true).unwrap()
+}
+
 /// (punctual, state, link, variable) counts, producers.
 fn counts(path: &Path) -> ([u64; 4], usize) {
     let r = TraceReader::open(path).unwrap();
@@ -69,13 +74,11 @@ fn ftrace_android_sched() {
     // 82 sched_switch on CPUs 0, 1, 2 (awk '{print $2}' | uniq -c): 82 running states closed by switches
     // and 3 still running at the end; 57 sched_wakeup → 57 links.
     let dir = tempfile::tempdir().unwrap();
-    let (r, w) = run(
-        &[real("ftrace/tci-trace-android-sched.txt")],
+    let (r, w) = import_real(
+        "ftrace/tci-trace-android-sched.txt",
         Format::Ftrace,
         dir.path(),
-        true,
-    )
-    .unwrap();
+    );
     assert!(w.is_empty());
     assert_eq!(r.records, 139);
     assert_eq!(counts(&r.path).0, [0, 85, 57, 0]);
@@ -87,13 +90,11 @@ fn ftrace_android_sched_irq() {
     // One CPU ([000] on all 139 lines): 67 switches + 1 open running state + 9 softirq entry/exit pairs
     // = 77 states; 45 wakeups → links; 9 softirq_raise → punctual events of their own type.
     let dir = tempfile::tempdir().unwrap();
-    let (r, _) = run(
-        &[real("ftrace/tci-trace-android-sched-irq.txt")],
+    let (r, _) = import_real(
+        "ftrace/tci-trace-android-sched-irq.txt",
         Format::Ftrace,
         dir.path(),
-        true,
-    )
-    .unwrap();
+    );
     assert_eq!(counts(&r.path).0, [9, 77, 45, 0]);
     let reader = TraceReader::open(&r.path).unwrap();
     assert!(
@@ -117,13 +118,7 @@ fn ftrace_syscalls_without_header() {
     // 30 sched_waking → links, and the 30 sched_wakeup that follow them are the same wake-ups (stored as
     // punctual events, not links): 29 pair with a waking, 1 has none → 31 links.
     let dir = tempfile::tempdir().unwrap();
-    let (r, _) = run(
-        &[real("ftrace/tci-ftrace_syscalls.txt")],
-        Format::Ftrace,
-        dir.path(),
-        true,
-    )
-    .unwrap();
+    let (r, _) = import_real("ftrace/tci-ftrace_syscalls.txt", Format::Ftrace, dir.path());
     assert_eq!(r.records, 1052);
     let (c, _) = counts(&r.path);
     assert_eq!(c[2], 31);
@@ -266,13 +261,7 @@ fn paje_native_sample() {
     // 2439 + 220 PajeSetState (ids 10 and 20) + 659 PajePushState = 3318 states; 880 PajeSetVariable;
     // 2 PajeNewEvent (id 9).
     let dir = tempfile::tempdir().unwrap();
-    let (r, _) = run(
-        &[real("paje/pajeng-native_sample.trace")],
-        Format::Paje,
-        dir.path(),
-        true,
-    )
-    .unwrap();
+    let (r, _) = import_real("paje/pajeng-native_sample.trace", Format::Paje, dir.path());
     assert_eq!(counts(&r.path).0, [2, 3318, 0, 880]);
 }
 
@@ -281,13 +270,11 @@ fn gst_logs() {
     // One punctual event per line and one level state per line (the last of each thread to the end).
     // The coloured log has two processes (17267 and, on its last line, 4394), one thread each: 4 producers.
     let dir = tempfile::tempdir().unwrap();
-    let (r, w) = run(
-        &[real("gstreamer/gst-log-parser-color.log")],
+    let (r, w) = import_real(
+        "gstreamer/gst-log-parser-color.log",
         Format::Gst,
         dir.path(),
-        true,
-    )
-    .unwrap();
+    );
     assert!(w.is_empty());
     assert_eq!(counts(&r.path), ([15, 15, 0, 0], 4));
     let dir = tempfile::tempdir().unwrap();
