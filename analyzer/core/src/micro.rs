@@ -876,7 +876,7 @@ pub fn trace_range(reader: &TraceReader) -> Result<TimeRange> {
     if info.event_count == 0 || info.t_max < info.t_min {
         return Err(StoreError::InvalidRequest("the trace has no events".into()));
     }
-    Ok(TimeRange::new(info.t_min, info.t_max + 1))
+    Ok(info.range())
 }
 
 #[cfg(test)]

@@ -545,4 +545,15 @@ impl TraceInfo {
     pub fn duration(&self) -> i64 {
         self.t_max.saturating_sub(self.t_min)
     }
+
+    /// The whole trace as a range, up to and including its last event: `[t_min, t_max + 1)`
+    /// (never empty).
+    pub fn range(&self) -> TimeRange {
+        TimeRange::new(
+            self.t_min,
+            self.t_max
+                .saturating_add(1)
+                .max(self.t_min.saturating_add(1)),
+        )
+    }
 }

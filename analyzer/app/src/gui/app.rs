@@ -69,12 +69,9 @@ impl TraceSession {
 
     /// The whole trace: up to and including its last event.
     pub fn whole(&self) -> TimeRange {
-        self.meta.as_ref().map_or(TimeRange::new(0, 1), |m| {
-            TimeRange::new(
-                m.info.t_min,
-                m.info.t_max.saturating_add(1).max(m.info.t_min + 1),
-            )
-        })
+        self.meta
+            .as_ref()
+            .map_or(TimeRange::new(0, 1), |m| m.info.range())
     }
 
     pub fn live(&self) -> bool {
