@@ -183,3 +183,36 @@ fn gantt_follow_keeps_the_newest_data_on_screen() {
     });
     w.finish(true).unwrap();
 }
+
+/// Frames come only while the app asks for them (`busy`), as in eframe: a trace that grows and
+/// finishes right after a refresh (refreshes are at most one a second) still ends with every
+/// event in the chart, without user action.
+#[test]
+fn the_last_growth_of_a_finished_trace_reaches_the_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.db");
+    let mut w = writer(&path);
+    write_part(&mut w, 0);
+    let mut h = harness(&path, ViewKind::Density);
+    step_until(&mut h, "the first part loaded", |s| {
+        density_total(s) == EVENTS_PER_PART as u64
+    });
+    write_part(&mut w, 1);
+    step_until(&mut h, "the density chart grew", |s| {
+        density_total(s) == 2 * EVENTS_PER_PART as u64
+    });
+    write_part(&mut w, 2);
+    w.finish(true).unwrap();
+    let t = Instant::now();
+    while h.state().busy() {
+        h.step();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the app never settled"
+        );
+    }
+    let s = session(&h);
+    assert!(!s.live());
+    assert_eq!(density_total(s), 3 * EVENTS_PER_PART as u64);
+}

@@ -111,6 +111,15 @@ impl<S: Clone> LoaderHandle<S> {
         }
     }
 
+    /// Whether the load has finished and its last snapshot is no newer than `seen` (the number
+    /// [`Self::snapshot_if_newer`] gave the caller): only then has a view shown the final result,
+    /// and may stop asking for frames.
+    pub fn settled(&self, seen: u64) -> bool {
+        self.shared
+            .lock()
+            .map_or(true, |s| s.progress.finished && s.generation <= seen)
+    }
+
     /// How far the load has come.
     pub fn progress(&self) -> Progress {
         self.shared

@@ -230,8 +230,27 @@ impl TraceSession {
         }
     }
 
+    /// Whether the view on screen has not yet loaded up to its group's end: a grown trace that
+    /// it will extend to on a later frame (extensions are throttled), so frames must go on.
+    fn catching_up(&self) -> bool {
+        let (Some(g), Some(v)) = (
+            self.groups.get(self.active_group),
+            self.views.get(self.active_group),
+        ) else {
+            return false;
+        };
+        let end = g.interval.end;
+        match g.active {
+            ViewKind::Gantt => !v.gantt.truncated && v.gantt.loaded.end < end,
+            ViewKind::Table => !v.table.truncated && v.table.loaded.end < end,
+            ViewKind::Density => v.density.loaded.end < end,
+            ViewKind::Statistics => v.stats.loaded.end < end,
+        }
+    }
+
     pub fn busy(&self) -> bool {
         self.live()
+            || self.catching_up()
             || self.views.iter().any(|v| {
                 v.gantt.busy()
                     || v.table.busy()

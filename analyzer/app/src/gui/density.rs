@@ -105,11 +105,10 @@ impl DensityView {
         }
     }
 
+    /// Loading, or finished with a result not yet taken by `poll` (which also drops a finished
+    /// detail load).
     pub fn busy(&self) -> bool {
-        let running = |l: &Option<LoaderHandle<DensityHistogram>>| {
-            l.as_ref().is_some_and(|l| !l.progress().finished)
-        };
-        running(&self.loader) || running(&self.detail_loader)
+        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen)) || self.detail_loader.is_some()
     }
 
     pub fn progress(&self) -> Option<Progress> {

@@ -139,8 +139,9 @@ impl GanttView {
         ));
     }
 
+    /// Loading, or finished with a result not yet taken by `poll`.
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.progress().finished)
+        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen))
     }
 
     pub fn poll(&mut self) -> bool {

@@ -79,8 +79,9 @@ impl StatsView {
         self.spawn(trace, range, filter);
     }
 
+    /// Loading, or finished with a result not yet taken by `poll`.
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.progress().finished)
+        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen))
     }
 
     pub fn progress(&self) -> Option<Progress> {

@@ -96,8 +96,9 @@ impl TableView {
         ));
     }
 
+    /// Loading, or finished with a result not yet taken by `poll`.
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.progress().finished)
+        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen))
     }
 
     pub fn progress(&self) -> Option<socscope_analysis::loader::Progress> {
