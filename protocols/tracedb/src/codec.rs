@@ -367,14 +367,12 @@ fn encode_block(
 }
 
 /// Encodes a buffer as a chunk blob (sorting by timestamp, stable) and reports its metadata.
-/// Calls `visit(ts, end, type, producer)` for each event in time order (for the summary).
 pub(crate) fn encode_chunk(
     buf: &ColumnBuffer,
     category: EventCategory,
     cpu: Option<Cpu>,
     scratch: &mut EncodeScratch,
     compressor: &mut zstd::bulk::Compressor<'static>,
-    mut visit: impl FnMut(Timestamp, Timestamp, TypeId, ProducerId),
 ) -> std::io::Result<(Vec<u8>, ChunkMeta)> {
     let n = buf.len();
     let order = &mut scratch.order;
@@ -429,7 +427,6 @@ pub(crate) fn encode_chunk(
             buf.ts[i]
         };
         end_max = end_max.max(end);
-        visit(buf.ts[i], end, buf.ty[i], buf.producer[i]);
     }
 
     let set = &mut scratch.set;
@@ -1519,16 +1516,9 @@ mod tests {
     /// The blob of `buf` as the writer encodes it (zstd level 1).
     fn encode(buf: &ColumnBuffer, category: EventCategory, cpu: Option<Cpu>) -> Vec<u8> {
         let mut comp = zstd::bulk::Compressor::new(1).unwrap();
-        encode_chunk(
-            buf,
-            category,
-            cpu,
-            &mut EncodeScratch::default(),
-            &mut comp,
-            |_, _, _, _| {},
-        )
-        .unwrap()
-        .0
+        encode_chunk(buf, category, cpu, &mut EncodeScratch::default(), &mut comp)
+            .unwrap()
+            .0
     }
 
     #[test]
@@ -1559,17 +1549,14 @@ mod tests {
             buf.push(e);
         }
         let mut comp = zstd::bulk::Compressor::new(1).unwrap();
-        let mut seen = Vec::new();
         let (blob, meta) = encode_chunk(
             &buf,
             EventCategory::State,
             Some(2),
             &mut EncodeScratch::default(),
             &mut comp,
-            |t, e, _, _| seen.push((t, e)),
         )
         .unwrap();
-        assert_eq!(seen, vec![(10, 100), (50, 60), (70, 75)]);
         assert_eq!((meta.t_min, meta.t_max, meta.end_max), (10, 70, 100));
         assert_eq!(meta.types, vec![3, 4]);
         let mut d = DecodedChunk::default();

@@ -74,6 +74,9 @@ pub enum StoreError {
 fn version_advice(found: i64, expected: i64) -> &'static str {
     if found > expected {
         "the file is newer than this program; upgrade socscope to read it"
+    } else if found >= 1 && expected == crate::SCHEMA_VERSION {
+        "the file is older than this program; convert it in place with `socscope upgrade FILE` \
+         (events, ids and results are kept; the summary is rebuilt)"
     } else {
         "the file is older than this program; re-import or re-capture the trace, or read it with the socscope release that wrote it"
     }

@@ -18,6 +18,7 @@ mod results;
 mod schema;
 mod search;
 mod summary;
+mod upgrade;
 mod vtab;
 mod writer;
 
@@ -30,10 +31,13 @@ pub use filter::{CompareOp, Condition, Filter, compare_values};
 pub use model::*;
 pub use reader::{ChunkInfo, EventIter, Snapshot, StreamInfo, TraceReader};
 pub use results::*;
-pub use schema::{CATALOG_APPLICATION_ID, SCHEMA_VERSION, TRACE_APPLICATION_ID};
+pub use schema::{
+    CATALOG_APPLICATION_ID, CATALOG_SCHEMA_VERSION, SCHEMA_VERSION, TRACE_APPLICATION_ID,
+};
 pub use search::EventSearch;
 pub use summary::{
     DEFAULT_BASE_SHIFT, DEFAULT_LEVELS, Resolution, Summary, SummaryBucket, SummaryCell,
 };
+pub use upgrade::{UpgradeReport, upgrade_trace};
 pub use vtab::register_events_table;
-pub use writer::{TraceWriter, WriterConfig};
+pub use writer::{DEFAULT_MAX_CHUNK_SPAN, SUMMARY_EVENTS_PER_CELL, TraceWriter, WriterConfig};

@@ -15,7 +15,7 @@ use crate::model::{
     TypeId,
 };
 use crate::schema::{self, TRACE_APPLICATION_ID};
-use crate::summary::{self, Resolution, Summary, SummaryBucket, SummaryCell};
+use crate::summary::{self, OpenStates, Resolution, RowCell, Summary, SummaryBucket, SummaryCell};
 use crate::writer::parse_ids;
 
 mod counts;
@@ -109,6 +109,18 @@ pub struct TraceReader {
     streams_cache: RefCell<Option<(i64, Vec<StreamInfo>)>>,
     /// A second reader of the file for helper threads, kept warm between uses.
     sibling: RefCell<Option<Box<TraceReader>>>,
+    /// The states open at the last instant the summary was integrated to, so that queries
+    /// moving forward in time continue from there instead of from the trace start.
+    open_cache: RefCell<Option<OpenCache>>,
+}
+
+/// The open states at `at` under one snapshot, summary layout and filter.
+struct OpenCache {
+    version: i64,
+    layout: (u32, u32),
+    filter: SummaryFilter,
+    at: Timestamp,
+    open: OpenStates,
 }
 
 /// Keeps one read transaction open: every query made through the reader while it lives sees
@@ -204,6 +216,7 @@ impl TraceReader {
             snapshot_version: Cell::new(0),
             streams_cache: RefCell::new(None),
             sibling: RefCell::new(None),
+            open_cache: RefCell::new(None),
         })
     }
 
@@ -811,7 +824,7 @@ impl TraceReader {
         b_from: i64,
         b_to: i64,
         tf: &SummaryFilter,
-        mut f: impl FnMut(i64, SummaryCell),
+        mut f: impl FnMut(i64, RowCell),
     ) -> Result<()> {
         let p = &self.path;
         let mut st = self
@@ -843,6 +856,75 @@ impl TraceReader {
         Ok(())
     }
 
+    /// The rows of `level` for buckets `b_from..=b_to`, in bucket order, filtered.
+    fn summary_row_list(
+        &self,
+        level: u32,
+        b_from: i64,
+        b_to: i64,
+        tf: &SummaryFilter,
+    ) -> Result<Vec<(i64, Vec<RowCell>)>> {
+        let mut rows: Vec<(i64, Vec<RowCell>)> = Vec::new();
+        self.summary_rows(level, b_from, b_to, tf, |b, c| match rows.last_mut() {
+            Some((last, cells)) if *last == b => cells.push(c),
+            _ => rows.push((b, vec![c])),
+        })?;
+        Ok(rows)
+    }
+
+    /// The states open at `t` (a multiple of the finest bucket width), per pair the filter
+    /// keeps: the open deltas of every summary row before `t`, summed over the dyadic pieces
+    /// from the first coarsest bucket (at most a couple of rows per level), or continued from
+    /// the last instant integrated to under the same snapshot and filter.
+    fn open_states_at(&self, t: Timestamp, tf: &SummaryFilter) -> Result<OpenStates> {
+        let layout = (self.base_shift.get(), self.levels.get());
+        let version = self.snapshot_version.get();
+        let cached = match &*self.open_cache.borrow() {
+            Some(c)
+                if c.version == version && c.layout == layout && c.filter == *tf && c.at <= t =>
+            {
+                Some((c.at, c.open.clone()))
+            }
+            _ => None,
+        };
+        let (base, levels) = layout;
+        let (from, mut open) = match cached {
+            Some(c) => c,
+            None => {
+                let top = levels - 1;
+                let first: Option<i64> = self
+                    .conn
+                    .prepare_cached("SELECT min(bucket) FROM summary WHERE level = ?1")
+                    .and_then(|mut st| st.query_row([top], |r| r.get(0)))
+                    .ctx(&self.path)?;
+                match first {
+                    Some(b) => (summary::bucket_start(b, base + top), OpenStates::default()),
+                    None => (t, OpenStates::default()),
+                }
+            }
+        };
+        if from < t {
+            let mut row = Vec::new();
+            for (level, bucket) in summary::dyadic_pieces(from, t, base, levels) {
+                row.clear();
+                self.summary_rows(level, bucket, bucket, tf, |_, c| row.push(c))?;
+                open.pass(&row);
+            }
+        }
+        self.remember_open(t.max(from), tf, &open);
+        Ok(open)
+    }
+
+    fn remember_open(&self, at: Timestamp, tf: &SummaryFilter, open: &OpenStates) {
+        *self.open_cache.borrow_mut() = Some(OpenCache {
+            version: self.snapshot_version.get(),
+            layout: (self.base_shift.get(), self.levels.get()),
+            filter: tf.clone(),
+            at,
+            open: open.clone(),
+        });
+    }
+
     /// Exact cells of an arbitrary interval: aligned dyadic pieces from the summary, the
     /// unaligned rest from the chunks.
     fn exact_cells(
@@ -859,9 +941,14 @@ impl TraceReader {
         }
         let mut cells = self.cells_from_chunks(TimeRange::new(range.start, a0), filter)?;
         cells.extend(self.cells_from_chunks(TimeRange::new(b0, range.end), filter)?);
+        let mut open = self.open_states_at(a0, tf)?;
+        let mut row = Vec::new();
         for (level, bucket) in summary::dyadic_pieces(a0, b0, base, self.levels.get()) {
-            self.summary_rows(level, bucket, bucket, tf, |_, c| cells.push(c))?;
+            row.clear();
+            self.summary_rows(level, bucket, bucket, tf, |_, c| row.push(c))?;
+            open.step(&row, 1i64 << (base + level), &mut cells);
         }
+        self.remember_open(b0, tf, &open);
         summary::normalize(&mut cells);
         Ok(cells)
     }
@@ -921,19 +1008,27 @@ impl TraceReader {
                     .filter(|&i| buckets[i].range.len() == width)
                     .collect();
                 if let (Some(&first), Some(&last)) = (full.first(), full.last()) {
+                    // Interior buckets in time order: each row's counts, and the state time
+                    // integrated from the states open at the first bucket's start.
                     let b_first = buckets[first].range.start >> shift;
                     let b_last = buckets[last].range.start >> shift;
-                    let first_index = first;
-                    self.summary_rows(level, b_first, b_last, &tf, |b, c| {
-                        let i = first_index + (b - b_first) as usize;
-                        buckets[i].cells.push(c);
-                    })?;
+                    let mut open = self.open_states_at(buckets[first].range.start, &tf)?;
+                    let rows = self.summary_row_list(level, b_first, b_last, &tf)?;
+                    let mut k = 0;
+                    for (i, b) in (b_first..=b_last).enumerate() {
+                        let row: &[RowCell] = match rows.get(k) {
+                            Some((rb, cells)) if *rb == b => {
+                                k += 1;
+                                cells
+                            }
+                            _ => &[],
+                        };
+                        open.step(row, width, &mut buckets[first + i].cells);
+                    }
+                    self.remember_open(buckets[last].range.end, &tf, &open);
                 }
                 for b in buckets.iter_mut().filter(|b| b.range.len() != width) {
                     b.cells = self.exact_cells(b.range, filter, &tf)?;
-                }
-                for b in &mut buckets {
-                    summary::normalize(&mut b.cells);
                 }
             }
             Some(tf) if shift >= self.base_shift.get() + self.levels.get() => {
@@ -1066,6 +1161,7 @@ impl TraceReader {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct SummaryFilter {
     types: Option<Vec<u32>>,
     producers: Option<Vec<u32>>,

@@ -6,10 +6,16 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Result, SqlContext, StoreError};
 
-/// Version of the trace and catalog schemas, stored in `PRAGMA user_version`.
+/// Version of the trace file schema, stored in `PRAGMA user_version`.
 ///
-/// Bump it whenever a table, a column or the chunk encoding changes meaning.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Bump it whenever a table, a column, the chunk or the summary encoding changes meaning, and
+/// teach [`crate::upgrade_trace`] to convert the previous version. Version 2: summary rows hold
+/// state starts and ends (format 2) instead of state time per bucket; chunk lookups use a
+/// covering index.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Version of the catalog schema, stored in its `PRAGMA user_version`.
+pub const CATALOG_SCHEMA_VERSION: i64 = 1;
 
 /// `PRAGMA application_id` of a trace file ("SoCt").
 pub const TRACE_APPLICATION_ID: i32 = 0x536F_4374;
@@ -104,7 +110,7 @@ CREATE TABLE chunk (
     producers       TEXT    NOT NULL,
     data            BLOB    NOT NULL
 );
-CREATE INDEX chunk_by_stream_time ON chunk(stream, t_min);
+CREATE INDEX chunk_by_stream_time ON chunk(stream, t_min, t_max, end_max);
 CREATE INDEX chunk_by_time ON chunk(t_min);
 CREATE TABLE summary (
     level           INTEGER NOT NULL,
@@ -242,6 +248,15 @@ fn set_pragmas(conn: &Connection, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The schema version this build writes for files of this `application_id`.
+pub(crate) fn schema_version_of(application_id: i32) -> i64 {
+    if application_id == CATALOG_APPLICATION_ID {
+        CATALOG_SCHEMA_VERSION
+    } else {
+        SCHEMA_VERSION
+    }
+}
+
 /// Creates a new store file of the given kind with its tables.
 pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Connection> {
     if path.exists() {
@@ -253,8 +268,9 @@ pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Conn
     let conn = Connection::open(path).ctx(path)?;
     conn.pragma_update(None, "page_size", 4096).ctx(path)?;
     set_pragmas(&conn, path)?;
+    let version = schema_version_of(application_id);
     conn.execute_batch(&format!(
-        "BEGIN; {ddl} PRAGMA application_id = {application_id}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        "BEGIN; {ddl} PRAGMA application_id = {application_id}; PRAGMA user_version = {version}; COMMIT;"
     ))
     .ctx(path)?;
     Ok(conn)
@@ -347,11 +363,12 @@ pub(crate) fn open(
             "application_id is {app:#x}, expected {application_id:#x}"
         )));
     }
-    if version != SCHEMA_VERSION {
+    let expected = schema_version_of(application_id);
+    if version != expected {
         return Err(StoreError::SchemaVersion {
             path: path.to_path_buf(),
             found: version,
-            expected: SCHEMA_VERSION,
+            expected,
         });
     }
     if !read_only {

@@ -40,6 +40,20 @@ pub struct WriterConfig {
     pub summary_max_buckets: i64,
 }
 
+/// Default longest trace time one chunk may span (2^36 ns ≈ 69 s): long enough that a slow
+/// stream still fills its chunks (a set-top box's sparse streams send a few events a second),
+/// short enough that the `max_span` window of a stream's lookups holds few chunks. Readers decode
+/// only the 512-event blocks they reach, so a long chunk costs them nothing more.
+pub const DEFAULT_MAX_CHUNK_SPAN: i64 = 1 << 36;
+
+/// The summary's finest width doubles while its finest level holds more than one cell per this
+/// many events: the summary then stays a small fraction of the chunks whatever the event rate
+/// (a bucket holds enough events that its cells are shared by many of them).
+pub const SUMMARY_EVENTS_PER_CELL: u64 = 16;
+
+/// Traces with fewer events keep their finest width (their summary is small anyway).
+const SUMMARY_DENSITY_MIN_EVENTS: u64 = 4096;
+
 impl Default for WriterConfig {
     fn default() -> Self {
         Self {
@@ -48,7 +62,7 @@ impl Default for WriterConfig {
             zstd_level: 1,
             summary_base_shift: summary::DEFAULT_BASE_SHIFT,
             summary_levels: summary::DEFAULT_LEVELS,
-            max_chunk_span: 1 << 26,
+            max_chunk_span: DEFAULT_MAX_CHUNK_SPAN,
             summary: true,
             summary_max_buckets: summary::DEFAULT_MAX_BUCKETS,
         }
@@ -65,6 +79,10 @@ struct StreamBuf {
     chunk_count: i64,
     event_count: i64,
     dirty: bool,
+    /// The stream's open tail chunk, already stored: its row id and how many of the buffered
+    /// events it holds. Commits rewrite it in place until it is full, so that a slow stream
+    /// makes full chunks while readers still see its events within a commit interval.
+    tail: Option<(i64, usize)>,
 }
 
 /// Writes one trace file incrementally: events go into per-stream column buffers, full
@@ -88,6 +106,8 @@ pub struct TraceWriter {
     compressor: zstd::bulk::Compressor<'static>,
     decompressor: zstd::bulk::Decompressor<'static>,
     summary_scratch: Vec<u8>,
+    /// Cells stored per summary level (what decides when the finest width doubles).
+    stored_cells: Vec<u64>,
     committed: TraceInfo,
     pending_t_min: i64,
     pending_t_max: i64,
@@ -161,6 +181,7 @@ impl TraceWriter {
             conn,
             decompressor,
             summary_scratch: Vec::new(),
+            stored_cells: vec![0; config.summary_levels as usize],
             summary: SummaryAcc::bounded(
                 config.summary_base_shift,
                 config.summary_levels,
@@ -325,6 +346,7 @@ impl TraceWriter {
                     chunk_count: 0,
                     event_count: 0,
                     dirty: false,
+                    tail: None,
                 });
                 let i = self.streams.len() - 1;
                 self.stream_index.insert(id, i);
@@ -338,11 +360,19 @@ impl TraceWriter {
     /// Appends one event. States and links may arrive in any order (typically by end time).
     #[inline]
     pub fn push(&mut self, event: &Event) -> Result<()> {
+        if self.config.summary {
+            let (end, is_state) = match event.kind {
+                EventKind::State { end, .. } => (end, true),
+                _ => (event.ts, false),
+            };
+            self.summary
+                .add(event.ts, end, is_state, event.type_id, event.producer);
+        }
         let idx = self.stream_for(event);
         let s = &mut self.streams[idx];
         s.buf.push(event);
         if s.buf.len() >= self.config.chunk_events || s.buf.span() > self.config.max_chunk_span {
-            self.flush_stream(idx)?;
+            self.flush_stream(idx, true)?;
         }
         self.pushes_since_check += 1;
         if self.pushes_since_check >= 256 {
@@ -361,26 +391,27 @@ impl TraceWriter {
         Ok(false)
     }
 
-    fn flush_stream(&mut self, idx: usize) -> Result<()> {
-        if self.streams[idx].buf.len() == 0 {
+    /// Stores the stream's buffered events as its tail chunk (inserted, or rewritten in place
+    /// when an earlier commit stored part of them); `close` ends the chunk: the buffer starts
+    /// a new one.
+    fn flush_stream(&mut self, idx: usize, close: bool) -> Result<()> {
+        let s = &mut self.streams[idx];
+        let written = s.tail.map_or(0, |t| t.1);
+        if s.buf.len() == written {
+            if close {
+                s.buf.clear();
+                s.tail = None;
+            }
             return Ok(());
         }
         self.begin()?;
         let s = &mut self.streams[idx];
-        let is_state = s.category == EventCategory::State;
-        let keep_summary = self.config.summary;
-        let summary = &mut self.summary;
         let (blob, meta) = codec::encode_chunk(
             &s.buf,
             s.category,
             s.cpu,
             &mut self.scratch,
             &mut self.compressor,
-            |ts, end, ty, p| {
-                if keep_summary {
-                    summary.add(ts, end, is_state, ty, p)
-                }
-            },
         )
         .map_err(|source| StoreError::Io {
             path: self.path.clone(),
@@ -388,32 +419,67 @@ impl TraceWriter {
         })?;
         let types = join_ids(&meta.types);
         let producers = join_ids(&meta.producers);
-        self.conn
-            .prepare_cached(
-                "INSERT INTO chunk (stream, t_min, t_max, end_max, count, types, producers, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    s.id,
-                    meta.t_min,
-                    meta.t_max,
-                    meta.end_max,
-                    meta.count,
-                    types,
-                    producers,
-                    blob
-                ])
-            })
-            .ctx(&self.path)?;
+        let p = &self.path;
+        match s.tail {
+            Some((id, _)) => {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE chunk SET t_min = ?2, t_max = ?3, end_max = ?4, count = ?5,
+                         types = ?6, producers = ?7, data = ?8 WHERE id = ?1",
+                    )
+                    .and_then(|mut st| {
+                        st.execute(params![
+                            id,
+                            meta.t_min,
+                            meta.t_max,
+                            meta.end_max,
+                            meta.count,
+                            types,
+                            producers,
+                            blob
+                        ])
+                    })
+                    .ctx(p)?;
+            }
+            None => {
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO chunk (stream, t_min, t_max, end_max, count, types, producers, data)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    )
+                    .and_then(|mut st| {
+                        st.execute(params![
+                            s.id,
+                            meta.t_min,
+                            meta.t_max,
+                            meta.end_max,
+                            meta.count,
+                            types,
+                            producers,
+                            blob
+                        ])
+                    })
+                    .ctx(p)?;
+                s.chunk_count += 1;
+            }
+        }
+        let added = s.buf.len() - written;
         s.max_span = s.max_span.max(meta.end_max.saturating_sub(meta.t_min));
-        s.chunk_count += 1;
-        s.event_count += i64::from(meta.count);
+        s.event_count += added as i64;
         s.dirty = true;
-        s.buf.clear();
+        if close {
+            s.buf.clear();
+            s.tail = None;
+        } else {
+            let id = match s.tail {
+                Some((id, _)) => id,
+                None => self.conn.last_insert_rowid(),
+            };
+            s.tail = Some((id, s.buf.len()));
+        }
         self.pending_t_min = self.pending_t_min.min(meta.t_min);
         self.pending_t_max = self.pending_t_max.max(meta.end_max);
-        self.pending_events += u64::from(meta.count);
+        self.pending_events += added as u64;
         Ok(())
     }
 
@@ -421,7 +487,7 @@ impl TraceWriter {
     /// see everything pushed so far.
     pub fn commit(&mut self) -> Result<()> {
         for i in 0..self.streams.len() {
-            self.flush_stream(i)?;
+            self.flush_stream(i, false)?;
         }
         self.begin()?;
         let p = self.path.clone();
@@ -464,12 +530,16 @@ impl TraceWriter {
                     )?;
                 }
                 drop(rows);
+                let before = old.len() as u64;
                 let cells = if old.is_empty() {
                     &b.cells
                 } else {
                     summary::merge_cells(&mut old, &b.cells);
                     &old
                 };
+                if let Some(n) = self.stored_cells.get_mut(b.level as usize) {
+                    *n = (*n + cells.len() as u64).saturating_sub(before);
+                }
                 let data =
                     summary::encode_cells(cells, &mut self.summary_scratch, &mut self.compressor)
                         .map_err(|source| StoreError::Io {
@@ -499,6 +569,12 @@ impl TraceWriter {
                 s.dirty = false;
             }
         }
+        let k = self.density_coarsening();
+        if k > 0 {
+            self.summary.coarsen(k);
+            let k = self.summary.take_rebase();
+            self.rebase_summary(k)?;
+        }
         let mut info = self.committed.clone();
         if self.pending_events > 0 {
             if info.event_count == 0 {
@@ -526,6 +602,26 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// How many times the finest summary width should double so that the finest level holds
+    /// at most one cell per [`SUMMARY_EVENTS_PER_CELL`] events (0 while it does, or while the
+    /// trace is small).
+    fn density_coarsening(&self) -> u32 {
+        let events = self.summary.events;
+        let fits = |level: usize| {
+            self.stored_cells
+                .get(level)
+                .is_some_and(|&n| n.saturating_mul(SUMMARY_EVENTS_PER_CELL) <= events)
+        };
+        if !self.config.summary || events < SUMMARY_DENSITY_MIN_EVENTS || fits(0) {
+            return 0;
+        }
+        let most = self
+            .summary
+            .headroom()
+            .min(self.config.summary_levels.saturating_sub(1));
+        (1..=most).find(|&k| fits(k as usize)).unwrap_or(most)
+    }
+
     /// The finest summary width grew by `k` levels: rows written at the old width move down `k`
     /// levels (the `k` finest disappear) and the `k` new coarsest levels are merged from the old
     /// coarsest one. Inside the commit's transaction.
@@ -533,7 +629,8 @@ impl TraceWriter {
         let p = self.path.clone();
         let levels = self.config.summary_levels;
         let top = i64::from(levels) - 1;
-        let mut old_top: Vec<(i64, Vec<summary::SummaryCell>)> = Vec::new();
+        let old_top_shift = self.config.summary_base_shift + levels - 1;
+        let mut old_top: Vec<(i64, Vec<summary::RowCell>)> = Vec::new();
         {
             let mut st = self
                 .conn
@@ -572,6 +669,12 @@ impl TraceWriter {
                 )
                 .ctx(&p)?;
         }
+        let mut stored = vec![0u64; levels as usize];
+        for (j, n) in stored.iter_mut().enumerate() {
+            if let Some(&m) = self.stored_cells.get(j + k as usize) {
+                *n = m;
+            }
+        }
         // The old coarsest level is now level `top - k` (negative when every old level went):
         // new level `j` merges its buckets `>> (j - (top - k))`.
         let mut put = self
@@ -579,16 +682,12 @@ impl TraceWriter {
             .prepare("INSERT OR REPLACE INTO summary (level, bucket, data) VALUES (?1, ?2, ?3)")
             .ctx(&p)?;
         for j in (top + 1 - i64::from(k)).max(0)..=top {
-            let d = j - (top - i64::from(k));
-            let mut i = 0;
-            while i < old_top.len() {
-                let bucket = old_top[i].0 >> d;
-                let mut cells = Vec::new();
-                while i < old_top.len() && old_top[i].0 >> d == bucket {
-                    cells.extend_from_slice(&old_top[i].1);
-                    i += 1;
-                }
-                summary::normalize(&mut cells);
+            let d = (j - (top - i64::from(k))) as u32;
+            let mut n = 0u64;
+            for (bucket, cells) in
+                summary::merge_into_wider(&old_top, old_top_shift, old_top_shift + d)
+            {
+                n += cells.len() as u64;
                 let data =
                     summary::encode_cells(&cells, &mut self.summary_scratch, &mut self.compressor)
                         .map_err(|source| StoreError::Io {
@@ -597,8 +696,10 @@ impl TraceWriter {
                         })?;
                 put.execute(params![j, bucket, data]).ctx(&p)?;
             }
+            stored[j as usize] = n;
         }
         drop(put);
+        self.stored_cells = stored;
         self.config.summary_base_shift += k;
         self.conn
             .execute(

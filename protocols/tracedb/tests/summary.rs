@@ -313,3 +313,120 @@ proptest! {
         check_counts_in_ranges(&events, &r, &ranges);
     }
 }
+
+/// Writes `events` committing every `every` pushes (a capture's commits), the long states
+/// pushed last, as a capture closes them when it ends.
+fn write_committing(path: &std::path::Path, events: &[Event], config: WriterConfig, every: usize) {
+    let mut w = TraceWriter::create_with(path, &meta(), config).unwrap();
+    for t in types() {
+        w.add_event_type(&t).unwrap();
+    }
+    for p in producers() {
+        w.add_producer(&p).unwrap();
+    }
+    for (i, e) in events.iter().enumerate() {
+        w.push(e).unwrap();
+        if (i + 1) % every.max(1) == 0 {
+            w.commit().unwrap();
+        }
+    }
+    w.finish(true).unwrap();
+}
+
+/// `n` mixed events plus `longs` states lasting from the trace start to past its end.
+fn with_long_states(n: usize, seed: u64, longs: usize) -> Vec<Event> {
+    let mut events = mixed_events(n, seed);
+    let end = events.iter().map(|e| e.end()).max().unwrap_or(0);
+    for k in 0..longs as i64 {
+        events.push(Event::state(
+            k * 3,
+            end + 1 + k * 1_000,
+            0,
+            2,
+            1 + (k % 4) as u32,
+            Some(0),
+        ));
+    }
+    events
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// States spanning the whole trace, and a trace committed in many small steps (rows merged
+    /// commit after commit, tail chunks rewritten): every summary still equals the events'.
+    #[test]
+    fn summary_with_whole_trace_states_and_many_commits_matches_direct_computation(
+        seed in 0u64..1_000,
+        n in 1usize..500,
+        longs in 0usize..4,
+        every in 1usize..120,
+        a in -100i64..8_000,
+        len in 1i64..3_000,
+        shift in 2u32..12,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let events = with_long_states(n, seed, longs);
+        write_committing(&path, &events, small_config(), every);
+        let r = TraceReader::open(&path).unwrap();
+        check(&events, &r, TimeRange::new(a, a + len), shift);
+    }
+}
+
+/// A reader that follows a growing trace commit by commit sees, after each commit, the summary
+/// of exactly the events committed so far (long states arrive late, when they end).
+#[test]
+fn a_following_reader_sees_each_commits_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.db");
+    let events = with_long_states(1_500, 5, 3);
+    let mut w = TraceWriter::create_with(&path, &meta(), small_config()).unwrap();
+    for t in types() {
+        w.add_event_type(&t).unwrap();
+    }
+    for p in producers() {
+        w.add_producer(&p).unwrap();
+    }
+    w.commit().unwrap();
+    let r = TraceReader::open(&path).unwrap();
+    for (i, part) in events.chunks(211).enumerate() {
+        for e in part {
+            w.push(e).unwrap();
+        }
+        w.commit().unwrap();
+        let seen = &events[..((i + 1) * 211).min(events.len())];
+        let end = seen.iter().map(|e| e.end()).max().unwrap() + 1;
+        let shift = r.summary_levels().0 + 1;
+        if end >> shift < 300 {
+            check(seen, &r, TimeRange::new(0, end), shift);
+        }
+        check(seen, &r, TimeRange::new(5, 3_333), 6);
+    }
+    w.finish(true).unwrap();
+}
+
+/// A dense trace makes the writer widen the finest buckets until they hold many events per
+/// cell; answers stay exact at every width, finer ones included.
+#[test]
+fn a_dense_trace_widens_the_finest_buckets_and_stays_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dense.db");
+    let events = with_long_states(20_000, 9, 2);
+    write_committing(&path, &events, small_config(), 997);
+    let r = TraceReader::open(&path).unwrap();
+    let (base, levels) = r.summary_levels();
+    assert!(base > 4, "the finest width grew from 2^4 to 2^{base}");
+    let level0: i64 = r
+        .connection()
+        .query_row("SELECT count(*) FROM summary WHERE level = 0", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(level0 * 16 <= 20_002 * 2, "{level0} finest rows");
+    let end = events.iter().map(|e| e.end()).max().unwrap() + 1;
+    for shift in [base - 2, base, base + 1, base + levels] {
+        let width = 1i64 << shift;
+        let (a, b) = (end / 3 + 7, (end / 3 + 7 + 250 * width).min(end));
+        check(&events, &r, TimeRange::new(a, b), shift);
+    }
+}

@@ -101,7 +101,12 @@ impl TraceReader {
                 cells.clear();
                 self.summary_rows(level, bucket, bucket, tf, |_, c| {
                     if c.count != 0 {
-                        cells.push(SummaryCell { state_ns: 0, ..c });
+                        cells.push(SummaryCell {
+                            producer: c.producer,
+                            type_id: c.type_id,
+                            count: c.count,
+                            state_ns: 0,
+                        });
                     }
                 })?;
                 for p in &pieces[k..j] {

@@ -1,0 +1,191 @@
+//! Converting trace files written by an older schema to the current one, in place.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, params};
+
+use crate::codec::{self, DecodedChunk};
+use crate::error::{Result, SqlContext, StoreError};
+use crate::model::EventCategory;
+use crate::schema::{SCHEMA_VERSION, TRACE_APPLICATION_ID};
+use crate::summary::{self, SummaryAcc};
+use crate::writer::SUMMARY_EVENTS_PER_CELL;
+
+/// What [`upgrade_trace`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeReport {
+    /// The schema version the file had.
+    pub from_version: i64,
+    /// The version it has now ([`SCHEMA_VERSION`]).
+    pub to_version: i64,
+    /// Events whose summary was rebuilt (every event of the trace).
+    pub events: u64,
+    /// Summary rows written.
+    pub summary_rows: u64,
+}
+
+/// Converts a trace file of an older schema version to [`SCHEMA_VERSION`] in place, in one
+/// transaction (an interrupted upgrade leaves the file as it was).
+///
+/// Version 1 → 2: the chunks are kept byte for byte (event ids, and the analysis results that
+/// name them, stay valid); the summary is rebuilt from them in format 2 and the chunk lookup
+/// index gains the columns it filters on. A file already at the current version is left alone.
+pub fn upgrade_trace(path: impl AsRef<Path>) -> Result<UpgradeReport> {
+    let path = path.as_ref();
+    if !path.is_file() {
+        return Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        });
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ctx(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .ctx(path)?;
+    let not_store = |detail: String| StoreError::NotAStore {
+        path: path.to_path_buf(),
+        expected_kind: "trace",
+        detail,
+    };
+    let app: i32 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(|e| not_store(e.to_string()))?;
+    if app != TRACE_APPLICATION_ID {
+        return Err(not_store(format!(
+            "application_id is {app:#x}, expected {TRACE_APPLICATION_ID:#x}"
+        )));
+    }
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| not_store(e.to_string()))?;
+    let mut report = UpgradeReport {
+        from_version: version,
+        to_version: SCHEMA_VERSION,
+        events: 0,
+        summary_rows: 0,
+    };
+    if version == SCHEMA_VERSION {
+        return Ok(report);
+    }
+    if version != 1 {
+        return Err(StoreError::SchemaVersion {
+            path: path.to_path_buf(),
+            found: version,
+            expected: SCHEMA_VERSION,
+        });
+    }
+    conn.execute_batch("BEGIN IMMEDIATE").ctx(path)?;
+    let done = v1_to_v2(&conn, path, &mut report);
+    match done {
+        Ok(()) => conn.execute_batch("COMMIT").ctx(path)?,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
+        }
+    }
+    // Leave one self-contained file behind.
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    Ok(report)
+}
+
+fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Result<()> {
+    let levels: u32 = conn
+        .query_row(
+            "SELECT summary_levels FROM trace_info WHERE id = 1",
+            [],
+            |r| r.get(0),
+        )
+        .ctx(path)?;
+    if levels == 0 || levels > 40 {
+        return Err(StoreError::InvalidValue {
+            path: path.to_path_buf(),
+            detail: format!("{levels} summary levels"),
+        });
+    }
+    let base = summary::DEFAULT_BASE_SHIFT.min(62 - levels);
+    let mut acc = SummaryAcc::bounded(base, levels, summary::DEFAULT_MAX_BUCKETS);
+    let mut dec = zstd::bulk::Decompressor::new().map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut chunk = DecodedChunk::default();
+    {
+        let mut st = conn
+            .prepare("SELECT id, data FROM chunk ORDER BY id")
+            .ctx(path)?;
+        let mut rows = st.query([]).ctx(path)?;
+        while let Some(r) = rows.next().ctx(path)? {
+            let id: i64 = r.get(0).ctx(path)?;
+            let corrupt = |detail: String| StoreError::CorruptChunk {
+                path: path.to_path_buf(),
+                chunk_id: id,
+                detail,
+            };
+            let blob = r
+                .get_ref(1)
+                .ctx(path)?
+                .as_blob()
+                .map_err(|e| corrupt(e.to_string()))?;
+            codec::decode_chunk(blob, &mut dec, &mut chunk).map_err(corrupt)?;
+            let is_state = chunk.category() == EventCategory::State;
+            for i in 0..chunk.len() {
+                let end = if is_state { chunk.end[i] } else { chunk.ts[i] };
+                acc.add(chunk.ts[i], end, is_state, chunk.ty[i], chunk.producer[i]);
+            }
+        }
+    }
+    report.events = acc.events;
+    // The finest width the writer would have reached: the smallest whose level holds at most
+    // one cell per SUMMARY_EVENTS_PER_CELL events (levels beyond are computed to choose it).
+    let extra = acc.headroom().min(levels - 1);
+    let rows = acc.drain_buckets(levels + extra);
+    let mut cells = vec![0u64; (levels + extra) as usize];
+    for r in &rows {
+        cells[r.level as usize] += r.cells.len() as u64;
+    }
+    let k = if acc.events < 4096 {
+        0
+    } else {
+        (0..=extra)
+            .find(|&k| cells[k as usize].saturating_mul(SUMMARY_EVENTS_PER_CELL) <= acc.events)
+            .unwrap_or(extra)
+    };
+    conn.execute_batch(
+        "DELETE FROM summary;
+         DROP INDEX IF EXISTS chunk_by_stream_time;
+         CREATE INDEX chunk_by_stream_time ON chunk(stream, t_min, t_max, end_max);",
+    )
+    .ctx(path)?;
+    let mut compressor = zstd::bulk::Compressor::new(1).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut scratch = Vec::new();
+    {
+        let mut put = conn
+            .prepare("INSERT INTO summary (level, bucket, data) VALUES (?1, ?2, ?3)")
+            .ctx(path)?;
+        for r in rows.iter().filter(|r| r.level >= k && r.level < k + levels) {
+            let data = summary::encode_cells(&r.cells, &mut scratch, &mut compressor).map_err(
+                |source| StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            )?;
+            put.execute(params![r.level - k, r.bucket, data])
+                .ctx(path)?;
+            report.summary_rows += 1;
+        }
+    }
+    conn.execute(
+        "UPDATE trace_info SET summary_base_shift = ?1 WHERE id = 1",
+        [acc.shift + k],
+    )
+    .ctx(path)?;
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .ctx(path)?;
+    Ok(())
+}
