@@ -11,6 +11,7 @@ use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
 use crate::format;
 
+mod capture;
 mod import;
 
 #[derive(clap::Subcommand, Debug)]
@@ -41,6 +42,9 @@ pub enum BenchCommand {
         /// Random reads to time.
         #[arg(long, default_value_t = 200)]
         reads: usize,
+        /// Read this trace (e.g. one kept by `bench capture --keep`) instead of a synthetic one.
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
         /// Where to write the trace (a temporary directory by default).
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
@@ -70,6 +74,29 @@ pub enum BenchCommand {
         /// One JSON object.
         #[arg(long)]
         json: bool,
+    },
+    /// The store on realistic captures: the simulated box at 20 k events/s for 5 min, 30 min and
+    /// 2 h, and at 200 events/s for 2 h, replayed through the collector: records/s, size,
+    /// summary share, bytes per event, peak RSS, and the growth of bytes per event with length.
+    #[command(after_help = "Examples:\n  socscope bench capture --json\n  \
+        socscope bench capture --only 20k-5min,200-2h\n  \
+        socscope bench capture --only 20k-2h --keep --dir /tmp/cap   (then bench read/aggregate --trace)")]
+    Capture {
+        /// Only these captures (comma-separated): 20k-5min, 20k-30min, 20k-2h, 200-2h.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Where to write the captures and traces (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// Keep the traces (and `.wire` files) for other benchmarks.
+        #[arg(long)]
+        keep: bool,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Internal: replay one `.wire` file into --dir and report (run by `bench capture` as a child).
+        #[arg(long, hide = true, value_name = "WIRE")]
+        replay_one: Option<std::path::PathBuf>,
     },
     /// The analysis numbers: microscopic model (T = 1000) of a whole trace, first partial
     /// statistics and density, temporal (T = 1000, S = 100, U = 5) and spatiotemporal (T = 200,
@@ -122,9 +149,25 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Read {
             events,
             reads,
+            trace,
             dir,
             json,
-        } => read(events, reads, dir, json),
+        } => read(events, reads, trace, dir, json),
+        BenchCommand::Capture {
+            replay_one: Some(wire),
+            dir,
+            ..
+        } => {
+            let dir = dir.ok_or_else(|| anyhow!("--replay-one needs --dir"))?;
+            capture::replay_one(&wire, &dir)
+        }
+        BenchCommand::Capture {
+            only,
+            dir,
+            keep,
+            json,
+            replay_one: None,
+        } => capture::run(&only, dir, keep, json),
         BenchCommand::Import {
             bytes,
             kptrace_bytes,
@@ -239,11 +282,12 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
 fn read(
     events: u64,
     reads: usize,
+    trace: Option<std::path::PathBuf>,
     dir: Option<std::path::PathBuf>,
     json_out: bool,
 ) -> Result<ExitCode> {
     let (dir, _guard) = scratch_dir(dir)?;
-    let path = dir.join(format!("read-{events}.db"));
+    let path = trace.unwrap_or_else(|| dir.join(format!("read-{events}.db")));
     if !path.exists() {
         socscope_tracedb::bench::write_synthetic(&path, events)
             .map_err(|e| anyhow!("writing the trace: {e}"))?;
@@ -253,6 +297,7 @@ fn read(
     // First chunk of time-range queries at random places: open, query, first event.
     let reader = TraceReader::open(&path)?;
     let info = reader.info()?;
+    let events = info.event_count;
     let mut rng = socscope_tracedb::bench::SplitMix::new(7);
     let mut firsts = Vec::new();
     for _ in 0..50 {

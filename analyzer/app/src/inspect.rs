@@ -1,7 +1,7 @@
 //! `ls`, `info` and `sql`: what is in a catalog and in a trace.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -292,6 +292,43 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
         let header: Vec<&str> = names.iter().map(String::as_str).collect();
         println!("{}", format::table(&header, &cells));
         eprintln!("({} rows)", cells.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `socscope upgrade`: each file converted in place to the current trace schema; stops at the
+/// first file that cannot be converted (those before it stay converted).
+pub fn upgrade(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
+    for path in paths {
+        let r = socscope_tracedb::upgrade_trace(path)
+            .with_context(|| format!("cannot upgrade {}", path.display()))?;
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "trace": path,
+                    "from_version": r.from_version,
+                    "to_version": r.to_version,
+                    "events": r.events,
+                    "summary_rows": r.summary_rows,
+                })
+            );
+        } else if r.from_version == r.to_version {
+            println!(
+                "{}: already at schema version {}",
+                path.display(),
+                r.to_version
+            );
+        } else {
+            println!(
+                "{}: schema version {} -> {}, {} events kept, summary rebuilt ({} rows)",
+                path.display(),
+                r.from_version,
+                r.to_version,
+                r.events,
+                r.summary_rows
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -84,6 +84,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Convert trace files written by an older socscope to this version's schema, in place
+    /// (events, event ids and saved results are kept; the summary is rebuilt).
+    #[command(
+        after_help = "Examples:\n  socscope upgrade traces/old.db\n  socscope upgrade traces/*.db --json"
+    )]
+    Upgrade {
+        /// The trace files (.db).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// One JSON line per file.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run SQL on a trace; the `events` virtual table exposes every event (filter on `ts` to read a range fast).
     #[command(
         after_help = "Examples:\n  socscope sql TRACE \"SELECT name, category FROM event_type\"\n  \
@@ -157,6 +170,7 @@ fn main() -> ExitCode {
         Command::Timeline(args) => analyze::timeline(args),
         Command::Compare(args) => analyze::compare(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),
     };
     match result {
