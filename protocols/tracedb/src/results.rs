@@ -205,6 +205,7 @@ impl ResultStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let conn = schema::open(&path, "trace", TRACE_APPLICATION_ID, false)?;
+        conn.execute_batch(schema::RESULTS_DDL).ctx(&path)?;
         Ok(Self { conn, path })
     }
 
@@ -380,6 +381,17 @@ impl ResultStore {
     }
 }
 
+/// Whether the file has its result tables (they are created with the first result saved).
+fn has_results(conn: &Connection, path: &Path) -> Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'analysis_result'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+    .ctx(path)
+}
+
 fn invalid(path: &Path, detail: String) -> StoreError {
     StoreError::InvalidValue {
         path: path.to_path_buf(),
@@ -393,6 +405,9 @@ pub(crate) fn results(
     tool_name: Option<&str>,
     kind: Option<AnalysisKind>,
 ) -> Result<Vec<AnalysisResult>> {
+    if !has_results(conn, path)? {
+        return Ok(Vec::new());
+    }
     let mut st = conn
         .prepare(
             "SELECT id, tool_id, tool_name, kind, date_unix_ns, description FROM analysis_result
@@ -463,6 +478,9 @@ fn text(v: &rusqlite::types::Value) -> String {
 }
 
 pub(crate) fn data(conn: &Connection, path: &Path, result_id: i64) -> Result<Option<AnalysisData>> {
+    if !has_results(conn, path)? {
+        return Ok(None);
+    }
     let kind: Option<String> = conn
         .query_row(
             "SELECT kind FROM analysis_result WHERE id = ?1",

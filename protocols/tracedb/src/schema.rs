@@ -118,7 +118,13 @@ CREATE TABLE summary (
     data            BLOB    NOT NULL,
     PRIMARY KEY (level, bucket)
 ) WITHOUT ROWID;
-CREATE TABLE analysis_result (
+"#;
+
+/// The analysis-result tables of a trace file (see `SCHEMA.md`), created with the first result
+/// saved: a trace that has none does not pay their pages (a dozen tables are most of a small
+/// import's file).
+pub(crate) const RESULTS_DDL: &str = r#"
+CREATE TABLE IF NOT EXISTS analysis_result (
     id              INTEGER PRIMARY KEY,
     tool_id         INTEGER,
     tool_name       TEXT    NOT NULL,
@@ -126,17 +132,17 @@ CREATE TABLE analysis_result (
     date_unix_ns    INTEGER NOT NULL,
     description     TEXT    NOT NULL
 );
-CREATE TABLE search_result (
+CREATE TABLE IF NOT EXISTS search_result (
     result_id       INTEGER PRIMARY KEY REFERENCES analysis_result(id),
     command         TEXT NOT NULL,
     target_entity   TEXT NOT NULL
 );
-CREATE TABLE search_mapping (
+CREATE TABLE IF NOT EXISTS search_mapping (
     result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
     target_id       INTEGER NOT NULL,
     PRIMARY KEY (result_id, target_id)
 ) WITHOUT ROWID;
-CREATE TABLE result_group (
+CREATE TABLE IF NOT EXISTS result_group (
     result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
     group_id        INTEGER NOT NULL,
     parent_group_id INTEGER,
@@ -147,20 +153,20 @@ CREATE TABLE result_group (
     sequence        INTEGER NOT NULL,
     PRIMARY KEY (result_id, group_id)
 );
-CREATE TABLE group_mapping (
+CREATE TABLE IF NOT EXISTS group_mapping (
     result_id       INTEGER NOT NULL,
     group_id        INTEGER NOT NULL,
     target_id       INTEGER NOT NULL,
     position        INTEGER NOT NULL,
     PRIMARY KEY (result_id, group_id, target_id)
 ) WITHOUT ROWID;
-CREATE TABLE annotation_type (
+CREATE TABLE IF NOT EXISTS annotation_type (
     result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
     id              INTEGER NOT NULL,
     name            TEXT    NOT NULL,
     PRIMARY KEY (result_id, id)
 );
-CREATE TABLE annotation_param_type (
+CREATE TABLE IF NOT EXISTS annotation_param_type (
     result_id       INTEGER NOT NULL,
     annotation_type_id INTEGER NOT NULL,
     position        INTEGER NOT NULL,
@@ -168,27 +174,27 @@ CREATE TABLE annotation_param_type (
     type            TEXT    NOT NULL,
     PRIMARY KEY (result_id, annotation_type_id, position)
 );
-CREATE TABLE annotation (
+CREATE TABLE IF NOT EXISTS annotation (
     result_id       INTEGER NOT NULL,
     id              INTEGER NOT NULL,
     annotation_type_id INTEGER NOT NULL,
     name            TEXT    NOT NULL,
     PRIMARY KEY (result_id, id)
 );
-CREATE TABLE annotation_param (
+CREATE TABLE IF NOT EXISTS annotation_param (
     result_id       INTEGER NOT NULL,
     annotation_id   INTEGER NOT NULL,
     position        INTEGER NOT NULL,
     value           TEXT    NOT NULL,
     PRIMARY KEY (result_id, annotation_id, position)
 );
-CREATE TABLE result_file (
+CREATE TABLE IF NOT EXISTS result_file (
     result_id       INTEGER NOT NULL REFERENCES analysis_result(id),
     position        INTEGER NOT NULL,
     path            TEXT    NOT NULL,
     PRIMARY KEY (result_id, position)
 );
-CREATE TABLE processed_trace (
+CREATE TABLE IF NOT EXISTS processed_trace (
     result_id       INTEGER PRIMARY KEY REFERENCES analysis_result(id),
     trace_db        TEXT NOT NULL
 );
@@ -267,6 +273,10 @@ pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Conn
     }
     let conn = Connection::open(path).ctx(path)?;
     conn.pragma_update(None, "page_size", 4096).ctx(path)?;
+    // Pages freed while a trace grows (tail chunks and summary rows rewritten) are given back
+    // when the writer finishes (`PRAGMA incremental_vacuum`); set before any table exists.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .ctx(path)?;
     set_pragmas(&conn, path)?;
     let version = schema_version_of(application_id);
     conn.execute_batch(&format!(

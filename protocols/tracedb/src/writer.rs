@@ -720,6 +720,17 @@ impl TraceWriter {
                 [complete],
             )
             .ctx(&self.path)?;
+        // Give back the pages freed while the trace grew (rewritten tail chunks and summary
+        // rows), so the file holds what it stores and nothing more.
+        // (Each step of the statement frees one page: run it to the end.)
+        self.conn
+            .prepare("PRAGMA incremental_vacuum")
+            .and_then(|mut st| {
+                let mut rows = st.query([])?;
+                while rows.next()?.is_some() {}
+                Ok(())
+            })
+            .ctx(&self.path)?;
         // A checkpoint makes the main file self-contained; readers may hold it busy, which is fine.
         let _ = self
             .conn
