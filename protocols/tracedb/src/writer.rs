@@ -49,7 +49,7 @@ pub const DEFAULT_MAX_CHUNK_SPAN: i64 = 1 << 36;
 /// The summary's finest width doubles while its finest level holds more than one cell per this
 /// many events: the summary then stays a small fraction of the chunks whatever the event rate
 /// (a bucket holds enough events that its cells are shared by many of them).
-pub const SUMMARY_EVENTS_PER_CELL: u64 = 16;
+pub const SUMMARY_EVENTS_PER_CELL: u64 = 64;
 
 /// Traces with fewer events keep their finest width (their summary is small anyway).
 const SUMMARY_DENSITY_MIN_EVENTS: u64 = 4096;
