@@ -220,6 +220,15 @@ impl SummaryAcc {
         self.max_shift.saturating_sub(self.shift)
     }
 
+    /// The time between the earliest start and the latest end added so far (at least 1).
+    pub(crate) fn span(&self) -> i64 {
+        if self.hi > self.lo {
+            self.hi.saturating_sub(self.lo)
+        } else {
+            1
+        }
+    }
+
     /// Doubles the finest width `k` times, merging the accumulated cells into the wider
     /// buckets (their partial times move to the new bucket ends).
     pub(crate) fn coarsen(&mut self, k: u32) {

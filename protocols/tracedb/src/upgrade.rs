@@ -9,7 +9,7 @@ use crate::error::{Result, SqlContext, StoreError};
 use crate::model::EventCategory;
 use crate::schema::{SCHEMA_VERSION, TRACE_APPLICATION_ID};
 use crate::summary::{self, SummaryAcc};
-use crate::writer::SUMMARY_EVENTS_PER_CELL;
+use crate::writer::summary_widening;
 
 /// What [`upgrade_trace`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,21 +138,14 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
         }
     }
     report.events = acc.events;
-    // The finest width the writer would have reached: the smallest whose level holds at most
-    // one cell per SUMMARY_EVENTS_PER_CELL events (levels beyond are computed to choose it).
+    // The finest width the writer would have reached (levels beyond are computed to choose it).
     let extra = acc.headroom().min(levels - 1);
     let rows = acc.drain_buckets(levels + extra);
     let mut cells = vec![0u64; (levels + extra) as usize];
     for r in &rows {
         cells[r.level as usize] += r.cells.len() as u64;
     }
-    let k = if acc.events < 4096 {
-        0
-    } else {
-        (0..=extra)
-            .find(|&k| cells[k as usize].saturating_mul(SUMMARY_EVENTS_PER_CELL) <= acc.events)
-            .unwrap_or(extra)
-    };
+    let k = summary_widening(acc.events, &cells, acc.shift, acc.span(), extra);
     conn.execute_batch(
         "DELETE FROM summary;
          DROP INDEX IF EXISTS chunk_by_stream_time;

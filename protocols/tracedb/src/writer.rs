@@ -54,6 +54,12 @@ pub const SUMMARY_EVENTS_PER_CELL: u64 = 64;
 /// Traces with fewer events keep their finest width (their summary is small anyway).
 const SUMMARY_DENSITY_MIN_EVENTS: u64 = 4096;
 
+/// ... but never so far that a finest bucket would hold more than this many events on average:
+/// an interval's unaligned ends are counted from the chunks, so this bounds what a slice edge
+/// of the microscopic model reads (about one chunk's worth, spread over the streams). A dense
+/// trace (a million events a second) keeps its 2 ms buckets.
+pub const SUMMARY_MAX_EVENTS_PER_BUCKET: u64 = 4096;
+
 impl Default for WriterConfig {
     fn default() -> Self {
         Self {
@@ -606,20 +612,20 @@ impl TraceWriter {
     /// at most one cell per [`SUMMARY_EVENTS_PER_CELL`] events (0 while it does, or while the
     /// trace is small).
     fn density_coarsening(&self) -> u32 {
-        let events = self.summary.events;
-        let fits = |level: usize| {
-            self.stored_cells
-                .get(level)
-                .is_some_and(|&n| n.saturating_mul(SUMMARY_EVENTS_PER_CELL) <= events)
-        };
-        if !self.config.summary || events < SUMMARY_DENSITY_MIN_EVENTS || fits(0) {
+        if !self.config.summary {
             return 0;
         }
         let most = self
             .summary
             .headroom()
             .min(self.config.summary_levels.saturating_sub(1));
-        (1..=most).find(|&k| fits(k as usize)).unwrap_or(most)
+        summary_widening(
+            self.summary.events,
+            &self.stored_cells,
+            self.config.summary_base_shift,
+            self.summary.span(),
+            most,
+        )
     }
 
     /// The finest summary width grew by `k` levels: rows written at the old width move down `k`
@@ -749,6 +755,31 @@ impl Drop for TraceWriter {
             let _ = self.commit();
         }
     }
+}
+
+/// How many times a summary whose finest buckets are `2^base` ns should double its finest
+/// width (at most `most`): the fewest that leave at most one finest cell per
+/// [`SUMMARY_EVENTS_PER_CELL`] events (`cells[k]`: cells stored at level `k`), without making a
+/// finest bucket hold more than [`SUMMARY_MAX_EVENTS_PER_BUCKET`] events on average over `span`
+/// ns; 0 while the trace has fewer than 4096 events.
+pub(crate) fn summary_widening(events: u64, cells: &[u64], base: u32, span: i64, most: u32) -> u32 {
+    let fits = |k: u32| {
+        cells
+            .get(k as usize)
+            .is_some_and(|&n| n.saturating_mul(SUMMARY_EVENTS_PER_CELL) <= events)
+    };
+    if events < SUMMARY_DENSITY_MIN_EVENTS || fits(0) {
+        return 0;
+    }
+    let small_enough = |k: u32| {
+        events as f64 * 2f64.powi((base + k) as i32) / span.max(1) as f64
+            <= SUMMARY_MAX_EVENTS_PER_BUCKET as f64
+    };
+    let most = (0..=most)
+        .take_while(|&k| small_enough(k))
+        .last()
+        .unwrap_or(0);
+    (1..=most).find(|&k| fits(k)).unwrap_or(most)
 }
 
 pub(crate) fn join_ids(ids: &[u32]) -> String {
