@@ -43,6 +43,17 @@ pub fn duration_class(duration: i64) -> u32 {
     }
 }
 
+/// The longest duration of a state or link of this class (`None` for the last, unbounded one).
+pub(crate) fn longest_of_class(class: u32) -> Option<i64> {
+    match class {
+        0 => Some(0xFFFF),
+        1 => Some(0x3F_FFFF),
+        2 => Some(0xFFF_FFFF),
+        3 => Some(0x3_FFFF_FFFF),
+        _ => None,
+    }
+}
+
 /// The stream of an event: `category << 24 | class << 16 | cpu` (cpu `0xFFFF` = none).
 pub fn stream_id(category: EventCategory, class: u32, cpu: Option<Cpu>) -> i64 {
     (i64::from(category.code()) << 24) | (i64::from(class) << 16) | i64::from(cpu.unwrap_or(0xFFFF))
@@ -1011,6 +1022,8 @@ pub(crate) struct ChunkCursor {
     ignore_params: bool,
     /// Start of the first block not loaded (`Timestamp::MAX` when the chunk's last block is).
     limit: Timestamp,
+    /// The chunk's blocks after the loaded ones (see [`ChunkCursor::extend_to`]).
+    rest: Vec<BlockRef>,
     /// Index of the current event in the chunk (`n` once exhausted).
     idx: usize,
     /// Fields of the current event.
@@ -1117,6 +1130,8 @@ impl ChunkCursor {
             .partition_point(|b| b.first_ts < until)
             .max(j + 1);
         self.limit = self.blocks.get(end).map_or(Timestamp::MAX, |b| b.first_ts);
+        self.rest.clear();
+        self.rest.extend_from_slice(&self.blocks[end..]);
         self.blocks.truncate(end);
         self.frames_from = self.blocks[j].frame.0;
         self.frames.clear();
@@ -1425,6 +1440,37 @@ impl ChunkCursor {
     }
 
     /// Events before this time are all in the loaded blocks (see [`Self::load_from`]).
+    /// Loads the chunk's further blocks that start before `until` (from `src`, the same blob),
+    /// without decoding again the block the cursor is on: a walk that goes on past what was
+    /// loaded continues where it stopped.
+    pub(crate) fn extend_to(
+        &mut self,
+        src: &mut impl BlobSource,
+        until: Timestamp,
+        decompressor: &mut zstd::bulk::Decompressor<'static>,
+    ) -> Result<(), String> {
+        let k = self.rest.partition_point(|b| b.first_ts < until);
+        if k == 0 {
+            return Ok(());
+        }
+        let old_len = self.blocks.len();
+        let have = self.frames.len();
+        let to = self.rest[k - 1].frame.1;
+        if self.frames_from + have != self.rest[0].frame.0 || to < self.frames_from + have {
+            return Err("block frames are not contiguous".into());
+        }
+        self.frames.resize(to - self.frames_from, 0);
+        src.read_at(&mut self.frames[have..], self.frames_from + have)?;
+        self.blocks.extend(self.rest.drain(..k));
+        self.limit = self.rest.first().map_or(Timestamp::MAX, |b| b.first_ts);
+        // A cursor that stopped at the end of the loaded blocks goes on into the new ones.
+        if self.block == old_len {
+            self.enter_block(old_len, decompressor)
+                .map_err(str::to_owned)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn loaded_until(&self) -> Timestamp {
         self.limit
     }

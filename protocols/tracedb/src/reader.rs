@@ -1451,9 +1451,18 @@ impl<'r> EventIter<'r> {
         };
         let c = &mut self.slots[slot];
         let m = &self.m;
-        let from = match m.mode {
-            Mode::Starts => m.range.start,
-            Mode::Overlaps => i64::MIN,
+        // Where the walk may start in the chunk: events overlapping the range start at most
+        // the stream's longest duration before it (a chunk may span a minute: its earlier
+        // blocks are not even loaded).
+        let from = match (m.mode, codec::split_stream(info.stream)) {
+            (Mode::Starts, _) => m.range.start,
+            (Mode::Overlaps, Some((EventCategory::Punctual | EventCategory::Variable, _, _))) => {
+                m.range.start
+            }
+            (Mode::Overlaps, Some((_, class, _))) => {
+                codec::longest_of_class(class).map_or(i64::MIN, |d| m.range.start.saturating_sub(d))
+            }
+            (Mode::Overlaps, None) => i64::MIN,
         };
         let found = self
             .reader

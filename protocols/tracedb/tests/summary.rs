@@ -430,3 +430,31 @@ fn a_dense_trace_widens_the_finest_buckets_and_stays_exact() {
         check(&events, &r, TimeRange::new(a, b), shift);
     }
 }
+
+/// Slice grids over chunks of many 512-event blocks: consecutive ranges walk on through a
+/// chunk, loading its further blocks as they go, and count exactly what the events say.
+#[test]
+fn counts_of_slice_grids_over_multi_block_chunks_match_direct_counting() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blocks.db");
+    let events = mixed_events(9_000, 21);
+    let config = WriterConfig {
+        summary_base_shift: 6,
+        summary_levels: 8,
+        ..WriterConfig::default()
+    };
+    write(&path, &events, config);
+    let r = TraceReader::open(&path).unwrap();
+    let blocks: i64 = r
+        .connection()
+        .query_row("SELECT max(count) FROM chunk", [], |row| row.get(0))
+        .unwrap();
+    assert!(blocks > 1024, "chunks of several blocks ({blocks} events)");
+    let end = events.iter().map(|e| e.ts).max().unwrap() + 1;
+    for slices in [7i64, 50, 333, 1_000] {
+        let ranges: Vec<TimeRange> = (0..slices)
+            .map(|i| TimeRange::new(i * end / slices, (i + 1) * end / slices))
+            .collect();
+        check_counts_in_ranges(&events, &r, &ranges);
+    }
+}

@@ -180,7 +180,25 @@ impl TraceReader {
                     loaded_until: Timestamp::MIN,
                 });
                 let cur = &mut slot.cursor;
-                if slot.chunk == id && slot.passed <= r.start && r.end <= slot.loaded_until {
+                if slot.chunk == id && slot.passed <= r.start {
+                    // The same chunk further on: load the blocks this range also needs, and
+                    // go on from where the last range stopped (its blocks stay decoded).
+                    if r.end > slot.loaded_until {
+                        let handle = match &mut blob {
+                            Some(b) => {
+                                b.reopen(id).ctx(p)?;
+                                b
+                            }
+                            None => blob.insert(
+                                self.conn
+                                    .blob_open(rusqlite::MAIN_DB, "chunk", "data", id, true)
+                                    .ctx(p)?,
+                            ),
+                        };
+                        cur.extend_to(handle, r.end, &mut dec)
+                            .map_err(|d| corrupt(p, id, &d))?;
+                        slot.loaded_until = cur.loaded_until();
+                    }
                     cur.seek(r.start, &mut dec).map_err(|d| corrupt(p, id, d))?;
                 } else {
                     slot.chunk = i64::MIN;
