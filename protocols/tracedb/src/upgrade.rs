@@ -68,6 +68,11 @@ pub fn upgrade_trace(path: impl AsRef<Path>) -> Result<UpgradeReport> {
         summary_rows: 0,
     };
     if version == SCHEMA_VERSION {
+        report.events = conn
+            .query_row("SELECT event_count FROM trace_info WHERE id = 1", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(|e| not_store(e.to_string()))? as u64;
         return Ok(report);
     }
     if version != 1 {
