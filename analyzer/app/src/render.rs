@@ -17,6 +17,7 @@ use socscope_analysis::ocelotl::{
 };
 use socscope_analysis::palette::{self, Rgb};
 use socscope_analysis::stats::StatisticsSnapshot;
+use socscope_analysis::timebar::TimeAxis;
 use socscope_analysis::traceviz::Timeline;
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
@@ -33,6 +34,14 @@ fn fonts() {
 
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("{e}")
+}
+
+/// Labels of a time axis in seconds from 0 to `span_s`, in the unit that fits it (`7.5 s`, `120 ms`,
+/// `35 µs`), as the GUI's axes. The label decimals suit a step finer than plotters' ticks, and trailing
+/// zeros go, so every tick plotters picks reads exactly.
+fn time_label(span_s: f64) -> impl Fn(&f64) -> String {
+    let axis = TimeAxis::new(0, (span_s * 1e9).round() as i64, 40);
+    move |v| axis.label((v * 1e9).round() as i64)
 }
 
 fn rgb(c: Rgb) -> RGBColor {
@@ -152,7 +161,8 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("seconds from the start of the interval")
+        .x_desc("time from the start of the interval")
+        .x_label_formatter(&time_label(span))
         .y_desc("events per bin")
         .label_style(font(12))
         .draw()
@@ -226,7 +236,8 @@ pub fn temporal(
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("seconds from the start of the interval")
+        .x_desc("time from the start of the interval")
+        .x_label_formatter(&time_label(span))
         .y_desc(unit)
         .label_style(font(12))
         .draw()
@@ -386,7 +397,8 @@ pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) 
         .configure_mesh()
         .disable_mesh()
         .disable_y_axis()
-        .x_desc("seconds from the start of the interval")
+        .x_desc("time from the start of the interval")
+        .x_label_formatter(&time_label(t_span))
         .label_style(font(11))
         .draw()
         .map_err(err)?;
@@ -599,7 +611,8 @@ pub fn compare(path: &Path, c: &Comparison) -> Result<()> {
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("seconds from each trace's start")
+        .x_desc("time from each trace's start")
+        .x_label_formatter(&time_label(span))
         .y_desc("score")
         .label_style(font(12))
         .draw()
