@@ -8,7 +8,10 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+
+use crate::input::{RangeArg, open_trace};
+use crate::out::outln;
 use serde_json::{Map, Value, json};
 use socscope_tracedb::{
     EventKind, EventType, Filter, ParamValue, Producer, ProducerId, StoredEvent, TimeRange,
@@ -34,58 +37,10 @@ pub struct ExportArgs {
     pub format: ExportFormat,
     /// Only events starting in START..END, relative to the trace start (e.g. `1.5s..3s`, `200ms..`).
     #[arg(long, value_name = "START..END")]
-    pub range: Option<String>,
+    pub range: Option<RangeArg>,
     /// The file to write.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
-}
-
-/// A duration such as `1.5`, `1.5s`, `200ms`, `30us`, `100ns` in nanoseconds (bare numbers are seconds).
-pub fn parse_duration(s: &str) -> Result<i64> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e9)
-    } else {
-        (s, 1e9)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .with_context(|| format!("`{s}` is not a time (e.g. 1.5s, 200ms, 30us)"))?;
-    let ns = (v * scale).round();
-    if !ns.is_finite() || ns.abs() > 9.2e18 {
-        bail!("`{s}` is out of range");
-    }
-    Ok(ns as i64)
-}
-
-/// `A..B` (either side optional) as offsets from the trace start.
-pub fn parse_range(s: &str) -> Result<(Option<i64>, Option<i64>)> {
-    let (a, b) = s
-        .split_once("..")
-        .with_context(|| format!("`{s}` is not a range START..END (e.g. 1.5s..3s, 200ms..)"))?;
-    let a = if a.trim().is_empty() {
-        None
-    } else {
-        Some(parse_duration(a)?)
-    };
-    let b = if b.trim().is_empty() {
-        None
-    } else {
-        Some(parse_duration(b)?)
-    };
-    if let (Some(a), Some(b)) = (a, b)
-        && b < a
-    {
-        bail!("range `{s}` ends before it starts");
-    }
-    Ok((a, b))
 }
 
 pub struct Trace {
@@ -95,8 +50,8 @@ pub struct Trace {
     range: TimeRange,
 }
 
-fn open(path: &Path, range: Option<&str>) -> Result<Trace> {
-    let reader = TraceReader::open(path).with_context(|| format!("opening {}", path.display()))?;
+fn open(path: &Path, range: Option<RangeArg>) -> Result<Trace> {
+    let reader = open_trace(path)?;
     let info = reader.info()?;
     let types = reader
         .event_types()?
@@ -106,13 +61,10 @@ fn open(path: &Path, range: Option<&str>) -> Result<Trace> {
     let producers = reader.producers()?.into_iter().map(|p| (p.id, p)).collect();
     let range = match range {
         None => TimeRange::all(),
-        Some(r) => {
-            let (a, b) = parse_range(r)?;
-            TimeRange::new(
-                a.map_or(i64::MIN, |a| info.t_min.saturating_add(a)),
-                b.map_or(i64::MAX, |b| info.t_min.saturating_add(b)),
-            )
-        }
+        Some(r) => TimeRange::new(
+            r.start.map_or(i64::MIN, |a| info.t_min.saturating_add(a)),
+            r.end.map_or(i64::MAX, |b| info.t_min.saturating_add(b)),
+        ),
     };
     Ok(Trace {
         reader,
@@ -170,7 +122,7 @@ impl Trace {
 }
 
 pub fn run(args: ExportArgs) -> Result<ExitCode> {
-    let trace = open(&args.trace, args.range.as_deref())?;
+    let trace = open(&args.trace, args.range)?;
     let file = File::create(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -181,7 +133,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     };
     out.flush()
         .with_context(|| format!("writing {}", args.output.display()))?;
-    println!("exported {n} events -> {}", args.output.display());
+    outln!("exported {n} events -> {}", args.output.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -456,15 +408,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_and_units() {
-        assert_eq!(
-            parse_range("1.5s..3s").unwrap(),
-            (Some(1_500_000_000), Some(3_000_000_000))
-        );
-        assert_eq!(parse_range("200ms..").unwrap(), (Some(200_000_000), None));
-        assert_eq!(parse_range("..2").unwrap(), (None, Some(2_000_000_000)));
-        assert!(parse_range("10us..100ns").is_err());
-        assert!(parse_range("3s").is_err());
+    fn paje_times() {
         assert_eq!(paje_time(-1_500_000_000), "-1.500000000");
     }
 }

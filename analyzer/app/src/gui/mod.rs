@@ -6,6 +6,7 @@
 
 mod app;
 mod density;
+pub mod display;
 mod gantt;
 mod script;
 mod session;
@@ -43,8 +44,12 @@ pub struct ViewOptions {
     pub script: Option<Script>,
 }
 
-/// Opens the window and runs until it is closed.
+/// Opens the window and runs until it is closed. Without a display it fails at once with one line saying
+/// what to do.
 pub fn run(options: ViewOptions) -> anyhow::Result<()> {
+    if let Some(why) = display::unavailable() {
+        anyhow::bail!("cannot open a window: {why}; {}", display::HINT);
+    }
     let mut native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("socscope")
@@ -61,8 +66,17 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
         options.dark,
     );
     let shell = script::Shell::new(app, &options)?;
-    eframe::run_native("socscope", native, Box::new(move |_cc| Ok(Box::new(shell))))
-        .map_err(|e| anyhow::anyhow!("the window failed: {e}"))
+    eframe::run_native("socscope", native, Box::new(move |_cc| Ok(Box::new(shell)))).map_err(|e| {
+        match e {
+            // winit's errors name its own source files; the user needs to know what to do.
+            eframe::Error::Winit(_) | eframe::Error::WinitEventLoop(_) => anyhow::anyhow!(
+                "cannot open a window: {}; {}",
+                display::unavailable().unwrap_or_else(|| "the display refused it".into()),
+                display::HINT
+            ),
+            e => anyhow::anyhow!("the window failed: {e}"),
+        }
+    })
 }
 
 pub use eframe::egui;
