@@ -11,7 +11,7 @@ use socscope_analysis::timebar::{TimeBar, format_ns};
 use socscope_tracedb::{Filter, TimeRange, TraceRecord};
 
 use super::gantt::GanttView;
-use super::session::{CatalogWatch, TraceMeta, TraceNames, TraceWatch};
+use super::session::{CatalogWatch, TraceDescription, TraceNames, TraceWatch};
 use super::table::TableView;
 use super::timebar::{self, BarAction, BarEdit};
 use super::{density::DensityView, stats::StatsView};
@@ -35,7 +35,7 @@ pub struct TraceSession {
     pub path: PathBuf,
     pub title: String,
     watch: TraceWatch,
-    pub meta: Option<TraceMeta>,
+    pub meta: Option<TraceDescription>,
     pub names: Option<TraceNames>,
     pub error: Option<String>,
     pub groups: ViewGroups,

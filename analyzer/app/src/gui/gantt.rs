@@ -10,7 +10,7 @@ use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_analysis::timebar::{TimeAxis, format_ns};
 use socscope_tracedb::{Filter, ProducerId, TimeRange};
 
-use super::session::{TraceMeta, TraceNames};
+use super::session::{TraceDescription, TraceNames};
 use super::theme;
 
 const ROW_H: f32 = 18.0;
@@ -85,7 +85,7 @@ impl GanttView {
         trace: &std::path::Path,
         range: TimeRange,
         filter: Filter,
-        meta: &TraceMeta,
+        meta: &TraceDescription,
     ) {
         self.model = GanttModel::new();
         self.model.set_losses(meta.losses.clone());
@@ -113,7 +113,7 @@ impl GanttView {
         trace: &std::path::Path,
         end: i64,
         filter: Filter,
-        meta: &TraceMeta,
+        meta: &TraceDescription,
     ) {
         if self.busy() || end <= self.loaded.end || self.truncated {
             return;

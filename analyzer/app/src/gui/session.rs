@@ -14,9 +14,10 @@ use socscope_tracedb::{
     Catalog, EventType, LossRecord, Producer, TraceInfo, TraceReader, TraceRecord, TypeId,
 };
 
-/// What the views need to know about a trace besides its events.
+/// What the views need to know about a trace besides its events: the store's [`TraceInfo`] (which holds
+/// the trace's own `TraceMeta`) with the types, producers and losses.
 #[derive(Clone, Debug)]
-pub struct TraceMeta {
+pub struct TraceDescription {
     pub info: TraceInfo,
     pub types: Vec<EventType>,
     pub producers: Vec<Producer>,
@@ -33,7 +34,7 @@ pub struct TraceNames {
 }
 
 impl TraceNames {
-    pub fn new(meta: &TraceMeta) -> Self {
+    pub fn new(meta: &TraceDescription) -> Self {
         let tree = ProducerTree::new(&meta.producers);
         let table = Arc::new(TableNames::new(
             &meta.types,
@@ -65,8 +66,8 @@ impl TraceNames {
     }
 }
 
-fn read_meta(reader: &TraceReader) -> Result<TraceMeta, String> {
-    Ok(TraceMeta {
+fn read_meta(reader: &TraceReader) -> Result<TraceDescription, String> {
+    Ok(TraceDescription {
         info: reader.info().map_err(|e| e.to_string())?,
         types: reader.event_types().map_err(|e| e.to_string())?,
         producers: reader.producers().map_err(|e| e.to_string())?,
@@ -75,7 +76,7 @@ fn read_meta(reader: &TraceReader) -> Result<TraceMeta, String> {
 }
 
 /// The latest metadata a watch thread published, with a number bumped at each publication.
-type MetaSlot = Arc<Mutex<(u64, Option<Result<TraceMeta, String>>)>>;
+type MetaSlot = Arc<Mutex<(u64, Option<Result<TraceDescription, String>>)>>;
 
 /// The catalog's traces (or why they could not be listed).
 type CatalogList = Result<Vec<(TraceRecord, PathBuf)>, String>;
@@ -96,7 +97,7 @@ impl TraceWatch {
         let latest: MetaSlot = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s, path) = (latest.clone(), stop.clone(), path.to_path_buf());
-        let publish = move |m: Result<TraceMeta, String>| {
+        let publish = move |m: Result<TraceDescription, String>| {
             if let Ok(mut g) = l.lock() {
                 g.0 += 1;
                 g.1 = Some(m);
@@ -144,7 +145,7 @@ impl TraceWatch {
     }
 
     /// Newly published metadata, if any.
-    pub fn poll(&mut self) -> Option<Result<TraceMeta, String>> {
+    pub fn poll(&mut self) -> Option<Result<TraceDescription, String>> {
         let g = self.latest.lock().ok()?;
         if g.0 > self.seen {
             self.seen = g.0;
