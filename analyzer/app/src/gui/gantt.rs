@@ -12,6 +12,7 @@ use socscope_tracedb::{Filter, ProducerId, TimeRange};
 
 use super::session::{TraceDescription, TraceNames};
 use super::theme;
+use super::theme::ColourEdit;
 
 const ROW_H: f32 = 18.0;
 const LABEL_W: f32 = 190.0;
@@ -57,7 +58,7 @@ struct DrawKey {
     pixels_per_point: f32,
     dark: bool,
     /// Types with a colour (a live trace can bring new ones).
-    colours: usize,
+    colours: u64,
 }
 
 impl GanttView {
@@ -240,7 +241,7 @@ impl GanttView {
             chart,
             pixels_per_point,
             dark,
-            colours: names.colours.len(),
+            colours: names.colour_generation,
         };
         if self.drawn.as_ref().is_none_or(|(k, _)| *k != key) {
             let shapes = chart_shapes(frame, chart, pixels_per_point, dark, names);
@@ -248,6 +249,14 @@ impl GanttView {
         }
         let shapes = &self.drawn.as_ref().expect("just filled").1;
         (shapes, frame.links_drawn_percent(), frame.losses.clone())
+    }
+
+    /// The event types of the chart on screen (empty before its first frame).
+    pub fn types_shown(&self) -> std::collections::BTreeSet<socscope_tracedb::TypeId> {
+        self.cache
+            .as_ref()
+            .map(|(_, f)| f.types())
+            .unwrap_or_default()
     }
 
     pub fn ui(
@@ -616,6 +625,35 @@ fn hatch(mesh: &mut Mesh, r: Rect, c: Color32, px: f32) {
         }
         x += step;
     }
+}
+
+/// The legend under the chart: a swatch and the name of every type on screen; a click on a swatch picks
+/// another colour for that type (kept per user, in every trace).
+pub fn legend(
+    ui: &mut Ui,
+    names: &TraceNames,
+    shown: &std::collections::BTreeSet<socscope_tracedb::TypeId>,
+) -> Option<ColourEdit> {
+    let mut edit = None;
+    ui.horizontal_wrapped(|ui| {
+        ui.weak("Types:");
+        if shown.is_empty() {
+            ui.weak("none on screen");
+        }
+        for &t in shown {
+            let name = names.type_name(t);
+            let mut c = names.colour(t);
+            let resp = ui
+                .color_edit_button_srgba(&mut c)
+                .on_hover_text(format!("Colour of {name} (saved for this user)"));
+            if resp.changed() {
+                edit = Some(ColourEdit::Type(name.clone(), c));
+            }
+            ui.label(name);
+            ui.add_space(6.0);
+        }
+    });
+    edit
 }
 
 #[cfg(test)]

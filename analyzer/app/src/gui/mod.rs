@@ -20,6 +20,7 @@ use std::path::PathBuf;
 pub use app::{GuiApp, TraceSession, date};
 pub use script::Script;
 use socscope_analysis::sync::ViewKind;
+pub use theme::{ColourEdit, Colours};
 
 /// How to open the window.
 #[derive(Clone, Debug)]
@@ -59,12 +60,16 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
     };
     // Frame times must measure our work, not the display's refresh.
     native.glow_options.vsync = options.frame_log.is_none();
-    let app = GuiApp::new(
+    let mut app = GuiApp::new(
         options.dir.as_deref(),
         &options.traces,
         options.first_view,
         options.dark,
     );
+    // The colours a user picked in a legend, kept between runs.
+    if let Some(path) = socscope_analysis::palette::UserColours::default_path() {
+        app = app.with_user_colours(path);
+    }
     let shell = script::Shell::new(app, &options)?;
     eframe::run_native("socscope", native, Box::new(move |_cc| Ok(Box::new(shell)))).map_err(|e| {
         match e {

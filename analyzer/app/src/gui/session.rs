@@ -11,8 +11,11 @@ use std::time::Duration;
 use socscope_analysis::hierarchy::ProducerTree;
 use socscope_analysis::table::TableNames;
 use socscope_tracedb::{
-    Catalog, EventType, LossRecord, Producer, TraceInfo, TraceReader, TraceRecord, TypeId,
+    Catalog, EventType, LossRecord, Producer, ProducerId, TraceInfo, TraceReader, TraceRecord,
+    TypeId,
 };
+
+use super::theme::{Colours, rgb};
 
 /// What the views need to know about a trace besides its events: the store's [`TraceInfo`] (which holds
 /// the trace's own `TraceMeta`) with the types, producers and losses.
@@ -30,32 +33,49 @@ pub struct TraceNames {
     pub tree: ProducerTree,
     pub table: Arc<TableNames>,
     pub colours: HashMap<TypeId, egui::Color32>,
+    pub producer_colours: HashMap<ProducerId, egui::Color32>,
     pub type_names: HashMap<TypeId, String>,
+    /// The [`Colours::generation`] the colours were taken at.
+    pub colour_generation: u64,
 }
 
 impl TraceNames {
-    pub fn new(meta: &TraceDescription) -> Self {
+    pub fn new(meta: &TraceDescription, colours: &Colours) -> Self {
         let tree = ProducerTree::new(&meta.producers);
         let table = Arc::new(TableNames::new(
             &meta.types,
             tree.nodes().iter().map(|n| (n.id, n.label.clone())),
         ));
-        let colours = meta
+        let type_colours = meta
             .types
             .iter()
-            .map(|t| (t.id, super::theme::type_colour(&t.name)))
+            .map(|t| (t.id, rgb(colours.user.type_colour(&t.name))))
+            .collect();
+        let producer_colours = tree
+            .nodes()
+            .iter()
+            .map(|n| (n.id, rgb(colours.user.producer_colour(&n.label))))
             .collect();
         let type_names = meta.types.iter().map(|t| (t.id, t.name.clone())).collect();
         Self {
             tree,
             table,
-            colours,
+            colours: type_colours,
+            producer_colours,
             type_names,
+            colour_generation: colours.generation,
         }
     }
 
     pub fn colour(&self, t: TypeId) -> egui::Color32 {
         self.colours.get(&t).copied().unwrap_or(egui::Color32::GRAY)
+    }
+
+    pub fn producer_colour(&self, p: ProducerId) -> egui::Color32 {
+        self.producer_colours
+            .get(&p)
+            .copied()
+            .unwrap_or(egui::Color32::GRAY)
     }
 
     pub fn type_name(&self, t: TypeId) -> String {
