@@ -182,10 +182,20 @@ pub fn chrome_json(trace: &Trace, out: &mut impl Write) -> Result<u64> {
     let mut flow_id = 0u64;
     let n = trace.each(|s| {
         let e = &s.event;
-        let name = trace.type_name(e.type_id);
+        let mut name = trace.type_name(e.type_id);
         let pid = trace.root(e.producer);
         let mut args = Map::new();
         for (k, v) in trace.param_names(e.type_id).into_iter().zip(&e.params) {
+            // A state named by a parameter (a syscall's `futex`, a user function's label) shows as that
+            // name in Perfetto, its type kept in the arguments.
+            if k == "name"
+                && let ParamValue::String(n) = v
+                && !n.is_empty()
+                && matches!(e.kind, EventKind::State { .. })
+            {
+                args.insert("type".into(), json!(name));
+                name = n.clone();
+            }
             args.insert(k, json_value(v));
         }
         if let Some(cpu) = e.cpu {

@@ -182,3 +182,45 @@ fn demo_ls_and_view_share_one_default_directory_and_no_display_is_one_line() {
         );
     }
 }
+
+#[test]
+fn syscalls_carry_their_names_beside_their_numbers() {
+    let (dir, trace) = common::demo_trace(7, 1);
+    let t = s(&trace);
+    // SQL and CSV: the `name` parameter beside `nr` (ARM EABI: 240 is futex, 3 is read).
+    let out = run(&[
+        "sql",
+        t,
+        "SELECT params FROM events WHERE type = 'syscall'",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let params: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["params"].as_str().unwrap())
+        .collect();
+    assert!(!params.is_empty());
+    assert!(params.iter().all(|p| p.contains(";name=")), "{params:?}");
+    assert!(
+        params
+            .iter()
+            .any(|p| p.starts_with("nr=3;") && p.contains(";name=read;")),
+        "{params:?}"
+    );
+    // Chrome JSON: a syscall slice is called by its name, its type and number in the arguments.
+    let json = dir.path().join("x.json");
+    let out = run(&["export", t, "--format", "chrome-json", "-o", s(&json)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let reads: Vec<&serde_json::Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["args"]["type"] == "syscall" && e["name"] == "read")
+        .collect();
+    assert!(!reads.is_empty());
+    assert!(reads.iter().all(|e| e["args"]["nr"] == 3), "{:?}", reads[0]);
+}
