@@ -323,7 +323,21 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         bail!("loading failed: {e}");
     }
     let raw = snapshot.ok_or_else(|| anyhow!("the loader published no result"))?;
-    let snap = statistics::present(&config.settings(), &raw);
+    let mut snap = statistics::present(&config.settings(), &raw);
+    // Types and producers in the colours the user picked in the GUI (the palette's otherwise).
+    for sl in &mut snap.slices {
+        let group = args
+            .group
+            .iter()
+            .any(|g| g.split('=').next() == Some(&sl.colour_key));
+        if sl.colour_key != "others" && !group {
+            sl.colour = if args.operator.per_producer() {
+                render::user().producer_colour(&sl.colour_key)
+            } else {
+                render::user().type_colour(&sl.colour_key)
+            };
+        }
+    }
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }

@@ -15,7 +15,7 @@ use socscope_analysis::micro::Micro;
 use socscope_analysis::ocelotl::{
     self, MicroscopicModel, SpatiotemporalAggregation, TemporalAggregation,
 };
-use socscope_analysis::palette::{self, Rgb};
+use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
 use socscope_analysis::timebar::TimeAxis;
 use socscope_analysis::traceviz::Timeline;
@@ -42,6 +42,16 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 fn time_label(span_s: f64) -> impl Fn(&f64) -> String {
     let axis = TimeAxis::new(0, (span_s * 1e9).round() as i64, 40);
     move |v| axis.label((v * 1e9).round() as i64)
+}
+
+/// The colours the user picked in the GUI (types and producers by name), as the pictures use them too.
+pub fn user() -> &'static UserColours {
+    static USER: std::sync::OnceLock<UserColours> = std::sync::OnceLock::new();
+    USER.get_or_init(|| {
+        UserColours::default_path()
+            .and_then(|p| UserColours::load(&p).ok())
+            .unwrap_or_default()
+    })
 }
 
 fn rgb(c: Rgb) -> RGBColor {
@@ -167,7 +177,7 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
         .label_style(font(12))
         .draw()
         .map_err(err)?;
-    let colours: Vec<RGBColor> = d.types.iter().map(|t| rgb(palette::colour(t))).collect();
+    let colours: Vec<RGBColor> = d.types.iter().map(|t| rgb(user().type_colour(t))).collect();
     for b in &d.bins {
         let (x0, x1) = (
             (b.start - d.start) as f64 * 1e-9,
@@ -191,7 +201,7 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
     let items: Vec<(String, Rgb)> = d
         .types
         .iter()
-        .map(|t| (t.clone(), palette::colour(t)))
+        .map(|t| (t.clone(), user().type_colour(t)))
         .collect();
     legend(&root, &items, 840, 50)?;
     root.present().map_err(err)
@@ -242,7 +252,11 @@ pub fn temporal(
         .label_style(font(12))
         .draw()
         .map_err(err)?;
-    let colours: Vec<Rgb> = m.types.iter().map(|t| palette::colour(&t.name)).collect();
+    let colours: Vec<Rgb> = m
+        .types
+        .iter()
+        .map(|t| user().type_colour(&t.name))
+        .collect();
     for sp in &stacked.parts {
         let x0 = sp.range.0 as f64 * slice_s;
         let x1 = (sp.range.1 + 1) as f64 * slice_s;
@@ -420,7 +434,7 @@ pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) 
         let (y0, y1) = ((np - 1 - b) as f64, (np - a) as f64);
         let colour = match am.mode {
             Some(u) => palette::lighten(
-                palette::colour(&m.types[u].name),
+                user().type_colour(&m.types[u].name),
                 1.0 - f64::from(am.alpha) / 255.0,
             ),
             None => palette::VOID,
@@ -441,7 +455,7 @@ pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) 
     let items: Vec<(String, Rgb)> = m
         .types
         .iter()
-        .map(|t| (t.name.clone(), palette::colour(&t.name)))
+        .map(|t| (t.name.clone(), user().type_colour(&t.name)))
         .collect();
     legend(&root, &items, 1025, 50)?;
     root.present().map_err(err)
@@ -479,11 +493,13 @@ pub fn timeline(
                 c,
             )
         })
-        .chain(
-            actors
-                .iter()
-                .map(|a| (a.name.clone(), a.values.clone(), palette::colour(&a.name))),
-        )
+        .chain(actors.iter().map(|a| {
+            (
+                a.name.clone(),
+                a.values.clone(),
+                user().producer_colour(&a.name),
+            )
+        }))
         .collect();
     let w = t.outline.len().max(1);
     let row_h = 34u32;
@@ -537,7 +553,7 @@ pub fn timeline(
             let (y0, y1) = (y_of(acc), y_of(acc + v));
             root.draw(&Rectangle::new(
                 [(x_of(i), y1), (x_of(i + 1).max(x_of(i) + 1), y0)],
-                rgb(palette::colour(&a.name)).filled(),
+                rgb(user().producer_colour(&a.name)).filled(),
             ))
             .map_err(err)?;
             acc += v;

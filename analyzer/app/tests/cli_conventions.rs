@@ -224,3 +224,42 @@ fn syscalls_carry_their_names_beside_their_numbers() {
     assert!(!reads.is_empty());
     assert!(reads.iter().all(|e| e["args"]["nr"] == 3), "{:?}", reads[0]);
 }
+
+#[test]
+fn pictures_and_json_use_the_colours_the_user_picked() {
+    let (dir, trace) = common::demo_trace(8, 1);
+    let colours = dir.path().join("colours.json");
+    std::fs::write(
+        &colours,
+        r##"{"types": {"running": "#ff00ff"}, "producers": {}}"##,
+    )
+    .unwrap();
+    let png = dir.path().join("stats.png");
+    let out = socscope_in(
+        Path::new("."),
+        &["stats", s(&trace), "--json", "--png", s(&png)],
+    )
+    .env("SOCSCOPE_COLOURS", &colours)
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let running = doc["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|sl| sl["label"] == "running")
+        .expect("a running slice");
+    assert_eq!(running["colour"], serde_json::json!([255, 0, 255]));
+    // The picture has the colour too.
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    let magenta = buf[..info.buffer_size()]
+        .chunks(step)
+        .filter(|p| p[0] == 255 && p[1] == 0 && p[2] == 255)
+        .count();
+    assert!(magenta > 1000, "{magenta} magenta pixels");
+}
