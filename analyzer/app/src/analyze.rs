@@ -62,7 +62,8 @@ pub struct Common {
 pub struct StatsArgs {
     #[command(flatten)]
     pub common: Common,
-    /// count-per-producer, count-per-type, state-duration-per-type or link-duration-per-type.
+    /// count-per-producer, count-per-type, state-duration-per-type, link-duration-per-type,
+    /// count-per-syscall or syscall-duration (per syscall name: futex, read, ...).
     #[arg(long, default_value = "count-per-type")]
     pub operator: Operator,
     /// Producers or types (names) left out, total included (repeatable, comma-separated).
@@ -275,6 +276,12 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     let filter = name_filter(&reader, &c.types, &c.producers)?;
     // Names → ids as the operator counts them.
     let ids = |names: &[String]| -> Result<Vec<u32>> {
+        if args.operator.per_syscall() && !names.is_empty() {
+            // Syscalls get their ids as the load meets them: no names to resolve beforehand.
+            return Err(bad_argument!(
+                "--exclude and --group name types or producers, not syscalls"
+            ));
+        }
         if args.operator.per_producer() {
             producer_ids(&reader, names)
         } else {

@@ -210,6 +210,26 @@ fn syscalls_carry_their_names_beside_their_numbers() {
             .any(|p| p.starts_with("nr=3;") && p.contains(";name=read;")),
         "{params:?}"
     );
+    // The statistics per syscall: slices named by the calls, counts and time.
+    for op in ["count-per-syscall", "syscall-duration"] {
+        let out = run(&["stats", t, "--operator", op, "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let labels: Vec<&str> = doc["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|sl| sl["label"].as_str().unwrap())
+            .collect();
+        assert!(
+            labels.contains(&"read") && labels.contains(&"futex"),
+            "{op}: {labels:?}"
+        );
+        assert!(
+            labels.iter().all(|l| !l.starts_with("syscall ")),
+            "{labels:?}"
+        );
+    }
     // Chrome JSON: a syscall slice is called by its name, its type and number in the arguments.
     let json = dir.path().join("x.json");
     let out = run(&["export", t, "--format", "chrome-json", "-o", s(&json)]);

@@ -37,6 +37,7 @@ pub struct TraceNames {
     pub type_names: HashMap<TypeId, String>,
     /// The [`Colours::generation`] the colours were taken at.
     pub colour_generation: u64,
+    user_colours: socscope_analysis::palette::UserColours,
 }
 
 impl TraceNames {
@@ -64,11 +65,18 @@ impl TraceNames {
             producer_colours,
             type_names,
             colour_generation: colours.generation,
+            user_colours: colours.user.clone(),
         }
     }
 
     pub fn colour(&self, t: TypeId) -> egui::Color32 {
         self.colours.get(&t).copied().unwrap_or(egui::Color32::GRAY)
+    }
+
+    /// The colour of a name that is not one of the trace's types (a syscall's): the user's, else the
+    /// palette's.
+    pub fn colour_of_name(&self, name: &str) -> egui::Color32 {
+        rgb(self.user_colours.type_colour(name))
     }
 
     pub fn producer_colour(&self, p: ProducerId) -> egui::Color32 {

@@ -111,7 +111,12 @@ impl StatsView {
     }
 
     fn entity_name(&self, names: &TraceNames, id: u32) -> String {
-        if self.settings.operator.by_producer() {
+        if self.settings.operator.per_syscall() {
+            self.stats.as_ref().map_or_else(
+                || format!("syscall {id}"),
+                |s| s.name(self.settings.operator, id),
+            )
+        } else if self.settings.operator.by_producer() {
             names.tree.label(id)
         } else {
             names.type_name(id)
@@ -119,7 +124,10 @@ impl StatsView {
     }
 
     fn entity_colour(&self, names: &TraceNames, id: u32) -> Color32 {
-        if self.settings.operator.by_producer() {
+        if self.settings.operator.per_syscall() {
+            // A syscall is coloured by its name, as a type of that name would be.
+            names.colour_of_name(&self.entity_name(names, id))
+        } else if self.settings.operator.by_producer() {
             names.producer_colour(id)
         } else {
             names.colour(id)
@@ -265,7 +273,9 @@ impl StatsView {
                             .num_columns(4)
                             .show(ui, |ui| {
                                 ui.strong("");
-                                ui.strong(if self.settings.operator.by_producer() {
+                                ui.strong(if self.settings.operator.per_syscall() {
+                                    "Syscall"
+                                } else if self.settings.operator.by_producer() {
                                     "Producer"
                                 } else {
                                     "Type"
