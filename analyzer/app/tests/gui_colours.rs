@@ -1,6 +1,6 @@
 //! The Gantt's colour legend and the user's colours (issue 14, item 7): the legend lists the types on
 //! screen, a colour picked for a type or a producer recolours every view and is kept in the user's file for
-//! the next run.
+//! the next run. And the statistics pie per syscall name (item 6).
 #![cfg(feature = "gui")]
 
 mod common;
@@ -98,4 +98,20 @@ fn the_legend_lists_the_types_shown_and_picked_colours_persist() {
         .expect("vdec")
         .id;
     assert_eq!(names.producer_colour(vdec), Color32::from_rgb(1, 2, 3));
+}
+
+#[test]
+fn the_statistics_pie_shows_syscalls_by_name() {
+    let (_dir, trace) = common::demo_trace(9, 1);
+    let app = GuiApp::new(None, &[trace], ViewKind::Statistics, false);
+    let mut h = harness(app);
+    settle(&mut h);
+    h.get_by_label("Metric").click();
+    h.run_steps(2);
+    h.get_by_label("Syscall instances").click();
+    settle(&mut h);
+    h.run_steps(2);
+    for name in ["Syscall", "read", "futex", "ioctl"] {
+        h.get_by_label(name);
+    }
 }
