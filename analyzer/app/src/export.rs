@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use crate::input::{RangeArg, open_trace};
 use crate::out::outln;
 use serde_json::{Map, Value, json};
+use socscope_analysis::hierarchy::ProducerTree;
 use socscope_tracedb::{
     EventKind, EventType, Filter, ParamValue, Producer, ProducerId, StoredEvent, TimeRange,
     Timestamp, TraceReader, TypeId,
@@ -47,6 +48,8 @@ pub struct Trace {
     reader: TraceReader,
     types: HashMap<TypeId, EventType>,
     producers: HashMap<ProducerId, Producer>,
+    /// The producer hierarchy (roots are Chrome processes and Pajé top containers).
+    tree: ProducerTree,
     range: TimeRange,
 }
 
@@ -58,7 +61,9 @@ fn open(path: &Path, range: Option<RangeArg>) -> Result<Trace> {
         .into_iter()
         .map(|t| (t.id, t))
         .collect();
-    let producers = reader.producers()?.into_iter().map(|p| (p.id, p)).collect();
+    let list = reader.producers()?;
+    let tree = ProducerTree::new(&list);
+    let producers = list.into_iter().map(|p| (p.id, p)).collect();
     let range = match range {
         None => TimeRange::all(),
         Some(r) => TimeRange::new(
@@ -70,6 +75,7 @@ fn open(path: &Path, range: Option<RangeArg>) -> Result<Trace> {
         reader,
         types,
         producers,
+        tree,
         range,
     })
 }
@@ -85,26 +91,11 @@ impl Trace {
             .get(&id)
             .map_or_else(|| format!("producer {id}"), |p| p.name.clone())
     }
-    fn root(&self, mut id: ProducerId) -> ProducerId {
-        for _ in 0..64 {
-            match self.producers.get(&id).and_then(|p| p.parent) {
-                Some(p) if self.producers.contains_key(&p) => id = p,
-                _ => break,
-            }
-        }
-        id
+    fn root(&self, id: ProducerId) -> ProducerId {
+        self.tree.root(id)
     }
     fn depth(&self, id: ProducerId) -> usize {
-        let mut d = 0;
-        let mut cur = id;
-        while let Some(p) = self.producers.get(&cur).and_then(|p| p.parent) {
-            if !self.producers.contains_key(&p) || d > 64 {
-                break;
-            }
-            d += 1;
-            cur = p;
-        }
-        d
+        self.tree.depth(id)
     }
     fn param_names(&self, ty: TypeId) -> Vec<String> {
         self.types.get(&ty).map_or_else(Vec::new, |t| {
