@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 use socscope_analysis::compare::Comparison;
 use socscope_analysis::density::Density;
-use socscope_analysis::micro::Micro;
+use socscope_analysis::micro::TraceMicroscopicModel;
 use socscope_analysis::ocelotl::{
     self, MicroscopicModel, SpatiotemporalAggregation, TemporalAggregation,
 };
@@ -211,7 +211,7 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
 /// curves of the significant p with the drawn p marked.
 pub fn temporal(
     path: &Path,
-    m: &Micro,
+    m: &TraceMicroscopicModel,
     model: &MicroscopicModel,
     agg: &TemporalAggregation,
     p: f64,
@@ -369,7 +369,12 @@ pub fn temporal(
 
 /// Ocelotl spatiotemporal mode map: producers (hierarchy leaves) down, time across, each area
 /// in the colour of its mode type, opacity by its amplitude.
-pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) -> Result<()> {
+pub fn spatiotemporal(
+    path: &Path,
+    m: &TraceMicroscopicModel,
+    model: &MicroscopicModel,
+    p: f64,
+) -> Result<()> {
     let (h, nodes) = m.hierarchy();
     let agg = SpatiotemporalAggregation::new(model, &h);
     let part = agg.best_partition(p);
