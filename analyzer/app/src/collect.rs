@@ -99,6 +99,10 @@ pub fn print_notice(n: &Notice, json: bool) {
 }
 
 pub fn run(args: CollectArgs) -> Result<ExitCode> {
+    // Inputs are checked before anything is created.
+    for f in &args.replay {
+        crate::input::require_file(f)?;
+    }
     let config = IngestConfig::new(&args.dir);
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;

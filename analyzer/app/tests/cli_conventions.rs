@@ -115,6 +115,14 @@ fn bad_arguments_exit_2_and_missing_files_1_in_one_wording() {
         &["compare", t, missing],
         &["export", missing, "--format", "csv", "-o", "/tmp/x"],
         &["import", missing],
+        &[
+            "collect",
+            "--replay",
+            missing,
+            "--no-listen",
+            "--dir",
+            "/tmp/never-made",
+        ],
     ] {
         assert_eq!(one_line_failure(&run(args), 1), expected, "{args:?}");
     }
@@ -129,6 +137,19 @@ fn a_bad_listen_address_creates_nothing() {
         2,
     );
     assert!(line.contains("99999"), "{line}");
+    assert!(!dir.exists(), "{} was created", dir.display());
+    let missing = work.path().join("missing.wire");
+    one_line_failure(
+        &run(&[
+            "collect",
+            "--replay",
+            s(&missing),
+            "--no-listen",
+            "--dir",
+            s(&dir),
+        ]),
+        1,
+    );
     assert!(!dir.exists(), "{} was created", dir.display());
 }
 

@@ -76,7 +76,8 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
             // winit's errors name its own source files; the user needs to know what to do.
             eframe::Error::Winit(_) | eframe::Error::WinitEventLoop(_) => anyhow::anyhow!(
                 "cannot open a window: {}; {}",
-                display::unavailable().unwrap_or_else(|| "the display refused it".into()),
+                display::unavailable()
+                    .unwrap_or_else(|| display::without_source_location(&e.to_string())),
                 display::HINT
             ),
             e => anyhow::anyhow!("the window failed: {e}"),
