@@ -8,7 +8,6 @@
 //! The agent is a plain `&mut self` object: on a multi-core or interrupt-driven board, wrap it in the
 //! platform's critical section (per CPU rings make contention rare).
 #![no_std]
-#![warn(missing_docs)]
 
 use heapless::Vec;
 use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};

@@ -5,6 +5,7 @@
 //! Files are read line by line (constant memory); a bad line is skipped and counted (`lines_skipped` in
 //! `ingest_stat`) unless the import is strict.
 
+use crate::syscalls::SyscallAbi;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -920,7 +921,9 @@ impl FtraceImporter {
                                 .unwrap_or(0);
                             rec.u(v);
                         }
-                        rec.s("").s("");
+                        // Raw events carry only the number: named from the x86-64 table (ftrace
+                        // captures come from desktops and servers far more than from ARM boards).
+                        rec.s(SyscallAbi::X86_64.name(nr).unwrap_or("")).s("");
                     }
                     "sys_exit" => {
                         // `NR 0 = 12`
@@ -992,7 +995,9 @@ impl FtraceImporter {
 /// A syscall entry, `sys_x(a: 1, b: 2)` or `sys_enter_x: a: 0x1, b: 0x2`, whose first four argument
 /// values are `values` ([`syscall_values`]).
 fn syscall_enter(rec: &mut ImportRecord, name: &str, args: &str, values: [u64; 4]) {
-    rec.set(Builtin::SyscallEntry).u(0);
+    // The syscall tracer names the call; its x86-64 number is kept beside the name (0 when unknown).
+    let nr = SyscallAbi::X86_64.number(name).unwrap_or(0);
+    rec.set(Builtin::SyscallEntry).u(nr);
     for v in values {
         rec.u(v);
     }

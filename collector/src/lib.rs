@@ -12,6 +12,7 @@ pub mod reconstruct;
 pub mod replay;
 pub mod serial;
 pub mod session;
+pub mod syscalls;
 pub mod tcp;
 
 use std::path::PathBuf;

@@ -17,6 +17,8 @@ use socscope_tracedb::{
 use socscope_wire::decode::{Dictionary, FieldValue, ProducerInfo, RecordView, TypeInfo};
 use socscope_wire::dict::{self as wdict, Builtin, Category};
 
+use crate::syscalls::SyscallAbi;
+
 /// Store type id of the thread "running" state.
 pub const RUNNING_TYPE: TypeId = 100_001;
 /// Store type id of the wake-up link.
@@ -217,6 +219,8 @@ pub struct Reconstructor {
     /// Parameter vectors of emitted states, reused by the next entries (with their string buffers).
     param_pool: Vec<Vec<ParamValue>>,
     name_hints: FxHashMap<(bool, u64), String>,
+    /// How the board numbers its syscalls (names of syscall states).
+    syscall_abi: SyscallAbi,
 }
 
 fn param_type(t: wdict::ParamType) -> ParamType {
@@ -249,6 +253,12 @@ fn param_value(record: &RecordView<'_>, i: usize) -> Option<ParamValue> {
     })
 }
 
+/// Whether the syscall states of type `t` get a `name` parameter from the syscall table: those of the
+/// built-in syscall entry, whose records carry only the number (importers that know names declare their own).
+fn adds_syscall_name(t: &TypeInfo) -> bool {
+    t.id == Builtin::SyscallEntry.id() && !t.params.iter().any(|p| p.name == "name")
+}
+
 /// The store types of a wire type: its own (punctual, variable or state) representation.
 fn store_type_of(t: &TypeInfo, dict: &impl TypeTable) -> Option<EventType> {
     let params = |t: &TypeInfo| -> Vec<ParamDef> {
@@ -273,6 +283,9 @@ fn store_type_of(t: &TypeInfo, dict: &impl TypeTable) -> Option<EventType> {
         Category::StateEnter => {
             // A state carries its entry's parameters, then its exit's (renamed where they clash).
             let mut p = params(t);
+            if adds_syscall_name(t) {
+                p.push(ParamDef::new("name", ParamType::String));
+            }
             if let Some(exit) = dict.exit_of(t.id) {
                 for q in &exit.params {
                     let name = if p.iter().any(|d| d.name == q.name) {
@@ -327,6 +340,7 @@ impl Reconstructor {
             type_counts: Vec::new(),
             param_pool: Vec::new(),
             name_hints: FxHashMap::default(),
+            syscall_abi: SyscallAbi::ArmEabi,
         }
     }
 
@@ -390,6 +404,11 @@ impl Reconstructor {
             })?;
         }
         Ok(())
+    }
+
+    /// How the board numbers its syscalls (ARM EABI unless told).
+    pub fn set_syscall_abi(&mut self, abi: SyscallAbi) {
+        self.syscall_abi = abi;
     }
 
     /// Declares the store type of type `id` (a type an importer added to its table after [`Self::start`]).
@@ -923,6 +942,14 @@ impl Reconstructor {
         let type_id = r.type_id();
         let mut params = self.param_pool.pop().unwrap_or_default();
         r.write_params(&mut params, 0);
+        // The built-in syscall entry carries the number only: its state gets the name (see
+        // `adds_syscall_name`), the number kept.
+        if type_id == Builtin::SyscallEntry.id()
+            && r.param_count() == Builtin::SyscallEntry.def().params.len()
+        {
+            let nr = r.unsigned(0).unwrap_or(0);
+            params.push(ParamValue::String(self.syscall_abi.label(nr)));
+        }
         if Self::is_interrupt(type_id) {
             let key = r.unsigned(0).unwrap_or(0);
             let producer = if type_id == Builtin::IrqEntry.id() {
@@ -1059,6 +1086,11 @@ impl Reconstructor {
                                 wdict::ParamType::Address => ParamValue::Address(0),
                                 wdict::ParamType::Unsigned => ParamValue::Unsigned(0),
                             });
+                        }
+                        if adds_syscall_name(t) {
+                            // The exit knows the number: the entry's name slot is named from it.
+                            let nr = r.unsigned(0).unwrap_or(0);
+                            params.push(ParamValue::String(self.syscall_abi.label(nr)));
                         }
                     }
                     let at = params.len();
@@ -1240,6 +1272,93 @@ mod tests {
         fn loss(&mut self, _: &LossRecord) -> Result<()> {
             Ok(())
         }
+    }
+
+    /// Every event type declared and event emitted.
+    #[derive(Default)]
+    struct Declared(Vec<EventType>, Vec<Event>);
+
+    impl Sink for Declared {
+        fn producer(&mut self, _: &Producer) -> Result<()> {
+            Ok(())
+        }
+        fn event_type(&mut self, t: &EventType) -> Result<()> {
+            self.0.push(t.clone());
+            Ok(())
+        }
+        fn event(&mut self, e: &Event) -> Result<()> {
+            self.1.push(e.clone());
+            Ok(())
+        }
+        fn loss(&mut self, _: &LossRecord) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn syscall_states_of_a_board_carry_the_name_beside_the_number() {
+        let dict = Dictionary::default();
+        let mut sink = Declared::default();
+        let mut r = Reconstructor::new(1_000_000_000, 0, 1);
+        r.start(&dict, &mut sink).unwrap();
+        let ty = sink
+            .0
+            .iter()
+            .find(|t| t.id == TypeId::from(Builtin::SyscallEntry.id()))
+            .expect("the syscall state type");
+        let names: Vec<String> = ty.params.iter().map(|p| p.name.clone()).collect();
+        assert_eq!(
+            names,
+            ["nr", "a0", "a1", "a2", "a3", "name", "exit_nr", "ret"]
+        );
+        let u = ParamValue::Unsigned;
+        let switch = Raw(Builtin::ContextSwitch.id(), vec![u(0), u(7)]);
+        let enter = Raw(
+            Builtin::SyscallEntry.id(),
+            vec![u(240), u(1), u(2), u(3), u(4)],
+        );
+        let exit = |nr| {
+            Raw(
+                Builtin::SyscallExit.id(),
+                vec![u(nr), ParamValue::Signed(0)],
+            )
+        };
+        r.record_at(0, 10, &switch, &dict, &mut sink).unwrap();
+        // An exit whose entry came before the capture: named from the exit's number.
+        r.record_at(0, 15, &exit(3), &dict, &mut sink).unwrap();
+        r.record_at(0, 20, &enter, &dict, &mut sink).unwrap();
+        r.record_at(0, 30, &exit(240), &dict, &mut sink).unwrap();
+        let syscalls: Vec<&Event> = sink
+            .1
+            .iter()
+            .filter(|e| e.type_id == TypeId::from(Builtin::SyscallEntry.id()))
+            .collect();
+        assert_eq!(syscalls.len(), 2);
+        for (e, nr, name) in [(syscalls[0], 0, "read"), (syscalls[1], 240, "futex")] {
+            assert_eq!(e.params.len(), names.len(), "{e:?}");
+            assert_eq!(e.params[5], ParamValue::String(name.into()), "{e:?}");
+            if nr != 0 {
+                assert_eq!(e.params[0], u(nr), "{e:?}");
+            }
+        }
+        // An x86-64 board: the same number is another call.
+        let mut r = Reconstructor::new(1_000_000_000, 0, 1);
+        r.set_syscall_abi(SyscallAbi::X86_64);
+        let mut sink = Declared::default();
+        r.start(&dict, &mut sink).unwrap();
+        r.record_at(0, 10, &switch, &dict, &mut sink).unwrap();
+        let enter = Raw(
+            Builtin::SyscallEntry.id(),
+            vec![u(202), u(0), u(0), u(0), u(0)],
+        );
+        r.record_at(0, 20, &enter, &dict, &mut sink).unwrap();
+        r.record_at(0, 30, &exit(202), &dict, &mut sink).unwrap();
+        let e = sink
+            .1
+            .iter()
+            .find(|e| e.type_id == TypeId::from(Builtin::SyscallEntry.id()))
+            .unwrap();
+        assert_eq!(e.params[5], ParamValue::String("futex".into()));
     }
 
     #[test]

@@ -342,6 +342,9 @@ impl Ingest {
         };
         let mut writer = TraceWriter::create(&path, &meta)?;
         let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
+        recon.set_syscall_abi(crate::syscalls::SyscallAbi::for_board(
+            &hello.soc, &hello.os,
+        ));
         recon.start(self.decoder.dictionary(), &mut writer)?;
         writer.commit()?;
         register(&self.config.dir, &db_file)?;

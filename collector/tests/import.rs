@@ -124,6 +124,63 @@ fn ftrace_syscalls_without_header() {
     assert_eq!(c[2], 31);
     // grep -c 'sys_.*(' : 423 syscall entries `sys_x(...)`.
     assert_eq!(stat(&r.path, "records.syscall"), 423);
+    // The syscall tracer names the calls; their x86-64 numbers are kept beside the names.
+    let reader = TraceReader::open(&r.path).unwrap();
+    let ty = reader
+        .event_types()
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == "syscall")
+        .unwrap();
+    let at = |n: &str| ty.params.iter().position(|p| p.name == n).unwrap();
+    let (nr, name) = (at("nr"), at("name"));
+    let mut seen = 0;
+    for e in reader
+        .events(TimeRange::all(), &Filter::all().types([ty.id]))
+        .unwrap()
+    {
+        let e = e.unwrap().event;
+        let (n, v) = (e.params[name].to_string(), e.params[nr].to_string());
+        match n.as_str() {
+            "close" => assert_eq!(v, "3"),
+            "rt_sigprocmask" => assert_eq!(v, "14"),
+            "recvmsg" => assert_eq!(v, "47"),
+            "clock_gettime" => assert_eq!(v, "228"),
+            _ => continue,
+        }
+        seen += 1;
+    }
+    assert!(seen > 10, "{seen}");
+}
+
+#[test]
+fn ftrace_raw_syscall_numbers_get_their_x86_64_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("raw.txt");
+    std::fs::write(
+        &file,
+        "          a-1     [000] ....   1.000000: sys_enter: NR 202 (7f00, 81, 1, 0, 0, 0)\n\
+                   a-1     [000] ....   1.000010: sys_exit: NR 202 = 0\n\
+                   a-1     [000] ....   1.000020: sys_enter: NR 0 (3, 7ffe, 10, 0, 0, 0)\n\
+                   a-1     [000] ....   1.000030: sys_exit: NR 0 = 10\n",
+    )
+    .unwrap();
+    let (r, warnings) = run(&[file], Format::Ftrace, dir.path(), true).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let reader = TraceReader::open(&r.path).unwrap();
+    let ty = reader
+        .event_types()
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == "syscall")
+        .unwrap();
+    let name = ty.params.iter().position(|p| p.name == "name").unwrap();
+    let names: Vec<String> = reader
+        .events(TimeRange::all(), &Filter::all().types([ty.id]))
+        .unwrap()
+        .map(|e| e.unwrap().event.params[name].to_string())
+        .collect();
+    assert_eq!(names, ["futex", "read"]);
 }
 
 /// The event lines of the real syscall capture, `copies` times over (more records than the importer

@@ -231,6 +231,8 @@ fn hand_checked_scenario() {
             ParamValue::Unsigned(0xb000),
             ParamValue::Unsigned(4096),
             ParamValue::Unsigned(0),
+            // The name beside the number (ARM EABI: 3 is read).
+            ParamValue::String("read".into()),
             ParamValue::Unsigned(3),
             ParamValue::Signed(4096),
         ]
@@ -238,9 +240,14 @@ fn hand_checked_scenario() {
     // An exit without its entry (before the capture) is clipped to the CPU's first timestamp.
     let clipped = one(Builtin::SyscallEntry.id(), cpu1);
     assert_eq!((clipped.ts, clipped.end()), (us(15), us(15)));
+    // Its name comes from the exit's number (4: write).
     assert_eq!(
         clipped.params[5..],
-        [ParamValue::Unsigned(4), ParamValue::Signed(0)]
+        [
+            ParamValue::String("write".into()),
+            ParamValue::Unsigned(4),
+            ParamValue::Signed(0)
+        ]
     );
 
     let user = one(Builtin::UserEntry.id(), t200);

@@ -31,6 +31,27 @@ pub fn cargo_tree(package: &str, extra: &[&str]) -> Result<BTreeSet<String>, Str
         .collect())
 }
 
+/// How `package` comes to depend on `dependency`: `cargo tree --invert` from the dependency up to the
+/// package, one crate a line, indented by depth (with the same extra arguments as [`cargo_tree`]).
+pub fn dependency_path(package: &str, extra: &[&str], dependency: &str) -> Result<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args([
+            "tree", "-q", "-p", package, "-e", "normal", "-i", dependency, "--format", "{p}",
+        ])
+        .args(extra)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo tree -p {package} -i {dependency} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+}
+
 /// The names of the workspace's packages.
 pub fn workspace_packages() -> Result<BTreeSet<String>, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());

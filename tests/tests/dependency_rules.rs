@@ -1,6 +1,8 @@
 //! ARCHITECTURE.md's dependency rules, checked with `cargo tree` so a forbidden dependency fails the build.
 
-use socscope_tests::{cargo_tree, workspace_packages};
+use std::collections::BTreeSet;
+
+use socscope_tests::{cargo_tree, dependency_path, workspace_packages};
 
 /// (package, extra cargo-tree arguments, crates it must never pull in)
 const RULES: &[(&str, &[&str], &[&str])] = &[
@@ -70,30 +72,57 @@ const RULES: &[(&str, &[&str], &[&str])] = &[
     ),
 ];
 
-#[test]
-fn forbidden_dependencies_are_absent() {
-    let present = workspace_packages().expect("cargo metadata");
-    let mut checked = 0;
-    let mut violations = Vec::new();
-    for (package, extra, forbidden) in RULES {
+/// What breaks `rules` in a workspace of `present` packages: a rule whose crate does not exist (renamed or
+/// removed: its rule would silently stop applying), or a forbidden dependency, with the path that pulls it in.
+fn broken_rules(rules: &[(&str, &[&str], &[&str])], present: &BTreeSet<String>) -> Vec<String> {
+    let mut broken = Vec::new();
+    for (package, extra, forbidden) in rules {
         if !present.contains(*package) {
+            broken.push(format!(
+                "{package}: no such crate in the workspace (renamed? update the rule)"
+            ));
             continue;
         }
-        checked += 1;
         let deps = cargo_tree(package, extra).expect("cargo tree");
         for f in *forbidden {
             if deps.contains(*f) {
-                violations.push(format!("{package} depends on {f}"));
+                let path = dependency_path(package, extra, f)
+                    .unwrap_or_else(|e| format!("(no path: {e})"));
+                broken.push(format!("{package} depends on {f}:\n{path}"));
             }
         }
     }
+    broken
+}
+
+#[test]
+fn forbidden_dependencies_are_absent() {
+    let present = workspace_packages().expect("cargo metadata");
+    let broken = broken_rules(RULES, &present);
     assert!(
-        checked >= 3,
-        "the wire, agent and sim crates at least are checked"
+        broken.is_empty(),
+        "dependency rules broken:\n{}",
+        broken.join("\n\n")
     );
+}
+
+#[test]
+fn a_rule_for_a_missing_crate_fails_and_a_violation_shows_its_path() {
+    let present = workspace_packages().expect("cargo metadata");
+    let broken = broken_rules(&[("socscope-renamed-away", &[], &["tokio"])], &present);
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    assert!(broken[0].contains("no such crate"), "{broken:?}");
+    // The collector really uses tokio: the report names the chain from tokio up to the collector.
+    let broken = broken_rules(&[("socscope-collector", &[], &["tokio"])], &present);
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    let lines: Vec<&str> = broken[0].lines().collect();
     assert!(
-        violations.is_empty(),
-        "dependency rules broken: {violations:#?}"
+        lines[0] == "socscope-collector depends on tokio:"
+            && lines[1].starts_with("tokio v")
+            && lines
+                .iter()
+                .any(|l| l.trim_start().contains("socscope-collector v")),
+        "{broken:?}"
     );
 }
 

@@ -2,7 +2,7 @@
 //! thin shell over a view model of `socscope-analysis`, printing text or `--json` and drawing
 //! `--png` pictures for reports.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -21,6 +21,8 @@ use socscope_analysis::traceviz::{self, GroupOp, Statistic};
 use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
 use crate::format;
+use crate::input::{RangeArg, bad_argument, open_trace};
+use crate::out::outln;
 use crate::render;
 
 /// Exit code of `compare` when a window departs from the reference past the threshold.
@@ -33,7 +35,7 @@ pub struct Common {
     pub trace: PathBuf,
     /// Only this interval, relative to the trace start (e.g. 1.5..3, 200ms..).
     #[arg(long, value_name = "A..B")]
-    pub range: Option<String>,
+    pub range: Option<RangeArg>,
     /// Only these event types (comma-separated names).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub types: Vec<String>,
@@ -60,7 +62,8 @@ pub struct Common {
 pub struct StatsArgs {
     #[command(flatten)]
     pub common: Common,
-    /// count-per-producer, count-per-type, state-duration-per-type or link-duration-per-type.
+    /// count-per-producer, count-per-type, state-duration-per-type, link-duration-per-type,
+    /// count-per-syscall or syscall-duration (per syscall name: futex, read, ...).
     #[arg(long, default_value = "count-per-type")]
     pub operator: Operator,
     /// Producers or types (names) left out, total included (repeatable, comma-separated).
@@ -118,7 +121,7 @@ pub struct AggregateArgs {
     pub metric: Metric,
     /// Only this interval, relative to the trace start.
     #[arg(long, value_name = "A..B")]
-    pub range: Option<String>,
+    pub range: Option<RangeArg>,
     /// Only these event types (comma-separated names).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub types: Vec<String>,
@@ -210,51 +213,13 @@ pub struct CompareArgs {
     pub png: Option<PathBuf>,
 }
 
-/// `1.5`, `200ms`, `3s`, `12us`, `40ns` as nanoseconds.
-fn parse_time(s: &str) -> Result<i64> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix("us") {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e9)
-    } else {
-        (s, 1e9)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| anyhow!("bad time {s:?} in the range"))?;
-    if !v.is_finite() || v < 0.0 {
-        bail!("bad time {s:?} in the range");
-    }
-    Ok((v * scale).round() as i64)
-}
-
-/// The interval of `spec` (relative to the trace start), or the whole trace.
-fn resolve_range(reader: &TraceReader, spec: Option<&str>) -> Result<TimeRange> {
+/// The interval of `range` (relative to the trace start), or the whole trace.
+fn resolve_range(reader: &TraceReader, range: Option<RangeArg>) -> Result<TimeRange> {
     let whole = micro::trace_range(reader).context("empty trace")?;
-    let Some(spec) = spec else { return Ok(whole) };
-    let (a, b) = spec
-        .split_once("..")
-        .ok_or_else(|| anyhow!("bad range {spec:?}: expected START..END"))?;
-    let start = if a.trim().is_empty() {
-        whole.start
-    } else {
-        whole.start + parse_time(a)?
-    };
-    let end = if b.trim().is_empty() {
-        whole.end
-    } else {
-        whole.start + parse_time(b)?
-    };
-    if end <= start {
-        bail!("empty range {spec:?}");
+    match range {
+        Some(r) => r.within(whole),
+        None => Ok(whole),
     }
-    Ok(TimeRange::new(start, end))
 }
 
 /// A filter on type and producer names.
@@ -267,7 +232,7 @@ fn name_filter(reader: &TraceReader, types: &[String], producers: &[String]) -> 
             let t = all
                 .iter()
                 .find(|t| &t.name == n)
-                .ok_or_else(|| anyhow!("no event type {n:?} in the trace"))?;
+                .ok_or_else(|| bad_argument!("no event type {n:?} in the trace"))?;
             ids.push(t.id);
         }
         f = f.types(ids);
@@ -286,34 +251,37 @@ fn producer_ids(reader: &TraceReader, names: &[String]) -> Result<Vec<u32>> {
         let before = ids.len();
         ids.extend(all.iter().filter(|p| &p.name == n).map(|p| p.id));
         if ids.len() == before {
-            bail!("no producer {n:?} in the trace");
+            return Err(bad_argument!("no producer {n:?} in the trace"));
         }
     }
     Ok(ids)
 }
 
-fn open(trace: &Path) -> Result<TraceReader> {
-    TraceReader::open(trace).with_context(|| format!("cannot open {}", trace.display()))
-}
-
 fn print_json(v: &serde_json::Value) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    outln!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
-fn wrote(png: &Option<PathBuf>, json: bool) {
+fn wrote(png: &Option<PathBuf>, json: bool) -> Result<()> {
     if let (Some(p), false) = (png, json) {
-        println!("wrote {}", p.display());
+        outln!("wrote {}", p.display());
     }
+    Ok(())
 }
 
 pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     let c = &args.common;
-    let reader = open(&c.trace)?;
-    let range = resolve_range(&reader, c.range.as_deref())?;
+    let reader = open_trace(&c.trace)?;
+    let range = resolve_range(&reader, c.range)?;
     let filter = name_filter(&reader, &c.types, &c.producers)?;
     // Names → ids as the operator counts them.
     let ids = |names: &[String]| -> Result<Vec<u32>> {
+        if args.operator.per_syscall() && !names.is_empty() {
+            // Syscalls get their ids as the load meets them: no names to resolve beforehand.
+            return Err(bad_argument!(
+                "--exclude and --group name types or producers, not syscalls"
+            ));
+        }
         if args.operator.per_producer() {
             producer_ids(&reader, names)
         } else {
@@ -324,16 +292,16 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
                     all.iter()
                         .find(|t| &t.name == n)
                         .map(|t| t.id)
-                        .ok_or_else(|| anyhow!("no event type {n:?} in the trace"))
+                        .ok_or_else(|| bad_argument!("no event type {n:?} in the trace"))
                 })
                 .collect()
         }
     };
     let mut groups = Vec::new();
     for g in &args.group {
-        let (name, rest) = g
-            .split_once('=')
-            .ok_or_else(|| anyhow!("bad group {g:?}: expected NAME=MEMBER,MEMBER[:#rrggbb]"))?;
+        let (name, rest) = g.split_once('=').ok_or_else(|| {
+            bad_argument!("bad group {g:?}: expected NAME=MEMBER,MEMBER[:#rrggbb]")
+        })?;
         let (members, colour) = match rest.rsplit_once(':') {
             Some((m, c)) if c.starts_with('#') => (m, Some(parse_colour(c)?)),
             _ => (rest, None),
@@ -346,7 +314,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         });
     }
     if !(0.0..=1.0).contains(&args.threshold) {
-        bail!("--threshold must be between 0 and 1");
+        return Err(bad_argument!("--threshold must be between 0 and 1"));
     }
     let config = StatisticsConfig {
         operator: args.operator,
@@ -362,7 +330,21 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         bail!("loading failed: {e}");
     }
     let raw = snapshot.ok_or_else(|| anyhow!("the loader published no result"))?;
-    let snap = statistics::present(&config.settings(), &raw);
+    let mut snap = statistics::present(&config.settings(), &raw);
+    // Types and producers in the colours the user picked in the GUI (the palette's otherwise).
+    for sl in &mut snap.slices {
+        let group = args
+            .group
+            .iter()
+            .any(|g| g.split('=').next() == Some(&sl.colour_key));
+        if sl.colour_key != "others" && !group {
+            sl.colour = if args.operator.per_producer() {
+                render::user().producer_colour(&sl.colour_key)
+            } else {
+                render::user().type_colour(&sl.colour_key)
+            };
+        }
+    }
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }
@@ -380,7 +362,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         }))?;
     } else {
         let unit = snap.unit;
-        println!(
+        outln!(
             "{:?} over {} ({} chunks, first result after {:.1} ms)",
             snap.operator,
             format::duration_ns(range.len()),
@@ -398,9 +380,9 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             } else {
                 format::si(s.value)
             };
-            println!("  {:<32} {:>12}  {share:5.1} %", s.label, v);
+            outln!("  {:<32} {:>12}  {share:5.1} %", s.label, v);
         }
-        wrote(&c.png, false);
+        wrote(&c.png, false)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -408,20 +390,21 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
 fn parse_colour(s: &str) -> Result<[u8; 3]> {
     let h = s.trim_start_matches('#');
     if h.len() != 6 {
-        bail!("bad colour {s:?}: expected #rrggbb");
+        return Err(bad_argument!("bad colour {s:?}: expected #rrggbb"));
     }
-    let b =
-        |i: usize| u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| anyhow!("bad colour {s:?}"));
+    let b = |i: usize| {
+        u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| bad_argument!("bad colour {s:?}"))
+    };
     Ok([b(0)?, b(2)?, b(4)?])
 }
 
 pub fn density(args: DensityArgs) -> Result<ExitCode> {
     let c = &args.common;
     if args.bins == 0 || args.bins > 100_000 {
-        bail!("--bins must be between 1 and 100000");
+        return Err(bad_argument!("--bins must be between 1 and 100000"));
     }
-    let reader = open(&c.trace)?;
-    let range = resolve_range(&reader, c.range.as_deref())?;
+    let reader = open_trace(&c.trace)?;
+    let range = resolve_range(&reader, c.range)?;
     let filter = name_filter(&reader, &c.types, &c.producers)?;
     let d = density::density(&reader, range, args.bins, &filter)?;
     if let Some(png) = &c.png {
@@ -436,7 +419,7 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
         print_json(&v)?;
     } else {
         let bin = range.len() / args.bins as i64;
-        println!(
+        outln!(
             "{} events in {} bins of {} (max {} per bin)",
             d.total,
             args.bins,
@@ -450,20 +433,26 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
             } else {
                 0
             };
-            println!(
+            outln!(
                 "  {:>12}  {:>9}  {}",
                 format::duration_ns(b.start - range.start),
                 b.count,
                 "#".repeat(bar)
             );
         }
-        wrote(&c.png, false);
+        wrote(&c.png, false)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
     if let Some(model) = &args.model {
+        if args.png.is_some() {
+            return Err(bad_argument!(
+                "--png needs a trace (a model file has no time axis)"
+            ));
+        }
+        crate::input::require_file(model)?;
         let report = ocelotl::run_model_file(
             model,
             &RunOptions {
@@ -473,28 +462,25 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
                 threshold: args.threshold,
             },
         )?;
-        if args.png.is_some() {
-            bail!("--png needs a trace (a model file has no time axis)");
-        }
         if args.json {
             print_json(&serde_json::to_value(&report)?)?;
         } else {
-            print_report_text(&report, true);
+            print_report_text(&report, true)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
     let trace = args
         .trace
         .as_ref()
-        .ok_or_else(|| anyhow!("give a TRACE or --model FILE.json"))?;
+        .ok_or_else(|| bad_argument!("give a TRACE or --model FILE.json"))?;
     if args.slices == 0 || args.slices > 10_000 {
-        bail!("--slices must be between 1 and 10000");
+        return Err(bad_argument!("--slices must be between 1 and 10000"));
     }
     if args.p.iter().any(|p| !(0.0..=1.0).contains(p)) {
-        bail!("--p must be between 0 and 1");
+        return Err(bad_argument!("--p must be between 0 and 1"));
     }
-    let reader = open(trace)?;
-    let range = resolve_range(&reader, args.range.as_deref())?;
+    let reader = open_trace(trace)?;
+    let range = resolve_range(&reader, args.range)?;
     let filter = name_filter(&reader, &args.types, &args.producers)?;
     let grid = SliceGrid::new(range, args.slices).ok_or_else(|| anyhow!("empty range"))?;
     let m = micro::build(&reader, grid, args.metric, &filter)?;
@@ -544,7 +530,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             "report": report,
         }))?;
     } else {
-        println!(
+        outln!(
             "{} model: {} slices of {} × {} producers × {} types",
             args.metric,
             args.slices,
@@ -552,13 +538,13 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             m.producers.len(),
             m.types.len()
         );
-        print_report_text(&report, args.plist || args.p.is_empty());
-        wrote(&args.png, false);
+        print_report_text(&report, args.plist || args.p.is_empty())?;
+        wrote(&args.png, false)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) {
+fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) -> Result<()> {
     let describe = |e: &serde_json::Value| -> String {
         if let Some(r) = e.get("ranges").and_then(|r| r.as_array()) {
             let parts: Vec<String> = r.iter().map(|x| format!("{}-{}", x[0], x[1])).collect();
@@ -570,14 +556,14 @@ fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) {
         }
     };
     if plist {
-        println!(
+        outln!(
             "significant p ({}; Ocelotl's default p = {}):",
             report.dichotomy.len(),
             report.ocelotl_default_p
         );
         for e in &report.dichotomy {
             let v = serde_json::to_value(e).unwrap_or_default();
-            println!(
+            outln!(
                 "  p={:<10} gain={:<12.6} loss={:<12.6} {}",
                 v["p"],
                 v["gain"].as_f64().unwrap_or(0.0),
@@ -588,7 +574,7 @@ fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) {
     }
     for e in &report.at_p {
         let v = serde_json::to_value(e).unwrap_or_default();
-        println!(
+        outln!(
             "at p={}: gain={:.6} loss={:.6} {}",
             v["p"],
             v["gain"].as_f64().unwrap_or(0.0),
@@ -596,33 +582,34 @@ fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) {
             describe(&v)
         );
     }
+    Ok(())
 }
 
 pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
     let c = &args.common;
     if args.width == 0 || args.width > 100_000 {
-        bail!("--width must be between 1 and 100000");
+        return Err(bad_argument!("--width must be between 1 and 100000"));
     }
     if !(args.sigma >= 0.0 && args.sigma.is_finite()) {
-        bail!("--sigma must be a non-negative number");
+        return Err(bad_argument!("--sigma must be a non-negative number"));
     }
-    let reader = open(&c.trace)?;
-    let range = resolve_range(&reader, c.range.as_deref())?;
+    let reader = open_trace(&c.trace)?;
+    let range = resolve_range(&reader, c.range)?;
     let filter = name_filter(&reader, &c.types, &c.producers)?;
     let t = traceviz::timeline(&reader, range, args.width, args.statistic, &filter)?;
     let mut groups = Vec::new();
     for g in &args.group {
         let (name, rest) = g
             .split_once('=')
-            .ok_or_else(|| anyhow!("bad group {g:?}: expected NAME=MEMBER,MEMBER[:op]"))?;
+            .ok_or_else(|| bad_argument!("bad group {g:?}: expected NAME=MEMBER,MEMBER[:op]"))?;
         let (members, op) = match rest.rsplit_once(':') {
-            Some((m, op)) => (m, op.parse::<GroupOp>().map_err(|e| anyhow!(e))?),
+            Some((m, op)) => (m, op.parse::<GroupOp>().map_err(|e| bad_argument!("{e}"))?),
             None => (rest, GroupOp::Max),
         };
         let names: Vec<&str> = members.split(',').map(str::trim).collect();
         for n in &names {
             if !reader.producers()?.iter().any(|p| p.name == *n) {
-                bail!("no producer {n:?} in the trace");
+                return Err(bad_argument!("no producer {n:?} in the trace"));
             }
         }
         let hists: Vec<&[f64]> = t
@@ -653,7 +640,7 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
         v["luminance"] = json!(lum);
         print_json(&v)?;
     } else {
-        println!(
+        outln!(
             "{:?} of {} actors over {} in {} bins",
             t.statistic,
             t.actors.len(),
@@ -672,24 +659,24 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
             })
             .collect();
         rows.sort_by(|a, b| b.1.total_cmp(&a.1));
-        println!("  {:<32} {:>14} {:>14}", "actor", "sum", "max bin");
+        outln!("  {:<32} {:>14} {:>14}", "actor", "sum", "max bin");
         for (n, s, m) in rows {
-            println!("  {n:<32} {:>14} {:>14}", format::si(s), format::si(m));
+            outln!("  {n:<32} {:>14} {:>14}", format::si(s), format::si(m));
         }
-        wrote(&c.png, false);
+        wrote(&c.png, false)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     if args.slices == 0 || args.slices > 10_000 {
-        bail!("--slices must be between 1 and 10000");
+        return Err(bad_argument!("--slices must be between 1 and 10000"));
     }
     if !(0.0..=1.0).contains(&args.p) {
-        bail!("--p must be between 0 and 1");
+        return Err(bad_argument!("--p must be between 0 and 1"));
     }
-    let reference = open(&args.reference)?;
-    let run = open(&args.run)?;
+    let reference = open_trace(&args.reference)?;
+    let run = open_trace(&args.run)?;
     let c = compare::compare(
         &reference,
         &run,
@@ -709,7 +696,7 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
         v["run"] = json!(args.run);
         print_json(&v)?;
     } else {
-        println!(
+        outln!(
             "{} windows, {} departing (threshold {}):",
             c.windows.len(),
             c.departures,
@@ -722,7 +709,7 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
                 .take(3)
                 .map(|d| format!("{} {:+.2}", d.name, d.delta))
                 .collect();
-            println!(
+            outln!(
                 "  {} {:>8.3}..{:<8.3} s  score {:.3}  {}",
                 if w.departure { "!" } else { " " },
                 w.start_s,
@@ -731,7 +718,7 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
                 who.join(", ")
             );
         }
-        wrote(&args.png, false);
+        wrote(&args.png, false)?;
     }
     Ok(if c.departures > 0 {
         ExitCode::from(DEPARTURE_EXIT)
@@ -740,128 +727,12 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     })
 }
 
-/// Milliseconds until the loader publishes its first snapshot (then the load is cancelled).
-fn first_result_ms<S: Clone>(h: loader::LoaderHandle<S>) -> Result<f64> {
-    let started = std::time::Instant::now();
-    loop {
-        let p = h.progress();
-        if let Some(ms) = p.first_result_ms {
-            h.cancel();
-            return Ok(ms);
-        }
-        if let Some(e) = p.error {
-            bail!("loading failed: {e}");
-        }
-        if p.finished || started.elapsed().as_secs() > 60 {
-            bail!("the loader published no result");
-        }
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-}
-
-/// `socscope bench aggregate`.
-pub fn bench(
-    events: u64,
-    trace: Option<PathBuf>,
-    dir: Option<PathBuf>,
-    json_out: bool,
-) -> Result<ExitCode> {
-    use std::time::Instant;
-    let (dir, _guard) = crate::bench::scratch_dir(dir)?;
-    let (path, written) = match trace {
-        Some(t) => (t, None),
-        None => {
-            let p = dir.join(format!("socscope-bench-{events}.db"));
-            if !p.exists() {
-                if !json_out {
-                    eprintln!(
-                        "writing a synthetic trace of {events} events in {}",
-                        dir.display()
-                    );
-                }
-                let r = socscope_tracedb::bench::write_synthetic(&p, events)?;
-                (p, Some(r.seconds))
-            } else {
-                (p, None)
-            }
-        }
-    };
-    let reader = open(&path)?;
-    let info = reader.info()?;
-    let range = micro::trace_range(&reader)?;
-    let grid = SliceGrid::new(range, 1000).ok_or_else(|| anyhow!("empty trace"))?;
-    // Microscopic model T = 1000 over the whole trace: best of three (the first also warms
-    // the page cache).
-    let mut micro_ms = Vec::new();
-    let mut shape = (0, 0);
-    for metric in [Metric::Count, Metric::Duration] {
-        let mut best = f64::INFINITY;
-        for _ in 0..3 {
-            let t = Instant::now();
-            let m = micro::build(&reader, grid, metric, &Filter::all())?;
-            best = best.min(t.elapsed().as_secs_f64() * 1e3);
-            shape = (m.producers.len(), m.types.len());
-        }
-        micro_ms.push(best);
-    }
-    let stats_consumer = StatsConsumer::new(range);
-    let req = stats_consumer.request(&path, &Filter::all());
-    let stats_first = first_result_ms(loader::spawn(req, stats_consumer))?;
-    let density_consumer = density::DensityConsumer::new(range, 1000).with_types();
-    let req = density_consumer.request(&path, &Filter::all());
-    let density_first = first_result_ms(loader::spawn(req, density_consumer))?;
-    let t = Instant::now();
-    let d = density::density(&reader, range, 1000, &Filter::all())?;
-    let density_summary_ms = t.elapsed().as_secs_f64() * 1e3;
-    let temporal = socscope_analysis::bench::temporal(1000, 100, 5);
-    let spatio = socscope_analysis::bench::spatiotemporal(200, &[4, 4, 4], 4);
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    let v = json!({
-        "trace": path,
-        "events": info.event_count,
-        "trace_s": range.len() as f64 * 1e-9,
-        "write_s": written,
-        "micro_t1000_count_ms": micro_ms[0],
-        "micro_t1000_duration_ms": micro_ms[1],
-        "micro_shape": {"slices": 1000, "producers": shape.0, "types": shape.1},
-        "stats_first_result_ms": stats_first,
-        "density_first_result_ms": density_first,
-        "density_1000_bins_from_summary_ms": density_summary_ms,
-        "density_total": d.total,
-        "temporal_t1000_s100_u5": {
-            "qualities_ms": ms(temporal.qualities),
-            "bisection_ms": ms(temporal.bisection),
-            "total_ms": ms(temporal.total()),
-            "significant_ps": temporal.significant_ps,
-        },
-        "spatiotemporal_t200_4x4x4_u4": {
-            "qualities_ms": ms(spatio.qualities),
-            "bisection_ms": ms(spatio.bisection),
-            "total_ms": ms(spatio.total()),
-            "significant_ps": spatio.significant_ps,
-        },
-    });
-    if json_out {
-        print_json(&v)?;
-    } else {
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn times_and_colours_parse() {
-        assert_eq!(parse_time("1.5").unwrap(), 1_500_000_000);
-        assert_eq!(parse_time("200ms").unwrap(), 200_000_000);
-        assert_eq!(parse_time("3s").unwrap(), 3_000_000_000);
-        assert_eq!(parse_time("12us").unwrap(), 12_000);
-        assert_eq!(parse_time("40ns").unwrap(), 40);
-        assert!(parse_time("-1").is_err());
-        assert!(parse_time("x").is_err());
+    fn colours_parse() {
         assert_eq!(parse_colour("#01ff10").unwrap(), [1, 255, 16]);
         assert!(parse_colour("#01ff1").is_err());
     }

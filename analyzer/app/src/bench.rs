@@ -10,7 +10,9 @@ use socscope_sim::SimConfig;
 use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
 use crate::format;
+use crate::out::outln;
 
+mod aggregate;
 mod capture;
 mod import;
 
@@ -180,13 +182,14 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             trace,
             dir,
             json,
-        } => crate::analyze::bench(events, trace, dir, json),
+        } => aggregate::run(events, trace, dir, json),
     }
 }
 
-pub(crate) fn scratch_dir(
+/// `dir` (created), or a temporary directory removed when the guard drops (the benchmarks write gigabytes).
+fn scratch_dir(
     dir: Option<std::path::PathBuf>,
-) -> Result<(std::path::PathBuf, Option<tempfile_dir::TempDir>)> {
+) -> Result<(std::path::PathBuf, Option<tempfile::TempDir>)> {
     match dir {
         Some(d) => {
             std::fs::create_dir_all(&d)
@@ -194,32 +197,11 @@ pub(crate) fn scratch_dir(
             Ok((d, None))
         }
         None => {
-            let t = tempfile_dir::TempDir::new()?;
+            let t = tempfile::Builder::new()
+                .prefix("socscope-bench-")
+                .tempdir()
+                .context("cannot create a temporary directory")?;
             Ok((t.path().to_path_buf(), Some(t)))
-        }
-    }
-}
-
-/// A temporary directory removed on drop (the benchmark writes gigabytes).
-pub(crate) mod tempfile_dir {
-    use std::path::{Path, PathBuf};
-
-    pub struct TempDir(PathBuf);
-
-    impl TempDir {
-        pub fn new() -> anyhow::Result<Self> {
-            let base = std::env::temp_dir().join(format!("socscope-bench-{}", std::process::id()));
-            std::fs::create_dir_all(&base)?;
-            Ok(Self(base))
-        }
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 }
@@ -262,9 +244,9 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
         "lost": c.session.lost_on_board + c.session.lost_in_transit,
     });
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!(
+        outln!(
             "ingest: {} records ({} events stored) in {:.2} s = {} records/s end to end; store alone {} events/s; \
              peak RSS {}; {:.2} bytes/event on disk",
             records,
@@ -321,9 +303,9 @@ fn read(
         "first_chunk_ms_max": firsts[firsts.len() - 1],
     });
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!(
+        outln!(
             "read: 10 k consecutive events at random times in {} events: median {:.3} ms, p99 {:.3} ms (one reused event; {:.3} ms / {:.3} ms as owned events); first chunk of a range query: median {:.2} ms, max {:.2} ms",
             format::si(events as f64),
             report.reused.p50_us / 1e3,

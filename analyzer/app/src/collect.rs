@@ -11,12 +11,13 @@ use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
 
+use crate::out::outln;
 use crate::{DEFAULT_DIR, format};
 
 #[derive(clap::Args, Debug)]
 pub struct CollectArgs {
     /// Address to listen on for boards over TCP (localhost unless told otherwise).
-    #[arg(long, default_value = "127.0.0.1:7070", value_name = "HOST:PORT")]
+    #[arg(long, default_value = "127.0.0.1:7070", value_name = "HOST:PORT", value_parser = crate::input::host_port)]
     pub listen: String,
     /// Do not listen on TCP (serial ports and replays only).
     #[arg(long)]
@@ -62,7 +63,8 @@ pub fn print_notice(n: &Notice, json: bool) {
                 json!({"event": "version_rejected", "source": source, "message": message})
             }
         };
-        println!("{v}");
+        // A closed standard output stops the capture loop (see `run`); the notice itself is not an error.
+        let _ = crate::out::line(format_args!("{v}"));
         return;
     }
     match n {
@@ -71,27 +73,36 @@ pub fn print_notice(n: &Notice, json: bool) {
             board,
             path,
         } => {
-            println!("session started: {board} ({source}) -> {}", path.display());
+            let _ = crate::out::line(format_args!(
+                "session started: {board} ({source}) -> {}",
+                path.display()
+            ));
         }
-        Notice::SessionEnded(r) => println!(
-            "session ended:   {} ({}): {} records -> {} events in {:.2} s ({} records/s), {}, {} lost on board, {} lost in transit, {} frames dropped",
-            r.board,
-            r.source,
-            r.records,
-            r.events,
-            r.wall_seconds,
-            format::si(r.records_per_second()),
-            if r.complete { "complete" } else { "incomplete" },
-            r.lost_on_board,
-            r.lost_in_transit,
-            r.dropped_frames
-        ),
+        Notice::SessionEnded(r) => {
+            let _ = crate::out::line(format_args!(
+                "session ended:   {} ({}): {} records -> {} events in {:.2} s ({} records/s), {}, {} lost on board, {} lost in transit, {} frames dropped",
+                r.board,
+                r.source,
+                r.records,
+                r.events,
+                r.wall_seconds,
+                format::si(r.records_per_second()),
+                if r.complete { "complete" } else { "incomplete" },
+                r.lost_on_board,
+                r.lost_in_transit,
+                r.dropped_frames
+            ));
+        }
         Notice::FrameDropped { source, message } => eprintln!("warning: {source}: {message}"),
         Notice::VersionRejected { source, message } => eprintln!("error: {source}: {message}"),
     }
 }
 
 pub fn run(args: CollectArgs) -> Result<ExitCode> {
+    // Inputs are checked before anything is created.
+    for f in &args.replay {
+        crate::input::require_file(f)?;
+    }
     let config = IngestConfig::new(&args.dir);
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
@@ -122,12 +133,12 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 .map(|a| a.to_string())
                 .unwrap_or(args.listen.clone());
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     json!({"event": "listening", "address": addr, "dir": args.dir})
                 );
             } else {
-                println!("listening on {addr}, traces in {}", args.dir.display());
+                outln!("listening on {addr}, traces in {}", args.dir.display());
             }
             tasks.push(tokio::spawn(tcp::serve(
                 listener,
@@ -140,7 +151,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         for (spec, port) in ports {
             let (config, stop, tx) = (config.clone(), stop.clone(), notice_tx.clone());
             if !args.json {
-                println!("reading serial port {} at {} baud", spec.path, spec.baud);
+                outln!("reading serial port {} at {} baud", spec.path, spec.baud);
             }
             blocking.push(tokio::task::spawn_blocking(move || {
                 serial::capture(port, &spec, config, stop, |n| {
@@ -186,6 +197,8 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 n = notices.recv() => match n {
                     Some(n) => {
                         print_notice(&n, args.json);
+                        // Nobody reads the notices any more (`socscope collect … | head`): stop as on Ctrl-C.
+                        if crate::out::closed() { break; }
                         if matches!(n, Notice::SessionEnded(_)) {
                             ended += 1;
                             if args.sessions.is_some_and(|limit| ended >= limit) { break; }

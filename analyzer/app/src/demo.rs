@@ -11,6 +11,7 @@ use socscope_sim::{Scenario, SimConfig, SimSummary};
 use tokio::sync::{mpsc, watch};
 
 use crate::collect::print_notice;
+use crate::out::outln;
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
@@ -21,7 +22,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
     /// Catalog directory for the demo trace.
-    #[arg(long, default_value = "socscope-demo")]
+    #[arg(long, default_value = crate::DEFAULT_DIR)]
     pub dir: PathBuf,
     /// Seed of the simulated board.
     #[arg(long, default_value_t = 1)]
@@ -139,7 +140,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         ..SimConfig::default()
     };
     if !args.json {
-        println!(
+        outln!(
             "simulated set-top box: {} simulated s, seed {}, collector on 127.0.0.1, traces in {}",
             args.duration,
             args.seed,
@@ -148,39 +149,33 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     }
     #[cfg(feature = "gui")]
     if !args.headless && !args.json {
-        if display_available() {
-            return live_gui(config, &args);
+        match socscope_analyzer::gui::display::unavailable() {
+            None => return live_gui(config, &args),
+            Some(why) => eprintln!(
+                "note: {why}, so the demo runs headless; run it from a desktop session to watch the \
+                 trace grow in the GUI"
+            ),
         }
-        eprintln!(
-            "note: no display here (DISPLAY and WAYLAND_DISPLAY are unset), so the demo runs headless; \
-             run it from a desktop session to watch the trace grow in the GUI"
-        );
     }
     let c = capture(config, args.dir.clone(), args.json)?;
+    summarise(&c, &args)
+}
+
+/// What the capture sent and what is in its trace.
+fn summarise(c: &Capture, args: &DemoArgs) -> Result<ExitCode> {
     if !args.json {
-        println!("board sent:      {}", c.sim);
-        println!();
+        outln!("board sent:      {}", c.sim);
+        outln!();
     }
     crate::inspect::info(&c.session.path, args.json)?;
     if !args.json {
-        println!(
+        outln!(
             "\nnext: socscope ls --dir {}   |   socscope sql {} \"SELECT * FROM events LIMIT 20\"",
             args.dir.display(),
             c.session.path.display()
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether a window can be opened: on Linux and the BSDs that needs an X11 or Wayland display.
-#[cfg(feature = "gui")]
-fn display_available() -> bool {
-    if cfg!(all(unix, not(target_os = "macos"))) {
-        std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty())
-            || std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty())
-    } else {
-        true
-    }
 }
 
 /// The board streams in real time in the background while the GUI shows the trace growing.
@@ -202,7 +197,7 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
             };
         }
     };
-    println!(
+    outln!(
         "live trace: {} (the board runs in real time; close the window to stop)",
         path.display()
     );
@@ -217,13 +212,20 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
         script: None,
     })?;
     options.dir = Some(args.dir.clone());
-    socscope_analyzer::gui::run(options)?;
+    if let Err(e) = socscope_analyzer::gui::run(options) {
+        // The display went away between the check and the window: the capture goes on, shown headless.
+        eprintln!("note: {e:#}; the demo goes on headless");
+        let c = capture
+            .join()
+            .map_err(|_| anyhow!("the capture thread panicked"))??;
+        return summarise(&c, args);
+    }
     if capture.is_finished() {
         if let Ok(Ok(c)) = capture.join() {
-            println!("board sent:      {}", c.sim);
+            outln!("board sent:      {}", c.sim);
         }
     } else {
-        println!("window closed before the board finished: the trace stays incomplete");
+        outln!("window closed before the board finished: the trace stays incomplete");
     }
     Ok(ExitCode::SUCCESS)
 }

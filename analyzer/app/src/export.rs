@@ -8,8 +8,12 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+
+use crate::input::{RangeArg, open_trace};
+use crate::out::outln;
 use serde_json::{Map, Value, json};
+use socscope_analysis::hierarchy::ProducerTree;
 use socscope_tracedb::{
     EventKind, EventType, Filter, ParamValue, Producer, ProducerId, StoredEvent, TimeRange,
     Timestamp, TraceReader, TypeId,
@@ -34,90 +38,44 @@ pub struct ExportArgs {
     pub format: ExportFormat,
     /// Only events starting in START..END, relative to the trace start (e.g. `1.5s..3s`, `200ms..`).
     #[arg(long, value_name = "START..END")]
-    pub range: Option<String>,
+    pub range: Option<RangeArg>,
     /// The file to write.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
-}
-
-/// A duration such as `1.5`, `1.5s`, `200ms`, `30us`, `100ns` in nanoseconds (bare numbers are seconds).
-pub fn parse_duration(s: &str) -> Result<i64> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e9)
-    } else {
-        (s, 1e9)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .with_context(|| format!("`{s}` is not a time (e.g. 1.5s, 200ms, 30us)"))?;
-    let ns = (v * scale).round();
-    if !ns.is_finite() || ns.abs() > 9.2e18 {
-        bail!("`{s}` is out of range");
-    }
-    Ok(ns as i64)
-}
-
-/// `A..B` (either side optional) as offsets from the trace start.
-pub fn parse_range(s: &str) -> Result<(Option<i64>, Option<i64>)> {
-    let (a, b) = s
-        .split_once("..")
-        .with_context(|| format!("`{s}` is not a range START..END (e.g. 1.5s..3s, 200ms..)"))?;
-    let a = if a.trim().is_empty() {
-        None
-    } else {
-        Some(parse_duration(a)?)
-    };
-    let b = if b.trim().is_empty() {
-        None
-    } else {
-        Some(parse_duration(b)?)
-    };
-    if let (Some(a), Some(b)) = (a, b)
-        && b < a
-    {
-        bail!("range `{s}` ends before it starts");
-    }
-    Ok((a, b))
 }
 
 pub struct Trace {
     reader: TraceReader,
     types: HashMap<TypeId, EventType>,
     producers: HashMap<ProducerId, Producer>,
+    /// The producer hierarchy (roots are Chrome processes and Pajé top containers).
+    tree: ProducerTree,
     range: TimeRange,
 }
 
-fn open(path: &Path, range: Option<&str>) -> Result<Trace> {
-    let reader = TraceReader::open(path).with_context(|| format!("opening {}", path.display()))?;
+fn open(path: &Path, range: Option<RangeArg>) -> Result<Trace> {
+    let reader = open_trace(path)?;
     let info = reader.info()?;
     let types = reader
         .event_types()?
         .into_iter()
         .map(|t| (t.id, t))
         .collect();
-    let producers = reader.producers()?.into_iter().map(|p| (p.id, p)).collect();
+    let list = reader.producers()?;
+    let tree = ProducerTree::new(&list);
+    let producers = list.into_iter().map(|p| (p.id, p)).collect();
     let range = match range {
         None => TimeRange::all(),
-        Some(r) => {
-            let (a, b) = parse_range(r)?;
-            TimeRange::new(
-                a.map_or(i64::MIN, |a| info.t_min.saturating_add(a)),
-                b.map_or(i64::MAX, |b| info.t_min.saturating_add(b)),
-            )
-        }
+        Some(r) => TimeRange::new(
+            r.start.map_or(i64::MIN, |a| info.t_min.saturating_add(a)),
+            r.end.map_or(i64::MAX, |b| info.t_min.saturating_add(b)),
+        ),
     };
     Ok(Trace {
         reader,
         types,
         producers,
+        tree,
         range,
     })
 }
@@ -133,26 +91,11 @@ impl Trace {
             .get(&id)
             .map_or_else(|| format!("producer {id}"), |p| p.name.clone())
     }
-    fn root(&self, mut id: ProducerId) -> ProducerId {
-        for _ in 0..64 {
-            match self.producers.get(&id).and_then(|p| p.parent) {
-                Some(p) if self.producers.contains_key(&p) => id = p,
-                _ => break,
-            }
-        }
-        id
+    fn root(&self, id: ProducerId) -> ProducerId {
+        self.tree.root(id)
     }
     fn depth(&self, id: ProducerId) -> usize {
-        let mut d = 0;
-        let mut cur = id;
-        while let Some(p) = self.producers.get(&cur).and_then(|p| p.parent) {
-            if !self.producers.contains_key(&p) || d > 64 {
-                break;
-            }
-            d += 1;
-            cur = p;
-        }
-        d
+        self.tree.depth(id)
     }
     fn param_names(&self, ty: TypeId) -> Vec<String> {
         self.types.get(&ty).map_or_else(Vec::new, |t| {
@@ -170,7 +113,7 @@ impl Trace {
 }
 
 pub fn run(args: ExportArgs) -> Result<ExitCode> {
-    let trace = open(&args.trace, args.range.as_deref())?;
+    let trace = open(&args.trace, args.range)?;
     let file = File::create(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -181,7 +124,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     };
     out.flush()
         .with_context(|| format!("writing {}", args.output.display()))?;
-    println!("exported {n} events -> {}", args.output.display());
+    outln!("exported {n} events -> {}", args.output.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,10 +173,20 @@ pub fn chrome_json(trace: &Trace, out: &mut impl Write) -> Result<u64> {
     let mut flow_id = 0u64;
     let n = trace.each(|s| {
         let e = &s.event;
-        let name = trace.type_name(e.type_id);
+        let mut name = trace.type_name(e.type_id);
         let pid = trace.root(e.producer);
         let mut args = Map::new();
         for (k, v) in trace.param_names(e.type_id).into_iter().zip(&e.params) {
+            // A state named by a parameter (a syscall's `futex`, a user function's label) shows as that
+            // name in Perfetto, its type kept in the arguments.
+            if k == "name"
+                && let ParamValue::String(n) = v
+                && !n.is_empty()
+                && matches!(e.kind, EventKind::State { .. })
+            {
+                args.insert("type".into(), json!(name));
+                name = n.clone();
+            }
             args.insert(k, json_value(v));
         }
         if let Some(cpu) = e.cpu {
@@ -456,15 +409,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_and_units() {
-        assert_eq!(
-            parse_range("1.5s..3s").unwrap(),
-            (Some(1_500_000_000), Some(3_000_000_000))
-        );
-        assert_eq!(parse_range("200ms..").unwrap(), (Some(200_000_000), None));
-        assert_eq!(parse_range("..2").unwrap(), (None, Some(2_000_000_000)));
-        assert!(parse_range("10us..100ns").is_err());
-        assert!(parse_range("3s").is_err());
+    fn paje_times() {
         assert_eq!(paje_time(-1_500_000_000), "-1.500000000");
     }
 }

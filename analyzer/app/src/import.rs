@@ -9,6 +9,7 @@ use socscope_collector::import::{ImportOptions, detect_format, import};
 use socscope_formats::Format;
 
 use crate::DEFAULT_DIR;
+use crate::out::outln;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatArg {
@@ -55,6 +56,9 @@ fn unique_in(dir: &std::path::Path, stem: &str) -> PathBuf {
 }
 
 pub fn run(args: ImportArgs) -> Result<ExitCode> {
+    for f in &args.files {
+        crate::input::require_file(f)?;
+    }
     let format = match args.format {
         FormatArg::Kptrace => Format::Kptrace,
         FormatArg::Paje => Format::Paje,
@@ -69,11 +73,11 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         args.files.iter().map(|f| vec![f.clone()]).collect()
     };
     if args.output.is_some() && groups.len() > 1 {
-        anyhow::bail!(
+        return Err(crate::input::bad_argument!(
             "-o names one trace but {} files make {} traces; use --dir",
             args.files.len(),
             groups.len()
-        );
+        ));
     }
     let total: u64 = args
         .files
@@ -139,7 +143,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         );
         match &bar {
             Some(b) => b.println(line),
-            None => println!("{line}"),
+            None => outln!("{line}"),
         }
     }
     if let Some(b) = bar {

@@ -6,20 +6,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use socscope_tracedb::{Catalog, Filter, TimeRange, TraceReader};
+use socscope_tracedb::{Catalog, Filter, TimeRange};
 
 use crate::format;
+use crate::input::open_trace;
+use crate::out::outln;
 
 /// The catalog's file name inside its directory.
 const CATALOG_FILE: &str = "catalog.db";
-
-/// Opens a trace with an error that names the file.
-pub fn open_trace(path: &Path) -> Result<TraceReader> {
-    if !path.exists() {
-        bail!("{}: no such trace file", path.display());
-    }
-    TraceReader::open(path).with_context(|| format!("while opening {}", path.display()))
-}
 
 pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
     if !dir.join(CATALOG_FILE).exists() {
@@ -53,14 +47,14 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
                 })
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({ "dir": dir, "traces": rows }))?
         );
         return Ok(ExitCode::SUCCESS);
     }
     if traces.is_empty() {
-        println!("no traces in {}", dir.display());
+        outln!("no traces in {}", dir.display());
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = traces
@@ -79,7 +73,7 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         format::table(
             &[
@@ -159,29 +153,34 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
             },
             "ingest_stats": stats.iter().map(|s| (s.name.clone(), json!(s.value))).collect::<serde_json::Map<_, _>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
     let m = &info.meta;
-    println!("{}", path.display());
-    println!(
+    outln!("{}", path.display());
+    outln!(
         "  board        {} ({}, {}), application {}",
-        m.board, m.soc, m.os, m.application
+        m.board,
+        m.soc,
+        m.os,
+        m.application
     );
-    println!(
+    outln!(
         "  type         {}, {} CPUs, clock {} Hz",
-        m.trace_type, m.cpus, m.tick_rate_hz
+        m.trace_type,
+        m.cpus,
+        m.tick_rate_hz
     );
-    println!("  started      {} UTC", format::utc(m.start_unix_ns));
-    println!(
+    outln!("  started      {} UTC", format::utc(m.start_unix_ns));
+    outln!(
         "  duration     {} ({} → {})",
         format::duration_ns(info.duration()),
         format::duration_ns(info.t_min),
         format::duration_ns(info.t_max)
     );
-    println!("  events       {}", info.event_count);
-    println!("  state        {}", state(info.complete, info.finished));
-    println!(
+    outln!("  events       {}", info.event_count);
+    outln!("  state        {}", state(info.complete, info.finished));
+    outln!(
         "  producers    {} ({})",
         producers.len(),
         by_kind
@@ -190,7 +189,7 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!("  losses       {lost} records in {} reports", losses.len());
+    outln!("  losses       {lost} records in {} reports", losses.len());
     let mut rows: Vec<Vec<String>> = types
         .iter()
         .zip(&counts)
@@ -213,7 +212,7 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
             .unwrap_or(0)
             .cmp(&a[2].parse::<u64>().unwrap_or(0))
     });
-    println!(
+    outln!(
         "\n{}",
         format::table(&["TYPE", "CATEGORY", "EVENTS", "PARAMETERS"], &rows)
     );
@@ -223,7 +222,7 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
             .filter(|s| s.value != 0 || !s.name.contains('.'))
             .map(|s| vec![s.name.clone(), s.value.to_string(), s.description.clone()])
             .collect();
-        println!(
+        outln!(
             "\n{}",
             format::table(&["INGEST", "VALUE", "MEANING"], &rows)
         );
@@ -236,9 +235,13 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
     let conn = reader.connection();
     socscope_tracedb::register_events_table(conn, path)
         .with_context(|| format!("while registering the events table on {}", path.display()))?;
-    let mut st = conn
-        .prepare(query)
-        .with_context(|| format!("in query {query:?}"))?;
+    let mut st = conn.prepare(query).map_err(|e| match e {
+        // rusqlite's message already quotes the query; say it once, in our words.
+        rusqlite::Error::SqlInputError { msg, offset, .. } => {
+            anyhow::anyhow!("in query {query:?} at offset {offset}: {msg}")
+        }
+        e => anyhow::Error::new(e).context(format!("in query {query:?}")),
+    })?;
     let names: Vec<String> = st.column_names().map(str::to_string).collect();
     let mut rows = st
         .query([])
@@ -273,7 +276,7 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
                 Value::Object(obj)
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         let cells: Vec<Vec<String>> = out
             .iter()
@@ -290,7 +293,7 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
             })
             .collect();
         let header: Vec<&str> = names.iter().map(String::as_str).collect();
-        println!("{}", format::table(&header, &cells));
+        outln!("{}", format::table(&header, &cells));
         eprintln!("({} rows)", cells.len());
     }
     Ok(ExitCode::SUCCESS)
@@ -300,10 +303,11 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
 /// first file that cannot be converted (those before it stay converted).
 pub fn upgrade(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
     for path in paths {
+        crate::input::require_file(path)?;
         let r = socscope_tracedb::upgrade_trace(path)
             .with_context(|| format!("cannot upgrade {}", path.display()))?;
         if json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({
                     "trace": path,
@@ -314,13 +318,13 @@ pub fn upgrade(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
                 })
             );
         } else if r.from_version == r.to_version {
-            println!(
+            outln!(
                 "{}: already at schema version {}",
                 path.display(),
                 r.to_version
             );
         } else {
-            println!(
+            outln!(
                 "{}: schema version {} -> {}, {} events kept, summary rebuilt ({} rows)",
                 path.display(),
                 r.from_version,

@@ -9,7 +9,9 @@ mod demo;
 mod export;
 mod format;
 mod import;
+mod input;
 mod inspect;
+mod out;
 mod render;
 mod view;
 
@@ -153,7 +155,7 @@ fn main() -> ExitCode {
                 "socscope: {} (see --help)",
                 message.join(" ").trim_start_matches("error: ")
             );
-            return ExitCode::from(2);
+            return ExitCode::from(input::EXIT_BAD_ARGUMENTS);
         }
     };
     let result = match cli.command {
@@ -175,9 +177,11 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // Nobody reads the output any more (`socscope sql … | head -1`): end quietly, as a pipe expects.
+        Err(_) if out::closed() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("socscope: {}", format::error_chain(&e));
-            ExitCode::FAILURE
+            ExitCode::from(input::exit_status(&e))
         }
     }
 }

@@ -11,12 +11,13 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 use socscope_analysis::compare::Comparison;
 use socscope_analysis::density::Density;
-use socscope_analysis::micro::Micro;
+use socscope_analysis::micro::TraceMicroscopicModel;
 use socscope_analysis::ocelotl::{
     self, MicroscopicModel, SpatiotemporalAggregation, TemporalAggregation,
 };
-use socscope_analysis::palette::{self, Rgb};
+use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
+use socscope_analysis::timebar::TimeAxis;
 use socscope_analysis::traceviz::Timeline;
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
@@ -33,6 +34,24 @@ fn fonts() {
 
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("{e}")
+}
+
+/// Labels of a time axis in seconds from 0 to `span_s`, in the unit that fits it (`7.5 s`, `120 ms`,
+/// `35 µs`), as the GUI's axes. The label decimals suit a step finer than plotters' ticks, and trailing
+/// zeros go, so every tick plotters picks reads exactly.
+fn time_label(span_s: f64) -> impl Fn(&f64) -> String {
+    let axis = TimeAxis::new(0, (span_s * 1e9).round() as i64, 40);
+    move |v| axis.label((v * 1e9).round() as i64)
+}
+
+/// The colours the user picked in the GUI (types and producers by name), as the pictures use them too.
+pub fn user() -> &'static UserColours {
+    static USER: std::sync::OnceLock<UserColours> = std::sync::OnceLock::new();
+    USER.get_or_init(|| {
+        UserColours::default_path()
+            .and_then(|p| UserColours::load(&p).ok())
+            .unwrap_or_default()
+    })
 }
 
 fn rgb(c: Rgb) -> RGBColor {
@@ -152,12 +171,13 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("seconds from the start of the interval")
+        .x_desc("time from the start of the interval")
+        .x_label_formatter(&time_label(span))
         .y_desc("events per bin")
         .label_style(font(12))
         .draw()
         .map_err(err)?;
-    let colours: Vec<RGBColor> = d.types.iter().map(|t| rgb(palette::colour(t))).collect();
+    let colours: Vec<RGBColor> = d.types.iter().map(|t| rgb(user().type_colour(t))).collect();
     for b in &d.bins {
         let (x0, x1) = (
             (b.start - d.start) as f64 * 1e-9,
@@ -181,7 +201,7 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
     let items: Vec<(String, Rgb)> = d
         .types
         .iter()
-        .map(|t| (t.clone(), palette::colour(t)))
+        .map(|t| (t.clone(), user().type_colour(t)))
         .collect();
     legend(&root, &items, 840, 50)?;
     root.present().map_err(err)
@@ -191,7 +211,7 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
 /// curves of the significant p with the drawn p marked.
 pub fn temporal(
     path: &Path,
-    m: &Micro,
+    m: &TraceMicroscopicModel,
     model: &MicroscopicModel,
     agg: &TemporalAggregation,
     p: f64,
@@ -226,12 +246,17 @@ pub fn temporal(
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("seconds from the start of the interval")
+        .x_desc("time from the start of the interval")
+        .x_label_formatter(&time_label(span))
         .y_desc(unit)
         .label_style(font(12))
         .draw()
         .map_err(err)?;
-    let colours: Vec<Rgb> = m.types.iter().map(|t| palette::colour(&t.name)).collect();
+    let colours: Vec<Rgb> = m
+        .types
+        .iter()
+        .map(|t| user().type_colour(&t.name))
+        .collect();
     for sp in &stacked.parts {
         let x0 = sp.range.0 as f64 * slice_s;
         let x1 = (sp.range.1 + 1) as f64 * slice_s;
@@ -344,7 +369,12 @@ pub fn temporal(
 
 /// Ocelotl spatiotemporal mode map: producers (hierarchy leaves) down, time across, each area
 /// in the colour of its mode type, opacity by its amplitude.
-pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) -> Result<()> {
+pub fn spatiotemporal(
+    path: &Path,
+    m: &TraceMicroscopicModel,
+    model: &MicroscopicModel,
+    p: f64,
+) -> Result<()> {
     let (h, nodes) = m.hierarchy();
     let agg = SpatiotemporalAggregation::new(model, &h);
     let part = agg.best_partition(p);
@@ -386,7 +416,8 @@ pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) 
         .configure_mesh()
         .disable_mesh()
         .disable_y_axis()
-        .x_desc("seconds from the start of the interval")
+        .x_desc("time from the start of the interval")
+        .x_label_formatter(&time_label(t_span))
         .label_style(font(11))
         .draw()
         .map_err(err)?;
@@ -408,7 +439,7 @@ pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) 
         let (y0, y1) = ((np - 1 - b) as f64, (np - a) as f64);
         let colour = match am.mode {
             Some(u) => palette::lighten(
-                palette::colour(&m.types[u].name),
+                user().type_colour(&m.types[u].name),
                 1.0 - f64::from(am.alpha) / 255.0,
             ),
             None => palette::VOID,
@@ -429,7 +460,7 @@ pub fn spatiotemporal(path: &Path, m: &Micro, model: &MicroscopicModel, p: f64) 
     let items: Vec<(String, Rgb)> = m
         .types
         .iter()
-        .map(|t| (t.name.clone(), palette::colour(&t.name)))
+        .map(|t| (t.name.clone(), user().type_colour(&t.name)))
         .collect();
     legend(&root, &items, 1025, 50)?;
     root.present().map_err(err)
@@ -467,11 +498,13 @@ pub fn timeline(
                 c,
             )
         })
-        .chain(
-            actors
-                .iter()
-                .map(|a| (a.name.clone(), a.values.clone(), palette::colour(&a.name))),
-        )
+        .chain(actors.iter().map(|a| {
+            (
+                a.name.clone(),
+                a.values.clone(),
+                user().producer_colour(&a.name),
+            )
+        }))
         .collect();
     let w = t.outline.len().max(1);
     let row_h = 34u32;
@@ -525,7 +558,7 @@ pub fn timeline(
             let (y0, y1) = (y_of(acc), y_of(acc + v));
             root.draw(&Rectangle::new(
                 [(x_of(i), y1), (x_of(i + 1).max(x_of(i) + 1), y0)],
-                rgb(palette::colour(&a.name)).filled(),
+                rgb(user().producer_colour(&a.name)).filled(),
             ))
             .map_err(err)?;
             acc += v;
@@ -599,7 +632,8 @@ pub fn compare(path: &Path, c: &Comparison) -> Result<()> {
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("seconds from each trace's start")
+        .x_desc("time from each trace's start")
+        .x_label_formatter(&time_label(span))
         .y_desc("score")
         .label_style(font(12))
         .draw()

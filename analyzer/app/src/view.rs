@@ -35,10 +35,10 @@ pub struct ViewArgs {
 
 #[cfg(feature = "gui")]
 pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
-    use anyhow::{anyhow, bail};
+    use crate::input::bad_argument;
     use socscope_analysis::sync::ViewKind;
     let first_view = ViewKind::from_name(&args.view).ok_or_else(|| {
-        anyhow!(
+        bad_argument!(
             "unknown view {:?} (density, statistics, gantt, table)",
             args.view
         )
@@ -47,9 +47,9 @@ pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
         .size
         .split_once('x')
         .and_then(|(w, h)| Some((w.parse::<f32>().ok()?, h.parse::<f32>().ok()?)))
-        .ok_or_else(|| anyhow!("--size wants WIDTHxHEIGHT, got {:?}", args.size))?;
+        .ok_or_else(|| bad_argument!("--size wants WIDTHxHEIGHT, got {:?}", args.size))?;
     let script = match &args.script {
-        Some(s) => Some(s.parse().map_err(|e: String| anyhow!(e))?),
+        Some(s) => Some(s.parse().map_err(|e: String| bad_argument!("{e}"))?),
         None => None,
     };
     let (dir, traces) = if args.target.is_dir() {
@@ -63,8 +63,8 @@ pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
             .map(PathBuf::from);
         (parent, vec![args.target.clone()])
     } else {
-        bail!(
-            "{} is neither a trace file nor a directory",
+        anyhow::bail!(
+            "{}: no such file or directory (make traces with `socscope demo` or `socscope collect`)",
             args.target.display()
         );
     };

@@ -288,12 +288,12 @@ fn bad_arguments_give_one_line_and_a_non_zero_status() {
     let t = traces();
     for (args, code) in [
         (vec!["stats", s(&t.reference), "--operator", "nope"], 2),
-        (vec!["density", s(&t.reference), "--bins", "0"], 1),
+        (vec!["density", s(&t.reference), "--bins", "0"], 2),
         (vec!["aggregate", s(&t.reference), "--metric", "median"], 2),
-        (vec!["aggregate", s(&t.reference), "--range", "5..2"], 1),
+        (vec!["aggregate", s(&t.reference), "--range", "5..2"], 2),
         (
             vec!["timeline", s(&t.reference), "--types", "no_such_type"],
-            1,
+            2,
         ),
         (vec!["compare", s(&t.reference)], 2),
         (vec!["compare", s(&t.reference), "/nonexistent/x.db"], 1),

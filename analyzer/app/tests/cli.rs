@@ -154,7 +154,7 @@ fn bad_input_fails_with_one_line() {
     let line = one_line_failure(&socscope(&["info"]), 2);
     assert!(line.contains("<TRACE>"), "{line}");
     let line = one_line_failure(&socscope(&["info", "/nonexistent.db"]), 1);
-    assert_eq!(line, "socscope: /nonexistent.db: no such trace file");
+    assert_eq!(line, "socscope: /nonexistent.db: no such file");
     let line = one_line_failure(&socscope(&["ls", "--dir", "/nonexistent-catalog"]), 1);
     assert!(
         line.contains("/nonexistent-catalog: no catalog here"),

@@ -202,7 +202,11 @@ fn the_x_server_shows_a_drawn_window() {
     while started.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(500));
         if let Ok(Some(status)) = app.try_wait() {
-            panic!("socscope view exited early: {status}");
+            let mut err = String::new();
+            if let Some(mut e) = app.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            panic!("socscope view exited early: {status}: {err}");
         }
         let out = Command::new("xwd")
             .args(["-root", "-silent", "-display", &x.display])

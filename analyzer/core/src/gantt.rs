@@ -260,6 +260,20 @@ pub struct GanttFrame {
 
 impl GanttFrame {
     /// The share of links drawn, in percent (100 when there are none), as the chart's label shows it.
+    /// The event types drawn in this frame (states, ticks and links): what the legend lists.
+    pub fn types(&self) -> std::collections::BTreeSet<TypeId> {
+        self.rows
+            .iter()
+            .flat_map(|r| {
+                r.spans
+                    .iter()
+                    .map(|s| s.type_id)
+                    .chain(r.ticks.iter().map(|t| t.type_id))
+            })
+            .chain(self.links.iter().map(|l| l.type_id))
+            .collect()
+    }
+
     pub fn links_drawn_percent(&self) -> f64 {
         if self.links_total == 0 {
             100.0

@@ -91,6 +91,20 @@ impl ProducerTree {
         self.index.get(&id).map(|&i| &self.nodes[i])
     }
 
+    /// The root above `id` (`id` itself for a root or an unknown producer).
+    pub fn root(&self, id: ProducerId) -> ProducerId {
+        let mut cur = id;
+        while let Some(p) = self.node(cur).and_then(|n| n.parent) {
+            cur = p;
+        }
+        cur
+    }
+
+    /// How many ancestors `id` has (0 for a root or an unknown producer).
+    pub fn depth(&self, id: ProducerId) -> usize {
+        self.node(id).map_or(0, |n| n.depth)
+    }
+
     /// The label of a producer (`"#id"` when unknown).
     pub fn label(&self, id: ProducerId) -> String {
         self.node(id)
@@ -251,6 +265,9 @@ mod tests {
         assert_eq!(order, vec![(3, 0), (4, 0), (1, 0), (2, 1), (5, 1)]);
         assert_eq!(t.node(1).unwrap().label, "app (10)");
         assert_eq!(t.subtree(1), vec![1, 2, 5]);
+        assert_eq!((t.root(5), t.depth(5)), (1, 1));
+        assert_eq!((t.root(1), t.depth(1)), (1, 0));
+        assert_eq!((t.root(99), t.depth(99)), (99, 0), "unknown");
     }
 
     #[test]

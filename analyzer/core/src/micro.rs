@@ -14,7 +14,7 @@
 //! so they read the variable events of the interval.
 //!
 //! Start here: [`SliceGrid`], [`Metric`], [`build`] (and [`build_direct`], the same model
-//! computed event by event), [`Micro::to_model`] for the Ocelotl engine.
+//! computed event by event), [`TraceMicroscopicModel::to_model`] for the Ocelotl engine.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -152,7 +152,7 @@ impl SliceGrid {
     }
 }
 
-/// A node of the producer tree of a model (see [`Micro::hierarchy`]).
+/// A node of the producer tree of a model (see [`TraceMicroscopicModel::hierarchy`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HierarchyNode {
     /// Display name (`all` for the root; `NAME (self)` for the leaf holding the events of a
@@ -162,14 +162,15 @@ pub struct HierarchyNode {
     pub producer: Option<ProducerId>,
 }
 
-/// The microscopic model of an interval, with the trace's names for its rows and columns.
+/// The microscopic model of a trace interval, with the trace's names for its rows and columns; its numbers
+/// go to the Ocelotl engine as a [`MicroscopicModel`] ([`TraceMicroscopicModel::to_model`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Micro {
+pub struct TraceMicroscopicModel {
     /// The slices.
     pub grid: SliceGrid,
     /// What the values measure.
     pub metric: Metric,
-    /// The producers of the model, in the leaf order of [`Micro::hierarchy`]: those with a
+    /// The producers of the model, in the leaf order of [`TraceMicroscopicModel::hierarchy`]: those with a
     /// non-zero value somewhere.
     pub producers: Vec<Producer>,
     /// The types of the model, by id: those with a non-zero value somewhere.
@@ -180,7 +181,7 @@ pub struct Micro {
     values: Vec<f64>,
 }
 
-impl Micro {
+impl TraceMicroscopicModel {
     /// The value of slice `t`, producer `p`, type `u` (model indices).
     pub fn value(&self, t: usize, p: usize, u: usize) -> f64 {
         self.values[(t * self.producers.len() + p) * self.types.len() + u]
@@ -237,7 +238,7 @@ impl Micro {
     }
 }
 
-/// The leaf order and tree of `model` producers (see [`Micro::hierarchy`]).
+/// The leaf order and tree of `model` producers (see [`TraceMicroscopicModel::hierarchy`]).
 fn tree(
     model: &[Producer],
     all: &[Producer],
@@ -708,7 +709,7 @@ fn assemble(
     grid: SliceGrid,
     metric: Metric,
     per_slice: Table<f64>,
-) -> Result<Micro> {
+) -> Result<TraceMicroscopicModel> {
     let all_types = reader.event_types()?;
     let all_producers = reader.producers()?;
     // The pairs with a non-zero value somewhere.
@@ -795,7 +796,7 @@ fn assemble(
         }
         a
     };
-    Ok(Micro {
+    Ok(TraceMicroscopicModel {
         grid,
         metric,
         producers: ordered,
@@ -810,7 +811,7 @@ fn finish_counts(
     grid: SliceGrid,
     metric: Metric,
     cells: SliceCells,
-) -> Result<Micro> {
+) -> Result<TraceMicroscopicModel> {
     let values = cells.map(|(n, ns)| {
         if metric == Metric::Duration {
             ns as f64
@@ -821,7 +822,11 @@ fn finish_counts(
     assemble(reader, grid, metric, values)
 }
 
-fn finish_means(reader: &TraceReader, grid: SliceGrid, cells: MeanCells) -> Result<Micro> {
+fn finish_means(
+    reader: &TraceReader,
+    grid: SliceGrid,
+    cells: MeanCells,
+) -> Result<TraceMicroscopicModel> {
     let values = cells.map(|(sum, ns)| if ns > 0 { sum / ns as f64 } else { 0.0 });
     assemble(reader, grid, Metric::Mean, values)
 }
@@ -834,7 +839,7 @@ pub fn build(
     grid: SliceGrid,
     metric: Metric,
     filter: &Filter,
-) -> Result<Micro> {
+) -> Result<TraceMicroscopicModel> {
     let f = metric_filter(filter, metric);
     match metric {
         Metric::Mean => {
@@ -856,7 +861,7 @@ pub fn build_direct(
     grid: SliceGrid,
     metric: Metric,
     filter: &Filter,
-) -> Result<Micro> {
+) -> Result<TraceMicroscopicModel> {
     let f = metric_filter(filter, metric);
     match metric {
         Metric::Mean => {
@@ -966,7 +971,7 @@ pub(crate) mod tests {
         out
     }
 
-    fn as_map(m: &Micro) -> HashMap<(usize, ProducerId, TypeId), f64> {
+    fn as_map(m: &TraceMicroscopicModel) -> HashMap<(usize, ProducerId, TypeId), f64> {
         let mut out = HashMap::new();
         for t in 0..m.grid.slices {
             for (p, prod) in m.producers.iter().enumerate() {

@@ -95,9 +95,136 @@ pub fn hex(c: Rgb) -> String {
     format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
 }
 
+/// `#rrggbb` as a colour.
+pub fn parse_hex(s: &str) -> Option<Rgb> {
+    let h = s.strip_prefix('#')?;
+    if h.len() != 6 || !h.is_ascii() {
+        return None;
+    }
+    let byte = |i: usize| u8::from_str_radix(&h[i..i + 2], 16).ok();
+    Some([byte(0)?, byte(2)?, byte(4)?])
+}
+
+/// The colours a user chose for event types and producers (by name, so they hold in every trace), over
+/// the palette's; kept in a small JSON file of the user's configuration directory
+/// ([`UserColours::default_path`]): `{"types": {"running": "#2ca02c"}, "producers": {...}}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserColours {
+    /// Event type name → colour.
+    pub types: std::collections::BTreeMap<String, Rgb>,
+    /// Producer name → colour.
+    pub producers: std::collections::BTreeMap<String, Rgb>,
+}
+
+impl UserColours {
+    /// The colour of event type `name`: the user's, else the palette's.
+    pub fn type_colour(&self, name: &str) -> Rgb {
+        self.types
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| colour(name))
+    }
+
+    /// The colour of producer `name`: the user's, else the palette's.
+    pub fn producer_colour(&self, name: &str) -> Rgb {
+        self.producers
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| colour(name))
+    }
+
+    /// `$SOCSCOPE_COLOURS` if set, else `colours.json` in `$XDG_CONFIG_HOME/socscope` (or
+    /// `~/.config/socscope`); `None` without a home.
+    pub fn default_path() -> Option<std::path::PathBuf> {
+        let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
+        if let Some(p) = var("SOCSCOPE_COLOURS") {
+            return Some(p.into());
+        }
+        let config = var("XDG_CONFIG_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| var("HOME").map(|h| std::path::Path::new(&h).join(".config")))?;
+        Some(config.join("socscope").join("colours.json"))
+    }
+
+    /// The colours saved in `path`; none when the file does not exist. Entries that are not `#rrggbb`
+    /// are left out.
+    pub fn load(path: &std::path::Path) -> Result<Self, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let doc: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let section = |key: &str| -> std::collections::BTreeMap<String, Rgb> {
+            doc.get(key)
+                .and_then(|v| v.as_object())
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), parse_hex(v.as_str()?)?)))
+                .collect()
+        };
+        Ok(Self {
+            types: section("types"),
+            producers: section("producers"),
+        })
+    }
+
+    /// Writes the colours to `path` (its directory created), replacing the file at once.
+    pub fn save(&self, path: &std::path::Path) -> Result<(), String> {
+        let section = |m: &std::collections::BTreeMap<String, Rgb>| -> serde_json::Value {
+            m.iter()
+                .map(|(k, c)| (k.clone(), serde_json::Value::String(hex(*c))))
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        };
+        let doc = serde_json::json!({
+            "types": section(&self.types),
+            "producers": section(&self.producers),
+        });
+        let err = |e: std::io::Error| format!("{}: {e}", path.display());
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(&tmp, text + "\n").map_err(err)?;
+        std::fs::rename(&tmp, path).map_err(err)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_colours_override_the_palette_and_survive_a_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deep").join("colours.json");
+        assert_eq!(UserColours::load(&path).unwrap(), UserColours::default());
+        let mut c = UserColours::default();
+        assert_eq!(c.type_colour("running"), colour("running"));
+        c.types.insert("running".into(), [1, 2, 3]);
+        c.producers.insert("vdec (319)".into(), [250, 0, 10]);
+        assert_eq!(c.type_colour("running"), [1, 2, 3]);
+        assert_eq!(c.producer_colour("vdec (319)"), [250, 0, 10]);
+        assert_eq!(c.producer_colour("adec (320)"), colour("adec (320)"));
+        c.save(&path).unwrap();
+        assert_eq!(UserColours::load(&path).unwrap(), c);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"running\": \"#010203\""), "{text}");
+        // A hand-edited file with a bad entry keeps the good ones.
+        std::fs::write(&path, r##"{"types": {"irq": "#ff0000", "x": "red"}}"##).unwrap();
+        let c = UserColours::load(&path).unwrap();
+        assert_eq!(c.types.len(), 1);
+        assert_eq!(c.type_colour("irq"), [255, 0, 0]);
+        assert!(
+            UserColours::load(dir.path()).is_err(),
+            "a directory is not a colour file"
+        );
+        assert_eq!(parse_hex("#01abff"), Some([1, 0xab, 255]));
+        assert_eq!(parse_hex("01abff"), None);
+    }
 
     #[test]
     fn known_types_have_fixed_colours_and_others_are_stable() {

@@ -40,15 +40,21 @@ pub enum Operator {
     StateDurationPerType,
     /// Nanoseconds of the links starting in the interval (start to arrival), per type.
     LinkDurationPerType,
+    /// Syscalls starting in the interval, per syscall name (`futex`, `read`).
+    CountPerSyscall,
+    /// Nanoseconds of syscalls inside the interval, per syscall name.
+    SyscallDuration,
 }
 
 impl Operator {
     /// All, in menu order.
-    pub const ALL: [Operator; 4] = [
+    pub const ALL: [Operator; 6] = [
         Operator::CountPerType,
         Operator::CountPerProducer,
         Operator::StateDurationPerType,
         Operator::LinkDurationPerType,
+        Operator::CountPerSyscall,
+        Operator::SyscallDuration,
     ];
 
     /// Menu label.
@@ -58,12 +64,19 @@ impl Operator {
             Operator::CountPerType => "Event type instances",
             Operator::LinkDurationPerType => "Link duration",
             Operator::StateDurationPerType => "State duration",
+            Operator::CountPerSyscall => "Syscall instances",
+            Operator::SyscallDuration => "Syscall duration",
         }
     }
 
     /// Whether slices are producers (else event types).
     pub const fn per_producer(self) -> bool {
         matches!(self, Operator::CountPerProducer)
+    }
+
+    /// Whether slices are syscalls, by the name their states carry (else types or producers).
+    pub const fn per_syscall(self) -> bool {
+        matches!(self, Operator::CountPerSyscall | Operator::SyscallDuration)
     }
 
     /// Same as [`Operator::per_producer`].
@@ -75,7 +88,9 @@ impl Operator {
     pub const fn is_duration(self) -> bool {
         matches!(
             self,
-            Operator::LinkDurationPerType | Operator::StateDurationPerType
+            Operator::LinkDurationPerType
+                | Operator::StateDurationPerType
+                | Operator::SyscallDuration
         )
     }
 
@@ -87,7 +102,9 @@ impl Operator {
     /// The category the operator reads (`None`: all).
     pub fn category(self) -> Option<EventCategory> {
         match self {
-            Operator::StateDurationPerType => Some(EventCategory::State),
+            Operator::StateDurationPerType
+            | Operator::CountPerSyscall
+            | Operator::SyscallDuration => Some(EventCategory::State),
             Operator::LinkDurationPerType => Some(EventCategory::Link),
             _ => None,
         }
@@ -115,9 +132,12 @@ impl FromStr for Operator {
             "count-per-type" => Ok(Operator::CountPerType),
             "state-duration-per-type" => Ok(Operator::StateDurationPerType),
             "link-duration-per-type" => Ok(Operator::LinkDurationPerType),
+            "count-per-syscall" => Ok(Operator::CountPerSyscall),
+            "syscall-duration" => Ok(Operator::SyscallDuration),
             _ => Err(format!(
                 "unknown operator {s:?}: expected count-per-producer, count-per-type, \
-                 state-duration-per-type or link-duration-per-type"
+                 state-duration-per-type, link-duration-per-type, count-per-syscall or \
+                 syscall-duration"
             )),
         }
     }
@@ -128,22 +148,26 @@ impl FromStr for Operator {
 pub struct EntityNames {
     pub producers: HashMap<ProducerId, String>,
     pub types: HashMap<TypeId, String>,
+    /// The `syscall` state type and the index of its `name` parameter, when the trace has them.
+    pub syscall: Option<(TypeId, usize)>,
 }
 
 impl EntityNames {
     /// The trace's names.
     pub fn of(reader: &TraceReader) -> Result<Self> {
+        let types = reader.event_types()?;
+        let syscall = types.iter().find_map(|t| {
+            let i = t.params.iter().position(|p| p.name == "name")?;
+            (t.name == "syscall").then_some((t.id, i))
+        });
         Ok(Self {
             producers: reader
                 .producers()?
                 .into_iter()
                 .map(|p| (p.id, p.name))
                 .collect(),
-            types: reader
-                .event_types()?
-                .into_iter()
-                .map(|t| (t.id, t.name))
-                .collect(),
+            types: types.into_iter().map(|t| (t.id, t.name)).collect(),
+            syscall,
         })
     }
 
@@ -171,6 +195,12 @@ pub struct StatsSnapshot {
     pub link_ns: BTreeMap<TypeId, i64>,
     /// Nanoseconds of states inside the interval, per type.
     pub state_ns: BTreeMap<TypeId, i64>,
+    /// Syscalls starting in the interval, per index into `syscall_names`.
+    pub syscall_count: BTreeMap<u32, u64>,
+    /// Nanoseconds of syscalls inside the interval, per index into `syscall_names`.
+    pub syscall_ns: BTreeMap<u32, i64>,
+    /// The syscall names met so far (their index is the entity id of the syscall operators).
+    pub syscall_names: Vec<String>,
     /// The trace's names (read by the loader before the first chunk).
     pub names: Arc<EntityNames>,
 }
@@ -195,6 +225,28 @@ impl StatsSnapshot {
             Operator::StateDurationPerType => {
                 self.state_ns.iter().map(|(k, v)| (*k, *v as f64)).collect()
             }
+            Operator::CountPerSyscall => self
+                .syscall_count
+                .iter()
+                .map(|(k, v)| (*k, *v as f64))
+                .collect(),
+            Operator::SyscallDuration => self
+                .syscall_ns
+                .iter()
+                .map(|(k, v)| (*k, *v as f64))
+                .collect(),
+        }
+    }
+
+    /// The name of an entity of `op`: a producer's, a type's or a syscall's.
+    pub fn name(&self, op: Operator, id: u32) -> String {
+        if op.per_syscall() {
+            self.syscall_names
+                .get(id as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("syscall {id}"))
+        } else {
+            self.names.name(op, id)
         }
     }
 }
@@ -209,6 +261,10 @@ pub struct StatsConsumer {
     type_count: HashMap<TypeId, u64>,
     link_ns: HashMap<TypeId, i64>,
     state_ns: HashMap<TypeId, i64>,
+    syscall_count: HashMap<u32, u64>,
+    syscall_ns: HashMap<u32, i64>,
+    syscall_names: Vec<String>,
+    syscall_ids: HashMap<String, u32>,
 }
 
 impl StatsConsumer {
@@ -221,6 +277,10 @@ impl StatsConsumer {
             type_count: HashMap::new(),
             link_ns: HashMap::new(),
             state_ns: HashMap::new(),
+            syscall_count: HashMap::new(),
+            syscall_ns: HashMap::new(),
+            syscall_names: Vec::new(),
+            syscall_ids: HashMap::new(),
         }
     }
 
@@ -258,6 +318,27 @@ impl Consumer for StatsConsumer {
                 if o > 0 {
                     *self.state_ns.entry(e.type_id).or_default() += o;
                 }
+                if let Some((ty, at)) = self.names.syscall
+                    && e.type_id == ty
+                    && let Some(name) = e.params.get(at)
+                {
+                    let name = name.to_string();
+                    let id = match self.syscall_ids.get(&name) {
+                        Some(id) => *id,
+                        None => {
+                            let id = self.syscall_names.len() as u32;
+                            self.syscall_names.push(name.clone());
+                            self.syscall_ids.insert(name, id);
+                            id
+                        }
+                    };
+                    if r.contains(e.ts) {
+                        *self.syscall_count.entry(id).or_default() += 1;
+                    }
+                    if o > 0 {
+                        *self.syscall_ns.entry(id).or_default() += o;
+                    }
+                }
             }
         }
     }
@@ -271,6 +352,9 @@ impl Consumer for StatsConsumer {
             type_count: sorted(&self.type_count),
             link_ns: sorted(&self.link_ns),
             state_ns: sorted(&self.state_ns),
+            syscall_count: sorted(&self.syscall_count),
+            syscall_ns: sorted(&self.syscall_ns),
+            syscall_names: self.syscall_names.clone(),
             names: self.names.clone(),
         }
     }
@@ -443,7 +527,9 @@ impl PieSettings {
 
     /// Operator changes keep exclusions and groups only where they make sense (types vs producers).
     pub fn set_operator(&mut self, op: Operator) {
-        if op.by_producer() != self.operator.by_producer() {
+        if op.by_producer() != self.operator.by_producer()
+            || op.per_syscall() != self.operator.per_syscall()
+        {
             self.excluded.clear();
             self.groups.clear();
         }
@@ -532,7 +618,7 @@ pub fn present(settings: &PieSettings, stats: &StatsSnapshot) -> StatisticsSnaps
     for s in settings.slices(stats) {
         match s.kind {
             SliceKind::Entity(id) => {
-                let n = stats.names.name(op, id);
+                let n = stats.name(op, id);
                 slices.push(StatSlice {
                     label: n.clone(),
                     value: s.value,

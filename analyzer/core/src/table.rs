@@ -121,6 +121,20 @@ impl TableNames {
     fn row_of(&self, e: &StoredEvent) -> TableRow {
         use std::fmt::Write;
         let mut params = String::new();
+        let defs = self
+            .types
+            .get(&e.type_id)
+            .map(|t| t.params.as_slice())
+            .unwrap_or(&[]);
+        // A parameter called `name` (a syscall's, a user function's) comes first: the column is cut at
+        // its width, and the name is what a reader looks for (`name=futex, ..., nr=240`).
+        let named = defs
+            .iter()
+            .position(|d| d.name == "name")
+            .filter(|&i| e.params.get(i).is_some_and(|v| !v.to_string().is_empty()));
+        if let Some(i) = named {
+            let _ = write!(params, "name={}, ", e.params[i]);
+        }
         match e.kind {
             EventKind::State { end, depth } => {
                 let _ = write!(params, "end={}, depth={depth}", format_ns(end));
@@ -138,13 +152,11 @@ impl TableNames {
             }
             EventKind::Punctual => {}
         }
-        let defs = self
-            .types
-            .get(&e.type_id)
-            .map(|t| t.params.as_slice())
-            .unwrap_or(&[]);
         for (i, v) in e.params.iter().enumerate() {
-            if !params.is_empty() {
+            if Some(i) == named {
+                continue;
+            }
+            if !params.is_empty() && !params.ends_with(", ") {
                 params.push_str(", ");
             }
             match defs.get(i) {
@@ -156,6 +168,7 @@ impl TableNames {
                 }
             }
         }
+        let params = params.strip_suffix(", ").unwrap_or(&params);
         TableRow {
             id: e.id,
             ts: e.ts,
@@ -163,7 +176,7 @@ impl TableNames {
             producer: e.producer,
             category: e.category(),
             type_id: e.type_id,
-            params: params.into_boxed_str(),
+            params: params.into(),
         }
     }
 }
@@ -622,6 +635,40 @@ mod tests {
         let r1 = m.row(1).unwrap();
         assert_eq!(n.cell(r1, Column::Parameters), "end=0.000001500, depth=0");
         assert_eq!(m.rows(2..10).len(), 2);
+    }
+
+    #[test]
+    fn a_name_parameter_comes_first() {
+        let types = vec![EventType {
+            id: 3,
+            name: "syscall".into(),
+            category: EventCategory::State,
+            params: vec![
+                ParamDef::new("nr", ParamType::Unsigned),
+                ParamDef::new("name", ParamType::String),
+                ParamDef::new("ret", ParamType::Signed),
+            ],
+        }];
+        let n = TableNames::new(&types, [(7, "vdec (319)".to_string())]);
+        let syscall = |name: &str| StoredEvent {
+            id: 0,
+            event: Event::state(1_000, 3_000, 1, 3, 7, Some(0)).with_params(vec![
+                ParamValue::Unsigned(240),
+                ParamValue::String(name.into()),
+                ParamValue::Signed(0),
+            ]),
+        };
+        let row = n.row_of(&syscall("futex"));
+        assert_eq!(
+            n.cell(&row, Column::Parameters),
+            "name=futex, end=0.000003000, depth=1, nr=240, ret=0"
+        );
+        // An empty name stays in its place.
+        let row = n.row_of(&syscall(""));
+        assert_eq!(
+            n.cell(&row, Column::Parameters),
+            "end=0.000003000, depth=1, nr=240, name=, ret=0"
+        );
     }
 
     #[test]

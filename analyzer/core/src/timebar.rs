@@ -127,13 +127,99 @@ pub fn format_ns(t: i64) -> String {
     format!("{sign}{}.{:09}", a / 1_000_000_000, a % 1_000_000_000)
 }
 
+/// A time axis: tick positions at round multiples of 1, 2 or 5 × 10^k ns, labelled in the one unit
+/// (s, ms, µs, ns) that fits the axis (`7.5 s`, `120 ms`, `35 µs`), the same in the GUI and the PNGs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeAxis {
+    /// Distance between ticks, ns.
+    pub step: i64,
+    /// Nanoseconds per label unit (1, 10^3, 10^6 or 10^9).
+    unit_ns: i64,
+    /// Decimals a label needs in that unit for the step to show.
+    decimals: u32,
+}
+
+impl TimeAxis {
+    /// An axis over `start..end` (ns) with at most about `max_ticks` ticks.
+    pub fn new(start: i64, end: i64, max_ticks: usize) -> Self {
+        let span = end.saturating_sub(start).max(1);
+        let target = (span as f64 / max_ticks.max(1) as f64).max(1.0);
+        let mut pow = 1i64;
+        let mut exp = 0u32;
+        let step = loop {
+            if let Some(m) = [1, 2, 5].iter().find(|&&m| (m * pow) as f64 >= target) {
+                break m * pow;
+            }
+            match pow.checked_mul(10) {
+                Some(p) => {
+                    pow = p;
+                    exp += 1;
+                }
+                None => break pow,
+            }
+        };
+        let largest = start.unsigned_abs().max(end.unsigned_abs());
+        let unit_exp = if largest >= 1_000_000_000 || step >= 1_000_000_000 {
+            9
+        } else if largest >= 1_000_000 {
+            6
+        } else if largest >= 1_000 {
+            3
+        } else {
+            0
+        };
+        Self {
+            step,
+            unit_ns: 10i64.pow(unit_exp),
+            decimals: unit_exp.saturating_sub(exp),
+        }
+    }
+
+    /// The ticks in `start..=end`: every multiple of the step.
+    pub fn ticks(&self, start: i64, end: i64) -> impl Iterator<Item = i64> + use<> {
+        let step = self.step;
+        let first =
+            start.div_euclid(step) * step + if start.rem_euclid(step) == 0 { 0 } else { step };
+        (0..)
+            .map(move |i: i64| first + i * step)
+            .take_while(move |t| *t <= end)
+    }
+
+    /// `t` in the axis' unit, with the decimals the step needs and no trailing zeros: `7.5 s`.
+    pub fn label(&self, t: i64) -> String {
+        let unit = match self.unit_ns {
+            1_000_000_000 => "s",
+            1_000_000 => "ms",
+            1_000 => "µs",
+            _ => "ns",
+        };
+        let sign = if t < 0 { "-" } else { "" };
+        let a = t.unsigned_abs();
+        let unit_ns = self.unit_ns as u64;
+        let whole = a / unit_ns;
+        let mut frac = String::new();
+        if self.decimals > 0 {
+            let digits = unit_ns.ilog10();
+            let f = format!("{:0width$}", a % unit_ns, width = digits as usize);
+            frac = f[..self.decimals.min(digits) as usize]
+                .trim_end_matches('0')
+                .to_string();
+        }
+        if frac.is_empty() {
+            format!("{sign}{whole} {unit}")
+        } else {
+            format!("{sign}{whole}.{frac} {unit}")
+        }
+    }
+}
+
 /// Parses what [`format_ns`] prints, or plain nanoseconds with an `ns` suffix, or seconds with `s`,
 /// milliseconds with `ms`, microseconds with `us`.
 pub fn parse_ns(text: &str) -> Option<i64> {
     let t = text.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ns") {
         (n, 1.0)
-    } else if let Some(n) = t.strip_suffix("us") {
+    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
         (n, 1e3)
     } else if let Some(n) = t.strip_suffix("ms") {
         (n, 1e6)
@@ -169,6 +255,41 @@ pub fn parse_ns(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axes_tick_round_values_in_a_unit_that_fits() {
+        let labels = |start: i64, end: i64, n: usize| -> Vec<String> {
+            let a = TimeAxis::new(start, end, n);
+            a.ticks(start, end).map(|t| a.label(t)).collect()
+        };
+        // A 7.5 s trace in a few ticks: seconds, half-seconds where the step needs them.
+        assert_eq!(labels(0, 7_499_991_750, 4), ["0 s", "2 s", "4 s", "6 s"]);
+        assert_eq!(labels(0, 7_500_000_000, 15).last().unwrap(), "7.5 s");
+        // 120 ms and 35 µs spans in their own units.
+        assert_eq!(
+            labels(0, 120_000_000, 6),
+            [
+                "0 ms", "20 ms", "40 ms", "60 ms", "80 ms", "100 ms", "120 ms"
+            ]
+        );
+        assert_eq!(labels(0, 35_000, 7).last().unwrap(), "35 µs");
+        // Deep zoom far from the start: as many decimals as the step needs, no more.
+        assert_eq!(
+            labels(7_499_990_000, 7_500_010_000, 2),
+            ["7.49999 s", "7.5 s", "7.50001 s"]
+        );
+        assert_eq!(
+            labels(100, 140, 4),
+            ["100 ns", "110 ns", "120 ns", "130 ns", "140 ns"]
+        );
+        // Ticks stay inside the interval, negative times included.
+        let a = TimeAxis::new(-1_500, 1_500, 3);
+        assert_eq!(
+            a.ticks(-1_500, 1_500).collect::<Vec<_>>(),
+            [-1_000, 0, 1_000]
+        );
+        assert_eq!(a.label(-1_000), "-1 µs");
+    }
 
     #[test]
     fn shift_keeps_length_and_stops_at_the_ends() {

@@ -5,7 +5,6 @@
 //! [`kptrace::KptraceReader`], [`paje::PajeReader`], [`ftrace::FtraceReader`], [`gst::GstReader`], and
 //! [`detect`] (which format a file is, from its first lines). Mapping records to stored events is the
 //! importer's business (`socscope-collector`), not this crate's.
-#![warn(missing_docs)]
 
 pub mod ftrace;
 pub mod gst;

@@ -45,7 +45,10 @@ fn upgrading_keeps_every_event_and_rebuilds_an_exact_summary() {
     assert!(report.summary_rows > 0);
     // Again: nothing to do.
     let again = upgrade_trace(&path).unwrap();
-    assert_eq!((again.from_version, again.events, again.summary_rows), (2, 1285, 0));
+    assert_eq!(
+        (again.from_version, again.events, again.summary_rows),
+        (2, 1285, 0)
+    );
     let r = TraceReader::open(&path).unwrap();
     let info = r.info().unwrap();
     assert_eq!(info.event_count, 1285);

@@ -220,11 +220,53 @@ impl fmt::Display for SimSummary {
     }
 }
 
+/// How far a run has gone, for a progress line while a real-time board streams.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SimProgress {
+    /// Simulated seconds done.
+    pub simulated_s: f64,
+    /// Simulated seconds of the whole run.
+    pub duration_s: f64,
+    /// Records the agent accepted so far.
+    pub events: u64,
+    /// Records dropped so far because a ring was full.
+    pub dropped: u64,
+    /// Bytes written to the transport so far.
+    pub bytes: u64,
+    /// Wall-clock seconds since the run started.
+    pub wall_s: f64,
+}
+
+impl fmt::Display for SimProgress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:.1}/{} s simulated: {} events sent ({:.0} events/s), {} dropped",
+            self.simulated_s,
+            self.duration_s,
+            self.events,
+            self.events as f64 / self.wall_s.max(1e-9),
+            self.dropped,
+        )
+    }
+}
+
 /// Runs the simulation described by `config`, streaming through `transport`, and ends the session with
 /// `Bye`. Deterministic: the bytes written depend only on `config` (with `realtime` off or on).
 pub fn run<T: Transport>(config: &SimConfig, transport: &mut T) -> Result<SimSummary, SimError> {
     config.validate()?;
-    model::Board::new(config).run(transport)
+    model::Board::new(config).run(transport, None)
+}
+
+/// [`run`], calling `on_progress` about every `every` of wall time while it runs (the stream is the same).
+pub fn run_with_progress<T: Transport>(
+    config: &SimConfig,
+    transport: &mut T,
+    every: std::time::Duration,
+    on_progress: &mut dyn FnMut(&SimProgress),
+) -> Result<SimSummary, SimError> {
+    config.validate()?;
+    model::Board::new(config).run(transport, Some((every, on_progress)))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `socscope-sim`: the simulated set-top box as a program.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -152,7 +152,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         if let Some(level) = zstd_level {
             t = t.with_zstd(level).context("cannot start zstd")?;
         }
-        let result = socscope_sim::run(&config, &mut t);
+        // On a terminal a live run shows how far it is (it may last minutes); never under --json.
+        let result = if !cli.json && std::io::stderr().is_terminal() {
+            let mut line = |p: &socscope_sim::SimProgress| {
+                eprint!("\r\x1b[K{p}");
+            };
+            let r = socscope_sim::run_with_progress(
+                &config,
+                &mut t,
+                std::time::Duration::from_millis(500),
+                &mut line,
+            );
+            eprint!("\r\x1b[K");
+            r
+        } else {
+            socscope_sim::run(&config, &mut t)
+        };
         t.finish()
             .with_context(|| format!("while streaming to {target}"))?;
         result.with_context(|| format!("while streaming to {target}"))?

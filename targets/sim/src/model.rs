@@ -13,7 +13,10 @@ use rand_chacha::ChaCha8Rng;
 use socscope_agent::{Agent, Clock, Config, Transport, TransportError, frame_buffer_len};
 use socscope_wire::dict::{BUILTINS, Builtin, ProducerDef, ProducerKind};
 
-use crate::{SimConfig, SimError, SimSummary};
+use crate::{SimConfig, SimError, SimProgress, SimSummary};
+
+/// How often to report progress, and to whom.
+pub(crate) type ProgressReport<'a> = (Duration, &'a mut dyn FnMut(&SimProgress));
 
 /// The most CPUs a simulated board can have.
 pub const MAX_CPUS: usize = 8;
@@ -571,8 +574,13 @@ impl<'c> Board<'c> {
 
     // ----- the main loop -----
 
-    pub(crate) fn run<T: Transport>(mut self, transport: &mut T) -> Result<SimSummary, SimError> {
+    pub(crate) fn run<T: Transport>(
+        mut self,
+        transport: &mut T,
+        mut progress: Option<ProgressReport<'_>>,
+    ) -> Result<SimSummary, SimError> {
         let started = Instant::now();
+        let mut reported = started;
         let tick_hz = self.config.tick_hz();
         let poll_every = self.us(POLL_EVERY);
         let mut next_poll = 0;
@@ -591,6 +599,20 @@ impl<'c> Board<'c> {
                 self.poll(transport, !self.config.realtime)
                     .map_err(|_| closed(&self.agent))?;
                 next_poll = ev.t + poll_every;
+                if let Some((every, report)) = progress.as_mut()
+                    && reported.elapsed() >= *every
+                {
+                    reported = Instant::now();
+                    let stats = self.agent.stats();
+                    report(&SimProgress {
+                        simulated_s: ev.t as f64 / tick_hz as f64,
+                        duration_s: self.config.duration_s,
+                        events: stats.records,
+                        dropped: stats.dropped,
+                        bytes: stats.bytes,
+                        wall_s: started.elapsed().as_secs_f64(),
+                    });
+                }
             }
             self.dispatch(ev);
         }

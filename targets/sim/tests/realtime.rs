@@ -89,3 +89,85 @@ fn off_real_time_a_slow_link_slows_the_simulation_instead() {
         summary.events
     );
 }
+
+#[test]
+fn a_real_time_run_reports_its_progress_while_it_streams() {
+    let config = SimConfig {
+        duration_s: 0.6,
+        realtime: true,
+        ..SimConfig::default()
+    };
+    let mut reports = Vec::new();
+    let mut out = socscope_sim::transport::WriterTransport::new(Vec::new());
+    let summary = socscope_sim::run_with_progress(
+        &config,
+        &mut out,
+        std::time::Duration::from_millis(100),
+        &mut |p| reports.push(*p),
+    )
+    .unwrap();
+    assert!(reports.len() >= 3, "{reports:?}");
+    assert!(
+        reports
+            .windows(2)
+            .all(|w| w[0].events <= w[1].events && w[0].simulated_s < w[1].simulated_s),
+        "{reports:?}"
+    );
+    let last = reports.last().unwrap();
+    assert!(last.events > 0 && last.events <= summary.events, "{last:?}");
+    assert!(
+        last.simulated_s <= 0.6 && last.duration_s == 0.6,
+        "{last:?}"
+    );
+    assert!(last.to_string().contains("events sent"), "{last}");
+    // The progress does not change the stream: the same bytes as a run without it.
+    let mut plain = socscope_sim::transport::WriterTransport::new(Vec::new());
+    run(&config, &mut plain).unwrap();
+    assert_eq!(out.into_inner(), plain.into_inner());
+}
+
+#[test]
+fn json_output_stays_quiet_while_a_real_time_run_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let wire = dir.path().join("x.wire");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_socscope-sim"))
+        .args(["--duration", "0.6", "--realtime", "--json", "--out"])
+        .arg(&wire)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["events"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_real_time_run_on_a_terminal_shows_its_progress() {
+    // `script` (util-linux, on every Debian) gives the program a terminal and copies what it shows.
+    let dir = tempfile::tempdir().unwrap();
+    let wire = dir.path().join("x.wire");
+    let command = format!(
+        "{} --duration 1.2 --realtime --out {}",
+        env!("CARGO_BIN_EXE_socscope-sim"),
+        wire.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script (util-linux) runs");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("/1.2 s simulated: ") && shown.contains("events sent"),
+        "{shown}"
+    );
+    // The summary line comes last, on a clean line.
+    assert!(
+        shown.contains("\x1b[K") && shown.contains("bytes/event"),
+        "{shown}"
+    );
+}

@@ -16,6 +16,7 @@ use socscope_sim::transport::WriterTransport;
 
 use super::{file_size, rss_max_bytes, scratch_dir};
 use crate::format;
+use crate::out::outln;
 
 /// One realistic capture: `rate` records per simulated second for `seconds`.
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +69,7 @@ pub fn run(only: &[String], dir: Option<PathBuf>, keep: bool, json_out: bool) ->
         let row = capture(shape, &dir, keep)
             .with_context(|| format!("while measuring the {} capture", shape.name))?;
         if !json_out {
-            print_row(&row);
+            print_row(&row)?;
         }
         rows.push(row);
     }
@@ -84,9 +85,9 @@ pub fn run(only: &[String], dir: Option<PathBuf>, keep: bool, json_out: bool) ->
     };
     if json_out {
         let doc = json!({ "captures": rows, "bytes_per_event_growth_5min_to_2h": growth });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else if let Some(g) = growth {
-        println!(
+        outln!(
             "bytes/event from 5 min to 2 h at 20 k events/s: {:+.1} %",
             g * 100.0
         );
@@ -94,9 +95,9 @@ pub fn run(only: &[String], dir: Option<PathBuf>, keep: bool, json_out: bool) ->
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_row(r: &Value) {
+fn print_row(r: &Value) -> Result<()> {
     let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
-    println!(
+    outln!(
         "{:<10} {} records in {:.1} s = {} records/s; {} events stored; file {} (summary {}, {:.1} %); \
          {:.2} B/event (wire {:.2} B/record); peak RSS {}",
         r["capture"].as_str().unwrap_or(""),
@@ -111,6 +112,7 @@ fn print_row(r: &Value) {
         f("wire_bytes_per_record"),
         format::bytes(f("replay_rss_max_bytes") as u64),
     );
+    Ok(())
 }
 
 fn capture(shape: &Shape, dir: &Path, keep: bool) -> Result<Value> {
@@ -226,6 +228,6 @@ pub fn replay_one(wire: &Path, dir: &Path) -> Result<ExitCode> {
         "rss_max_bytes": rss_max_bytes(),
         "lost": session.lost_on_board + session.lost_in_transit,
     });
-    println!("{doc}");
+    outln!("{doc}");
     Ok(ExitCode::SUCCESS)
 }

@@ -18,6 +18,7 @@ use socscope_collector::import::{ImportOptions, import};
 use socscope_formats::{Format, ftrace, kptrace};
 
 use crate::format;
+use crate::out::outln;
 
 /// Where the shared traces live, relative to the repository root's parent.
 const SAMPLE: &str = "shared/data/traces/ftrace/tci-ftrace_syscalls.txt";
@@ -30,9 +31,7 @@ const TARGET_STORED_EVENTS_PER_S: f64 = 1_000_000.0;
 /// or above this crate's sources.
 fn locate_sample(given: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(p) = given {
-        if !p.is_file() {
-            bail!("--ftrace-sample {}: no such file", p.display());
-        }
+        crate::input::require_file(&p)?;
         return Ok(p);
     }
     let mut roots: Vec<PathBuf> = Vec::new();
@@ -506,10 +505,10 @@ pub fn run(
         "rss_max_bytes": super::rss_max_bytes(),
     });
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         for (name, v) in [("ftrace", &doc["ftrace"]), ("kptrace", &doc["kptrace"])] {
-            println!(
+            outln!(
                 "{name}: {} parsed at {:.0} MB/s ({} records/s); import {} events stored in {:.2} s = {} events/s",
                 format::bytes(v["bytes"].as_u64().unwrap_or(0)),
                 num(v, "parse_mb_per_s"),
@@ -519,7 +518,7 @@ pub fn run(
                 format::si(num(v, "stored_events_per_s")),
             );
         }
-        println!(
+        outln!(
             "targets (≥ {TARGET_PARSE_MB_PER_S} MB/s parsed, ≥ {} events/s stored): {}",
             format::si(TARGET_STORED_EVENTS_PER_S),
             if meets { "met" } else { "NOT met" }

@@ -11,8 +11,9 @@ use socscope_analysis::timebar::{TimeBar, format_ns};
 use socscope_tracedb::{Filter, TimeRange, TraceRecord};
 
 use super::gantt::GanttView;
-use super::session::{CatalogWatch, TraceMeta, TraceNames, TraceWatch};
+use super::session::{CatalogWatch, TraceDescription, TraceNames, TraceWatch};
 use super::table::TableView;
+use super::theme::{ColourEdit, Colours};
 use super::timebar::{self, BarAction, BarEdit};
 use super::{density::DensityView, stats::StatsView};
 
@@ -35,7 +36,7 @@ pub struct TraceSession {
     pub path: PathBuf,
     pub title: String,
     watch: TraceWatch,
-    pub meta: Option<TraceMeta>,
+    pub meta: Option<TraceDescription>,
     pub names: Option<TraceNames>,
     pub error: Option<String>,
     pub groups: ViewGroups,
@@ -116,7 +117,13 @@ impl TraceSession {
     }
 
     /// Reads what the background threads published and keeps the views loading; no store access here.
-    pub fn update(&mut self) {
+    pub fn update(&mut self, colours: &Colours) {
+        if let Some(names) = &mut self.names
+            && names.colour_generation != colours.generation
+            && let Some(meta) = &self.meta
+        {
+            *names = TraceNames::new(meta, colours);
+        }
         if let Some(m) = self.watch.poll() {
             match m {
                 Ok(m) => {
@@ -126,7 +133,7 @@ impl TraceSession {
                     });
                     self.meta = Some(m);
                     if structure_changed {
-                        let names = TraceNames::new(self.meta.as_ref().expect("just set"));
+                        let names = TraceNames::new(self.meta.as_ref().expect("just set"), colours);
                         self.names = Some(names);
                     }
                     if self.groups.is_empty() {
@@ -282,6 +289,8 @@ pub struct GuiApp {
     /// harness may not): panels are then not filled again, which saves a software renderer shading
     /// every pixel of the window twice per frame.
     pub window_cleared: bool,
+    /// Colours of types and producers (the user's choices over the palette).
+    pub colours: Colours,
 }
 
 impl GuiApp {
@@ -299,6 +308,7 @@ impl GuiApp {
             dark,
             first_view,
             window_cleared: false,
+            colours: Colours::default(),
         };
         for t in traces {
             app.open(t);
@@ -314,6 +324,20 @@ impl GuiApp {
         self.sessions
             .push(TraceSession::open(path, self.first_view));
         self.active = Some(self.sessions.len() - 1);
+    }
+
+    /// Uses the colours chosen by the user, kept in `path` (read now, written at every change).
+    pub fn with_user_colours(mut self, path: PathBuf) -> Self {
+        self.colours = Colours::load(path);
+        self
+    }
+
+    /// A colour picked for a type or a producer: every open trace redraws with it, and it is saved.
+    pub fn set_colour(&mut self, edit: &ColourEdit) {
+        self.colours.apply(edit);
+        for s in &mut self.sessions {
+            s.update(&self.colours);
+        }
     }
 
     /// Whether something is loading or growing (the UI then keeps repainting).
@@ -340,7 +364,7 @@ impl GuiApp {
             }
         }
         for s in &mut self.sessions {
-            s.update();
+            s.update(&self.colours);
         }
         let cleared = self.window_cleared;
         let frame = side_frame(ui, cleared);
@@ -392,7 +416,11 @@ impl GuiApp {
         });
         match self.active {
             None => self.browser_ui(ui),
-            Some(i) => session_ui(ui, &mut self.sessions[i], cleared),
+            Some(i) => {
+                if let Some(edit) = session_ui(ui, &mut self.sessions[i], cleared, &self.colours) {
+                    self.set_colour(&edit);
+                }
+            }
         }
         if self.busy() {
             ui.ctx()
@@ -554,13 +582,18 @@ fn side_frame(ui: &Ui, cleared: bool) -> egui::Frame {
     }
 }
 
-fn session_ui(ui: &mut Ui, s: &mut TraceSession, cleared: bool) {
+fn session_ui(
+    ui: &mut Ui,
+    s: &mut TraceSession,
+    cleared: bool,
+    colours: &Colours,
+) -> Option<ColourEdit> {
     if let Some(e) = &s.error {
         let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
         panel.show(ui, |ui| {
             ui.colored_label(ui.visuals().error_fg_color, e);
         });
-        return;
+        return None;
     }
     if s.names.is_none() || s.groups.is_empty() {
         let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
@@ -570,7 +603,7 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession, cleared: bool) {
                 ui.label(format!("opening {}", s.path.display()));
             });
         });
-        return;
+        return None;
     }
     let whole = s.whole();
     let gi = s.active_group.min(s.groups.len() - 1);
@@ -674,7 +707,7 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession, cleared: bool) {
     if new_group {
         let k = s.groups.get(gi).map_or(ViewKind::Gantt, |g| g.active);
         s.new_group(k);
-        return;
+        return None;
     }
     if let Some(k) = switch_to
         && let Some(g) = s.groups.get_mut(gi)
@@ -741,6 +774,17 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession, cleared: bool) {
         ));
     }
     let names = s.names.as_ref().expect("checked above");
+    let mut colour_edit = None;
+    if kind == ViewKind::Gantt {
+        let shown = v.gantt.types_shown();
+        let frame = side_frame(ui, cleared);
+        egui::Panel::bottom("legend").frame(frame).show(ui, |ui| {
+            colour_edit = super::gantt::legend(ui, names, &shown);
+            if let Some(e) = &colours.error {
+                ui.colored_label(ui.visuals().warn_fg_color, format!("colours: {e}"));
+            }
+        });
+    }
     let mut cursor = None;
     let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
     panel.show(ui, |ui| match kind {
@@ -761,7 +805,11 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession, cleared: bool) {
                 load = Some(r);
             }
         }
-        ViewKind::Statistics => v.stats.ui(ui, names),
+        ViewKind::Statistics => {
+            if let Some(e) = v.stats.ui(ui, names) {
+                colour_edit = Some(e);
+            }
+        }
     });
     if let Some(g) = s.groups.get_mut(gi) {
         if let Some(r) = load {
@@ -777,6 +825,7 @@ fn session_ui(ui: &mut Ui, s: &mut TraceSession, cleared: bool) {
             }
         }
     }
+    colour_edit
 }
 
 fn filter_dialogs(ui: &mut Ui, s: &mut TraceSession, gi: usize) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use egui::{Pos2, Rect, Sense, Stroke, Ui};
 use socscope_analysis::density::{DensityConsumer, DensityHistogram, FINE_BINS};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
-use socscope_analysis::timebar::format_ns;
+use socscope_analysis::timebar::{TimeAxis, format_ns};
 use socscope_tracedb::{Filter, TimeRange};
 use std::sync::Arc;
 
@@ -284,11 +284,15 @@ impl DensityView {
                 text,
             );
         }
-        // Time axis: ticks at the ends and quarters.
-        for i in 0..=4 {
-            let f = i as f32 / 4.0;
-            let x = plot.left() + f * plot.width();
-            let t = view.start + (view.len() as f64 * f as f64) as i64;
+        // Time axis: round ticks, about one per 110 points, in a unit that fits the zoom.
+        let axis = TimeAxis::new(
+            view.start,
+            view.end,
+            (plot.width() / 110.0).max(2.0) as usize,
+        );
+        for t in axis.ticks(view.start, view.end) {
+            let x = plot.left()
+                + ((t - view.start) as f64 / view.len().max(1) as f64) as f32 * plot.width();
             p.line_segment(
                 [
                     Pos2::new(x, plot.bottom()),
@@ -296,15 +300,18 @@ impl DensityView {
                 ],
                 Stroke::new(1.0, text),
             );
-            let align = match i {
-                0 => egui::Align2::LEFT_TOP,
-                4 => egui::Align2::RIGHT_TOP,
-                _ => egui::Align2::CENTER_TOP,
+            // Labels at the very ends stay inside the plot.
+            let align = if x - plot.left() < 30.0 {
+                egui::Align2::LEFT_TOP
+            } else if plot.right() - x < 30.0 {
+                egui::Align2::RIGHT_TOP
+            } else {
+                egui::Align2::CENTER_TOP
             };
             p.text(
                 Pos2::new(x, plot.bottom() + 5.0),
                 align,
-                format!("{} s", format_ns(t)),
+                axis.label(t),
                 font.clone(),
                 text,
             );
@@ -328,7 +335,7 @@ impl DensityView {
         p.text(
             Pos2::new(plot.center().x, rect.bottom() - 2.0),
             egui::Align2::CENTER_BOTTOM,
-            "time (s) · wheel: zoom · drag: pan · shift+drag or right-drag: select the interval to load",
+            "time · wheel: zoom · drag: pan · shift+drag or right-drag: select the interval to load",
             egui::FontId::proportional(11.0),
             text,
         );

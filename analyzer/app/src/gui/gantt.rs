@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use socscope_analysis::gantt::{GanttConsumer, GanttFrame, GanttModel, GanttSnapshot, LossGap};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
-use socscope_analysis::timebar::format_ns;
+use socscope_analysis::timebar::{TimeAxis, format_ns};
 use socscope_tracedb::{Filter, ProducerId, TimeRange};
 
-use super::session::{TraceMeta, TraceNames};
+use super::session::{TraceDescription, TraceNames};
 use super::theme;
+use super::theme::ColourEdit;
 
 const ROW_H: f32 = 18.0;
 const LABEL_W: f32 = 190.0;
@@ -57,7 +58,7 @@ struct DrawKey {
     pixels_per_point: f32,
     dark: bool,
     /// Types with a colour (a live trace can bring new ones).
-    colours: usize,
+    colours: u64,
 }
 
 impl GanttView {
@@ -85,7 +86,7 @@ impl GanttView {
         trace: &std::path::Path,
         range: TimeRange,
         filter: Filter,
-        meta: &TraceMeta,
+        meta: &TraceDescription,
     ) {
         self.model = GanttModel::new();
         self.model.set_losses(meta.losses.clone());
@@ -108,7 +109,13 @@ impl GanttView {
     }
 
     /// The trace grew: load what is new after the loaded interval.
-    pub fn extend(&mut self, trace: &std::path::Path, end: i64, filter: Filter, meta: &TraceMeta) {
+    pub fn extend(
+        &mut self,
+        trace: &std::path::Path,
+        end: i64,
+        filter: Filter,
+        meta: &TraceDescription,
+    ) {
         if self.busy() || end <= self.loaded.end || self.truncated {
             return;
         }
@@ -234,7 +241,7 @@ impl GanttView {
             chart,
             pixels_per_point,
             dark,
-            colours: names.colours.len(),
+            colours: names.colour_generation,
         };
         if self.drawn.as_ref().is_none_or(|(k, _)| *k != key) {
             let shapes = chart_shapes(frame, chart, pixels_per_point, dark, names);
@@ -242,6 +249,14 @@ impl GanttView {
         }
         let shapes = &self.drawn.as_ref().expect("just filled").1;
         (shapes, frame.links_drawn_percent(), frame.losses.clone())
+    }
+
+    /// The event types of the chart on screen (empty before its first frame).
+    pub fn types_shown(&self) -> std::collections::BTreeSet<socscope_tracedb::TypeId> {
+        self.cache
+            .as_ref()
+            .map(|(_, f)| f.types())
+            .unwrap_or_default()
     }
 
     pub fn ui(
@@ -257,7 +272,13 @@ impl GanttView {
         let avail = ui.available_size();
         let (outer, _) = ui.allocate_exact_size(avail, Sense::hover());
         let header_h = 18.0;
-        let visible_rows = (((outer.height() - header_h) / ROW_H).floor().max(1.0)) as usize;
+        let fit = (((outer.height() - header_h) / ROW_H).floor().max(1.0)) as usize;
+        // When not every row fits, the last line holds the "rows a-b of n" hint rather than a row under it.
+        let visible_rows = if rows_all.len() > fit {
+            fit.saturating_sub(1).max(1)
+        } else {
+            fit
+        };
         self.row_offset = self
             .row_offset
             .min(rows_all.len().saturating_sub(visible_rows));
@@ -327,24 +348,30 @@ impl GanttView {
             egui::FontId::proportional(12.0),
             ui.visuals().weak_text_color(),
         );
-        // Time axis: the ends and the quarters, in seconds.
+        // Time axis: round ticks, about one per 110 points, in a unit that fits the zoom; labels that would
+        // run into the links share at the top left are left out.
         let weak = ui.visuals().weak_text_color();
-        for i in 0..=4 {
-            let f = i as f32 / 4.0;
-            let tx = chart.left() + f * chart.width();
-            let t = view.start + (view.len() as f64 * f as f64) as i64;
-            let (align, dx) = match i {
-                0 => (egui::Align2::LEFT_TOP, 2.0),
-                4 => (egui::Align2::RIGHT_TOP, -2.0),
-                _ => (egui::Align2::CENTER_TOP, 0.0),
+        let axis = TimeAxis::new(
+            view.start,
+            view.end,
+            (chart.width() / 110.0).max(2.0) as usize,
+        );
+        for t in axis.ticks(view.start, view.end) {
+            let tx = chart.left() + ((t - view.start) as f64 / px_ns) as f32;
+            let align = if chart.right() - tx < 30.0 {
+                egui::Align2::RIGHT_TOP
+            } else {
+                egui::Align2::CENTER_TOP
             };
-            painter.text(
-                Pos2::new(tx + dx, outer.top() + 2.0),
-                align,
-                format!("{} s", format_ns(t)),
-                egui::FontId::proportional(11.5),
-                weak,
-            );
+            if tx - outer.left() > 150.0 {
+                painter.text(
+                    Pos2::new(tx, outer.top() + 2.0),
+                    align,
+                    axis.label(t),
+                    egui::FontId::proportional(11.5),
+                    weak,
+                );
+            }
             painter.line_segment(
                 [Pos2::new(tx, chart.top() - 3.0), Pos2::new(tx, chart.top())],
                 Stroke::new(1.0, weak),
@@ -598,6 +625,35 @@ fn hatch(mesh: &mut Mesh, r: Rect, c: Color32, px: f32) {
         }
         x += step;
     }
+}
+
+/// The legend under the chart: a swatch and the name of every type on screen; a click on a swatch picks
+/// another colour for that type (kept per user, in every trace).
+pub fn legend(
+    ui: &mut Ui,
+    names: &TraceNames,
+    shown: &std::collections::BTreeSet<socscope_tracedb::TypeId>,
+) -> Option<ColourEdit> {
+    let mut edit = None;
+    ui.horizontal_wrapped(|ui| {
+        ui.weak("Types:");
+        if shown.is_empty() {
+            ui.weak("none on screen");
+        }
+        for &t in shown {
+            let name = names.type_name(t);
+            let mut c = names.colour(t);
+            let resp = ui
+                .color_edit_button_srgba(&mut c)
+                .on_hover_text(format!("Colour of {name} (saved for this user)"));
+            if resp.changed() {
+                edit = Some(ColourEdit::Type(name.clone(), c));
+            }
+            ui.label(name);
+            ui.add_space(6.0);
+        }
+    });
+    edit
 }
 
 #[cfg(test)]

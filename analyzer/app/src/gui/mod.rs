@@ -6,6 +6,7 @@
 
 mod app;
 mod density;
+pub mod display;
 mod gantt;
 mod script;
 mod session;
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 pub use app::{GuiApp, TraceSession, date};
 pub use script::Script;
 use socscope_analysis::sync::ViewKind;
+pub use theme::{ColourEdit, Colours};
 
 /// How to open the window.
 #[derive(Clone, Debug)]
@@ -43,8 +45,12 @@ pub struct ViewOptions {
     pub script: Option<Script>,
 }
 
-/// Opens the window and runs until it is closed.
+/// Opens the window and runs until it is closed. Without a display it fails at once with one line saying
+/// what to do.
 pub fn run(options: ViewOptions) -> anyhow::Result<()> {
+    if let Some(why) = display::unavailable() {
+        anyhow::bail!("cannot open a window: {why}; {}", display::HINT);
+    }
     let mut native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("socscope")
@@ -54,15 +60,29 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
     };
     // Frame times must measure our work, not the display's refresh.
     native.glow_options.vsync = options.frame_log.is_none();
-    let app = GuiApp::new(
+    let mut app = GuiApp::new(
         options.dir.as_deref(),
         &options.traces,
         options.first_view,
         options.dark,
     );
+    // The colours a user picked in a legend, kept between runs.
+    if let Some(path) = socscope_analysis::palette::UserColours::default_path() {
+        app = app.with_user_colours(path);
+    }
     let shell = script::Shell::new(app, &options)?;
-    eframe::run_native("socscope", native, Box::new(move |_cc| Ok(Box::new(shell))))
-        .map_err(|e| anyhow::anyhow!("the window failed: {e}"))
+    eframe::run_native("socscope", native, Box::new(move |_cc| Ok(Box::new(shell)))).map_err(|e| {
+        match e {
+            // winit's errors name its own source files; the user needs to know what to do.
+            eframe::Error::Winit(_) | eframe::Error::WinitEventLoop(_) => anyhow::anyhow!(
+                "cannot open a window: {}; {}",
+                display::unavailable()
+                    .unwrap_or_else(|| display::without_source_location(&e.to_string())),
+                display::HINT
+            ),
+            e => anyhow::anyhow!("the window failed: {e}"),
+        }
+    })
 }
 
 pub use eframe::egui;

@@ -11,12 +11,16 @@ use std::time::Duration;
 use socscope_analysis::hierarchy::ProducerTree;
 use socscope_analysis::table::TableNames;
 use socscope_tracedb::{
-    Catalog, EventType, LossRecord, Producer, TraceInfo, TraceReader, TraceRecord, TypeId,
+    Catalog, EventType, LossRecord, Producer, ProducerId, TraceInfo, TraceReader, TraceRecord,
+    TypeId,
 };
 
-/// What the views need to know about a trace besides its events.
+use super::theme::{Colours, rgb};
+
+/// What the views need to know about a trace besides its events: the store's [`TraceInfo`] (which holds
+/// the trace's own `TraceMeta`) with the types, producers and losses.
 #[derive(Clone, Debug)]
-pub struct TraceMeta {
+pub struct TraceDescription {
     pub info: TraceInfo,
     pub types: Vec<EventType>,
     pub producers: Vec<Producer>,
@@ -29,32 +33,57 @@ pub struct TraceNames {
     pub tree: ProducerTree,
     pub table: Arc<TableNames>,
     pub colours: HashMap<TypeId, egui::Color32>,
+    pub producer_colours: HashMap<ProducerId, egui::Color32>,
     pub type_names: HashMap<TypeId, String>,
+    /// The [`Colours::generation`] the colours were taken at.
+    pub colour_generation: u64,
+    user_colours: socscope_analysis::palette::UserColours,
 }
 
 impl TraceNames {
-    pub fn new(meta: &TraceMeta) -> Self {
+    pub fn new(meta: &TraceDescription, colours: &Colours) -> Self {
         let tree = ProducerTree::new(&meta.producers);
         let table = Arc::new(TableNames::new(
             &meta.types,
             tree.nodes().iter().map(|n| (n.id, n.label.clone())),
         ));
-        let colours = meta
+        let type_colours = meta
             .types
             .iter()
-            .map(|t| (t.id, super::theme::type_colour(&t.name)))
+            .map(|t| (t.id, rgb(colours.user.type_colour(&t.name))))
+            .collect();
+        let producer_colours = tree
+            .nodes()
+            .iter()
+            .map(|n| (n.id, rgb(colours.user.producer_colour(&n.label))))
             .collect();
         let type_names = meta.types.iter().map(|t| (t.id, t.name.clone())).collect();
         Self {
             tree,
             table,
-            colours,
+            colours: type_colours,
+            producer_colours,
             type_names,
+            colour_generation: colours.generation,
+            user_colours: colours.user.clone(),
         }
     }
 
     pub fn colour(&self, t: TypeId) -> egui::Color32 {
         self.colours.get(&t).copied().unwrap_or(egui::Color32::GRAY)
+    }
+
+    /// The colour of a name that is not one of the trace's types (a syscall's): the user's, else the
+    /// palette's.
+    pub fn colour_of_name(&self, name: &str) -> egui::Color32 {
+        rgb(self.user_colours.type_colour(name))
+    }
+
+    pub fn producer_colour(&self, p: ProducerId) -> egui::Color32 {
+        self.producer_colours
+            .get(&p)
+            .copied()
+            .unwrap_or(egui::Color32::GRAY)
     }
 
     pub fn type_name(&self, t: TypeId) -> String {
@@ -65,8 +94,8 @@ impl TraceNames {
     }
 }
 
-fn read_meta(reader: &TraceReader) -> Result<TraceMeta, String> {
-    Ok(TraceMeta {
+fn read_meta(reader: &TraceReader) -> Result<TraceDescription, String> {
+    Ok(TraceDescription {
         info: reader.info().map_err(|e| e.to_string())?,
         types: reader.event_types().map_err(|e| e.to_string())?,
         producers: reader.producers().map_err(|e| e.to_string())?,
@@ -75,7 +104,7 @@ fn read_meta(reader: &TraceReader) -> Result<TraceMeta, String> {
 }
 
 /// The latest metadata a watch thread published, with a number bumped at each publication.
-type MetaSlot = Arc<Mutex<(u64, Option<Result<TraceMeta, String>>)>>;
+type MetaSlot = Arc<Mutex<(u64, Option<Result<TraceDescription, String>>)>>;
 
 /// The catalog's traces (or why they could not be listed).
 type CatalogList = Result<Vec<(TraceRecord, PathBuf)>, String>;
@@ -96,7 +125,7 @@ impl TraceWatch {
         let latest: MetaSlot = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s, path) = (latest.clone(), stop.clone(), path.to_path_buf());
-        let publish = move |m: Result<TraceMeta, String>| {
+        let publish = move |m: Result<TraceDescription, String>| {
             if let Ok(mut g) = l.lock() {
                 g.0 += 1;
                 g.1 = Some(m);
@@ -144,7 +173,7 @@ impl TraceWatch {
     }
 
     /// Newly published metadata, if any.
-    pub fn poll(&mut self) -> Option<Result<TraceMeta, String>> {
+    pub fn poll(&mut self) -> Option<Result<TraceDescription, String>> {
         let g = self.latest.lock().ok()?;
         if g.0 > self.seen {
             self.seen = g.0;

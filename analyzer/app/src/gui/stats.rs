@@ -1,6 +1,7 @@
 //! The statistics pie and its table (RT-460 §3.3): operator choice, small-slice aggregation with its
 //! tooltip, exclude / restore, create / undo groups with a name and colour.
 
+use super::theme::ColourEdit;
 use eframe::egui;
 use std::collections::BTreeSet;
 use std::f32::consts::TAU;
@@ -110,7 +111,12 @@ impl StatsView {
     }
 
     fn entity_name(&self, names: &TraceNames, id: u32) -> String {
-        if self.settings.operator.by_producer() {
+        if self.settings.operator.per_syscall() {
+            self.stats.as_ref().map_or_else(
+                || format!("syscall {id}"),
+                |s| s.name(self.settings.operator, id),
+            )
+        } else if self.settings.operator.by_producer() {
             names.tree.label(id)
         } else {
             names.type_name(id)
@@ -118,8 +124,11 @@ impl StatsView {
     }
 
     fn entity_colour(&self, names: &TraceNames, id: u32) -> Color32 {
-        if self.settings.operator.by_producer() {
-            super::theme::type_colour(&names.tree.label(id))
+        if self.settings.operator.per_syscall() {
+            // A syscall is coloured by its name, as a type of that name would be.
+            names.colour_of_name(&self.entity_name(names, id))
+        } else if self.settings.operator.by_producer() {
+            names.producer_colour(id)
         } else {
             names.colour(id)
         }
@@ -133,7 +142,8 @@ impl StatsView {
         }
     }
 
-    pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) {
+    /// Draws the view; returns a colour the user picked for a type or producer in the legend.
+    pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) -> Option<ColourEdit> {
         ui.horizontal(|ui| {
             let mut op = self.settings.operator;
             egui::ComboBox::from_label("Metric")
@@ -166,8 +176,9 @@ impl StatsView {
         let Some(stats) = &self.stats else {
             self.group_name = group_name;
             ui.spinner();
-            return;
+            return None;
         };
+        let mut colour_edit = None;
         let slices = self.settings.slices(stats);
         let colour_of = |k: &SliceKind| -> Color32 {
             match k {
@@ -262,7 +273,9 @@ impl StatsView {
                             .num_columns(4)
                             .show(ui, |ui| {
                                 ui.strong("");
-                                ui.strong(if self.settings.operator.by_producer() {
+                                ui.strong(if self.settings.operator.per_syscall() {
+                                    "Syscall"
+                                } else if self.settings.operator.by_producer() {
                                     "Producer"
                                 } else {
                                     "Type"
@@ -298,7 +311,27 @@ impl StatsView {
                                             ui.label("");
                                         }
                                     }
-                                    ui.colored_label(col, label_of(&s.kind));
+                                    if let SliceKind::Entity(id) = &s.kind {
+                                        ui.horizontal(|ui| {
+                                            let mut c = col;
+                                            let name = self.entity_name(names, *id);
+                                            if ui
+                                                .color_edit_button_srgba(&mut c)
+                                                .on_hover_text("Colour (saved for this user)")
+                                                .changed()
+                                            {
+                                                colour_edit =
+                                                    Some(if self.settings.operator.by_producer() {
+                                                        ColourEdit::Producer(name.clone(), c)
+                                                    } else {
+                                                        ColourEdit::Type(name.clone(), c)
+                                                    });
+                                            }
+                                            ui.colored_label(col, label_of(&s.kind));
+                                        });
+                                    } else {
+                                        ui.colored_label(col, label_of(&s.kind));
+                                    }
                                     ui.label(self.value_text(s.value));
                                     ui.label(format!("{:.2}", s.share * 100.0));
                                     ui.end_row();
@@ -381,5 +414,6 @@ impl StatsView {
         if let Some(a) = action {
             a(self);
         }
+        colour_edit
     }
 }

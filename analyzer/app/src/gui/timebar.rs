@@ -23,6 +23,26 @@ pub struct BarEdit {
 
 pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i64>) -> BarAction {
     let mut action = BarAction::None;
+    if !edit.editing {
+        edit.start = format_ns(bar.selection.start);
+        edit.end = format_ns(bar.selection.end);
+    }
+    // The start and end fields fit their text (`1234.567890123`) whatever the window: they and the
+    // buttons are laid out first, from the right, and the slider takes the width that is left.
+    let field_w = {
+        let font = egui::TextStyle::Body.resolve(ui.style());
+        let widest = if edit.start.len() >= edit.end.len() {
+            &edit.start
+        } else {
+            &edit.end
+        };
+        let text_w = ui
+            .painter()
+            .layout_no_wrap(widest.clone(), font, ui.visuals().text_color())
+            .size()
+            .x;
+        (text_w + 24.0).max(90.0)
+    };
     ui.horizontal(|ui| {
         if ui
             .button("<")
@@ -31,64 +51,63 @@ pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i
         {
             bar.shift(-0.5);
         }
-        let width = (ui.available_width() - 470.0).max(120.0);
-        let (rect, resp) = ui.allocate_exact_size(Vec2::new(width, 18.0), Sense::click_and_drag());
-        slider(ui, rect, &resp, bar, cursor);
-        if ui
-            .button(">")
-            .on_hover_text("Move the selection right")
-            .clicked()
-        {
-            bar.shift(0.5);
-        }
-        if !edit.editing {
-            edit.start = format_ns(bar.selection.start);
-            edit.end = format_ns(bar.selection.end);
-        }
-        let s = ui.add(
-            egui::TextEdit::singleline(&mut edit.start)
-                .hint_text("start")
-                .desired_width(90.0),
-        );
-        ui.label("–");
-        let e = ui.add(
-            egui::TextEdit::singleline(&mut edit.end)
-                .hint_text("end")
-                .desired_width(90.0),
-        );
-        edit.editing = s.has_focus() || e.has_focus();
-        if s.lost_focus()
-            && let Some(t) = parse_ns(&edit.start)
-        {
-            bar.set_start(t);
-        }
-        if e.lost_focus()
-            && let Some(t) = parse_ns(&edit.end)
-        {
-            bar.set_end(t);
-        }
-        if ui
-            .button("Whole")
-            .on_hover_text("Select the whole trace")
-            .clicked()
-        {
-            bar.select_whole();
-        }
-        if ui
-            .button("Resync")
-            .on_hover_text("Back to what the view shows")
-            .clicked()
-        {
-            bar.resync();
-        }
-        let differs = bar.selection != bar.displayed;
-        if ui
-            .add_enabled(differs, egui::Button::new("Load"))
-            .on_hover_text("Load the selection in the view")
-            .clicked()
-        {
-            action = BarAction::Load;
-        }
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            let differs = bar.selection != bar.displayed;
+            if ui
+                .add_enabled(differs, egui::Button::new("Load"))
+                .on_hover_text("Load the selection in the view")
+                .clicked()
+            {
+                action = BarAction::Load;
+            }
+            if ui
+                .button("Resync")
+                .on_hover_text("Back to what the view shows")
+                .clicked()
+            {
+                bar.resync();
+            }
+            if ui
+                .button("Whole")
+                .on_hover_text("Select the whole trace")
+                .clicked()
+            {
+                bar.select_whole();
+            }
+            let e = ui.add(
+                egui::TextEdit::singleline(&mut edit.end)
+                    .hint_text("end")
+                    .desired_width(field_w),
+            );
+            ui.label("–");
+            let s = ui.add(
+                egui::TextEdit::singleline(&mut edit.start)
+                    .hint_text("start")
+                    .desired_width(field_w),
+            );
+            edit.editing = s.has_focus() || e.has_focus();
+            if s.lost_focus()
+                && let Some(t) = parse_ns(&edit.start)
+            {
+                bar.set_start(t);
+            }
+            if e.lost_focus()
+                && let Some(t) = parse_ns(&edit.end)
+            {
+                bar.set_end(t);
+            }
+            if ui
+                .button(">")
+                .on_hover_text("Move the selection right")
+                .clicked()
+            {
+                bar.shift(0.5);
+            }
+            let width = ui.available_width().max(60.0);
+            let (rect, resp) =
+                ui.allocate_exact_size(Vec2::new(width, 18.0), Sense::click_and_drag());
+            slider(ui, rect, &resp, bar, cursor);
+        });
     });
     action
 }
