@@ -16,7 +16,9 @@ pub mod tcp;
 
 use std::path::PathBuf;
 
-pub use session::{IngestConfig, Notice, SessionReport};
+pub use session::{
+    DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_NAME_CHARS, IngestConfig, Notice, SessionReport,
+};
 
 /// What can stop the collector.
 #[derive(Debug, thiserror::Error)]

@@ -21,7 +21,21 @@ pub struct IngestConfig {
     pub dir: PathBuf,
     /// Wire versions accepted.
     pub accepted_versions: Vec<u16>,
+    /// Longest board, SoC, OS, application and agent-version name kept from a `Hello`, in characters;
+    /// longer ones are cut (and counted in `names_truncated`).
+    pub max_name_chars: usize,
+    /// The most bytes one compressed `Events` records section may expand to; a frame declaring more is
+    /// dropped (`frames_dropped.decompress`) before it is decompressed.
+    pub max_decompressed: usize,
 }
+
+/// Default of [`IngestConfig::max_decompressed`]: the longest uncompressed frame (1 MiB); an agent's
+/// blocks are a few KiB.
+pub const DEFAULT_MAX_DECOMPRESSED: usize = socscope_wire::MAX_FRAME_LEN;
+
+/// Default of [`IngestConfig::max_name_chars`]: far above any real board name, far below a name that
+/// floods a terminal or a catalog.
+pub const DEFAULT_MAX_NAME_CHARS: usize = 256;
 
 impl IngestConfig {
     /// Stores in `dir`, accepting this build's wire version.
@@ -29,7 +43,20 @@ impl IngestConfig {
         Self {
             dir: dir.into(),
             accepted_versions: vec![WIRE_VERSION],
+            max_name_chars: DEFAULT_MAX_NAME_CHARS,
+            max_decompressed: DEFAULT_MAX_DECOMPRESSED,
         }
+    }
+}
+
+/// Cuts `name` to `max` characters; returns whether it was longer.
+fn cut_name(name: &mut String, max: usize) -> bool {
+    match name.char_indices().nth(max) {
+        Some((at, _)) => {
+            name.truncate(at);
+            true
+        }
+        None => false,
     }
 }
 
@@ -58,6 +85,9 @@ pub struct SessionReport {
     pub wall_seconds: f64,
     /// Trace duration in seconds (board time).
     pub trace_seconds: f64,
+    /// Why the session was cut short by the collector's side (the store failed, e.g. a full disk):
+    /// the trace keeps what was committed and is marked interrupted. `None` for a normal end.
+    pub interrupted: Option<String>,
 }
 
 impl SessionReport {
@@ -117,6 +147,7 @@ struct ActiveSession {
     frames: u64,
     bytes_at_start: u64,
     board_totals: Option<(u64, u64)>,
+    names_truncated: u64,
 }
 
 /// Decodes one byte stream (a TCP connection, a serial port, a capture file) into traces.
@@ -131,6 +162,12 @@ pub struct Ingest {
     /// Stream offset of the frame being handled: where a session's bytes start (its `Hello`) and where the
     /// previous session's end when a new `Hello` comes.
     frame_offset: u64,
+    /// At most this many sessions start in any minute (`None`: no limit, e.g. a replayed file).
+    sessions_per_minute: Option<usize>,
+    /// When the sessions of the last minute started.
+    session_starts: std::collections::VecDeque<Instant>,
+    /// `Hello`s refused by the session rate limit.
+    sessions_refused: u64,
 }
 
 fn drop_reason_key(e: &DecodeError) -> &'static str {
@@ -158,7 +195,8 @@ fn drop_reason_key(e: &DecodeError) -> &'static str {
 impl Ingest {
     /// A new ingest for the stream from `source`.
     pub fn new(config: IngestConfig, source: impl Into<String>) -> Self {
-        let decoder = StreamDecoder::new(&config.accepted_versions);
+        let mut decoder = StreamDecoder::new(&config.accepted_versions);
+        decoder.set_max_decompressed(config.max_decompressed);
         Self {
             config,
             source: source.into(),
@@ -168,7 +206,42 @@ impl Ingest {
             notices: Vec::new(),
             reports: Vec::new(),
             frame_offset: 0,
+            sessions_per_minute: None,
+            session_starts: std::collections::VecDeque::new(),
+            sessions_refused: 0,
         }
+    }
+
+    /// Starts at most `per_minute` sessions in any minute: a link announcing new sessions faster (a
+    /// flood of `Hello`s, each of which would be a trace file) has the extra ones refused — counted,
+    /// said in a notice, their frames dropped up to the next accepted `Hello`.
+    pub fn limit_sessions(&mut self, per_minute: usize) {
+        self.sessions_per_minute = Some(per_minute);
+    }
+
+    /// `Hello`s refused by [`Ingest::limit_sessions`].
+    pub fn sessions_refused(&self) -> u64 {
+        self.sessions_refused
+    }
+
+    /// Whether the session rate limit lets one more session start now (and if so, counts it).
+    fn may_start_session(&mut self) -> bool {
+        let Some(limit) = self.sessions_per_minute else {
+            return true;
+        };
+        let now = Instant::now();
+        while self
+            .session_starts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= std::time::Duration::from_secs(60))
+        {
+            self.session_starts.pop_front();
+        }
+        if self.session_starts.len() >= limit {
+            return false;
+        }
+        self.session_starts.push_back(now);
+        true
     }
 
     /// Notices since the last call.
@@ -187,13 +260,18 @@ impl Ingest {
     }
 
     /// Feeds bytes from the stream and ingests every complete frame.
+    ///
+    /// A store failure (a full disk, a file that cannot be created) ends the open session as interrupted
+    /// (see [`SessionReport::interrupted`]) and the stream goes on: frames up to the next `Hello` are
+    /// counted as dropped, and a later `Hello` starts a new trace if the store works again. So this never
+    /// fails; the `Result` is kept for the sources' sake.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
         self.decoder.feed(bytes);
         while let Some(result) = self.decoder.next_frame() {
-            match result {
+            let handled = match result {
                 Ok(decoded) => {
                     self.frame_offset = decoded.offset;
-                    self.frame(decoded.frame)?
+                    self.frame(decoded.frame)
                 }
                 Err(e) => {
                     self.frame_offset = match &e {
@@ -201,21 +279,21 @@ impl Ingest {
                         | DecodeError::UnsupportedVersion { offset, .. } => *offset,
                         _ => self.decoder.offset(),
                     };
-                    self.dropped(e)?
+                    self.dropped(e)
                 }
-            }
+            };
+            self.guard(handled);
         }
-        if let Some(s) = self.session.as_mut() {
-            s.writer.maybe_commit()?;
-        }
-        Ok(())
+        self.tick()
     }
 
     /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
     pub fn tick(&mut self) -> Result<()> {
-        if let Some(s) = self.session.as_mut() {
-            s.writer.maybe_commit()?;
-        }
+        let committed = match self.session.as_mut() {
+            Some(s) => s.writer.maybe_commit().map(|_| ()).map_err(Into::into),
+            None => Ok(()),
+        };
+        self.guard(committed);
         Ok(())
     }
 
@@ -223,10 +301,99 @@ impl Ingest {
     /// as incomplete. Returns every session report of the stream.
     pub fn finish(mut self) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
         if let Some(e) = self.decoder.finish() {
-            self.dropped(e)?;
+            let dropped = self.dropped(e);
+            self.guard(dropped);
         }
-        self.end_session(false, self.decoder.offset())?;
+        let ended = self.end_session(false, self.decoder.offset());
+        self.guard(ended);
         Ok((self.reports, self.notices))
+    }
+
+    /// Ends the open session as interrupted when handling a frame failed in the store.
+    fn guard(&mut self, result: Result<()>) {
+        if let Err(e) = result {
+            self.interrupt_session(&e);
+        }
+    }
+
+    /// The store failed under the open session (or while starting one): the trace keeps what it
+    /// committed, is closed as interrupted, and the operator is told what happened and what was lost.
+    fn interrupt_session(&mut self, error: &CollectorError) {
+        let Some(s) = self.session.take() else {
+            self.orphan_frames += 1;
+            self.notices.push(Notice::FrameDropped {
+                source: self.source.clone(),
+                message: format!(
+                    "no trace could be started: {error}; the session's frames are dropped"
+                ),
+            });
+            return;
+        };
+        let st = s.recon.stats();
+        let end = SessionEnd {
+            records: st.records_by_type.values().sum(),
+            lost_on_board: st.lost_on_board,
+            lost_in_transit: st.lost_in_transit,
+            hello: s.hello,
+            path: s.path,
+            db_file: s.db_file,
+            started: s.started,
+            dropped_frames: s.dropped_frames,
+        };
+        // Dropping the writer commits what it can (nothing more on a full disk) and releases the file.
+        drop(s.writer);
+        self.report_interrupted(end, error);
+    }
+
+    /// Closes a trace whose writer is gone as interrupted, registers it and reports the session.
+    fn report_interrupted(&mut self, end: SessionEnd, error: &CollectorError) {
+        let SessionEnd {
+            hello,
+            path,
+            db_file,
+            started,
+            dropped_frames,
+            records,
+            lost_on_board,
+            lost_in_transit,
+        } = end;
+        let reason = format!("the collector could not write the trace: {error}");
+        let (events, detail) = match socscope_tracedb::repair(&path, &reason) {
+            Ok(socscope_tracedb::RepairOutcome::Repaired(r)) => (
+                r.events,
+                format!(
+                    "closed as interrupted with its {} committed events",
+                    r.events
+                ),
+            ),
+            Ok(other) => (0, format!("left as found ({other:?})")),
+            Err(e) => (
+                0,
+                format!(
+                    "still marked live ({e}); the next `socscope collect` on the directory or `socscope repair` closes it"
+                ),
+            ),
+        };
+        let _ = register(&self.config.dir, &db_file);
+        let message = format!(
+            "{reason}; {records} records decoded, the trace {detail}; frames up to the next Hello are dropped"
+        );
+        let report = SessionReport {
+            source: self.source.clone(),
+            board: hello.board.clone(),
+            path,
+            complete: false,
+            records,
+            events,
+            lost_on_board,
+            lost_in_transit,
+            dropped_frames,
+            wall_seconds: started.elapsed().as_secs_f64(),
+            trace_seconds: 0.0,
+            interrupted: Some(message),
+        };
+        self.notices.push(Notice::SessionEnded(report.clone()));
+        self.reports.push(report);
     }
 
     fn dropped(&mut self, e: DecodeError) -> Result<()> {
@@ -279,7 +446,23 @@ impl Ingest {
 
     fn frame(&mut self, frame: Frame) -> Result<()> {
         if let Frame::Hello(hello) = frame {
-            self.end_session(false, self.frame_offset)?;
+            let ended = self.end_session(false, self.frame_offset);
+            self.guard(ended);
+            if !self.may_start_session() {
+                self.sessions_refused += 1;
+                self.orphan_frames += 1;
+                if self.sessions_refused <= REPORTED_DROPS {
+                    self.notices.push(Notice::FrameDropped {
+                        source: self.source.clone(),
+                        message: format!(
+                            "Hello refused: more than {} sessions started on this connection within a minute (--max-sessions-per-minute); {} refused so far, their frames are dropped",
+                            self.sessions_per_minute.unwrap_or(0),
+                            self.sessions_refused
+                        ),
+                    });
+                }
+                return Ok(());
+            }
             return self.start_session(hello);
         }
         let Some(s) = self.session.as_mut() else {
@@ -297,6 +480,8 @@ impl Ingest {
             Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
             Frame::Bye(b) => {
                 s.board_totals = Some((b.records, b.dropped));
+                s.recon
+                    .reconcile_totals(b.records, b.dropped, &mut s.writer)?;
                 // The session's bytes end with this frame.
                 let end = self.decoder.offset();
                 self.end_session(true, end)?;
@@ -305,7 +490,27 @@ impl Ingest {
         Ok(())
     }
 
-    fn start_session(&mut self, hello: HelloInfo) -> Result<()> {
+    fn start_session(&mut self, mut hello: HelloInfo) -> Result<()> {
+        let max = self.config.max_name_chars;
+        let mut names_truncated = 0u64;
+        for (what, name) in [
+            ("board", &mut hello.board),
+            ("SoC", &mut hello.soc),
+            ("OS", &mut hello.os),
+            ("application", &mut hello.application),
+            ("agent version", &mut hello.agent_version),
+        ] {
+            let chars = name.chars().count();
+            if cut_name(name, max) {
+                names_truncated += 1;
+                self.notices.push(Notice::FrameDropped {
+                    source: self.source.clone(),
+                    message: format!(
+                        "the Hello's {what} name has {chars} characters: cut to the first {max} (--max-name-chars)"
+                    ),
+                });
+            }
+        }
         std::fs::create_dir_all(&self.config.dir).map_err(|e| CollectorError::Io {
             path: self.config.dir.clone(),
             source: e,
@@ -314,8 +519,6 @@ impl Ingest {
         let unix_ns = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64);
-        let (db_file, path) =
-            unique_path(&self.config.dir, &hello.board, hello.session_id, unix_ns);
         let meta = TraceMeta {
             trace_type: "socscope-live".into(),
             board: hello.board.clone(),
@@ -340,11 +543,28 @@ impl Ingest {
                 ("source".into(), ParamValue::String(self.source.clone())),
             ],
         };
-        let mut writer = TraceWriter::create(&path, &meta)?;
+        let (db_file, path, mut writer) = create_trace(
+            &self.config.dir,
+            &trace_file_name(&hello.board, hello.session_id, unix_ns),
+            &meta,
+        )?;
         let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
-        recon.start(self.decoder.dictionary(), &mut writer)?;
-        writer.commit()?;
-        register(&self.config.dir, &db_file)?;
+        recon.sequences_start_at(0);
+        let started = recon
+            .start(self.decoder.dictionary(), &mut writer)
+            .and_then(|()| writer.commit())
+            .map_err(CollectorError::from)
+            .and_then(|()| register(&self.config.dir, &db_file));
+        if let Err(e) = started {
+            // Not left live behind us: closed as interrupted (or by the next repair if even that fails).
+            drop(writer);
+            let _ = socscope_tracedb::repair(
+                &path,
+                &format!("the collector could not start the trace: {e}"),
+            );
+            let _ = register(&self.config.dir, &db_file);
+            return Err(e);
+        }
         self.notices.push(Notice::SessionStarted {
             source: self.source.clone(),
             board: hello.board.clone(),
@@ -363,6 +583,7 @@ impl Ingest {
             frames: 0,
             bytes_at_start: self.frame_offset,
             board_totals: None,
+            names_truncated,
         });
         Ok(())
     }
@@ -372,6 +593,58 @@ impl Ingest {
         let Some(mut s) = self.session.take() else {
             return Ok(());
         };
+        // Everything fallible that can be retried as an interruption happens before `finish`, which
+        // consumes the writer.
+        if let Err(e) = self
+            .final_stats(&mut s, end)
+            .and_then(|()| s.writer.commit().map_err(Into::into))
+        {
+            self.session = Some(s);
+            return Err(e);
+        }
+        let st = s.recon.stats();
+        let records: u64 = st.records_by_type.values().sum();
+        let info = match s.writer.finish(complete) {
+            Ok(info) => info,
+            Err(e) => {
+                self.report_interrupted(
+                    SessionEnd {
+                        hello: s.hello,
+                        path: s.path,
+                        db_file: s.db_file,
+                        started: s.started,
+                        dropped_frames: s.dropped_frames,
+                        records,
+                        lost_on_board: st.lost_on_board,
+                        lost_in_transit: st.lost_in_transit,
+                    },
+                    &e.into(),
+                );
+                return Ok(());
+            }
+        };
+        register(&self.config.dir, &s.db_file)?;
+        let report = SessionReport {
+            source: self.source.clone(),
+            board: s.hello.board.clone(),
+            path: s.path,
+            complete,
+            records,
+            events: info.event_count,
+            lost_on_board: st.lost_on_board,
+            lost_in_transit: st.lost_in_transit,
+            dropped_frames: s.dropped_frames,
+            wall_seconds: s.started.elapsed().as_secs_f64(),
+            trace_seconds: info.duration() as f64 / 1e9,
+            interrupted: None,
+        };
+        self.notices.push(Notice::SessionEnded(report.clone()));
+        self.reports.push(report);
+        Ok(())
+    }
+
+    /// Closes the reconstruction and writes the session's ingest statistics (not yet committed).
+    fn final_stats(&self, s: &mut ActiveSession, end: u64) -> Result<()> {
         s.recon.finish(&mut s.writer)?;
         let st = s.recon.stats();
         let records: u64 = st.records_by_type.values().sum();
@@ -412,6 +685,21 @@ impl Ingest {
                 "sequence_overlaps",
                 st.sequence_overlaps as i64,
                 "batches starting before the expected sequence number",
+            ),
+            (
+                "names_truncated",
+                s.names_truncated as i64,
+                "names of the Hello cut to the longest kept (--max-name-chars)",
+            ),
+            (
+                "duplicate_records",
+                st.duplicate_records as i64,
+                "records whose sequence number had arrived already (a section of the stream seen twice): dropped, stored once",
+            ),
+            (
+                "records_lost_at_end",
+                st.lost_at_end as i64,
+                "records the board's Bye totals count that never arrived after a CPU's last batch (part of records_lost_in_transit)",
             ),
             (
                 "clipped_open_states",
@@ -479,25 +767,20 @@ impl Ingest {
                 description: format!("raw records of wire type {type_id}"),
             })?;
         }
-        let info = s.writer.finish(complete)?;
-        register(&self.config.dir, &s.db_file)?;
-        let report = SessionReport {
-            source: self.source.clone(),
-            board: s.hello.board.clone(),
-            path: s.path,
-            complete,
-            records,
-            events: info.event_count,
-            lost_on_board: st.lost_on_board,
-            lost_in_transit: st.lost_in_transit,
-            dropped_frames: s.dropped_frames,
-            wall_seconds: s.started.elapsed().as_secs_f64(),
-            trace_seconds: info.duration() as f64 / 1e9,
-        };
-        self.notices.push(Notice::SessionEnded(report.clone()));
-        self.reports.push(report);
         Ok(())
     }
+}
+
+/// What is left of a session whose trace could not be finished normally.
+struct SessionEnd {
+    hello: HelloInfo,
+    path: PathBuf,
+    db_file: String,
+    started: Instant,
+    dropped_frames: u64,
+    records: u64,
+    lost_on_board: u64,
+    lost_in_transit: u64,
 }
 
 /// Registers (or refreshes) a trace file in the catalog of `dir`.
@@ -514,15 +797,32 @@ fn register(dir: &Path, db_file: &str) -> Result<()> {
     Ok(())
 }
 
-/// A trace path in `dir` for `board` that does not exist yet; returns (file name, full path).
-fn unique_path(dir: &Path, board: &str, session_id: u64, unix_ns: i64) -> (String, PathBuf) {
-    let base = trace_file_name(board, session_id, unix_ns);
-    let mut name = format!("{base}.db");
-    let mut n = 2;
-    while dir.join(&name).exists() {
-        name = format!("{base}-{n}.db");
-        n += 1;
+/// How many names a new trace tries (`base.db`, `base-2.db`, …) before giving up.
+const NAME_ATTEMPTS: u32 = 10_000;
+
+/// Creates a new trace `base.db` in `dir`, or `base-2.db`, `base-3.db`… when the name is taken — also
+/// by another session creating it at the same instant (the store creates files exclusively); returns
+/// (file name, full path, writer).
+fn create_trace(
+    dir: &Path,
+    base: &str,
+    meta: &TraceMeta,
+) -> Result<(String, PathBuf, TraceWriter)> {
+    for n in 1..=NAME_ATTEMPTS {
+        let name = if n == 1 {
+            format!("{base}.db")
+        } else {
+            format!("{base}-{n}.db")
+        };
+        let path = dir.join(&name);
+        match TraceWriter::create(&path, meta) {
+            Ok(writer) => return Ok((name, path, writer)),
+            Err(socscope_tracedb::StoreError::AlreadyExists { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    let path = dir.join(&name);
-    (name, path)
+    Err(CollectorError::Invalid(format!(
+        "{}: {NAME_ATTEMPTS} trace files named {base}*.db exist already",
+        dir.display()
+    )))
 }

@@ -14,6 +14,7 @@ mod filter;
 mod fxhash;
 mod model;
 mod reader;
+mod recovery;
 mod results;
 mod schema;
 mod search;
@@ -29,6 +30,9 @@ pub use error::{Result, StoreError};
 pub use filter::{CompareOp, Condition, Filter, compare_values};
 pub use model::*;
 pub use reader::{ChunkInfo, EventIter, Snapshot, StreamInfo, TraceReader};
+pub use recovery::{
+    INTERRUPTED_PARAM, RepairOutcome, Repaired, is_being_written, left_live, repair,
+};
 pub use results::*;
 pub use schema::{CATALOG_APPLICATION_ID, SCHEMA_VERSION, TRACE_APPLICATION_ID};
 pub use search::EventSearch;

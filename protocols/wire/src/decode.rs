@@ -492,6 +492,8 @@ pub struct StreamDecoder {
     /// An oversized frame was reported before its end arrived: its remaining bytes, up to the next
     /// delimiter, are discarded without another report, as if it had arrived whole.
     skipping_oversized: bool,
+    /// The most bytes a compressed records section may expand to (see [`StreamDecoder::set_max_decompressed`]).
+    max_decompressed: usize,
 }
 
 impl Default for StreamDecoder {
@@ -895,7 +897,16 @@ impl StreamDecoder {
             stats: DecoderStats::default(),
             scratch: Vec::new(),
             skipping_oversized: false,
+            max_decompressed: MAX_DECOMPRESSED_LEN,
         }
+    }
+
+    /// Lowers the most bytes a zstd-compressed records section may expand to (at most
+    /// [`MAX_DECOMPRESSED_LEN`], the format's own bound): a frame declaring more is dropped
+    /// (`Decompress`) before anything is decompressed. A collector facing untrusted links sets it near
+    /// what its boards send, so a few bytes of "zstd bomb" cannot make it hold millions of records.
+    pub fn set_max_decompressed(&mut self, len: usize) {
+        self.max_decompressed = len.min(MAX_DECOMPRESSED_LEN);
     }
 
     /// The session's dictionary: built-in types plus the declared ones.
@@ -1147,7 +1158,7 @@ impl StreamDecoder {
                 };
                 let decompressed;
                 let section: &[u8] = if prefix.flags & EVENTS_FLAG_ZSTD != 0 {
-                    match decompress(rest) {
+                    match decompress(rest, self.max_decompressed) {
                         Ok(d) => {
                             decompressed = d;
                             &decompressed
@@ -1213,18 +1224,19 @@ fn complete<T>(r: BodyResult<'_, T>) -> Result<T, BodyError<'_>> {
     }
 }
 
-fn decompress(section: &[u8]) -> Result<Vec<u8>, DropReason> {
+fn decompress(section: &[u8], max: usize) -> Result<Vec<u8>, DropReason> {
     let (data, raw_len) = varint(section).map_err(|_| DropReason::Malformed {
         kind: "Events",
         at: 0,
         expected: "the decompressed length of the records",
     })?;
-    let raw_len = usize::try_from(raw_len)
-        .ok()
-        .filter(|&l| l <= MAX_DECOMPRESSED_LEN)
-        .ok_or(DropReason::Decompress(format!(
-            "declared length {raw_len} exceeds {MAX_DECOMPRESSED_LEN}"
-        )))?;
+    let raw_len =
+        usize::try_from(raw_len)
+            .ok()
+            .filter(|&l| l <= max)
+            .ok_or(DropReason::Decompress(format!(
+                "declared length {raw_len} exceeds {max}"
+            )))?;
     let out =
         zstd::bulk::decompress(data, raw_len).map_err(|e| DropReason::Decompress(e.to_string()))?;
     if out.len() != raw_len {
