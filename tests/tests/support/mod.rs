@@ -36,12 +36,16 @@ pub struct Collector {
 impl Collector {
     /// Binds, starts serving, and returns at once.
     pub fn start() -> Self {
+        Self::start_in(tempfile::tempdir().expect("a temporary directory"))
+    }
+
+    /// The same, writing into `dir` (e.g. a directory with a small file system mounted on it).
+    pub fn start_in(dir: tempfile::TempDir) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("a tokio runtime");
-        let dir = tempfile::tempdir().expect("a temporary directory");
         let (notice_tx, notices) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let config = IngestConfig::new(dir.path());
