@@ -41,6 +41,11 @@ impl Collector {
 
     /// The same, writing into `dir` (e.g. a directory with a small file system mounted on it).
     pub fn start_in(dir: tempfile::TempDir) -> Self {
+        Self::start_with(dir, tcp::ServeLimits::default())
+    }
+
+    /// The same, with explicit TCP limits.
+    pub fn start_with(dir: tempfile::TempDir, limits: tcp::ServeLimits) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -52,7 +57,13 @@ impl Collector {
         let (address, server) = runtime.block_on(async {
             let listener = tcp::bind("127.0.0.1:0").await.expect("bind on loopback");
             let address = listener.local_addr().expect("the listener's address");
-            let server = tokio::spawn(tcp::serve(listener, config, shutdown_rx, notice_tx));
+            let server = tokio::spawn(tcp::serve_with(
+                listener,
+                config,
+                limits,
+                shutdown_rx,
+                notice_tx,
+            ));
             (address, server)
         });
         Self {
