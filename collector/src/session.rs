@@ -7,8 +7,7 @@ use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceMeta, TraceWriter};
-use socscope_wire::WIRE_VERSION;
-use socscope_wire::decode::{DecodeError, Frame, HelloInfo, StreamDecoder};
+use socscope_wire::decode::{DecodeError, Dictionary, Frame, HelloInfo, StreamDecoder};
 
 use crate::naming::trace_file_name;
 use crate::reconstruct::Reconstructor;
@@ -42,7 +41,7 @@ impl IngestConfig {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
-            accepted_versions: vec![WIRE_VERSION],
+            accepted_versions: socscope_wire::READ_WIRE_VERSIONS.to_vec(),
             max_name_chars: DEFAULT_MAX_NAME_CHARS,
             max_decompressed: DEFAULT_MAX_DECOMPRESSED,
         }
@@ -148,6 +147,10 @@ struct ActiveSession {
     bytes_at_start: u64,
     board_totals: Option<(u64, u64)>,
     names_truncated: u64,
+    hellos_repeated: u64,
+    records_before_hello: u64,
+    records_lost_before_hello: u64,
+    frames_dropped_before_hello: u64,
 }
 
 /// Decodes one byte stream (a TCP connection, a serial port, a capture file) into traces.
@@ -168,7 +171,24 @@ pub struct Ingest {
     session_starts: std::collections::VecDeque<Instant>,
     /// `Hello`s refused by the session rate limit.
     sessions_refused: u64,
+    /// Frames decoded while no session was open, kept for the session whose `Hello` comes next (its
+    /// first `Hello` was damaged, or the link was joined mid-session): wire version 2 repeats `Hello`.
+    pending: Vec<Frame>,
+    /// Records in `pending`.
+    pending_records: u64,
+    /// The decoder's dictionary after the last `Dictionary` frame of `pending` (a `Hello` resets the
+    /// decoder's, and the pending frames must be read with the one they were decoded with).
+    pending_dict: Option<Dictionary>,
+    /// Records that arrived while no session was open and could not be kept (the bound was reached, or
+    /// their session ended before any `Hello` of it arrived): lost, reported with the next session.
+    orphan_records: u64,
+    /// Frames dropped by the decoder while no session was open (a damaged `Hello`, say).
+    orphan_drops: u64,
 }
+
+/// The most records kept while waiting for a `Hello` (about 40 MB decoded at worst); the agent repeats
+/// its `Hello` every second, i.e. every ~20 k records at a typical rate.
+pub const MAX_PENDING_RECORDS: u64 = 1 << 20;
 
 fn drop_reason_key(e: &DecodeError) -> &'static str {
     use socscope_wire::decode::DropReason as R;
@@ -209,6 +229,11 @@ impl Ingest {
             sessions_per_minute: None,
             session_starts: std::collections::VecDeque::new(),
             sessions_refused: 0,
+            pending: Vec::new(),
+            pending_records: 0,
+            pending_dict: None,
+            orphan_records: 0,
+            orphan_drops: 0,
         }
     }
 
@@ -306,6 +331,15 @@ impl Ingest {
         }
         let ended = self.end_session(false, self.decoder.offset());
         self.guard(ended);
+        let unattributed = self.pending_records + self.orphan_records;
+        if unattributed > 0 {
+            self.notices.push(Notice::FrameDropped {
+                source: self.source.clone(),
+                message: format!(
+                    "{unattributed} records arrived without a readable Hello of their session: not stored"
+                ),
+            });
+        }
         Ok((self.reports, self.notices))
     }
 
@@ -427,6 +461,7 @@ impl Ingest {
             }
             None => {
                 self.orphan_frames += 1;
+                self.orphan_drops += 1;
                 if self.orphan_frames <= REPORTED_DROPS {
                     // Frames of a rejected session were explained by its `VersionRejected` notice.
                     let context = if key == "session_rejected" {
@@ -445,7 +480,20 @@ impl Ingest {
     }
 
     fn frame(&mut self, frame: Frame) -> Result<()> {
-        if let Frame::Hello(hello) = frame {
+        if let Frame::Hello(mut hello) = frame {
+            let names_truncated = self.cut_names(&mut hello);
+            if let Some(s) = self.session.as_mut()
+                && s.hello.board == hello.board
+                && s.hello.session_id == hello.session_id
+                && s.hello.tick_hz == hello.tick_hz
+                && s.hello.cpu_count == hello.cpu_count
+            {
+                // Wire version 2 repeats the open session's Hello (and then its dictionary) now and then:
+                // the same session goes on, on its first Hello's clock.
+                s.frames += 1;
+                s.hellos_repeated += 1;
+                return Ok(());
+            }
             let ended = self.end_session(false, self.frame_offset);
             self.guard(ended);
             if !self.may_start_session() {
@@ -463,11 +511,11 @@ impl Ingest {
                 }
                 return Ok(());
             }
-            return self.start_session(hello);
+            self.start_session(hello, names_truncated)?;
+            return self.replay_pending();
         }
         let Some(s) = self.session.as_mut() else {
-            // Frames of a session whose Hello we never saw (we attached mid-stream): counted, not guessed at.
-            self.orphan_frames += 1;
+            self.keep_pending(frame);
             return Ok(());
         };
         s.frames += 1;
@@ -490,7 +538,68 @@ impl Ingest {
         Ok(())
     }
 
-    fn start_session(&mut self, mut hello: HelloInfo) -> Result<()> {
+    /// A frame while no session is open: kept (bounded) for the session whose `Hello` comes next, or
+    /// counted as lost.
+    fn keep_pending(&mut self, frame: Frame) {
+        self.orphan_frames += 1;
+        match frame {
+            Frame::Events(batch)
+                if self.pending_records + batch.len() as u64 <= MAX_PENDING_RECORDS =>
+            {
+                self.pending_records += batch.len() as u64;
+                self.pending.push(Frame::Events(batch));
+            }
+            Frame::Events(batch) => self.orphan_records += batch.len() as u64,
+            Frame::Dictionary(items) => {
+                self.pending_dict = Some(self.decoder.dictionary().clone());
+                self.pending.push(Frame::Dictionary(items));
+            }
+            Frame::Loss(l) => self.pending.push(Frame::Loss(l)),
+            Frame::Bye(_) => {
+                // A session ended whose Hello never arrived: what was kept for it belongs to no trace.
+                self.orphan_records += self.pending_records;
+                self.pending.clear();
+                self.pending_records = 0;
+                self.pending_dict = None;
+            }
+            Frame::Hello(_) | Frame::Heartbeat(_) => {}
+        }
+    }
+
+    /// Ingests the frames kept before the session's `Hello` into it, on the dictionary they were decoded
+    /// with.
+    fn replay_pending(&mut self) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let records = std::mem::take(&mut self.pending_records);
+        let dict = self.pending_dict.take();
+        let (lost, drops) = (
+            std::mem::take(&mut self.orphan_records),
+            std::mem::take(&mut self.orphan_drops),
+        );
+        let Some(s) = self.session.as_mut() else {
+            // No trace could be started: what was kept is lost with the session.
+            self.orphan_records += records + lost;
+            return Ok(());
+        };
+        s.records_before_hello = records;
+        s.records_lost_before_hello = lost;
+        s.frames_dropped_before_hello = drops;
+        let builtins = Dictionary::default();
+        let dict = dict.as_ref().unwrap_or(&builtins);
+        for frame in pending {
+            s.frames += 1;
+            match frame {
+                Frame::Dictionary(items) => s.recon.dictionary(&items, dict, &mut s.writer)?,
+                Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
+                Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
+                Frame::Hello(_) | Frame::Heartbeat(_) | Frame::Bye(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts the `Hello`'s names to the configured length; returns how many were cut (each said once).
+    fn cut_names(&mut self, hello: &mut HelloInfo) -> u64 {
         let max = self.config.max_name_chars;
         let mut names_truncated = 0u64;
         for (what, name) in [
@@ -511,6 +620,10 @@ impl Ingest {
                 });
             }
         }
+        names_truncated
+    }
+
+    fn start_session(&mut self, hello: HelloInfo, names_truncated: u64) -> Result<()> {
         std::fs::create_dir_all(&self.config.dir).map_err(|e| CollectorError::Io {
             path: self.config.dir.clone(),
             source: e,
@@ -584,6 +697,10 @@ impl Ingest {
             bytes_at_start: self.frame_offset,
             board_totals: None,
             names_truncated,
+            hellos_repeated: 0,
+            records_before_hello: 0,
+            records_lost_before_hello: 0,
+            frames_dropped_before_hello: 0,
         });
         Ok(())
     }
@@ -685,6 +802,26 @@ impl Ingest {
                 "sequence_overlaps",
                 st.sequence_overlaps as i64,
                 "batches starting before the expected sequence number",
+            ),
+            (
+                "hellos_repeated",
+                s.hellos_repeated as i64,
+                "Hellos repeating the open session's (wire version 2 resynchronisation), not new sessions",
+            ),
+            (
+                "records_before_hello",
+                s.records_before_hello as i64,
+                "records that arrived before the session's first readable Hello, kept and stored in it",
+            ),
+            (
+                "records_lost_before_hello",
+                s.records_lost_before_hello as i64,
+                "records that arrived while no session was open and could not be kept (bound reached, or their session ended unseen)",
+            ),
+            (
+                "frames_dropped_before_hello",
+                s.frames_dropped_before_hello as i64,
+                "frames the decoder dropped while no session was open (a damaged Hello, say)",
             ),
             (
                 "names_truncated",
