@@ -45,6 +45,7 @@ fn record_path(c: &mut Criterion) {
                 flush_latency_ticks: 10_000,
                 heartbeat_ticks: 1_000_000,
                 hello_every_ticks: 0,
+                token: "",
             },
         ));
         let mut link = CountingLink::default();

@@ -117,6 +117,9 @@ pub struct Config {
     /// after [`Agent::restart_session`]), so that a collector that missed or could not read them (a
     /// flipped bit, a serial port opened late) resynchronises: wire version 2.
     pub hello_every_ticks: u64,
+    /// The shared secret the collector requires (`socscope collect --token`), sent in `Hello`; empty
+    /// for none.
+    pub token: &'static str,
 }
 
 /// Counters since the session started.
@@ -267,6 +270,7 @@ impl<
         config.soc = truncate_name(config.soc);
         config.os = truncate_name(config.os);
         config.application = truncate_name(config.application);
+        config.token = truncate_name(config.token);
         config.cpu_count = config
             .cpu_count
             .clamp(1, CPUS.min(u16::MAX as usize) as u16);
@@ -634,6 +638,7 @@ impl<
                 tick_hz: self.config.tick_hz,
                 session_id: self.config.session_id,
                 start_ticks: now,
+                token: self.config.token,
             };
             let n =
                 encode::encode_hello(&mut self.out, &hello).map_err(|_| TransportError::Closed)?;

@@ -51,6 +51,7 @@ fn config() -> Config {
         flush_latency_ticks: 1_000,
         heartbeat_ticks: 10_000,
         hello_every_ticks: 0,
+        token: "",
     }
 }
 

@@ -26,6 +26,8 @@ pub struct IngestConfig {
     /// The most bytes one compressed `Events` records section may expand to; a frame declaring more is
     /// dropped (`frames_dropped.decompress`) before it is decompressed.
     pub max_decompressed: usize,
+    /// The shared secret a board's `Hello` must carry (`--token`); `None`: any board is accepted.
+    pub token: Option<String>,
 }
 
 /// Default of [`IngestConfig::max_decompressed`]: the longest uncompressed frame (1 MiB); an agent's
@@ -44,8 +46,14 @@ impl IngestConfig {
             accepted_versions: socscope_wire::READ_WIRE_VERSIONS.to_vec(),
             max_name_chars: DEFAULT_MAX_NAME_CHARS,
             max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+            token: None,
         }
     }
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Cuts `name` to `max` characters; returns whether it was longer.
@@ -184,11 +192,13 @@ pub struct Ingest {
     orphan_records: u64,
     /// Frames dropped by the decoder while no session was open (a damaged `Hello`, say).
     orphan_drops: u64,
+    /// `Hello`s refused for a missing or wrong token.
+    sessions_unauthorised: u64,
 }
 
-/// The most records kept while waiting for a `Hello` (about 40 MB decoded at worst); the agent repeats
-/// its `Hello` every second, i.e. every ~20 k records at a typical rate.
-pub const MAX_PENDING_RECORDS: u64 = 1 << 20;
+/// The most records kept while waiting for a `Hello` (a few MB decoded); the agent repeats its `Hello`
+/// every second, i.e. every ~20 k records at a typical rate.
+pub const MAX_PENDING_RECORDS: u64 = 1 << 16;
 
 fn drop_reason_key(e: &DecodeError) -> &'static str {
     use socscope_wire::decode::DropReason as R;
@@ -234,6 +244,7 @@ impl Ingest {
             pending_dict: None,
             orphan_records: 0,
             orphan_drops: 0,
+            sessions_unauthorised: 0,
         }
     }
 
@@ -247,6 +258,11 @@ impl Ingest {
     /// `Hello`s refused by [`Ingest::limit_sessions`].
     pub fn sessions_refused(&self) -> u64 {
         self.sessions_refused
+    }
+
+    /// `Hello`s refused for a missing or wrong token ([`IngestConfig::token`]).
+    pub fn sessions_unauthorised(&self) -> u64 {
+        self.sessions_unauthorised
     }
 
     /// Whether the session rate limit lets one more session start now (and if so, counts it).
@@ -496,6 +512,28 @@ impl Ingest {
             }
             let ended = self.end_session(false, self.frame_offset);
             self.guard(ended);
+            if let Some(token) = &self.config.token
+                && !same_secret(token.as_bytes(), hello.token.as_bytes())
+            {
+                self.sessions_unauthorised += 1;
+                self.orphan_frames += 1;
+                // What was kept for this session is not stored either.
+                self.orphan_records += std::mem::take(&mut self.pending_records);
+                self.pending.clear();
+                self.pending_dict = None;
+                if self.sessions_unauthorised <= REPORTED_DROPS {
+                    self.notices.push(Notice::FrameDropped {
+                        source: self.source.clone(),
+                        message: format!(
+                            "Hello of board '{}' refused: {} token (--token); {} refused so far, their frames are dropped",
+                            crate::naming::printable(&hello.board),
+                            if hello.token.is_empty() { "no" } else { "a wrong" },
+                            self.sessions_unauthorised
+                        ),
+                    });
+                }
+                return Ok(());
+            }
             if !self.may_start_session() {
                 self.sessions_refused += 1;
                 self.orphan_frames += 1;

@@ -308,6 +308,7 @@ fn hello_frame(version: u16, board: &str) -> Vec<u8> {
             tick_hz: 1_000_000,
             session_id: 99,
             start_ticks: 0,
+            token: "",
         },
     )
     .unwrap();

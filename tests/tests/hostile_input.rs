@@ -29,6 +29,7 @@ fn hello(board: &str) -> Vec<u8> {
             tick_hz: 1_000_000,
             session_id: 1,
             start_ticks: 0,
+            token: "",
         },
     )
     .expect("the encoder takes it");

@@ -124,6 +124,7 @@ fn hello(session_id: u64) -> Vec<u8> {
             tick_hz: 1_000_000,
             session_id,
             start_ticks: 0,
+            token: "",
         },
     )
     .unwrap();
@@ -169,4 +170,65 @@ fn a_flood_of_hellos_on_one_connection_makes_a_bounded_number_of_traces() {
         "the first 20 refusals are said one by one"
     );
     assert!(refusals[0].contains("1 refused so far"));
+}
+
+#[test]
+fn with_a_token_only_boards_that_carry_it_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = socscope_collector::IngestConfig::new(dir.path());
+    config.token = Some("s3cret-token".into());
+    let mut collector = Collector::start_configured(dir, config, ServeLimits::default());
+    let board = |token: &'static str, name: &'static str| {
+        sim_over_tcp(
+            SimConfig {
+                seed: 41,
+                duration_s: 0.5,
+                board: name,
+                token,
+                ..SimConfig::default()
+            },
+            collector.address(),
+        )
+    };
+    let intruders = [board("", "no-token"), board("wrong", "wrong-token")];
+    for b in intruders {
+        b.join().unwrap();
+    }
+    let good = board("s3cret-token", "trusted");
+    let reports = collector.wait_sessions(1);
+    let summary = good.join().unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].board, "trusted");
+    assert_exact_counts(&reports[0].path, &summary);
+    let notices = collector.stop();
+    let refusals: Vec<&String> = notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } if message.contains("token") => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refusals.len(),
+        2,
+        "one Hello per intruder (0.5 s: no repeat): {refusals:#?}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|m| m.starts_with("Hello of board 'no-token' refused: no token"))
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|m| m.starts_with("Hello of board 'wrong-token' refused: a wrong token"))
+    );
+    assert_eq!(
+        notices
+            .iter()
+            .filter(|n| matches!(n, Notice::SessionStarted { .. }))
+            .count(),
+        1,
+        "no trace for the intruders"
+    );
 }

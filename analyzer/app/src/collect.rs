@@ -44,6 +44,12 @@ pub struct CollectArgs {
     /// and counted (frames_dropped.decompress).
     #[arg(long, value_name = "BYTES", default_value_t = socscope_collector::DEFAULT_MAX_DECOMPRESSED)]
     pub max_decompressed: usize,
+    /// Require this shared secret in every board's Hello (socscope-sim --token); others are refused.
+    #[arg(long, value_name = "SECRET")]
+    pub token: Option<String>,
+    /// The same, read from FILE (its first line), so that it does not show in the process list.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// Boards served at once over TCP; more connections are closed at once (and said).
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
@@ -150,6 +156,19 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     let mut config = IngestConfig::new(&args.dir);
     config.max_name_chars = args.max_name_chars;
     config.max_decompressed = args.max_decompressed;
+    config.token = match (&args.token, &args.token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the token file {}", path.display()))?;
+            let token = text.lines().next().unwrap_or_default().trim().to_string();
+            if token.is_empty() {
+                anyhow::bail!("the token file {} is empty", path.display());
+            }
+            Some(token)
+        }
+        (None, None) => None,
+    };
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     // Before any session writes: what a previous run left live is closed now, not shown as live forever.
@@ -180,10 +199,21 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or(args.listen.clone());
+            let open_to_others = listener
+                .local_addr()
+                .is_ok_and(|a| !a.ip().is_loopback());
+            if open_to_others && config.token.is_none() {
+                eprintln!(
+                    "warning: listening on {addr}, reachable from other hosts, without --token: anyone who can \
+                     connect can store traces in {}; give the boards a secret (--token-file FILE here, \
+                     --token on the boards)",
+                    args.dir.display()
+                );
+            }
             if args.json {
                 println!(
                     "{}",
-                    json!({"event": "listening", "address": addr, "dir": args.dir})
+                    json!({"event": "listening", "address": addr, "dir": args.dir, "token_required": config.token.is_some()})
                 );
             } else {
                 println!("listening on {addr}, traces in {}", args.dir.display());

@@ -404,3 +404,49 @@ fn board_names_reach_the_terminal_escaped() {
         );
     }
 }
+
+/// The first line `socscope collect` writes on standard error when listening on `listen`, if any within
+/// two seconds (then it is stopped).
+fn collect_warning(listen: &str, extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args(["collect", "--json", "--listen", listen, "--dir"])
+        .arg(dir.path())
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Listening is said on standard output once the warnings (if any) are written.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let listening = next_json(&mut out);
+    assert_eq!(listening["event"], "listening");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let output = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn listening_beyond_loopback_without_a_token_is_warned_about() {
+    let warning = collect_warning("0.0.0.0:0", &[]);
+    assert!(
+        warning.starts_with("warning: listening on 0.0.0.0:")
+            && warning.contains("without --token"),
+        "{warning:?}"
+    );
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "s3cret\n").unwrap();
+    let quiet = collect_warning(
+        "0.0.0.0:0",
+        &["--token-file", secret.path().to_str().unwrap()],
+    );
+    assert!(!quiet.contains("without --token"), "{quiet:?}");
+    let local = collect_warning("127.0.0.1:0", &[]);
+    assert!(!local.contains("without --token"), "{local:?}");
+}

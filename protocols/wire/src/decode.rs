@@ -151,6 +151,9 @@ pub struct HelloInfo {
     pub session_id: u64,
     /// Board clock at session start, in ticks.
     pub start_ticks: u64,
+    /// The shared secret a collector may require (version 2; empty when the board has none, and for
+    /// version 1).
+    pub token: String,
 }
 
 /// A producer declaration, owned.
@@ -614,6 +617,13 @@ fn hello(input: &[u8]) -> BodyResult<'_, HelloInfo> {
     let (input, tick_hz) = context("the tick rate", varint).parse(input)?;
     let (input, session_id) = context("the session id", varint).parse(input)?;
     let (input, start_ticks) = context("the start timestamp", varint).parse(input)?;
+    // Version 2 added the token; a board of a version this decoder does not know is refused on its
+    // version alone, whatever follows.
+    let (input, token) = if (2..=WIRE_VERSION).contains(&wire_version) {
+        context("the token", owned_text).parse(input)?
+    } else {
+        (input, String::new())
+    };
     Ok((
         input,
         HelloInfo {
@@ -627,6 +637,7 @@ fn hello(input: &[u8]) -> BodyResult<'_, HelloInfo> {
             tick_hz,
             session_id,
             start_ticks,
+            token,
         },
     ))
 }
@@ -1077,8 +1088,18 @@ impl StreamDecoder {
             expected: e.expected,
         };
         let frame = match kind {
-            FrameKind::Hello => match complete(hello(body)) {
-                Ok(h) => {
+            FrameKind::Hello => match hello(body) {
+                Ok((rest, h)) if !rest.is_empty() && self.accepted.contains(&h.wire_version) => {
+                    return Err(self.dropped(
+                        offset,
+                        encoded_len,
+                        malformed(BodyError {
+                            input: rest,
+                            expected: "the end of the frame",
+                        }),
+                    ));
+                }
+                Ok((_, h)) => {
                     self.dict = Dictionary::default();
                     if !self.accepted.contains(&h.wire_version) {
                         self.version = SessionVersion::Rejected(h.wire_version);
@@ -1094,7 +1115,19 @@ impl StreamDecoder {
                     self.version = SessionVersion::Accepted;
                     Frame::Hello(h)
                 }
-                Err(e) => return Err(self.dropped(offset, encoded_len, malformed(e))),
+                Err(nom::Err::Error(e) | nom::Err::Failure(e)) => {
+                    return Err(self.dropped(offset, encoded_len, malformed(e)));
+                }
+                Err(nom::Err::Incomplete(_)) => {
+                    return Err(self.dropped(
+                        offset,
+                        encoded_len,
+                        malformed(BodyError {
+                            input: &[],
+                            expected: "more bytes",
+                        }),
+                    ));
+                }
             },
             FrameKind::Dictionary => match complete(dictionary(body)) {
                 Ok(items) => {

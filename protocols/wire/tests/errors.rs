@@ -49,6 +49,7 @@ fn hello(version: u16, board: &str) -> Model {
         tick_hz: 1000,
         session_id: 5,
         start_ticks: 0,
+        token: String::new(),
     })
 }
 

@@ -47,6 +47,7 @@ fn a_version_1_collector_refuses_a_version_2_board_with_the_promised_message() {
             tick_hz: 1_000_000,
             session_id: 1,
             start_ticks: 0,
+            token: "",
         },
     )
     .unwrap();

@@ -82,6 +82,7 @@ extern "C" fn reset() -> ! {
             flush_latency_ticks: 16_800_000,
             heartbeat_ticks: 168_000_000,
             hello_every_ticks: 168_000_000,
+            token: "",
         },
     );
     let mut uart = Uart;

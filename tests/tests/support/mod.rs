@@ -46,6 +46,16 @@ impl Collector {
 
     /// The same, with explicit TCP limits.
     pub fn start_with(dir: tempfile::TempDir, limits: tcp::ServeLimits) -> Self {
+        let config = IngestConfig::new(dir.path());
+        Self::start_configured(dir, config, limits)
+    }
+
+    /// The same, with an explicit ingest configuration (its `dir` should be `dir`).
+    pub fn start_configured(
+        dir: tempfile::TempDir,
+        config: IngestConfig,
+        limits: tcp::ServeLimits,
+    ) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -53,7 +63,6 @@ impl Collector {
             .expect("a tokio runtime");
         let (notice_tx, notices) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let config = IngestConfig::new(dir.path());
         let (address, server) = runtime.block_on(async {
             let listener = tcp::bind("127.0.0.1:0").await.expect("bind on loopback");
             let address = listener.local_addr().expect("the listener's address");
