@@ -6,6 +6,7 @@
 //! [`reconstruct::Reconstructor`] (records → states, links, variables), and [`import::import`] (text
 //! captures: KPTrace, Pajé, ftrace, GST_DEBUG).
 
+pub mod fuzz;
 pub mod import;
 pub mod naming;
 pub mod reconstruct;

@@ -11,6 +11,7 @@ mod catalog;
 mod codec;
 mod error;
 mod filter;
+mod fuzzing;
 mod fxhash;
 mod model;
 mod reader;
@@ -28,6 +29,7 @@ pub use codec::{
 };
 pub use error::{Result, StoreError};
 pub use filter::{CompareOp, Condition, Filter, compare_values};
+pub use fuzzing::ChunkFuzzer;
 pub use model::*;
 pub use reader::{ChunkInfo, EventIter, Snapshot, StreamInfo, TraceReader};
 pub use recovery::{
