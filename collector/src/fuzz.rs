@@ -368,7 +368,7 @@ pub fn run(
     let mut rng = Rng(seed | 1);
     let mut chunks = ChunkFuzzer::new().ok();
     let mut report = FuzzReport::default();
-    let empty = vec![Vec::new()];
+    let empty = [Vec::new()];
     let seeds = if seeds.is_empty() { &empty[..] } else { seeds };
     quiet_panics_on_this_thread();
     let mut input = Vec::with_capacity(max_len);

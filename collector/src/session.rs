@@ -184,9 +184,13 @@ pub struct Ingest {
     pending: Vec<Frame>,
     /// Records in `pending`.
     pending_records: u64,
+    /// Approximate bytes `pending` holds (see [`MAX_PENDING_BYTES`]).
+    pending_bytes: usize,
     /// The decoder's dictionary after the last `Dictionary` frame of `pending` (a `Hello` resets the
     /// decoder's, and the pending frames must be read with the one they were decoded with).
     pending_dict: Option<Dictionary>,
+    /// A `Dictionary` frame was kept since `pending_dict` was copied.
+    pending_dict_stale: bool,
     /// Records that arrived while no session was open and could not be kept (the bound was reached, or
     /// their session ended before any `Hello` of it arrived): lost, reported with the next session.
     orphan_records: u64,
@@ -199,6 +203,35 @@ pub struct Ingest {
 /// The most records kept while waiting for a `Hello` (a few MB decoded); the agent repeats its `Hello`
 /// every second, i.e. every ~20 k records at a typical rate.
 pub const MAX_PENDING_RECORDS: u64 = 1 << 16;
+
+/// The most memory (approximately) the frames kept while waiting for a `Hello` may hold, whatever they
+/// are (a peer sending only dictionaries must not grow it either).
+pub const MAX_PENDING_BYTES: usize = 8 << 20;
+
+/// The most frames kept while waiting for a `Hello`.
+pub const MAX_PENDING_FRAMES: usize = 4096;
+
+/// Roughly the memory a decoded frame holds.
+fn approx_size(frame: &Frame) -> usize {
+    use socscope_wire::decode::DictItem;
+    match frame {
+        Frame::Events(b) => {
+            64 + std::mem::size_of_val(&b.records[..])
+                + std::mem::size_of_val(&b.values[..])
+                + b.text.len()
+        }
+        Frame::Dictionary(items) => items
+            .iter()
+            .map(|i| match i {
+                DictItem::Producer(p) => 64 + p.name.len(),
+                DictItem::EventType(t) => {
+                    64 + t.name.len() + t.params.iter().map(|p| 32 + p.name.len()).sum::<usize>()
+                }
+            })
+            .sum(),
+        _ => 64,
+    }
+}
 
 fn drop_reason_key(e: &DecodeError) -> &'static str {
     use socscope_wire::decode::DropReason as R;
@@ -241,7 +274,9 @@ impl Ingest {
             sessions_refused: 0,
             pending: Vec::new(),
             pending_records: 0,
+            pending_bytes: 0,
             pending_dict: None,
+            pending_dict_stale: false,
             orphan_records: 0,
             orphan_drops: 0,
             sessions_unauthorised: 0,
@@ -520,7 +555,9 @@ impl Ingest {
                 // What was kept for this session is not stored either.
                 self.orphan_records += std::mem::take(&mut self.pending_records);
                 self.pending.clear();
+                self.pending_bytes = 0;
                 self.pending_dict = None;
+                self.pending_dict_stale = false;
                 if self.sessions_unauthorised <= REPORTED_DROPS {
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),
@@ -580,16 +617,36 @@ impl Ingest {
     /// counted as lost.
     fn keep_pending(&mut self, frame: Frame) {
         self.orphan_frames += 1;
+        let size = approx_size(&frame);
+        if self.pending_bytes + size > MAX_PENDING_BYTES || self.pending.len() >= MAX_PENDING_FRAMES
+        {
+            if let Frame::Events(batch) = &frame {
+                self.orphan_records += batch.len() as u64;
+            }
+            return;
+        }
+        if matches!(
+            frame,
+            Frame::Events(_) | Frame::Dictionary(_) | Frame::Loss(_)
+        ) {
+            self.pending_bytes += size;
+        }
         match frame {
             Frame::Events(batch)
                 if self.pending_records + batch.len() as u64 <= MAX_PENDING_RECORDS =>
             {
                 self.pending_records += batch.len() as u64;
+                if self.pending_dict_stale {
+                    // The dictionary these records were decoded with (copied once per run of
+                    // declarations, not per declaration).
+                    self.pending_dict = Some(self.decoder.dictionary().clone());
+                    self.pending_dict_stale = false;
+                }
                 self.pending.push(Frame::Events(batch));
             }
             Frame::Events(batch) => self.orphan_records += batch.len() as u64,
             Frame::Dictionary(items) => {
-                self.pending_dict = Some(self.decoder.dictionary().clone());
+                self.pending_dict_stale = true;
                 self.pending.push(Frame::Dictionary(items));
             }
             Frame::Loss(l) => self.pending.push(Frame::Loss(l)),
@@ -598,7 +655,9 @@ impl Ingest {
                 self.orphan_records += self.pending_records;
                 self.pending.clear();
                 self.pending_records = 0;
+                self.pending_bytes = 0;
                 self.pending_dict = None;
+                self.pending_dict_stale = false;
             }
             Frame::Hello(_) | Frame::Heartbeat(_) => {}
         }
@@ -609,6 +668,10 @@ impl Ingest {
     fn replay_pending(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         let records = std::mem::take(&mut self.pending_records);
+        self.pending_bytes = 0;
+        // Declarations kept after the last kept batch are not in this copy (the Hello reset the
+        // decoder's), but no kept record needs them, and the repeated dictionary declares them again.
+        self.pending_dict_stale = false;
         let dict = self.pending_dict.take();
         let (lost, drops) = (
             std::mem::take(&mut self.orphan_records),

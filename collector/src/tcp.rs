@@ -175,10 +175,11 @@ fn spawn_connection(
                 read = stream.read(&mut buf) => match read {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        last_data = tokio::time::Instant::now();
                         buf.truncate(n);
                         // Waits while the ingest is behind: back-pressure to the board.
                         if tx.send(buf).await.is_err() { break; }
+                        // Data arrived; time spent waiting for a slow disk is not the board's silence.
+                        last_data = tokio::time::Instant::now();
                     }
                 },
                 _ = tick.tick() => {
