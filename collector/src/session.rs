@@ -295,6 +295,11 @@ impl Ingest {
         self.sessions_refused
     }
 
+    /// Whether a session has started on this stream (one is open, or one ended).
+    pub fn has_had_session(&self) -> bool {
+        self.session.is_some() || !self.reports.is_empty()
+    }
+
     /// `Hello`s refused for a missing or wrong token ([`IngestConfig::token`]).
     pub fn sessions_unauthorised(&self) -> u64 {
         self.sessions_unauthorised

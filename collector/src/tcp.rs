@@ -39,7 +39,14 @@ pub struct ServeLimits {
     pub idle_timeout: Duration,
     /// Sessions (`Hello`s) one connection may start in any minute; more are refused and counted.
     pub max_sessions_per_minute: usize,
+    /// A connection on which no session started (no accepted `Hello`: silent, garbage, wrong token)
+    /// within this time is closed, so that such peers cannot hold the connection slots. Boards repeat
+    /// their `Hello` every second (wire version 2).
+    pub hello_timeout: Duration,
 }
+
+/// Default of [`ServeLimits::hello_timeout`].
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default of [`ServeLimits::max_sessions_per_minute`]: a board starts one session per connection.
 pub const DEFAULT_MAX_SESSIONS_PER_MINUTE: usize = 10;
@@ -55,6 +62,7 @@ impl Default for ServeLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_sessions_per_minute: DEFAULT_MAX_SESSIONS_PER_MINUTE,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
         }
     }
 }
@@ -124,7 +132,13 @@ fn spawn_connection(
 ) -> tokio::task::JoinHandle<()> {
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
     let source = format!("tcp {peer}");
-    let (idle_timeout, sessions_per_minute) = (limits.idle_timeout, limits.max_sessions_per_minute);
+    let (idle_timeout, sessions_per_minute, hello_timeout) = (
+        limits.idle_timeout,
+        limits.max_sessions_per_minute,
+        limits.hello_timeout,
+    );
+    let session_seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen_by_ingest = session_seen.clone();
     let ingest_notices = notices.clone();
     let ingest_thread = std::thread::Builder::new()
         .name(format!("ingest {peer}"))
@@ -144,6 +158,9 @@ fn spawn_connection(
                 if let Err(e) = ingest.feed(&chunk) {
                     failed = Some(e);
                     break;
+                }
+                if ingest.has_had_session() {
+                    seen_by_ingest.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 forward(&mut ingest);
             }
@@ -169,6 +186,7 @@ fn spawn_connection(
         };
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut last_data = tokio::time::Instant::now();
+        let connected = tokio::time::Instant::now();
         loop {
             let mut buf = vec![0u8; READ_CHUNK];
             tokio::select! {
@@ -183,6 +201,18 @@ fn spawn_connection(
                     }
                 },
                 _ = tick.tick() => {
+                    if !session_seen.load(std::sync::atomic::Ordering::Relaxed)
+                        && connected.elapsed() >= hello_timeout
+                    {
+                        let _ = notices.send(Notice::FrameDropped {
+                            source: format!("tcp {peer}"),
+                            message: format!(
+                                "connection closed: no session started within {} s (--hello-timeout)",
+                                hello_timeout.as_secs_f64()
+                            ),
+                        });
+                        break;
+                    }
                     if last_data.elapsed() >= idle_timeout {
                         let _ = notices.send(Notice::FrameDropped {
                             source: format!("tcp {peer}"),

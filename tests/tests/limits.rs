@@ -45,6 +45,9 @@ fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
 fn connections_beyond_the_limit_are_refused_and_a_good_board_is_still_stored() {
     let limits = ServeLimits {
         max_connections: 8,
+        // The idle peers must hold their slots for the whole test.
+        hello_timeout: Duration::from_secs(300),
+        idle_timeout: Duration::from_secs(300),
         ..ServeLimits::default()
     };
     let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
@@ -231,4 +234,46 @@ fn with_a_token_only_boards_that_carry_it_are_stored() {
         1,
         "no trace for the intruders"
     );
+}
+
+#[test]
+fn peers_that_start_no_session_free_their_slots_for_a_good_board() {
+    let limits = ServeLimits {
+        max_connections: 4,
+        hello_timeout: Duration::from_millis(600),
+        ..ServeLimits::default()
+    };
+    let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
+    // Four peers take every slot: two silent, two sending garbage (no Hello ever).
+    let mut squatters: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(collector.address()).unwrap())
+        .collect();
+    squatters[2].write_all(&[0x55; 4096]).unwrap();
+    squatters[3].write_all(b"GET / HTTP/1.1\r\n\r\n\0").unwrap();
+    for s in &mut squatters {
+        assert!(
+            closed_within(s, Duration::from_secs(10)),
+            "closed for starting no session"
+        );
+    }
+    let board = sim_over_tcp(
+        SimConfig {
+            seed: 51,
+            duration_s: 0.5,
+            board: "after-squatters",
+            ..SimConfig::default()
+        },
+        collector.address(),
+    );
+    let reports = collector.wait_sessions(1);
+    let summary = board.join().unwrap();
+    assert!(reports[0].complete);
+    assert_exact_counts(&reports[0].path, &summary);
+    collector.poll();
+    let closed = warnings(&collector)
+        .iter()
+        .filter(|m| m.starts_with("connection closed: no session started within 0.6 s"))
+        .count();
+    assert_eq!(closed, 4);
+    collector.stop();
 }

@@ -56,6 +56,9 @@ pub struct CollectArgs {
     /// Close a TCP connection that sends nothing for this many seconds (boards send heartbeats).
     #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
     pub idle_timeout: f64,
+    /// Close a TCP connection on which no session started (no accepted Hello) within this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_HELLO_TIMEOUT.as_secs_f64())]
+    pub hello_timeout: f64,
     /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]
     pub max_sessions_per_minute: usize,
@@ -223,6 +226,8 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 idle_timeout: std::time::Duration::try_from_secs_f64(args.idle_timeout)
                     .map_err(|e| anyhow::anyhow!("--idle-timeout {}: {e}", args.idle_timeout))?,
                 max_sessions_per_minute: args.max_sessions_per_minute,
+                hello_timeout: std::time::Duration::try_from_secs_f64(args.hello_timeout)
+                    .map_err(|e| anyhow::anyhow!("--hello-timeout {}: {e}", args.hello_timeout))?,
             };
             tasks.push(tokio::spawn(tcp::serve_with(
                 listener,
