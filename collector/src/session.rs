@@ -155,6 +155,10 @@ struct ActiveSession {
     bytes_at_start: u64,
     board_totals: Option<(u64, u64)>,
     names_truncated: u64,
+    /// Producers (`false`, board id) and event types (`true`, id) declared so far: a repeated dictionary
+    /// (wire version 2) declares nothing twice, so what is stored does not depend on how often the
+    /// board repeated itself.
+    declared: std::collections::HashSet<(bool, u32)>,
     hellos_repeated: u64,
     records_before_hello: u64,
     records_lost_before_hello: u64,
@@ -602,7 +606,10 @@ impl Ingest {
         let dict = self.decoder.dictionary();
         match frame {
             Frame::Hello(_) => {}
-            Frame::Dictionary(items) => s.recon.dictionary(&items, dict, &mut s.writer)?,
+            Frame::Dictionary(items) => {
+                let items = s.new_declarations(items);
+                s.recon.dictionary(&items, dict, &mut s.writer)?
+            }
             Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
             Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
             Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
@@ -695,7 +702,10 @@ impl Ingest {
         for frame in pending {
             s.frames += 1;
             match frame {
-                Frame::Dictionary(items) => s.recon.dictionary(&items, dict, &mut s.writer)?,
+                Frame::Dictionary(items) => {
+                    let items = s.new_declarations(items);
+                    s.recon.dictionary(&items, dict, &mut s.writer)?
+                }
                 Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
                 Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
                 Frame::Hello(_) | Frame::Heartbeat(_) | Frame::Bye(_) => {}
@@ -803,6 +813,7 @@ impl Ingest {
             bytes_at_start: self.frame_offset,
             board_totals: None,
             names_truncated,
+            declared: std::collections::HashSet::new(),
             hellos_repeated: 0,
             records_before_hello: 0,
             records_lost_before_hello: 0,
@@ -1011,6 +1022,23 @@ impl Ingest {
             })?;
         }
         Ok(())
+    }
+}
+
+impl ActiveSession {
+    /// The items of a `Dictionary` frame not declared before in this session.
+    fn new_declarations(
+        &mut self,
+        mut items: Vec<socscope_wire::decode::DictItem>,
+    ) -> Vec<socscope_wire::decode::DictItem> {
+        use socscope_wire::decode::DictItem;
+        items.retain(|item| {
+            self.declared.insert(match item {
+                DictItem::Producer(p) => (false, p.id),
+                DictItem::EventType(t) => (true, u32::from(t.id)),
+            })
+        });
+        items
     }
 }
 

@@ -99,3 +99,34 @@ fn joining_mid_stream_stores_what_arrived_and_counts_the_rest() {
         stats["board_records"] as u64
     );
 }
+
+#[test]
+fn repeated_hellos_and_dictionaries_change_nothing_that_is_stored() {
+    let (bytes, _summary, _d) = capture();
+    // The same stream without its repeats: every Hello but the first, and the Dictionary frames right
+    // after each of them.
+    let frames = inventory(&bytes);
+    let mut once = Vec::new();
+    let mut in_repeat = false;
+    for (i, f) in frames.iter().enumerate() {
+        let repeat_hello = f.kind == "Hello" && i > 0;
+        in_repeat = repeat_hello || (in_repeat && f.kind == "Dictionary");
+        if !in_repeat {
+            once.extend_from_slice(&bytes[f.offset..f.offset + f.len]);
+        }
+    }
+    assert!(once.len() < bytes.len());
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let with = ingest_all(&bytes, a.path());
+    let without = ingest_all(&once, b.path());
+    let (ra, rb) = (
+        TraceReader::open(&with[0].path).unwrap(),
+        TraceReader::open(&without[0].path).unwrap(),
+    );
+    assert_eq!(ra.producers().unwrap(), rb.producers().unwrap());
+    assert_eq!(ra.event_types().unwrap(), rb.event_types().unwrap());
+    assert_eq!(
+        ra.info().unwrap().event_count,
+        rb.info().unwrap().event_count
+    );
+}
