@@ -138,11 +138,22 @@ fn repair_left_live(dir: &std::path::Path, json: bool) -> Result<()> {
     let live = socscope_tracedb::left_live(dir)
         .with_context(|| format!("while looking for traces left live in {}", dir.display()))?;
     for path in live {
-        let outcome = crate::inspect::repair_one(
+        let outcome = match crate::inspect::repair_one(
             &path,
             dir,
             "left live by a collector that stopped without closing it (killed, crashed, or the disk was full); closed when `socscope collect` started on the directory",
-        )?;
+        ) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // One damaged file does not keep the collector from starting.
+                eprintln!(
+                    "warning: {} was left live and could not be repaired: {}",
+                    path.display(),
+                    crate::format::error_chain(&e)
+                );
+                continue;
+            }
+        };
         if json {
             println!(
                 "{}",
@@ -160,6 +171,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     config.max_name_chars = args.max_name_chars;
     config.max_decompressed = args.max_decompressed;
     config.token = match (&args.token, &args.token_file) {
+        (Some(t), _) if t.is_empty() => anyhow::bail!("--token: the secret is empty"),
         (Some(t), _) => Some(t.clone()),
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)
