@@ -38,7 +38,9 @@ pub(crate) fn lock_for_writing(path: &Path) -> Result<WriterLock> {
             "{} is being written by another writer",
             path.display()
         ))),
-        Err(TryLockError::Error(e)) => Err(io(e)),
+        // A file system without advisory locks (some network ones): capture anyway; repair then
+        // cannot tell a live trace from one left behind, and says so.
+        Err(TryLockError::Error(_)) => Ok(WriterLock { _file: file }),
     }
 }
 
