@@ -29,6 +29,15 @@ fn unmount(dir: &Path) {
     let _ = Command::new("umount").arg(dir).status();
 }
 
+/// Unmounts the small disk however the test ends (a failed assertion included).
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        unmount(&self.0);
+    }
+}
+
 #[test]
 fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
     let Some(disk) = small_disk("3m") else {
@@ -36,6 +45,7 @@ fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
         return;
     };
     let mount = disk.path().to_path_buf();
+    let _unmount = Unmount(mount.clone());
     let mut collector = Collector::start_in(disk);
     // About 800 k records: far more than 3 MiB of trace.
     let big = sim_over_tcp(
@@ -95,5 +105,4 @@ fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
     assert!(after.complete, "{after:?}");
     assert_exact_counts(&after.path, &summary);
     collector.stop();
-    unmount(&mount);
 }
