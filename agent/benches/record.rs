@@ -46,6 +46,8 @@ fn record_path(c: &mut Criterion) {
                 session_id: 1,
                 flush_latency_ticks: 10_000,
                 heartbeat_ticks: 1_000_000,
+                hello_every_ticks: 0,
+                token: "",
             },
         ));
         let mut link = CountingLink::default();

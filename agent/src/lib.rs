@@ -112,6 +112,13 @@ pub struct Config {
     pub flush_latency_ticks: u64,
     /// A `Heartbeat` is sent after this many ticks without any other frame.
     pub heartbeat_ticks: u64,
+    /// `Hello` and the whole dictionary are sent again after this many ticks (0: only at the start and
+    /// after [`Agent::restart_session`]), so that a collector that missed or could not read them (a
+    /// flipped bit, a serial port opened late) resynchronises: wire version 2.
+    pub hello_every_ticks: u64,
+    /// The shared secret the collector requires (`socscope collect --token`), sent in `Hello`; empty
+    /// for none.
+    pub token: &'static str,
 }
 
 /// Counters since the session started.
@@ -230,6 +237,7 @@ pub struct Agent<
     producers_sent: usize,
     types_sent: usize,
     last_frame_ticks: u64,
+    last_hello_ticks: u64,
     stats: AgentStats,
     out: [u8; OUT],
 }
@@ -261,6 +269,7 @@ impl<
         config.soc = truncate_name(config.soc);
         config.os = truncate_name(config.os);
         config.application = truncate_name(config.application);
+        config.token = truncate_name(config.token);
         config.cpu_count = config
             .cpu_count
             .clamp(1, CPUS.min(u16::MAX as usize) as u16);
@@ -274,6 +283,7 @@ impl<
             producers_sent: 0,
             types_sent: 0,
             last_frame_ticks: 0,
+            last_hello_ticks: 0,
             stats: AgentStats::default(),
             out: [0; OUT],
         }
@@ -608,6 +618,13 @@ impl<
     ) -> Result<(), TransportError> {
         let now = self.clock.now();
         let frames_before = self.stats.frames;
+        if self.hello_sent
+            && self.config.hello_every_ticks > 0
+            && now.saturating_sub(self.last_hello_ticks) >= self.config.hello_every_ticks
+        {
+            // The same session announced again (same id), with its whole dictionary.
+            self.restart_session();
+        }
         if !self.hello_sent {
             let hello = Hello {
                 wire_version: WIRE_VERSION,
@@ -620,11 +637,13 @@ impl<
                 tick_hz: self.config.tick_hz,
                 session_id: self.config.session_id,
                 start_ticks: now,
+                token: self.config.token,
             };
             let n =
                 encode::encode_hello(&mut self.out, &hello).map_err(|_| TransportError::Closed)?;
             self.write(transport, n)?;
             self.hello_sent = true;
+            self.last_hello_ticks = now;
         }
         self.send_dictionary(transport)?;
         for cpu in 0..usize::from(self.config.cpu_count).min(CPUS) {

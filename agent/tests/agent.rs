@@ -50,6 +50,8 @@ fn config() -> Config {
         session_id: 7,
         flush_latency_ticks: 1_000,
         heartbeat_ticks: 10_000,
+        hello_every_ticks: 0,
+        token: "",
     }
 }
 

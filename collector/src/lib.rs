@@ -6,6 +6,7 @@
 //! [`reconstruct::Reconstructor`] (records → states, links, variables), and [`import::import`] (text
 //! captures: KPTrace, Pajé, ftrace, GST_DEBUG).
 
+pub mod fuzz;
 pub mod import;
 pub mod naming;
 pub mod reconstruct;
@@ -17,7 +18,9 @@ pub mod tcp;
 
 use std::path::PathBuf;
 
-pub use session::{IngestConfig, Notice, SessionReport};
+pub use session::{
+    DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_NAME_CHARS, IngestConfig, Notice, SessionReport,
+};
 
 /// What can stop the collector.
 #[derive(Debug, thiserror::Error)]

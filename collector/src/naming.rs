@@ -30,6 +30,33 @@ pub fn sanitize_board(board: &str) -> String {
     if s.is_empty() { "board".to_string() } else { s }
 }
 
+/// Longest text [`printable`] shows before cutting it (in characters).
+pub const PRINTABLE_MAX_CHARS: usize = 200;
+
+/// A name from a board (or any text from a file) made safe for a terminal: control characters (C0,
+/// DEL, C1 — ESC and OSC sequences, CR, LF, NUL), bidirectional overrides and other invisible format
+/// characters are shown escaped (`\u{1b}`), a backslash is doubled, and text longer than
+/// [`PRINTABLE_MAX_CHARS`] is cut with its full length said.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4 * PRINTABLE_MAX_CHARS));
+    for (n, c) in text.chars().enumerate() {
+        if n == PRINTABLE_MAX_CHARS {
+            out.push_str(&format!("…({} characters)", text.chars().count()));
+            break;
+        }
+        let invisible = c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}');
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if invisible {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `YYYYmmddTHHMMSSZ` for nanoseconds since the Unix epoch.
 pub fn utc_stamp(unix_ns: i64) -> String {
     let secs = unix_ns.div_euclid(1_000_000_000);
@@ -84,6 +111,37 @@ mod tests {
         }
         assert_eq!(sanitize_board("stb-7105_A.1"), "stb-7105_A.1");
         assert_eq!(sanitize_board("../../etc/passwd"), "____etc_passwd");
+    }
+
+    #[test]
+    fn names_reach_the_terminal_escaped() {
+        assert_eq!(printable("stb-7105 é"), "stb-7105 é");
+        assert_eq!(
+            printable("a\u{1b}]0;pwned\u{7}b"),
+            "a\\u{1b}]0;pwned\\u{7}b"
+        );
+        assert_eq!(printable("x\r\n\0y"), "x\\u{d}\\u{a}\\u{0}y");
+        assert_eq!(printable("\u{9b}31m"), "\\u{9b}31m", "C1 CSI");
+        assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b", "bidi override");
+        assert_eq!(
+            printable("a\\u{1b}"),
+            "a\\\\u{1b}",
+            "an escape cannot be faked"
+        );
+        let long = "n".repeat(100_000);
+        let shown = printable(&long);
+        assert!(
+            shown.chars().count() < PRINTABLE_MAX_CHARS + 30,
+            "{}",
+            shown.len()
+        );
+        assert!(shown.ends_with("…(100000 characters)"));
+        for s in [
+            printable("\u{1b}[2J\u{1b}]52;c;AAAA\u{7}"),
+            printable(&long),
+        ] {
+            assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
+        }
     }
 
     #[test]

@@ -153,6 +153,12 @@ pub struct ReconstructStats {
     pub lost_in_transit: u64,
     /// Batches that started before the expected sequence number (replayed or reordered).
     pub sequence_overlaps: u64,
+    /// Records of those batches whose sequence number had been ingested already: dropped, not stored
+    /// twice.
+    pub duplicate_records: u64,
+    /// Records the board's `Bye` totals say were sent whose sequence numbers never arrived after the last
+    /// batch of their CPU (the end of a stream lost on the link); included in `lost_in_transit`.
+    pub lost_at_end: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -221,6 +227,9 @@ pub struct Reconstructor {
     name_hints: FxHashMap<(bool, u64), String>,
     /// How the board numbers its syscalls (names of syscall states).
     syscall_abi: SyscallAbi,
+    /// The first sequence number of every CPU when known (a live session: the agent numbers each
+    /// CPU's records from 0 after `Hello`), so a missing first batch counts as lost.
+    first_seq: Option<u64>,
 }
 
 fn param_type(t: wdict::ParamType) -> ParamType {
@@ -341,6 +350,7 @@ impl Reconstructor {
             param_pool: Vec::new(),
             name_hints: FxHashMap::default(),
             syscall_abi: SyscallAbi::ArmEabi,
+            first_seq: None,
         }
     }
 
@@ -611,6 +621,43 @@ impl Reconstructor {
         sink.event(&self.simple)
     }
 
+    /// Every CPU's records are numbered from `first` (0 for a live session after its `Hello`): a first
+    /// batch that never arrives is counted as lost instead of going unnoticed.
+    pub fn sequences_start_at(&mut self, first: u64) {
+        self.first_seq = Some(first);
+    }
+
+    /// Reconciles the board's totals at `Bye` (records accepted plus records dropped: every sequence
+    /// number the agent gave out, all CPUs together) with the sequence numbers seen; the shortfall is
+    /// the end of a stream lost on the link (the last batches of a CPU), counted as lost in transit.
+    pub fn reconcile_totals(
+        &mut self,
+        board_records: u64,
+        board_dropped: u64,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let given_out = board_records.saturating_add(board_dropped);
+        let seen: u64 = self
+            .cpus
+            .iter()
+            .map(|c| c.expected_seq.or(self.first_seq).unwrap_or(0))
+            .sum();
+        if given_out > seen {
+            let missing = given_out - seen;
+            self.stats.lost_in_transit += missing;
+            self.stats.lost_at_end += missing;
+            sink.loss(&LossRecord {
+                cpu: None,
+                ts: self.last_ts,
+                count: missing,
+                seq_from: None,
+                seq_to: None,
+                reason: "sent before Bye but never arrived (the last batches of a CPU)".into(),
+            })?;
+        }
+        Ok(())
+    }
+
     /// Records a `Loss` frame.
     pub fn loss(
         &mut self,
@@ -647,7 +694,8 @@ impl Reconstructor {
     ) -> Result<()> {
         let cpu = usize::from(batch.cpu);
         self.ensure_cpu(cpu, sink)?;
-        let expected = self.cpus[cpu].expected_seq;
+        let expected = self.cpus[cpu].expected_seq.or(self.first_seq);
+        let mut skip = 0usize;
         match expected {
             Some(e) if batch.first_seq > e => {
                 let gap = batch.first_seq - e;
@@ -662,11 +710,18 @@ impl Reconstructor {
                     reason: "frames dropped on the link".into(),
                 })?;
             }
-            Some(e) if batch.first_seq < e => self.stats.sequence_overlaps += 1,
+            Some(e) if batch.first_seq < e => {
+                self.stats.sequence_overlaps += 1;
+                // A section of the stream seen twice (a replayed or duplicated frame): each sequence
+                // number is stored once.
+                let seen = (e - batch.first_seq).min(batch.len() as u64);
+                self.stats.duplicate_records += seen;
+                skip = seen as usize;
+            }
             _ => {}
         }
         self.cpus[cpu].expected_seq = Some(batch.next_seq().max(expected.unwrap_or(0)));
-        for record in batch.iter() {
+        for record in batch.iter().skip(skip) {
             self.record(cpu, record.ticks(), &record, dict, sink)?;
         }
         Ok(())

@@ -7,8 +7,7 @@ use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceMeta, TraceWriter};
-use socscope_wire::WIRE_VERSION;
-use socscope_wire::decode::{DecodeError, Frame, HelloInfo, StreamDecoder};
+use socscope_wire::decode::{DecodeError, Dictionary, Frame, HelloInfo, StreamDecoder};
 
 use crate::naming::trace_file_name;
 use crate::reconstruct::Reconstructor;
@@ -21,15 +20,50 @@ pub struct IngestConfig {
     pub dir: PathBuf,
     /// Wire versions accepted.
     pub accepted_versions: Vec<u16>,
+    /// Longest board, SoC, OS, application and agent-version name kept from a `Hello`, in characters;
+    /// longer ones are cut (and counted in `names_truncated`).
+    pub max_name_chars: usize,
+    /// The most bytes one compressed `Events` records section may expand to; a frame declaring more is
+    /// dropped (`frames_dropped.decompress`) before it is decompressed.
+    pub max_decompressed: usize,
+    /// The shared secret a board's `Hello` must carry (`--token`); `None`: any board is accepted.
+    pub token: Option<String>,
 }
+
+/// Default of [`IngestConfig::max_decompressed`]: the longest uncompressed frame (1 MiB); an agent's
+/// blocks are a few KiB.
+pub const DEFAULT_MAX_DECOMPRESSED: usize = socscope_wire::MAX_FRAME_LEN;
+
+/// Default of [`IngestConfig::max_name_chars`]: far above any real board name, far below a name that
+/// floods a terminal or a catalog.
+pub const DEFAULT_MAX_NAME_CHARS: usize = 256;
 
 impl IngestConfig {
     /// Stores in `dir`, accepting this build's wire version.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
-            accepted_versions: vec![WIRE_VERSION],
+            accepted_versions: socscope_wire::READ_WIRE_VERSIONS.to_vec(),
+            max_name_chars: DEFAULT_MAX_NAME_CHARS,
+            max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+            token: None,
         }
+    }
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Cuts `name` to `max` characters; returns whether it was longer.
+fn cut_name(name: &mut String, max: usize) -> bool {
+    match name.char_indices().nth(max) {
+        Some((at, _)) => {
+            name.truncate(at);
+            true
+        }
+        None => false,
     }
 }
 
@@ -58,6 +92,9 @@ pub struct SessionReport {
     pub wall_seconds: f64,
     /// Trace duration in seconds (board time).
     pub trace_seconds: f64,
+    /// Why the session was cut short by the collector's side (the store failed, e.g. a full disk):
+    /// the trace keeps what was committed and is marked interrupted. `None` for a normal end.
+    pub interrupted: Option<String>,
 }
 
 impl SessionReport {
@@ -117,6 +154,15 @@ struct ActiveSession {
     frames: u64,
     bytes_at_start: u64,
     board_totals: Option<(u64, u64)>,
+    names_truncated: u64,
+    /// Producers (`false`, board id) and event types (`true`, id) declared so far: a repeated dictionary
+    /// (wire version 2) declares nothing twice, so what is stored does not depend on how often the
+    /// board repeated itself.
+    declared: std::collections::HashSet<(bool, u32)>,
+    hellos_repeated: u64,
+    records_before_hello: u64,
+    records_lost_before_hello: u64,
+    frames_dropped_before_hello: u64,
 }
 
 /// Decodes one byte stream (a TCP connection, a serial port, a capture file) into traces.
@@ -131,6 +177,64 @@ pub struct Ingest {
     /// Stream offset of the frame being handled: where a session's bytes start (its `Hello`) and where the
     /// previous session's end when a new `Hello` comes.
     frame_offset: u64,
+    /// At most this many sessions start in any minute (`None`: no limit, e.g. a replayed file).
+    sessions_per_minute: Option<usize>,
+    /// When the sessions of the last minute started.
+    session_starts: std::collections::VecDeque<Instant>,
+    /// `Hello`s refused by the session rate limit.
+    sessions_refused: u64,
+    /// Frames decoded while no session was open, kept for the session whose `Hello` comes next (its
+    /// first `Hello` was damaged, or the link was joined mid-session): wire version 2 repeats `Hello`.
+    pending: Vec<Frame>,
+    /// Records in `pending`.
+    pending_records: u64,
+    /// Approximate bytes `pending` holds (see [`MAX_PENDING_BYTES`]).
+    pending_bytes: usize,
+    /// The decoder's dictionary after the last `Dictionary` frame of `pending` (a `Hello` resets the
+    /// decoder's, and the pending frames must be read with the one they were decoded with).
+    pending_dict: Option<Dictionary>,
+    /// A `Dictionary` frame was kept since `pending_dict` was copied.
+    pending_dict_stale: bool,
+    /// Records that arrived while no session was open and could not be kept (the bound was reached, or
+    /// their session ended before any `Hello` of it arrived): lost, reported with the next session.
+    orphan_records: u64,
+    /// Frames dropped by the decoder while no session was open (a damaged `Hello`, say).
+    orphan_drops: u64,
+    /// `Hello`s refused for a missing or wrong token.
+    sessions_unauthorised: u64,
+}
+
+/// The most records kept while waiting for a `Hello` (a few MB decoded); the agent repeats its `Hello`
+/// every second, i.e. every ~20 k records at a typical rate.
+pub const MAX_PENDING_RECORDS: u64 = 1 << 16;
+
+/// The most memory (approximately) the frames kept while waiting for a `Hello` may hold, whatever they
+/// are (a peer sending only dictionaries must not grow it either).
+pub const MAX_PENDING_BYTES: usize = 8 << 20;
+
+/// The most frames kept while waiting for a `Hello`.
+pub const MAX_PENDING_FRAMES: usize = 4096;
+
+/// Roughly the memory a decoded frame holds.
+fn approx_size(frame: &Frame) -> usize {
+    use socscope_wire::decode::DictItem;
+    match frame {
+        Frame::Events(b) => {
+            64 + std::mem::size_of_val(&b.records[..])
+                + std::mem::size_of_val(&b.values[..])
+                + b.text.len()
+        }
+        Frame::Dictionary(items) => items
+            .iter()
+            .map(|i| match i {
+                DictItem::Producer(p) => 64 + p.name.len(),
+                DictItem::EventType(t) => {
+                    64 + t.name.len() + t.params.iter().map(|p| 32 + p.name.len()).sum::<usize>()
+                }
+            })
+            .sum(),
+        _ => 64,
+    }
 }
 
 fn drop_reason_key(e: &DecodeError) -> &'static str {
@@ -158,7 +262,8 @@ fn drop_reason_key(e: &DecodeError) -> &'static str {
 impl Ingest {
     /// A new ingest for the stream from `source`.
     pub fn new(config: IngestConfig, source: impl Into<String>) -> Self {
-        let decoder = StreamDecoder::new(&config.accepted_versions);
+        let mut decoder = StreamDecoder::new(&config.accepted_versions);
+        decoder.set_max_decompressed(config.max_decompressed);
         Self {
             config,
             source: source.into(),
@@ -168,7 +273,60 @@ impl Ingest {
             notices: Vec::new(),
             reports: Vec::new(),
             frame_offset: 0,
+            sessions_per_minute: None,
+            session_starts: std::collections::VecDeque::new(),
+            sessions_refused: 0,
+            pending: Vec::new(),
+            pending_records: 0,
+            pending_bytes: 0,
+            pending_dict: None,
+            pending_dict_stale: false,
+            orphan_records: 0,
+            orphan_drops: 0,
+            sessions_unauthorised: 0,
         }
+    }
+
+    /// Starts at most `per_minute` sessions in any minute: a link announcing new sessions faster (a
+    /// flood of `Hello`s, each of which would be a trace file) has the extra ones refused — counted,
+    /// said in a notice, their frames dropped up to the next accepted `Hello`.
+    pub fn limit_sessions(&mut self, per_minute: usize) {
+        self.sessions_per_minute = Some(per_minute);
+    }
+
+    /// `Hello`s refused by [`Ingest::limit_sessions`].
+    pub fn sessions_refused(&self) -> u64 {
+        self.sessions_refused
+    }
+
+    /// Whether a session has started on this stream (one is open, or one ended).
+    pub fn has_had_session(&self) -> bool {
+        self.session.is_some() || !self.reports.is_empty()
+    }
+
+    /// `Hello`s refused for a missing or wrong token ([`IngestConfig::token`]).
+    pub fn sessions_unauthorised(&self) -> u64 {
+        self.sessions_unauthorised
+    }
+
+    /// Whether the session rate limit lets one more session start now (and if so, counts it).
+    fn may_start_session(&mut self) -> bool {
+        let Some(limit) = self.sessions_per_minute else {
+            return true;
+        };
+        let now = Instant::now();
+        while self
+            .session_starts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= std::time::Duration::from_secs(60))
+        {
+            self.session_starts.pop_front();
+        }
+        if self.session_starts.len() >= limit {
+            return false;
+        }
+        self.session_starts.push_back(now);
+        true
     }
 
     /// Notices since the last call.
@@ -187,13 +345,18 @@ impl Ingest {
     }
 
     /// Feeds bytes from the stream and ingests every complete frame.
+    ///
+    /// A store failure (a full disk, a file that cannot be created) ends the open session as interrupted
+    /// (see [`SessionReport::interrupted`]) and the stream goes on: frames up to the next `Hello` are
+    /// counted as dropped, and a later `Hello` starts a new trace if the store works again. So this never
+    /// fails; the `Result` is kept for the sources' sake.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
         self.decoder.feed(bytes);
         while let Some(result) = self.decoder.next_frame() {
-            match result {
+            let handled = match result {
                 Ok(decoded) => {
                     self.frame_offset = decoded.offset;
-                    self.frame(decoded.frame)?
+                    self.frame(decoded.frame)
                 }
                 Err(e) => {
                     self.frame_offset = match &e {
@@ -201,21 +364,21 @@ impl Ingest {
                         | DecodeError::UnsupportedVersion { offset, .. } => *offset,
                         _ => self.decoder.offset(),
                     };
-                    self.dropped(e)?
+                    self.dropped(e)
                 }
-            }
+            };
+            self.guard(handled);
         }
-        if let Some(s) = self.session.as_mut() {
-            s.writer.maybe_commit()?;
-        }
-        Ok(())
+        self.tick()
     }
 
     /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
     pub fn tick(&mut self) -> Result<()> {
-        if let Some(s) = self.session.as_mut() {
-            s.writer.maybe_commit()?;
-        }
+        let committed = match self.session.as_mut() {
+            Some(s) => s.writer.maybe_commit().map(|_| ()).map_err(Into::into),
+            None => Ok(()),
+        };
+        self.guard(committed);
         Ok(())
     }
 
@@ -223,10 +386,108 @@ impl Ingest {
     /// as incomplete. Returns every session report of the stream.
     pub fn finish(mut self) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
         if let Some(e) = self.decoder.finish() {
-            self.dropped(e)?;
+            let dropped = self.dropped(e);
+            self.guard(dropped);
         }
-        self.end_session(false, self.decoder.offset())?;
+        let ended = self.end_session(false, self.decoder.offset());
+        self.guard(ended);
+        let unattributed = self.pending_records + self.orphan_records;
+        if unattributed > 0 {
+            self.notices.push(Notice::FrameDropped {
+                source: self.source.clone(),
+                message: format!(
+                    "{unattributed} records arrived without a readable Hello of their session: not stored"
+                ),
+            });
+        }
         Ok((self.reports, self.notices))
+    }
+
+    /// Ends the open session as interrupted when handling a frame failed in the store.
+    fn guard(&mut self, result: Result<()>) {
+        if let Err(e) = result {
+            self.interrupt_session(&e);
+        }
+    }
+
+    /// The store failed under the open session (or while starting one): the trace keeps what it
+    /// committed, is closed as interrupted, and the operator is told what happened and what was lost.
+    fn interrupt_session(&mut self, error: &CollectorError) {
+        let Some(s) = self.session.take() else {
+            self.orphan_frames += 1;
+            self.notices.push(Notice::FrameDropped {
+                source: self.source.clone(),
+                message: format!(
+                    "no trace could be started: {error}; the session's frames are dropped"
+                ),
+            });
+            return;
+        };
+        let st = s.recon.stats();
+        let end = SessionEnd {
+            records: st.records_by_type.values().sum(),
+            lost_on_board: st.lost_on_board,
+            lost_in_transit: st.lost_in_transit,
+            hello: s.hello,
+            path: s.path,
+            db_file: s.db_file,
+            started: s.started,
+            dropped_frames: s.dropped_frames,
+        };
+        // Dropping the writer commits what it can (nothing more on a full disk) and releases the file.
+        drop(s.writer);
+        self.report_interrupted(end, error);
+    }
+
+    /// Closes a trace whose writer is gone as interrupted, registers it and reports the session.
+    fn report_interrupted(&mut self, end: SessionEnd, error: &CollectorError) {
+        let SessionEnd {
+            hello,
+            path,
+            db_file,
+            started,
+            dropped_frames,
+            records,
+            lost_on_board,
+            lost_in_transit,
+        } = end;
+        let reason = format!("the collector could not write the trace: {error}");
+        let (events, detail) = match socscope_tracedb::repair(&path, &reason) {
+            Ok(socscope_tracedb::RepairOutcome::Repaired(r)) => (
+                r.events,
+                format!(
+                    "closed as interrupted with its {} committed events",
+                    r.events
+                ),
+            ),
+            Ok(other) => (0, format!("left as found ({other:?})")),
+            Err(e) => (
+                0,
+                format!(
+                    "still marked live ({e}); the next `socscope collect` on the directory or `socscope repair` closes it"
+                ),
+            ),
+        };
+        let _ = register(&self.config.dir, &db_file);
+        let message = format!(
+            "{reason}; {records} records decoded, the trace {detail}; frames up to the next Hello are dropped"
+        );
+        let report = SessionReport {
+            source: self.source.clone(),
+            board: hello.board.clone(),
+            path,
+            complete: false,
+            records,
+            events,
+            lost_on_board,
+            lost_in_transit,
+            dropped_frames,
+            wall_seconds: started.elapsed().as_secs_f64(),
+            trace_seconds: 0.0,
+            interrupted: Some(message),
+        };
+        self.notices.push(Notice::SessionEnded(report.clone()));
+        self.reports.push(report);
     }
 
     fn dropped(&mut self, e: DecodeError) -> Result<()> {
@@ -260,6 +521,7 @@ impl Ingest {
             }
             None => {
                 self.orphan_frames += 1;
+                self.orphan_drops += 1;
                 if self.orphan_frames <= REPORTED_DROPS {
                     // Frames of a rejected session were explained by its `VersionRejected` notice.
                     let context = if key == "session_rejected" {
@@ -278,25 +540,83 @@ impl Ingest {
     }
 
     fn frame(&mut self, frame: Frame) -> Result<()> {
-        if let Frame::Hello(hello) = frame {
-            self.end_session(false, self.frame_offset)?;
-            return self.start_session(hello);
+        if let Frame::Hello(mut hello) = frame {
+            let names_truncated = self.cut_names(&mut hello);
+            if let Some(s) = self.session.as_mut()
+                && s.hello.board == hello.board
+                && s.hello.session_id == hello.session_id
+                && s.hello.tick_hz == hello.tick_hz
+                && s.hello.cpu_count == hello.cpu_count
+            {
+                // Wire version 2 repeats the open session's Hello (and then its dictionary) now and then:
+                // the same session goes on, on its first Hello's clock.
+                s.frames += 1;
+                s.hellos_repeated += 1;
+                return Ok(());
+            }
+            let ended = self.end_session(false, self.frame_offset);
+            self.guard(ended);
+            if let Some(token) = &self.config.token
+                && !same_secret(token.as_bytes(), hello.token.as_bytes())
+            {
+                self.sessions_unauthorised += 1;
+                self.orphan_frames += 1;
+                // What was kept for this session is not stored either.
+                self.orphan_records += std::mem::take(&mut self.pending_records);
+                self.pending.clear();
+                self.pending_bytes = 0;
+                self.pending_dict = None;
+                self.pending_dict_stale = false;
+                if self.sessions_unauthorised <= REPORTED_DROPS {
+                    self.notices.push(Notice::FrameDropped {
+                        source: self.source.clone(),
+                        message: format!(
+                            "Hello of board '{}' refused: {} token (--token); {} refused so far, their frames are dropped",
+                            crate::naming::printable(&hello.board),
+                            if hello.token.is_empty() { "no" } else { "a wrong" },
+                            self.sessions_unauthorised
+                        ),
+                    });
+                }
+                return Ok(());
+            }
+            if !self.may_start_session() {
+                self.sessions_refused += 1;
+                self.orphan_frames += 1;
+                if self.sessions_refused <= REPORTED_DROPS {
+                    self.notices.push(Notice::FrameDropped {
+                        source: self.source.clone(),
+                        message: format!(
+                            "Hello refused: more than {} sessions started on this connection within a minute (--max-sessions-per-minute); {} refused so far, their frames are dropped",
+                            self.sessions_per_minute.unwrap_or(0),
+                            self.sessions_refused
+                        ),
+                    });
+                }
+                return Ok(());
+            }
+            self.start_session(hello, names_truncated)?;
+            return self.replay_pending();
         }
         let Some(s) = self.session.as_mut() else {
-            // Frames of a session whose Hello we never saw (we attached mid-stream): counted, not guessed at.
-            self.orphan_frames += 1;
+            self.keep_pending(frame);
             return Ok(());
         };
         s.frames += 1;
         let dict = self.decoder.dictionary();
         match frame {
             Frame::Hello(_) => {}
-            Frame::Dictionary(items) => s.recon.dictionary(&items, dict, &mut s.writer)?,
+            Frame::Dictionary(items) => {
+                let items = s.new_declarations(items);
+                s.recon.dictionary(&items, dict, &mut s.writer)?
+            }
             Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
             Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
             Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
             Frame::Bye(b) => {
                 s.board_totals = Some((b.records, b.dropped));
+                s.recon
+                    .reconcile_totals(b.records, b.dropped, &mut s.writer)?;
                 // The session's bytes end with this frame.
                 let end = self.decoder.offset();
                 self.end_session(true, end)?;
@@ -305,7 +625,121 @@ impl Ingest {
         Ok(())
     }
 
-    fn start_session(&mut self, hello: HelloInfo) -> Result<()> {
+    /// A frame while no session is open: kept (bounded) for the session whose `Hello` comes next, or
+    /// counted as lost.
+    fn keep_pending(&mut self, frame: Frame) {
+        self.orphan_frames += 1;
+        let size = approx_size(&frame);
+        if self.pending_bytes + size > MAX_PENDING_BYTES || self.pending.len() >= MAX_PENDING_FRAMES
+        {
+            if let Frame::Events(batch) = &frame {
+                self.orphan_records += batch.len() as u64;
+            }
+            return;
+        }
+        if matches!(
+            frame,
+            Frame::Events(_) | Frame::Dictionary(_) | Frame::Loss(_)
+        ) {
+            self.pending_bytes += size;
+        }
+        match frame {
+            Frame::Events(batch)
+                if self.pending_records + batch.len() as u64 <= MAX_PENDING_RECORDS =>
+            {
+                self.pending_records += batch.len() as u64;
+                if self.pending_dict_stale {
+                    // The dictionary these records were decoded with (copied once per run of
+                    // declarations, not per declaration).
+                    self.pending_dict = Some(self.decoder.dictionary().clone());
+                    self.pending_dict_stale = false;
+                }
+                self.pending.push(Frame::Events(batch));
+            }
+            Frame::Events(batch) => self.orphan_records += batch.len() as u64,
+            Frame::Dictionary(items) => {
+                self.pending_dict_stale = true;
+                self.pending.push(Frame::Dictionary(items));
+            }
+            Frame::Loss(l) => self.pending.push(Frame::Loss(l)),
+            Frame::Bye(_) => {
+                // A session ended whose Hello never arrived: what was kept for it belongs to no trace.
+                self.orphan_records += self.pending_records;
+                self.pending.clear();
+                self.pending_records = 0;
+                self.pending_bytes = 0;
+                self.pending_dict = None;
+                self.pending_dict_stale = false;
+            }
+            Frame::Hello(_) | Frame::Heartbeat(_) => {}
+        }
+    }
+
+    /// Ingests the frames kept before the session's `Hello` into it, on the dictionary they were decoded
+    /// with.
+    fn replay_pending(&mut self) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let records = std::mem::take(&mut self.pending_records);
+        self.pending_bytes = 0;
+        // Declarations kept after the last kept batch are not in this copy (the Hello reset the
+        // decoder's), but no kept record needs them, and the repeated dictionary declares them again.
+        self.pending_dict_stale = false;
+        let dict = self.pending_dict.take();
+        let (lost, drops) = (
+            std::mem::take(&mut self.orphan_records),
+            std::mem::take(&mut self.orphan_drops),
+        );
+        let Some(s) = self.session.as_mut() else {
+            // No trace could be started: what was kept is lost with the session.
+            self.orphan_records += records + lost;
+            return Ok(());
+        };
+        s.records_before_hello = records;
+        s.records_lost_before_hello = lost;
+        s.frames_dropped_before_hello = drops;
+        let builtins = Dictionary::default();
+        let dict = dict.as_ref().unwrap_or(&builtins);
+        for frame in pending {
+            s.frames += 1;
+            match frame {
+                Frame::Dictionary(items) => {
+                    let items = s.new_declarations(items);
+                    s.recon.dictionary(&items, dict, &mut s.writer)?
+                }
+                Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
+                Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
+                Frame::Hello(_) | Frame::Heartbeat(_) | Frame::Bye(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts the `Hello`'s names to the configured length; returns how many were cut (each said once).
+    fn cut_names(&mut self, hello: &mut HelloInfo) -> u64 {
+        let max = self.config.max_name_chars;
+        let mut names_truncated = 0u64;
+        for (what, name) in [
+            ("board", &mut hello.board),
+            ("SoC", &mut hello.soc),
+            ("OS", &mut hello.os),
+            ("application", &mut hello.application),
+            ("agent version", &mut hello.agent_version),
+        ] {
+            let chars = name.chars().count();
+            if cut_name(name, max) {
+                names_truncated += 1;
+                self.notices.push(Notice::FrameDropped {
+                    source: self.source.clone(),
+                    message: format!(
+                        "the Hello's {what} name has {chars} characters: cut to the first {max} (--max-name-chars)"
+                    ),
+                });
+            }
+        }
+        names_truncated
+    }
+
+    fn start_session(&mut self, hello: HelloInfo, names_truncated: u64) -> Result<()> {
         std::fs::create_dir_all(&self.config.dir).map_err(|e| CollectorError::Io {
             path: self.config.dir.clone(),
             source: e,
@@ -314,8 +748,6 @@ impl Ingest {
         let unix_ns = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64);
-        let (db_file, path) =
-            unique_path(&self.config.dir, &hello.board, hello.session_id, unix_ns);
         let meta = TraceMeta {
             trace_type: "socscope-live".into(),
             board: hello.board.clone(),
@@ -340,14 +772,31 @@ impl Ingest {
                 ("source".into(), ParamValue::String(self.source.clone())),
             ],
         };
-        let mut writer = TraceWriter::create(&path, &meta)?;
+        let (db_file, path, mut writer) = create_trace(
+            &self.config.dir,
+            &trace_file_name(&hello.board, hello.session_id, unix_ns),
+            &meta,
+        )?;
         let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
         recon.set_syscall_abi(crate::syscalls::SyscallAbi::for_board(
             &hello.soc, &hello.os,
         ));
-        recon.start(self.decoder.dictionary(), &mut writer)?;
-        writer.commit()?;
-        register(&self.config.dir, &db_file)?;
+        recon.sequences_start_at(0);
+        let started = recon
+            .start(self.decoder.dictionary(), &mut writer)
+            .and_then(|()| writer.commit())
+            .map_err(CollectorError::from)
+            .and_then(|()| register(&self.config.dir, &db_file));
+        if let Err(e) = started {
+            // Not left live behind us: closed as interrupted (or by the next repair if even that fails).
+            drop(writer);
+            let _ = socscope_tracedb::repair(
+                &path,
+                &format!("the collector could not start the trace: {e}"),
+            );
+            let _ = register(&self.config.dir, &db_file);
+            return Err(e);
+        }
         self.notices.push(Notice::SessionStarted {
             source: self.source.clone(),
             board: hello.board.clone(),
@@ -366,6 +815,12 @@ impl Ingest {
             frames: 0,
             bytes_at_start: self.frame_offset,
             board_totals: None,
+            names_truncated,
+            declared: std::collections::HashSet::new(),
+            hellos_repeated: 0,
+            records_before_hello: 0,
+            records_lost_before_hello: 0,
+            frames_dropped_before_hello: 0,
         });
         Ok(())
     }
@@ -375,6 +830,58 @@ impl Ingest {
         let Some(mut s) = self.session.take() else {
             return Ok(());
         };
+        // Everything fallible that can be retried as an interruption happens before `finish`, which
+        // consumes the writer.
+        if let Err(e) = self
+            .final_stats(&mut s, end)
+            .and_then(|()| s.writer.commit().map_err(Into::into))
+        {
+            self.session = Some(s);
+            return Err(e);
+        }
+        let st = s.recon.stats();
+        let records: u64 = st.records_by_type.values().sum();
+        let info = match s.writer.finish(complete) {
+            Ok(info) => info,
+            Err(e) => {
+                self.report_interrupted(
+                    SessionEnd {
+                        hello: s.hello,
+                        path: s.path,
+                        db_file: s.db_file,
+                        started: s.started,
+                        dropped_frames: s.dropped_frames,
+                        records,
+                        lost_on_board: st.lost_on_board,
+                        lost_in_transit: st.lost_in_transit,
+                    },
+                    &e.into(),
+                );
+                return Ok(());
+            }
+        };
+        register(&self.config.dir, &s.db_file)?;
+        let report = SessionReport {
+            source: self.source.clone(),
+            board: s.hello.board.clone(),
+            path: s.path,
+            complete,
+            records,
+            events: info.event_count,
+            lost_on_board: st.lost_on_board,
+            lost_in_transit: st.lost_in_transit,
+            dropped_frames: s.dropped_frames,
+            wall_seconds: s.started.elapsed().as_secs_f64(),
+            trace_seconds: info.duration() as f64 / 1e9,
+            interrupted: None,
+        };
+        self.notices.push(Notice::SessionEnded(report.clone()));
+        self.reports.push(report);
+        Ok(())
+    }
+
+    /// Closes the reconstruction and writes the session's ingest statistics (not yet committed).
+    fn final_stats(&self, s: &mut ActiveSession, end: u64) -> Result<()> {
         s.recon.finish(&mut s.writer)?;
         let st = s.recon.stats();
         let records: u64 = st.records_by_type.values().sum();
@@ -415,6 +922,41 @@ impl Ingest {
                 "sequence_overlaps",
                 st.sequence_overlaps as i64,
                 "batches starting before the expected sequence number",
+            ),
+            (
+                "hellos_repeated",
+                s.hellos_repeated as i64,
+                "Hellos repeating the open session's (wire version 2 resynchronisation), not new sessions",
+            ),
+            (
+                "records_before_hello",
+                s.records_before_hello as i64,
+                "records that arrived before the session's first readable Hello, kept and stored in it",
+            ),
+            (
+                "records_lost_before_hello",
+                s.records_lost_before_hello as i64,
+                "records that arrived while no session was open and could not be kept (bound reached, or their session ended unseen)",
+            ),
+            (
+                "frames_dropped_before_hello",
+                s.frames_dropped_before_hello as i64,
+                "frames the decoder dropped while no session was open (a damaged Hello, say)",
+            ),
+            (
+                "names_truncated",
+                s.names_truncated as i64,
+                "names of the Hello cut to the longest kept (--max-name-chars)",
+            ),
+            (
+                "duplicate_records",
+                st.duplicate_records as i64,
+                "records whose sequence number had arrived already (a section of the stream seen twice): dropped, stored once",
+            ),
+            (
+                "records_lost_at_end",
+                st.lost_at_end as i64,
+                "records the board's Bye totals count that never arrived after a CPU's last batch (part of records_lost_in_transit)",
             ),
             (
                 "clipped_open_states",
@@ -482,25 +1024,37 @@ impl Ingest {
                 description: format!("raw records of wire type {type_id}"),
             })?;
         }
-        let info = s.writer.finish(complete)?;
-        register(&self.config.dir, &s.db_file)?;
-        let report = SessionReport {
-            source: self.source.clone(),
-            board: s.hello.board.clone(),
-            path: s.path,
-            complete,
-            records,
-            events: info.event_count,
-            lost_on_board: st.lost_on_board,
-            lost_in_transit: st.lost_in_transit,
-            dropped_frames: s.dropped_frames,
-            wall_seconds: s.started.elapsed().as_secs_f64(),
-            trace_seconds: info.duration() as f64 / 1e9,
-        };
-        self.notices.push(Notice::SessionEnded(report.clone()));
-        self.reports.push(report);
         Ok(())
     }
+}
+
+impl ActiveSession {
+    /// The items of a `Dictionary` frame not declared before in this session.
+    fn new_declarations(
+        &mut self,
+        mut items: Vec<socscope_wire::decode::DictItem>,
+    ) -> Vec<socscope_wire::decode::DictItem> {
+        use socscope_wire::decode::DictItem;
+        items.retain(|item| {
+            self.declared.insert(match item {
+                DictItem::Producer(p) => (false, p.id),
+                DictItem::EventType(t) => (true, u32::from(t.id)),
+            })
+        });
+        items
+    }
+}
+
+/// What is left of a session whose trace could not be finished normally.
+struct SessionEnd {
+    hello: HelloInfo,
+    path: PathBuf,
+    db_file: String,
+    started: Instant,
+    dropped_frames: u64,
+    records: u64,
+    lost_on_board: u64,
+    lost_in_transit: u64,
 }
 
 /// Registers (or refreshes) a trace file in the catalog of `dir`.
@@ -517,15 +1071,32 @@ fn register(dir: &Path, db_file: &str) -> Result<()> {
     Ok(())
 }
 
-/// A trace path in `dir` for `board` that does not exist yet; returns (file name, full path).
-fn unique_path(dir: &Path, board: &str, session_id: u64, unix_ns: i64) -> (String, PathBuf) {
-    let base = trace_file_name(board, session_id, unix_ns);
-    let mut name = format!("{base}.db");
-    let mut n = 2;
-    while dir.join(&name).exists() {
-        name = format!("{base}-{n}.db");
-        n += 1;
+/// How many names a new trace tries (`base.db`, `base-2.db`, …) before giving up.
+const NAME_ATTEMPTS: u32 = 10_000;
+
+/// Creates a new trace `base.db` in `dir`, or `base-2.db`, `base-3.db`… when the name is taken — also
+/// by another session creating it at the same instant (the store creates files exclusively); returns
+/// (file name, full path, writer).
+fn create_trace(
+    dir: &Path,
+    base: &str,
+    meta: &TraceMeta,
+) -> Result<(String, PathBuf, TraceWriter)> {
+    for n in 1..=NAME_ATTEMPTS {
+        let name = if n == 1 {
+            format!("{base}.db")
+        } else {
+            format!("{base}-{n}.db")
+        };
+        let path = dir.join(&name);
+        match TraceWriter::create(&path, meta) {
+            Ok(writer) => return Ok((name, path, writer)),
+            Err(socscope_tracedb::StoreError::AlreadyExists { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    let path = dir.join(&name);
-    (name, path)
+    Err(CollectorError::Invalid(format!(
+        "{}: {NAME_ATTEMPTS} trace files named {base}*.db exist already",
+        dir.display()
+    )))
 }

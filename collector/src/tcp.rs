@@ -29,15 +29,66 @@ pub async fn bind(addr: &str) -> Result<TcpListener> {
         })
 }
 
+/// Bounds on what the TCP side accepts, so that idle or hostile peers cannot exhaust threads and memory.
+#[derive(Clone, Debug)]
+pub struct ServeLimits {
+    /// Connections served at once; more are accepted and closed at once, each said in a notice.
+    pub max_connections: usize,
+    /// A connection that sends nothing for this long is closed (its session ends incomplete). Boards
+    /// send a `Heartbeat` when idle, far more often than this.
+    pub idle_timeout: Duration,
+    /// Sessions (`Hello`s) one connection may start in any minute; more are refused and counted.
+    pub max_sessions_per_minute: usize,
+    /// A connection on which no session started (no accepted `Hello`: silent, garbage, wrong token)
+    /// within this time is closed, so that such peers cannot hold the connection slots. Boards repeat
+    /// their `Hello` every second (wire version 2).
+    pub hello_timeout: Duration,
+}
+
+/// Default of [`ServeLimits::hello_timeout`].
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default of [`ServeLimits::max_sessions_per_minute`]: a board starts one session per connection.
+pub const DEFAULT_MAX_SESSIONS_PER_MINUTE: usize = 10;
+
+/// Default of [`ServeLimits::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// Default of [`ServeLimits::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_sessions_per_minute: DEFAULT_MAX_SESSIONS_PER_MINUTE,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
+        }
+    }
+}
+
 /// Accepts boards until `shutdown` turns true, then closes every session cleanly (incomplete unless the
-/// board said `Bye`) and returns. Notices (sessions started and ended, drops) go to `notices`.
+/// board said `Bye`) and returns. Notices (sessions started and ended, drops) go to `notices`. Default
+/// [`ServeLimits`].
 pub async fn serve(
     listener: TcpListener,
     config: IngestConfig,
+    shutdown: watch::Receiver<bool>,
+    notices: mpsc::UnboundedSender<Notice>,
+) -> Result<()> {
+    serve_with(listener, config, ServeLimits::default(), shutdown, notices).await
+}
+
+/// [`serve`] with explicit limits.
+pub async fn serve_with(
+    listener: TcpListener,
+    config: IngestConfig,
+    limits: ServeLimits,
     mut shutdown: watch::Receiver<bool>,
     notices: mpsc::UnboundedSender<Notice>,
 ) -> Result<()> {
     let mut workers = Vec::new();
+    let mut refused = 0u64;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -46,12 +97,24 @@ pub async fn serve(
                     // Running out of file descriptors or a reset during accept: keep serving the others.
                     Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue; }
                 };
+                workers.retain(|w: &tokio::task::JoinHandle<()>| !w.is_finished());
+                if workers.len() >= limits.max_connections {
+                    refused += 1;
+                    drop(stream);
+                    let _ = notices.send(Notice::FrameDropped {
+                        source: format!("tcp {peer}"),
+                        message: format!(
+                            "connection refused: {} connections open, the limit (--max-connections); {refused} refused so far",
+                            workers.len()
+                        ),
+                    });
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
-                workers.push(spawn_connection(stream, peer, config.clone(), shutdown.clone(), notices.clone()));
+                workers.push(spawn_connection(stream, peer, config.clone(), &limits, shutdown.clone(), notices.clone()));
             }
             _ = shutdown.changed() => break,
         }
-        workers.retain(|w: &tokio::task::JoinHandle<()>| !w.is_finished());
     }
     for w in workers {
         let _ = w.await;
@@ -63,16 +126,25 @@ fn spawn_connection(
     mut stream: tokio::net::TcpStream,
     peer: SocketAddr,
     config: IngestConfig,
+    limits: &ServeLimits,
     mut shutdown: watch::Receiver<bool>,
     notices: mpsc::UnboundedSender<Notice>,
 ) -> tokio::task::JoinHandle<()> {
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
     let source = format!("tcp {peer}");
+    let (idle_timeout, sessions_per_minute, hello_timeout) = (
+        limits.idle_timeout,
+        limits.max_sessions_per_minute,
+        limits.hello_timeout,
+    );
+    let session_seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen_by_ingest = session_seen.clone();
     let ingest_notices = notices.clone();
     let ingest_thread = std::thread::Builder::new()
         .name(format!("ingest {peer}"))
         .spawn(move || {
             let mut ingest = Ingest::new(config, source.clone());
+            ingest.limit_sessions(sessions_per_minute);
             let forward = |ingest: &mut Ingest| {
                 for n in ingest.take_notices() {
                     let _ = ingest_notices.send(n);
@@ -86,6 +158,9 @@ fn spawn_connection(
                 if let Err(e) = ingest.feed(&chunk) {
                     failed = Some(e);
                     break;
+                }
+                if ingest.has_had_session() {
+                    seen_by_ingest.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 forward(&mut ingest);
             }
@@ -110,6 +185,8 @@ fn spawn_connection(
             return;
         };
         let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut last_data = tokio::time::Instant::now();
+        let connected = tokio::time::Instant::now();
         loop {
             let mut buf = vec![0u8; READ_CHUNK];
             tokio::select! {
@@ -119,9 +196,33 @@ fn spawn_connection(
                         buf.truncate(n);
                         // Waits while the ingest is behind: back-pressure to the board.
                         if tx.send(buf).await.is_err() { break; }
+                        // Data arrived; time spent waiting for a slow disk is not the board's silence.
+                        last_data = tokio::time::Instant::now();
                     }
                 },
                 _ = tick.tick() => {
+                    if !session_seen.load(std::sync::atomic::Ordering::Relaxed)
+                        && connected.elapsed() >= hello_timeout
+                    {
+                        let _ = notices.send(Notice::FrameDropped {
+                            source: format!("tcp {peer}"),
+                            message: format!(
+                                "connection closed: no session started within {} s (--hello-timeout)",
+                                hello_timeout.as_secs_f64()
+                            ),
+                        });
+                        break;
+                    }
+                    if last_data.elapsed() >= idle_timeout {
+                        let _ = notices.send(Notice::FrameDropped {
+                            source: format!("tcp {peer}"),
+                            message: format!(
+                                "connection closed: nothing received for {} s (--idle-timeout)",
+                                idle_timeout.as_secs_f64()
+                            ),
+                        });
+                        break;
+                    }
                     // An empty chunk lets a quiet session commit within the interval.
                     if tx.send(Vec::new()).await.is_err() { break; }
                 }

@@ -85,6 +85,8 @@ fn reconstruct(script: impl FnOnce(&mut TestAgent, &dyn Fn(u64))) -> (Collected,
             session_id: 1,
             flush_latency_ticks: 1_000_000,
             heartbeat_ticks: 1_000_000,
+            hello_every_ticks: 0,
+            token: "",
         },
     ));
     let mut out = Bytes::default();

@@ -308,6 +308,7 @@ fn hello_frame(version: u16, board: &str) -> Vec<u8> {
             tick_hz: 1_000_000,
             session_id: 99,
             start_ticks: 0,
+            token: "",
         },
     )
     .unwrap();
@@ -315,13 +316,24 @@ fn hello_frame(version: u16, board: &str) -> Vec<u8> {
     out
 }
 
+/// The capture's frames but its `Hello`s (the first and the repeated ones), and how many.
+fn frames_but_hellos(c: &Capture) -> (Vec<u8>, usize) {
+    let kept: Vec<&FrameInfo> = c.frames.iter().filter(|f| f.kind != "Hello").collect();
+    let bytes = kept
+        .iter()
+        .flat_map(|f| c.bytes[f.offset..f.offset + f.len].iter().copied())
+        .collect();
+    (bytes, kept.len())
+}
+
 #[test]
 fn a_board_of_another_wire_version_is_refused_with_advice_and_the_next_session_is_read() {
     let c = capture();
-    // A newer board's session (its Hello, then frames it would send), then a current board's whole session.
-    let after_hello = c.frames[1].offset;
+    // A newer board's session (its Hello, then frames it would send: the capture's, without its repeated
+    // version-2 Hellos), then a current board's whole session.
     let mut bytes = hello_frame(99, "new-stb");
-    bytes.extend_from_slice(&c.bytes[after_hello..]);
+    let rest = frames_but_hellos(&c);
+    bytes.extend_from_slice(&rest.0);
     bytes.extend_from_slice(&c.bytes);
     let dir = tempfile::tempdir().unwrap();
     let (reports, notices, orphans) = ingest(&bytes, dir.path());
@@ -331,12 +343,12 @@ fn a_board_of_another_wire_version_is_refused_with_advice_and_the_next_session_i
         Some(&Notice::VersionRejected {
             source: "fault injection".into(),
             message:
-                "board 'new-stb' speaks wire version 99, but this collector accepts only [1]: \
+                "board 'new-stb' speaks wire version 99, but this collector accepts only [1, 2]: \
                       upgrade socscope on the host to a release that reads wire version 99"
                     .into()
         })
     );
-    let rejected_frames = c.frames.len() - 1;
+    let rejected_frames = rest.1;
     assert_eq!(
         orphans as usize,
         1 + rejected_frames,
@@ -370,7 +382,7 @@ fn a_board_of_another_wire_version_is_refused_with_advice_and_the_next_session_i
 fn an_old_board_alone_ends_cleanly_without_a_trace() {
     let c = capture();
     let mut bytes = hello_frame(0, "old-stb");
-    bytes.extend_from_slice(&c.bytes[c.frames[1].offset..]);
+    bytes.extend_from_slice(&frames_but_hellos(&c).0);
     let dir = tempfile::tempdir().unwrap();
     let (reports, notices, _) = ingest(&bytes, dir.path());
     assert!(reports.is_empty());
@@ -379,8 +391,8 @@ fn an_old_board_alone_ends_cleanly_without_a_trace() {
     };
     assert_eq!(
         message,
-        "board 'old-stb' speaks wire version 0, but this collector accepts only [1]: \
-         upgrade the agent firmware on 'old-stb' to wire version 1"
+        "board 'old-stb' speaks wire version 0, but this collector accepts only [1, 2]: \
+         upgrade the agent firmware on 'old-stb' to wire version 2"
     );
     assert!(
         !notices

@@ -14,10 +14,31 @@ use crate::out::outln;
 
 mod aggregate;
 mod capture;
+mod fuzz;
 mod import;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
+    /// Mutation fuzzing on stable Rust: N inputs through each decoder of outside data (wire, every
+    /// importer, the chunk decoder); exit status 1 when any input panics.
+    #[command(
+        after_help = "Examples:\n  cargo run --release -p socscope-analyzer -- bench fuzz --inputs 10000000 --json\n  \
+        socscope bench fuzz --inputs 1000000 --target wire --target chunk"
+    )]
+    Fuzz {
+        /// Inputs per target.
+        #[arg(long, default_value_t = 1_000_000)]
+        inputs: u64,
+        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk); repeatable.
+        #[arg(long = "target", value_name = "NAME")]
+        targets: Vec<String>,
+        /// Seed of the mutations (a run is reproducible from it).
+        #[arg(long, default_value_t = 0x5eed_0010)]
+        seed: u64,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Sim → TCP loopback → collector → trace, end to end; and the store's raw chunk-write rate.
     #[command(
         after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench ingest --events 100000000 --json"
@@ -147,6 +168,12 @@ fn file_size(path: &Path) -> u64 {
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     match cmd {
+        BenchCommand::Fuzz {
+            inputs,
+            targets,
+            seed,
+            json,
+        } => fuzz::run(inputs, &targets, seed, json),
         BenchCommand::Ingest { events, dir, json } => ingest(events, dir, json),
         BenchCommand::Read {
             events,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use serde_json::json;
+use socscope_collector::naming::printable;
 use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
@@ -37,6 +38,31 @@ pub struct CollectArgs {
     /// Print each event (session started or ended, dropped frame) as one JSON line.
     #[arg(long)]
     pub json: bool,
+    /// Longest board/SoC/OS/application name kept from a board's Hello (longer ones are cut and counted).
+    #[arg(long, value_name = "N", default_value_t = socscope_collector::DEFAULT_MAX_NAME_CHARS)]
+    pub max_name_chars: usize,
+    /// The most bytes one zstd-compressed Events frame may expand to; frames declaring more are dropped
+    /// and counted (frames_dropped.decompress).
+    #[arg(long, value_name = "BYTES", default_value_t = socscope_collector::DEFAULT_MAX_DECOMPRESSED)]
+    pub max_decompressed: usize,
+    /// Require this shared secret in every board's Hello (socscope-sim --token); others are refused.
+    #[arg(long, value_name = "SECRET")]
+    pub token: Option<String>,
+    /// The same, read from FILE (its first line), so that it does not show in the process list.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
+    /// Boards served at once over TCP; more connections are closed at once (and said).
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Close a TCP connection that sends nothing for this many seconds (boards send heartbeats).
+    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
+    pub idle_timeout: f64,
+    /// Close a TCP connection on which no session started (no accepted Hello) within this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_HELLO_TIMEOUT.as_secs_f64())]
+    pub hello_timeout: f64,
+    /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]
+    pub max_sessions_per_minute: usize,
 }
 
 pub fn print_notice(n: &Notice, json: bool) {
@@ -51,7 +77,7 @@ pub fn print_notice(n: &Notice, json: bool) {
             }
             Notice::SessionEnded(r) => json!({
                 "event": "session_ended", "source": r.source, "board": r.board, "file": r.path,
-                "complete": r.complete, "records": r.records, "events": r.events,
+                "complete": r.complete, "interrupted": r.interrupted, "records": r.records, "events": r.events,
                 "lost_on_board": r.lost_on_board, "lost_in_transit": r.lost_in_transit,
                 "dropped_frames": r.dropped_frames, "wall_seconds": r.wall_seconds,
                 "trace_seconds": r.trace_seconds, "records_per_second": r.records_per_second(),
@@ -74,14 +100,22 @@ pub fn print_notice(n: &Notice, json: bool) {
             path,
         } => {
             let _ = crate::out::line(format_args!(
-                "session started: {board} ({source}) -> {}",
+                "session started: {} ({source}) -> {}",
+                printable(board),
                 path.display()
             ));
         }
+        Notice::SessionEnded(r) if r.interrupted.is_some() => eprintln!(
+            "error: session interrupted: {} ({}) -> {}: {}",
+            printable(&r.board),
+            r.source,
+            r.path.display(),
+            r.interrupted.as_deref().unwrap_or_default()
+        ),
         Notice::SessionEnded(r) => {
             let _ = crate::out::line(format_args!(
                 "session ended:   {} ({}): {} records -> {} events in {:.2} s ({} records/s), {}, {} lost on board, {} lost in transit, {} frames dropped",
-                r.board,
+                printable(&r.board),
                 r.source,
                 r.records,
                 r.events,
@@ -93,9 +127,47 @@ pub fn print_notice(n: &Notice, json: bool) {
                 r.dropped_frames
             ));
         }
-        Notice::FrameDropped { source, message } => eprintln!("warning: {source}: {message}"),
-        Notice::VersionRejected { source, message } => eprintln!("error: {source}: {message}"),
+        Notice::FrameDropped { source, message } => {
+            eprintln!("warning: {source}: {}", printable(message))
+        }
+        Notice::VersionRejected { source, message } => {
+            eprintln!("error: {source}: {}", printable(message))
+        }
     }
+}
+
+/// Closes the traces of `dir` that a collector killed, crashed or stopped by a full disk left live
+/// (nobody writes them now), and refreshes their catalog entries; prints one line per trace.
+fn repair_left_live(dir: &std::path::Path, json: bool) -> Result<()> {
+    let live = socscope_tracedb::left_live(dir)
+        .with_context(|| format!("while looking for traces left live in {}", dir.display()))?;
+    for path in live {
+        let outcome = match crate::inspect::repair_one(
+            &path,
+            dir,
+            "left live by a collector that stopped without closing it (killed, crashed, or the disk was full); closed when `socscope collect` started on the directory",
+        ) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // One damaged file does not keep the collector from starting.
+                eprintln!(
+                    "warning: {} was left live and could not be repaired: {}",
+                    path.display(),
+                    crate::format::error_chain(&e)
+                );
+                continue;
+            }
+        };
+        if json {
+            let _ = crate::out::line(format_args!(
+                "{}",
+                json!({"event": "trace_repaired", "file": path, "outcome": outcome})
+            ));
+        } else {
+            let _ = crate::out::line(format_args!("repaired: {} {}", path.display(), outcome));
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: CollectArgs) -> Result<ExitCode> {
@@ -103,9 +175,27 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     for f in &args.replay {
         crate::input::require_file(f)?;
     }
-    let config = IngestConfig::new(&args.dir);
+    let mut config = IngestConfig::new(&args.dir);
+    config.max_name_chars = args.max_name_chars;
+    config.max_decompressed = args.max_decompressed;
+    config.token = match (&args.token, &args.token_file) {
+        (Some(t), _) if t.is_empty() => anyhow::bail!("--token: the secret is empty"),
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the token file {}", path.display()))?;
+            let token = text.lines().next().unwrap_or_default().trim().to_string();
+            if token.is_empty() {
+                anyhow::bail!("the token file {} is empty", path.display());
+            }
+            Some(token)
+        }
+        (None, None) => None,
+    };
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    // Before any session writes: what a previous run left live is closed now, not shown as live forever.
+    repair_left_live(&args.dir, args.json)?;
     let specs: Vec<SerialSpec> = args
         .serial
         .iter()
@@ -132,17 +222,37 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or(args.listen.clone());
+            let open_to_others = listener
+                .local_addr()
+                .is_ok_and(|a| !a.ip().is_loopback());
+            if open_to_others && config.token.is_none() {
+                eprintln!(
+                    "warning: listening on {addr}, reachable from other hosts, without --token: anyone who can \
+                     connect can store traces in {}; give the boards a secret (--token-file FILE here, \
+                     --token on the boards)",
+                    args.dir.display()
+                );
+            }
             if args.json {
                 outln!(
                     "{}",
-                    json!({"event": "listening", "address": addr, "dir": args.dir})
+                    json!({"event": "listening", "address": addr, "dir": args.dir, "token_required": config.token.is_some()})
                 );
             } else {
                 outln!("listening on {addr}, traces in {}", args.dir.display());
             }
-            tasks.push(tokio::spawn(tcp::serve(
+            let limits = tcp::ServeLimits {
+                max_connections: args.max_connections,
+                idle_timeout: std::time::Duration::try_from_secs_f64(args.idle_timeout)
+                    .map_err(|e| anyhow::anyhow!("--idle-timeout {}: {e}", args.idle_timeout))?,
+                max_sessions_per_minute: args.max_sessions_per_minute,
+                hello_timeout: std::time::Duration::try_from_secs_f64(args.hello_timeout)
+                    .map_err(|e| anyhow::anyhow!("--hello-timeout {}: {e}", args.hello_timeout))?,
+            };
+            tasks.push(tokio::spawn(tcp::serve_with(
                 listener,
                 config.clone(),
+                limits,
                 shutdown_rx.clone(),
                 notice_tx.clone(),
             )));
@@ -175,6 +285,10 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         let mut ended = 0u64;
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
+        // SIGTERM (a service manager, `kill`) closes the traces as Ctrl-C does.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("cannot watch for SIGTERM")?;
         let mut replays_done = tokio::spawn(async move {
             let mut first_error = None;
             for b in blocking {
@@ -212,7 +326,11 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                     if only_replays { break; }
                 }
                 _ = &mut ctrl_c => {
-                    if !args.json { eprintln!("stopping: closing every open trace"); }
+                    if !args.json { eprintln!("stopping (SIGINT): closing every open trace"); }
+                    break;
+                }
+                _ = terminate.recv() => {
+                    if !args.json { eprintln!("stopping (SIGTERM): closing every open trace"); }
                     break;
                 }
             }

@@ -1,4 +1,4 @@
-//! `ls`, `info` and `sql`: what is in a catalog and in a trace.
+//! `ls`, `info`, `sql` and `repair`: what is in a catalog and in a trace, and closing a trace left live.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -6,7 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use socscope_tracedb::{Catalog, Filter, TimeRange};
+use socscope_collector::naming::printable;
+use socscope_tracedb::{
+    Catalog, Filter, INTERRUPTED_PARAM, ParamValue, RepairOutcome, TimeRange, TraceInfo,
+};
 
 use crate::format;
 use crate::input::open_trace;
@@ -44,6 +47,7 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
                     "events": i.event_count,
                     "complete": i.complete,
                     "finished": i.finished,
+                    "state": state(i),
                 })
             })
             .collect();
@@ -63,13 +67,13 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
             let i = &t.info;
             vec![
                 t.id.to_string(),
-                i.meta.board.clone(),
-                i.meta.application.clone(),
+                printable(&i.meta.board),
+                printable(&i.meta.application),
                 format::utc(i.meta.start_unix_ns),
                 format::duration_ns(i.duration()),
                 i.event_count.to_string(),
-                state(i.complete, i.finished).to_string(),
-                t.db_file.clone(),
+                state(i).to_string(),
+                printable(&t.db_file),
             ]
         })
         .collect();
@@ -92,12 +96,82 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn state(complete: bool, finished: bool) -> &'static str {
-    match (complete, finished) {
+/// `complete`, `incomplete` (ended without `Bye`), `interrupted` (closed after the fact: the collector
+/// stopped without closing it, or could not write) or `live` (being written, or left so by a crash
+/// and not repaired yet).
+fn state(info: &TraceInfo) -> &'static str {
+    let interrupted = info
+        .meta
+        .params
+        .iter()
+        .any(|(name, _)| name == INTERRUPTED_PARAM);
+    match (info.complete, info.finished) {
         (true, _) => "complete",
+        (false, true) if interrupted => "interrupted",
         (false, true) => "incomplete",
         (false, false) => "live",
     }
+}
+
+/// Closes one trace left live and refreshes its catalog entry in `dir` (when it has one); says what
+/// was done in a few words.
+pub fn repair_one(path: &Path, dir: &Path, reason: &str) -> Result<String> {
+    let outcome = socscope_tracedb::repair(path, reason)
+        .with_context(|| format!("while repairing {}", path.display()))?;
+    let said = match &outcome {
+        RepairOutcome::AlreadyFinished => "already finished: nothing to repair".to_string(),
+        RepairOutcome::BeingWritten => {
+            "being written by a running collector: left alone".to_string()
+        }
+        RepairOutcome::Repaired(r) => format!(
+            "was live: now interrupted, {} events in {} chunks ({} → {}); the last commit said {} events",
+            r.events,
+            r.chunks,
+            format::duration_ns(r.t_min),
+            format::duration_ns(r.t_max),
+            r.events_before
+        ),
+    };
+    if matches!(outcome, RepairOutcome::Repaired(_))
+        && dir.join(CATALOG_FILE).exists()
+        && let Some(name) = path.file_name().and_then(|n| n.to_str())
+    {
+        let catalog = Catalog::open(dir)
+            .with_context(|| format!("while opening the catalog in {}", dir.display()))?;
+        // Registered under its file name when it lives in the catalog's directory (as the collector does).
+        if catalog.trace_by_db_file(name)?.is_some() {
+            catalog.register_file(name)?;
+        }
+    }
+    Ok(said)
+}
+
+/// `socscope repair TRACE…`: closes traces left live by a crash.
+pub fn repair(traces: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
+    let mut docs = Vec::new();
+    for path in traces {
+        if !path.exists() {
+            bail!("{}: no such trace file", path.display());
+        }
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let said = repair_one(
+            path,
+            dir,
+            "left live by a writer that stopped without closing it (killed, crashed, or the disk was full); closed by `socscope repair`",
+        )?;
+        if json {
+            docs.push(json!({"file": path, "outcome": said}));
+        } else {
+            outln!("{}: {said}", path.display());
+        }
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&docs)?);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
@@ -134,7 +208,7 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
             "events": info.event_count,
             "complete": info.complete,
             "finished": info.finished,
-            "state": state(info.complete, info.finished),
+            "state": state(&info),
             "params": info.meta.params.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect::<serde_json::Map<_, _>>(),
             "types": types.iter().zip(&counts).map(|(t, c)| json!({
                 "id": t.id,
@@ -160,10 +234,10 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
     outln!("{}", path.display());
     outln!(
         "  board        {} ({}, {}), application {}",
-        m.board,
-        m.soc,
-        m.os,
-        m.application
+        printable(&m.board),
+        printable(&m.soc),
+        printable(&m.os),
+        printable(&m.application)
     );
     outln!(
         "  type         {}, {} CPUs, clock {} Hz",
@@ -179,7 +253,14 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
         format::duration_ns(info.t_max)
     );
     outln!("  events       {}", info.event_count);
-    outln!("  state        {}", state(info.complete, info.finished));
+    outln!("  state        {}", state(&info));
+    if let Some((_, why)) = m.params.iter().find(|(n, _)| n == INTERRUPTED_PARAM) {
+        let why = match why {
+            ParamValue::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        outln!("  interrupted  {}", printable(&why));
+    }
     outln!(
         "  producers    {} ({})",
         producers.len(),
@@ -196,12 +277,12 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
         .filter(|(_, c)| **c > 0)
         .map(|(t, c)| {
             vec![
-                t.name.clone(),
+                printable(&t.name),
                 t.category.name().to_string(),
                 c.to_string(),
                 t.params
                     .iter()
-                    .map(|p| format!("{}:{}", p.name, p.ty.name()))
+                    .map(|p| format!("{}:{}", printable(&p.name), p.ty.name()))
                     .collect::<Vec<_>>()
                     .join(" "),
             ]
@@ -220,7 +301,13 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
         let rows: Vec<Vec<String>> = stats
             .iter()
             .filter(|s| s.value != 0 || !s.name.contains('.'))
-            .map(|s| vec![s.name.clone(), s.value.to_string(), s.description.clone()])
+            .map(|s| {
+                vec![
+                    printable(&s.name),
+                    s.value.to_string(),
+                    printable(&s.description),
+                ]
+            })
             .collect();
         outln!(
             "\n{}",
@@ -230,18 +317,134 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
-    let reader = open_trace(path)?;
-    let conn = reader.connection();
-    socscope_tracedb::register_events_table(conn, path)
-        .with_context(|| format!("while registering the events table on {}", path.display()))?;
-    let mut st = conn.prepare(query).map_err(|e| match e {
-        // rusqlite's message already quotes the query; say it once, in our words.
-        rusqlite::Error::SqlInputError { msg, offset, .. } => {
-            anyhow::anyhow!("in query {query:?} at offset {offset}: {msg}")
+/// Pragmas `socscope sql` runs with an argument (it names a table or limits a check; none writes).
+const PRAGMAS_WITH_ARGUMENT: &[&str] = &[
+    "table_info",
+    "table_xinfo",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "integrity_check",
+    "quick_check",
+];
+
+/// Pragmas `socscope sql` runs only without a value (with one, most of them write).
+const PRAGMAS_READ_ONLY: &[&str] = &[
+    "application_id",
+    "user_version",
+    "schema_version",
+    "page_count",
+    "page_size",
+    "freelist_count",
+    "encoding",
+    "table_list",
+    "database_list",
+    "collation_list",
+    "compile_options",
+    "function_list",
+    "module_list",
+    "pragma_list",
+    "data_version",
+    "journal_mode",
+    "integrity_check",
+    "quick_check",
+];
+
+/// SQL functions that reach outside the trace (files, extensions); refused even when they exist.
+const FUNCTIONS_REFUSED: &[&str] = &[
+    "load_extension",
+    "readfile",
+    "writefile",
+    "edit",
+    "fts3_tokenizer",
+];
+
+/// The authorizer of `socscope sql`: reading only. It allows SELECT, reading columns, functions (but
+/// those of [`FUNCTIONS_REFUSED`]), recursive CTEs and the pragmas that only read; it refuses every
+/// write, schema change, ATTACH/DETACH, transaction, VACUUM and pragma assignment. `refused` keeps the
+/// first refusal for the error message.
+fn reading_only(
+    refused: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+) -> impl for<'r> FnMut(rusqlite::hooks::AuthContext<'r>) -> rusqlite::hooks::Authorization
++ Send
++ 'static {
+    use rusqlite::hooks::{AuthAction as A, Authorization};
+    move |ctx| {
+        let verdict = match ctx.action {
+            A::Select | A::Read { .. } | A::Recursive => None,
+            A::Function { function_name } => FUNCTIONS_REFUSED
+                .iter()
+                .any(|f| f.eq_ignore_ascii_case(function_name))
+                .then(|| format!("the function {function_name}()")),
+            A::Pragma {
+                pragma_name,
+                pragma_value,
+            } => {
+                let name = pragma_name.to_ascii_lowercase();
+                let allowed = PRAGMAS_WITH_ARGUMENT.contains(&name.as_str())
+                    || (pragma_value.is_none() && PRAGMAS_READ_ONLY.contains(&name.as_str()));
+                (!allowed).then(|| match pragma_value {
+                    Some(v) => format!("PRAGMA {pragma_name} = {v}"),
+                    None => format!("PRAGMA {pragma_name}"),
+                })
+            }
+            other => Some(format!("{other:?}")),
+        };
+        match verdict {
+            None => Authorization::Allow,
+            Some(what) => {
+                if let Ok(mut first) = refused.lock() {
+                    first.get_or_insert(what);
+                }
+                Authorization::Deny
+            }
         }
-        e => anyhow::Error::new(e).context(format!("in query {query:?}")),
-    })?;
+    }
+}
+
+pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
+    // Checks that this is a trace of this schema (with the usual messages), then queries through a
+    // read-only connection of its own under an authorizer that allows nothing but reading.
+    drop(open_trace(path)?);
+    let mut conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("while opening {}", path.display()))?;
+    socscope_tracedb::register_events_table(&conn, path)
+        .with_context(|| format!("while registering the events table on {}", path.display()))?;
+    let refused = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    conn.authorizer(Some(reading_only(refused.clone())))
+        .context("while installing the read-only authorizer")?;
+    let refusal = |what: &str| {
+        anyhow::anyhow!(
+            "refused: `socscope sql` only reads (SELECT and read-only PRAGMAs); {what} is not allowed \
+             (query {query:?}); to change a trace, use sqlite3 on a copy"
+        )
+    };
+    let mut st = match conn.prepare(query) {
+        Ok(st) => st,
+        Err(e) => {
+            if let Some(what) = refused.lock().ok().and_then(|mut r| r.take()) {
+                return Err(refusal(&what));
+            }
+            return Err(match e {
+                // rusqlite's message already quotes the query; say it once, in our words.
+                rusqlite::Error::SqlInputError { msg, offset, .. } => {
+                    anyhow::anyhow!("in query {query:?} at offset {offset}: {msg}")
+                }
+                e => anyhow::Error::new(e).context(format!("in query {query:?}")),
+            });
+        }
+    };
+    if !st.readonly() {
+        // VACUUM (INTO a file) and journal-mode changes pass no authorizer check: SQLite says the
+        // statement would write.
+        return Err(refusal(
+            "a statement that writes (VACUUM, a journal mode change…)",
+        ));
+    }
     let names: Vec<String> = st.column_names().map(str::to_string).collect();
     let mut rows = st
         .query([])

@@ -43,7 +43,8 @@ enum Command {
         after_help = "Examples:\n  socscope collect --listen 127.0.0.1:7070 --dir traces\n  \
         socscope collect --serial /dev/ttyUSB0:921600 --dir traces\n  \
         socscope collect --replay capture.wire --dir traces\n\
-        Ctrl-C closes every open trace cleanly (marked incomplete unless the board said Bye)."
+        Ctrl-C or SIGTERM closes every open trace cleanly (marked incomplete unless the board said Bye);\n\
+        traces a crash left live in DIR are closed as interrupted when collect starts."
     )]
     Collect(collect::CollectArgs),
     /// Import text captures (KPTrace, Pajé, ftrace / trace-cmd report, GST_DEBUG logs) as a trace.
@@ -114,6 +115,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Close traces left live by a crash (kill -9, power loss, full disk): mark them interrupted with
+    /// the event count and time range they really hold.
+    #[command(
+        after_help = "Examples:\n  socscope repair traces/stb-20261121T101500Z-s1.db\n  socscope repair traces/*.db --json\n\
+        A trace a running collector still writes is left alone; `socscope collect` repairs its directory when it starts."
+    )]
+    Repair {
+        /// The trace files (.db).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Open the GUI on a trace, or on the trace browser of a catalog directory.
     #[command(
         after_help = "Examples:\n  socscope view\n  socscope view traces/sim-stb-20261121T101500Z-s1.db --view table\n  \
@@ -166,6 +181,7 @@ fn main() -> ExitCode {
         Command::Ls { dir, json } => inspect::ls(&dir, json),
         Command::Info { trace, json } => inspect::info(&trace, json),
         Command::Sql { trace, query, json } => inspect::sql(&trace, &query, json),
+        Command::Repair { traces, json } => inspect::repair(&traces, json),
         Command::Stats(args) => analyze::stats(args),
         Command::Density(args) => analyze::density(args),
         Command::Aggregate(args) => analyze::aggregate(args),

@@ -58,9 +58,12 @@ impl Record<'_> {
         std::iter::from_fn(move || {
             loop {
                 let eq = rest.find('=')?;
+                // After the separator, whatever its width (U+0085 and U+3000 are whitespace too).
                 let key_start = rest[..eq]
-                    .rfind(|c: char| c.is_whitespace() || c == '[' || c == ',')
-                    .map_or(0, |i| i + 1);
+                    .char_indices()
+                    .rev()
+                    .find(|&(_, c)| c.is_whitespace() || c == '[' || c == ',')
+                    .map_or(0, |(i, c)| i + c.len_utf8());
                 let key = &rest[key_start..eq];
                 let after = &rest[eq + 1..];
                 // A value runs to the next ` key=` (values such as comms may contain spaces).
@@ -530,6 +533,14 @@ fn record_of<'a>(text: &'a str, r: &BatchRecord) -> Record<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pairs_split_after_multibyte_whitespace() {
+        // Found by `socscope bench fuzz` (ftrace, 1 M inputs): U+0085 before a key panicked.
+        let args = "prev_pi\u{85}d=8 a\u{3000}b=2 next_comm=swapper/2";
+        let pairs: Vec<(&str, &str)> = super::Record::pairs(args).collect();
+        assert_eq!(pairs, [("d", "8"), ("b", "2"), ("next_comm", "swapper/2")]);
+    }
+
     use super::*;
 
     #[test]

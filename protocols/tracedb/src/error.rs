@@ -66,6 +66,13 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A new store file was to be created where a file already is (another writer may have
+    /// taken the name a moment before: choose another one).
+    #[error("{path} already exists; remove it or choose another file name")]
+    AlreadyExists {
+        /// The file.
+        path: PathBuf,
+    },
     /// The caller asked for something impossible (e.g. an empty interval, an unknown trace id).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

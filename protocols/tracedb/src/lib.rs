@@ -11,9 +11,11 @@ mod catalog;
 mod codec;
 mod error;
 mod filter;
+mod fuzzing;
 mod fxhash;
 mod model;
 mod reader;
+mod recovery;
 mod results;
 mod schema;
 mod search;
@@ -28,8 +30,12 @@ pub use codec::{
 };
 pub use error::{Result, StoreError};
 pub use filter::{CompareOp, Condition, Filter, compare_values};
+pub use fuzzing::ChunkFuzzer;
 pub use model::*;
 pub use reader::{ChunkInfo, EventIter, Snapshot, StreamInfo, TraceReader};
+pub use recovery::{
+    INTERRUPTED_PARAM, RepairOutcome, Repaired, is_being_written, left_live, repair,
+};
 pub use results::*;
 pub use schema::{
     CATALOG_APPLICATION_ID, CATALOG_SCHEMA_VERSION, SCHEMA_VERSION, TRACE_APPLICATION_ID,

@@ -265,25 +265,51 @@ pub(crate) fn schema_version_of(application_id: i32) -> i64 {
 
 /// Creates a new store file of the given kind with its tables.
 pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Connection> {
-    if path.exists() {
-        return Err(StoreError::InvalidRequest(format!(
-            "{} already exists; remove it or choose another file name",
-            path.display()
-        )));
+    // Exclusive creation: two writers choosing the same name at the same moment (two boards
+    // of the same name) must not both build tables in one file. SQLite opens the empty file
+    // this leaves as a new database.
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(StoreError::AlreadyExists {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(source) => {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
     }
-    let conn = Connection::open(path).ctx(path)?;
-    conn.pragma_update(None, "page_size", 4096).ctx(path)?;
-    // Pages freed while a trace grows (tail chunks and summary rows rewritten) are given back
-    // when the writer finishes (`PRAGMA incremental_vacuum`); set before any table exists.
-    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+    let built = (|| {
+        let conn = Connection::open(path).ctx(path)?;
+        conn.pragma_update(None, "page_size", 4096).ctx(path)?;
+        // Pages freed while a trace grows (tail chunks and summary rows rewritten) are given
+        // back when the writer finishes (`PRAGMA incremental_vacuum`); set before any table.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .ctx(path)?;
+        set_pragmas(&conn, path)?;
+        let version = schema_version_of(application_id);
+        conn.execute_batch(&format!(
+            "BEGIN; {ddl} PRAGMA application_id = {application_id}; PRAGMA user_version = {version}; COMMIT;"
+        ))
         .ctx(path)?;
-    set_pragmas(&conn, path)?;
-    let version = schema_version_of(application_id);
-    conn.execute_batch(&format!(
-        "BEGIN; {ddl} PRAGMA application_id = {application_id}; PRAGMA user_version = {version}; COMMIT;"
-    ))
-    .ctx(path)?;
-    Ok(conn)
+        Ok(conn)
+    })();
+    if built.is_err() {
+        // Nothing but this call's own empty or half-built file is there (a full disk, say).
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    built
 }
 
 /// Creates a complete store file at `path` unless one is already there, without ever

@@ -12,6 +12,7 @@ use crate::model::{
     Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
     TraceMeta,
 };
+use crate::recovery;
 use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
 use crate::summary::{self, SummaryAcc};
 
@@ -119,6 +120,8 @@ pub struct TraceWriter {
     pending_t_max: i64,
     pending_events: u64,
     finished: bool,
+    /// Last, so that it is released after the connection closes (see `recovery`).
+    _lock: recovery::WriterLock,
 }
 
 impl TraceWriter {
@@ -146,6 +149,7 @@ impl TraceWriter {
             ));
         }
         let conn = schema::create(&path, TRACE_DDL, TRACE_APPLICATION_ID)?;
+        let lock = recovery::lock_for_writing(&path)?;
         conn.execute(
             "INSERT INTO trace_info (id, trace_type, board, soc, os, application, cpus, tick_rate_hz,
                 start_unix_ns, description, processed, t_min, t_max, event_count, complete, finished,
@@ -211,6 +215,7 @@ impl TraceWriter {
             pending_events: 0,
             finished: false,
             path,
+            _lock: lock,
         })
     }
 
@@ -737,10 +742,8 @@ impl TraceWriter {
                 Ok(())
             })
             .ctx(&self.path)?;
-        // A checkpoint makes the main file self-contained; readers may hold it busy, which is fine.
-        let _ = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        // One self-contained file from now on; readers may hold it busy, which is fine.
+        recovery::make_self_contained(&self.conn);
         self.finished = true;
         self.committed.complete = complete;
         self.committed.finished = true;

@@ -151,6 +151,9 @@ pub struct HelloInfo {
     pub session_id: u64,
     /// Board clock at session start, in ticks.
     pub start_ticks: u64,
+    /// The shared secret a collector may require (version 2; empty when the board has none, and for
+    /// version 1).
+    pub token: String,
 }
 
 /// A producer declaration, owned.
@@ -492,6 +495,8 @@ pub struct StreamDecoder {
     /// An oversized frame was reported before its end arrived: its remaining bytes, up to the next
     /// delimiter, are discarded without another report, as if it had arrived whole.
     skipping_oversized: bool,
+    /// The most bytes a compressed records section may expand to (see [`StreamDecoder::set_max_decompressed`]).
+    max_decompressed: usize,
 }
 
 impl Default for StreamDecoder {
@@ -612,6 +617,13 @@ fn hello(input: &[u8]) -> BodyResult<'_, HelloInfo> {
     let (input, tick_hz) = context("the tick rate", varint).parse(input)?;
     let (input, session_id) = context("the session id", varint).parse(input)?;
     let (input, start_ticks) = context("the start timestamp", varint).parse(input)?;
+    // Version 2 added the token; a board of a version this decoder does not know is refused on its
+    // version alone, whatever follows.
+    let (input, token) = if (2..=WIRE_VERSION).contains(&wire_version) {
+        context("the token", owned_text).parse(input)?
+    } else {
+        (input, String::new())
+    };
     Ok((
         input,
         HelloInfo {
@@ -625,6 +637,7 @@ fn hello(input: &[u8]) -> BodyResult<'_, HelloInfo> {
             tick_hz,
             session_id,
             start_ticks,
+            token,
         },
     ))
 }
@@ -895,7 +908,16 @@ impl StreamDecoder {
             stats: DecoderStats::default(),
             scratch: Vec::new(),
             skipping_oversized: false,
+            max_decompressed: MAX_DECOMPRESSED_LEN,
         }
+    }
+
+    /// Lowers the most bytes a zstd-compressed records section may expand to (at most
+    /// [`MAX_DECOMPRESSED_LEN`], the format's own bound): a frame declaring more is dropped
+    /// (`Decompress`) before anything is decompressed. A collector facing untrusted links sets it near
+    /// what its boards send, so a few bytes of "zstd bomb" cannot make it hold millions of records.
+    pub fn set_max_decompressed(&mut self, len: usize) {
+        self.max_decompressed = len.min(MAX_DECOMPRESSED_LEN);
     }
 
     /// The session's dictionary: built-in types plus the declared ones.
@@ -1066,8 +1088,18 @@ impl StreamDecoder {
             expected: e.expected,
         };
         let frame = match kind {
-            FrameKind::Hello => match complete(hello(body)) {
-                Ok(h) => {
+            FrameKind::Hello => match hello(body) {
+                Ok((rest, h)) if !rest.is_empty() && self.accepted.contains(&h.wire_version) => {
+                    return Err(self.dropped(
+                        offset,
+                        encoded_len,
+                        malformed(BodyError {
+                            input: rest,
+                            expected: "the end of the frame",
+                        }),
+                    ));
+                }
+                Ok((_, h)) => {
                     self.dict = Dictionary::default();
                     if !self.accepted.contains(&h.wire_version) {
                         self.version = SessionVersion::Rejected(h.wire_version);
@@ -1083,7 +1115,19 @@ impl StreamDecoder {
                     self.version = SessionVersion::Accepted;
                     Frame::Hello(h)
                 }
-                Err(e) => return Err(self.dropped(offset, encoded_len, malformed(e))),
+                Err(nom::Err::Error(e) | nom::Err::Failure(e)) => {
+                    return Err(self.dropped(offset, encoded_len, malformed(e)));
+                }
+                Err(nom::Err::Incomplete(_)) => {
+                    return Err(self.dropped(
+                        offset,
+                        encoded_len,
+                        malformed(BodyError {
+                            input: &[],
+                            expected: "more bytes",
+                        }),
+                    ));
+                }
             },
             FrameKind::Dictionary => match complete(dictionary(body)) {
                 Ok(items) => {
@@ -1147,7 +1191,7 @@ impl StreamDecoder {
                 };
                 let decompressed;
                 let section: &[u8] = if prefix.flags & EVENTS_FLAG_ZSTD != 0 {
-                    match decompress(rest) {
+                    match decompress(rest, self.max_decompressed) {
                         Ok(d) => {
                             decompressed = d;
                             &decompressed
@@ -1213,18 +1257,19 @@ fn complete<T>(r: BodyResult<'_, T>) -> Result<T, BodyError<'_>> {
     }
 }
 
-fn decompress(section: &[u8]) -> Result<Vec<u8>, DropReason> {
+fn decompress(section: &[u8], max: usize) -> Result<Vec<u8>, DropReason> {
     let (data, raw_len) = varint(section).map_err(|_| DropReason::Malformed {
         kind: "Events",
         at: 0,
         expected: "the decompressed length of the records",
     })?;
-    let raw_len = usize::try_from(raw_len)
-        .ok()
-        .filter(|&l| l <= MAX_DECOMPRESSED_LEN)
-        .ok_or(DropReason::Decompress(format!(
-            "declared length {raw_len} exceeds {MAX_DECOMPRESSED_LEN}"
-        )))?;
+    let raw_len =
+        usize::try_from(raw_len)
+            .ok()
+            .filter(|&l| l <= max)
+            .ok_or(DropReason::Decompress(format!(
+                "declared length {raw_len} exceeds {max}"
+            )))?;
     let out =
         zstd::bulk::decompress(data, raw_len).map_err(|e| DropReason::Decompress(e.to_string()))?;
     if out.len() != raw_len {

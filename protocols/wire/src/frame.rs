@@ -77,6 +77,9 @@ pub struct Hello<'a> {
     pub session_id: u64,
     /// The board clock, in ticks, when the session started.
     pub start_ticks: u64,
+    /// A shared secret the collector may require (`socscope collect --token`); empty for none. Sent in
+    /// clear: it keeps unauthorised boards out of a collector, it does not hide the stream (version 2).
+    pub token: &'a str,
 }
 
 /// One declaration in a `Dictionary` frame.

@@ -21,7 +21,11 @@ pub mod varint;
 pub mod decode;
 
 /// The version of the wire format this crate writes. Carried in band, in the `Hello` frame.
-pub const WIRE_VERSION: u16 = 1;
+pub const WIRE_VERSION: u16 = 2;
+
+/// The wire versions this build's collector reads: 2, and 1 (the same bytes; a version-1 agent never
+/// repeats its `Hello`).
+pub const READ_WIRE_VERSIONS: &[u16] = &[1, 2];
 
 /// The CRC appended to every frame: CRC-32C (Castagnoli), little-endian, over the kind byte and body.
 ///

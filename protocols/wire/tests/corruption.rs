@@ -79,6 +79,7 @@ fn frame() -> impl Strategy<Value = Model> {
             tick_hz: 1_000_000,
             session_id,
             start_ticks: 0,
+            token: String::new(),
         })),
         1 => (any::<u32>(), 64u16..80, "\\PC{0,8}").prop_map(|(id, type_id, name)| {
             Model::Dictionary(vec![

@@ -49,6 +49,7 @@ fn hello(version: u16, board: &str) -> Model {
         tick_hz: 1000,
         session_id: 5,
         start_ticks: 0,
+        token: String::new(),
     })
 }
 
@@ -307,8 +308,8 @@ fn a_newer_board_is_refused_until_a_supported_hello() {
     };
     assert_eq!(
         rejected.to_string(),
-        "board 'cam-7' speaks wire version 2, but this collector accepts only [1]: upgrade socscope on \
-         the host to a release that reads wire version 2"
+        "board 'cam-7' speaks wire version 3, but this collector accepts only [2]: upgrade socscope on \
+         the host to a release that reads wire version 3"
     );
     let at_hb = |n: usize| hb.len() + newer.len() + n * hb.len();
     let got: Vec<Result<Frame, DecodeError>> =
@@ -329,12 +330,12 @@ fn a_newer_board_is_refused_until_a_supported_hello() {
             Err(dropped(
                 at_hb(0),
                 hb.len() - 1,
-                DropReason::SessionRejected(2)
+                DropReason::SessionRejected(WIRE_VERSION + 1)
             )),
             Err(dropped(
                 at_hb(1),
                 hb.len() - 1,
-                DropReason::SessionRejected(2)
+                DropReason::SessionRejected(WIRE_VERSION + 1)
             )),
             Ok(Frame::Hello(ok_hello)),
             Ok(beat),

@@ -11,7 +11,7 @@ use socscope_wire::decode::{
 use socscope_wire::dict::{Builtin, Category, ParamType, ProducerKind};
 use socscope_wire::frame::{Bye, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Loss};
 
-const HELLO: &str = "2f 01 01 05 30 2e 31 2e 30 06 69 6d 78 38 2d 61 06 69 2e 4d 58 38 4d 05 4c 69 6e 75 78 04 64 65 6d 6f 04 80 ec b8 0b b4 24 e8 07 99 30 e6 e1 00";
+const HELLO: &str = "36 01 02 05 30 2e 31 2e 30 06 69 6d 78 38 2d 61 06 69 2e 4d 58 38 4d 05 4c 69 6e 75 78 04 64 65 6d 6f 04 80 ec b8 0b b4 24 e8 07 06 73 33 63 72 65 74 ae ca 18 0e 00";
 const DICTIONARY: &str = "03 02 04 02 01 01 07 64 04 64 65 6d 6f 1a 02 01 01 01 65 06 77 6f 72 6b 65 72 01 40 05 66 72 61 6d 65 01 05 02 64 78 23 01 6e 01 04 67 61 69 6e 02 03 74 61 67 03 03 62 75 66 04 01 41 0a 66 72 61 6d 65 5f 65 78 69 74 02 40 05 7e e2 d8 46 00";
 const EVENTS: &str = "02 03 22 01 0a e8 07 06 01 0a 64 65 0b 02 80 c0 80 80 01 0b 08 1f 09 05 06 68 c3 a9 6c 6c 6f 40 05 05 ac 02 01 01 01 01 01 0d f8 3f 02 6f 6b 20 0c 0a 5b b7 02 06 00";
 const EVENTS_ZSTD_RAW: &str = "02 00 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07";
@@ -34,6 +34,7 @@ fn hello() -> Model {
         tick_hz: 24_000_000,
         session_id: 0x1234,
         start_ticks: 1000,
+        token: "s3cret".into(),
     })
 }
 

@@ -83,12 +83,12 @@ fn producer() -> impl Strategy<Value = ProducerInfo> {
 
 fn hello() -> impl Strategy<Value = HelloInfo> {
     (
-        (text(), text(), text(), text(), text()),
+        (text(), text(), text(), text(), text(), text()),
         (any::<u16>(), any::<u64>(), any::<u64>(), any::<u64>()),
     )
         .prop_map(
             |(
-                (agent_version, board, soc, os, application),
+                (agent_version, board, soc, os, application, token),
                 (cpu_count, tick_hz, session_id, start_ticks),
             )| {
                 HelloInfo {
@@ -102,6 +102,7 @@ fn hello() -> impl Strategy<Value = HelloInfo> {
                     tick_hz,
                     session_id,
                     start_ticks,
+                    token,
                 }
             },
         )

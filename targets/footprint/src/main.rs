@@ -81,6 +81,8 @@ extern "C" fn reset() -> ! {
             session_id: u64::from(input()),
             flush_latency_ticks: 16_800_000,
             heartbeat_ticks: 168_000_000,
+            hello_every_ticks: 168_000_000,
+            token: "",
         },
     );
     let mut uart = Uart;

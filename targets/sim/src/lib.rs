@@ -92,6 +92,9 @@ pub struct SimConfig {
     pub board: &'static str,
     /// The session id sent in `Hello`; 0 derives it from the seed.
     pub session_id: u64,
+    /// The shared secret sent in `Hello` for a collector that requires one (`socscope collect
+    /// --token`); empty for none.
+    pub token: &'static str,
 }
 
 impl Default for SimConfig {
@@ -107,6 +110,7 @@ impl Default for SimConfig {
             realtime: false,
             board: "sim-stb",
             session_id: 0,
+            token: "",
         }
     }
 }

@@ -52,6 +52,12 @@ struct Cli {
     /// Board name announced to the collector.
     #[arg(long, default_value = "sim-stb")]
     board: String,
+    /// The shared secret a collector started with --token requires, sent in Hello.
+    #[arg(long, value_name = "SECRET")]
+    token: Option<String>,
+    /// The same, read from FILE (its first line), so that it does not show in the process list.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
     /// Stream to a collector listening at tcp://HOST:PORT.
     #[arg(long, value_name = "tcp://HOST:PORT")]
     connect: Option<String>,
@@ -102,6 +108,17 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    let token = match (&cli.token, &cli.token_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the token file {}", path.display()))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        (None, None) => String::new(),
+    };
     let config = SimConfig {
         seed: cli.seed,
         duration_s: cli.duration,
@@ -113,6 +130,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         realtime: cli.realtime,
         board: Box::leak(cli.board.clone().into_boxed_str()),
         session_id: 0,
+        token: Box::leak(token.into_boxed_str()),
     };
     config.validate()?;
     if cli.zstd && cli.connect.is_none() {

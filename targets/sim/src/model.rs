@@ -255,6 +255,8 @@ impl<'c> Board<'c> {
             session_id,
             flush_latency_ticks: tick_hz / 20,
             heartbeat_ticks: tick_hz,
+            hello_every_ticks: tick_hz,
+            token: config.token,
         };
         let end = (config.duration_s * tick_hz as f64).round() as u64;
         let mut board = Self {

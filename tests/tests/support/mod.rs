@@ -36,19 +36,43 @@ pub struct Collector {
 impl Collector {
     /// Binds, starts serving, and returns at once.
     pub fn start() -> Self {
+        Self::start_in(tempfile::tempdir().expect("a temporary directory"))
+    }
+
+    /// The same, writing into `dir` (e.g. a directory with a small file system mounted on it).
+    pub fn start_in(dir: tempfile::TempDir) -> Self {
+        Self::start_with(dir, tcp::ServeLimits::default())
+    }
+
+    /// The same, with explicit TCP limits.
+    pub fn start_with(dir: tempfile::TempDir, limits: tcp::ServeLimits) -> Self {
+        let config = IngestConfig::new(dir.path());
+        Self::start_configured(dir, config, limits)
+    }
+
+    /// The same, with an explicit ingest configuration (its `dir` should be `dir`).
+    pub fn start_configured(
+        dir: tempfile::TempDir,
+        config: IngestConfig,
+        limits: tcp::ServeLimits,
+    ) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("a tokio runtime");
-        let dir = tempfile::tempdir().expect("a temporary directory");
         let (notice_tx, notices) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let config = IngestConfig::new(dir.path());
         let (address, server) = runtime.block_on(async {
             let listener = tcp::bind("127.0.0.1:0").await.expect("bind on loopback");
             let address = listener.local_addr().expect("the listener's address");
-            let server = tokio::spawn(tcp::serve(listener, config, shutdown_rx, notice_tx));
+            let server = tokio::spawn(tcp::serve_with(
+                listener,
+                config,
+                limits,
+                shutdown_rx,
+                notice_tx,
+            ));
             (address, server)
         });
         Self {

@@ -164,6 +164,7 @@ pub fn encode(model: &Model) -> Vec<u8> {
                 tick_hz: h.tick_hz,
                 session_id: h.session_id,
                 start_ticks: h.start_ticks,
+                token: &h.token,
             };
             encode::encode_hello(&mut out, &hello)
         }

@@ -1,0 +1,406 @@
+//! A mutation fuzzer that runs on stable Rust, in the test suite and from `socscope bench fuzz`: inputs
+//! are real captures and trace files (seeds) mutated a few bytes at a time, fed to every decoder that
+//! reads data from outside — the wire stream decoder, each text importer, the chunk decoder — and every
+//! panic is caught, counted and kept. The cargo-fuzz targets beside the crates stay for coverage-guided
+//! runs on nightly.
+
+use std::io::BufReader;
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use socscope_formats::ftrace::{Body, FtraceReader, Line, Record};
+use socscope_formats::gst::GstReader;
+use socscope_formats::kptrace::{FormatDescription, KptraceMerge, RelayReader};
+use socscope_formats::paje::PajeReader;
+use socscope_tracedb::ChunkFuzzer;
+use socscope_wire::decode::StreamDecoder;
+
+/// A decoder under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `StreamDecoder`: the wire, fed in slices of varying size.
+    Wire,
+    /// The KPTrace relay reader and per-CPU merge, raw and post-processed, and its format description.
+    Kptrace,
+    /// The Pajé reader.
+    Paje,
+    /// The ftrace / trace-cmd text reader.
+    Ftrace,
+    /// The GST_DEBUG log reader.
+    Gst,
+    /// The chunk decoders of the trace store (whole and lazy).
+    Chunk,
+}
+
+impl Target {
+    /// Every target.
+    pub const ALL: [Target; 6] = [
+        Target::Wire,
+        Target::Kptrace,
+        Target::Paje,
+        Target::Ftrace,
+        Target::Gst,
+        Target::Chunk,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Wire => "wire",
+            Target::Kptrace => "kptrace",
+            Target::Paje => "paje",
+            Target::Ftrace => "ftrace",
+            Target::Gst => "gst",
+            Target::Chunk => "chunk",
+        }
+    }
+}
+
+/// What a run found.
+#[derive(Clone, Debug, Default)]
+pub struct FuzzReport {
+    /// Inputs tried.
+    pub inputs: u64,
+    /// Inputs the decoder accepted at least partly (a frame, a record, a chunk).
+    pub accepted: u64,
+    /// Inputs that panicked.
+    pub panics: u64,
+    /// The first input that panicked, and what the panic said.
+    pub first_panic: Option<(Vec<u8>, String)>,
+    /// Bytes fed in all.
+    pub bytes: u64,
+    /// Wall-clock time.
+    pub elapsed: Duration,
+}
+
+/// A small, fast, seedable generator (xorshift64*): the runs are reproducible from their seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+}
+
+/// Bytes a mutation likes to write: boundaries of varints, lengths and signs.
+const INTERESTING: [u8; 10] = [0x00, 0x01, 0x7f, 0x80, 0xff, 0xfe, 0x40, 0x20, 0x0a, 0x3a];
+
+/// Mutates `input` in place with 1 to 4 random edits (bit flips, interesting bytes, insertions,
+/// deletions, duplicated or spliced ranges), keeping it at most `max_len` bytes.
+fn mutate(rng: &mut Rng, input: &mut Vec<u8>, other: &[u8], max_len: usize) {
+    for _ in 0..=rng.below(4) {
+        let len = input.len();
+        match rng.below(8) {
+            0 if len > 0 => {
+                let i = rng.below(len);
+                input[i] ^= 1 << rng.below(8);
+            }
+            1 if len > 0 => {
+                let i = rng.below(len);
+                input[i] = INTERESTING[rng.below(INTERESTING.len())];
+            }
+            2 if len > 0 => {
+                let i = rng.below(len);
+                input[i] = rng.next() as u8;
+            }
+            3 => {
+                let at = rng.below(len + 1);
+                let n = 1 + rng.below(8);
+                for _ in 0..n {
+                    input.insert(at, rng.next() as u8);
+                }
+            }
+            4 if len > 1 => {
+                let at = rng.below(len);
+                let n = 1 + rng.below((len - at).min(32));
+                input.drain(at..at + n);
+            }
+            5 if len > 1 => {
+                // Duplicate a range (a section of the stream seen twice).
+                let at = rng.below(len);
+                let n = 1 + rng.below((len - at).min(64));
+                let copy = input[at..at + n].to_vec();
+                let to = rng.below(len + 1);
+                input.splice(to..to, copy);
+            }
+            6 if !other.is_empty() => {
+                // Splice in a range of another seed.
+                let at = rng.below(other.len());
+                let n = 1 + rng.below((other.len() - at).min(64));
+                let to = rng.below(len + 1);
+                input.splice(to..to, other[at..at + n].iter().copied());
+            }
+            7 if len > 0 => input.truncate(rng.below(len)),
+            _ => {}
+        }
+    }
+    input.truncate(max_len);
+}
+
+/// Cuts seeds into windows of at most `window` bytes (starting at a line or frame boundary when
+/// there is one), so that each input is small and the run fast, while every part of every seed is used.
+pub fn seed_windows(seeds: &[Vec<u8>], window: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for seed in seeds {
+        let mut at = 0;
+        while at < seed.len() {
+            let end = (at + window).min(seed.len());
+            out.push(seed[at..end].to_vec());
+            // The next window starts after a delimiter of the current one, if any.
+            let mid = (at + window / 2).min(end);
+            let next = seed[mid..end]
+                .iter()
+                .position(|&b| b == 0 || b == b'\n')
+                .map_or(end, |p| mid + p + 1);
+            at = next.max(at + 1);
+        }
+    }
+    if out.is_empty() {
+        out.push(Vec::new());
+    }
+    out
+}
+
+/// Pajé records only mean something after the definitions of their event ids: each seed is a window
+/// of records preceded by the `%EventDef` blocks it uses (the whole header would make every input
+/// kilobytes long, and most mutations would land in it).
+pub fn paje_seeds(files: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for file in files {
+        let text = String::from_utf8_lossy(file);
+        let mut defs: Vec<(String, String)> = Vec::new();
+        let mut records: Vec<&str> = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("%EventDef") {
+                let id = rest
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string();
+                defs.push((id, format!("{line}\n")));
+            } else if line.starts_with('%') {
+                if let Some((_, block)) = defs.last_mut() {
+                    block.push_str(line);
+                    block.push('\n');
+                }
+            } else if !line.trim().is_empty() {
+                records.push(line);
+            }
+        }
+        for window in records.chunks(6) {
+            let mut seed = String::new();
+            for (id, block) in &defs {
+                if window
+                    .iter()
+                    .any(|l| l.split_whitespace().next() == Some(id))
+                {
+                    seed.push_str(block);
+                }
+            }
+            for line in window {
+                seed.push_str(line);
+                seed.push('\n');
+            }
+            out.push(seed.into_bytes());
+        }
+    }
+    out
+}
+
+/// Feeds one input to `target`; returns whether the decoder accepted something.
+fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bool {
+    match target {
+        Target::Wire => {
+            let mut decoder = StreamDecoder::new(socscope_wire::READ_WIRE_VERSIONS);
+            let (mut frames, mut drops) = (0u64, 0u64);
+            let seed = input.first().copied().unwrap_or(1);
+            let (mut at, mut size) = (0, usize::from(seed % 61) + 1);
+            while at < input.len() {
+                let end = (at + size).min(input.len());
+                decoder.feed(&input[at..end]);
+                while let Some(r) = decoder.next_frame() {
+                    match r {
+                        Ok(_) => frames += 1,
+                        Err(_) => drops += 1,
+                    }
+                }
+                at = end;
+                size = (size * 7 + usize::from(seed)) % 97 + 1;
+            }
+            if decoder.finish().is_some() {
+                drops += 1;
+            }
+            // Every report is counted, every byte accounted for.
+            let stats = decoder.stats();
+            assert_eq!((stats.frames, stats.dropped_frames), (frames, drops));
+            assert_eq!(stats.bytes, input.len() as u64);
+            frames > 0
+        }
+        Target::Kptrace => {
+            let half = input.len() / 2;
+            let desc = FormatDescription::read(
+                &b"CS : OLDPID INTEGER, NEWPID INTEGER\nMK : T STRING\n"[..],
+                "f",
+            )
+            .ok();
+            let mut any = false;
+            for post in [None, desc] {
+                let files = vec![
+                    (
+                        0u16,
+                        BufReader::new(RelayReader::new(&input[..half])),
+                        "trace0".to_string(),
+                    ),
+                    (
+                        1u16,
+                        BufReader::new(RelayReader::new(&input[half..])),
+                        "trace1".to_string(),
+                    ),
+                ];
+                let mut merge = KptraceMerge::new(files, post);
+                for _ in 0..100_000 {
+                    match merge.next_record() {
+                        Ok(Some(_)) => any = true,
+                        Err(_) => {}
+                        Ok(None) => break,
+                    }
+                }
+            }
+            let _ = FormatDescription::read(input, "fmt");
+            any
+        }
+        Target::Paje => {
+            let mut r = PajeReader::new(input, "fuzz");
+            let mut any = false;
+            for _ in 0..100_000 {
+                match r.next_record() {
+                    Ok(Some(rec)) => {
+                        any = true;
+                        let _ = (
+                            rec.time_ns(),
+                            rec.get("Value"),
+                            rec.extra_fields(&["Time"]).count(),
+                        );
+                    }
+                    Err(_) => {}
+                    Ok(None) => break,
+                }
+            }
+            any
+        }
+        Target::Ftrace => {
+            let mut r = FtraceReader::new(input, "fuzz");
+            let mut any = false;
+            for _ in 0..100_000 {
+                match r.next_line() {
+                    Ok(Some(Line::Record(rec))) => {
+                        any = true;
+                        if let Body::Event { args, .. } = rec.body {
+                            let _ = Record::pairs(args).count();
+                        }
+                    }
+                    Ok(Some(Line::Header)) | Err(_) => {}
+                    Ok(None) => break,
+                }
+            }
+            any
+        }
+        Target::Gst => {
+            let mut r = GstReader::new(input, "fuzz");
+            let mut any = false;
+            for _ in 0..100_000 {
+                match r.next_record() {
+                    Ok(Some(_)) => any = true,
+                    Err(_) => {}
+                    Ok(None) => break,
+                }
+            }
+            any
+        }
+        Target::Chunk => match chunks {
+            Some(f) => f.run(input),
+            None => false,
+        },
+    }
+}
+
+thread_local! {
+    /// Whether this thread is fuzzing (its panics are counted, not printed).
+    static FUZZING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Panics found by the fuzzer are counted and kept, not printed once per input; other threads (other
+/// tests of the same binary) keep the usual message. The hook is installed once per process.
+fn quiet_panics_on_this_thread() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !FUZZING.with(|f| f.get()) {
+                previous(info);
+            }
+        }));
+    });
+    FUZZING.with(|f| f.set(true));
+}
+
+/// Runs `inputs` mutated inputs (the seeds themselves first) through `target`, with at most
+/// `max_len` bytes each, reproducibly from `seed`.
+pub fn run(
+    target: Target,
+    seeds: &[Vec<u8>],
+    inputs: u64,
+    max_len: usize,
+    seed: u64,
+) -> FuzzReport {
+    let started = Instant::now();
+    let mut rng = Rng(seed | 1);
+    let mut chunks = ChunkFuzzer::new().ok();
+    let mut report = FuzzReport::default();
+    let empty = [Vec::new()];
+    let seeds = if seeds.is_empty() { &empty[..] } else { seeds };
+    quiet_panics_on_this_thread();
+    let mut input = Vec::with_capacity(max_len);
+    for i in 0..inputs {
+        input.clear();
+        let base = &seeds[(i as usize) % seeds.len()];
+        input.extend_from_slice(&base[..base.len().min(max_len)]);
+        if i >= seeds.len() as u64 {
+            let other = &seeds[rng.below(seeds.len())];
+            mutate(&mut rng, &mut input, other, max_len);
+        }
+        report.inputs += 1;
+        report.bytes += input.len() as u64;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| run_one(target, &input, &mut chunks))) {
+            Ok(true) => report.accepted += 1,
+            Ok(false) => {}
+            Err(payload) => {
+                report.panics += 1;
+                if report.first_panic.is_none() {
+                    let what = payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    report.first_panic = Some((input.clone(), what));
+                }
+                // A panic may leave the chunk decoder's buffers half written: start afresh.
+                chunks = ChunkFuzzer::new().ok();
+            }
+        }
+    }
+    FUZZING.with(|f| f.set(false));
+    report.elapsed = started.elapsed();
+    report
+}

@@ -1,0 +1,120 @@
+//! Hostile input bounded at ingest (issue 10): a board announcing itself with a name of 100 000
+//! characters full of terminal escapes (row 12) keeps only the first `max_name_chars` characters
+//! (counted in `names_truncated`, said in one warning) and the file name stays inside the directory;
+//! a compressed frame declaring more than `max_decompressed` bytes (a "zstd bomb", row 10) is dropped
+//! before anything is decompressed, and counted.
+
+mod support;
+
+use socscope_collector::session::Ingest;
+use socscope_collector::{DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_NAME_CHARS, IngestConfig, Notice};
+use socscope_tracedb::TraceReader;
+use socscope_wire::WIRE_VERSION;
+use socscope_wire::encode::{encode_events, encode_hello};
+use socscope_wire::frame::{EVENTS_FLAG_ZSTD, EventsHeader, Hello};
+use support::ingest_stats;
+
+fn hello(board: &str) -> Vec<u8> {
+    let mut frame = vec![0u8; board.len() + 512];
+    let n = encode_hello(
+        &mut frame,
+        &Hello {
+            wire_version: WIRE_VERSION,
+            agent_version: "1",
+            board,
+            soc: "soc",
+            os: "linux",
+            application: "player",
+            cpu_count: 1,
+            tick_hz: 1_000_000,
+            session_id: 1,
+            start_ticks: 0,
+            token: "",
+        },
+    )
+    .expect("the encoder takes it");
+    frame.truncate(n);
+    frame
+}
+
+#[test]
+fn a_compressed_frame_declaring_more_than_the_limit_is_dropped_before_decompression() {
+    // Declares 2 MiB of records; what follows is not even zstd: the length alone decides.
+    let declared = 2u64 << 20;
+    let mut section = Vec::new();
+    let mut v = declared;
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            section.push(byte);
+            break;
+        }
+        section.push(byte | 0x80);
+    }
+    section.extend_from_slice(b"not zstd at all");
+    let mut frame = vec![0u8; 256];
+    let n = encode_events(
+        &mut frame,
+        &EventsHeader {
+            flags: EVENTS_FLAG_ZSTD,
+            cpu: 0,
+            first_seq: 0,
+            base_ticks: 0,
+            count: 2_000_000,
+        },
+        &section,
+    )
+    .unwrap();
+    frame.truncate(n);
+    let mut bytes = hello("bomb");
+    bytes.extend_from_slice(&frame);
+    let dir = tempfile::tempdir().unwrap();
+    let mut ingest = Ingest::new(IngestConfig::new(dir.path()), "bomb");
+    ingest.feed(&bytes).unwrap();
+    let (reports, notices) = ingest.finish().unwrap();
+    let reader = TraceReader::open(&reports[0].path).unwrap();
+    let stats = ingest_stats(&reader);
+    assert_eq!(stats["frames_dropped.decompress"], 1);
+    assert_eq!(stats["records"], 0);
+    let limit = format!("declared length {declared} exceeds {DEFAULT_MAX_DECOMPRESSED}");
+    assert!(
+        notices
+            .iter()
+            .any(|n| matches!(n, Notice::FrameDropped { message, .. } if message.contains(&limit))),
+        "{notices:#?}"
+    );
+}
+
+#[test]
+fn a_huge_hostile_board_name_is_cut_and_counted() {
+    let board = "\u{1b}]0;pwned\u{7}\r\n".repeat(10_000);
+    assert!(board.chars().count() >= 100_000);
+    let frame = hello(&board);
+    let dir = tempfile::tempdir().unwrap();
+    let mut ingest = Ingest::new(IngestConfig::new(dir.path()), "hostile");
+    ingest.feed(&frame).unwrap();
+    let (reports, notices) = ingest.finish().unwrap();
+    assert_eq!(reports.len(), 1);
+    let r = &reports[0];
+    assert_eq!(r.board.chars().count(), DEFAULT_MAX_NAME_CHARS);
+    assert!(r.path.starts_with(dir.path()));
+    let reader = TraceReader::open(&r.path).unwrap();
+    assert_eq!(
+        reader.info().unwrap().meta.board.chars().count(),
+        DEFAULT_MAX_NAME_CHARS
+    );
+    assert_eq!(ingest_stats(&reader)["names_truncated"], 1);
+    let warnings: Vec<&String> = notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("board name has 120000 characters"),
+        "{warnings:?}"
+    );
+}

@@ -1,0 +1,279 @@
+//! Bounded ingest over TCP (issue 10, row 9): a connection limit (more connections are closed at once,
+//! each said), an idle timeout (a connection that sends nothing is closed), and a per-connection session
+//! rate limit (a flood of `Hello`s does not become a flood of trace files) — while a good board is stored
+//! completely. Real TCP on 127.0.0.1.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use socscope_collector::{Notice, tcp::ServeLimits};
+use socscope_sim::SimConfig;
+use socscope_wire::WIRE_VERSION;
+use socscope_wire::encode::encode_hello;
+use socscope_wire::frame::Hello;
+use support::{Collector, assert_exact_counts, sim_over_tcp};
+
+fn warnings(collector: &Collector) -> Vec<String> {
+    collector
+        .notices()
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the collector closed `stream` within `within` (a read returns end of stream or an error).
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 16];
+    match stream.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused_and_a_good_board_is_still_stored() {
+    let limits = ServeLimits {
+        max_connections: 8,
+        // The idle peers must hold their slots for the whole test.
+        hello_timeout: Duration::from_secs(300),
+        idle_timeout: Duration::from_secs(300),
+        ..ServeLimits::default()
+    };
+    let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
+    let idle: Vec<TcpStream> = (0..7)
+        .map(|_| TcpStream::connect(collector.address()).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let board = sim_over_tcp(
+        SimConfig {
+            seed: 31,
+            duration_s: 1.0,
+            board: "good",
+            ..SimConfig::default()
+        },
+        collector.address(),
+    );
+    collector.wait_started(1);
+    let mut refused: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(collector.address()).unwrap())
+        .collect();
+    for s in &mut refused {
+        assert!(
+            closed_within(s, Duration::from_secs(10)),
+            "a connection beyond the limit is closed"
+        );
+    }
+    let reports = collector.wait_sessions(1);
+    let summary = board.join().unwrap();
+    assert!(reports[0].complete);
+    assert_exact_counts(&reports[0].path, &summary);
+    collector.poll();
+    let w = warnings(&collector);
+    let refusals: Vec<&String> = w
+        .iter()
+        .filter(|m| m.starts_with("connection refused: 8 connections open"))
+        .collect();
+    assert_eq!(refusals.len(), 20, "{w:#?}");
+    assert!(
+        refusals[19].ends_with("20 refused so far"),
+        "{}",
+        refusals[19]
+    );
+    drop(idle);
+    collector.stop();
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_timeout() {
+    let limits = ServeLimits {
+        idle_timeout: Duration::from_millis(800),
+        ..ServeLimits::default()
+    };
+    let collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
+    let mut idle = TcpStream::connect(collector.address()).unwrap();
+    let started = Instant::now();
+    assert!(closed_within(&mut idle, Duration::from_secs(10)));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(700) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    collector.stop();
+}
+
+fn hello(session_id: u64) -> Vec<u8> {
+    let mut frame = vec![0u8; 256];
+    let n = encode_hello(
+        &mut frame,
+        &Hello {
+            wire_version: WIRE_VERSION,
+            agent_version: "1",
+            board: "flood",
+            soc: "soc",
+            os: "linux",
+            application: "app",
+            cpu_count: 1,
+            tick_hz: 1_000_000,
+            session_id,
+            start_ticks: 0,
+            token: "",
+        },
+    )
+    .unwrap();
+    frame.truncate(n);
+    frame
+}
+
+#[test]
+fn a_flood_of_hellos_on_one_connection_makes_a_bounded_number_of_traces() {
+    let limits = ServeLimits {
+        max_sessions_per_minute: 10,
+        ..ServeLimits::default()
+    };
+    let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
+    let mut flood = TcpStream::connect(collector.address()).unwrap();
+    let bytes: Vec<u8> = (0..200).flat_map(hello).collect();
+    assert!(
+        bytes.len() < 16 * 1024,
+        "200 Hellos in {} bytes",
+        bytes.len()
+    );
+    flood.write_all(&bytes).unwrap();
+    drop(flood);
+    collector.wait_sessions(10);
+    let notices = collector.stop();
+    let ended = notices
+        .iter()
+        .filter(|n| matches!(n, Notice::SessionEnded(_)))
+        .count();
+    assert_eq!(ended, 10, "ten traces, not 200");
+    let refusals: Vec<&String> = notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } if message.starts_with("Hello refused") => {
+                Some(message)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refusals.len(),
+        20,
+        "the first 20 refusals are said one by one"
+    );
+    assert!(refusals[0].contains("1 refused so far"));
+}
+
+#[test]
+fn with_a_token_only_boards_that_carry_it_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = socscope_collector::IngestConfig::new(dir.path());
+    config.token = Some("s3cret-token".into());
+    let mut collector = Collector::start_configured(dir, config, ServeLimits::default());
+    let board = |token: &'static str, name: &'static str| {
+        sim_over_tcp(
+            SimConfig {
+                seed: 41,
+                duration_s: 0.5,
+                board: name,
+                token,
+                ..SimConfig::default()
+            },
+            collector.address(),
+        )
+    };
+    let intruders = [board("", "no-token"), board("wrong", "wrong-token")];
+    for b in intruders {
+        b.join().unwrap();
+    }
+    let good = board("s3cret-token", "trusted");
+    let reports = collector.wait_sessions(1);
+    let summary = good.join().unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].board, "trusted");
+    assert_exact_counts(&reports[0].path, &summary);
+    let notices = collector.stop();
+    let refusals: Vec<&String> = notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } if message.contains("token") => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refusals.len(),
+        2,
+        "one Hello per intruder (0.5 s: no repeat): {refusals:#?}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|m| m.starts_with("Hello of board 'no-token' refused: no token"))
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|m| m.starts_with("Hello of board 'wrong-token' refused: a wrong token"))
+    );
+    assert_eq!(
+        notices
+            .iter()
+            .filter(|n| matches!(n, Notice::SessionStarted { .. }))
+            .count(),
+        1,
+        "no trace for the intruders"
+    );
+}
+
+#[test]
+fn peers_that_start_no_session_free_their_slots_for_a_good_board() {
+    let limits = ServeLimits {
+        max_connections: 4,
+        hello_timeout: Duration::from_millis(600),
+        ..ServeLimits::default()
+    };
+    let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
+    // Four peers take every slot: two silent, two sending garbage (no Hello ever).
+    let mut squatters: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(collector.address()).unwrap())
+        .collect();
+    squatters[2].write_all(&[0x55; 4096]).unwrap();
+    squatters[3].write_all(b"GET / HTTP/1.1\r\n\r\n\0").unwrap();
+    for s in &mut squatters {
+        assert!(
+            closed_within(s, Duration::from_secs(10)),
+            "closed for starting no session"
+        );
+    }
+    let board = sim_over_tcp(
+        SimConfig {
+            seed: 51,
+            duration_s: 0.5,
+            board: "after-squatters",
+            ..SimConfig::default()
+        },
+        collector.address(),
+    );
+    let reports = collector.wait_sessions(1);
+    let summary = board.join().unwrap();
+    assert!(reports[0].complete);
+    assert_exact_counts(&reports[0].path, &summary);
+    collector.poll();
+    let closed = warnings(&collector)
+        .iter()
+        .filter(|m| m.starts_with("connection closed: no session started within 0.6 s"))
+        .count();
+    assert_eq!(closed, 4);
+    collector.stop();
+}
