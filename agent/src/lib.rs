@@ -13,7 +13,7 @@ use heapless::Vec;
 use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
 use socscope_wire::encode::{self, RecordEncoder};
 use socscope_wire::frame::{
-    Bye, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, Value,
+    Bye, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
 };
 use socscope_wire::{MAX_NAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
@@ -336,7 +336,7 @@ impl<
         &mut self,
         cpu: u16,
         type_id: u16,
-        values: &[Value<'_>],
+        values: &[ParamValue<'_>],
     ) -> Result<Recorded, AgentError> {
         let params = match Builtin::from_id(type_id) {
             Some(b) => b.def().params,
@@ -371,14 +371,21 @@ impl<
         self.push(
             cpu,
             Builtin::ContextSwitch.id(),
-            &[Value::Unsigned(prev.into()), Value::Unsigned(next.into())],
+            &[
+                ParamValue::Unsigned(prev.into()),
+                ParamValue::Unsigned(next.into()),
+            ],
         )
     }
 
     /// `I`: interrupt `irq` starts.
     #[inline]
     pub fn irq_entry(&mut self, cpu: u16, irq: u32) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::IrqEntry.id(), &[Value::Unsigned(irq.into())])
+        self.push(
+            cpu,
+            Builtin::IrqEntry.id(),
+            &[ParamValue::Unsigned(irq.into())],
+        )
     }
 
     /// `i`: the current interrupt ends.
@@ -390,7 +397,11 @@ impl<
     /// `S`: a soft IRQ handler starts.
     #[inline]
     pub fn softirq_entry(&mut self, cpu: u16, handler: u64) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::SoftIrqEntry.id(), &[Value::Address(handler)])
+        self.push(
+            cpu,
+            Builtin::SoftIrqEntry.id(),
+            &[ParamValue::Address(handler)],
+        )
     }
 
     /// `s`: the current soft IRQ ends.
@@ -411,11 +422,11 @@ impl<
             cpu,
             Builtin::SyscallEntry.id(),
             &[
-                Value::Unsigned(nr.into()),
-                Value::Unsigned(args[0]),
-                Value::Unsigned(args[1]),
-                Value::Unsigned(args[2]),
-                Value::Unsigned(args[3]),
+                ParamValue::Unsigned(nr.into()),
+                ParamValue::Unsigned(args[0]),
+                ParamValue::Unsigned(args[1]),
+                ParamValue::Unsigned(args[2]),
+                ParamValue::Unsigned(args[3]),
             ],
         )
     }
@@ -426,32 +437,40 @@ impl<
         self.push(
             cpu,
             Builtin::SyscallExit.id(),
-            &[Value::Unsigned(nr.into()), Value::Signed(ret)],
+            &[ParamValue::Unsigned(nr.into()), ParamValue::Signed(ret)],
         )
     }
 
     /// `W`: the running thread wakes thread `pid`.
     #[inline]
     pub fn wakeup(&mut self, cpu: u16, pid: u32) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::Wakeup.id(), &[Value::Unsigned(pid.into())])
+        self.push(
+            cpu,
+            Builtin::Wakeup.id(),
+            &[ParamValue::Unsigned(pid.into())],
+        )
     }
 
     /// `K`: a text marker.
     #[inline]
     pub fn marker(&mut self, cpu: u16, text: &str) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::Marker.id(), &[Value::Str(text)])
+        self.push(cpu, Builtin::Marker.id(), &[ParamValue::Str(text)])
     }
 
     /// `KM`: a numbered mark.
     #[inline]
     pub fn mark(&mut self, cpu: u16, id: u64) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::Mark.id(), &[Value::Unsigned(id)])
+        self.push(cpu, Builtin::Mark.id(), &[ParamValue::Unsigned(id)])
     }
 
     /// `U`: a user function at `address` starts.
     #[inline]
     pub fn user_entry(&mut self, cpu: u16, address: u64) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::UserEntry.id(), &[Value::Address(address)])
+        self.push(
+            cpu,
+            Builtin::UserEntry.id(),
+            &[ParamValue::Address(address)],
+        )
     }
 
     /// `u`: the current user function returns.
@@ -471,7 +490,7 @@ impl<
         self.push(
             cpu,
             Builtin::ThreadCreate.id(),
-            &[Value::Unsigned(pid.into()), Value::Str(name)],
+            &[ParamValue::Unsigned(pid.into()), ParamValue::Str(name)],
         )
     }
 
@@ -481,7 +500,7 @@ impl<
         self.push(
             cpu,
             Builtin::ThreadExit.id(),
-            &[Value::Unsigned(pid.into())],
+            &[ParamValue::Unsigned(pid.into())],
         )
     }
 
@@ -491,14 +510,14 @@ impl<
         self.push(
             cpu,
             Builtin::Kmalloc.id(),
-            &[Value::Unsigned(size), Value::Address(ptr)],
+            &[ParamValue::Unsigned(size), ParamValue::Address(ptr)],
         )
     }
 
     /// `MF`: the allocation at `ptr` is freed.
     #[inline]
     pub fn kfree(&mut self, cpu: u16, ptr: u64) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::Kfree.id(), &[Value::Address(ptr)])
+        self.push(cpu, Builtin::Kfree.id(), &[ParamValue::Address(ptr)])
     }
 
     /// The record path: encode into the CPU's open block, or open the next free one, or drop and count.
@@ -507,7 +526,7 @@ impl<
         &mut self,
         cpu: u16,
         type_id: u16,
-        values: &[Value<'_>],
+        values: &[ParamValue<'_>],
     ) -> Result<Recorded, AgentError> {
         if cpu >= self.config.cpu_count {
             self.stats.rejected += 1;

@@ -9,7 +9,7 @@ use socscope_wire::decode::{DecodeError, Frame, StreamDecoder};
 use socscope_wire::dict::{
     Builtin, Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind,
 };
-use socscope_wire::frame::Value;
+use socscope_wire::frame::ParamValue;
 
 #[derive(Clone, Default)]
 struct SharedClock(Rc<Cell<u64>>);
@@ -100,7 +100,7 @@ fn records_come_out_as_they_went_in() {
     clock.0.set(180);
     agent.irq_entry(1, 27).unwrap();
     clock.0.set(181);
-    agent.record(1, 64, &[Value::Float(41.5)]).unwrap();
+    agent.record(1, 64, &[ParamValue::Float(41.5)]).unwrap();
     clock.0.set(190);
     agent.syscall_exit(0, 3, -11).unwrap();
     agent.marker(1, "frame decoded").unwrap();
@@ -161,13 +161,13 @@ fn invalid_records_are_refused_not_numbered() {
     assert_eq!(agent.irq_entry(2, 1), Err(AgentError::BadCpu));
     assert_eq!(agent.record(0, 99, &[]), Err(AgentError::UnknownType));
     assert_eq!(
-        agent.record(0, Builtin::Wakeup.id(), &[Value::Signed(3)]),
+        agent.record(0, Builtin::Wakeup.id(), &[ParamValue::Signed(3)]),
         Err(AgentError::ParamMismatch)
     );
     let long = "x".repeat(200);
     assert_eq!(agent.marker(0, &long), Err(AgentError::RecordTooLarge));
     assert_eq!(
-        agent.record(0, Builtin::Wakeup.id(), &[Value::Unsigned(3)]),
+        agent.record(0, Builtin::Wakeup.id(), &[ParamValue::Unsigned(3)]),
         Ok(Recorded::Stored)
     );
     let s = agent.stats();

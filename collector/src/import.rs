@@ -18,7 +18,7 @@ use socscope_tracedb::{
     Catalog, Event, EventCategory, EventKind, EventType, IngestStat, ParamDef, ParamType,
     ParamValue, Producer, ProducerId, ProducerKind, TraceInfo, TraceMeta, TraceWriter, TypeId,
 };
-use socscope_wire::decode::{ParamInfo, TypeInfo};
+use socscope_wire::decode::{OwnedEventTypeDef, OwnedParamDef};
 use socscope_wire::dict::{self as wdict, BUILTINS, Builtin, Category, FIRST_CUSTOM_TYPE};
 
 use crate::reconstruct::{RawRecord, Reconstructor, TypeTable, assign_params};
@@ -113,14 +113,14 @@ pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
 /// The types of an import: the built-in dictionary, adjusted to what text captures carry, plus one
 /// custom type per unknown event name.
 pub struct ImportTypes {
-    types: Vec<Option<TypeInfo>>,
+    types: Vec<Option<OwnedEventTypeDef>>,
     exits: FxHashMap<u16, u16>,
     by_name: FxHashMap<String, u16>,
     next: u16,
 }
 
-fn pinfo(name: &str, ty: wdict::ParamType) -> ParamInfo {
-    ParamInfo {
+fn pinfo(name: &str, ty: wdict::ParamType) -> OwnedParamDef {
+    OwnedParamDef {
         name: name.into(),
         ty,
     }
@@ -138,7 +138,8 @@ impl ImportTypes {
         use wdict::ParamType::{Address as A, Signed as I, String as S, Unsigned as U};
         for b in BUILTINS {
             let d = b.def();
-            let mut params: Vec<ParamInfo> = d.params.iter().map(|p| pinfo(p.name, p.ty)).collect();
+            let mut params: Vec<OwnedParamDef> =
+                d.params.iter().map(|p| pinfo(p.name, p.ty)).collect();
             match b {
                 Builtin::SyscallEntry => {
                     params.push(pinfo("name", S));
@@ -154,7 +155,7 @@ impl ImportTypes {
                 }
                 _ => {}
             }
-            t.insert(TypeInfo {
+            t.insert(OwnedEventTypeDef {
                 id: d.id,
                 name: d.name.into(),
                 category: d.category,
@@ -164,7 +165,7 @@ impl ImportTypes {
         t
     }
 
-    fn insert(&mut self, info: TypeInfo) {
+    fn insert(&mut self, info: OwnedEventTypeDef) {
         let i = usize::from(info.id);
         if self.types.len() <= i {
             self.types.resize(i + 1, None);
@@ -182,7 +183,7 @@ impl ImportTypes {
         &mut self,
         name: &str,
         category: Category,
-        params: impl FnOnce() -> Vec<ParamInfo>,
+        params: impl FnOnce() -> Vec<OwnedParamDef>,
         recon: &mut Reconstructor,
         sink: &mut TraceWriter,
     ) -> Result<Option<u16>> {
@@ -194,7 +195,7 @@ impl ImportTypes {
         }
         let id = self.next;
         self.next += 1;
-        self.insert(TypeInfo {
+        self.insert(OwnedEventTypeDef {
             id,
             name: name.into(),
             category,
@@ -220,10 +221,10 @@ impl Default for ImportTypes {
 }
 
 impl TypeTable for ImportTypes {
-    fn get(&self, id: u16) -> Option<&TypeInfo> {
+    fn get(&self, id: u16) -> Option<&OwnedEventTypeDef> {
         self.types.get(usize::from(id))?.as_ref()
     }
-    fn exit_of(&self, enter: u16) -> Option<&TypeInfo> {
+    fn exit_of(&self, enter: u16) -> Option<&OwnedEventTypeDef> {
         self.get(*self.exits.get(&enter)?)
     }
 }

@@ -14,7 +14,9 @@ use socscope_tracedb::{
     Event, EventCategory, EventKind, EventType, LossRecord, ParamDef, ParamType, ParamValue,
     Producer, ProducerId, ProducerKind, Result, Timestamp, TypeId,
 };
-use socscope_wire::decode::{Dictionary, FieldValue, ProducerInfo, RecordView, TypeInfo};
+use socscope_wire::decode::{
+    DecodedParamValue, Dictionary, OwnedEventTypeDef, ProducerInfo, RecordView,
+};
 use socscope_wire::dict::{self as wdict, Builtin, Category};
 
 use crate::syscalls::SyscallAbi;
@@ -88,16 +90,16 @@ impl RawRecord for RecordView<'_> {
 /// live session, or a table an importer builds.
 pub trait TypeTable {
     /// The type with this id.
-    fn get(&self, id: u16) -> Option<&TypeInfo>;
+    fn get(&self, id: u16) -> Option<&OwnedEventTypeDef>;
     /// The exit type that closes states opened by `enter`, if any.
-    fn exit_of(&self, enter: u16) -> Option<&TypeInfo>;
+    fn exit_of(&self, enter: u16) -> Option<&OwnedEventTypeDef>;
 }
 
 impl TypeTable for Dictionary {
-    fn get(&self, id: u16) -> Option<&TypeInfo> {
+    fn get(&self, id: u16) -> Option<&OwnedEventTypeDef> {
         Dictionary::get(self, id)
     }
-    fn exit_of(&self, enter: u16) -> Option<&TypeInfo> {
+    fn exit_of(&self, enter: u16) -> Option<&OwnedEventTypeDef> {
         self.iter()
             .find(|x| x.category == Category::StateExit { enter })
     }
@@ -254,23 +256,23 @@ fn producer_kind(k: wdict::ProducerKind) -> ProducerKind {
 
 fn param_value(record: &RecordView<'_>, i: usize) -> Option<ParamValue> {
     Some(match *record.fields().get(i)? {
-        FieldValue::Signed(v) => ParamValue::Signed(v),
-        FieldValue::Unsigned(v) => ParamValue::Unsigned(v),
-        FieldValue::Float(v) => ParamValue::Float(v),
-        FieldValue::Address(v) => ParamValue::Address(v),
-        FieldValue::Str { .. } => ParamValue::String(record.text(i)?.to_string()),
+        DecodedParamValue::Signed(v) => ParamValue::Signed(v),
+        DecodedParamValue::Unsigned(v) => ParamValue::Unsigned(v),
+        DecodedParamValue::Float(v) => ParamValue::Float(v),
+        DecodedParamValue::Address(v) => ParamValue::Address(v),
+        DecodedParamValue::Str { .. } => ParamValue::String(record.text(i)?.to_string()),
     })
 }
 
 /// Whether the syscall states of type `t` get a `name` parameter from the syscall table: those of the
 /// built-in syscall entry, whose records carry only the number (importers that know names declare their own).
-fn adds_syscall_name(t: &TypeInfo) -> bool {
+fn adds_syscall_name(t: &OwnedEventTypeDef) -> bool {
     t.id == Builtin::SyscallEntry.id() && !t.params.iter().any(|p| p.name == "name")
 }
 
 /// The store types of a wire type: its own (punctual, variable or state) representation.
-fn store_type_of(t: &TypeInfo, dict: &impl TypeTable) -> Option<EventType> {
-    let params = |t: &TypeInfo| -> Vec<ParamDef> {
+fn store_type_of(t: &OwnedEventTypeDef, dict: &impl TypeTable) -> Option<EventType> {
+    let params = |t: &OwnedEventTypeDef| -> Vec<ParamDef> {
         t.params
             .iter()
             .map(|p| ParamDef::new(p.name.clone(), param_type(p.ty)))
@@ -439,21 +441,21 @@ impl Reconstructor {
     /// Applies a `Dictionary` frame's declarations (types must already be in `dict`).
     pub fn dictionary(
         &mut self,
-        items: &[socscope_wire::decode::DictItem],
+        items: &[socscope_wire::decode::OwnedDictEntry],
         dict: &Dictionary,
         sink: &mut impl Sink,
     ) -> Result<()> {
-        use socscope_wire::decode::DictItem;
+        use socscope_wire::decode::OwnedDictEntry;
         for item in items {
             match item {
-                DictItem::EventType(t) => {
+                OwnedDictEntry::EventType(t) => {
                     self.declare_type(t.id, dict, sink)?;
                     if let Category::StateExit { enter } = t.category {
                         // The state's parameter list grows with its exit's.
                         self.declare_type(enter, dict, sink)?;
                     }
                 }
-                DictItem::Producer(p) => self.declare_producer(p, sink)?,
+                OwnedDictEntry::Producer(p) => self.declare_producer(p, sink)?,
             }
         }
         Ok(())

@@ -217,7 +217,7 @@ pub const MAX_PENDING_FRAMES: usize = 4096;
 
 /// Roughly the memory a decoded frame holds.
 fn approx_size(frame: &Frame) -> usize {
-    use socscope_wire::decode::DictItem;
+    use socscope_wire::decode::OwnedDictEntry;
     match frame {
         Frame::Events(b) => {
             64 + std::mem::size_of_val(&b.records[..])
@@ -227,8 +227,8 @@ fn approx_size(frame: &Frame) -> usize {
         Frame::Dictionary(items) => items
             .iter()
             .map(|i| match i {
-                DictItem::Producer(p) => 64 + p.name.len(),
-                DictItem::EventType(t) => {
+                OwnedDictEntry::Producer(p) => 64 + p.name.len(),
+                OwnedDictEntry::EventType(t) => {
                     64 + t.name.len() + t.params.iter().map(|p| 32 + p.name.len()).sum::<usize>()
                 }
             })
@@ -1032,13 +1032,13 @@ impl ActiveSession {
     /// The items of a `Dictionary` frame not declared before in this session.
     fn new_declarations(
         &mut self,
-        mut items: Vec<socscope_wire::decode::DictItem>,
-    ) -> Vec<socscope_wire::decode::DictItem> {
-        use socscope_wire::decode::DictItem;
+        mut items: Vec<socscope_wire::decode::OwnedDictEntry>,
+    ) -> Vec<socscope_wire::decode::OwnedDictEntry> {
+        use socscope_wire::decode::OwnedDictEntry;
         items.retain(|item| {
             self.declared.insert(match item {
-                DictItem::Producer(p) => (false, p.id),
-                DictItem::EventType(t) => (true, u32::from(t.id)),
+                OwnedDictEntry::Producer(p) => (false, p.id),
+                OwnedDictEntry::EventType(t) => (true, u32::from(t.id)),
             })
         });
         items

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use socscope_wire::dict::Builtin;
 use socscope_wire::encode::{RecordEncoder, encode_events, max_encoded_len};
-use socscope_wire::frame::{EventsHeader, Value};
+use socscope_wire::frame::{EventsHeader, ParamValue};
 
 /// One round of the mix: a context switch, an interrupt, a system call with four arguments, a wake-up, and a
 /// user function entry and exit. Timestamps advance by a few hundred ticks, addresses stay near each other.
@@ -16,7 +16,7 @@ const MIX_LEN: usize = 9;
 
 fn encode_mix(enc: &mut RecordEncoder, out: &mut [u8], ticks: &mut u64, round: u64) -> usize {
     let mut at = 0;
-    let mut put = |enc: &mut RecordEncoder, dt: u64, b: Builtin, params: &[Value<'_>]| {
+    let mut put = |enc: &mut RecordEncoder, dt: u64, b: Builtin, params: &[ParamValue<'_>]| {
         *ticks += dt;
         at += enc
             .encode(&mut out[at..], *ticks, b.id(), params)
@@ -27,41 +27,41 @@ fn encode_mix(enc: &mut RecordEncoder, out: &mut [u8], ticks: &mut u64, round: u
         enc,
         310,
         Builtin::ContextSwitch,
-        &[Value::Unsigned(pid), Value::Unsigned(pid + 1)],
+        &[ParamValue::Unsigned(pid), ParamValue::Unsigned(pid + 1)],
     );
-    put(enc, 45, Builtin::IrqEntry, &[Value::Unsigned(27)]);
+    put(enc, 45, Builtin::IrqEntry, &[ParamValue::Unsigned(27)]);
     put(enc, 12, Builtin::IrqExit, &[]);
     put(
         enc,
         230,
         Builtin::SyscallEntry,
         &[
-            Value::Unsigned(63),
-            Value::Unsigned(3),
-            Value::Unsigned(0x7ff0_1000),
-            Value::Unsigned(4096),
-            Value::Unsigned(0),
+            ParamValue::Unsigned(63),
+            ParamValue::Unsigned(3),
+            ParamValue::Unsigned(0x7ff0_1000),
+            ParamValue::Unsigned(4096),
+            ParamValue::Unsigned(0),
         ],
     );
     put(
         enc,
         90,
         Builtin::SyscallExit,
-        &[Value::Unsigned(63), Value::Signed(4096)],
+        &[ParamValue::Unsigned(63), ParamValue::Signed(4096)],
     );
-    put(enc, 20, Builtin::Wakeup, &[Value::Unsigned(pid + 2)]);
+    put(enc, 20, Builtin::Wakeup, &[ParamValue::Unsigned(pid + 2)]);
     put(
         enc,
         140,
         Builtin::UserEntry,
-        &[Value::Address(0x0800_1000 + (round % 16) * 0x40)],
+        &[ParamValue::Address(0x0800_1000 + (round % 16) * 0x40)],
     );
     put(enc, 75, Builtin::UserExit, &[]);
     put(
         enc,
         5,
         Builtin::UserEntry,
-        &[Value::Address(0x0800_2000 + (round % 16) * 0x40)],
+        &[ParamValue::Address(0x0800_2000 + (round % 16) * 0x40)],
     );
     at
 }

@@ -171,18 +171,18 @@ pub struct ProducerInfo {
     pub name: String,
 }
 
-/// A parameter declaration, owned.
+/// A parameter declaration, owned: the decoder's copy of [`crate::dict::ParamDef`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamInfo {
+pub struct OwnedParamDef {
     /// Name.
     pub name: String,
     /// Encoding.
     pub ty: ParamType,
 }
 
-/// An event type declaration, owned.
+/// An event type declaration, owned: the decoder's copy of [`crate::dict::EventTypeDef`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TypeInfo {
+pub struct OwnedEventTypeDef {
     /// Id used by records.
     pub id: u16,
     /// Name.
@@ -190,10 +190,10 @@ pub struct TypeInfo {
     /// Category.
     pub category: Category,
     /// Parameters in record order.
-    pub params: Vec<ParamInfo>,
+    pub params: Vec<OwnedParamDef>,
 }
 
-impl TypeInfo {
+impl OwnedEventTypeDef {
     fn from_builtin(b: Builtin) -> Self {
         let def = b.def();
         Self {
@@ -203,7 +203,7 @@ impl TypeInfo {
             params: def
                 .params
                 .iter()
-                .map(|p| ParamInfo {
+                .map(|p| OwnedParamDef {
                     name: p.name.to_string(),
                     ty: p.ty,
                 })
@@ -212,18 +212,19 @@ impl TypeInfo {
     }
 }
 
-/// One entry of a `Dictionary` frame, owned.
+/// One entry of a `Dictionary` frame, owned: the decoder's copy of [`crate::frame::DictEntry`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DictItem {
+pub enum OwnedDictEntry {
     /// A producer.
     Producer(ProducerInfo),
     /// An event type.
-    EventType(TypeInfo),
+    EventType(OwnedEventTypeDef),
 }
 
-/// A decoded parameter value; strings point into [`EventBatch::text`].
+/// A decoded parameter value (the decoder's form of [`crate::frame::ParamValue`]); strings
+/// point into [`EventBatch::text`].
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum FieldValue {
+pub enum DecodedParamValue {
     /// Signed integer.
     Signed(i64),
     /// Unsigned integer.
@@ -266,7 +267,7 @@ pub struct EventBatch {
     /// The records.
     pub records: Vec<RecordHead>,
     /// All records' parameter values, in order.
-    pub values: Vec<FieldValue>,
+    pub values: Vec<DecodedParamValue>,
     /// All records' text values, concatenated.
     pub text: String,
 }
@@ -321,21 +322,21 @@ impl<'a> RecordView<'a> {
     }
 
     /// The raw values.
-    pub fn fields(&self) -> &'a [FieldValue] {
+    pub fn fields(&self) -> &'a [DecodedParamValue] {
         let start = self.head.first_value as usize;
         &self.batch.values[start..start + self.head.value_count as usize]
     }
 
     /// Parameter `i` as a wire value, strings resolved.
-    pub fn value(&self, i: usize) -> Option<crate::frame::Value<'a>> {
-        use crate::frame::Value;
+    pub fn value(&self, i: usize) -> Option<crate::frame::ParamValue<'a>> {
+        use crate::frame::ParamValue;
         Some(match *self.fields().get(i)? {
-            FieldValue::Signed(v) => Value::Signed(v),
-            FieldValue::Unsigned(v) => Value::Unsigned(v),
-            FieldValue::Float(v) => Value::Float(v),
-            FieldValue::Address(v) => Value::Address(v),
-            FieldValue::Str { start, len } => {
-                Value::Str(&self.batch.text[start as usize..(start + len) as usize])
+            DecodedParamValue::Signed(v) => ParamValue::Signed(v),
+            DecodedParamValue::Unsigned(v) => ParamValue::Unsigned(v),
+            DecodedParamValue::Float(v) => ParamValue::Float(v),
+            DecodedParamValue::Address(v) => ParamValue::Address(v),
+            DecodedParamValue::Str { start, len } => {
+                ParamValue::Str(&self.batch.text[start as usize..(start + len) as usize])
             }
         })
     }
@@ -343,8 +344,8 @@ impl<'a> RecordView<'a> {
     /// Parameter `i` as an unsigned integer (addresses and non-negative signed values too).
     pub fn unsigned(&self, i: usize) -> Option<u64> {
         match *self.fields().get(i)? {
-            FieldValue::Unsigned(v) | FieldValue::Address(v) => Some(v),
-            FieldValue::Signed(v) => u64::try_from(v).ok(),
+            DecodedParamValue::Unsigned(v) | DecodedParamValue::Address(v) => Some(v),
+            DecodedParamValue::Signed(v) => u64::try_from(v).ok(),
             _ => None,
         }
     }
@@ -352,8 +353,8 @@ impl<'a> RecordView<'a> {
     /// Parameter `i` as a signed integer.
     pub fn signed(&self, i: usize) -> Option<i64> {
         match *self.fields().get(i)? {
-            FieldValue::Signed(v) => Some(v),
-            FieldValue::Unsigned(v) | FieldValue::Address(v) => i64::try_from(v).ok(),
+            DecodedParamValue::Signed(v) => Some(v),
+            DecodedParamValue::Unsigned(v) | DecodedParamValue::Address(v) => i64::try_from(v).ok(),
             _ => None,
         }
     }
@@ -361,7 +362,7 @@ impl<'a> RecordView<'a> {
     /// Parameter `i` as text.
     pub fn text(&self, i: usize) -> Option<&'a str> {
         match self.value(i)? {
-            crate::frame::Value::Str(s) => Some(s),
+            crate::frame::ParamValue::Str(s) => Some(s),
             _ => None,
         }
     }
@@ -373,7 +374,7 @@ pub enum Frame {
     /// Session start.
     Hello(HelloInfo),
     /// Declarations (already applied to the decoder's dictionary).
-    Dictionary(Vec<DictItem>),
+    Dictionary(Vec<OwnedDictEntry>),
     /// A batch of records.
     Events(EventBatch),
     /// Dropped records on the board.
@@ -412,7 +413,7 @@ pub struct Decoded {
 /// The event types known to a session: the built-in dictionary plus what `Dictionary` frames declared.
 #[derive(Clone, Debug)]
 pub struct Dictionary {
-    types: Vec<Option<TypeInfo>>,
+    types: Vec<Option<OwnedEventTypeDef>>,
     param_types: Vec<Vec<ParamType>>,
 }
 
@@ -423,7 +424,7 @@ impl Default for Dictionary {
             param_types: Vec::new(),
         };
         for b in crate::dict::BUILTINS {
-            d.insert(TypeInfo::from_builtin(b));
+            d.insert(OwnedEventTypeDef::from_builtin(b));
         }
         d
     }
@@ -431,16 +432,16 @@ impl Default for Dictionary {
 
 impl Dictionary {
     /// The type with this id, if declared.
-    pub fn get(&self, id: u16) -> Option<&TypeInfo> {
+    pub fn get(&self, id: u16) -> Option<&OwnedEventTypeDef> {
         self.types.get(usize::from(id))?.as_ref()
     }
 
     /// Every declared type, built-ins first.
-    pub fn iter(&self) -> impl Iterator<Item = &TypeInfo> {
+    pub fn iter(&self) -> impl Iterator<Item = &OwnedEventTypeDef> {
         self.types.iter().flatten()
     }
 
-    fn insert(&mut self, t: TypeInfo) {
+    fn insert(&mut self, t: OwnedEventTypeDef) {
         let i = usize::from(t.id);
         if self.types.len() <= i {
             self.types.resize(i + 1, None);
@@ -684,7 +685,7 @@ fn category(input: &[u8]) -> BodyResult<'_, Category> {
     }
 }
 
-fn event_type(input: &[u8]) -> BodyResult<'_, TypeInfo> {
+fn event_type(input: &[u8]) -> BodyResult<'_, OwnedEventTypeDef> {
     use nom::error::context;
     let (input, id) = context("an event type id", varint_u16).parse(input)?;
     let (input, name) = context("an event type name", owned_text).parse(input)?;
@@ -700,12 +701,12 @@ fn event_type(input: &[u8]) -> BodyResult<'_, TypeInfo> {
         let Some(ty) = ParamType::from_tag(tag) else {
             return fail(rest, "a parameter type 0..=4");
         };
-        params.push(ParamInfo { name, ty });
+        params.push(OwnedParamDef { name, ty });
         input = rest2;
     }
     Ok((
         input,
-        TypeInfo {
+        OwnedEventTypeDef {
             id,
             name,
             category,
@@ -714,7 +715,7 @@ fn event_type(input: &[u8]) -> BodyResult<'_, TypeInfo> {
     ))
 }
 
-fn dictionary(input: &[u8]) -> BodyResult<'_, Vec<DictItem>> {
+fn dictionary(input: &[u8]) -> BodyResult<'_, Vec<OwnedDictEntry>> {
     let (mut input, count) = nom::error::context("an entry count", varint).parse(input)?;
     // Each entry is at least 5 bytes: refuse counts the frame cannot hold before allocating.
     if count > input.len() as u64 {
@@ -724,8 +725,8 @@ fn dictionary(input: &[u8]) -> BodyResult<'_, Vec<DictItem>> {
     for _ in 0..count {
         let (rest, tag) = varint(input)?;
         let (rest, item) = match tag {
-            0 => producer(rest).map(|(r, p)| (r, DictItem::Producer(p)))?,
-            1 => event_type(rest).map(|(r, t)| (r, DictItem::EventType(t)))?,
+            0 => producer(rest).map(|(r, p)| (r, OwnedDictEntry::Producer(p)))?,
+            1 => event_type(rest).map(|(r, t)| (r, OwnedDictEntry::EventType(t)))?,
             _ => return fail(input, "an entry tag 0 (producer) or 1 (event type)"),
         };
         items.push(item);
@@ -845,17 +846,19 @@ fn records<'a>(
         input = rest;
         for ty in params {
             let (rest, value) = match ty {
-                ParamType::Unsigned => varint(input).map(|(r, v)| (r, FieldValue::Unsigned(v)))?,
+                ParamType::Unsigned => {
+                    varint(input).map(|(r, v)| (r, DecodedParamValue::Unsigned(v)))?
+                }
                 ParamType::Signed => {
-                    varint(input).map(|(r, v)| (r, FieldValue::Signed(unzigzag(v))))?
+                    varint(input).map(|(r, v)| (r, DecodedParamValue::Signed(unzigzag(v))))?
                 }
                 ParamType::Address => {
                     let (r, v) = varint(input)?;
                     address = address.wrapping_add(unzigzag(v) as u64);
-                    (r, FieldValue::Address(address))
+                    (r, DecodedParamValue::Address(address))
                 }
                 ParamType::Float => match input.split_first_chunk::<8>() {
-                    Some((b, r)) => (r, FieldValue::Float(f64::from_le_bytes(*b))),
+                    Some((b, r)) => (r, DecodedParamValue::Float(f64::from_le_bytes(*b))),
                     None => {
                         return Err(RecordsError::Body(BodyError {
                             input,
@@ -869,7 +872,7 @@ fn records<'a>(
                     batch.text.push_str(s);
                     (
                         r,
-                        FieldValue::Str {
+                        DecodedParamValue::Str {
                             start,
                             len: s.len() as u32,
                         },
@@ -1132,7 +1135,7 @@ impl StreamDecoder {
             FrameKind::Dictionary => match complete(dictionary(body)) {
                 Ok(items) => {
                     let reserved = items.iter().find_map(|item| match item {
-                        DictItem::EventType(t) if t.id < FIRST_CUSTOM_TYPE => Some(t.id),
+                        OwnedDictEntry::EventType(t) if t.id < FIRST_CUSTOM_TYPE => Some(t.id),
                         _ => None,
                     });
                     if let Some(id) = reserved {
@@ -1143,7 +1146,7 @@ impl StreamDecoder {
                         ));
                     }
                     for item in &items {
-                        if let DictItem::EventType(t) = item {
+                        if let OwnedDictEntry::EventType(t) = item {
                             self.dict.insert(t.clone());
                         }
                     }

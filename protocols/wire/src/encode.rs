@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::frame::{Bye, DictEntry, EventsHeader, FrameKind, Heartbeat, Hello, Loss, Value};
+use crate::frame::{Bye, DictEntry, EventsHeader, FrameKind, Heartbeat, Hello, Loss, ParamValue};
 use crate::varint;
 use crate::{FRAME_CRC, MAX_FRAME_LEN};
 
@@ -282,7 +282,7 @@ impl RecordEncoder {
         out: &mut [u8],
         ticks: u64,
         type_id: u16,
-        params: &[Value<'_>],
+        params: &[ParamValue<'_>],
     ) -> Result<usize, EncodeError> {
         let mut at = 0;
         let mut address = self.last_address;
@@ -291,14 +291,14 @@ impl RecordEncoder {
         put_varint(out, &mut at, ticks - self.last_ticks)?;
         for value in params {
             match *value {
-                Value::Unsigned(v) => put_varint(out, &mut at, v)?,
-                Value::Signed(v) => put_varint(out, &mut at, varint::zigzag(v))?,
-                Value::Float(v) => put_bytes(out, &mut at, &v.to_le_bytes())?,
-                Value::Str(s) => {
+                ParamValue::Unsigned(v) => put_varint(out, &mut at, v)?,
+                ParamValue::Signed(v) => put_varint(out, &mut at, varint::zigzag(v))?,
+                ParamValue::Float(v) => put_bytes(out, &mut at, &v.to_le_bytes())?,
+                ParamValue::Str(s) => {
                     put_varint(out, &mut at, s.len() as u64)?;
                     put_bytes(out, &mut at, s.as_bytes())?;
                 }
-                Value::Address(a) => {
+                ParamValue::Address(a) => {
                     put_varint(out, &mut at, varint::zigzag(a.wrapping_sub(address) as i64))?;
                     address = a;
                 }
@@ -417,13 +417,13 @@ mod tests {
         let mut enc = RecordEncoder::new(1000);
         let mut out = [0u8; 32];
         let n = enc
-            .encode(&mut out, 1100, 11, &[Value::Address(0x4000_0010)])
+            .encode(&mut out, 1100, 11, &[ParamValue::Address(0x4000_0010)])
             .unwrap();
         // type 11, delta 100, address zigzag(0x40000010) = 0x80000020 -> 5 bytes.
         assert_eq!(&out[..2], &[11, 100]);
         assert_eq!(n, 2 + 5);
         let n = enc
-            .encode(&mut out, 1090, 11, &[Value::Address(0x4000_0000)])
+            .encode(&mut out, 1090, 11, &[ParamValue::Address(0x4000_0000)])
             .unwrap();
         // clock went back: delta 0; address delta -16 -> zigzag 31.
         assert_eq!(&out[..n], &[11, 0, 31]);
@@ -436,7 +436,12 @@ mod tests {
         let mut out = [0u8; 3];
         let before = enc;
         assert_eq!(
-            enc.encode(&mut out, 5, 9, &[Value::Str("too long for three bytes")]),
+            enc.encode(
+                &mut out,
+                5,
+                9,
+                &[ParamValue::Str("too long for three bytes")]
+            ),
             Err(EncodeError::BufferTooSmall)
         );
         assert_eq!(enc, before);

@@ -144,7 +144,7 @@ pub const EVENTS_FLAG_ZSTD: u8 = 0x01;
 
 /// A parameter value handed to the encoder.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value<'a> {
+pub enum ParamValue<'a> {
     /// For [`crate::dict::ParamType::Signed`].
     Signed(i64),
     /// For [`crate::dict::ParamType::Unsigned`].
@@ -157,7 +157,7 @@ pub enum Value<'a> {
     Address(u64),
 }
 
-impl Value<'_> {
+impl ParamValue<'_> {
     /// The parameter type this value encodes as.
     pub const fn param_type(&self) -> crate::dict::ParamType {
         use crate::dict::ParamType;

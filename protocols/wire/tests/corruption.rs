@@ -9,7 +9,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use socscope_wire::WIRE_VERSION;
 use socscope_wire::decode::{
-    DecodeError, DictItem, HelloInfo, ParamInfo, ProducerInfo, StreamDecoder, TypeInfo,
+    DecodeError, HelloInfo, OwnedDictEntry, OwnedEventTypeDef, OwnedParamDef, ProducerInfo,
+    StreamDecoder,
 };
 use socscope_wire::dict::{BUILTINS, Category, ParamType, ProducerKind};
 use socscope_wire::frame::{Bye, Heartbeat, Loss};
@@ -83,18 +84,18 @@ fn frame() -> impl Strategy<Value = Model> {
         })),
         1 => (any::<u32>(), 64u16..80, "\\PC{0,8}").prop_map(|(id, type_id, name)| {
             Model::Dictionary(vec![
-                DictItem::Producer(ProducerInfo {
+                OwnedDictEntry::Producer(ProducerInfo {
                     id,
                     parent: None,
                     kind: ProducerKind::Thread,
                     local_id: u64::from(id),
                     name: name.clone(),
                 }),
-                DictItem::EventType(TypeInfo {
+                OwnedDictEntry::EventType(OwnedEventTypeDef {
                     id: type_id,
                     name,
                     category: Category::Punctual,
-                    params: vec![ParamInfo {
+                    params: vec![OwnedParamDef {
                         name: "v".into(),
                         ty: ParamType::Unsigned,
                     }],

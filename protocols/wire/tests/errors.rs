@@ -5,7 +5,8 @@ mod common;
 
 use common::{Events, Model, Rec, Val, decode_all, decode_split, encode};
 use socscope_wire::decode::{
-    DecodeError, DictItem, DropReason, Frame, HelloInfo, ParamInfo, StreamDecoder, TypeInfo,
+    DecodeError, DropReason, Frame, HelloInfo, OwnedDictEntry, OwnedEventTypeDef, OwnedParamDef,
+    StreamDecoder,
 };
 use socscope_wire::dict::{Builtin, Category, ParamType};
 use socscope_wire::encode::{EncodeError, encode_frame, max_encoded_len};
@@ -196,12 +197,12 @@ fn malformed_frames_are_dropped_with_reason_and_offset() {
     );
 }
 
-fn custom_type(id: u16) -> DictItem {
-    DictItem::EventType(TypeInfo {
+fn custom_type(id: u16) -> OwnedDictEntry {
+    OwnedDictEntry::EventType(OwnedEventTypeDef {
         id,
         name: "adc".into(),
         category: Category::Variable,
-        params: vec![ParamInfo {
+        params: vec![OwnedParamDef {
             name: "mv".into(),
             ty: ParamType::Unsigned,
         }],

@@ -6,7 +6,7 @@ mod common;
 use common::{Events, Model, Rec, Val, decode_split, encode, encode_events_section, hex, unhex};
 use socscope_wire::WIRE_VERSION;
 use socscope_wire::decode::{
-    DictItem, HelloInfo, ParamInfo, ProducerInfo, StreamDecoder, TypeInfo,
+    HelloInfo, OwnedDictEntry, OwnedEventTypeDef, OwnedParamDef, ProducerInfo, StreamDecoder,
 };
 use socscope_wire::dict::{Builtin, Category, ParamType, ProducerKind};
 use socscope_wire::frame::{Bye, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Loss};
@@ -39,26 +39,26 @@ fn hello() -> Model {
 }
 
 fn dictionary() -> Model {
-    let param = |name: &str, ty| ParamInfo {
+    let param = |name: &str, ty| OwnedParamDef {
         name: name.into(),
         ty,
     };
     Model::Dictionary(vec![
-        DictItem::Producer(ProducerInfo {
+        OwnedDictEntry::Producer(ProducerInfo {
             id: 1,
             parent: None,
             kind: ProducerKind::Process,
             local_id: 100,
             name: "demo".into(),
         }),
-        DictItem::Producer(ProducerInfo {
+        OwnedDictEntry::Producer(ProducerInfo {
             id: 2,
             parent: Some(1),
             kind: ProducerKind::Thread,
             local_id: 101,
             name: "worker".into(),
         }),
-        DictItem::EventType(TypeInfo {
+        OwnedDictEntry::EventType(OwnedEventTypeDef {
             id: 64,
             name: "frame".into(),
             category: Category::StateEnter,
@@ -70,7 +70,7 @@ fn dictionary() -> Model {
                 param("buf", ParamType::Address),
             ],
         }),
-        DictItem::EventType(TypeInfo {
+        OwnedDictEntry::EventType(OwnedEventTypeDef {
             id: 65,
             name: "frame_exit".into(),
             category: Category::StateExit { enter: 64 },

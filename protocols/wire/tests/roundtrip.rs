@@ -7,7 +7,7 @@ use common::{Events, Model, Rec, Val, decode_split, encode, encode_stream};
 use proptest::prelude::*;
 use socscope_wire::WIRE_VERSION;
 use socscope_wire::decode::{
-    DictItem, HelloInfo, ParamInfo, ProducerInfo, StreamDecoder, TypeInfo,
+    HelloInfo, OwnedDictEntry, OwnedEventTypeDef, OwnedParamDef, ProducerInfo, StreamDecoder,
 };
 use socscope_wire::dict::{
     BUILTINS, Builtin, Category, FIRST_CUSTOM_TYPE, ParamType, ProducerKind,
@@ -41,7 +41,7 @@ fn category() -> impl Strategy<Value = Category> {
     ]
 }
 
-fn custom_types() -> impl Strategy<Value = Vec<TypeInfo>> {
+fn custom_types() -> impl Strategy<Value = Vec<OwnedEventTypeDef>> {
     prop::collection::btree_set(FIRST_CUSTOM_TYPE..=u16::MAX, 0..4).prop_flat_map(|ids| {
         ids.into_iter()
             .map(|id| {
@@ -50,13 +50,13 @@ fn custom_types() -> impl Strategy<Value = Vec<TypeInfo>> {
                     category(),
                     prop::collection::vec((text(), param_type()), 0..=8),
                 )
-                    .prop_map(move |(name, category, params)| TypeInfo {
+                    .prop_map(move |(name, category, params)| OwnedEventTypeDef {
                         id,
                         name,
                         category,
                         params: params
                             .into_iter()
-                            .map(|(name, ty)| ParamInfo { name, ty })
+                            .map(|(name, ty)| OwnedParamDef { name, ty })
                             .collect(),
                     })
             })
@@ -125,7 +125,7 @@ fn value(ty: ParamType) -> BoxedStrategy<Val> {
 }
 
 /// Event types usable by records: the built-ins and the session's declared ones.
-fn usable_types(custom: &[TypeInfo]) -> Vec<(u16, Vec<ParamType>)> {
+fn usable_types(custom: &[OwnedEventTypeDef]) -> Vec<(u16, Vec<ParamType>)> {
     BUILTINS
         .iter()
         .map(|b| (b.id(), b.def().params.iter().map(|p| p.ty).collect()))
@@ -186,13 +186,13 @@ fn session() -> impl Strategy<Value = Vec<Model>> {
     (hello(), custom_types(), prop::collection::vec(producer(), 0..4)).prop_flat_map(
         |(hello, custom, producers)| {
             let types = usable_types(&custom);
-            let mut declared: Vec<DictItem> =
-                producers.into_iter().map(DictItem::Producer).collect();
-            declared.extend(custom.into_iter().map(DictItem::EventType));
+            let mut declared: Vec<OwnedDictEntry> =
+                producers.into_iter().map(OwnedDictEntry::Producer).collect();
+            declared.extend(custom.into_iter().map(OwnedDictEntry::EventType));
             let frame = prop_oneof![
                 4 => events(types.clone()).prop_map(Model::Events),
                 1 => prop::collection::vec(producer(), 0..3)
-                    .prop_map(|p| Model::Dictionary(p.into_iter().map(DictItem::Producer).collect())),
+                    .prop_map(|p| Model::Dictionary(p.into_iter().map(OwnedDictEntry::Producer).collect())),
                 1 => (any::<u16>(), any::<u64>(), any::<u64>())
                     .prop_map(|(cpu, first_seq, count)| Model::Loss(Loss { cpu, first_seq, count })),
                 1 => counters().prop_map(|(ticks, records, dropped)| {

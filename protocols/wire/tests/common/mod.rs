@@ -3,12 +3,12 @@
 #![allow(dead_code)]
 
 use socscope_wire::decode::{
-    DecodeError, Decoded, DictItem, EventBatch, Frame, HelloInfo, StreamDecoder,
+    DecodeError, Decoded, EventBatch, Frame, HelloInfo, OwnedDictEntry, StreamDecoder,
 };
 use socscope_wire::dict::{EventTypeDef, ParamDef, ParamType, ProducerDef};
 use socscope_wire::encode::{self, RecordEncoder, max_encoded_len};
 use socscope_wire::frame::{
-    Bye, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, Value,
+    Bye, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
 };
 use socscope_wire::varint;
 
@@ -23,23 +23,23 @@ pub enum Val {
 }
 
 impl Val {
-    pub fn as_value(&self) -> Value<'_> {
+    pub fn as_value(&self) -> ParamValue<'_> {
         match self {
-            Self::Signed(v) => Value::Signed(*v),
-            Self::Unsigned(v) => Value::Unsigned(*v),
-            Self::Float(bits) => Value::Float(f64::from_bits(*bits)),
-            Self::Str(s) => Value::Str(s),
-            Self::Address(a) => Value::Address(*a),
+            Self::Signed(v) => ParamValue::Signed(*v),
+            Self::Unsigned(v) => ParamValue::Unsigned(*v),
+            Self::Float(bits) => ParamValue::Float(f64::from_bits(*bits)),
+            Self::Str(s) => ParamValue::Str(s),
+            Self::Address(a) => ParamValue::Address(*a),
         }
     }
 
-    fn from_value(v: Value<'_>) -> Self {
+    fn from_value(v: ParamValue<'_>) -> Self {
         match v {
-            Value::Signed(v) => Self::Signed(v),
-            Value::Unsigned(v) => Self::Unsigned(v),
-            Value::Float(v) => Self::Float(v.to_bits()),
-            Value::Str(s) => Self::Str(s.to_string()),
-            Value::Address(a) => Self::Address(a),
+            ParamValue::Signed(v) => Self::Signed(v),
+            ParamValue::Unsigned(v) => Self::Unsigned(v),
+            ParamValue::Float(v) => Self::Float(v.to_bits()),
+            ParamValue::Str(s) => Self::Str(s.to_string()),
+            ParamValue::Address(a) => Self::Address(a),
         }
     }
 }
@@ -66,7 +66,7 @@ pub struct Events {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Model {
     Hello(HelloInfo),
-    Dictionary(Vec<DictItem>),
+    Dictionary(Vec<OwnedDictEntry>),
     Events(Events),
     Loss(Loss),
     Heartbeat(Heartbeat),
@@ -78,7 +78,7 @@ pub fn raw_records(events: &Events) -> Vec<u8> {
     let mut enc = RecordEncoder::new(events.base_ticks);
     let mut out = Vec::new();
     for rec in &events.records {
-        let values: Vec<Value<'_>> = rec.values.iter().map(Val::as_value).collect();
+        let values: Vec<ParamValue<'_>> = rec.values.iter().map(Val::as_value).collect();
         let strings: usize = rec
             .values
             .iter()
@@ -128,12 +128,12 @@ pub fn encode_events_section(header: &EventsHeader, section: &[u8]) -> Vec<u8> {
     out
 }
 
-fn strings_len(items: &[DictItem]) -> usize {
+fn strings_len(items: &[OwnedDictEntry]) -> usize {
     items
         .iter()
         .map(|i| match i {
-            DictItem::Producer(p) => p.name.len(),
-            DictItem::EventType(t) => {
+            OwnedDictEntry::Producer(p) => p.name.len(),
+            OwnedDictEntry::EventType(t) => {
                 t.name.len() + t.params.iter().map(|p| p.name.len()).sum::<usize>()
             }
         })
@@ -173,7 +173,7 @@ pub fn encode(model: &Model) -> Vec<u8> {
             let params: Vec<Vec<ParamDef<'_>>> = items
                 .iter()
                 .map(|i| match i {
-                    DictItem::EventType(t) => t
+                    OwnedDictEntry::EventType(t) => t
                         .params
                         .iter()
                         .map(|p| ParamDef {
@@ -181,21 +181,21 @@ pub fn encode(model: &Model) -> Vec<u8> {
                             ty: p.ty,
                         })
                         .collect(),
-                    DictItem::Producer(_) => Vec::new(),
+                    OwnedDictEntry::Producer(_) => Vec::new(),
                 })
                 .collect();
             let entries: Vec<DictEntry<'_>> = items
                 .iter()
                 .zip(&params)
                 .map(|(i, params)| match i {
-                    DictItem::Producer(p) => DictEntry::Producer(ProducerDef {
+                    OwnedDictEntry::Producer(p) => DictEntry::Producer(ProducerDef {
                         id: p.id,
                         parent: p.parent,
                         kind: p.kind,
                         local_id: p.local_id,
                         name: &p.name,
                     }),
-                    DictItem::EventType(t) => DictEntry::EventType(EventTypeDef {
+                    OwnedDictEntry::EventType(t) => DictEntry::EventType(EventTypeDef {
                         id: t.id,
                         name: &t.name,
                         category: t.category,

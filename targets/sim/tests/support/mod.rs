@@ -62,7 +62,7 @@ pub fn decode(bytes: &[u8]) -> Capture {
                 Frame::Hello(h) => cap.tick_hz = h.tick_hz,
                 Frame::Dictionary(items) => {
                     for item in items {
-                        if let socscope_wire::decode::DictItem::Producer(p) = item {
+                        if let socscope_wire::decode::OwnedDictEntry::Producer(p) = item {
                             cap.producers.push((p.id, p.parent, p.name));
                         }
                     }
