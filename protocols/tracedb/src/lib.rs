@@ -11,7 +11,6 @@ mod catalog;
 mod codec;
 mod error;
 mod filter;
-mod fxhash;
 mod model;
 mod reader;
 mod results;

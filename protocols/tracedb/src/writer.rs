@@ -7,7 +7,7 @@ use rusqlite::{Connection, params};
 
 use crate::codec::{self, ColumnBuffer, EncodeScratch};
 use crate::error::{Result, SqlContext, StoreError};
-use crate::fxhash::FxHashMap;
+use rustc_hash::FxHashMap;
 use crate::model::{
     Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
     TraceMeta,

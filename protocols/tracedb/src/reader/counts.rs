@@ -12,7 +12,7 @@ use super::{TraceReader, corrupt};
 use crate::codec::ChunkCursor;
 use crate::error::{Result, SqlContext};
 use crate::filter::{CompiledFilter, Filter};
-use crate::fxhash::FxHashMap;
+use rustc_hash::FxHashMap;
 use crate::model::{TimeRange, Timestamp};
 use crate::summary::{self, SummaryCell};
 use crate::writer::parse_ids;
