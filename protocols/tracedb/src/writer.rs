@@ -7,13 +7,13 @@ use rusqlite::{Connection, params};
 
 use crate::codec::{self, ColumnBuffer, EncodeScratch};
 use crate::error::{Result, SqlContext, StoreError};
-use rustc_hash::FxHashMap;
 use crate::model::{
     Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
     TraceMeta,
 };
 use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
 use crate::summary::{self, SummaryAcc};
+use rustc_hash::FxHashMap;
 
 /// Tuning of a [`TraceWriter`]; the defaults are what the measurements in `ARCHITECTURE.md`
 /// chose.
