@@ -280,7 +280,65 @@ mod tests {
         assert_eq!(got, vec![evs[1].clone(), evs[0].clone(), evs[2].clone()]);
     }
 
-    /// The example of `SCHEMA.md`, byte for byte.
+    /// Bytes as SCHEMA.md writes them: lower-case hex pairs separated by spaces.
+    fn hex(bytes: &[u8]) -> String {
+        bytes
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The bytes of the fenced block tagged `tag` of SCHEMA.md: each line starts with its
+    /// bytes in hex, ended by two spaces (the comment follows); `..` stands for `body`; a line
+    /// starting with a space only continues the comment.
+    fn schema_block(schema: &str, tag: &str, body: &[u8]) -> Vec<u8> {
+        let fence = format!("```{tag}\n");
+        let start = schema
+            .find(&fence)
+            .unwrap_or_else(|| panic!("no {fence:?} in SCHEMA.md"));
+        let rest = &schema[start + fence.len()..];
+        let block = &rest[..rest.find("```").expect("the block's closing fence")];
+        let mut out = Vec::new();
+        for (i, line) in block.lines().enumerate() {
+            if line.is_empty() || line.starts_with(' ') {
+                continue;
+            }
+            let bytes = line.split("  ").next().unwrap_or_default();
+            for tok in bytes.split(' ') {
+                if tok == ".." {
+                    out.extend_from_slice(body);
+                } else {
+                    let b = u8::from_str_radix(tok, 16).ok().filter(|_| tok.len() == 2);
+                    out.push(b.unwrap_or_else(|| {
+                        panic!(
+                            "SCHEMA.md `{tag}` line {}: {tok:?} is not a hex byte",
+                            i + 1
+                        )
+                    }));
+                }
+            }
+        }
+        out
+    }
+
+    /// The block reader reads bytes, skips comments and refuses what is not a hex byte.
+    #[test]
+    fn schema_block_reads_hex_and_skips_comments() {
+        let doc = "x\n```chunk-body\n04 d0  len 4, ab\n                  more, ff\n0a\n```\n\
+                   ```chunk-blob\n02  format\n..  the body\n```\n";
+        let body = schema_block(doc, "chunk-body", &[]);
+        assert_eq!(body, [0x04, 0xd0, 0x0a]);
+        assert_eq!(
+            schema_block(doc, "chunk-blob", &body),
+            [0x02, 0x04, 0xd0, 0x0a]
+        );
+        let bad = "```chunk-body\n04 zz  comment\n```\n";
+        assert!(std::panic::catch_unwind(|| schema_block(bad, "chunk-body", &[])).is_err());
+    }
+
+    /// The example of `SCHEMA.md` ("#### Example" of the chunk encoding), read from the
+    /// document itself: the encoder writes exactly its bytes, and they read back.
     #[test]
     fn golden_schema_example() {
         let mut buf = ColumnBuffer::default();
@@ -293,15 +351,16 @@ mod tests {
                 .with_params(vec![ParamValue::Signed(21), ParamValue::Unsigned(0)]),
         );
         let blob = encode(&buf, EventCategory::Punctual, Some(0));
-        let body: [u8; 22] = [
-            0x04, 0xd0, 0x0f, 0xf4, 0x03, 0x02, 0x03, 0x03, 0x02, 0x36, 0x36, 0x0a, 0x02, 0x00,
-            0x00, 0x01, 0x15, 0x02, 0x00, 0x2a, 0x01, 0x00,
-        ];
-        // format 2, 2 events, punctual, cpu 0 + 1, 1 block: 2 events from t = 1000, body of
-        // 22 bytes stored in 22 bytes, i.e. as is (it is below RAW_BLOCK_MAX_BYTES).
-        let mut want = vec![0x02, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16, 0x16];
-        want.extend_from_slice(&body);
-        assert_eq!(blob, want);
+        let schema = include_str!("../../SCHEMA.md");
+        let body = schema_block(schema, "chunk-body", &[]);
+        // 22 bytes: below RAW_BLOCK_MAX_BYTES, so the block is stored as is.
+        assert_eq!(body.len(), 22, "SCHEMA.md's example body");
+        let want = schema_block(schema, "chunk-blob", &body);
+        assert_eq!(
+            hex(&blob),
+            hex(&want),
+            "the encoder and SCHEMA.md's example blob"
+        );
         // The same chunk in format 1 (a zstd frame per block) still reads back.
         let frame = zstd::bulk::compress(&body, 1).unwrap();
         let mut v1 = vec![0x01, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16];
