@@ -11,7 +11,7 @@ use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
 
-use crate::out::outln;
+use crate::out::{errln, outln};
 use crate::{DEFAULT_DIR, format};
 
 #[derive(clap::Args, Debug)]
@@ -93,8 +93,8 @@ pub fn print_notice(n: &Notice, json: bool) {
                 r.dropped_frames
             ));
         }
-        Notice::FrameDropped { source, message } => eprintln!("warning: {source}: {message}"),
-        Notice::VersionRejected { source, message } => eprintln!("error: {source}: {message}"),
+        Notice::FrameDropped { source, message } => errln!("warning: {source}: {message}"),
+        Notice::VersionRejected { source, message } => errln!("error: {source}: {message}"),
     }
 }
 
@@ -212,7 +212,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                     if only_replays { break; }
                 }
                 _ = &mut ctrl_c => {
-                    if !args.json { eprintln!("stopping: closing every open trace"); }
+                    if !args.json { errln!("stopping: closing every open trace"); }
                     break;
                 }
             }
