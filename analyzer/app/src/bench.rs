@@ -251,6 +251,10 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
     // The store alone, same machine, same run: how fast chunks can be written without the link.
     let store_events = events.min(20_000_000);
     let store_path = dir.join("store-limit.db");
+    // A rerun in the same --dir writes it afresh.
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", store_path.display()));
+    }
     let store = socscope_tracedb::bench::write_synthetic(&store_path, store_events)
         .map_err(|e| anyhow!("store benchmark: {e}"))?;
     let records = c.session.records;

@@ -12,7 +12,7 @@ use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
 
-use crate::out::outln;
+use crate::out::{errln, outln};
 use crate::{DEFAULT_DIR, format};
 
 #[derive(clap::Args, Debug)]
@@ -105,7 +105,7 @@ pub fn print_notice(n: &Notice, json: bool) {
                 path.display()
             ));
         }
-        Notice::SessionEnded(r) if r.interrupted.is_some() => eprintln!(
+        Notice::SessionEnded(r) if r.interrupted.is_some() => errln!(
             "error: session interrupted: {} ({}) -> {}: {}",
             printable(&r.board),
             r.source,
@@ -128,10 +128,10 @@ pub fn print_notice(n: &Notice, json: bool) {
             ));
         }
         Notice::FrameDropped { source, message } => {
-            eprintln!("warning: {source}: {}", printable(message))
+            errln!("warning: {source}: {}", printable(message))
         }
         Notice::VersionRejected { source, message } => {
-            eprintln!("error: {source}: {}", printable(message))
+            errln!("error: {source}: {}", printable(message))
         }
     }
 }
@@ -150,7 +150,7 @@ fn repair_left_live(dir: &std::path::Path, json: bool) -> Result<()> {
             Ok(outcome) => outcome,
             Err(e) => {
                 // One damaged file does not keep the collector from starting.
-                eprintln!(
+                errln!(
                     "warning: {} was left live and could not be repaired: {}",
                     path.display(),
                     crate::format::error_chain(&e)
@@ -226,7 +226,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 .local_addr()
                 .is_ok_and(|a| !a.ip().is_loopback());
             if open_to_others && config.token.is_none() {
-                eprintln!(
+                errln!(
                     "warning: listening on {addr}, reachable from other hosts, without --token: anyone who can \
                      connect can store traces in {}; give the boards a secret (--token-file FILE here, \
                      --token on the boards)",
@@ -326,11 +326,11 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                     if only_replays { break; }
                 }
                 _ = &mut ctrl_c => {
-                    if !args.json { eprintln!("stopping (SIGINT): closing every open trace"); }
+                    if !args.json { errln!("stopping (SIGINT): closing every open trace"); }
                     break;
                 }
                 _ = terminate.recv() => {
-                    if !args.json { eprintln!("stopping (SIGTERM): closing every open trace"); }
+                    if !args.json { errln!("stopping (SIGTERM): closing every open trace"); }
                     break;
                 }
             }

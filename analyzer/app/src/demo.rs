@@ -11,7 +11,7 @@ use socscope_sim::{Scenario, SimConfig, SimSummary};
 use tokio::sync::{mpsc, watch};
 
 use crate::collect::print_notice;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
@@ -126,7 +126,7 @@ pub fn capture_notifying(
 pub fn run(args: DemoArgs) -> Result<ExitCode> {
     #[cfg(not(feature = "gui"))]
     if !args.headless && !args.json {
-        eprintln!("note: this build has no GUI (cargo feature `gui`); running the headless demo");
+        errln!("note: this build has no GUI (cargo feature `gui`); running the headless demo");
     }
     let config = SimConfig {
         seed: args.seed,
@@ -151,7 +151,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     if !args.headless && !args.json {
         match socscope_analyzer::gui::display::unavailable() {
             None => return live_gui(config, &args),
-            Some(why) => eprintln!(
+            Some(why) => errln!(
                 "note: {why}, so the demo runs headless; run it from a desktop session to watch the \
                  trace grow in the GUI"
             ),
@@ -214,7 +214,7 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
     options.dir = Some(args.dir.clone());
     if let Err(e) = socscope_analyzer::gui::run(options) {
         // The display went away between the check and the window: the capture goes on, shown headless.
-        eprintln!("note: {e:#}; the demo goes on headless");
+        errln!("note: {e:#}; the demo goes on headless");
         let c = capture
             .join()
             .map_err(|_| anyhow!("the capture thread panicked"))??;

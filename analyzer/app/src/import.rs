@@ -9,7 +9,7 @@ use socscope_collector::import::{ImportOptions, detect_format, import};
 use socscope_formats::Format;
 
 use crate::DEFAULT_DIR;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatArg {
@@ -115,7 +115,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             let line = format!("warning: {e} (skipped; {n} lines skipped in all)");
             match &bar {
                 Some(b) => b.println(line),
-                None => eprintln!("{line}"),
+                None => errln!("{line}"),
             }
         };
         let mut on_progress = |bytes: u64| {

@@ -13,7 +13,7 @@ use socscope_tracedb::{
 
 use crate::format;
 use crate::input::open_trace;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 /// The catalog's file name inside its directory.
 const CATALOG_FILE: &str = "catalog.db";
@@ -497,7 +497,7 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
             .collect();
         let header: Vec<&str> = names.iter().map(String::as_str).collect();
         outln!("{}", format::table(&header, &cells));
-        eprintln!("({} rows)", cells.len());
+        errln!("({} rows)", cells.len());
     }
     Ok(ExitCode::SUCCESS)
 }

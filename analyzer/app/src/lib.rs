@@ -5,3 +5,4 @@
 
 #[cfg(feature = "gui")]
 pub mod gui;
+pub mod out;

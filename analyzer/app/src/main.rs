@@ -11,7 +11,7 @@ mod format;
 mod import;
 mod input;
 mod inspect;
-mod out;
+use socscope_analyzer::out::{self, errln};
 mod render;
 mod view;
 
@@ -166,7 +166,7 @@ fn main() -> ExitCode {
                 .take_while(|l| !l.trim().is_empty())
                 .map(str::trim)
                 .collect();
-            eprintln!(
+            errln!(
                 "socscope: {} (see --help)",
                 message.join(" ").trim_start_matches("error: ")
             );
@@ -196,7 +196,7 @@ fn main() -> ExitCode {
         // Nobody reads the output any more (`socscope sql … | head -1`): end quietly, as a pipe expects.
         Err(_) if out::closed() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("socscope: {}", format::error_chain(&e));
+            errln!("socscope: {}", format::error_chain(&e));
             ExitCode::from(input::exit_status(&e))
         }
     }

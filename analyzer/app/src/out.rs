@@ -1,5 +1,6 @@
-//! Standard output for the commands: a reader that goes away (`socscope sql TRACE … | head -1`) ends the
-//! command quietly, with exit status 0, instead of a panic from `println!`.
+//! Standard output and standard error for the commands: a reader that goes away (`socscope sql TRACE … |
+//! head -1`) ends the command quietly, with exit status 0, instead of a panic from `println!`; a warning to a
+//! closed standard error is dropped instead of a panic from `eprintln!`.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +31,19 @@ pub fn closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
 
+/// Writes `args` and a newline to standard error, ignoring any failure: a warning or an error message has
+/// nowhere else to go, and a standard error nobody reads (`2>&1 | head -1`) must not turn it into a panic.
+pub fn err_line(args: std::fmt::Arguments<'_>) {
+    let mut stderr = io::stderr().lock();
+    let _ = stderr
+        .write_fmt(args)
+        .and_then(|()| stderr.write_all(b"\n"));
+}
+
 /// `println!` for the commands: `outln!(...)` returns from the enclosing function (an `anyhow::Result`)
 /// when standard output is closed.
+#[macro_export]
+#[doc(hidden)]
 macro_rules! outln {
     () => {
         $crate::out::line(format_args!(""))?
@@ -40,4 +52,15 @@ macro_rules! outln {
         $crate::out::line(format_args!($($arg)*))?
     };
 }
-pub(crate) use outln;
+pub use outln;
+
+/// `eprintln!` for the commands and the GUI: warnings and errors to standard error, dropped when it is
+/// closed (see [`err_line`]).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::out::err_line(format_args!($($arg)*))
+    };
+}
+pub use errln;

@@ -304,3 +304,36 @@ fn pictures_and_json_use_the_colours_the_user_picked() {
         .count();
     assert!(magenta > 1000, "{magenta} magenta pixels");
 }
+
+/// Runs `args` with standard error a pipe whose reader is gone (`2>&1 | head -0` on a shell that kept only
+/// stderr): what the command says there is lost, but its exit status must be the one it would have had,
+/// not a panic's 101.
+fn with_closed_stderr(args: &[&str]) -> Option<i32> {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = socscope_in(Path::new("."), args)
+        .stdout(Stdio::piped())
+        .stderr(writer)
+        .output()
+        .expect("socscope runs");
+    out.status.code()
+}
+
+#[test]
+fn messages_to_a_closed_stderr_do_not_panic() {
+    let (_dir, trace) = common::demo_trace(3, 1);
+    let t = s(&trace);
+    // A note after the result (`(1 rows)`), an error message, clap's usage message.
+    assert_eq!(with_closed_stderr(&["sql", t, "SELECT 1"]), Some(0));
+    assert_eq!(
+        with_closed_stderr(&["info", "/nonexistent/trace.db"]),
+        Some(1)
+    );
+    assert_eq!(with_closed_stderr(&["stats", "--no-such-flag"]), Some(2));
+    // The same commands with standard error open, for comparison.
+    assert_eq!(run(&["sql", t, "SELECT 1"]).status.code(), Some(0));
+    assert_eq!(
+        run(&["info", "/nonexistent/trace.db"]).status.code(),
+        Some(1)
+    );
+}

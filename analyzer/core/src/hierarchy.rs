@@ -32,6 +32,15 @@ pub struct ProducerTree {
 impl ProducerTree {
     /// Builds the forest; producers whose parent is unknown (or that form a cycle) become roots.
     pub fn new(producers: &[Producer]) -> Self {
+        Self::with_sibling_order(producers, |p| (kind_rank(p), p.local_id, p.id))
+    }
+
+    /// [`ProducerTree::new`] with siblings sorted by `key` instead of by kind then local id (the
+    /// microscopic model orders them by id: its leaf order is part of its aggregation results).
+    pub fn with_sibling_order<K: Ord>(
+        producers: &[Producer],
+        key: impl Fn(&Producer) -> K,
+    ) -> Self {
         let known: HashMap<ProducerId, &Producer> = producers.iter().map(|p| (p.id, p)).collect();
         let mut children: HashMap<Option<ProducerId>, Vec<&Producer>> = HashMap::new();
         for p in producers {
@@ -39,7 +48,7 @@ impl ProducerTree {
             children.entry(parent).or_default().push(p);
         }
         for list in children.values_mut() {
-            list.sort_by_key(|p| (kind_rank(p), p.local_id, p.id));
+            list.sort_by_key(|p| key(p));
         }
         let mut tree = ProducerTree::default();
         let mut stack: Vec<(&Producer, usize, Option<ProducerId>)> = children

@@ -16,7 +16,7 @@
 //! Start here: [`SliceGrid`], [`Metric`], [`build`] (and [`build_direct`], the same model
 //! computed event by event), [`TraceMicroscopicModel::to_model`] for the Ocelotl engine.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -26,6 +26,7 @@ use socscope_tracedb::{
     StoreError, SummaryCell, TimeRange, Timestamp, TraceReader, TypeId,
 };
 
+use crate::hierarchy::ProducerTree;
 use crate::ocelotl::{MicroscopicModel, ModelError, ProducerHierarchy};
 
 /// What a cell of the model measures.
@@ -238,7 +239,9 @@ impl TraceMicroscopicModel {
     }
 }
 
-/// The leaf order and tree of `model` producers (see [`TraceMicroscopicModel::hierarchy`]).
+/// The leaf order and tree of `model` producers (see [`TraceMicroscopicModel::hierarchy`]): the
+/// [`ProducerTree`] of the model's producers and their ancestors, siblings by id, under a root
+/// `all`; a producer with events and children gets a leaf `NAME (self)` before its children.
 fn tree(
     model: &[Producer],
     all: &[Producer],
@@ -246,86 +249,77 @@ fn tree(
     let by_id: HashMap<ProducerId, &Producer> = all.iter().map(|p| (p.id, p)).collect();
     let in_model: HashMap<ProducerId, usize> =
         model.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
-    // The included producers: the model's and their ancestors.
-    let mut included: HashSet<ProducerId> = HashSet::new();
+    // The included producers: the model's and their ancestors. An ancestor the trace does
+    // not describe still groups its children, as a root named after its id.
+    let mut included: Vec<Producer> = Vec::new();
+    let mut seen: HashSet<ProducerId> = HashSet::new();
     for p in model {
         let mut cur = Some(p.id);
         while let Some(id) = cur {
-            if !included.insert(id) {
+            if !seen.insert(id) {
                 break;
             }
-            cur = by_id.get(&id).and_then(|p| p.parent);
+            let known = by_id.get(&id);
+            included.push(known.map_or_else(
+                || Producer {
+                    id,
+                    parent: None,
+                    kind: socscope_tracedb::ProducerKind::Other,
+                    local_id: 0,
+                    name: format!("producer {id}"),
+                },
+                |p| (*p).clone(),
+            ));
+            cur = known.and_then(|p| p.parent);
         }
     }
-    let mut kids: BTreeMap<Option<ProducerId>, Vec<ProducerId>> = BTreeMap::new();
-    let mut ids: Vec<ProducerId> = included.iter().copied().collect();
-    ids.sort_unstable();
-    for id in ids {
-        let parent = by_id
-            .get(&id)
-            .and_then(|p| p.parent)
-            .filter(|q| included.contains(q));
-        kids.entry(parent).or_default().push(id);
-    }
+    let producers = ProducerTree::with_sibling_order(&included, |p| p.id);
     let mut children: Vec<Vec<usize>> = vec![Vec::new()];
     let mut leaf: Vec<Option<usize>> = vec![None];
     let mut nodes = vec![HierarchyNode {
         name: "all".into(),
         producer: None,
     }];
-    struct Ctx<'a> {
-        kids: &'a BTreeMap<Option<ProducerId>, Vec<ProducerId>>,
-        by_id: &'a HashMap<ProducerId, &'a Producer>,
-        in_model: &'a HashMap<ProducerId, usize>,
-    }
-    fn name(ctx: &Ctx, id: ProducerId) -> String {
-        ctx.by_id
+    let name = |id: ProducerId| {
+        by_id
             .get(&id)
             .map_or_else(|| format!("producer {id}"), |p| p.name.clone())
-    }
-    fn add(
-        ctx: &Ctx,
-        id: ProducerId,
-        parent: usize,
-        children: &mut Vec<Vec<usize>>,
-        leaf: &mut Vec<Option<usize>>,
-        nodes: &mut Vec<HierarchyNode>,
-    ) {
+    };
+    // Depth first, children in the tree's order: (producer, its parent's node).
+    let mut stack: Vec<(ProducerId, usize)> = producers
+        .nodes()
+        .iter()
+        .filter(|n| n.parent.is_none())
+        .rev()
+        .map(|n| (n.id, 0))
+        .collect();
+    while let Some((id, parent)) = stack.pop() {
         let node = children.len();
         children.push(Vec::new());
         leaf.push(None);
         nodes.push(HierarchyNode {
-            name: name(ctx, id),
+            name: name(id),
             producer: Some(id),
         });
         children[parent].push(node);
-        let sub = ctx.kids.get(&Some(id));
-        match sub {
-            None => leaf[node] = ctx.in_model.get(&id).copied(),
-            Some(sub) => {
-                if let Some(&m) = ctx.in_model.get(&id) {
-                    let own = children.len();
-                    children.push(Vec::new());
-                    leaf.push(Some(m));
-                    nodes.push(HierarchyNode {
-                        name: format!("{} (self)", name(ctx, id)),
-                        producer: Some(id),
-                    });
-                    children[node].push(own);
-                }
-                for &k in sub {
-                    add(ctx, k, node, children, leaf, nodes);
-                }
-            }
+        let sub = producers
+            .node(id)
+            .map_or(&[][..], |n| n.children.as_slice());
+        if sub.is_empty() {
+            leaf[node] = in_model.get(&id).copied();
+            continue;
         }
-    }
-    let ctx = Ctx {
-        kids: &kids,
-        by_id: &by_id,
-        in_model: &in_model,
-    };
-    for &top in kids.get(&None).map(Vec::as_slice).unwrap_or(&[]) {
-        add(&ctx, top, 0, &mut children, &mut leaf, &mut nodes);
+        if let Some(&m) = in_model.get(&id) {
+            let own = children.len();
+            children[node].push(own);
+            children.push(Vec::new());
+            leaf.push(Some(m));
+            nodes.push(HierarchyNode {
+                name: format!("{} (self)", name(id)),
+                producer: Some(id),
+            });
+        }
+        stack.extend(sub.iter().rev().map(|&k| (k, node)));
     }
     (children, leaf, nodes)
 }
@@ -1028,6 +1022,81 @@ pub(crate) mod tests {
             }
             drop(dir);
         }
+    }
+
+    /// The model's tree (built on `ProducerTree`) keeps the order the aggregation results
+    /// were computed with: siblings by id (not by kind and local id), a `(self)` leaf first
+    /// under a producer that has events and children, an undescribed ancestor as a root.
+    #[test]
+    fn model_tree_orders_siblings_by_id() {
+        use socscope_tracedb::ProducerKind;
+        let p = |id, parent, kind, local_id, name: &str| Producer {
+            id,
+            parent,
+            kind,
+            local_id,
+            name: name.into(),
+        };
+        let all = vec![
+            p(5, None, ProducerKind::Process, 1, "p5"),
+            p(2, Some(5), ProducerKind::Thread, 900, "t2"),
+            p(3, Some(5), ProducerKind::Thread, 100, "t3"),
+            p(1, None, ProducerKind::Cpu, 0, "cpu1"),
+            p(7, Some(99), ProducerKind::Thread, 7, "t7"),
+        ];
+        let (children, leaf, nodes) = tree(&all, &all);
+        let c: Vec<Vec<usize>> = vec![
+            vec![1, 2, 6],
+            vec![],
+            vec![3, 4, 5],
+            vec![],
+            vec![],
+            vec![],
+            vec![7],
+            vec![],
+        ];
+        assert_eq!(children, c);
+        assert_eq!(
+            leaf,
+            [
+                None,
+                Some(3),
+                None,
+                Some(0),
+                Some(1),
+                Some(2),
+                None,
+                Some(4)
+            ]
+        );
+        let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "all",
+                "cpu1",
+                "p5",
+                "p5 (self)",
+                "t2",
+                "t3",
+                "producer 99",
+                "t7"
+            ]
+        );
+        let ids: Vec<Option<ProducerId>> = nodes.iter().map(|n| n.producer).collect();
+        assert_eq!(
+            ids,
+            [
+                None,
+                Some(1),
+                Some(5),
+                Some(5),
+                Some(2),
+                Some(3),
+                Some(99),
+                Some(7)
+            ]
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Store benchmarks: raw chunk-write rate, write with summary, and reading 10 k consecutive
 //! events at a random time. `bytes/event` is printed once per run (criterion measures time only).
+// criterion_group! generates undocumented public functions; a benchmark has no API to document.
+#![allow(missing_docs)]
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use socscope_tracedb::{Filter, TimeRange, TraceReader, WriterConfig, bench};

@@ -4,7 +4,6 @@
 //! Start here: [`TraceWriter`] (the collector writes a trace incrementally), [`TraceReader`]
 //! (the analyzer reads it, also while it grows) and [`Catalog`] (the list of traces and tools).
 //! `SCHEMA.md` beside this crate documents every table and the chunk encoding byte by byte.
-#![warn(missing_docs)]
 
 pub mod bench;
 mod catalog;
@@ -12,7 +11,6 @@ mod codec;
 mod error;
 mod filter;
 mod fuzzing;
-mod fxhash;
 mod model;
 mod reader;
 mod recovery;

@@ -5,8 +5,8 @@
 //! `[b << (base_shift + L), (b + 1) << (base_shift + L))`. An event counts in the bucket of its
 //! start; a state adds the part of `[start, end)` inside a bucket to that bucket's `state_ns`.
 
-use crate::fxhash::FxHashMap;
 use crate::model::{ProducerId, TimeRange, Timestamp, TypeId};
+use rustc_hash::FxHashMap;
 
 /// Default finest bucket width: `2^21` ns ≈ 2.1 ms. An exact count over an arbitrary
 /// interval reads the events of at most two partial finest buckets (one per end), so this

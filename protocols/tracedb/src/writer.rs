@@ -7,7 +7,6 @@ use rusqlite::{Connection, params};
 
 use crate::codec::{self, ColumnBuffer, EncodeScratch};
 use crate::error::{Result, SqlContext, StoreError};
-use crate::fxhash::FxHashMap;
 use crate::model::{
     Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
     TraceMeta,
@@ -15,6 +14,7 @@ use crate::model::{
 use crate::recovery;
 use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
 use crate::summary::{self, SummaryAcc};
+use rustc_hash::FxHashMap;
 
 /// Tuning of a [`TraceWriter`]; the defaults are what the measurements in `ARCHITECTURE.md`
 /// chose.

@@ -2,6 +2,8 @@
 //! (`encode_events` of a 4 KiB records block) and, with feature `decode`, decoding throughput in records/s.
 //!
 //! `cargo bench -p socscope-wire --features decode --bench encode`
+// criterion_group! generates undocumented public functions; a benchmark has no API to document.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 

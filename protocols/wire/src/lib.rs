@@ -7,7 +7,6 @@
 //!
 //! `SPEC.md` beside this crate describes every byte.
 #![no_std]
-#![warn(missing_docs)]
 
 #[cfg(feature = "std")]
 extern crate std;

@@ -14,7 +14,7 @@ use socscope_analysis::stats::StatsConsumer;
 use socscope_tracedb::Filter;
 
 use crate::input::open_trace;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 /// Milliseconds until the loader publishes its first snapshot (then the load is cancelled).
 fn first_result_ms<S: Clone>(h: loader::LoaderHandle<S>) -> Result<f64> {
@@ -51,7 +51,7 @@ pub fn run(
             let p = dir.join(format!("socscope-bench-{events}.db"));
             if !p.exists() {
                 if !json_out {
-                    eprintln!(
+                    errln!(
                         "writing a synthetic trace of {events} events in {}",
                         dir.display()
                     );

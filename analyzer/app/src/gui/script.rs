@@ -1,6 +1,7 @@
 //! The window shell: frame-time log, screenshots, exit after N frames, and scripted interactions
 //! (`--script pan-zoom`) that drive the app itself, for benchmarks and tests under Xvfb.
 
+use crate::out::errln;
 use eframe::egui;
 use std::io::Write;
 use std::path::PathBuf;
@@ -189,7 +190,7 @@ impl eframe::App for Shell {
                     let done = self.shot.lock().ok().and_then(|mut s| s.take());
                     if let Some(r) = done {
                         if let Err(e) = r {
-                            eprintln!("socscope: screenshot: {e:#}");
+                            errln!("socscope: screenshot: {e:#}");
                         }
                         ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
                     }

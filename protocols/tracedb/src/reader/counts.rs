@@ -12,10 +12,10 @@ use super::{TraceReader, corrupt};
 use crate::codec::ChunkCursor;
 use crate::error::{Result, SqlContext};
 use crate::filter::{CompiledFilter, Filter};
-use crate::fxhash::FxHashMap;
 use crate::model::{TimeRange, Timestamp};
 use crate::summary::{self, SummaryCell};
 use crate::writer::parse_ids;
+use rustc_hash::FxHashMap;
 
 /// A stream's cursor between intervals: the chunk it holds, the time before which it has
 /// passed every event (it sits on the first event at or after that time) and the time from

@@ -1,0 +1,396 @@
+//! The writer side: column buffers of a stream encoded as a chunk blob.
+
+use super::*;
+
+/// Column buffers of one stream, in arrival order; reused across chunks.
+#[derive(Debug, Default)]
+pub(crate) struct ColumnBuffer {
+    pub(crate) ts: Vec<i64>,
+    pub(crate) ty: Vec<u32>,
+    pub(crate) producer: Vec<u32>,
+    /// State/link end.
+    pub(crate) end: Vec<i64>,
+    /// State depth or link target.
+    pub(crate) aux: Vec<u32>,
+    pub(crate) value: Vec<f64>,
+    pub(crate) params: Vec<u8>,
+    pub(crate) param_off: Vec<u32>,
+    min_ts: i64,
+    max_ts: i64,
+}
+
+impl ColumnBuffer {
+    pub(crate) fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// Trace time between the earliest and the latest start buffered.
+    #[inline]
+    pub(crate) fn span(&self) -> i64 {
+        self.max_ts.saturating_sub(self.min_ts)
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.ts.clear();
+        self.ty.clear();
+        self.producer.clear();
+        self.end.clear();
+        self.aux.clear();
+        self.value.clear();
+        self.params.clear();
+        self.param_off.clear();
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, e: &Event) {
+        if self.ts.is_empty() {
+            self.min_ts = e.ts;
+            self.max_ts = e.ts;
+        } else {
+            self.min_ts = self.min_ts.min(e.ts);
+            self.max_ts = self.max_ts.max(e.ts);
+        }
+        self.ts.push(e.ts);
+        self.ty.push(e.type_id);
+        self.producer.push(e.producer);
+        match e.kind {
+            EventKind::Punctual => {}
+            EventKind::State { end, depth } => {
+                self.end.push(end);
+                self.aux.push(u32::from(depth));
+            }
+            EventKind::Link { end, target } => {
+                self.end.push(end);
+                self.aux.push(target);
+            }
+            EventKind::Variable { value } => self.value.push(value),
+        }
+        self.param_off.push(self.params.len() as u32);
+        encode_params(&mut self.params, &e.params);
+    }
+}
+
+/// Metadata of an encoded chunk (the `chunks` row without the blob).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChunkMeta {
+    pub(crate) t_min: Timestamp,
+    pub(crate) t_max: Timestamp,
+    pub(crate) end_max: Timestamp,
+    pub(crate) count: u32,
+    pub(crate) types: Vec<TypeId>,
+    pub(crate) producers: Vec<ProducerId>,
+}
+
+/// Events per independently compressed block of a chunk (the last block may hold fewer).
+pub const BLOCK_EVENTS: usize = 512;
+
+/// Scratch space reused by [`encode_chunk`].
+#[derive(Default)]
+pub(crate) struct EncodeScratch {
+    order: Vec<u32>,
+    body: Vec<u8>,
+    col: Vec<u8>,
+    frames: Vec<u8>,
+    pub(crate) set: Vec<u32>,
+}
+
+/// Appends the column-encoded body of the events `order` (time-sorted) of `buf` to `body`.
+fn encode_block(
+    buf: &ColumnBuffer,
+    category: EventCategory,
+    order: &[u32],
+    body: &mut Vec<u8>,
+    col: &mut Vec<u8>,
+) {
+    let flush = |body: &mut Vec<u8>, col: &mut Vec<u8>| {
+        put_uvarint(body, col.len() as u64);
+        body.extend_from_slice(col);
+        col.clear();
+    };
+    col.clear();
+    let mut prev = 0i64;
+    for (k, &i) in order.iter().enumerate() {
+        let t = buf.ts[i as usize];
+        if k == 0 {
+            put_uvarint(col, zigzag(t));
+        } else {
+            put_uvarint(col, t.wrapping_sub(prev) as u64);
+        }
+        prev = t;
+    }
+    flush(body, col);
+    for &i in order {
+        put_uvarint(col, u64::from(buf.ty[i as usize]));
+    }
+    flush(body, col);
+    for &i in order {
+        put_uvarint(col, u64::from(buf.producer[i as usize]));
+    }
+    flush(body, col);
+    match category {
+        EventCategory::State | EventCategory::Link => {
+            for &i in order {
+                let i = i as usize;
+                put_uvarint(col, zigzag(buf.end[i].wrapping_sub(buf.ts[i])));
+            }
+            flush(body, col);
+            for &i in order {
+                put_uvarint(col, u64::from(buf.aux[i as usize]));
+            }
+            flush(body, col);
+        }
+        EventCategory::Variable => {
+            for &i in order {
+                col.extend_from_slice(&buf.value[i as usize].to_le_bytes());
+            }
+            flush(body, col);
+        }
+        EventCategory::Punctual => {}
+    }
+    for &i in order {
+        let i = i as usize;
+        let from = buf.param_off[i] as usize;
+        let to = buf
+            .param_off
+            .get(i + 1)
+            .map_or(buf.params.len(), |&o| o as usize);
+        col.extend_from_slice(&buf.params[from..to]);
+    }
+    flush(body, col);
+}
+
+/// Encodes a buffer as a chunk blob (sorting by timestamp, stable) and reports its metadata.
+pub(crate) fn encode_chunk(
+    buf: &ColumnBuffer,
+    category: EventCategory,
+    cpu: Option<Cpu>,
+    scratch: &mut EncodeScratch,
+    compressor: &mut zstd::bulk::Compressor<'static>,
+) -> std::io::Result<(Vec<u8>, ChunkMeta)> {
+    let n = buf.len();
+    let order = &mut scratch.order;
+    order.clear();
+    order.extend(0..n as u32);
+    if !buf.ts.windows(2).all(|w| w[0] <= w[1]) {
+        order.sort_by_key(|&i| buf.ts[i as usize]);
+    }
+    let has_end = matches!(category, EventCategory::State | EventCategory::Link);
+    let n_blocks = n.div_ceil(BLOCK_EVENTS);
+    let mut blob = Vec::with_capacity(n * 6 + 64);
+    blob.push(CHUNK_FORMAT);
+    put_uvarint(&mut blob, n as u64);
+    blob.push(category.code());
+    put_uvarint(&mut blob, cpu.map_or(0, |c| u64::from(c) + 1));
+    put_uvarint(&mut blob, n_blocks as u64);
+    let frames = &mut scratch.frames;
+    frames.clear();
+    let mut prev_first = 0i64;
+    for (b, block) in order.chunks(BLOCK_EVENTS).enumerate() {
+        let body = &mut scratch.body;
+        body.clear();
+        encode_block(buf, category, block, body, &mut scratch.col);
+        let frame = compressor.compress(body)?;
+        // Stored as is when small, or when zstd saves nothing (a stored length equal to the
+        // body length means "as is", so a frame that long is never written).
+        let stored: &[u8] = if body.len() <= RAW_BLOCK_MAX_BYTES || frame.len() >= body.len() {
+            body
+        } else {
+            &frame
+        };
+        let first = buf.ts[block[0] as usize];
+        put_uvarint(&mut blob, block.len() as u64);
+        if b == 0 {
+            put_uvarint(&mut blob, zigzag(first));
+        } else {
+            put_uvarint(&mut blob, first.wrapping_sub(prev_first) as u64);
+        }
+        prev_first = first;
+        put_uvarint(&mut blob, body.len() as u64);
+        put_uvarint(&mut blob, stored.len() as u64);
+        frames.extend_from_slice(stored);
+    }
+    blob.extend_from_slice(frames);
+
+    let mut end_max = i64::MIN;
+    for &i in order.iter() {
+        let i = i as usize;
+        let end = if has_end {
+            buf.end[i].max(buf.ts[i])
+        } else {
+            buf.ts[i]
+        };
+        end_max = end_max.max(end);
+    }
+
+    let set = &mut scratch.set;
+    set.clear();
+    set.extend_from_slice(&buf.ty);
+    set.sort_unstable();
+    set.dedup();
+    let types = set.clone();
+    set.clear();
+    set.extend_from_slice(&buf.producer);
+    set.sort_unstable();
+    set.dedup();
+    let producers = set.clone();
+    let meta = ChunkMeta {
+        t_min: buf.ts[order[0] as usize],
+        t_max: buf.ts[order[n - 1] as usize],
+        end_max,
+        count: n as u32,
+        types,
+        producers,
+    };
+    Ok((blob, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decode::parse_header;
+    use crate::codec::{ChunkCursor, DecodedChunk, decode_chunk, encode_for_test as encode};
+
+    #[test]
+    fn chunk_round_trip_sorts_by_time() {
+        let mut buf = ColumnBuffer::default();
+        let evs = [
+            Event::state(50, 60, 1, 3, 9, Some(2))
+                .with_params(vec![ParamValue::String("é".into())]),
+            Event::state(10, 100, 0, 4, 8, Some(2)),
+            Event::state(70, 75, 0, 3, 9, Some(2))
+                .with_params(vec![ParamValue::Signed(-5), ParamValue::Float(1.5)]),
+        ];
+        for e in &evs {
+            buf.push(e);
+        }
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let (blob, meta) = encode_chunk(
+            &buf,
+            EventCategory::State,
+            Some(2),
+            &mut EncodeScratch::default(),
+            &mut comp,
+        )
+        .unwrap();
+        assert_eq!((meta.t_min, meta.t_max, meta.end_max), (10, 70, 100));
+        assert_eq!(meta.types, vec![3, 4]);
+        let mut d = DecodedChunk::default();
+        decode_chunk(&blob, &mut zstd::bulk::Decompressor::new().unwrap(), &mut d).unwrap();
+        let got: Vec<Event> = (0..d.len()).map(|i| d.event(i)).collect();
+        assert_eq!(got, vec![evs[1].clone(), evs[0].clone(), evs[2].clone()]);
+    }
+
+    /// Bytes as SCHEMA.md writes them: lower-case hex pairs separated by spaces.
+    fn hex(bytes: &[u8]) -> String {
+        bytes
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The bytes of the fenced block tagged `tag` of SCHEMA.md: each line starts with its
+    /// bytes in hex, ended by two spaces (the comment follows); `..` stands for `body`; a line
+    /// starting with a space only continues the comment.
+    fn schema_block(schema: &str, tag: &str, body: &[u8]) -> Vec<u8> {
+        let fence = format!("```{tag}\n");
+        let start = schema
+            .find(&fence)
+            .unwrap_or_else(|| panic!("no {fence:?} in SCHEMA.md"));
+        let rest = &schema[start + fence.len()..];
+        let block = &rest[..rest.find("```").expect("the block's closing fence")];
+        let mut out = Vec::new();
+        for (i, line) in block.lines().enumerate() {
+            if line.is_empty() || line.starts_with(' ') {
+                continue;
+            }
+            let bytes = line.split("  ").next().unwrap_or_default();
+            for tok in bytes.split(' ') {
+                if tok == ".." {
+                    out.extend_from_slice(body);
+                } else {
+                    let b = u8::from_str_radix(tok, 16).ok().filter(|_| tok.len() == 2);
+                    out.push(b.unwrap_or_else(|| {
+                        panic!(
+                            "SCHEMA.md `{tag}` line {}: {tok:?} is not a hex byte",
+                            i + 1
+                        )
+                    }));
+                }
+            }
+        }
+        out
+    }
+
+    /// The block reader reads bytes, skips comments and refuses what is not a hex byte.
+    #[test]
+    fn schema_block_reads_hex_and_skips_comments() {
+        let doc = "x\n```chunk-body\n04 d0  len 4, ab\n                  more, ff\n0a\n```\n\
+                   ```chunk-blob\n02  format\n..  the body\n```\n";
+        let body = schema_block(doc, "chunk-body", &[]);
+        assert_eq!(body, [0x04, 0xd0, 0x0a]);
+        assert_eq!(
+            schema_block(doc, "chunk-blob", &body),
+            [0x02, 0x04, 0xd0, 0x0a]
+        );
+        let bad = "```chunk-body\n04 zz  comment\n```\n";
+        assert!(std::panic::catch_unwind(|| schema_block(bad, "chunk-body", &[])).is_err());
+    }
+
+    /// The example of `SCHEMA.md` ("#### Example" of the chunk encoding), read from the
+    /// document itself: the encoder writes exactly its bytes, and they read back.
+    #[test]
+    fn golden_schema_example() {
+        let mut buf = ColumnBuffer::default();
+        buf.push(
+            &Event::punctual(1000, 3, 54, Some(0))
+                .with_params(vec![ParamValue::Signed(0), ParamValue::Unsigned(21)]),
+        );
+        buf.push(
+            &Event::punctual(1500, 3, 54, Some(0))
+                .with_params(vec![ParamValue::Signed(21), ParamValue::Unsigned(0)]),
+        );
+        let blob = encode(&buf, EventCategory::Punctual, Some(0));
+        let schema = include_str!("../../SCHEMA.md");
+        let body = schema_block(schema, "chunk-body", &[]);
+        // 22 bytes: below RAW_BLOCK_MAX_BYTES, so the block is stored as is.
+        assert_eq!(body.len(), 22, "SCHEMA.md's example body");
+        let want = schema_block(schema, "chunk-blob", &body);
+        assert_eq!(
+            hex(&blob),
+            hex(&want),
+            "the encoder and SCHEMA.md's example blob"
+        );
+        // The same chunk in format 1 (a zstd frame per block) still reads back.
+        let frame = zstd::bulk::compress(&body, 1).unwrap();
+        let mut v1 = vec![0x01, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16];
+        v1.push(u8::try_from(frame.len()).unwrap());
+        v1.extend_from_slice(&frame);
+        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        for b in [&blob, &v1] {
+            let mut d = DecodedChunk::default();
+            decode_chunk(b, &mut dec, &mut d).unwrap();
+            assert_eq!(d.ts, vec![1000, 1500]);
+            assert_eq!(
+                d.event(1).params,
+                vec![ParamValue::Signed(21), ParamValue::Unsigned(0)]
+            );
+            let mut c = ChunkCursor::default();
+            c.load(9, b, 1200, &mut dec).unwrap();
+            assert_eq!(c.ts, 1500);
+        }
+        // A large block is a zstd frame, shorter than its body.
+        let mut big = ColumnBuffer::default();
+        for i in 0..600 {
+            big.push(
+                &Event::punctual(i * 10, 3, 54, Some(0)).with_params(vec![ParamValue::Unsigned(7)]),
+            );
+        }
+        let blob = encode(&big, EventCategory::Punctual, Some(0));
+        let mut blocks = Vec::new();
+        parse_header(&blob, &mut blocks).unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert!(!blocks[0].raw && blocks[0].frame.1 - blocks[0].frame.0 < blocks[0].body_len);
+        assert!(blocks[1].raw, "88 events, a small body: {:?}", blocks[1]);
+    }
+}
