@@ -324,33 +324,8 @@ fn tree(
     (children, leaf, nodes)
 }
 
-/// A multiplicative hasher for the integer keys of the per-slice maps (SipHash dominated the
-/// model's assembly).
-#[derive(Default, Clone, Copy)]
-struct FastHasher(u64);
-
-impl std::hash::Hasher for FastHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
+/// Maps of the integer keys of the per-slice tables (SipHash dominated the model's assembly).
+type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// `(producer, type) → V`.
 type PairMap<V> = FastMap<(ProducerId, TypeId), V>;
