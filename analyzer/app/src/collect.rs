@@ -192,20 +192,30 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         }
         (None, None) => None,
     };
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("cannot create {}", args.dir.display()))?;
-    // Before any session writes: what a previous run left live is closed now, not shown as live forever.
-    repair_left_live(&args.dir, args.json)?;
     let specs: Vec<SerialSpec> = args
         .serial
         .iter()
         .map(|s| s.parse::<SerialSpec>())
         .collect::<Result<_, _>>()?;
-    // Open every port before starting, so a typo fails at once.
+    // Open every port and bind the listener before creating anything, so a typo, a port in use or
+    // a missing device fails at once and leaves no directory behind.
     let mut ports = Vec::new();
     for spec in &specs {
         ports.push((spec.clone(), serial::open(spec)?));
     }
+    let std_listener = if args.no_listen {
+        None
+    } else {
+        let l = std::net::TcpListener::bind(&args.listen)
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        l.set_nonblocking(true)
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        Some(l)
+    };
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    // Before any session writes: what a previous run left live is closed now, not shown as live forever.
+    repair_left_live(&args.dir, args.json)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -216,8 +226,9 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
-        if !args.no_listen {
-            let listener = tcp::bind(&args.listen).await?;
+        if let Some(l) = std_listener {
+            let listener = tokio::net::TcpListener::from_std(l)
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
             let addr = listener
                 .local_addr()
                 .map(|a| a.to_string())

@@ -151,6 +151,12 @@ fn a_bad_listen_address_creates_nothing() {
         1,
     );
     assert!(!dir.exists(), "{} was created", dir.display());
+    // A port already taken fails before anything is created too.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let line = one_line_failure(&run(&["collect", "--listen", &addr, "--dir", s(&dir)]), 1);
+    assert!(line.contains(&addr), "{line}");
+    assert!(!dir.exists(), "{} was created", dir.display());
 }
 
 #[test]
