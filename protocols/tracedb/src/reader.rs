@@ -668,6 +668,26 @@ impl TraceReader {
         Ok(())
     }
 
+    /// The incremental blob handle `handle` moved to chunk `id`'s data (opened on first use).
+    pub(crate) fn chunk_blob<'c, 'h>(
+        &'c self,
+        handle: &'h mut Option<rusqlite::blob::Blob<'c>>,
+        id: i64,
+    ) -> Result<&'h mut rusqlite::blob::Blob<'c>> {
+        let p = &self.path;
+        Ok(match handle {
+            Some(b) => {
+                b.reopen(id).ctx(p)?;
+                b
+            }
+            None => handle.insert(
+                self.conn
+                    .blob_open(rusqlite::MAIN_DB, "chunk", "data", id, true)
+                    .ctx(p)?,
+            ),
+        })
+    }
+
     /// Loads a chunk into a cursor positioned on its first event at or after `from`, keeping
     /// the blocks that start before `until`. The blob is read through `handle` (opened on
     /// first use, moved to each chunk after): only the header and those blocks are copied.
@@ -680,17 +700,7 @@ impl TraceReader {
         out: &mut ChunkCursor,
     ) -> Result<()> {
         let p = &self.path;
-        let blob = match handle {
-            Some(b) => {
-                b.reopen(info.id).ctx(p)?;
-                b
-            }
-            None => handle.insert(
-                self.conn
-                    .blob_open(rusqlite::MAIN_DB, "chunk", "data", info.id, true)
-                    .ctx(p)?,
-            ),
-        };
+        let blob = self.chunk_blob(handle, info.id)?;
         let mut dec = self.decompressor.borrow_mut();
         out.load_from(info.id, blob, from, until, &mut dec)
             .map_err(|d| corrupt(p, info.id, &d))?;

@@ -431,48 +431,28 @@ impl TraceWriter {
         let types = join_ids(&meta.types);
         let producers = join_ids(&meta.producers);
         let p = &self.path;
-        match s.tail {
-            Some((id, _)) => {
-                self.conn
-                    .prepare_cached(
-                        "UPDATE chunk SET t_min = ?2, t_max = ?3, end_max = ?4, count = ?5,
-                         types = ?6, producers = ?7, data = ?8 WHERE id = ?1",
-                    )
-                    .and_then(|mut st| {
-                        st.execute(params![
-                            id,
-                            meta.t_min,
-                            meta.t_max,
-                            meta.end_max,
-                            meta.count,
-                            types,
-                            producers,
-                            blob
-                        ])
-                    })
-                    .ctx(p)?;
-            }
-            None => {
-                self.conn
-                    .prepare_cached(
-                        "INSERT INTO chunk (stream, t_min, t_max, end_max, count, types, producers, data)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                    )
-                    .and_then(|mut st| {
-                        st.execute(params![
-                            s.id,
-                            meta.t_min,
-                            meta.t_max,
-                            meta.end_max,
-                            meta.count,
-                            types,
-                            producers,
-                            blob
-                        ])
-                    })
-                    .ctx(p)?;
-                s.chunk_count += 1;
-            }
+        // The tail chunk's row is replaced under the same id; a new chunk gets the next id.
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO chunk (id, stream, t_min, t_max, end_max, count, types, producers, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    s.tail.map(|t| t.0),
+                    s.id,
+                    meta.t_min,
+                    meta.t_max,
+                    meta.end_max,
+                    meta.count,
+                    types,
+                    producers,
+                    blob
+                ])
+            })
+            .ctx(p)?;
+        if s.tail.is_none() {
+            s.chunk_count += 1;
         }
         let added = s.buf.len() - written;
         s.max_span = s.max_span.max(meta.end_max.saturating_sub(meta.t_min));

@@ -184,17 +184,7 @@ impl TraceReader {
                     // The same chunk further on: load the blocks this range also needs, and
                     // go on from where the last range stopped (its blocks stay decoded).
                     if r.end > slot.loaded_until {
-                        let handle = match &mut blob {
-                            Some(b) => {
-                                b.reopen(id).ctx(p)?;
-                                b
-                            }
-                            None => blob.insert(
-                                self.conn
-                                    .blob_open(rusqlite::MAIN_DB, "chunk", "data", id, true)
-                                    .ctx(p)?,
-                            ),
-                        };
+                        let handle = self.chunk_blob(&mut blob, id)?;
                         cur.extend_to(handle, r.end, &mut dec)
                             .map_err(|d| corrupt(p, id, &d))?;
                         slot.loaded_until = cur.loaded_until();
@@ -202,17 +192,7 @@ impl TraceReader {
                     cur.seek(r.start, &mut dec).map_err(|d| corrupt(p, id, d))?;
                 } else {
                     slot.chunk = i64::MIN;
-                    let handle = match &mut blob {
-                        Some(b) => {
-                            b.reopen(id).ctx(p)?;
-                            b
-                        }
-                        None => blob.insert(
-                            self.conn
-                                .blob_open(rusqlite::MAIN_DB, "chunk", "data", id, true)
-                                .ctx(p)?,
-                        ),
-                    };
+                    let handle = self.chunk_blob(&mut blob, id)?;
                     cur.set_ignore_params(true);
                     cur.load_from(id, handle, r.start, r.end, &mut dec)
                         .map_err(|d| corrupt(p, id, &d))?;
