@@ -214,6 +214,21 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
 }
 
 /// `dir` (created), or a temporary directory removed when the guard drops (the benchmarks write gigabytes).
+/// The first path `rel` names above the executable or above this crate's sources that `keep`
+/// accepts (benchmarks find the shared trace files from an installed binary or a checkout).
+pub(crate) fn find_above(rel: &str, keep: impl Fn(&Path) -> bool) -> Option<std::path::PathBuf> {
+    let mut roots: Vec<std::path::PathBuf> = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    roots.extend(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(Path::to_path_buf),
+    );
+    roots.iter().map(|r| r.join(rel)).find(|p| keep(p))
+}
+
 fn scratch_dir(
     dir: Option<std::path::PathBuf>,
 ) -> Result<(std::path::PathBuf, Option<tempfile::TempDir>)> {

@@ -18,19 +18,7 @@ const MAX_LEN: usize = 1024;
 
 /// `rel` found above the executable or above this crate's sources.
 fn locate(rel: &str) -> Result<PathBuf> {
-    let mut roots: Vec<PathBuf> = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
-    }
-    roots.extend(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(Path::to_path_buf),
-    );
-    roots
-        .iter()
-        .map(|r| r.join(rel))
-        .find(|p| p.is_dir())
+    super::find_above(rel, Path::is_dir)
         .with_context(|| format!("cannot find `{rel}` above the executable or the sources"))
 }
 

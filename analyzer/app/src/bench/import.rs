@@ -34,20 +34,8 @@ fn locate_sample(given: Option<PathBuf>) -> Result<PathBuf> {
         crate::input::require_file(&p)?;
         return Ok(p);
     }
-    let mut roots: Vec<PathBuf> = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
-    }
-    roots.extend(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(Path::to_path_buf),
-    );
-    for r in &roots {
-        let p = r.join(SAMPLE);
-        if p.is_file() {
-            return Ok(p);
-        }
+    if let Some(p) = super::find_above(SAMPLE, Path::is_file) {
+        return Ok(p);
     }
     bail!(
         "cannot find the real ftrace capture `{SAMPLE}` above the executable or above {}; \
