@@ -13,7 +13,7 @@ use heapless::Vec;
 use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
 use socscope_wire::encode::{self, RecordEncoder};
 use socscope_wire::frame::{
-    Bye, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
+    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
 };
 use socscope_wire::{MAX_NAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
@@ -602,9 +602,22 @@ impl<
         self.send_due(transport, true)
     }
 
-    /// Flushes everything and ends the session with `Bye`.
+    /// Flushes everything and ends the session with one `CpuTotal` per CPU the `Hello` announced,
+    /// then `Bye`.
     pub fn finish<T: Transport>(&mut self, transport: &mut T) -> Result<(), TransportError> {
         self.send_due(transport, true)?;
+        for cpu in 0..CPUS.min(usize::from(self.config.cpu_count)) {
+            let (Ok(cpu_id), Some(ring)) = (u16::try_from(cpu), self.rings.get(cpu)) else {
+                break;
+            };
+            let total = CpuTotal {
+                cpu: cpu_id,
+                sequences: ring.next_seq,
+            };
+            let n = encode::encode_cpu_total(&mut self.out, &total)
+                .map_err(|_| TransportError::Closed)?;
+            self.write(transport, n)?;
+        }
         let bye = Bye {
             ticks: self.clock.now(),
             records: self.stats.records,

@@ -232,6 +232,8 @@ pub struct Reconstructor {
     /// The first sequence number of every CPU when known (a live session: the agent numbers each
     /// CPU's records from 0 after `Hello`), so a missing first batch counts as lost.
     first_seq: Option<u64>,
+    /// Sequence numbers each CPU gave out, from the board's `CpuTotal` frames (sorted by CPU).
+    cpu_totals: Vec<(u16, u64)>,
 }
 
 fn param_type(t: wdict::ParamType) -> ParamType {
@@ -353,6 +355,7 @@ impl Reconstructor {
             name_hints: FxHashMap::default(),
             syscall_abi: SyscallAbi::ArmEabi,
             first_seq: None,
+            cpu_totals: Vec::new(),
         }
     }
 
@@ -629,23 +632,69 @@ impl Reconstructor {
         self.first_seq = Some(first);
     }
 
-    /// Reconciles the board's totals at `Bye` (records accepted plus records dropped: every sequence
-    /// number the agent gave out, all CPUs together) with the sequence numbers seen; the shortfall is
-    /// the end of a stream lost on the link (the last batches of a CPU), counted as lost in transit.
+    /// Notes how many sequence numbers a CPU gave out (its `CpuTotal` frame, sent before `Bye`).
+    pub fn cpu_total(&mut self, cpu: u16, sequences: u64) {
+        match self.cpu_totals.binary_search_by_key(&cpu, |t| t.0) {
+            Ok(k) => self.cpu_totals[k].1 = sequences,
+            Err(k) => self.cpu_totals.insert(k, (cpu, sequences)),
+        }
+    }
+
+    /// Reconciles the board's totals at `Bye` with the sequence numbers seen. A CPU whose
+    /// `CpuTotal` arrived and exceeds what was seen on it lost the end of its stream on the link
+    /// (its last batches): a loss row on that CPU with the missing sequence numbers. What the
+    /// `Bye` totals (records accepted plus dropped: every sequence number given out, all CPUs)
+    /// still exceed after that is counted as lost too, on no CPU (a `CpuTotal` itself was lost,
+    /// or the board sends none).
     pub fn reconcile_totals(
         &mut self,
         board_records: u64,
         board_dropped: u64,
         sink: &mut impl Sink,
     ) -> Result<()> {
+        let seen_on = |cpus: &[Cpu], first: Option<u64>, c: usize| {
+            cpus.get(c)
+                .and_then(|c| c.expected_seq)
+                .or(first)
+                .unwrap_or(0)
+        };
+        let mut accounted: u64 = 0;
+        for c in 0..self.cpus.len() {
+            let known = self
+                .cpu_totals
+                .binary_search_by_key(&c, |t| usize::from(t.0))
+                .is_ok();
+            if !known {
+                accounted = accounted.saturating_add(seen_on(&self.cpus, self.first_seq, c));
+            }
+        }
+        for k in 0..self.cpu_totals.len() {
+            let (cpu, total) = self.cpu_totals[k];
+            let seen = seen_on(&self.cpus, self.first_seq, usize::from(cpu));
+            accounted = accounted.saturating_add(total.max(seen));
+            if total <= seen {
+                continue;
+            }
+            let missing = total - seen;
+            self.stats.lost_in_transit += missing;
+            self.stats.lost_at_end += missing;
+            let ts = self
+                .cpus
+                .get(usize::from(cpu))
+                .filter(|c| c.first_ts.is_some())
+                .map_or(self.last_ts, |c| c.last_ts);
+            sink.loss(&LossRecord {
+                cpu: Some(cpu),
+                ts,
+                count: missing,
+                seq_from: Some(seen),
+                seq_to: Some(total - 1),
+                reason: "sent before Bye but never arrived (the CPU's last batches)".into(),
+            })?;
+        }
         let given_out = board_records.saturating_add(board_dropped);
-        let seen: u64 = self
-            .cpus
-            .iter()
-            .map(|c| c.expected_seq.or(self.first_seq).unwrap_or(0))
-            .sum();
-        if given_out > seen {
-            let missing = given_out - seen;
+        if given_out > accounted {
+            let missing = given_out - accounted;
             self.stats.lost_in_transit += missing;
             self.stats.lost_at_end += missing;
             sink.loss(&LossRecord {

@@ -613,6 +613,7 @@ impl Ingest {
             Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
             Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
             Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
+            Frame::CpuTotal(t) => s.recon.cpu_total(t.cpu, t.sequences),
             Frame::Bye(b) => {
                 s.board_totals = Some((b.records, b.dropped));
                 s.recon
@@ -671,7 +672,7 @@ impl Ingest {
                 self.pending_dict = None;
                 self.pending_dict_stale = false;
             }
-            Frame::Hello(_) | Frame::Heartbeat(_) => {}
+            Frame::Hello(_) | Frame::Heartbeat(_) | Frame::CpuTotal(_) => {}
         }
     }
 
@@ -708,7 +709,7 @@ impl Ingest {
                 }
                 Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
                 Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
-                Frame::Hello(_) | Frame::Heartbeat(_) | Frame::Bye(_) => {}
+                Frame::Hello(_) | Frame::Heartbeat(_) | Frame::Bye(_) | Frame::CpuTotal(_) => {}
             }
         }
         Ok(())

@@ -1,7 +1,8 @@
 //! Exact accounting at both ends of a CPU's stream and for sections seen twice (issue 10, rows 3 and 4):
 //! the first or the last `Events` frame of a CPU lost on the link is counted as lost (the first against
-//! sequence number 0, the last against the `Bye` totals), and a duplicated section of the stream is
-//! stored once, its records counted as duplicates. Real captures, the real ingest.
+//! sequence number 0, the last against the CPU's `CpuTotal`, or the `Bye` totals when that is lost too),
+//! and a duplicated section of the stream is stored once, its records counted as duplicates. Real
+//! captures, the real ingest.
 
 mod support;
 
@@ -48,10 +49,34 @@ fn capture() -> Capture {
 
 /// The stream without the frame at `index`.
 fn without(c: &Capture, index: usize) -> Vec<u8> {
-    let f = &c.frames[index];
-    let mut bytes = c.bytes[..f.offset].to_vec();
-    bytes.extend_from_slice(&c.bytes[f.offset + f.len..]);
+    without_all(c, &[index])
+}
+
+/// The stream without the frames at `indices`.
+fn without_all(c: &Capture, indices: &[usize]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(c.bytes.len());
+    for (i, f) in c.frames.iter().enumerate() {
+        if !indices.contains(&i) {
+            bytes.extend_from_slice(&c.bytes[f.offset..f.offset + f.len]);
+        }
+    }
     bytes
+}
+
+/// The sequence number of the first record of the `Events` frame at `index`.
+fn first_seq_of(c: &Capture, index: usize) -> u64 {
+    let mut decoder = socscope_wire::decode::StreamDecoder::default();
+    decoder.feed(&c.bytes[..c.frames[index].offset + c.frames[index].len]);
+    let mut first = None;
+    while let Some(next) = decoder.next_frame() {
+        if let Ok(d) = next
+            && d.offset as usize == c.frames[index].offset
+            && let socscope_wire::decode::Frame::Events(b) = d.frame
+        {
+            first = Some(b.first_seq);
+        }
+    }
+    first.expect("an Events frame at that index")
 }
 
 fn ingest_all(bytes: &[u8], dir: &Path) -> SessionReport {
@@ -136,14 +161,52 @@ fn a_cpus_last_batch_lost_on_the_link_is_counted_against_the_bye_totals() {
         stats["records"] as u64 + stats["records_lost_in_transit"] as u64,
         stats["board_records"] as u64
     );
+    // The board's CpuTotal for CPU 0 names the CPU and the sequence numbers that never came.
     let losses = reader.losses().unwrap();
     assert_eq!(losses.len(), 1, "{losses:?}");
-    assert_eq!(losses[0].count, lost);
+    let from = first_seq_of(&c, last);
+    assert_eq!(
+        (
+            losses[0].cpu,
+            losses[0].seq_from,
+            losses[0].seq_to,
+            losses[0].count
+        ),
+        (Some(0), Some(from), Some(from + lost - 1), lost)
+    );
     assert!(losses[0].reason.contains("Bye"), "{}", losses[0].reason);
     assert_eq!(
         records_by_type(&stats),
         minus(&expected_records_by_type(&c.summary), &c.frames[last])
     );
+}
+
+#[test]
+fn without_the_cpus_total_the_bye_totals_still_count_the_lost_end() {
+    let c = capture();
+    let last = *events_of_cpu(&c, 0).last().unwrap();
+    let lost = c.frames[last].record_count();
+    let totals: Vec<usize> = c
+        .frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.kind == "CpuTotal")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(totals.len(), 2, "one CpuTotal per CPU before Bye");
+    let cpu0_total = totals
+        .iter()
+        .copied()
+        .find(|&i| c.frames[i].cpu == Some(0))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = ingest_all(&without_all(&c, &[last, cpu0_total]), dir.path());
+    assert!(r.complete);
+    assert_eq!(r.lost_in_transit, lost);
+    let reader = TraceReader::open(&r.path).unwrap();
+    let losses = reader.losses().unwrap();
+    assert_eq!(losses.len(), 1, "{losses:?}");
+    assert_eq!((losses[0].cpu, losses[0].count), (None, lost));
 }
 
 #[test]

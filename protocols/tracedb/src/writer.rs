@@ -90,6 +90,8 @@ struct StreamBuf {
     /// events it holds. Commits rewrite it in place until it is full, so that a slow stream
     /// makes full chunks while readers still see its events within a commit interval.
     tail: Option<(i64, usize)>,
+    /// The tail chunk's full blocks as last stored, reused by the next rewrite.
+    tail_blocks: codec::TailBlocks,
 }
 
 /// Writes one trace file incrementally: events go into per-stream column buffers, full
@@ -358,6 +360,7 @@ impl TraceWriter {
                     event_count: 0,
                     dirty: false,
                     tail: None,
+                    tail_blocks: codec::TailBlocks::default(),
                 });
                 let i = self.streams.len() - 1;
                 self.stream_index.insert(id, i);
@@ -412,6 +415,7 @@ impl TraceWriter {
             if close {
                 s.buf.clear();
                 s.tail = None;
+                s.tail_blocks.clear();
             }
             return Ok(());
         }
@@ -423,6 +427,7 @@ impl TraceWriter {
             s.cpu,
             &mut self.scratch,
             &mut self.compressor,
+            Some(&mut s.tail_blocks),
         )
         .map_err(|source| StoreError::Io {
             path: self.path.clone(),
@@ -461,6 +466,7 @@ impl TraceWriter {
         if close {
             s.buf.clear();
             s.tail = None;
+            s.tail_blocks.clear();
         } else {
             let id = match s.tail {
                 Some((id, _)) => id,

@@ -14,7 +14,7 @@ use nom::Parser;
 use nom::error::{ErrorKind, ParseError};
 
 use crate::dict::{Builtin, Category, FIRST_CUSTOM_TYPE, ParamType, ProducerKind};
-use crate::frame::{Bye, EVENTS_FLAG_ZSTD, FrameKind, Heartbeat, Loss};
+use crate::frame::{Bye, CpuTotal, EVENTS_FLAG_ZSTD, FrameKind, Heartbeat, Loss};
 use crate::varint::unzigzag;
 use crate::{FRAME_CRC, MAX_FRAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
@@ -383,6 +383,8 @@ pub enum Frame {
     Heartbeat(Heartbeat),
     /// Session end.
     Bye(Bye),
+    /// One CPU's total of sequence numbers, before `Bye`.
+    CpuTotal(CpuTotal),
 }
 
 impl Frame {
@@ -395,6 +397,7 @@ impl Frame {
             Self::Loss(_) => FrameKind::Loss,
             Self::Heartbeat(_) => FrameKind::Heartbeat,
             Self::Bye(_) => FrameKind::Bye,
+            Self::CpuTotal(_) => FrameKind::CpuTotal,
         }
     }
 }
@@ -748,6 +751,13 @@ fn loss(input: &[u8]) -> BodyResult<'_, Loss> {
             count,
         },
     ))
+}
+
+fn cpu_total(input: &[u8]) -> BodyResult<'_, CpuTotal> {
+    use nom::error::context;
+    let (input, cpu) = context("a CPU number", varint_u16).parse(input)?;
+    let (input, sequences) = context("a sequence-number total", varint).parse(input)?;
+    Ok((input, CpuTotal { cpu, sequences }))
 }
 
 fn counters(input: &[u8]) -> BodyResult<'_, (u64, u64, u64)> {
@@ -1164,6 +1174,10 @@ impl StreamDecoder {
                     records,
                     dropped,
                 }),
+                Err(e) => return Err(self.dropped(offset, encoded_len, malformed(e))),
+            },
+            FrameKind::CpuTotal => match complete(cpu_total(body)) {
+                Ok(t) => Frame::CpuTotal(t),
                 Err(e) => return Err(self.dropped(offset, encoded_len, malformed(e))),
             },
             FrameKind::Bye => match complete(counters(body)) {

@@ -2,7 +2,9 @@
 
 use serde::Serialize;
 
-use crate::frame::{Bye, DictEntry, EventsHeader, FrameKind, Heartbeat, Hello, Loss, ParamValue};
+use crate::frame::{
+    Bye, CpuTotal, DictEntry, EventsHeader, FrameKind, Heartbeat, Hello, Loss, ParamValue,
+};
 use crate::varint;
 use crate::{FRAME_CRC, MAX_FRAME_LEN};
 
@@ -224,6 +226,11 @@ pub fn encode_loss(out: &mut [u8], loss: &Loss) -> Result<usize, EncodeError> {
 /// Encodes a `Heartbeat` frame.
 pub fn encode_heartbeat(out: &mut [u8], heartbeat: &Heartbeat) -> Result<usize, EncodeError> {
     encode_frame(out, FrameKind::Heartbeat, |f| f.push_postcard(heartbeat))
+}
+
+/// Encodes a `CpuTotal` frame.
+pub fn encode_cpu_total(out: &mut [u8], total: &CpuTotal) -> Result<usize, EncodeError> {
+    encode_frame(out, FrameKind::CpuTotal, |f| f.push_postcard(total))
 }
 
 /// Encodes a `Bye` frame.

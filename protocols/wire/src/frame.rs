@@ -25,6 +25,8 @@ pub enum FrameKind {
     Heartbeat = 5,
     /// Closes a session.
     Bye = 6,
+    /// How many sequence numbers one CPU gave out, sent before `Bye`.
+    CpuTotal = 7,
 }
 
 impl FrameKind {
@@ -37,6 +39,7 @@ impl FrameKind {
             4 => Self::Loss,
             5 => Self::Heartbeat,
             6 => Self::Bye,
+            7 => Self::CpuTotal,
             _ => return None,
         })
     }
@@ -50,6 +53,7 @@ impl FrameKind {
             Self::Loss => "Loss",
             Self::Heartbeat => "Heartbeat",
             Self::Bye => "Bye",
+            Self::CpuTotal => "CpuTotal",
         }
     }
 }
@@ -111,6 +115,17 @@ pub struct Heartbeat {
     pub records: u64,
     /// Records dropped since the session started.
     pub dropped: u64,
+}
+
+/// One CPU's share of the `Bye` totals, sent just before `Bye` for every CPU: the receiver
+/// attributes records lost at the end of a CPU's stream (its last batches) to that CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CpuTotal {
+    /// The CPU.
+    pub cpu: u16,
+    /// Sequence numbers the CPU gave out during the session (`0..sequences`): its records,
+    /// kept or dropped.
+    pub sequences: u64,
 }
 
 /// The last frame of a session.

@@ -13,7 +13,7 @@ use socscope_wire::decode::{
     StreamDecoder,
 };
 use socscope_wire::dict::{BUILTINS, Category, ParamType, ProducerKind};
-use socscope_wire::frame::{Bye, Heartbeat, Loss};
+use socscope_wire::frame::{Bye, CpuTotal, Heartbeat, Loss};
 
 fn value(ty: ParamType) -> BoxedStrategy<Val> {
     match ty {
@@ -109,6 +109,8 @@ fn frame() -> impl Strategy<Value = Model> {
             .prop_map(|(ticks, records)| Model::Heartbeat(Heartbeat { ticks, records, dropped: 0 })),
         1 => (any::<u64>(), 0u64..1000)
             .prop_map(|(ticks, records)| Model::Bye(Bye { ticks, records, dropped: 3 })),
+        1 => (0u16..4, any::<u64>())
+            .prop_map(|(cpu, sequences)| Model::CpuTotal(CpuTotal { cpu, sequences })),
     ]
 }
 

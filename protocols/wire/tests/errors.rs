@@ -92,7 +92,7 @@ fn malformed_frames_are_dropped_with_reason_and_offset() {
     let bad_crc = cobs_frame(&raw);
     // Bad COBS: the code byte promises 5 bytes, 1 follows.
     let bad_cobs = vec![0x05, 0x01, 0x00];
-    let unknown_kind = crc_frame(0x07, &[1, 2, 3]);
+    let unknown_kind = crc_frame(0x7f, &[1, 2, 3]);
     let too_short = cobs_frame(&[1, 2, 3]);
     // A Heartbeat cut after two of its three counters (CRC recomputed, so only the body is wrong).
     let truncated_body = crc_frame(FrameKind::Heartbeat as u8, &[1, 2]);
@@ -132,7 +132,7 @@ fn malformed_frames_are_dropped_with_reason_and_offset() {
         Err(dropped(
             at[4],
             unknown_kind.len() - 1,
-            DropReason::UnknownKind(7),
+            DropReason::UnknownKind(0x7f),
         )),
         Err(dropped(at[5], 4, DropReason::TooShort { len: 3 })),
         Err(dropped(

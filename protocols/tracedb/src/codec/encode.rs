@@ -84,6 +84,34 @@ pub(crate) struct ChunkMeta {
 /// Events per independently compressed block of a chunk (the last block may hold fewer).
 pub const BLOCK_EVENTS: usize = 512;
 
+/// The full leading blocks of a stream's open tail chunk as an earlier [`encode_chunk`] stored
+/// them: a commit that rewrites the tail re-encodes only the blocks after them, so a commit
+/// costs the events added since the last one, not the whole tail (valid while the buffer keeps
+/// those events first in time order; checked at each use).
+#[derive(Debug, Default)]
+pub(crate) struct TailBlocks {
+    /// `(events, first timestamp, body length, stored length)` of each cached block.
+    blocks: Vec<(usize, Timestamp, usize, usize)>,
+    /// Their stored bytes, one after the other.
+    frames: Vec<u8>,
+    /// The buffer positions of their events, in time order.
+    order: Vec<u32>,
+}
+
+impl TailBlocks {
+    /// Forgets the cached blocks (the tail chunk was closed).
+    pub(crate) fn clear(&mut self) {
+        self.blocks.clear();
+        self.frames.clear();
+        self.order.clear();
+    }
+
+    /// How many leading events the cached blocks hold.
+    fn events(&self) -> usize {
+        self.blocks.len() * BLOCK_EVENTS
+    }
+}
+
 /// Scratch space reused by [`encode_chunk`].
 #[derive(Default)]
 pub(crate) struct EncodeScratch {
@@ -160,12 +188,17 @@ fn encode_block(
 }
 
 /// Encodes a buffer as a chunk blob (sorting by timestamp, stable) and reports its metadata.
+///
+/// With `tail`, the full leading blocks it holds are reused when the buffer still begins with
+/// their events in time order (else they are encoded again), and the full blocks this call
+/// encodes are cached in it: the same bytes either way.
 pub(crate) fn encode_chunk(
     buf: &ColumnBuffer,
     category: EventCategory,
     cpu: Option<Cpu>,
     scratch: &mut EncodeScratch,
     compressor: &mut zstd::bulk::Compressor<'static>,
+    mut tail: Option<&mut TailBlocks>,
 ) -> std::io::Result<(Vec<u8>, ChunkMeta)> {
     let n = buf.len();
     let order = &mut scratch.order;
@@ -174,6 +207,20 @@ pub(crate) fn encode_chunk(
     if !buf.ts.windows(2).all(|w| w[0] <= w[1]) {
         order.sort_by_key(|&i| buf.ts[i as usize]);
     }
+    // The cached blocks still hold the first events in time order only if sorting put the
+    // same events first (an event arriving late moves in front of them only if it is earlier).
+    let reused = match tail.as_deref_mut() {
+        Some(t) => {
+            let k = t.events();
+            if k <= n && order[..k] == t.order[..] {
+                t.blocks.len()
+            } else {
+                t.clear();
+                0
+            }
+        }
+        None => 0,
+    };
     let has_end = matches!(category, EventCategory::State | EventCategory::Link);
     let n_blocks = n.div_ceil(BLOCK_EVENTS);
     let mut blob = Vec::with_capacity(n * 6 + 64);
@@ -185,7 +232,24 @@ pub(crate) fn encode_chunk(
     let frames = &mut scratch.frames;
     frames.clear();
     let mut prev_first = 0i64;
-    for (b, block) in order.chunks(BLOCK_EVENTS).enumerate() {
+    let mut put_entry =
+        |blob: &mut Vec<u8>, b: usize, count: usize, first: i64, body: usize, stored: usize| {
+            put_uvarint(blob, count as u64);
+            if b == 0 {
+                put_uvarint(blob, zigzag(first));
+            } else {
+                put_uvarint(blob, first.wrapping_sub(prev_first) as u64);
+            }
+            prev_first = first;
+            put_uvarint(blob, body as u64);
+            put_uvarint(blob, stored as u64);
+        };
+    if let Some(t) = tail.as_deref() {
+        for (b, &(count, first, body, stored)) in t.blocks.iter().enumerate().take(reused) {
+            put_entry(&mut blob, b, count, first, body, stored);
+        }
+    }
+    for (b, block) in order.chunks(BLOCK_EVENTS).enumerate().skip(reused) {
         let body = &mut scratch.body;
         body.clear();
         encode_block(buf, category, block, body, &mut scratch.col);
@@ -198,16 +262,23 @@ pub(crate) fn encode_chunk(
             &frame
         };
         let first = buf.ts[block[0] as usize];
-        put_uvarint(&mut blob, block.len() as u64);
-        if b == 0 {
-            put_uvarint(&mut blob, zigzag(first));
-        } else {
-            put_uvarint(&mut blob, first.wrapping_sub(prev_first) as u64);
-        }
-        prev_first = first;
-        put_uvarint(&mut blob, body.len() as u64);
-        put_uvarint(&mut blob, stored.len() as u64);
+        put_entry(&mut blob, b, block.len(), first, body.len(), stored.len());
         frames.extend_from_slice(stored);
+        if let Some(t) = tail.as_deref_mut()
+            && block.len() == BLOCK_EVENTS
+            && t.blocks.len() == b
+        {
+            t.blocks
+                .push((block.len(), first, body.len(), stored.len()));
+            t.frames.extend_from_slice(stored);
+            t.order.extend_from_slice(block);
+        }
+    }
+    if let Some(t) = tail.as_deref() {
+        // The cached frames come first: `frames` holds the blocks after them, and (when this
+        // call cached new blocks) those again at the end of `t.frames`.
+        let cached_before = t.frames.len() - t.blocks[reused..].iter().map(|b| b.3).sum::<usize>();
+        blob.extend_from_slice(&t.frames[..cached_before]);
     }
     blob.extend_from_slice(frames);
 
@@ -270,6 +341,7 @@ mod tests {
             Some(2),
             &mut EncodeScratch::default(),
             &mut comp,
+            None,
         )
         .unwrap();
         assert_eq!((meta.t_min, meta.t_max, meta.end_max), (10, 70, 100));
@@ -278,6 +350,64 @@ mod tests {
         decode_chunk(&blob, &mut zstd::bulk::Decompressor::new().unwrap(), &mut d).unwrap();
         let got: Vec<Event> = (0..d.len()).map(|i| d.event(i)).collect();
         assert_eq!(got, vec![evs[1].clone(), evs[0].clone(), evs[2].clone()]);
+    }
+
+    /// A tail chunk rewritten commit after commit, reusing its full blocks, is byte for byte the
+    /// chunk encoded from scratch, also when a late event sorts in front of cached blocks.
+    #[test]
+    fn reused_tail_blocks_give_the_same_bytes() {
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let mut scratch = EncodeScratch::default();
+        let mut tail = TailBlocks::default();
+        let mut buf = ColumnBuffer::default();
+        let mut rng = crate::bench::SplitMix::new(7);
+        let mut t = 1_000i64;
+        let mut pushed = 0usize;
+        // Commits after uneven runs of events; at 2 500 events one arrives out of order.
+        for run in [1usize, 300, 211, 512, 700, 1, 776, 100, 1000, 495] {
+            for _ in 0..run {
+                t += (rng.next_u64() % 5_000) as i64;
+                let ts = if pushed == 2_500 { 1_500 } else { t };
+                let e = Event::state(
+                    ts,
+                    ts + 40,
+                    0,
+                    3 + (rng.next_u64() % 2) as u32,
+                    (rng.next_u64() % 7) as u32,
+                    Some(1),
+                )
+                .with_params(vec![ParamValue::Unsigned(rng.next_u64() % 100)]);
+                buf.push(&e);
+                pushed += 1;
+            }
+            let (reused, meta_r) = encode_chunk(
+                &buf,
+                EventCategory::State,
+                Some(1),
+                &mut scratch,
+                &mut comp,
+                Some(&mut tail),
+            )
+            .unwrap();
+            let (fresh, meta_f) = encode_chunk(
+                &buf,
+                EventCategory::State,
+                Some(1),
+                &mut EncodeScratch::default(),
+                &mut comp,
+                None,
+            )
+            .unwrap();
+            assert_eq!(reused, fresh, "after {pushed} events");
+            assert_eq!(
+                (meta_r.t_min, meta_r.t_max, meta_r.count),
+                (meta_f.t_min, meta_f.t_max, meta_f.count)
+            );
+            // Cached: the full blocks of the time-sorted buffer, never more.
+            assert!(tail.events() <= pushed / BLOCK_EVENTS * BLOCK_EVENTS);
+        }
+        assert_eq!(pushed, 4_096);
+        assert_eq!(tail.events(), 4_096);
     }
 
     /// Bytes as SCHEMA.md writes them: lower-case hex pairs separated by spaces.

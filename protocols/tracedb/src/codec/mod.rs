@@ -363,9 +363,16 @@ fn parse_string(buf: &[u8], pos: &mut usize) -> LazyResult<ParamValue> {
 #[cfg(test)]
 fn encode_for_test(buf: &ColumnBuffer, category: EventCategory, cpu: Option<Cpu>) -> Vec<u8> {
     let mut comp = zstd::bulk::Compressor::new(1).unwrap();
-    encode_chunk(buf, category, cpu, &mut EncodeScratch::default(), &mut comp)
-        .unwrap()
-        .0
+    encode_chunk(
+        buf,
+        category,
+        cpu,
+        &mut EncodeScratch::default(),
+        &mut comp,
+        None,
+    )
+    .unwrap()
+    .0
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use socscope_wire::decode::{
 use socscope_wire::dict::{EventTypeDef, ParamDef, ParamType, ProducerDef};
 use socscope_wire::encode::{self, RecordEncoder, max_encoded_len};
 use socscope_wire::frame::{
-    Bye, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
+    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
 };
 use socscope_wire::varint;
 
@@ -71,6 +71,7 @@ pub enum Model {
     Loss(Loss),
     Heartbeat(Heartbeat),
     Bye(Bye),
+    CpuTotal(CpuTotal),
 }
 
 /// The records section of `events` as [`RecordEncoder`] packs it (uncompressed).
@@ -226,6 +227,10 @@ pub fn encode(model: &Model) -> Vec<u8> {
             out = vec![0u8; 64];
             encode::encode_bye(&mut out, b)
         }
+        Model::CpuTotal(t) => {
+            out = vec![0u8; 64];
+            encode::encode_cpu_total(&mut out, t)
+        }
     };
     let n = n.expect("frame fits its buffer");
     out.truncate(n);
@@ -276,6 +281,7 @@ pub fn model_of(frame: &Frame) -> Model {
         Frame::Loss(l) => Model::Loss(*l),
         Frame::Heartbeat(h) => Model::Heartbeat(*h),
         Frame::Bye(b) => Model::Bye(*b),
+        Frame::CpuTotal(t) => Model::CpuTotal(*t),
     }
 }
 
