@@ -18,9 +18,8 @@ use socscope_analysis::stats::{
     self as statistics, Group, Operator, StatisticsConfig, StatsConsumer,
 };
 use socscope_analysis::traceviz::{self, GroupOp, Statistic};
-use socscope_tracedb::{Filter, TimeRange, TraceReader};
+use socscope_tracedb::{Filter, TimeRange, TraceReader, units};
 
-use crate::format;
 use crate::input::{RangeArg, bad_argument, open_trace};
 use crate::out::outln;
 use crate::render;
@@ -365,7 +364,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         outln!(
             "{:?} over {} ({} chunks, first result after {:.1} ms)",
             snap.operator,
-            format::duration_ns(range.len()),
+            units::duration(range.len()),
             progress.chunks,
             progress.first_result_ms.unwrap_or(0.0)
         );
@@ -376,9 +375,9 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
                 0.0
             };
             let v = if unit == "ns" {
-                format::duration_ns(s.value as i64)
+                units::duration(s.value as i64)
             } else {
-                format::si(s.value)
+                units::count(s.value)
             };
             outln!("  {:<32} {:>12}  {share:5.1} %", s.label, v);
         }
@@ -423,7 +422,7 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
             "{} events in {} bins of {} (max {} per bin)",
             d.total,
             args.bins,
-            format::duration_ns(bin),
+            units::duration(bin),
             d.max
         );
         let w = 50.0;
@@ -435,7 +434,7 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
             };
             outln!(
                 "  {:>12}  {:>9}  {}",
-                format::duration_ns(b.start - range.start),
+                units::duration(b.start - range.start),
                 b.count,
                 "#".repeat(bar)
             );
@@ -534,7 +533,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             "{} model: {} slices of {} × {} producers × {} types",
             args.metric,
             args.slices,
-            format::duration_ns(grid.slice_ns() as i64),
+            units::duration(grid.slice_ns() as i64),
             m.producers.len(),
             m.types.len()
         );
@@ -644,7 +643,7 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
             "{:?} of {} actors over {} in {} bins",
             t.statistic,
             t.actors.len(),
-            format::duration_ns(range.len()),
+            units::duration(range.len()),
             args.width
         );
         let mut rows: Vec<(&str, f64, f64)> = t
@@ -661,7 +660,7 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
         rows.sort_by(|a, b| b.1.total_cmp(&a.1));
         outln!("  {:<32} {:>14} {:>14}", "actor", "sum", "max bin");
         for (n, s, m) in rows {
-            outln!("  {n:<32} {:>14} {:>14}", format::si(s), format::si(m));
+            outln!("  {n:<32} {:>14} {:>14}", units::count(s), units::count(m));
         }
         wrote(&c.png, false)?;
     }

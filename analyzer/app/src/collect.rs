@@ -12,8 +12,9 @@ use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
 
+use crate::DEFAULT_DIR;
 use crate::out::{errln, outln};
-use crate::{DEFAULT_DIR, format};
+use socscope_tracedb::units;
 
 #[derive(clap::Args, Debug)]
 pub struct CollectArgs {
@@ -120,7 +121,7 @@ pub fn print_notice(n: &Notice, json: bool) {
                 r.records,
                 r.events,
                 r.wall_seconds,
-                format::si(r.records_per_second()),
+                units::count(r.records_per_second()),
                 if r.complete { "complete" } else { "incomplete" },
                 r.lost_on_board,
                 r.lost_in_transit,

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use anyhow::{Context, Result};
+use socscope_tracedb::units;
 use socscope_tracedb::{TimeRange, TraceReader};
 
 /// Exit status of a command that failed (a file, a trace, the system).
@@ -72,7 +73,7 @@ pub fn host_port(s: &str) -> Result<String, String> {
 }
 
 /// `--range START..END`: offsets from the trace's start, either side optional (`1.5s..3s`, `200ms..`,
-/// `..2`); numbers are seconds unless suffixed with `ns`, `us` (or `µs`), `ms` or `s`.
+/// `..2`); numbers are seconds unless suffixed with a unit ([`units::parse_time`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RangeArg {
     /// Offset of the start from the trace's start, in ns.
@@ -93,8 +94,7 @@ impl FromStr for RangeArg {
             if t.is_empty() {
                 return Ok(None);
             }
-            let ns = socscope_analysis::timebar::parse_ns(t)
-                .ok_or_else(|| format!("`{t}` is not a time (e.g. 1.5s, 200ms, 30us)"))?;
+            let ns = units::parse_time(t).map_err(|e| e.to_string())?;
             if ns < 0 {
                 return Err(format!("`{t}` is before the trace's start"));
             }
@@ -122,7 +122,7 @@ impl RangeArg {
         if end <= start {
             return Err(bad_argument!(
                 "--range {self} holds no time of this trace (it lasts {})",
-                crate::format::duration_ns(whole.len())
+                units::duration(whole.len())
             ));
         }
         Ok(TimeRange::new(start, end))
@@ -131,15 +131,7 @@ impl RangeArg {
 
 impl fmt::Display for RangeArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let side = |v: Option<i64>| {
-            v.map_or(String::new(), |ns| {
-                let (div, unit) = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")]
-                    .into_iter()
-                    .find(|(d, _)| ns % d == 0)
-                    .unwrap_or((1, "ns"));
-                format!("{}{unit}", ns / div)
-            })
-        };
+        let side = |v: Option<i64>| v.map_or(String::new(), units::time_literal);
         write!(f, "{}..{}", side(self.start), side(self.end))
     }
 }

@@ -17,8 +17,8 @@ use socscope_analysis::ocelotl::{
 };
 use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
-use socscope_analysis::timebar::TimeAxis;
 use socscope_analysis::traceviz::Timeline;
+use socscope_tracedb::units::{self, TimeAxis};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -138,23 +138,13 @@ pub fn stats(path: &Path, s: &StatisticsSnapshot) -> Result<()> {
                 0.0
             };
             Text::new(
-                format!("{:.4} ({share:.1} %)", format_value(x.value)),
+                format!("{:.4} ({share:.1} %)", units::count_compact(x.value)),
                 (x.value, y + 0.75),
                 font(12),
             )
         }))
         .map_err(err)?;
     root.present().map_err(err)
-}
-
-fn format_value(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
 }
 
 /// Stacked bars per bin, one colour per type.
@@ -572,7 +562,7 @@ pub fn timeline(
     root.draw(&PathElement::new(curve, BLACK.stroke_width(2)))
         .map_err(err)?;
     root.draw(&Text::new(
-        format!("outline (max {})", format_value(max)),
+        format!("outline (max {})", units::count_compact(max)),
         (12, top + 4),
         font(13),
     ))

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use socscope_analysis::gantt::{GanttConsumer, GanttFrame, GanttModel, GanttSnapshot, LossGap};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
-use socscope_analysis::timebar::{TimeAxis, format_ns};
+use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, ProducerId, TimeRange};
 
 use super::session::{TraceDescription, TraceNames};
@@ -422,8 +422,8 @@ impl GanttView {
                     names.type_name(e.type_id),
                     e.category.name(),
                     names.tree.label(e.producer),
-                    format_ns(e.ts),
-                    format_ns(e.end),
+                    units::timestamp(e.ts),
+                    units::timestamp(e.end),
                     e.end - e.ts,
                     if h.in_pixel > 1 {
                         format!("\n{} events in this pixel: zoom in", h.in_pixel)

@@ -17,7 +17,7 @@ mod timebar;
 
 use std::path::PathBuf;
 
-pub use app::{GuiApp, TraceSession, date};
+pub use app::{GuiApp, TraceSession};
 pub use script::Script;
 use socscope_analysis::sync::ViewKind;
 pub use theme::{ColourEdit, Colours};

@@ -9,7 +9,7 @@ use std::f32::consts::TAU;
 use egui::{Color32, Sense, Stroke, Ui, Vec2};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
 use socscope_analysis::stats::{Operator, PieSettings, SliceKind, StatsConsumer, StatsSnapshot};
-use socscope_analysis::timebar::format_ns;
+use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange};
 
 use super::session::TraceNames;
@@ -136,7 +136,7 @@ impl StatsView {
 
     fn value_text(&self, v: f64) -> String {
         if self.settings.operator.is_duration() {
-            format!("{} s", format_ns(v as i64))
+            units::duration(v as i64)
         } else {
             format!("{v:.0}")
         }

@@ -3,7 +3,8 @@
 
 use eframe::egui;
 use egui::{Pos2, Rect, Sense, Stroke, Ui, Vec2};
-use socscope_analysis::timebar::{TimeBar, format_ns, parse_ns};
+use socscope_analysis::timebar::TimeBar;
+use socscope_tracedb::units;
 
 /// What the user asked for with the bar.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,8 +25,8 @@ pub struct BarEdit {
 pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i64>) -> BarAction {
     let mut action = BarAction::None;
     if !edit.editing {
-        edit.start = format_ns(bar.selection.start);
-        edit.end = format_ns(bar.selection.end);
+        edit.start = units::timestamp(bar.selection.start);
+        edit.end = units::timestamp(bar.selection.end);
     }
     // The start and end fields fit their text (`1234.567890123`) whatever the window: they and the
     // buttons are laid out first, from the right, and the slider takes the width that is left.
@@ -87,12 +88,12 @@ pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i
             );
             edit.editing = s.has_focus() || e.has_focus();
             if s.lost_focus()
-                && let Some(t) = parse_ns(&edit.start)
+                && let Ok(t) = units::parse_time(&edit.start)
             {
                 bar.set_start(t);
             }
             if e.lost_focus()
-                && let Some(t) = parse_ns(&edit.end)
+                && let Ok(t) = units::parse_time(&edit.end)
             {
                 bar.set_end(t);
             }
