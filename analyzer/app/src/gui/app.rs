@@ -12,6 +12,7 @@ use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange, TraceRecord};
 
 use super::gantt::GanttView;
+use super::results::{self, ResultsPanel};
 use super::session::{CatalogWatch, TraceDescription, TraceNames, TraceWatch};
 use super::table::TableView;
 use super::theme::{ColourEdit, Colours};
@@ -46,6 +47,7 @@ pub struct TraceSession {
     pub first_view: ViewKind,
     types_dialog: bool,
     producers_dialog: bool,
+    pub results: ResultsPanel,
 }
 
 impl TraceSession {
@@ -66,6 +68,7 @@ impl TraceSession {
             first_view,
             types_dialog: false,
             producers_dialog: false,
+            results: ResultsPanel::default(),
         }
     }
 
@@ -621,8 +624,18 @@ fn session_ui(
             if ui.button("Types…").clicked() {
                 s.types_dialog = !s.types_dialog;
             }
-            if ui.button("Producers…").clicked() {
+                        if ui.button("Producers…").clicked() {
                 s.producers_dialog = !s.producers_dialog;
+            }
+            if ui
+                .button("Results…")
+                .on_hover_text("Analysis results saved in this trace")
+                .clicked()
+            {
+                s.results.open = !s.results.open;
+                if s.results.open {
+                    s.results.refresh(&s.path);
+                }
             }
             ui.separator();
             let v = &mut s.views[gi];
@@ -703,6 +716,7 @@ fn session_ui(
         }
     }
     filter_dialogs(ui, s, gi);
+    results::window(ui, s);
     let group = s.groups.get(gi).expect("index in range").clone();
     let v = &mut s.views[gi];
     let (bar, edit) = v
@@ -789,6 +803,7 @@ fn session_ui(
             }
         }
     });
+    results::take_saves(s, gi);
     if let Some(g) = s.groups.get_mut(gi) {
         if let Some(r) = load {
             g.set_interval(r);

@@ -29,6 +29,8 @@ pub struct DensityView {
     last_move: Option<Instant>,
     /// The columns last drawn, so a frame that changes nothing costs nothing.
     columns: Option<(ColumnsKey, Vec<f64>)>,
+    /// Intervals of an opened analysis result, drawn over the histogram.
+    pub bands: Vec<socscope_analysis::results::Band>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -58,6 +60,7 @@ impl DensityView {
             detail_loader: None,
             last_move: None,
             columns: None,
+            bands: Vec::new(),
         }
     }
 
@@ -270,6 +273,7 @@ impl DensityView {
             );
         }
         p.add(egui::Shape::mesh(mesh));
+        super::results::draw_bands(ui, plot, view, &self.bands, None);
         if cols.iter().all(|v| *v <= 0.0) {
             let msg = if self.busy() || self.hist.is_none() {
                 "loading…"

@@ -8,6 +8,8 @@ mod app;
 mod density;
 pub mod display;
 mod gantt;
+mod results;
+
 mod script;
 mod session;
 mod stats;
