@@ -76,7 +76,8 @@ fn click(h: &mut Harness<'_, GuiApp>, label: &str) {
 fn band_columns(h: &mut Harness<'_, GuiApp>, min: u32, name: &str) -> Vec<u32> {
     let img = h.render().expect("rendered");
     if let Some(dir) = std::env::var_os("GUI_RESULTS_PNG") {
-        img.save(Path::new(&dir).join(format!("{name}.png"))).unwrap();
+        img.save(Path::new(&dir).join(format!("{name}.png")))
+            .unwrap();
     }
     let amber = |p: [u8; 4]| {
         (p[0] as i32 - 255).abs() <= 12
