@@ -272,6 +272,7 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
         .x_desc("time from the start of the interval")
         .x_label_formatter(&time_label(span))
         .y_desc("events per bin")
+        .y_label_formatter(&|v| units::count_compact(*v))
         .label_style(font(12))
         .draw()
         .map_err(err)?;
@@ -344,6 +345,7 @@ pub fn temporal(
         .x_desc("time from the start of the interval")
         .x_label_formatter(&time_label(span))
         .y_desc(unit)
+        .y_label_formatter(&|v| units::count_compact(*v))
         .label_style(font(12))
         .draw()
         .map_err(err)?;

@@ -286,3 +286,41 @@ fn the_table_filter_is_saved_as_a_search_and_applied_again() {
     assert_eq!(t.model.filters(), &filters);
     assert_eq!(t.model.row_count(), rows);
 }
+
+/// The text field holding `value`.
+fn field<'a>(h: &'a Harness<'_, GuiApp>, value: &'a str) -> egui_kittest::Node<'a> {
+    h.get_all_by_value(value)
+        .find(|n| n.accesskit_node().role() == egui::accesskit::Role::TextInput)
+        .unwrap_or_else(|| panic!("no text field holds {value:?}"))
+}
+
+#[test]
+fn a_mistyped_time_in_the_time_bar_says_why() {
+    let (_dir, trace) = common::demo_trace(5, 1);
+    let mut h = open(&trace, ViewKind::Density);
+    let start = socscope_tracedb::units::timestamp(h.state().sessions[0].whole().start);
+    field(&h, &start).click();
+    h.run();
+    field(&h, &start).type_text("x");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    // The click put the cursor mid-field: whatever the text, it is not a time, and the bar says so.
+    h.get_by_label_contains("start: `0.0");
+    h.get_by_label_contains("` is not a time (e.g. 1.5s, 200ms, 30us, 42ns)");
+    // A good time is taken and the message goes.
+    field(&h, &start).click();
+    h.run();
+    for _ in 0..start.len() {
+        h.key_press(egui::Key::Delete);
+        h.key_press(egui::Key::Backspace);
+    }
+    h.run();
+    field(&h, "").type_text("250ms");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert!(h.query_by_label_contains("is not a time").is_none());
+    let bar = &h.state().sessions[0].views[0].bars[&ViewKind::Density].0;
+    assert_eq!(bar.selection.start, 250_000_000);
+}
