@@ -549,6 +549,11 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
                 "--png needs a trace (a model file has no time axis)"
             ));
         }
+        if args.save.save {
+            return Err(bad_argument!(
+                "--save keeps results in a trace file: give a TRACE, not --model"
+            ));
+        }
         crate::input::require_file(model)?;
         let report = ocelotl::run_model_file(
             model,

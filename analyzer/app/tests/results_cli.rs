@@ -326,6 +326,12 @@ fn groups_are_saved_as_groupings_and_results_can_be_deleted() {
             "x=a,b",
         ],
         vec!["aggregate", s(&trace), "--description", "x"],
+        vec![
+            "aggregate",
+            "--model",
+            "../core/tests/vectors/does-not-matter.json",
+            "--save",
+        ],
     ] {
         let out = socscope(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
