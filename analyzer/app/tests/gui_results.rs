@@ -71,14 +71,20 @@ fn click(h: &mut Harness<'_, GuiApp>, label: &str) {
     h.run();
 }
 
-/// Columns (x) of the image where at least `min` pixels are the band colour (its 1-point edges).
-/// With `GUI_RESULTS_PNG=DIR`, the rendered frame is also kept as DIR/`name`.png, to look at.
-fn band_columns(h: &mut Harness<'_, GuiApp>, min: u32, name: &str) -> Vec<u32> {
-    let img = h.render().expect("rendered");
+/// With `GUI_RESULTS_PNG=DIR`, keeps the frame as DIR/`name`.png, to look at.
+fn keep(h: &mut Harness<'_, GuiApp>, name: &str) {
     if let Some(dir) = std::env::var_os("GUI_RESULTS_PNG") {
+        let img = h.render().expect("rendered");
         img.save(Path::new(&dir).join(format!("{name}.png")))
             .unwrap();
     }
+}
+
+/// Columns (x) of the image where at least `min` pixels are the band colour (its 1-point edges);
+/// the frame is kept as `name` (see [`keep`]).
+fn band_columns(h: &mut Harness<'_, GuiApp>, min: u32, name: &str) -> Vec<u32> {
+    keep(h, name);
+    let img = h.render().expect("rendered");
     let amber = |p: [u8; 4]| {
         (p[0] as i32 - 255).abs() <= 12
             && (p[1] as i32 - 170).abs() <= 12
@@ -148,6 +154,7 @@ fn annotations_open_as_bands_on_the_gantt_and_the_density_and_can_be_deleted() {
     h.get_by_label("annotation");
     click(&mut h, "Open");
     settle(&mut h);
+    keep(&mut h, "results_window");
     let s = &h.state().sessions[0];
     assert_eq!(s.views[0].gantt.bands, bands);
     assert_eq!(s.views[0].density.bands, bands);

@@ -267,6 +267,7 @@ pub fn window(ui: &mut Ui, s: &mut TraceSession) {
     egui::Window::new("Results")
         .open(&mut open)
         .default_width(620.0)
+        .default_height(200.0)
         .vscroll(true)
         .show(ui.ctx(), |ui| {
             ui.horizontal(|ui| {
