@@ -809,16 +809,18 @@ pub fn compare(path: &Path, c: &Comparison) -> Result<()> {
             Rectangle::new([(w.start_s, 0.0), (w.end_s, w.score)], colour.filled())
         }))
         .map_err(err)?;
-    chart
-        .draw_series(c.windows.iter().filter(|w| w.departure).map(|w| {
-            let who = w
-                .producers
-                .first()
-                .map(|d| format!("{} {:+.2}", d.name, d.delta))
-                .unwrap_or_default();
-            Text::new(who, (w.start_s, (w.score + 0.08).min(0.95)), font(12))
-        }))
-        .map_err(err)?;
+    // Who departs most, above each departing window, kept inside the plot at its right end.
+    let (right, _) = chart.backend_coord(&(span, 0.0));
+    for w in c.windows.iter().filter(|w| w.departure) {
+        let who = w
+            .producers
+            .first()
+            .map(|d| format!("{} {:+.2}", d.name, d.delta))
+            .unwrap_or_default();
+        let (x, y) = chart.backend_coord(&(w.start_s, (w.score + 0.08).min(0.95)));
+        let x = x.min(right - text_width(&who, 12) - 2);
+        root.draw(&Text::new(who, (x, y), font(12))).map_err(err)?;
+    }
     chart
         .draw_series(DashedLineSeries::new(
             vec![(0.0, c.threshold), (span, c.threshold)],
