@@ -55,11 +55,13 @@ pub struct CollectArgs {
     /// Boards served at once over TCP; more connections are closed at once (and said).
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-    /// Close a TCP connection that sends nothing for this many seconds (boards send heartbeats).
-    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
+    /// Close a TCP connection that sends nothing for this long (seconds, or 500ms, 2min; boards send
+    /// heartbeats).
+    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_IDLE_TIMEOUT.as_secs_f64(), value_parser = crate::input::seconds)]
     pub idle_timeout: f64,
-    /// Close a TCP connection on which no session started (no accepted Hello) within this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_HELLO_TIMEOUT.as_secs_f64())]
+    /// Close a TCP connection on which no session started (no accepted Hello) within this long
+    /// (seconds, or 500ms).
+    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_HELLO_TIMEOUT.as_secs_f64(), value_parser = crate::input::seconds)]
     pub hello_timeout: f64,
     /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]

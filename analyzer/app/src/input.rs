@@ -72,6 +72,16 @@ pub fn host_port(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// A duration argument, in seconds: a number of seconds or a time with its unit (`30`, `1.5s`,
+/// `500ms`, `2min`; [`units::parse_time`]), not negative.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    let ns = units::parse_time(s).map_err(|e| e.to_string())?;
+    if ns < 0 {
+        return Err(format!("`{}` is negative", s.trim()));
+    }
+    Ok(ns as f64 / 1e9)
+}
+
 /// `--range START..END`: offsets from the trace's start, either side optional (`1.5s..3s`, `200ms..`,
 /// `..2`); numbers are seconds unless suffixed with a unit ([`units::parse_time`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +179,17 @@ mod tests {
         for bad in ["", "1", "x..2", "3..1", "2..2", "-1..2", "1s..xs"] {
             assert!(r(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn durations_take_seconds_or_units() {
+        assert_eq!(seconds("30"), Ok(30.0));
+        assert_eq!(seconds("1.5s"), Ok(1.5));
+        assert_eq!(seconds("500ms"), Ok(0.5));
+        assert_eq!(seconds("2min"), Ok(120.0));
+        assert_eq!(seconds("0"), Ok(0.0));
+        assert_eq!(seconds("-1"), Err("`-1` is negative".to_owned()));
+        assert!(seconds("soon").unwrap_err().contains("is not a time"));
     }
 
     #[test]
