@@ -12,18 +12,71 @@ use socscope_analysis::density;
 use socscope_analysis::loader;
 use socscope_analysis::micro::{self, Metric, SliceGrid};
 use socscope_analysis::ocelotl::{
-    self, AggregationMode, ModelFile, RunOptions, TemporalAggregation,
+    self, AggregationMode, ModelFile, RunOptions, SpatiotemporalAggregation, TemporalAggregation,
 };
+use socscope_analysis::results as saved;
 use socscope_analysis::stats::{
     self as statistics, Group, Operator, StatisticsConfig, StatsConsumer,
 };
 use socscope_analysis::traceviz::{self, GroupOp, Statistic};
 use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
-use crate::format;
 use crate::input::{RangeArg, bad_argument, open_trace};
 use crate::out::outln;
 use crate::render;
+use socscope_tracedb::units;
+
+/// `--save` and its description, on the commands whose result can be kept in the trace.
+#[derive(clap::Args, Debug)]
+pub struct SaveArgs {
+    /// Save the result in the trace (`socscope results TRACE` lists what was saved).
+    #[arg(long)]
+    pub save: bool,
+    /// Description of the saved result (default: what was computed, on what).
+    #[arg(long, value_name = "TEXT", requires = "save")]
+    pub description: Option<String>,
+}
+
+impl SaveArgs {
+    /// Saves `data` into `trace` if asked; the new id.
+    fn save(
+        &self,
+        trace: &std::path::Path,
+        command: &'static str,
+        default_description: String,
+        data: socscope_tracedb::AnalysisData,
+    ) -> Result<Option<i64>> {
+        if !self.save {
+            return Ok(None);
+        }
+        let id = crate::results::save(
+            trace,
+            crate::results::ToSave {
+                command,
+                description: self.description.clone().unwrap_or(default_description),
+                data,
+            },
+        )?;
+        Ok(Some(id))
+    }
+}
+
+/// The last lines of a command's text output when it saved results.
+fn said_saved(ids: &[i64], kind: &str, trace: &std::path::Path) -> Result<()> {
+    for id in ids {
+        outln!("saved result {id} ({kind}) in {}", trace.display());
+    }
+    Ok(())
+}
+
+/// `1 part`, `3 parts`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("{n} {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
 
 /// Exit code of `compare` when a window departs from the reference past the threshold.
 pub const DEPARTURE_EXIT: u8 = 3;
@@ -75,6 +128,8 @@ pub struct StatsArgs {
     /// Merge slices under this fraction of the total into `others`.
     #[arg(long, default_value_t = 0.0)]
     pub threshold: f64,
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -146,6 +201,10 @@ pub struct AggregateArgs {
     /// Draw the partition (first --p, else Ocelotl's default p) into this PNG file.
     #[arg(long, value_name = "FILE")]
     pub png: Option<PathBuf>,
+    // With --save: one annotation result per --p (else at Ocelotl's default p), its parts as
+    // intervals with their producers.
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 fn parse_mode(s: &str) -> std::result::Result<AggregationMode, String> {
@@ -181,6 +240,8 @@ pub struct TimelineArgs {
     /// Actors aggregated per bin: NAME=MEMBER,MEMBER[:max|min|average|median] (repeatable).
     #[arg(long, value_name = "GROUP")]
     pub group: Vec<String>,
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -211,6 +272,9 @@ pub struct CompareArgs {
     /// Draw the scores into this PNG file.
     #[arg(long, value_name = "FILE")]
     pub png: Option<PathBuf>,
+    // With --save: the departing windows as annotations on RUN.
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 /// The interval of `range` (relative to the trace start), or the whole trace.
@@ -316,6 +380,11 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     if !(0.0..=1.0).contains(&args.threshold) {
         return Err(bad_argument!("--threshold must be between 0 and 1"));
     }
+    if args.save.save && groups.is_empty() {
+        return Err(bad_argument!(
+            "--save keeps the pie's groups: give at least one --group"
+        ));
+    }
     let config = StatisticsConfig {
         operator: args.operator,
         range,
@@ -330,7 +399,15 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         bail!("loading failed: {e}");
     }
     let raw = snapshot.ok_or_else(|| anyhow!("the loader published no result"))?;
-    let mut snap = statistics::present(&config.settings(), &raw);
+    let settings = config.settings();
+    let grouping = if args.save.save {
+        Some(saved::pie_grouping(args.operator, &settings.groups).ok_or_else(|| {
+            bad_argument!("--save: syscall slices are names, not producers or types of the trace; nothing to keep")
+        })?)
+    } else {
+        None
+    };
+    let mut snap = statistics::present(&settings, &raw);
     // Types and producers in the colours the user picked in the GUI (the palette's otherwise).
     for sl in &mut snap.slices {
         let group = args
@@ -348,9 +425,28 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }
+    let saved_id = match grouping {
+        Some(data) => {
+            let names: Vec<&str> = settings.groups.iter().map(|g| g.name.as_str()).collect();
+            args.save.save(
+                &c.trace,
+                "stats",
+                format!(
+                    "pie groups ({}): {}",
+                    serde_json::to_value(args.operator)?
+                        .as_str()
+                        .unwrap_or_default(),
+                    names.join(", ")
+                ),
+                data,
+            )?
+        }
+        None => None,
+    };
     if c.json {
         print_json(&json!({
             "trace": c.trace,
+            "saved": saved_id,
             "range_ns": [range.start, range.end],
             "operator": snap.operator,
             "unit": snap.unit,
@@ -365,7 +461,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         outln!(
             "{:?} over {} ({} chunks, first result after {:.1} ms)",
             snap.operator,
-            format::duration_ns(range.len()),
+            units::duration(range.len()),
             progress.chunks,
             progress.first_result_ms.unwrap_or(0.0)
         );
@@ -376,13 +472,14 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
                 0.0
             };
             let v = if unit == "ns" {
-                format::duration_ns(s.value as i64)
+                units::duration(s.value as i64)
             } else {
-                format::si(s.value)
+                units::count(s.value)
             };
             outln!("  {:<32} {:>12}  {share:5.1} %", s.label, v);
         }
         wrote(&c.png, false)?;
+        said_saved(saved_id.as_slice(), "grouping", &c.trace)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -423,7 +520,7 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
             "{} events in {} bins of {} (max {} per bin)",
             d.total,
             args.bins,
-            format::duration_ns(bin),
+            units::duration(bin),
             d.max
         );
         let w = 50.0;
@@ -435,7 +532,7 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
             };
             outln!(
                 "  {:>12}  {:>9}  {}",
-                format::duration_ns(b.start - range.start),
+                units::duration(b.start - range.start),
                 b.count,
                 "#".repeat(bar)
             );
@@ -450,6 +547,11 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         if args.png.is_some() {
             return Err(bad_argument!(
                 "--png needs a trace (a model file has no time axis)"
+            ));
+        }
+        if args.save.save {
+            return Err(bad_argument!(
+                "--save keeps results in a trace file: give a TRACE, not --model"
             ));
         }
         crate::input::require_file(model)?;
@@ -517,9 +619,55 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         }
         .with_context(|| format!("cannot draw {}", png.display()))?;
     }
+    let mut saved_ids = Vec::new();
+    if args.save.save {
+        let ps = if args.p.is_empty() {
+            vec![report.ocelotl_default_p]
+        } else {
+            args.p.clone()
+        };
+        for p in ps {
+            let (what, bands) = match args.mode {
+                AggregationMode::Temporal => {
+                    let agg = TemporalAggregation::new(&model, args.normalize);
+                    let part = agg.best_partition(p);
+                    (
+                        "temporal",
+                        saved::temporal_partition_bands(&m, part.ranges()),
+                    )
+                }
+                AggregationMode::Spatiotemporal => {
+                    let (h, _) = m.hierarchy();
+                    let part = SpatiotemporalAggregation::new(&model, &h).best_partition(p);
+                    let areas: Vec<[usize; 3]> = part
+                        .aggregates()
+                        .iter()
+                        .map(|a| [a.node, a.start, a.end])
+                        .collect();
+                    (
+                        "spatiotemporal",
+                        saved::spatiotemporal_partition_bands(&m, &areas),
+                    )
+                }
+            };
+            let description = format!(
+                "Ocelotl {what} partition at p={p}: {} ({} metric, {} slices of {})",
+                plural(
+                    bands.len(),
+                    if what == "temporal" { "part" } else { "area" }
+                ),
+                args.metric,
+                args.slices,
+                units::duration(grid.slice_ns() as i64)
+            );
+            let data = saved::interval_annotations(&format!("ocelotl {what} part"), &bands);
+            saved_ids.extend(args.save.save(trace, "aggregate", description, data)?);
+        }
+    }
     if args.json {
         print_json(&json!({
             "trace": trace,
+            "saved": saved_ids,
             "range_ns": [range.start, range.end],
             "slices": args.slices,
             "slice_ns": grid.slice_ns(),
@@ -534,12 +682,13 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             "{} model: {} slices of {} × {} producers × {} types",
             args.metric,
             args.slices,
-            format::duration_ns(grid.slice_ns() as i64),
+            units::duration(grid.slice_ns() as i64),
             m.producers.len(),
             m.types.len()
         );
         print_report_text(&report, args.plist || args.p.is_empty())?;
         wrote(&args.png, false)?;
+        said_saved(&saved_ids, "annotation", trace)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -598,6 +747,8 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
     let filter = name_filter(&reader, &c.types, &c.producers)?;
     let t = traceviz::timeline(&reader, range, args.width, args.statistic, &filter)?;
     let mut groups = Vec::new();
+    let mut actor_groups = Vec::new();
+    let producers = reader.producers()?;
     for g in &args.group {
         let (name, rest) = g
             .split_once('=')
@@ -608,10 +759,19 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
         };
         let names: Vec<&str> = members.split(',').map(str::trim).collect();
         for n in &names {
-            if !reader.producers()?.iter().any(|p| p.name == *n) {
+            if !producers.iter().any(|p| p.name == *n) {
                 return Err(bad_argument!("no producer {n:?} in the trace"));
             }
         }
+        actor_groups.push((
+            name.to_owned(),
+            op,
+            producers
+                .iter()
+                .filter(|p| names.contains(&p.name.as_str()))
+                .map(|p| p.id)
+                .collect::<Vec<_>>(),
+        ));
         let hists: Vec<&[f64]> = t
             .actors
             .iter()
@@ -625,15 +785,35 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
         };
         groups.push(json!({"name": name, "op": op, "members": names, "values": values}));
     }
+    if args.save.save && actor_groups.is_empty() {
+        return Err(bad_argument!(
+            "--save keeps the actor groups: give at least one --group"
+        ));
+    }
     let smoothed = traceviz::slick(&t.outline, args.sigma);
     let lum = traceviz::luminance(&t.outline, &smoothed);
     if let Some(png) = &c.png {
         render::timeline(png, &t, &groups, &smoothed, &lum)
             .with_context(|| format!("cannot draw {}", png.display()))?;
     }
+    let description = format!(
+        "TraceViz actor groups: {}",
+        actor_groups
+            .iter()
+            .map(|(n, _, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let saved_id = args.save.save(
+        &c.trace,
+        "timeline",
+        description,
+        saved::actor_grouping(&actor_groups),
+    )?;
     if c.json {
         let mut v = serde_json::to_value(&t)?;
         v["trace"] = json!(c.trace);
+        v["saved"] = json!(saved_id);
         v["groups"] = json!(groups);
         v["sigma"] = json!(args.sigma);
         v["smoothed"] = json!(smoothed);
@@ -644,7 +824,7 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
             "{:?} of {} actors over {} in {} bins",
             t.statistic,
             t.actors.len(),
-            format::duration_ns(range.len()),
+            units::duration(range.len()),
             args.width
         );
         let mut rows: Vec<(&str, f64, f64)> = t
@@ -661,9 +841,10 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
         rows.sort_by(|a, b| b.1.total_cmp(&a.1));
         outln!("  {:<32} {:>14} {:>14}", "actor", "sum", "max bin");
         for (n, s, m) in rows {
-            outln!("  {n:<32} {:>14} {:>14}", format::si(s), format::si(m));
+            outln!("  {n:<32} {:>14} {:>14}", units::count(s), units::count(m));
         }
         wrote(&c.png, false)?;
+        said_saved(saved_id.as_slice(), "grouping", &c.trace)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -690,8 +871,32 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     if let Some(png) = &args.png {
         render::compare(png, &c).with_context(|| format!("cannot draw {}", png.display()))?;
     }
+    let saved_id = if args.save.save {
+        let run_start = micro::trace_range(&run)?.start;
+        let producers = run.producers()?;
+        let bands = saved::departure_bands(&c, run_start, |name| {
+            producers
+                .iter()
+                .filter(|p| p.name == name)
+                .map(|p| p.id)
+                .collect()
+        });
+        let description = format!(
+            "{} departing from {} (threshold {}, p {})",
+            plural(bands.len(), "window"),
+            args.reference.display(),
+            args.threshold,
+            args.p
+        );
+        let data = saved::interval_annotations("departure", &bands);
+        drop(run);
+        args.save.save(&args.run, "compare", description, data)?
+    } else {
+        None
+    };
     if args.json {
         let mut v = serde_json::to_value(&c)?;
+        v["saved"] = json!(saved_id);
         v["reference"] = json!(args.reference);
         v["run"] = json!(args.run);
         print_json(&v)?;
@@ -719,6 +924,7 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
             );
         }
         wrote(&args.png, false)?;
+        said_saved(saved_id.as_slice(), "annotation", &args.run)?;
     }
     Ok(if c.departures > 0 {
         ExitCode::from(DEPARTURE_EXIT)

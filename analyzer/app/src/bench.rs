@@ -9,8 +9,8 @@ use serde_json::json;
 use socscope_sim::SimConfig;
 use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
-use crate::format;
 use crate::out::outln;
+use socscope_tracedb::units;
 
 mod aggregate;
 mod capture;
@@ -298,9 +298,9 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
             records,
             c.session.events,
             wall,
-            format::si(records as f64 / wall),
-            format::si(store.events_per_second),
-            format::bytes(rss),
+            units::count(records as f64 / wall),
+            units::count(store.events_per_second),
+            units::bytes(rss),
             trace_bytes as f64 / c.session.events.max(1) as f64,
         );
     }
@@ -353,7 +353,7 @@ fn read(
     } else {
         outln!(
             "read: 10 k consecutive events at random times in {} events: median {:.3} ms, p99 {:.3} ms (one reused event; {:.3} ms / {:.3} ms as owned events); first chunk of a range query: median {:.2} ms, max {:.2} ms",
-            format::si(events as f64),
+            units::count(events as f64),
             report.reused.p50_us / 1e3,
             report.reused.p99_us / 1e3,
             report.owned.p50_us / 1e3,

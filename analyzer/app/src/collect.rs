@@ -12,8 +12,9 @@ use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
 
+use crate::DEFAULT_DIR;
 use crate::out::{errln, outln};
-use crate::{DEFAULT_DIR, format};
+use socscope_tracedb::units;
 
 #[derive(clap::Args, Debug)]
 pub struct CollectArgs {
@@ -54,11 +55,13 @@ pub struct CollectArgs {
     /// Boards served at once over TCP; more connections are closed at once (and said).
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-    /// Close a TCP connection that sends nothing for this many seconds (boards send heartbeats).
-    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
+    /// Close a TCP connection that sends nothing for this long (seconds, or 500ms, 2min; boards send
+    /// heartbeats).
+    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_IDLE_TIMEOUT.as_secs_f64(), value_parser = crate::input::seconds)]
     pub idle_timeout: f64,
-    /// Close a TCP connection on which no session started (no accepted Hello) within this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_HELLO_TIMEOUT.as_secs_f64())]
+    /// Close a TCP connection on which no session started (no accepted Hello) within this long
+    /// (seconds, or 500ms).
+    #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_HELLO_TIMEOUT.as_secs_f64(), value_parser = crate::input::seconds)]
     pub hello_timeout: f64,
     /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]
@@ -120,7 +123,7 @@ pub fn print_notice(n: &Notice, json: bool) {
                 r.records,
                 r.events,
                 r.wall_seconds,
-                format::si(r.records_per_second()),
+                units::count(r.records_per_second()),
                 if r.complete { "complete" } else { "incomplete" },
                 r.lost_on_board,
                 r.lost_in_transit,

@@ -18,8 +18,8 @@ pub struct DemoArgs {
     /// Run without the GUI: capture, then print the trace's summary.
     #[arg(long)]
     pub headless: bool,
-    /// Simulated seconds.
-    #[arg(long, default_value_t = 10.0)]
+    /// Simulated time (seconds, or 500ms, 2min).
+    #[arg(long, default_value_t = 10.0, value_parser = crate::input::seconds)]
     pub duration: f64,
     /// Catalog directory for the demo trace.
     #[arg(long, default_value = crate::DEFAULT_DIR)]
@@ -36,8 +36,8 @@ pub struct DemoArgs {
     /// A dd-like writer and the journal thread delay the vsync callback (repeatable).
     #[arg(long, value_name = "AT:DURATION")]
     pub io_stress: Vec<Scenario>,
-    /// Zap to another channel every SECONDS.
-    #[arg(long, value_name = "SECONDS")]
+    /// Zap to another channel every SECONDS (or 500ms, 1min).
+    #[arg(long, value_name = "SECONDS", value_parser = crate::input::seconds)]
     pub zap_every: Option<f64>,
     /// Pace the board to the wall clock.
     #[arg(long)]

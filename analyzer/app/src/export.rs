@@ -14,6 +14,7 @@ use crate::input::{RangeArg, open_trace};
 use crate::out::outln;
 use serde_json::{Map, Value, json};
 use socscope_analysis::hierarchy::ProducerTree;
+use socscope_tracedb::units;
 use socscope_tracedb::{
     EventKind, EventType, Filter, ParamValue, Producer, ProducerId, StoredEvent, TimeRange,
     Timestamp, TraceReader, TypeId,
@@ -261,12 +262,6 @@ pub fn csv(trace: &Trace, out: &mut impl Write) -> Result<u64> {
     })
 }
 
-fn paje_time(ns: Timestamp) -> String {
-    let sign = if ns < 0 { "-" } else { "" };
-    let a = ns.unsigned_abs();
-    format!("{sign}{}.{:09}", a / 1_000_000_000, a % 1_000_000_000)
-}
-
 fn quoted(s: &str) -> String {
     format!("\"{}\"", s.replace(['"', '\n', '\r'], "'"))
 }
@@ -322,7 +317,7 @@ pub fn paje(trace: &Trace, out: &mut impl Write) -> Result<u64> {
         writeln!(
             out,
             "5 {} p{} L{d} {parent} {}",
-            paje_time(t0),
+            units::timestamp(t0),
             p.id,
             quoted(&p.name)
         )?;
@@ -345,7 +340,7 @@ pub fn paje(trace: &Trace, out: &mut impl Write) -> Result<u64> {
         let level = trace.depth(e.producer);
         let c = format!("p{}", e.producer);
         let value = quoted(&trace.type_name(e.type_id));
-        let time = paje_time(e.ts);
+        let time = units::timestamp(e.ts);
         let mut declare = |out: &mut dyn Write, alias: String, line: String| -> Result<String> {
             if declared.insert(alias.clone()) {
                 writeln!(out, "{line}")?;
@@ -365,7 +360,7 @@ pub fn paje(trace: &Trace, out: &mut impl Write) -> Result<u64> {
                 pending.push(Reverse((
                     end,
                     seq,
-                    format!("7 {} {ty} {c}", paje_time(end)),
+                    format!("7 {} {ty} {c}", units::timestamp(end)),
                 )));
             }
             EventKind::Punctual => {
@@ -392,7 +387,10 @@ pub fn paje(trace: &Trace, out: &mut impl Write) -> Result<u64> {
                 pending.push(Reverse((
                     end,
                     seq,
-                    format!("11 {} {ty} 0 p{target} {value} k{key}", paje_time(end)),
+                    format!(
+                        "11 {} {ty} 0 p{target} {value} k{key}",
+                        units::timestamp(end)
+                    ),
                 )));
             }
         }
@@ -402,14 +400,4 @@ pub fn paje(trace: &Trace, out: &mut impl Write) -> Result<u64> {
         writeln!(out, "{line}")?;
     }
     Ok(n)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paje_times() {
-        assert_eq!(paje_time(-1_500_000_000), "-1.500000000");
-    }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use anyhow::{Context, Result};
+use socscope_tracedb::units;
 use socscope_tracedb::{TimeRange, TraceReader};
 
 /// Exit status of a command that failed (a file, a trace, the system).
@@ -71,8 +72,18 @@ pub fn host_port(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// A duration argument, in seconds: a number of seconds or a time with its unit (`30`, `1.5s`,
+/// `500ms`, `2min`; [`units::parse_time`]), not negative.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    let ns = units::parse_time(s).map_err(|e| e.to_string())?;
+    if ns < 0 {
+        return Err(format!("`{}` is negative", s.trim()));
+    }
+    Ok(ns as f64 / 1e9)
+}
+
 /// `--range START..END`: offsets from the trace's start, either side optional (`1.5s..3s`, `200ms..`,
-/// `..2`); numbers are seconds unless suffixed with `ns`, `us` (or `µs`), `ms` or `s`.
+/// `..2`); numbers are seconds unless suffixed with a unit ([`units::parse_time`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RangeArg {
     /// Offset of the start from the trace's start, in ns.
@@ -93,8 +104,7 @@ impl FromStr for RangeArg {
             if t.is_empty() {
                 return Ok(None);
             }
-            let ns = socscope_analysis::timebar::parse_ns(t)
-                .ok_or_else(|| format!("`{t}` is not a time (e.g. 1.5s, 200ms, 30us)"))?;
+            let ns = units::parse_time(t).map_err(|e| e.to_string())?;
             if ns < 0 {
                 return Err(format!("`{t}` is before the trace's start"));
             }
@@ -122,7 +132,7 @@ impl RangeArg {
         if end <= start {
             return Err(bad_argument!(
                 "--range {self} holds no time of this trace (it lasts {})",
-                crate::format::duration_ns(whole.len())
+                units::duration(whole.len())
             ));
         }
         Ok(TimeRange::new(start, end))
@@ -131,15 +141,7 @@ impl RangeArg {
 
 impl fmt::Display for RangeArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let side = |v: Option<i64>| {
-            v.map_or(String::new(), |ns| {
-                let (div, unit) = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")]
-                    .into_iter()
-                    .find(|(d, _)| ns % d == 0)
-                    .unwrap_or((1, "ns"));
-                format!("{}{unit}", ns / div)
-            })
-        };
+        let side = |v: Option<i64>| v.map_or(String::new(), units::time_literal);
         write!(f, "{}..{}", side(self.start), side(self.end))
     }
 }
@@ -177,6 +179,17 @@ mod tests {
         for bad in ["", "1", "x..2", "3..1", "2..2", "-1..2", "1s..xs"] {
             assert!(r(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn durations_take_seconds_or_units() {
+        assert_eq!(seconds("30"), Ok(30.0));
+        assert_eq!(seconds("1.5s"), Ok(1.5));
+        assert_eq!(seconds("500ms"), Ok(0.5));
+        assert_eq!(seconds("2min"), Ok(120.0));
+        assert_eq!(seconds("0"), Ok(0.0));
+        assert_eq!(seconds("-1"), Err("`-1` is negative".to_owned()));
+        assert!(seconds("soon").unwrap_err().contains("is not a time"));
     }
 
     #[test]

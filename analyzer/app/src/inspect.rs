@@ -14,6 +14,7 @@ use socscope_tracedb::{
 use crate::format;
 use crate::input::open_trace;
 use crate::out::{errln, outln};
+use socscope_tracedb::units;
 
 /// The catalog's file name inside its directory.
 const CATALOG_FILE: &str = "catalog.db";
@@ -69,8 +70,8 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
                 t.id.to_string(),
                 printable(&i.meta.board),
                 printable(&i.meta.application),
-                format::utc(i.meta.start_unix_ns),
-                format::duration_ns(i.duration()),
+                units::utc_date_time(i.meta.start_unix_ns),
+                units::duration(i.duration()),
                 i.event_count.to_string(),
                 state(i).to_string(),
                 printable(&t.db_file),
@@ -127,8 +128,8 @@ pub fn repair_one(path: &Path, dir: &Path, reason: &str) -> Result<String> {
             "was live: now interrupted, {} events in {} chunks ({} → {}); the last commit said {} events",
             r.events,
             r.chunks,
-            format::duration_ns(r.t_min),
-            format::duration_ns(r.t_max),
+            units::duration(r.t_min),
+            units::duration(r.t_max),
             r.events_before
         ),
     };
@@ -245,12 +246,15 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
         m.cpus,
         m.tick_rate_hz
     );
-    outln!("  started      {} UTC", format::utc(m.start_unix_ns));
+    outln!(
+        "  started      {} UTC",
+        units::utc_date_time(m.start_unix_ns)
+    );
     outln!(
         "  duration     {} ({} → {})",
-        format::duration_ns(info.duration()),
-        format::duration_ns(info.t_min),
-        format::duration_ns(info.t_max)
+        units::duration(info.duration()),
+        units::duration(info.t_min),
+        units::duration(info.t_max)
     );
     outln!("  events       {}", info.event_count);
     outln!("  state        {}", state(&info));

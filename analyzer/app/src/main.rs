@@ -13,6 +13,7 @@ mod input;
 mod inspect;
 use socscope_analyzer::out::{self, errln};
 mod render;
+mod results;
 mod view;
 
 use std::path::PathBuf;
@@ -145,6 +146,8 @@ enum Command {
     Timeline(analyze::TimelineArgs),
     /// Windows where RUN departs from REFERENCE (exit status 3 when one passes the threshold).
     Compare(analyze::CompareArgs),
+    /// The analysis results saved in a trace: list them, show one, delete one.
+    Results(results::ResultsArgs),
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -187,6 +190,7 @@ fn main() -> ExitCode {
         Command::Aggregate(args) => analyze::aggregate(args),
         Command::Timeline(args) => analyze::timeline(args),
         Command::Compare(args) => analyze::compare(args),
+        Command::Results(args) => results::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),

@@ -17,8 +17,8 @@ use socscope_analysis::ocelotl::{
 };
 use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
-use socscope_analysis::timebar::TimeAxis;
 use socscope_analysis::traceviz::Timeline;
+use socscope_tracedb::units::{self, TimeAxis};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -87,74 +87,172 @@ fn legend(area: &Area, items: &[(String, Rgb)], x0: i32, y0: i32) -> Result<()> 
     Ok(())
 }
 
-/// Horizontal bars, one per slice, with value and share.
+/// Width in pixels of `text` at `size` (an estimate from the font's metrics).
+fn text_width(text: &str, size: u32) -> i32 {
+    fonts();
+    (FAMILY, size).into_font().box_size(text).map_or(
+        text.chars().count() as i32 * size as i32 * 6 / 10,
+        |(w, _)| w as i32,
+    )
+}
+
+/// `text` cut with an ellipsis to at most `max` pixels at `size`.
+fn fit(text: &str, size: u32, max: i32) -> String {
+    if text_width(text, size) <= max {
+        return text.to_owned();
+    }
+    let mut t: String = text.to_owned();
+    while !t.is_empty() && text_width(&format!("{t}…"), size) > max {
+        t.pop();
+    }
+    format!("{t}…")
+}
+
+/// Distinct colours for event types (user and known types keep theirs).
+fn type_colours<S: AsRef<str>>(names: &[S]) -> Vec<Rgb> {
+    let u = user();
+    let want: Vec<(Rgb, bool)> = names
+        .iter()
+        .map(|n| {
+            let n = n.as_ref();
+            (
+                u.type_colour(n),
+                u.types.contains_key(n) || palette::is_known(n),
+            )
+        })
+        .collect();
+    palette::distinct(&want)
+}
+
+/// Distinct colours for producers by name (user choices keep theirs; two of one name differ).
+fn producer_colours<S: AsRef<str>>(names: &[S]) -> Vec<Rgb> {
+    let u = user();
+    let want: Vec<(Rgb, bool)> = names
+        .iter()
+        .map(|n| {
+            let n = n.as_ref();
+            (u.producer_colour(n), u.producers.contains_key(n))
+        })
+        .collect();
+    palette::distinct(&want)
+}
+
+/// The value and share printed after a statistics bar: `16.01k (33.7 %)`, `1.2 ms (4.0 %)`.
+fn value_label(v: f64, total: f64, unit: &str) -> String {
+    let share = if total > 0.0 { 100.0 * v / total } else { 0.0 };
+    let value = if unit == "ns" {
+        units::duration_compact(v)
+    } else {
+        units::count_compact(v)
+    };
+    format!("{value} ({share:.1} %)")
+}
+
+/// Horizontal bars, one per slice, with value and share; the label column and the right margin
+/// are as wide as their longest text, so no label is cut.
 pub fn stats(path: &Path, s: &StatisticsSnapshot) -> Result<()> {
+    const SIZE: u32 = 12;
     let n = s.slices.len().max(1);
-    let h = (80 + 26 * n) as u32;
-    let root = canvas(path, 900, h)?;
+    let h = (90 + 26 * n) as u32;
+    let width = 1000u32;
+    let values: Vec<String> = s
+        .slices
+        .iter()
+        .map(|x| value_label(x.value, s.total, s.unit))
+        .collect();
+    let right = values
+        .iter()
+        .map(|v| text_width(v, SIZE))
+        .max()
+        .unwrap_or(0)
+        + 20;
+    let left = (s
+        .slices
+        .iter()
+        .map(|x| text_width(&x.label, SIZE))
+        .max()
+        .unwrap_or(0)
+        + 28)
+        .clamp(80, 420);
+    let root = canvas(path, width, h)?;
     let max = s
         .slices
         .iter()
         .map(|x| x.value)
         .fold(0.0, f64::max)
         .max(1e-9);
-    let title = format!("{:?} — total {:.0} {}", s.operator, s.total, s.unit);
+    let total = if s.unit == "ns" {
+        units::duration_compact(s.total)
+    } else {
+        format!("{} events", units::count_compact(s.total))
+    };
+    let title = format!("{} — total {total}", s.operator.label());
+    let unit = s.unit;
+    let x_label = move |v: &f64| {
+        if unit == "ns" {
+            units::duration_compact(*v)
+        } else {
+            units::count_compact(*v)
+        }
+    };
     let mut chart = ChartBuilder::on(&root)
         .caption(title, font(18))
         .margin(12)
+        .margin_right(right)
         .x_label_area_size(30)
-        .y_label_area_size(220)
-        .build_cartesian_2d(0.0..max * 1.15, 0.0..n as f64)
+        .y_label_area_size(left)
+        .build_cartesian_2d(0.0..max, 0.0..n as f64)
         .map_err(err)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
         .disable_y_axis()
-        .label_style(font(12))
-        .x_desc(s.unit)
+        .label_style(font(SIZE))
+        .x_label_formatter(&x_label)
+        .x_desc(if unit == "ns" { "time" } else { "events" })
         .draw()
         .map_err(err)?;
+    // Slices of one colour would read as one: the chart's colours are made distinct (groups,
+    // `others` and the user's choices keep theirs).
+    let u = user();
+    let want: Vec<(Rgb, bool)> = s
+        .slices
+        .iter()
+        .map(|x| {
+            let fixed = x.colour_key == "others"
+                || x.members.len() > 1
+                || u.types.contains_key(&x.colour_key)
+                || u.producers.contains_key(&x.colour_key)
+                || palette::is_known(&x.colour_key);
+            (x.colour, fixed)
+        })
+        .collect();
+    let colours = palette::distinct(&want);
     for (i, x) in s.slices.iter().enumerate() {
         let (_, py) = chart.backend_coord(&(0.0, (n - i) as f64 - 0.5));
-        let label: String = x.label.chars().take(30).collect();
-        root.draw(&Text::new(label, (14, py - 7), font(12)))
+        root.draw(&Text::new(
+            fit(&x.label, SIZE, left - 28),
+            (14, py - 7),
+            font(SIZE),
+        ))
+        .map_err(err)?;
+        let (px, _) = chart.backend_coord(&(x.value, 0.0));
+        root.draw(&Text::new(values[i].clone(), (px + 4, py - 7), font(SIZE)))
             .map_err(err)?;
     }
     chart
-        .draw_series(s.slices.iter().enumerate().map(|(i, x)| {
-            let y = (n - 1 - i) as f64;
-            Rectangle::new(
-                [(0.0, y + 0.15), (x.value, y + 0.85)],
-                rgb(x.colour).filled(),
-            )
-        }))
-        .map_err(err)?;
-    chart
-        .draw_series(s.slices.iter().enumerate().map(|(i, x)| {
-            let y = (n - 1 - i) as f64;
-            let share = if s.total > 0.0 {
-                100.0 * x.value / s.total
-            } else {
-                0.0
-            };
-            Text::new(
-                format!("{:.4} ({share:.1} %)", format_value(x.value)),
-                (x.value, y + 0.75),
-                font(12),
-            )
-        }))
+        .draw_series(
+            s.slices
+                .iter()
+                .zip(&colours)
+                .enumerate()
+                .map(|(i, (x, c))| {
+                    let y = (n - 1 - i) as f64;
+                    Rectangle::new([(0.0, y + 0.15), (x.value, y + 0.85)], rgb(*c).filled())
+                }),
+        )
         .map_err(err)?;
     root.present().map_err(err)
-}
-
-fn format_value(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
 }
 
 /// Stacked bars per bin, one colour per type.
@@ -174,10 +272,12 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
         .x_desc("time from the start of the interval")
         .x_label_formatter(&time_label(span))
         .y_desc("events per bin")
+        .y_label_formatter(&|v| units::count_compact(*v))
         .label_style(font(12))
         .draw()
         .map_err(err)?;
-    let colours: Vec<RGBColor> = d.types.iter().map(|t| rgb(user().type_colour(t))).collect();
+    let palette_colours = type_colours(&d.types);
+    let colours: Vec<RGBColor> = palette_colours.iter().map(|c| rgb(*c)).collect();
     for b in &d.bins {
         let (x0, x1) = (
             (b.start - d.start) as f64 * 1e-9,
@@ -198,11 +298,7 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
             y = y1;
         }
     }
-    let items: Vec<(String, Rgb)> = d
-        .types
-        .iter()
-        .map(|t| (t.clone(), user().type_colour(t)))
-        .collect();
+    let items: Vec<(String, Rgb)> = d.types.iter().cloned().zip(palette_colours).collect();
     legend(&root, &items, 840, 50)?;
     root.present().map_err(err)
 }
@@ -249,14 +345,11 @@ pub fn temporal(
         .x_desc("time from the start of the interval")
         .x_label_formatter(&time_label(span))
         .y_desc(unit)
+        .y_label_formatter(&|v| units::count_compact(*v))
         .label_style(font(12))
         .draw()
         .map_err(err)?;
-    let colours: Vec<Rgb> = m
-        .types
-        .iter()
-        .map(|t| user().type_colour(&t.name))
-        .collect();
+    let colours = type_colours(&m.types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>());
     for sp in &stacked.parts {
         let x0 = sp.range.0 as f64 * slice_s;
         let x1 = (sp.range.1 + 1) as f64 * slice_s;
@@ -395,7 +488,13 @@ pub fn spatiotemporal(
     let root = canvas(path, 1200, height)?;
     let slice_s = m.grid.slice_ns() * 1e-9;
     let t_span = m.grid.slices as f64 * slice_s;
-    let names: Vec<String> = m.producers.iter().map(|p| p.name.clone()).collect();
+    let names = socscope_analysis::hierarchy::distinct_names(
+        &m.producers
+            .iter()
+            .map(|p| (p.id, p.name.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    let type_colour = type_colours(&m.types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>());
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
@@ -438,10 +537,7 @@ pub fn spatiotemporal(
         let x1 = (am.area.end + 1) as f64 * slice_s;
         let (y0, y1) = ((np - 1 - b) as f64, (np - a) as f64);
         let colour = match am.mode {
-            Some(u) => palette::lighten(
-                user().type_colour(&m.types[u].name),
-                1.0 - f64::from(am.alpha) / 255.0,
-            ),
+            Some(u) => palette::lighten(type_colour[u], 1.0 - f64::from(am.alpha) / 255.0),
             None => palette::VOID,
         };
         chart
@@ -460,14 +556,40 @@ pub fn spatiotemporal(
     let items: Vec<(String, Rgb)> = m
         .types
         .iter()
-        .map(|t| (t.name.clone(), user().type_colour(&t.name)))
+        .map(|t| t.name.clone())
+        .zip(type_colour)
         .collect();
     legend(&root, &items, 1025, 50)?;
     root.present().map_err(err)
 }
 
-/// TraceViz: the outline (actors stacked) over its Slick Graph shading band, then one small
-/// histogram per actor (the largest 24) and per group.
+/// A time axis along `y` under a plot of `plot_w` pixels from `left`, for an interval of `span_ns`:
+/// ticks, labels from the interval's start, and what it is.
+fn time_axis(root: &Area, left: i32, plot_w: i32, y: i32, span_ns: i64) -> Result<()> {
+    let axis = TimeAxis::new(0, span_ns.max(1), (plot_w / 110).max(2) as usize);
+    for t in axis.ticks(0, span_ns.max(1)) {
+        let x = left + (t as f64 / span_ns.max(1) as f64 * f64::from(plot_w)).round() as i32;
+        root.draw(&PathElement::new(
+            vec![(x, y), (x, y + 5)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(err)?;
+        let label = axis.label(t);
+        let w = text_width(&label, 11);
+        root.draw(&Text::new(label, (x - w / 2, y + 7), font(11)))
+            .map_err(err)?;
+    }
+    root.draw(&PathElement::new(
+        vec![(left, y), (left + plot_w, y)],
+        BLACK.stroke_width(1),
+    ))
+    .map_err(err)?;
+    Ok(())
+}
+
+/// TraceViz: the outline (actors stacked, one colour each, named in the legend beside it) over its
+/// Slick Graph shading band, with a time axis; then one small histogram per group and per actor (the
+/// largest 24) and the time axis again. Producers of one name are told apart by id.
 pub fn timeline(
     path: &Path,
     t: &Timeline,
@@ -475,14 +597,17 @@ pub fn timeline(
     smoothed: &[f64],
     lum: &[f64],
 ) -> Result<()> {
-    let mut actors: Vec<&socscope_analysis::traceviz::ActorHist> = t.actors.iter().collect();
-    actors.sort_by(|a, b| {
-        b.values
+    let names = socscope_analysis::hierarchy::distinct_names(
+        &t.actors
             .iter()
-            .sum::<f64>()
-            .total_cmp(&a.values.iter().sum::<f64>())
-    });
-    actors.truncate(24);
+            .map(|a| (a.producer, a.name.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    let colours = producer_colours(&t.actors.iter().map(|a| a.name.as_str()).collect::<Vec<_>>());
+    let sum = |v: &[f64]| v.iter().sum::<f64>();
+    let mut by_size: Vec<usize> = (0..t.actors.len()).collect();
+    by_size.sort_by(|&a, &b| sum(&t.actors[b].values).total_cmp(&sum(&t.actors[a].values)));
+    let shown_actors: Vec<usize> = by_size.iter().copied().take(24).collect();
     let rows: Vec<(String, Vec<f64>, Rgb)> = groups
         .iter()
         .map(|g| {
@@ -498,25 +623,26 @@ pub fn timeline(
                 c,
             )
         })
-        .chain(actors.iter().map(|a| {
-            (
-                a.name.clone(),
-                a.values.clone(),
-                user().producer_colour(&a.name),
-            )
-        }))
+        .chain(
+            shown_actors
+                .iter()
+                .map(|&i| (names[i].clone(), t.actors[i].values.clone(), colours[i])),
+        )
         .collect();
     let w = t.outline.len().max(1);
     let row_h = 34u32;
     let outline_h = 260u32;
-    let height = outline_h + 60 + row_h * rows.len() as u32 + 20;
+    let axis_h = 34u32;
+    let height = outline_h + 60 + axis_h + 20 + row_h * rows.len() as u32 + axis_h + 10;
     let width = 1200u32;
     let root = canvas(path, width, height)?;
+    let span_ns = t.end - t.start;
     root.draw(&Text::new(
         format!(
-            "TraceViz — {:?}, {} actors, {} bins",
+            "TraceViz — {:?} of {} actors over {} in {} bins",
             t.statistic,
             t.actors.len(),
+            units::duration(span_ns),
             w
         ),
         (12, 8),
@@ -524,7 +650,8 @@ pub fn timeline(
     ))
     .map_err(err)?;
     let left = 200i32;
-    let plot_w = (width as i32 - left - 20).max(10);
+    let legend_w = 200i32;
+    let plot_w = (width as i32 - left - legend_w - 20).max(10);
     let x_of = |i: usize| left + (i as i64 * plot_w as i64 / w as i64) as i32;
     // Slick Graph band: luminance per bin (white = local minimum, black = local maximum).
     let band = (36, 60);
@@ -550,7 +677,7 @@ pub fn timeline(
     let y_of = |v: f64| bottom - ((v / max) * f64::from(bottom - top)) as i32;
     for i in 0..t.outline.len() {
         let mut acc = 0.0;
-        for a in &t.actors {
+        for (a, c) in t.actors.iter().zip(&colours) {
             let v = a.values[i];
             if v <= 0.0 {
                 continue;
@@ -558,7 +685,7 @@ pub fn timeline(
             let (y0, y1) = (y_of(acc), y_of(acc + v));
             root.draw(&Rectangle::new(
                 [(x_of(i), y1), (x_of(i + 1).max(x_of(i) + 1), y0)],
-                rgb(user().producer_colour(&a.name)).filled(),
+                rgb(*c).filled(),
             ))
             .map_err(err)?;
             acc += v;
@@ -572,7 +699,7 @@ pub fn timeline(
     root.draw(&PathElement::new(curve, BLACK.stroke_width(2)))
         .map_err(err)?;
     root.draw(&Text::new(
-        format!("outline (max {})", format_value(max)),
+        format!("outline (max {})", units::count_compact(max)),
         (12, top + 4),
         font(13),
     ))
@@ -582,8 +709,30 @@ pub fn timeline(
         BLACK.stroke_width(1),
     ))
     .map_err(err)?;
+    time_axis(&root, left, plot_w, bottom, span_ns)?;
+    // The outline's legend: its actors, largest first, as many as fit beside it.
+    let fits = ((bottom - top) / 18).max(1) as usize;
+    let listed: Vec<usize> = if by_size.len() > fits {
+        by_size[..fits - 1].to_vec()
+    } else {
+        by_size.clone()
+    };
+    let items: Vec<(String, Rgb)> = listed
+        .iter()
+        .map(|&i| (fit(&names[i], 13, legend_w - 30), colours[i]))
+        .collect();
+    let lx = left + plot_w + 12;
+    legend(&root, &items, lx, top)?;
+    if listed.len() < by_size.len() {
+        root.draw(&Text::new(
+            format!("+ {} smaller actors", by_size.len() - listed.len()),
+            (lx, top + 18 * listed.len() as i32),
+            font(12),
+        ))
+        .map_err(err)?;
+    }
     // One row per group and actor, each scaled to its own maximum.
-    let mut y = bottom + 20;
+    let mut y = bottom + axis_h as i32 + 20;
     for (name, values, c) in &rows {
         let m = values.iter().copied().fold(0.0, f64::max).max(1e-12);
         let base = y + row_h as i32 - 4;
@@ -603,11 +752,23 @@ pub fn timeline(
             BLACK.mix(0.3).stroke_width(1),
         ))
         .map_err(err)?;
-        let label: String = name.chars().take(26).collect();
-        root.draw(&Text::new(label, (12, y + 8), font(12)))
+        root.draw(&Text::new(fit(name, 12, left - 20), (12, y + 8), font(12)))
             .map_err(err)?;
         y += row_h as i32;
     }
+    if shown_actors.len() < t.actors.len() {
+        root.draw(&Text::new(
+            format!(
+                "(the {} largest of {} actors)",
+                shown_actors.len(),
+                t.actors.len()
+            ),
+            (left + plot_w + 12, bottom + axis_h as i32 + 28),
+            font(12),
+        ))
+        .map_err(err)?;
+    }
+    time_axis(&root, left, plot_w, y + 2, span_ns)?;
     root.present().map_err(err)
 }
 
@@ -648,16 +809,18 @@ pub fn compare(path: &Path, c: &Comparison) -> Result<()> {
             Rectangle::new([(w.start_s, 0.0), (w.end_s, w.score)], colour.filled())
         }))
         .map_err(err)?;
-    chart
-        .draw_series(c.windows.iter().filter(|w| w.departure).map(|w| {
-            let who = w
-                .producers
-                .first()
-                .map(|d| format!("{} {:+.2}", d.name, d.delta))
-                .unwrap_or_default();
-            Text::new(who, (w.start_s, (w.score + 0.08).min(0.95)), font(12))
-        }))
-        .map_err(err)?;
+    // Who departs most, above each departing window, kept inside the plot at its right end.
+    let (right, _) = chart.backend_coord(&(span, 0.0));
+    for w in c.windows.iter().filter(|w| w.departure) {
+        let who = w
+            .producers
+            .first()
+            .map(|d| format!("{} {:+.2}", d.name, d.delta))
+            .unwrap_or_default();
+        let (x, y) = chart.backend_coord(&(w.start_s, (w.score + 0.08).min(0.95)));
+        let x = x.min(right - text_width(&who, 12) - 2);
+        root.draw(&Text::new(who, (x, y), font(12))).map_err(err)?;
+    }
     chart
         .draw_series(DashedLineSeries::new(
             vec![(0.0, c.threshold), (span, c.threshold)],
@@ -667,4 +830,167 @@ pub fn compare(path: &Path, c: &Comparison) -> Result<()> {
         ))
         .map_err(err)?;
     root.present().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socscope_analysis::density::DensityBin;
+    use socscope_analysis::stats::{Operator, StatSlice};
+    use socscope_analysis::traceviz::{ActorHist, Statistic};
+
+    /// Width, height and RGB pixels of a PNG.
+    fn decode(path: &Path) -> (usize, usize, Vec<[u8; 3]>) {
+        let mut r = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()))
+            .read_info()
+            .unwrap();
+        let mut buf = vec![0; r.output_buffer_size().unwrap()];
+        let info = r.next_frame(&mut buf).unwrap();
+        let n = info.color_type.samples();
+        let px = buf[..info.buffer_size()]
+            .chunks(n)
+            .map(|c| [c[0], c[1], c[2]])
+            .collect();
+        (info.width as usize, info.height as usize, px)
+    }
+
+    fn at(img: &(usize, usize, Vec<[u8; 3]>), x: i32, y: i32) -> [u8; 3] {
+        img.2[y as usize * img.0 + x as usize]
+    }
+
+    #[test]
+    fn value_labels_say_the_whole_value() {
+        assert_eq!(value_label(16_011.0, 47_497.0, "events"), "16.01k (33.7 %)");
+        assert_eq!(value_label(21.35e9, 33.96e9, "ns"), "21.35 s (62.9 %)");
+        assert_eq!(value_label(0.0, 0.0, "events"), "0 (0.0 %)");
+    }
+
+    #[test]
+    fn density_legend_gives_each_type_its_own_colour() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.png");
+        let types: Vec<String> = ["thread_exit", "running", "irq", "cpu-burn"]
+            .map(String::from)
+            .to_vec();
+        let d = Density {
+            start: 0,
+            end: 1000,
+            types: types.clone(),
+            bins: vec![DensityBin {
+                start: 0,
+                end: 1000,
+                count: 10,
+                per_type: vec![1, 2, 3, 4],
+            }],
+            max: 10,
+            total: 10,
+            loaded_until: 1000,
+        };
+        density(&path, &d).unwrap();
+        let img = decode(&path);
+        // Legend boxes: 12 px squares from (840, 50), one every 18 px.
+        let boxes: Vec<[u8; 3]> = (0..types.len() as i32)
+            .map(|i| at(&img, 846, 56 + 18 * i))
+            .collect();
+        let set: std::collections::BTreeSet<[u8; 3]> = boxes.iter().copied().collect();
+        assert_eq!(set.len(), types.len(), "{boxes:?}");
+        assert_eq!(
+            boxes[1],
+            palette::colour("running"),
+            "the known type keeps its colour"
+        );
+        assert!(!set.contains(&[255, 255, 255]));
+    }
+
+    #[test]
+    fn stats_value_labels_are_never_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.png");
+        let slice = |label: &str, value: f64| StatSlice {
+            label: label.into(),
+            value,
+            colour_key: label.into(),
+            colour: palette::colour("irq"),
+            members: vec![1],
+        };
+        let s = StatisticsSnapshot {
+            operator: Operator::StateDurationPerType,
+            unit: "ns",
+            slices: vec![
+                slice("a state type with a rather long name indeed", 9.1e15),
+                slice("b", 5e15),
+            ],
+            total: 9.1e15 + 5e15,
+        };
+        stats(&path, &s).unwrap();
+        let img = decode(&path);
+        let (w, h) = (img.0 as i32, img.1 as i32);
+        let ink = |x: i32| (0..h).any(|y| at(&img, x, y) != [255, 255, 255]);
+        // Nothing touches the right edge, and the widest label is drawn right of its bar.
+        assert!(
+            (w - 6..w).all(|x| !ink(x)),
+            "a label runs into the right edge"
+        );
+        let right = text_width(&value_label(9.1e15, s.total, "ns"), 12) + 20;
+        assert!(
+            (w - right..w - 6).any(ink),
+            "the value label of the longest bar is drawn"
+        );
+        // The two slices are of one colour in the snapshot: the chart makes them two.
+        let left = (text_width(&s.slices[0].label, 12) + 28).clamp(80, 420);
+        let x = 12 + left + 4;
+        let saturated: std::collections::BTreeSet<[u8; 3]> = (0..h)
+            .map(|y| at(&img, x, y))
+            .filter(|c| c.iter().max().unwrap() - c.iter().min().unwrap() > 60)
+            .collect();
+        assert_eq!(saturated.len(), 2, "{saturated:?}");
+        assert!(saturated.contains(&palette::colour("irq")));
+    }
+
+    #[test]
+    fn timeline_has_a_time_axis_a_legend_and_tells_same_named_actors_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.png");
+        let actor = |producer: u32, name: &str, v: f64| ActorHist {
+            producer,
+            name: name.into(),
+            values: vec![v; 100],
+        };
+        let t = Timeline {
+            start: 5_000_000_000,
+            end: 7_000_000_000,
+            statistic: Statistic::Density,
+            actors: vec![
+                actor(27, "cpu-burn", 3.0),
+                actor(28, "cpu-burn", 2.0),
+                actor(3, "vdec", 1.0),
+            ],
+            outline: vec![6.0; 100],
+        };
+        let flat = vec![6.0; 100];
+        timeline(&path, &t, &[], &flat, &vec![0.5; 100]).unwrap();
+        let img = decode(&path);
+        // Layout of `timeline`: plot from x = 200, 780 px wide; outline box from y = 68 to 300;
+        // rows of 34 px from y = 354; legend boxes from (992, 68), one every 18 px.
+        let (left, plot_w, bottom) = (200, 780, 300);
+        let axis = TimeAxis::new(0, 2_000_000_000, (plot_w / 110) as usize);
+        let ticks: Vec<i64> = axis.ticks(0, 2_000_000_000).collect();
+        assert!(ticks.len() >= 3, "{ticks:?}");
+        for tk in ticks {
+            let x = left + (tk as f64 / 2e9 * f64::from(plot_w)).round() as i32;
+            assert!(
+                (bottom + 2..bottom + 5).all(|y| at(&img, x, y) == [0, 0, 0]),
+                "a tick at {x} for {}",
+                axis.label(tk)
+            );
+        }
+        // The legend lists the three actors, largest first, each in a colour of its own that
+        // is the colour of its row below.
+        let legend: Vec<[u8; 3]> = (0..3).map(|i| at(&img, 998, 74 + 18 * i)).collect();
+        let set: std::collections::BTreeSet<[u8; 3]> = legend.iter().copied().collect();
+        assert_eq!(set.len(), 3, "{legend:?}");
+        let row = |i: i32| at(&img, left + 10, 354 + 34 * i + 20);
+        assert_eq!((row(0), row(1), row(2)), (legend[0], legend[1], legend[2]));
+        assert_eq!(legend[0], palette::colour("cpu-burn"));
+    }
 }

@@ -115,3 +115,20 @@ fn the_statistics_pie_shows_syscalls_by_name() {
         h.get_by_label(name);
     }
 }
+
+#[test]
+fn no_two_types_of_a_trace_share_a_colour() {
+    // `thread_exit` hashes to the green of `running`: the GUI moves it, as the PNGs do.
+    let (dir, trace) = common::demo_trace(6, 1);
+    let h = open(&trace, &dir.path().join("colours.json"));
+    let s = &h.state().sessions[0];
+    let types = &s.meta.as_ref().expect("meta").types;
+    assert!(types.iter().any(|t| t.name == "thread_exit"));
+    let names = s.names.as_ref().expect("names");
+    let colours: std::collections::BTreeSet<[u8; 4]> = types
+        .iter()
+        .map(|t| names.colour(t.id).to_array())
+        .collect();
+    assert_eq!(colours.len(), types.len());
+    assert_eq!(running_colour(&h), Color32::from_rgb(0x2c, 0xa0, 0x2c));
+}

@@ -188,6 +188,25 @@ fn kind_rank(p: &Producer) -> u8 {
     }
 }
 
+/// Names for a chart's producers, told apart: a name two of them share gets the producer's id
+/// (`cpu-burn #27`, `cpu-burn #28`), the others stay as they are.
+pub fn distinct_names(producers: &[(ProducerId, &str)]) -> Vec<String> {
+    let mut count: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (_, n) in producers {
+        *count.entry(n).or_insert(0) += 1;
+    }
+    producers
+        .iter()
+        .map(|(id, n)| {
+            if count[n] > 1 {
+                format!("{n} #{id}")
+            } else {
+                (*n).to_owned()
+            }
+        })
+        .collect()
+}
+
 fn label(p: &Producer) -> String {
     use socscope_tracedb::ProducerKind::*;
     match p.kind {
@@ -265,6 +284,15 @@ mod tests {
             p(3, None, ProducerKind::Cpu, "cpu0"),
             p(4, Some(99), ProducerKind::Irq, "irq9"),
         ])
+    }
+
+    #[test]
+    fn shared_names_get_their_ids() {
+        assert_eq!(
+            distinct_names(&[(27, "cpu-burn"), (3, "vdec"), (28, "cpu-burn")]),
+            ["cpu-burn #27", "vdec", "cpu-burn #28"]
+        );
+        assert!(distinct_names(&[]).is_empty());
     }
 
     #[test]

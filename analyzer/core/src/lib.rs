@@ -15,6 +15,7 @@ pub mod loader;
 pub mod micro;
 pub mod ocelotl;
 pub mod palette;
+pub mod results;
 pub mod stats;
 pub mod sync;
 pub mod table;

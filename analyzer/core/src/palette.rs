@@ -76,6 +76,45 @@ pub fn colour(name: &str) -> Rgb {
     PALETTE[(fnv1a(name) % PALETTE.len() as u64) as usize]
 }
 
+/// Whether `name` is a type with a fixed colour (the collector's reconstructed types).
+pub fn is_known(name: &str) -> bool {
+    KNOWN.iter().any(|(n, _)| *n == name)
+}
+
+/// The colours of the entries of one chart (legend order), so that no two share one: each entry
+/// gets its preferred colour unless another already has it — entries marked fixed (a known type,
+/// a user's choice) first, then in order — else the next palette colour nobody in the chart uses,
+/// then lighter and darker shades of the palette once its 24 colours are taken (216 colours in all;
+/// past that, entries keep their preferred colour).
+pub fn distinct(preferred: &[(Rgb, bool)]) -> Vec<Rgb> {
+    let mut out: Vec<Option<Rgb>> = vec![None; preferred.len()];
+    let mut used: Vec<Rgb> = Vec::with_capacity(preferred.len());
+    let order = (0..preferred.len())
+        .filter(|&i| preferred[i].1)
+        .chain((0..preferred.len()).filter(|&i| !preferred[i].1));
+    let spares = PALETTE.iter().copied().chain((1..=4).flat_map(|k: u32| {
+        let f = 0.18 * f64::from(k);
+        PALETTE
+            .iter()
+            .flat_map(move |&c| [lighten(c, f.min(0.9)), shade(c, (1.0 - f).max(0.1))])
+    }));
+    let mut spares = spares.filter(|c| *c != OTHERS && *c != VOID);
+    for i in order {
+        let want = preferred[i].0;
+        let c = if used.contains(&want) {
+            spares
+                .by_ref()
+                .find(|c| !used.contains(c) && !preferred.iter().any(|p| p.1 && p.0 == *c))
+                .unwrap_or(want)
+        } else {
+            want
+        };
+        used.push(c);
+        out[i] = Some(c);
+    }
+    out.into_iter().map(|c| c.unwrap_or(OTHERS)).collect()
+}
+
 /// `c` blended towards white by `amount` (0 = unchanged, 1 = white): lighter shades for
 /// stacked areas and partial opacity on white backgrounds.
 pub fn lighten(c: Rgb, amount: f64) -> Rgb {
@@ -196,6 +235,33 @@ impl UserColours {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_chart_never_shows_two_entries_in_one_colour() {
+        // thread_exit hashes to running's green: the known type keeps it, wherever it is listed.
+        assert_eq!(colour("thread_exit"), colour("running"));
+        let c = distinct(&[
+            (colour("thread_exit"), false),
+            (colour("running"), true),
+            (colour("irq"), true),
+        ]);
+        assert_eq!(c[1], colour("running"));
+        assert_eq!(c[2], colour("irq"));
+        assert!(c[0] != c[1] && c[0] != c[2], "{c:?}");
+        // Two producers of one name: one colour each.
+        let c = distinct(&[(colour("cpu-burn"), false), (colour("cpu-burn"), false)]);
+        assert_ne!(c[0], c[1]);
+        assert_eq!(c[0], colour("cpu-burn"));
+        // Many entries: all distinct up to 216, never grey.
+        let many: Vec<(Rgb, bool)> = (0..216)
+            .map(|i| (colour(&format!("t{i}")), false))
+            .collect();
+        let c = distinct(&many);
+        let set: std::collections::BTreeSet<Rgb> = c.iter().copied().collect();
+        assert_eq!(set.len(), 216);
+        assert!(!set.contains(&OTHERS));
+        assert!(distinct(&[]).is_empty());
+    }
 
     #[test]
     fn user_colours_override_the_palette_and_survive_a_save() {

@@ -615,10 +615,12 @@ pub fn present(settings: &PieSettings, stats: &StatsSnapshot) -> StatisticsSnaps
     let op = settings.operator;
     let mut slices: Vec<StatSlice> = Vec::new();
     let mut others = None;
+    let mut entities = Vec::new();
     for s in settings.slices(stats) {
         match s.kind {
             SliceKind::Entity(id) => {
                 let n = stats.name(op, id);
+                entities.push(slices.len());
                 slices.push(StatSlice {
                     label: n.clone(),
                     value: s.value,
@@ -650,6 +652,17 @@ pub fn present(settings: &PieSettings, stats: &StatsSnapshot) -> StatisticsSnaps
                     },
                 });
             }
+        }
+    }
+    // Two producers of one name (threads called `worker`) are two slices: told apart by id.
+    if op.per_producer() {
+        let ids: Vec<(ProducerId, &str)> = entities
+            .iter()
+            .map(|&i| (slices[i].members[0], slices[i].label.as_str()))
+            .collect();
+        let labels = crate::hierarchy::distinct_names(&ids);
+        for (i, l) in entities.into_iter().zip(labels) {
+            slices[i].label = l;
         }
     }
     slices.sort_by(|a, b| {

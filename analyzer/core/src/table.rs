@@ -16,7 +16,7 @@ use socscope_tracedb::{
 };
 
 use crate::loader::Consumer;
-use crate::timebar::format_ns;
+use socscope_tracedb::units;
 
 /// The table's columns, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl TableNames {
     /// The text of one cell.
     pub fn cell(&self, row: &TableRow, column: Column) -> String {
         match column {
-            Column::Timestamp => format_ns(row.ts),
+            Column::Timestamp => units::timestamp(row.ts),
             Column::Cpu => row.cpu.map_or_else(String::new, |c| c.to_string()),
             Column::Producer => self
                 .producers
@@ -137,7 +137,7 @@ impl TableNames {
         }
         match e.kind {
             EventKind::State { end, depth } => {
-                let _ = write!(params, "end={}, depth={depth}", format_ns(end));
+                let _ = write!(params, "end={}, depth={depth}", units::timestamp(end));
             }
             EventKind::Link { end, target } => {
                 let to = self
@@ -145,7 +145,7 @@ impl TableNames {
                     .get(&target)
                     .cloned()
                     .unwrap_or_else(|| format!("#{target}"));
-                let _ = write!(params, "end={}, to={to}", format_ns(end));
+                let _ = write!(params, "end={}, to={to}", units::timestamp(end));
             }
             EventKind::Variable { value } => {
                 let _ = write!(params, "value={value}");

@@ -18,6 +18,7 @@ mod results;
 mod schema;
 mod search;
 mod summary;
+pub mod units;
 mod upgrade;
 mod vtab;
 mod writer;

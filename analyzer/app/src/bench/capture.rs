@@ -15,8 +15,8 @@ use socscope_sim::SimConfig;
 use socscope_sim::transport::WriterTransport;
 
 use super::{file_size, rss_max_bytes, scratch_dir};
-use crate::format;
 use crate::out::outln;
+use socscope_tracedb::units;
 
 /// One realistic capture: `rate` records per simulated second for `seconds`.
 #[derive(Debug, Clone, Copy)]
@@ -103,14 +103,14 @@ fn print_row(r: &Value) -> Result<()> {
         r["capture"].as_str().unwrap_or(""),
         f("records") as u64,
         f("replay_s"),
-        format::si(f("records_per_s")),
+        units::count(f("records_per_s")),
         f("stored_events") as u64,
-        format::bytes(f("file_bytes") as u64),
-        format::bytes(f("summary_bytes") as u64),
+        units::bytes(f("file_bytes") as u64),
+        units::bytes(f("summary_bytes") as u64),
         f("summary_share") * 100.0,
         f("bytes_per_event"),
         f("wire_bytes_per_record"),
-        format::bytes(f("replay_rss_max_bytes") as u64),
+        units::bytes(f("replay_rss_max_bytes") as u64),
     );
     Ok(())
 }

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use socscope_collector::import::{ImportOptions, import};
 use socscope_formats::{Format, ftrace, kptrace};
 
-use crate::format;
 use crate::out::outln;
+use socscope_tracedb::units;
 
 /// Where the shared traces live, relative to the repository root's parent.
 const SAMPLE: &str = "shared/data/traces/ftrace/tci-ftrace_syscalls.txt";
@@ -498,17 +498,17 @@ pub fn run(
         for (name, v) in [("ftrace", &doc["ftrace"]), ("kptrace", &doc["kptrace"])] {
             outln!(
                 "{name}: {} parsed at {:.0} MB/s ({} records/s); import {} events stored in {:.2} s = {} events/s",
-                format::bytes(v["bytes"].as_u64().unwrap_or(0)),
+                units::bytes(v["bytes"].as_u64().unwrap_or(0)),
                 num(v, "parse_mb_per_s"),
-                format::si(num(v, "parse_records_per_s")),
+                units::count(num(v, "parse_records_per_s")),
                 v["stored_events"],
                 num(v, "import_s"),
-                format::si(num(v, "stored_events_per_s")),
+                units::count(num(v, "stored_events_per_s")),
             );
         }
         outln!(
             "targets (≥ {TARGET_PARSE_MB_PER_S} MB/s parsed, ≥ {} events/s stored): {}",
-            format::si(TARGET_STORED_EVENTS_PER_S),
+            units::count(TARGET_STORED_EVENTS_PER_S),
             if meets { "met" } else { "NOT met" }
         );
     }

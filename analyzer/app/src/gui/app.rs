@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 use egui::Ui;
 use socscope_analysis::hierarchy::{CheckState, types_by_category};
 use socscope_analysis::sync::{ViewFilter, ViewGroups, ViewKind};
-use socscope_analysis::timebar::{TimeBar, format_ns};
+use socscope_analysis::timebar::TimeBar;
+use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange, TraceRecord};
 
 use super::gantt::GanttView;
+use super::results::{self, ResultsPanel};
 use super::session::{CatalogWatch, TraceDescription, TraceNames, TraceWatch};
 use super::table::TableView;
 use super::theme::{ColourEdit, Colours};
@@ -45,6 +47,7 @@ pub struct TraceSession {
     pub first_view: ViewKind,
     types_dialog: bool,
     producers_dialog: bool,
+    pub results: ResultsPanel,
 }
 
 impl TraceSession {
@@ -65,6 +68,7 @@ impl TraceSession {
             first_view,
             types_dialog: false,
             producers_dialog: false,
+            results: ResultsPanel::default(),
         }
     }
 
@@ -481,8 +485,8 @@ impl GuiApp {
                             }
                             ui.label(&i.meta.board);
                             ui.label(&i.meta.application);
-                            ui.label(date(i.meta.start_unix_ns));
-                            ui.label(format!("{} s", format_ns(i.duration())));
+                            ui.label(units::utc_date_time(i.meta.start_unix_ns));
+                            ui.label(units::duration(i.duration()));
                             ui.label(i.event_count.to_string());
                             ui.label(if !i.finished {
                                 "live"
@@ -534,31 +538,8 @@ fn browser_text(r: &TraceRecord) -> String {
         r.db_file,
         i.meta.board,
         i.meta.application,
-        date(i.meta.start_unix_ns),
+        units::utc_date_time(i.meta.start_unix_ns),
         i.meta.description
-    )
-}
-
-/// `YYYY-MM-DD HH:MM:SS` of a Unix time in nanoseconds (UTC).
-pub fn date(unix_ns: i64) -> String {
-    let secs = unix_ns.div_euclid(1_000_000_000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
     )
 }
 
@@ -643,8 +624,18 @@ fn session_ui(
             if ui.button("Types…").clicked() {
                 s.types_dialog = !s.types_dialog;
             }
-            if ui.button("Producers…").clicked() {
+                        if ui.button("Producers…").clicked() {
                 s.producers_dialog = !s.producers_dialog;
+            }
+            if ui
+                .button("Results…")
+                .on_hover_text("Analysis results saved in this trace")
+                .clicked()
+            {
+                s.results.open = !s.results.open;
+                if s.results.open {
+                    s.results.refresh(&s.path);
+                }
             }
             ui.separator();
             let v = &mut s.views[gi];
@@ -665,14 +656,14 @@ fn session_ui(
                     format!(
                         "showing the first {} events of the interval (up to {} s); zoom in to see the rest",
                         v.gantt.model.events(),
-                        format_ns(v.gantt.loaded.end)
+                        units::timestamp(v.gantt.loaded.end)
                     )
                 }),
                 ViewKind::Table => v.table.truncated.then(|| {
                     format!(
                         "showing the first {} events of the interval (up to {} s); select a shorter interval to see the rest",
                         v.table.model.loaded_rows(),
-                        format_ns(v.table.loaded.end)
+                        units::timestamp(v.table.loaded.end)
                     )
                 }),
                 _ => None,
@@ -725,6 +716,7 @@ fn session_ui(
         }
     }
     filter_dialogs(ui, s, gi);
+    results::window(ui, s);
     let group = s.groups.get(gi).expect("index in range").clone();
     let v = &mut s.views[gi];
     let (bar, edit) = v
@@ -747,10 +739,10 @@ fn session_ui(
             let share = 100.0 * bar.displayed.len() as f64 / whole.len().max(1) as f64;
             ui.weak(format!(
                 "shown {} – {} s ({share:.1} % of the trace, {} – {} s)",
-                format_ns(bar.displayed.start),
-                format_ns(bar.displayed.end),
-                format_ns(whole.start),
-                format_ns(whole.end),
+                units::timestamp(bar.displayed.start),
+                units::timestamp(bar.displayed.end),
+                units::timestamp(whole.start),
+                units::timestamp(whole.end),
             ));
             if first_open {
                 ui.colored_label(
@@ -811,6 +803,7 @@ fn session_ui(
             }
         }
     });
+    results::take_saves(s, gi);
     if let Some(g) = s.groups.get_mut(gi) {
         if let Some(r) = load {
             g.set_interval(r);

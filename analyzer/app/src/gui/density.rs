@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use egui::{Pos2, Rect, Sense, Stroke, Ui};
 use socscope_analysis::density::{DensityConsumer, DensityHistogram, FINE_BINS};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
-use socscope_analysis::timebar::{TimeAxis, format_ns};
+use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, TimeRange};
 use std::sync::Arc;
 
@@ -29,6 +29,8 @@ pub struct DensityView {
     last_move: Option<Instant>,
     /// The columns last drawn, so a frame that changes nothing costs nothing.
     columns: Option<(ColumnsKey, Vec<f64>)>,
+    /// Intervals of an opened analysis result, drawn over the histogram.
+    pub bands: Vec<socscope_analysis::results::Band>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -58,6 +60,7 @@ impl DensityView {
             detail_loader: None,
             last_move: None,
             columns: None,
+            bands: Vec::new(),
         }
     }
 
@@ -247,7 +250,7 @@ impl DensityView {
             p.text(
                 Pos2::new(plot.left() - 6.0, y),
                 egui::Align2::RIGHT_CENTER,
-                format_count(max * f as f64),
+                units::count_compact(max * f as f64),
                 font.clone(),
                 text,
             );
@@ -270,6 +273,7 @@ impl DensityView {
             );
         }
         p.add(egui::Shape::mesh(mesh));
+        super::results::draw_bands(ui, plot, view, &self.bands, None);
         if cols.iter().all(|v| *v <= 0.0) {
             let msg = if self.busy() || self.hist.is_none() {
                 "loading…"
@@ -322,7 +326,7 @@ impl DensityView {
             egui::Align2::LEFT_TOP,
             format!(
                 "events per {} (one pixel column){}",
-                format_duration(px_ns),
+                units::duration_compact(px_ns),
                 if self.detail_loader.is_some() {
                     " · refining…"
                 } else {
@@ -363,7 +367,7 @@ impl DensityView {
                 if let Some(v) = cols.get(c) {
                     resp.clone().on_hover_text_at_pointer(format!(
                         "{} s\n{v:.0} events in this pixel column",
-                        format_ns(time_at(pos.x))
+                        units::timestamp(time_at(pos.x))
                     ));
                 }
             }
@@ -434,35 +438,6 @@ fn nice_ceil(v: f64) -> f64 {
         .unwrap_or(10.0 * p)
 }
 
-/// A count for an axis: `1.5k`, `2M`, or the number itself.
-fn format_count(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{}M", trim(v / 1e6))
-    } else if v >= 1e3 {
-        format!("{}k", trim(v / 1e3))
-    } else {
-        trim(v)
-    }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// A duration in nanoseconds with a readable unit.
-fn format_duration(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{} s", trim(ns / 1e9))
-    } else if ns >= 1e6 {
-        format!("{} ms", trim(ns / 1e6))
-    } else if ns >= 1e3 {
-        format!("{} µs", trim(ns / 1e3))
-    } else {
-        format!("{} ns", trim(ns))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,10 +448,5 @@ mod tests {
         assert_eq!(nice_ceil(1.2), 2.0);
         assert_eq!(nice_ceil(37.0), 50.0);
         assert_eq!(nice_ceil(700.0), 1000.0);
-        assert_eq!(format_count(1500.0), "1.5k");
-        assert_eq!(format_count(2_000_000.0), "2M");
-        assert_eq!(format_count(12.5), "12.5");
-        assert_eq!(format_duration(1500.0), "1.5 µs");
-        assert_eq!(format_duration(2.5e9), "2.5 s");
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use socscope_analysis::gantt::{GanttConsumer, GanttFrame, GanttModel, GanttSnapshot, LossGap};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
-use socscope_analysis::timebar::{TimeAxis, format_ns};
+use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, ProducerId, TimeRange};
 
 use super::session::{TraceDescription, TraceNames};
@@ -39,6 +39,8 @@ pub struct GanttView {
     last_interaction: Option<Instant>,
     /// The view left the loaded interval: load it once the user stops moving.
     pub wants_load: Option<TimeRange>,
+    /// Intervals of an opened analysis result, drawn over the chart.
+    pub bands: Vec<socscope_analysis::results::Band>,
 }
 
 #[derive(Clone, PartialEq)]
@@ -78,6 +80,7 @@ impl GanttView {
             drawn: None,
             last_interaction: None,
             wants_load: None,
+            bands: Vec::new(),
         }
     }
 
@@ -339,6 +342,7 @@ impl GanttView {
         let (shapes, links_percent, losses) = self.chart_shapes(&ids, chart, ppp, dark, names);
         let cp = ui.painter_at(chart);
         cp.extend(shapes.iter().cloned());
+        super::results::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
         let px_ns = view.len() as f64 / width as f64;
         // Header: the interval and the share of links drawn (top left, as in Framesoc).
         painter.text(
@@ -422,8 +426,8 @@ impl GanttView {
                     names.type_name(e.type_id),
                     e.category.name(),
                     names.tree.label(e.producer),
-                    format_ns(e.ts),
-                    format_ns(e.end),
+                    units::timestamp(e.ts),
+                    units::timestamp(e.end),
                     e.end - e.ts,
                     if h.in_pixel > 1 {
                         format!("\n{} events in this pixel: zoom in", h.in_pixel)

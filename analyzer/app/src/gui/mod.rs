@@ -8,6 +8,8 @@ mod app;
 mod density;
 pub mod display;
 mod gantt;
+mod results;
+
 mod script;
 mod session;
 mod stats;
@@ -17,7 +19,7 @@ mod timebar;
 
 use std::path::PathBuf;
 
-pub use app::{GuiApp, TraceSession, date};
+pub use app::{GuiApp, TraceSession};
 pub use script::Script;
 use socscope_analysis::sync::ViewKind;
 pub use theme::{ColourEdit, Colours};

@@ -47,10 +47,24 @@ impl TraceNames {
             &meta.types,
             tree.nodes().iter().map(|n| (n.id, n.label.clone())),
         ));
+        // No two types of the trace in one colour (a hashed name may fall on a known type's): the
+        // user's and the known types' colours stay, the others move to unused ones — as the PNGs do.
+        let wanted: Vec<(socscope_analysis::palette::Rgb, bool)> = meta
+            .types
+            .iter()
+            .map(|t| {
+                (
+                    colours.user.type_colour(&t.name),
+                    colours.user.types.contains_key(&t.name)
+                        || socscope_analysis::palette::is_known(&t.name),
+                )
+            })
+            .collect();
         let type_colours = meta
             .types
             .iter()
-            .map(|t| (t.id, rgb(colours.user.type_colour(&t.name))))
+            .zip(socscope_analysis::palette::distinct(&wanted))
+            .map(|(t, c)| (t.id, rgb(c)))
             .collect();
         let producer_colours = tree
             .nodes()

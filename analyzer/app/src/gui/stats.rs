@@ -9,7 +9,7 @@ use std::f32::consts::TAU;
 use egui::{Color32, Sense, Stroke, Ui, Vec2};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
 use socscope_analysis::stats::{Operator, PieSettings, SliceKind, StatsConsumer, StatsSnapshot};
-use socscope_analysis::timebar::format_ns;
+use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange};
 
 use super::session::TraceNames;
@@ -28,6 +28,8 @@ pub struct StatsView {
     group_colour: Color32,
     refreshing: bool,
     last_refresh: Option<std::time::Instant>,
+    /// "Save groups" was clicked: the session saves them as a grouping result.
+    pub save_groups: bool,
 }
 
 impl StatsView {
@@ -43,6 +45,7 @@ impl StatsView {
             group_colour: Color32::from_rgb(220, 40, 40),
             refreshing: false,
             last_refresh: None,
+            save_groups: false,
         }
     }
 
@@ -136,7 +139,7 @@ impl StatsView {
 
     fn value_text(&self, v: f64) -> String {
         if self.settings.operator.is_duration() {
-            format!("{} s", format_ns(v as i64))
+            units::duration(v as i64)
         } else {
             format!("{v:.0}")
         }
@@ -391,6 +394,18 @@ impl StatsView {
                             let members = std::mem::take(&mut v.selected);
                             v.settings.group(&name, [c.r(), c.g(), c.b()], members);
                         }));
+                    }
+                    let savable =
+                        !self.settings.groups.is_empty() && !self.settings.operator.per_syscall();
+                    if ui
+                        .add_enabled(savable, egui::Button::new("Save groups"))
+                        .on_hover_text("Keep the groups in the trace (Results…)")
+                        .on_disabled_hover_text(
+                            "Group slices first (syscall slices are names and cannot be saved)",
+                        )
+                        .clicked()
+                    {
+                        action = Some(Box::new(|v: &mut Self| v.save_groups = true));
                     }
                 });
                 if !self.settings.excluded.is_empty() {

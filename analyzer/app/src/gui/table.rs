@@ -27,6 +27,8 @@ pub struct TableView {
     load_start: i64,
     scroll_to: Option<u64>,
     pub selected: Option<i64>,
+    /// "Save filter" was clicked: the session saves the filter and its rows as a search result.
+    pub save_filter: bool,
 }
 
 impl TableView {
@@ -42,6 +44,7 @@ impl TableView {
             load_start: range.start,
             scroll_to: None,
             selected: None,
+            save_filter: false,
         }
     }
 
@@ -169,6 +172,18 @@ impl TableView {
         }
         if let Some(e) = &self.error {
             ui.colored_label(ui.visuals().error_fg_color, e);
+        }
+        let savable = !self.model.filters().is_empty()
+            && !self.model.filtering()
+            && !self.busy()
+            && self.error.is_none();
+        if ui
+            .add_enabled(savable, egui::Button::new("Save filter"))
+            .on_hover_text("Keep the filter and the events it found in the trace (Results…)")
+            .on_disabled_hover_text("Type a filter and let it finish first")
+            .clicked()
+        {
+            self.save_filter = true;
         }
         let row_h = 18.0;
         let total = self.model.row_count();

@@ -3,7 +3,8 @@
 
 use eframe::egui;
 use egui::{Pos2, Rect, Sense, Stroke, Ui, Vec2};
-use socscope_analysis::timebar::{TimeBar, format_ns, parse_ns};
+use socscope_analysis::timebar::TimeBar;
+use socscope_tracedb::units;
 
 /// What the user asked for with the bar.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,13 +20,18 @@ pub struct BarEdit {
     start: String,
     end: String,
     editing: bool,
+    /// Why the last typed time was refused (shown until a time is accepted).
+    error: Option<String>,
 }
 
 pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i64>) -> BarAction {
     let mut action = BarAction::None;
+    // egui reports a lost focus on two frames when Enter ends the edit; the second one sees the
+    // field already reset, so only a field edited until now is read.
+    let was_editing = edit.editing;
     if !edit.editing {
-        edit.start = format_ns(bar.selection.start);
-        edit.end = format_ns(bar.selection.end);
+        edit.start = units::timestamp(bar.selection.start);
+        edit.end = units::timestamp(bar.selection.end);
     }
     // The start and end fields fit their text (`1234.567890123`) whatever the window: they and the
     // buttons are laid out first, from the right, and the slider takes the width that is left.
@@ -86,15 +92,24 @@ pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i
                     .desired_width(field_w),
             );
             edit.editing = s.has_focus() || e.has_focus();
-            if s.lost_focus()
-                && let Some(t) = parse_ns(&edit.start)
-            {
-                bar.set_start(t);
+
+            if s.lost_focus() && was_editing {
+                match units::parse_time(&edit.start) {
+                    Ok(t) => {
+                        bar.set_start(t);
+                        edit.error = None;
+                    }
+                    Err(err) => edit.error = Some(format!("start: {err}")),
+                }
             }
-            if e.lost_focus()
-                && let Some(t) = parse_ns(&edit.end)
-            {
-                bar.set_end(t);
+            if e.lost_focus() && was_editing {
+                match units::parse_time(&edit.end) {
+                    Ok(t) => {
+                        bar.set_end(t);
+                        edit.error = None;
+                    }
+                    Err(err) => edit.error = Some(format!("end: {err}")),
+                }
             }
             if ui
                 .button(">")
@@ -109,6 +124,9 @@ pub fn show(ui: &mut Ui, bar: &mut TimeBar, edit: &mut BarEdit, cursor: Option<i
             slider(ui, rect, &resp, bar, cursor);
         });
     });
+    if let Some(e) = &edit.error {
+        ui.colored_label(ui.visuals().error_fg_color, e);
+    }
     action
 }
 

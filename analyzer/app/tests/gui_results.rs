@@ -1,0 +1,333 @@
+//! The Results panel (issue 12): saved results listed, opened into the views (annotations as bands on the
+//! Gantt and the density, groups into the pie, a search into the table), deleted; the pie's groups and the
+//! table's filter saved from the GUI into the trace file.
+#![cfg(feature = "gui")]
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::{NodeT, Queryable};
+use socscope_analysis::results::{self as saved, Band};
+use socscope_analysis::sync::ViewKind;
+use socscope_analyzer::gui::GuiApp;
+use socscope_analyzer::gui::egui;
+use socscope_tracedb::{AnalysisData, AnalysisKind, AnalysisResult, ResultStore, TraceReader};
+
+fn harness(app: GuiApp) -> Harness<'static, GuiApp> {
+    Harness::builder()
+        .with_size(egui::Vec2::new(1100.0, 640.0))
+        .with_max_steps(16)
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
+}
+
+fn settle(h: &mut Harness<'_, GuiApp>) {
+    let t = Instant::now();
+    let mut idle = 0;
+    while idle < 3 {
+        h.step();
+        let ready = h
+            .state()
+            .active
+            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
+        idle = if ready && !h.state().busy() {
+            idle + 1
+        } else {
+            0
+        };
+        assert!(t.elapsed() < Duration::from_secs(60), "never settled");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    h.run();
+}
+
+fn open(trace: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
+    let mut h = harness(GuiApp::new(None, &[trace.to_path_buf()], view, false));
+    settle(&mut h);
+    h
+}
+
+fn save(trace: &Path, description: &str, data: &AnalysisData) -> i64 {
+    ResultStore::open(trace)
+        .unwrap()
+        .save(
+            &AnalysisResult {
+                id: 0,
+                tool_id: None,
+                tool_name: "test".into(),
+                kind: data.kind(),
+                date_unix_ns: 1_795_218_170_000_000_000,
+                description: description.into(),
+            },
+            data,
+        )
+        .unwrap()
+}
+
+fn click(h: &mut Harness<'_, GuiApp>, label: &str) {
+    h.get_by_label(label).click();
+    h.run();
+}
+
+/// With `GUI_RESULTS_PNG=DIR`, keeps the frame as DIR/`name`.png, to look at.
+fn keep(h: &mut Harness<'_, GuiApp>, name: &str) {
+    if let Some(dir) = std::env::var_os("GUI_RESULTS_PNG") {
+        let img = h.render().expect("rendered");
+        img.save(Path::new(&dir).join(format!("{name}.png")))
+            .unwrap();
+    }
+}
+
+/// Columns (x) of the image where at least `min` pixels are the band colour (its 1-point edges);
+/// the frame is kept as `name` (see [`keep`]).
+fn band_columns(h: &mut Harness<'_, GuiApp>, min: u32, name: &str) -> Vec<u32> {
+    keep(h, name);
+    let img = h.render().expect("rendered");
+    let amber = |p: [u8; 4]| {
+        (p[0] as i32 - 255).abs() <= 12
+            && (p[1] as i32 - 170).abs() <= 12
+            && (p[2] as i32).abs() <= 12
+    };
+    (0..img.width())
+        .filter(|&x| {
+            (0..img.height())
+                .filter(|&y| amber(img.get_pixel(x, y).0))
+                .count() as u32
+                >= min
+        })
+        .collect()
+}
+
+/// Groups of adjacent columns, as (first, last).
+fn runs(cols: &[u32]) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &c in cols {
+        match out.last_mut() {
+            Some(r) if r.1 + 1 >= c => r.1 = c,
+            _ => out.push((c, c)),
+        }
+    }
+    out
+}
+
+#[test]
+fn annotations_open_as_bands_on_the_gantt_and_the_density_and_can_be_deleted() {
+    let (_dir, trace) = common::demo_trace(5, 2);
+    let reader = TraceReader::open(&trace).unwrap();
+    let info = reader.info().unwrap();
+    let vdec: Vec<u32> = reader
+        .producers()
+        .unwrap()
+        .iter()
+        .filter(|p| p.name == "vdec")
+        .map(|p| p.id)
+        .collect();
+    drop(reader);
+    let t0 = info.t_min;
+    // Two bands, the second twice as long as the first: their widths on screen keep that ratio.
+    let band = |a: i64, b: i64| Band {
+        start: t0 + a,
+        end: t0 + b,
+        label: format!("band at {a}"),
+        producers: vdec.clone(),
+        who: "vdec".into(),
+        value: 1.0,
+    };
+    let bands = vec![
+        band(300_000_000, 500_000_000),
+        band(900_000_000, 1_300_000_000),
+    ];
+    let id = save(
+        &trace,
+        "two marked intervals",
+        &saved::interval_annotations("mark", &bands),
+    );
+    let mut h = open(&trace, ViewKind::Gantt);
+    assert!(
+        band_columns(&mut h, 100, "before").is_empty(),
+        "no band before one is opened"
+    );
+    click(&mut h, "Results…");
+    h.get_by_label("two marked intervals");
+    h.get_by_label("annotation");
+    click(&mut h, "Open");
+    settle(&mut h);
+    keep(&mut h, "results_window");
+    let s = &h.state().sessions[0];
+    assert_eq!(s.views[0].gantt.bands, bands);
+    assert_eq!(s.views[0].density.bands, bands);
+    assert_eq!(s.results.applied, Some(id));
+    click(&mut h, "Results…");
+
+    let check = |h: &mut Harness<'_, GuiApp>, what: &str| {
+        let r = runs(&band_columns(h, 100, what));
+        assert_eq!(r.len(), 4, "{what}: two edges per band: {r:?}");
+        let w1 = (r[1].0 - r[0].0) as f64;
+        let w2 = (r[3].0 - r[2].0) as f64;
+        assert!(
+            (w2 / w1 - 2.0).abs() < 0.1,
+            "{what}: widths {w1} and {w2} keep the 1:2 of the intervals"
+        );
+    };
+    check(&mut h, "gantt");
+    h.state_mut().sessions[0]
+        .groups
+        .get_mut(0)
+        .unwrap()
+        .switch_to(ViewKind::Density);
+    settle(&mut h);
+    check(&mut h, "density");
+    // Delete (asks once more), and the bands go with it.
+    click(&mut h, "Results…");
+    click(&mut h, "Delete");
+    click(&mut h, "Really delete");
+    assert!(h.state().sessions[0].results.list.is_empty());
+    assert!(h.state().sessions[0].views[0].density.bands.is_empty());
+    assert!(
+        TraceReader::open(&trace)
+            .unwrap()
+            .analysis_results(None, None)
+            .unwrap()
+            .is_empty(),
+        "deleted from the file"
+    );
+}
+
+#[test]
+fn the_pie_groups_are_saved_and_applied_again() {
+    let (_dir, trace) = common::demo_trace(5, 2);
+    let mut h = open(&trace, ViewKind::Statistics);
+    let reader = TraceReader::open(&trace).unwrap();
+    let types = reader.event_types().unwrap();
+    let id_of = |n: &str| types.iter().find(|t| t.name == n).unwrap().id;
+    let members = [id_of("irq"), id_of("softirq")];
+    drop(reader);
+    assert!(
+        h.get_by_label("Save groups").accesskit_node().is_disabled(),
+        "nothing to save without a group"
+    );
+    h.state_mut().sessions[0].views[0].stats.settings.group(
+        "interrupts",
+        [10, 200, 30],
+        members.into(),
+    );
+    h.run();
+    click(&mut h, "Save groups");
+    let stored = TraceReader::open(&trace)
+        .unwrap()
+        .analysis_results(None, Some(AnalysisKind::Grouping))
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].tool_name, "socscope view");
+    let data = TraceReader::open(&trace)
+        .unwrap()
+        .analysis_data(stored[0].id)
+        .unwrap()
+        .unwrap();
+    let (_, groups) = saved::pie_groups(&data).unwrap();
+    assert_eq!(groups[0].name, "interrupts");
+    assert_eq!(groups[0].colour, [10, 200, 30]);
+    assert_eq!(groups[0].members, members.into());
+    // Gone from the pie, back from the result.
+    h.state_mut().sessions[0].views[0]
+        .stats
+        .settings
+        .groups
+        .clear();
+    h.run();
+    assert!(h.query_by_label("interrupts").is_none());
+    click(&mut h, "Results…");
+    click(&mut h, "Open");
+    click(&mut h, "Results…");
+    settle(&mut h);
+    assert_eq!(h.state().sessions[0].views[0].stats.settings.groups, groups);
+    h.get_by_label("interrupts");
+}
+
+#[test]
+fn the_table_filter_is_saved_as_a_search_and_applied_again() {
+    let (_dir, trace) = common::demo_trace(5, 2);
+    let mut h = open(&trace, ViewKind::Table);
+    let mut filters = socscope_analysis::table::ColumnFilters::default();
+    filters.patterns[4] = "^irq$".into();
+    {
+        let t = &mut h.state_mut().sessions[0].views[0].table;
+        t.edit = filters.clone();
+        t.model.set_filters(filters.clone()).unwrap();
+    }
+    settle(&mut h);
+    let rows = h.state().sessions[0].views[0].table.model.row_count();
+    assert!(rows > 0);
+    click(&mut h, "Save filter");
+    let reader = TraceReader::open(&trace).unwrap();
+    let stored = reader
+        .analysis_results(None, Some(AnalysisKind::Search))
+        .unwrap();
+    assert_eq!(
+        stored.len(),
+        1,
+        "{:?}",
+        h.state().sessions[0].results.status
+    );
+    let data = reader.analysis_data(stored[0].id).unwrap().unwrap();
+    let AnalysisData::Search { ids, .. } = &data else {
+        panic!("a search")
+    };
+    assert_eq!(ids.len() as u64, rows, "every row the filter kept");
+    let search = saved::parse_table_search(&data).unwrap();
+    assert_eq!(search.filters, filters);
+    // Cleared, then applied from the result.
+    {
+        let t = &mut h.state_mut().sessions[0].views[0].table;
+        t.edit = Default::default();
+        t.model.set_filters(Default::default()).unwrap();
+    }
+    settle(&mut h);
+    assert!(h.state().sessions[0].views[0].table.model.row_count() > rows);
+    click(&mut h, "Results…");
+    click(&mut h, "Open");
+    settle(&mut h);
+    let t = &h.state().sessions[0].views[0].table;
+    assert_eq!(t.model.filters(), &filters);
+    assert_eq!(t.model.row_count(), rows);
+}
+
+/// The text field holding `value`.
+fn field<'a>(h: &'a Harness<'_, GuiApp>, value: &'a str) -> egui_kittest::Node<'a> {
+    h.get_all_by_value(value)
+        .find(|n| n.accesskit_node().role() == egui::accesskit::Role::TextInput)
+        .unwrap_or_else(|| panic!("no text field holds {value:?}"))
+}
+
+#[test]
+fn a_mistyped_time_in_the_time_bar_says_why() {
+    let (_dir, trace) = common::demo_trace(5, 1);
+    let mut h = open(&trace, ViewKind::Density);
+    let start = socscope_tracedb::units::timestamp(h.state().sessions[0].whole().start);
+    field(&h, &start).click();
+    h.run();
+    field(&h, &start).type_text("x");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    // The click put the cursor mid-field: whatever the text, it is not a time, and the bar says so.
+    h.get_by_label_contains("start: `0.0");
+    h.get_by_label_contains("` is not a time (e.g. 1.5s, 200ms, 30us, 42ns)");
+    // A good time is taken and the message goes.
+    field(&h, &start).click();
+    h.run();
+    for _ in 0..start.len() {
+        h.key_press(egui::Key::Delete);
+        h.key_press(egui::Key::Backspace);
+    }
+    h.run();
+    field(&h, "").type_text("250ms");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert!(h.query_by_label_contains("is not a time").is_none());
+    let bar = &h.state().sessions[0].views[0].bars[&ViewKind::Density].0;
+    assert_eq!(bar.selection.start, 250_000_000);
+}
