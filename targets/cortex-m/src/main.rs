@@ -922,25 +922,6 @@ fn bench() {
             )
         }),
     ];
-    {
-        // SAFETY: probe
-        let mut core = unsafe { cortex_m::Peripherals::steal() };
-        core.SYST.set_clock_source(SystClkSource::Core);
-        core.SYST.set_reload(0x00ff_ffff);
-        core.SYST.clear_current();
-        core.SYST.enable_counter();
-        let c0 = cortex_m::peripheral::SYST::get_current();
-        let t0 = now();
-        busy(250_000);
-        let c1 = cortex_m::peripheral::SYST::get_current();
-        let t1 = now();
-        Line::new()
-            .text("probe systick ")
-            .num(u64::from(c0 - c1))
-            .text(" timer ")
-            .num(t1 - t0)
-            .print();
-    }
     // The measuring loop with nothing in it: subtracted from every batch.
     let mut empty: u64 = 0;
     for _ in 0..BENCH_ROUNDS {
