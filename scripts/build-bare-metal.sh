@@ -22,3 +22,17 @@ echo "bare-metal build OK ($target); footprint image: $elf"
 "$size_tool" -A "$elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  %-8s %6d bytes\n", $1, $2 }'
 firmware="$(targets/cortex-m/build.sh)"
 echo "mps2-an386 firmware OK: $firmware"
+
+# The C API's static library, and its link-time proof: every exported function kept, everything else
+# garbage-collected; a panicking path still reachable from one of them references the panic handler, which
+# calls the undefined socscope_agent_must_not_panic, and the link fails.
+"${cargo[@]}" build -q --release -p socscope-agent-capi --target "$target" "${build_std[@]}" --target-dir "$out"
+capi="$out/$target/release/libsocscope_agent_capi.a"
+nm_tool=$(command -v llvm-nm || ls /usr/lib/llvm-*/bin/llvm-nm 2>/dev/null | head -n 1)
+mapfile -t exported < <("$nm_tool" --defined-only -g "$capi" 2>/dev/null | awk '$2 == "T" && $3 ~ /^socscope_/ { print $3 }')
+[ "${#exported[@]}" -ge 26 ] || { echo "build-bare-metal: only ${#exported[@]} socscope_ functions in $capi" >&2; exit 1; }
+keep=()
+for s in "${exported[@]}"; do keep+=(-u "$s"); done
+"$lld" -flavor gnu --gc-sections -e socscope_agent_size "${keep[@]}" "$capi" -o "$out/capi-proof.elf"
+echo "C API static library OK (no panicking path from its ${#exported[@]} functions): $capi"
+"$size_tool" -A "$out/capi-proof.elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  %-8s %6d bytes\n", $1, $2 }'
