@@ -6,8 +6,8 @@
 # Builds the image (installing Debian's rustc-web and qemu-system-arm if missing), starts QEMU with the UART
 # on a pseudo-terminal (default: `socscope collect --serial /dev/pts/N`, the serial port path) or, with
 # --tcp, on a TCP connection to a collector listening on loopback (`socscope collect --listen`), and leaves
-# the trace in the catalog DIR. The firmware runs N seconds of board time, sends Bye and stops QEMU; the
-# collector ends after that one session. Prints the collector's lines and the firmware's own counters
+# the trace in the catalog DIR. The firmware runs N seconds of board time and sends Bye; the collector ends
+# after that one session, and this script then stops QEMU. Prints the collector's lines and the firmware's own counters
 # (lines starting `socscope-board:`).
 #
 #   --baud B      the UART's modelled speed (default 921600; 0: as fast as QEMU takes bytes). QEMU's UART
@@ -65,7 +65,7 @@ cleanup() {
 trap cleanup EXIT
 
 qemu=(qemu-system-arm -M mps2-an386 -nographic
-  -semihosting-config "enable=on,target=native,arg=socscope-board,arg=seconds=$seconds,arg=baud=$baud,arg=mode=$mode,arg=session=$session"
+  -semihosting-config "enable=on,target=native,arg=socscope-board,arg=seconds=$seconds,arg=baud=$baud,arg=mode=$mode,arg=session=$session,arg=linger=1"
   -kernel "$elf")
 [ -z "$icount" ] || qemu+=(-icount "shift=$icount,sleep=off")
 
@@ -123,30 +123,28 @@ else
   exec 3>&-
 fi
 
-# Board time runs at host speed without --icount, slower with it: allow for both.
+# Board time runs at host speed without --icount, slower with it: allow for both. The collector ends after
+# the board's Bye; the firmware then idles (linger=1) until QEMU is stopped here, so that no byte still in
+# the pty is lost when QEMU closes it.
 limit=$((60 + seconds * 20))
 status=0
 for _ in $(seq $((limit * 10))); do
+  kill -0 "$collector_pid" 2>/dev/null || break
   kill -0 "$qemu_pid" 2>/dev/null || break
   sleep 0.1
 done
-if kill -0 "$qemu_pid" 2>/dev/null; then
-  echo "run.sh: QEMU still running after $limit s; stopping it" >&2
-  status=1
-fi
-wait "$qemu_pid" 2>/dev/null || status=$?
-qemu_pid=""
-for _ in $(seq 300); do
-  kill -0 "$collector_pid" 2>/dev/null || break
-  sleep 0.1
-done
 if kill -0 "$collector_pid" 2>/dev/null; then
-  echo "run.sh: the collector did not end its session; stopping it" >&2
+  echo "run.sh: the collector did not end its session within $limit s; stopping it" >&2
   kill -INT "$collector_pid" 2>/dev/null || true
   status=1
 fi
 wait "$collector_pid" || status=$?
 collector_pid=""
+# The firmware printed its counters before its last bytes left the UART.
+wait_line "$work/qemu.out" '^socscope-board: mode' "$qemu_pid" >/dev/null || true
+kill "$qemu_pid" 2>/dev/null || true
+wait "$qemu_pid" 2>/dev/null || true
+qemu_pid=""
 cat "$work/collector.out"
 grep '^socscope-board:' "$work/qemu.out" || {
   cat "$work/qemu.out" >&2; echo "run.sh: the firmware printed no counters" >&2; status=1; }

@@ -614,6 +614,7 @@ fn main() -> ! {
     let seconds = number("seconds", 5);
     let baud = number("baud", 921_600);
     let session = number("session", 1);
+    let linger = number("linger", 0) != 0;
     let mode = hw::arg(cmdline, "mode").unwrap_or(b"run");
     BAUD.store(baud.min(u64::from(u32::MAX)) as u32, Ordering::Relaxed);
 
@@ -721,6 +722,13 @@ fn main() -> ! {
         _ => scheduled(seconds, false),
     }
     let ok = finish(application, seconds, baud);
+    if linger {
+        // The host stops QEMU once its collector has read everything: QEMU exiting at once could close a
+        // pty before the collector has read the last frames (the kernel discards them).
+        loop {
+            cortex_m::asm::wfi();
+        }
+    }
     hw::exit(ok);
 }
 
