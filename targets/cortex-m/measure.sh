@@ -36,7 +36,7 @@ llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
   END {
     printf "  agent code (agent, wire, postcard, cobs, crc symbols): %d bytes\n", code
     printf "  agent constant data (CRC-32C table): %d bytes\n", table
-    printf "  agent state (one CPU ring of 8 x 256-byte blocks, frame buffer, dictionary): %d bytes of RAM (.data: its initial image also takes flash)\n", agent
+    printf "  agent state (one CPU ring of 8 x 256-byte blocks, frame buffer, dictionary): %d bytes of RAM (.bss)\n", agent
   }'
 
 echo "== UART sustained events/s (flood, 5 s of board time, -icount shift=4), $runs runs"

@@ -21,6 +21,7 @@
 mod hw;
 
 use core::cell::{Cell, RefCell};
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use cortex_m::interrupt::{self, InterruptNumber, Mutex};
@@ -207,19 +208,6 @@ static BAUD: AtomicU32 = AtomicU32::new(0);
 /// Bits the UART may still send (SysTick adds `BAUD / 1000` per millisecond, capped at 4 ms worth).
 static UART_CREDIT: AtomicU32 = AtomicU32::new(0);
 
-/// The agent's transport: a whole frame into the queue, or `WouldBlock`.
-struct UartLink<'a>(&'a mut TxQueue);
-
-impl Transport for UartLink<'_> {
-    fn write_frame(&mut self, frame: &[u8]) -> Result<(), TransportError> {
-        if self.0.push_frame(frame) {
-            Ok(())
-        } else {
-            Err(TransportError::WouldBlock)
-        }
-    }
-}
-
 /// One millisecond of UART time (from SysTick).
 fn uart_tick() {
     let baud = BAUD.load(Ordering::Relaxed);
@@ -243,7 +231,8 @@ fn uart_tick() {
 /// The longest a drain kept interrupts masked, in clock ticks (printed at the end).
 static DRAIN_MASKED_MAX: AtomicU32 = AtomicU32::new(0);
 
-/// Takes one frame per `poll`, so that each critical section of the drain encodes at most one frame.
+/// The agent's transport: one whole frame per `poll` into the UART queue (`WouldBlock` after it, or when
+/// the queue is full), so that each critical section of the drain encodes at most one frame.
 struct OneFrame<'a> {
     queue: &'a mut TxQueue,
     sent: bool,
@@ -275,7 +264,7 @@ fn drain() {
                 queue: &mut q,
                 sent: false,
             };
-            if let Some(agent) = agent.as_mut() {
+            if let Some(agent) = agent.get() {
                 // WouldBlock after the frame (or with the queue full): the rest goes at the next call.
                 let _ = agent.poll(&mut link);
             }
@@ -295,7 +284,29 @@ fn drain() {
 // ---------------------------------------------------------------------------------------------------------
 // The agent and the firmware's own counters of what it recorded.
 
-static AGENT: Mutex<RefCell<Option<BoardAgent>>> = Mutex::new(RefCell::new(None));
+/// The agent, set once at start. Not an `Option`: `None` of an `Option<Agent>` is not all zeros, which
+/// would put the agent in `.data` and its initial image in flash; this slot is zeros, in `.bss`.
+struct AgentSlot {
+    ready: bool,
+    agent: MaybeUninit<BoardAgent>,
+}
+
+impl AgentSlot {
+    fn set(&mut self, agent: BoardAgent) {
+        self.agent.write(agent);
+        self.ready = true;
+    }
+
+    fn get(&mut self) -> Option<&mut BoardAgent> {
+        // SAFETY: `ready` is set only once `agent` was written.
+        self.ready.then(|| unsafe { self.agent.assume_init_mut() })
+    }
+}
+
+static AGENT: Mutex<RefCell<AgentSlot>> = Mutex::new(RefCell::new(AgentSlot {
+    ready: false,
+    agent: MaybeUninit::uninit(),
+}));
 
 struct Counts {
     stored: [u32; TYPE_SLOTS],
@@ -316,7 +327,7 @@ fn rec(type_id: u16, f: impl FnOnce(&mut BoardAgent) -> Result<Recorded, AgentEr
         let Ok(mut agent) = AGENT.borrow(cs).try_borrow_mut() else {
             return;
         };
-        let Some(agent) = agent.as_mut() else {
+        let Some(agent) = agent.get() else {
             return;
         };
         let outcome = f(agent);
@@ -706,7 +717,7 @@ fn main() -> ! {
     }
     interrupt::free(|cs| {
         if let Ok(mut slot) = AGENT.borrow(cs).try_borrow_mut() {
-            *slot = Some(agent);
+            slot.set(agent);
         }
     });
     if !ok {
@@ -815,10 +826,16 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
             ) else {
                 return true;
             };
-            let Some(agent) = agent.as_mut() else {
+            let Some(agent) = agent.get() else {
                 return true;
             };
-            let sent = agent.finish(&mut UartLink(&mut q)).is_ok();
+            // One frame per call (the drain's transport), until Bye is out.
+            let sent = agent
+                .finish(&mut OneFrame {
+                    queue: &mut q,
+                    sent: false,
+                })
+                .is_ok();
             stats = agent.stats();
             q.pump(u32::MAX);
             sent
@@ -994,7 +1011,7 @@ fn bench() {
                 let Ok(mut agent) = AGENT.borrow(cs).try_borrow_mut() else {
                     return;
                 };
-                let Some(agent) = agent.as_mut() else {
+                let Some(agent) = agent.get() else {
                     return;
                 };
                 let before = agent.stats().records;
@@ -1041,7 +1058,7 @@ fn bench() {
         events += u64::from(BENCH_BATCH);
         interrupt::free(|cs| {
             if let Ok(mut agent) = AGENT.borrow(cs).try_borrow_mut()
-                && let Some(agent) = agent.as_mut()
+                && let Some(agent) = agent.get()
             {
                 let _ = agent.flush(&mut Discard);
             }
