@@ -1,31 +1,14 @@
 #!/usr/bin/env bash
 # Builds socscope-wire and socscope-agent for thumbv7em-none-eabihf, links the footprint image (which fails
-# to link if any panicking path remains in the agent) and prints the agent's flash footprint.
+# to link if any panicking path remains in the agent) and prints the agent's flash footprint; builds the
+# mps2-an386 firmware (targets/cortex-m, same proof).
 #
 # rustup's thumbv7em-none-eabihf standard library cannot be downloaded on machines that only reach
-# crates.io and Debian; then Debian's rustc-web and its library sources build `core` from source
-# (-Zbuild-std), with rustup's rust-lld as the linker.
+# crates.io and Debian: scripts/bare-metal-env.sh then uses Debian's rustc-web with -Zbuild-std.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=thumbv7em-none-eabihf
+source scripts/bare-metal-env.sh
 out=target/bare-metal
-
-if rustup target list --installed 2>/dev/null | grep -qx "$target"; then
-  cargo=(cargo)
-  build_std=()
-else
-  if [ ! -x /usr/bin/rustc ] || [ ! -d /usr/lib/rustlib/src/rust/library ]; then
-    echo "build-bare-metal: installing Debian's rustc-web and rust-web-src (for -Zbuild-std)" >&2
-    if [ "$(id -u)" = 0 ]; then sudo=(); else sudo=(sudo); fi
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq rustc-web rust-web-src cargo-web >/dev/null
-  fi
-  export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
-  cargo=(/usr/bin/cargo)
-  build_std=(-Zbuild-std=core)
-fi
-lld="$(rustup which rustc 2>/dev/null | xargs dirname)/../lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld"
-[ -x "$lld" ] || lld=rust-lld
 
 "${cargo[@]}" build -q --release -p socscope-wire -p socscope-agent --target "$target" \
   "${build_std[@]}" --target-dir "$out"
@@ -37,3 +20,19 @@ elf="$out/$target/release/socscope-footprint"
 size_tool=$(command -v llvm-size || ls /usr/lib/llvm-*/bin/llvm-size 2>/dev/null | head -n 1)
 echo "bare-metal build OK ($target); footprint image: $elf"
 "$size_tool" -A "$elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  %-8s %6d bytes\n", $1, $2 }'
+firmware="$(targets/cortex-m/build.sh)"
+echo "mps2-an386 firmware OK: $firmware"
+
+# The C API's static library, and its link-time proof: every exported function kept, everything else
+# garbage-collected; a panicking path still reachable from one of them references the panic handler, which
+# calls the undefined socscope_agent_must_not_panic, and the link fails.
+"${cargo[@]}" build -q --release -p socscope-agent-capi --target "$target" "${build_std[@]}" --target-dir "$out"
+capi="$out/$target/release/libsocscope_agent_capi.a"
+nm_tool=$(command -v llvm-nm || ls /usr/lib/llvm-*/bin/llvm-nm 2>/dev/null | head -n 1)
+mapfile -t exported < <("$nm_tool" --defined-only -g "$capi" 2>/dev/null | awk '$2 == "T" && $3 ~ /^socscope_/ { print $3 }')
+[ "${#exported[@]}" -ge 26 ] || { echo "build-bare-metal: only ${#exported[@]} socscope_ functions in $capi" >&2; exit 1; }
+keep=()
+for s in "${exported[@]}"; do keep+=(-u "$s"); done
+"$lld" -flavor gnu --gc-sections -e socscope_agent_size "${keep[@]}" "$capi" -o "$out/capi-proof.elf"
+echo "C API static library OK (no panicking path from its ${#exported[@]} functions): $capi"
+"$size_tool" -A "$out/capi-proof.elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  %-8s %6d bytes\n", $1, $2 }'

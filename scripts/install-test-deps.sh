@@ -4,6 +4,10 @@
 #   xvfb, x11-apps (xwd), libgl1-mesa-dri, libegl1, libxkbcommon-x11-0: the GUI in a virtual X server
 #     (analyzer/app/tests/gui_window.rs); mesa-vulkan-drivers: lavapipe, the software Vulkan that
 #     egui_kittest's wgpu snapshot renderer uses (analyzer/app/tests/gui_snapshots.rs)
+#   qemu-system-arm: the mps2-an386 board the firmware of targets/cortex-m runs on
+#     (analyzer/app/tests/cortex_m_qemu.rs), installed without its recommends (audio, video, network boot
+#     ROMs: a few hundred MB the board does not use)
+#   cc (gcc, on the machine already): examples/c/player.c and the C API's header checks (agent/capi)
 set -euo pipefail
 packages=(rustc-web rust-web-src cargo-web xvfb x11-apps libgl1-mesa-dri libegl1 libxkbcommon-x11-0 mesa-vulkan-drivers)
 missing=()
@@ -15,4 +19,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-test-deps: installing ${missing[*]}" >&2
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! dpkg -s qemu-system-arm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then sudo=(); else sudo=(sudo); fi
+  echo "install-test-deps: installing qemu-system-arm" >&2
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
 fi

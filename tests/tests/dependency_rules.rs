@@ -33,6 +33,19 @@ const RULES: &[(&str, &[&str], &[&str])] = &[
         ],
     ),
     (
+        "socscope-agent-capi",
+        &[],
+        &[
+            "tokio",
+            "nom",
+            "rusqlite",
+            "zstd",
+            "egui",
+            "eframe",
+            "serialport",
+        ],
+    ),
+    (
         "socscope-tracedb",
         &[],
         &[

@@ -1,0 +1,244 @@
+//! The agent on an emulated board: `targets/cortex-m/run.sh` builds the mps2-an386 firmware, runs it on
+//! QEMU with its UART on a pseudo-terminal read by `socscope collect --serial` (and, in the second run, on a
+//! TCP connection to `socscope collect --listen`), and the trace must hold exactly what the firmware says it
+//! recorded (its own counters, printed on the semihosting console, and its `Bye`). The second run's UART
+//! is modelled at 115 200 baud, too slow for the firmware's event rate: the board drops records, counts
+//! them, and the trace shows them as loss intervals.
+//!
+//! Both runs use QEMU's `-icount` (one instruction = 16 ns of board time), so they do not depend on the
+//! host's load.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use socscope_tracedb::{Catalog, Filter, ProducerKind, TimeRange, TraceReader};
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+/// The wire names of the firmware's record types.
+const NAMES: &[(u16, &str)] = &[
+    (1, "context_switch"),
+    (2, "irq"),
+    (3, "irq_exit"),
+    (4, "softirq"),
+    (5, "softirq_exit"),
+    (6, "syscall"),
+    (7, "syscall_exit"),
+    (8, "wakeup"),
+    (9, "marker"),
+    (10, "mark"),
+    (11, "user_function"),
+    (12, "user_function_exit"),
+    (13, "thread_create"),
+    (14, "thread_exit"),
+    (15, "kmalloc"),
+    (16, "kfree"),
+    (64, "vsync_job"),
+    (65, "vsync_job_exit"),
+    (66, "deadline_miss"),
+    (67, "vsync_slack_us"),
+    (68, "audio_fill"),
+];
+
+/// What the firmware printed about itself.
+#[derive(Debug, Default)]
+struct Board {
+    stored: BTreeMap<String, u64>,
+    dropped_per_type: BTreeMap<String, u64>,
+    summary: BTreeMap<String, String>,
+}
+
+impl Board {
+    fn total(&self, key: &str) -> u64 {
+        self.summary[key].parse().expect("a number")
+    }
+}
+
+fn run(dir: &Path, args: &[&str]) -> Board {
+    let out = Command::new(workspace().join("targets/cortex-m/run.sh"))
+        .args(["--dir"])
+        .arg(dir)
+        .args(args)
+        .env("SOCSCOPE", env!("CARGO_BIN_EXE_socscope"))
+        .output()
+        .expect("run.sh starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "run.sh {args:?} succeeds:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names: BTreeMap<u16, &str> = NAMES.iter().copied().collect();
+    let mut board = Board::default();
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("socscope-board: ") else {
+            continue;
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        match words.as_slice() {
+            ["type", t, "stored", s, "dropped", d] => {
+                let name = names[&t.parse::<u16>().unwrap()].to_string();
+                board.stored.insert(name.clone(), s.parse().unwrap());
+                board.dropped_per_type.insert(name, d.parse().unwrap());
+            }
+            ["mode", ..] => {
+                for pair in words.chunks(2) {
+                    if let [k, v] = pair {
+                        board.summary.insert(k.to_string(), v.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        stdout.contains("agent-agrees"),
+        "the firmware's counters equal the agent's: {stdout}"
+    );
+    board
+}
+
+fn only_trace(dir: &Path) -> PathBuf {
+    let catalog = Catalog::open(dir).expect("the catalog opens");
+    let traces = catalog.traces().expect("the catalog lists traces");
+    assert_eq!(traces.len(), 1, "one trace in {dir:?}");
+    catalog.resolve(&traces[0])
+}
+
+fn stats(reader: &TraceReader) -> BTreeMap<String, i64> {
+    reader
+        .ingest_stats()
+        .expect("ingest statistics")
+        .into_iter()
+        .map(|s| (s.name, s.value))
+        .collect()
+}
+
+/// The checks both runs share: the trace holds what the board counted, per type, and its timestamps
+/// never go backwards.
+fn check_trace(dir: &Path, board: &Board) -> TraceReader {
+    let reader = TraceReader::open(only_trace(dir)).expect("the trace opens");
+    let stats = stats(&reader);
+    let records = board.total("records");
+    let dropped = board.total("dropped");
+    assert_eq!(stats["records"] as u64, records, "{stats:?}");
+    assert_eq!(stats["board_records"] as u64, records, "Bye's records");
+    assert_eq!(stats["board_dropped"] as u64, dropped, "Bye's dropped");
+    assert_eq!(stats["records_lost_on_board"] as u64, dropped);
+    assert_eq!(stats["records_lost_in_transit"], 0);
+    assert_eq!(stats["frames_dropped"], 0);
+    let per_type: BTreeMap<String, u64> = stats
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("records.")?.to_string(), *v as u64)))
+        .collect();
+    let expected: BTreeMap<String, u64> = board
+        .stored
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (k.clone(), *n))
+        .collect();
+    assert_eq!(per_type, expected, "records per type");
+
+    let info = reader.info().expect("trace info");
+    assert_eq!(info.meta.board, "mps2-an386");
+    assert!(info.complete, "the board said Bye");
+    let mut last = None;
+    let mut events = 0u64;
+    for e in reader.events(TimeRange::all(), &Filter::all()).unwrap() {
+        let e = e.unwrap();
+        if let Some(last) = last {
+            assert!(e.ts >= last, "timestamps never go backwards");
+        }
+        last = Some(e.ts);
+        events += 1;
+    }
+    assert!(events > 0);
+    reader
+}
+
+#[test]
+fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
+    // 1. A UART fast enough (921 600 baud), through the pty and `socscope collect --serial`.
+    let dir = tempfile::tempdir().unwrap();
+    let board = run(
+        dir.path(),
+        &["--seconds", "3", "--baud", "921600", "--icount", "4"],
+    );
+    let reader = check_trace(dir.path(), &board);
+    for (_, name) in NAMES {
+        assert!(
+            board.stored.get(*name).copied().unwrap_or(0) > 0,
+            "{name} recorded: {:?}",
+            board.stored
+        );
+    }
+    assert_eq!(board.total("dropped"), 0, "a fast UART keeps up");
+    assert!(reader.losses().unwrap().is_empty());
+    let producers = reader.producers().unwrap();
+    let named =
+        |kind: ProducerKind, name: &str| producers.iter().any(|p| p.kind == kind && p.name == name);
+    for task in ["idle", "input", "decoder", "render", "audio", "zapper"] {
+        assert!(
+            named(ProducerKind::Thread, task),
+            "thread {task}: {producers:?}"
+        );
+    }
+    for irq in ["SysTick", "vsync (TIMER0)"] {
+        assert!(
+            named(ProducerKind::Irq, irq),
+            "interrupt {irq}: {producers:?}"
+        );
+    }
+    assert!(
+        named(ProducerKind::SoftIrq, "vsync bottom half (PendSV)"),
+        "{producers:?}"
+    );
+    // 60 vsyncs a second: one mark and one vsync job each.
+    let marks = board.stored["mark"];
+    assert!((175..=181).contains(&marks), "{marks} vsync marks in 3 s");
+    assert_eq!(board.stored["vsync_job"], board.stored["vsync_job_exit"]);
+    assert!(board.stored["deadline_miss"] > 0, "one frame in 40 is late");
+
+    // 2. A UART too slow (115 200 baud), over TCP to `socscope collect --listen`.
+    let dir = tempfile::tempdir().unwrap();
+    let board = run(
+        dir.path(),
+        &[
+            "--seconds",
+            "3",
+            "--baud",
+            "115200",
+            "--icount",
+            "4",
+            "--tcp",
+        ],
+    );
+    let reader = check_trace(dir.path(), &board);
+    let dropped = board.total("dropped");
+    assert!(
+        dropped > 0,
+        "a slow UART loses records: {:?}",
+        board.summary
+    );
+    let losses = reader.losses().unwrap();
+    assert!(!losses.is_empty());
+    assert_eq!(
+        losses.iter().map(|l| l.count).sum::<u64>(),
+        dropped,
+        "the loss intervals add up to the board's count: {losses:?}"
+    );
+    for l in &losses {
+        let (Some(from), Some(to)) = (l.seq_from, l.seq_to) else {
+            panic!("a board loss has its sequence numbers: {l:?}");
+        };
+        assert_eq!(to - from + 1, l.count, "{l:?}");
+        assert_eq!(l.cpu, Some(0));
+    }
+}
