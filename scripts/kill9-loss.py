@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# kill -9 loss at saturation (issue 10, row 7). Usage: scripts/kill9-loss.py SOCSCOPE SOCSCOPE_SIM [WARMUP_S]
+# kill -9 loss at saturation (issue 10, row 7). Usage: scripts/kill9-loss.py SOCSCOPE SOCSCOPE_SIM [WARMUP_S [COLLECT_ARG...]]
 # (release binaries). The proxy is Python: it, not the collector, sets the pace ("saturation" = its rate).
 # kill -9 loss at saturation: a board streams as fast as it can through a recording
 # proxy into `socscope collect`; after WARMUP seconds the collector is killed with SIGKILL. What the board
@@ -9,9 +9,10 @@
 import fcntl, json, os, signal, socket, struct, subprocess, sys, tempfile, termios, threading, time
 SOCSCOPE, SIM = sys.argv[1], sys.argv[2]
 WARMUP = float(sys.argv[3]) if len(sys.argv) > 3 else 3.0
+EXTRA = sys.argv[4:]  # e.g. --commit-interval 250ms
 work = tempfile.mkdtemp(prefix="k9-")
 d = os.path.join(work, "d")
-col = subprocess.Popen([SOCSCOPE, "collect", "--listen", "127.0.0.1:0", "--json", "--dir", d],
+col = subprocess.Popen([SOCSCOPE, "collect", "--listen", "127.0.0.1:0", "--json", "--dir", d] + EXTRA,
                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 addr = json.loads(col.stdout.readline())["address"]
 host, port = addr.rsplit(":", 1)
@@ -51,6 +52,6 @@ ended = [json.loads(l) for l in out.splitlines() if '"session_ended"' in l][0]
 elapsed = t_kill - t0
 rate = ended["events"] / elapsed
 lost = ended["events"] - info["events"]
-print(json.dumps({"warmup_s": WARMUP, "bytes_acked": acked, "unacked_at_kill": outq,
+print(json.dumps({"warmup_s": WARMUP, "collect_args": EXTRA, "bytes_acked": acked, "unacked_at_kill": outq,
                   "events_acked": ended["events"], "events_stored": info["events"], "events_lost": lost,
                   "events_per_s": round(rate), "loss_ms": round(lost / rate * 1000, 1)}))
