@@ -17,6 +17,8 @@ use socscope_tracedb::{TimeRange, Timestamp};
 use super::session::TraceNames;
 use super::views::{GroupView, LoadContext};
 
+/// Width of the type legend right of the overview.
+const LEGEND_W: f32 = 170.0;
 /// Width of the producer hierarchy beside the spatiotemporal overview.
 const HIERARCHY_W: f32 = 190.0;
 /// Children thinner than this many points are drawn as their parent (visual aggregation).
@@ -176,7 +178,7 @@ impl OcelotlView {
         let left = if spatial { HIERARCHY_W + 6.0 } else { 60.0 };
         let plot = Rect::from_min_max(
             Pos2::new(over_rect.left() + left, over_rect.top() + 18.0),
-            Pos2::new(over_rect.right() - 10.0, over_rect.bottom() - 30.0),
+            Pos2::new(over_rect.right() - LEGEND_W, over_rect.bottom() - 30.0),
         );
         let resp = ui.interact(
             plot,
@@ -302,6 +304,37 @@ impl OcelotlView {
         }
         p.add(Shape::mesh(mesh));
         p.extend(lines);
+        // Legend: the types of the model, in its order (the stacking order, bottom up).
+        let mut ly = plot.top();
+        for (u, t) in overview.micro.types.iter().enumerate() {
+            if ly + 14.0 > plot.bottom() {
+                p.text(
+                    Pos2::new(plot.right() + 10.0, ly),
+                    Align2::LEFT_TOP,
+                    format!("… {} more", overview.micro.types.len() - u),
+                    FontId::proportional(11.0),
+                    text,
+                );
+                break;
+            }
+            p.rect_filled(
+                Rect::from_min_size(
+                    Pos2::new(plot.right() + 10.0, ly + 2.0),
+                    egui::vec2(10.0, 10.0),
+                ),
+                1.0,
+                type_colour(u),
+            );
+            let name: String = t.name.chars().take(22).collect();
+            p.text(
+                Pos2::new(plot.right() + 24.0, ly),
+                Align2::LEFT_TOP,
+                name,
+                FontId::proportional(11.0),
+                visuals.text_color(),
+            );
+            ly += 15.0;
+        }
         // The part of the interval not read yet (the pipeline runs) or not complete (live).
         if !overview.complete() {
             let done = overview.micro.grid.slices as f32 / overview.slices_total.max(1) as f32;
