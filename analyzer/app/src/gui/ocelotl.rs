@@ -304,14 +304,14 @@ impl OcelotlView {
         }
         p.add(Shape::mesh(mesh));
         p.extend(lines);
-        // Legend: the types of the model, in its order (the stacking order, bottom up).
+        // Legend: the types of the model, top down as they are stacked (the first type at the bottom).
         let mut ly = plot.top();
-        for (u, t) in overview.micro.types.iter().enumerate() {
+        for (shown, (u, t)) in overview.micro.types.iter().enumerate().rev().enumerate() {
             if ly + 14.0 > plot.bottom() {
                 p.text(
                     Pos2::new(plot.right() + 10.0, ly),
                     Align2::LEFT_TOP,
-                    format!("… {} more", overview.micro.types.len() - u),
+                    format!("… {} more", overview.micro.types.len() - shown),
                     FontId::proportional(11.0),
                     text,
                 );

@@ -102,6 +102,7 @@ impl Shell {
         }
         let settled = self.settled();
         let frame = self.frame;
+        let first_view = self.app.first_view;
         let s = self.app.active.and_then(|a| self.app.sessions.get_mut(a))?;
         let gi = s.active_group;
         let whole = s.whole();
@@ -116,7 +117,14 @@ impl Shell {
             ("ocelotl-load", ViewKind::Ocelotl, false),
             ("ocelotl", ViewKind::Ocelotl, true),
         ];
-        let Some(&(phase, k, moving)) = STEPS.get(self.script_step) else {
+        // Opened on Ocelotl or TraceViz, the group is on the whole trace (their cost does not grow
+        // with the events): only those two are driven, not a Gantt of the whole trace.
+        let steps = if matches!(first_view, ViewKind::Ocelotl | ViewKind::TraceViz) {
+            &STEPS[4..]
+        } else {
+            &STEPS[..]
+        };
+        let Some(&(phase, k, moving)) = steps.get(self.script_step) else {
             return Some("done");
         };
         group.switch_to(k);

@@ -5,7 +5,7 @@
 
 use eframe::egui;
 
-use egui::{Align2, Color32, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui};
+use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, Ui};
 use socscope_analysis::actors::{
     Actor, ActorTree, REFINE_AFTER, Row, TimelineState, op_name, similar_groups,
 };
@@ -40,6 +40,8 @@ pub struct TraceVizView {
     dragging: Option<usize>,
     /// The first tree row on screen.
     row_offset: usize,
+    outline_texture: Option<egui::TextureHandle>,
+    rows_texture: Option<egui::TextureHandle>,
 }
 
 impl TraceVizView {
@@ -57,6 +59,8 @@ impl TraceVizView {
             renaming: None,
             dragging: None,
             row_offset: 0,
+            outline_texture: None,
+            rows_texture: None,
         }
     }
 
@@ -448,8 +452,10 @@ impl TraceVizView {
             layers.push((row, acc.clone()));
             columns.insert(row, cols);
         }
-        // Histograms of the rows on screen, each beside its tree label.
-        let mut mesh = Mesh::default();
+        // Histograms of the rows on screen, each beside its tree label: one image of the rows'
+        // pixels (a single textured quad, whatever the rows and columns).
+        let rows_px_h = ((fits as f32 * row_h) as usize).max(1);
+        let mut rows_img = egui::ColorImage::filled([width, rows_px_h], Color32::TRANSPARENT);
         let mut hovered_value: Option<(Row, f64, Timestamp)> = None;
         let view = self.timeline.view;
         for (k, item) in all_rows.iter().enumerate().skip(self.row_offset).take(fits) {
@@ -462,16 +468,16 @@ impl TraceVizView {
             let max = cols.iter().copied().fold(0.0, f64::max);
             let colour = self.row_colour(names, row);
             if max > 0.0 {
+                let base = ((k - self.row_offset) as f32 * row_h) as usize + row_h as usize - 2;
+                let full_h = (row_h - 2.0) as usize;
                 for (i, v) in cols.iter().enumerate() {
                     if *v <= 0.0 {
                         continue;
                     }
-                    let h = ((v / max) as f32 * (y1 - y0)).max(1.0);
-                    let x = rows_rect.left() + i as f32;
-                    mesh.add_colored_rect(
-                        Rect::from_min_max(Pos2::new(x, y1 - h), Pos2::new(x + 1.0, y1)),
-                        colour,
-                    );
+                    let h = (((v / max) * full_h as f64).round() as usize).clamp(1, full_h);
+                    for y in base + 1 - h..=base.min(rows_px_h - 1) {
+                        rows_img.pixels[y * width + i] = colour;
+                    }
                 }
             }
             if self.hovered == Some(row) {
@@ -509,49 +515,58 @@ impl TraceVizView {
                 text,
             );
         }
-        // The outline: layers stacked in row order, each in its row's colour.
-        p.rect_filled(outline_rect, 0.0, visuals.extreme_bg_color);
+        // The outline: layers stacked in row order, each in its row's colour, drawn into an image of
+        // the outline's pixels, with the Slick Graph band (003 eq. 1-2: grey level = luminance).
+        let oh = (outline_rect.height().max(2.0)) as usize;
+        let band_h = band.height().max(1.0) as usize;
+        let bg = visuals.extreme_bg_color;
+        let mut img = egui::ColorImage::filled([width, oh + 2 + band_h], Color32::TRANSPARENT);
+        for px in &mut img.pixels[..width * oh] {
+            *px = bg;
+        }
         let top = acc.iter().copied().fold(0.0, f64::max).max(1e-300);
-        let oy = |v: f64| outline_rect.bottom() - (v / top) as f32 * (outline_rect.height() - 2.0);
+        let level = |v: f64| (((v / top) * (oh - 2) as f64).round() as usize).min(oh - 1);
         let mut below = vec![0.0; width];
-        let mut omesh = Mesh::default();
         for (row, layer) in &layers {
             let mut colour = self.row_colour(names, *row);
             if self.hovered.is_some() && self.hovered != Some(*row) {
                 colour = colour.gamma_multiply(0.35);
             }
             for i in 0..width {
-                if layer[i] > below[i] {
-                    let x = outline_rect.left() + i as f32;
-                    omesh.add_colored_rect(
-                        Rect::from_min_max(
-                            Pos2::new(x, oy(layer[i])),
-                            Pos2::new(x + 1.0, oy(below[i])),
-                        ),
-                        colour,
-                    );
+                let (a, b) = (level(below[i]), level(layer[i]));
+                for l in a..b {
+                    img.pixels[(oh - 1 - l) * width + i] = colour;
                 }
             }
             below.clone_from(layer);
         }
-        p.add(Shape::mesh(omesh));
-        // Slick Graph shading of the outline (003 eq. 1-2): grey level = luminance.
         let smoothed = traceviz::slick(&acc, self.sigma);
         let lum = traceviz::luminance(&acc, &smoothed);
-        let mut bmesh = Mesh::default();
-        let bg = visuals.extreme_bg_color;
         for (i, l) in lum.iter().enumerate() {
             let g = (l.clamp(0.0, 1.0) * 255.0) as u8;
-            let shade = Color32::from_gray(g);
-            let c = lerp(bg, shade, self.luminance);
-            let x = band.left() + i as f32;
-            bmesh.add_colored_rect(
-                Rect::from_min_max(Pos2::new(x, band.top()), Pos2::new(x + 1.0, band.bottom())),
-                c,
-            );
+            let c = lerp(bg, Color32::from_gray(g), self.luminance);
+            for y in oh + 2..oh + 2 + band_h {
+                img.pixels[y * width + i] = c;
+            }
         }
-        p.add(Shape::mesh(bmesh));
-        p.add(Shape::mesh(mesh));
+        let outline_tex = image_texture(ui, &mut self.outline_texture, "traceviz-outline", img);
+        p.image(
+            outline_tex,
+            Rect::from_min_max(
+                outline_rect.min,
+                Pos2::new(outline_rect.right(), band.bottom()),
+            ),
+            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+            Color32::WHITE,
+        );
+        let rows_tex = image_texture(ui, &mut self.rows_texture, "traceviz-rows", rows_img);
+        p.image(
+            rows_tex,
+            Rect::from_min_size(rows_rect.min, egui::vec2(width as f32, rows_px_h as f32)),
+            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+            Color32::WHITE,
+        );
+        let oy = |v: f64| outline_rect.bottom() - (v / top) as f32 * (outline_rect.height() - 2.0);
         ui.painter().text(
             Pos2::new(full.left() + 4.0, outline_rect.top()),
             Align2::LEFT_TOP,
@@ -663,6 +678,29 @@ impl TraceVizView {
         }
         let mut child = ui.new_child(egui::UiBuilder::new().max_rect(tree_rect));
         self.tree_ui(&mut child, tree_rect, names);
+    }
+}
+
+/// Shows `image` through the texture in `slot` (created once, then updated in place).
+fn image_texture(
+    ui: &Ui,
+    slot: &mut Option<egui::TextureHandle>,
+    name: &str,
+    image: egui::ColorImage,
+) -> egui::TextureId {
+    match slot {
+        Some(t) => {
+            t.set(image, egui::TextureOptions::NEAREST);
+            t.id()
+        }
+        None => {
+            let t = ui
+                .ctx()
+                .load_texture(name, image, egui::TextureOptions::NEAREST);
+            let id = t.id();
+            *slot = Some(t);
+            id
+        }
     }
 }
 
