@@ -858,6 +858,41 @@ mod tests {
     }
 
     #[test]
+    fn a_stopped_run_keeps_what_it_read_and_the_next_run_continues() {
+        let (_dir, path) = testutil::write_spec(&Spec::small());
+        let cache = ModelCache::new(4);
+        let request = OcelotlRequest {
+            key: key(&path, TimeRange::new(0, 1000), 100, ViewFilter::default()),
+            filter: Filter::all(),
+            settings: OcelotlSettings {
+                slices: 100,
+                ..OcelotlSettings::default()
+            },
+        };
+        // Stop after the first published overview.
+        let mut published = 0;
+        let stop = std::cell::Cell::new(false);
+        run(&request, &cache, &|| stop.get(), &mut |_, _| {
+            published += 1;
+            stop.set(true);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(published, 1);
+        let out = run_all(&request, &cache);
+        let last = out.last().unwrap();
+        let Reuse::Continued { slices } = last.reuse else {
+            panic!("{:?}", last.reuse);
+        };
+        assert!(slices > 0 && slices < 100);
+        assert!(last.complete());
+        let reader = TraceReader::open(&path).unwrap();
+        let grid = SliceGrid::new(TimeRange::new(0, 1000), 100).unwrap();
+        let whole = crate::micro::build(&reader, grid, Metric::Count, &Filter::all()).unwrap();
+        assert_eq!(last.micro.values(), whole.values());
+    }
+
+    #[test]
     fn live_grids_have_fixed_slices() {
         let g = grid_of(TimeRange::new(100, 1100), 10, Some(100)).unwrap();
         assert_eq!((g.range, g.slices), (TimeRange::new(100, 1100), 10));
