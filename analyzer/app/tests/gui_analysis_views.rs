@@ -237,3 +237,52 @@ fn traceviz_groups_and_zoom_keep_outline_and_rows_in_step() {
     settle(&mut h);
     h.snapshot("traceviz_group_zoom_light");
 }
+
+#[test]
+fn traceviz_similar_actors_and_drag_reorder_in_the_tree() {
+    let (_dir, t) = trace();
+    let mut h = harness(&t, ViewKind::TraceViz, false);
+    settle(&mut h);
+    // Within a distance of 1, every actor with values is alike: one proposal, created by the button.
+    h.state_mut().sessions[0].views[0]
+        .traceviz
+        .similar_threshold = 1.0;
+    h.get_by_label("Group similar actors").click();
+    h.run();
+    let with_values = session(&h).views[0]
+        .traceviz
+        .timeline
+        .timeline
+        .as_ref()
+        .unwrap()
+        .actors
+        .len();
+    {
+        let v = &session(&h).views[0].traceviz;
+        assert_eq!(v.proposals.len(), 1);
+        assert_eq!(v.proposals[0].len(), with_values);
+    }
+    h.get_by_label("Create all").click();
+    h.run();
+    {
+        let v = &session(&h).views[0].traceviz;
+        assert!(v.proposals.is_empty());
+        assert_eq!(v.tree.groups.len(), 1);
+        let g = v.tree.groups.values().next().unwrap();
+        assert_eq!(g.members.len(), with_values);
+    }
+    // Dragging the first tree row three rows down puts it after the next two.
+    let before: Vec<_> = session(&h).views[0].traceviz.tree.order().to_vec();
+    let top = 293.0;
+    h.drag_at(egui::pos2(100.0, top + 9.0));
+    h.step();
+    h.hover_at(egui::pos2(100.0, top + 30.0));
+    h.step();
+    h.hover_at(egui::pos2(100.0, top + 3.0 * 18.0));
+    h.step();
+    h.drop_at(egui::pos2(100.0, top + 3.0 * 18.0));
+    h.run();
+    let after = session(&h).views[0].traceviz.tree.order().to_vec();
+    assert_eq!(after[2], before[0], "{before:?} → {after:?}");
+    assert_eq!(after[0], before[1]);
+}

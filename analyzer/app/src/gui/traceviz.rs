@@ -33,7 +33,7 @@ pub struct TraceVizView {
     pub hovered: Option<Row>,
     group_name: String,
     group_op: GroupOp,
-    similar_threshold: f64,
+    pub similar_threshold: f64,
     /// Groups proposed by "group similar actors", waiting for the user.
     pub proposals: Vec<Vec<ProducerId>>,
     renaming: Option<(u32, String)>,
