@@ -16,6 +16,7 @@ mod aggregate;
 mod capture;
 mod fuzz;
 mod import;
+mod overview;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
@@ -142,6 +143,13 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The first picture of the Ocelotl and TraceViz views: the Ocelotl pipeline (T = 200, temporal,
+    /// event count, cold cache) to its first published overview and to the whole one, and the TraceViz
+    /// timeline of the whole trace at 1000 pixels.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench overview --events 100000000 --dir /tmp/rb --json"
+    )]
+    Overview(OverviewArgs),
 }
 
 /// Peak resident set size of this process, from /proc (0 where unavailable).
@@ -164,6 +172,32 @@ fn file_size(path: &Path) -> u64 {
         total += std::fs::metadata(p).map_or(0, |m| m.len());
     }
     total
+}
+
+/// Arguments of `socscope bench overview`.
+#[derive(clap::Args, Debug)]
+pub struct OverviewArgs {
+    /// Events in the synthetic trace (the one `bench read` writes; ignored with --trace).
+    #[arg(long, default_value_t = 10_000_000)]
+    events: u64,
+    /// Use this trace instead of a synthetic one.
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
+    /// Where to write (or find) the synthetic trace (a temporary directory by default).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// Runs of each measure.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Ocelotl time slices.
+    #[arg(long, default_value_t = 200)]
+    slices: usize,
+    /// TraceViz pixels.
+    #[arg(long, default_value_t = 1000)]
+    width: usize,
+    /// One JSON object (the output is JSON either way; this silences the progress note).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
@@ -210,6 +244,9 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             dir,
             json,
         } => aggregate::run(events, trace, dir, json),
+        BenchCommand::Overview(a) => {
+            overview::run(a.events, a.trace, a.dir, a.runs, a.slices, a.width, a.json)
+        }
     }
 }
 

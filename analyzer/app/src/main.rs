@@ -133,7 +133,8 @@ enum Command {
     /// Open the GUI on a trace, or on the trace browser of a catalog directory.
     #[command(
         after_help = "Examples:\n  socscope view\n  socscope view traces/sim-stb-20261121T101500Z-s1.db --view table\n  \
-        socscope view TRACE --screenshot gantt.png"
+        socscope view TRACE --screenshot gantt.png\n  \
+        socscope view TRACE --view ocelotl --screenshot ocelotl.png"
     )]
     View(view::ViewArgs),
     /// Statistics of an interval: event count per producer or type, state or link duration per type.

@@ -10,7 +10,7 @@ pub struct ViewArgs {
     /// A trace file (.db) to open, or a catalog directory to browse.
     #[arg(default_value = crate::DEFAULT_DIR)]
     pub target: PathBuf,
-    /// The view a trace opens in: density, statistics (pie), gantt or table.
+    /// The view a trace opens in: density, statistics (pie), gantt, table, ocelotl or traceviz.
     #[arg(long, default_value = "gantt")]
     pub view: String,
     /// Light theme instead of dark.
@@ -39,7 +39,7 @@ pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
     use socscope_analysis::sync::ViewKind;
     let first_view = ViewKind::from_name(&args.view).ok_or_else(|| {
         bad_argument!(
-            "unknown view {:?} (density, statistics, gantt, table)",
+            "unknown view {:?} (density, statistics, gantt, table, ocelotl, traceviz)",
             args.view
         )
     })?;

@@ -164,21 +164,21 @@ fn gantt_follow_keeps_the_newest_data_on_screen() {
     step_until(&mut h, "the Gantt loaded", |s| {
         s.views
             .first()
-            .is_some_and(|v| !v.gantt.busy() && v.gantt.loaded.end == s.whole().end)
+            .is_some_and(|v| !v.gantt.busy() && v.gantt.loaded().end == s.whole().end)
     });
     // Zoomed on the first fifth of a second, following.
     let window = PART_NS / 5;
     {
         let g = &mut h.state_mut().sessions[0].views[0].gantt;
-        g.view = TimeRange::new(g.loaded.start, g.loaded.start + window);
+        g.view = TimeRange::new(g.loaded().start, g.loaded().start + window);
         g.follow = true;
     }
     write_part(&mut w, 1);
     step_until(&mut h, "the Gantt followed the new data", |s| {
         let g = &s.views[0].gantt;
         s.whole().end > PART_NS
-            && g.loaded.end == s.whole().end
-            && g.view.end == g.loaded.end
+            && g.loaded().end == s.whole().end
+            && g.view.end == g.loaded().end
             && g.view.len() == window
     });
     w.finish(true).unwrap();
@@ -215,4 +215,56 @@ fn the_last_growth_of_a_finished_trace_reaches_the_chart() {
     let s = session(&h);
     assert!(!s.live());
     assert_eq!(density_total(s), 3 * EVENTS_PER_PART as u64);
+}
+
+fn ocelotl_slices(s: &TraceSession) -> Option<(usize, f64, socscope_analysis::overview::Reuse)> {
+    let o = s.views.first()?.ocelotl.state.overview.as_ref()?;
+    o.complete()
+        .then(|| (o.micro.grid.slices, o.micro.values().iter().sum(), o.reuse))
+}
+
+#[test]
+fn ocelotl_overview_grows_by_new_slices_keeping_the_past() {
+    use socscope_analysis::overview::Reuse;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.db");
+    let mut w = writer(&path);
+    write_part(&mut w, 0);
+    let mut h = harness(&path, ViewKind::Ocelotl);
+    step_until(&mut h, "the first overview", |s| {
+        ocelotl_slices(s).is_some_and(|(n, _, _)| n == 200)
+    });
+    let (_, first_total, _) = ocelotl_slices(session(&h)).unwrap();
+    let first: Vec<f64> = session(&h).views[0]
+        .ocelotl
+        .state
+        .overview
+        .as_ref()
+        .unwrap()
+        .micro
+        .values()
+        .to_vec();
+    write_part(&mut w, 1);
+    step_until(&mut h, "the overview grew", |s| {
+        ocelotl_slices(s).is_some_and(|(n, _, _)| n > 300)
+    });
+    let s = session(&h);
+    let (n, total, reuse) = ocelotl_slices(s).unwrap();
+    // The slices of the first overview were kept, not read again; the new ones were added.
+    assert_eq!(reuse, Reuse::Continued { slices: 200 });
+    assert!(
+        total > first_total,
+        "{total} events after growth, {first_total} before"
+    );
+    let o = s.views[0].ocelotl.state.overview.as_ref().unwrap();
+    let per_slice = o.micro.producers.len() * o.micro.types.len();
+    assert_eq!(
+        &o.micro.values()[..first.len()],
+        &first[..],
+        "the past changed"
+    );
+    assert!(n * per_slice == o.micro.values().len());
+    assert!(s.views[0].ocelotl.state.aggregated().is_some());
+    w.finish(true).unwrap();
+    step_until(&mut h, "the trace stopped being live", |s| !s.live());
 }

@@ -114,7 +114,7 @@ fn view_button_opens_the_table_on_the_density_selection_and_filters() {
         "the selection {:?} is inside {first:?}",
         g.interval
     );
-    assert_eq!(session(&h).views[0].density.loaded, g.interval);
+    assert_eq!(session(&h).views[0].density.live.loaded(), g.interval);
 
     h.get_by_label("Table").click();
     settle(&mut h);
@@ -124,7 +124,7 @@ fn view_button_opens_the_table_on_the_density_selection_and_filters() {
     assert_eq!(g2.interval, g.interval, "switching keeps the interval");
     assert_eq!(g2.filter, filter, "switching keeps the filters");
     let table = &s.views[0].table;
-    assert_eq!(table.loaded, g.interval);
+    assert_eq!(table.loaded(), g.interval);
     let rows = table.model.row_count();
     assert!(rows > 0, "the table shows the interval's events");
     for r in table.model.rows(0..rows) {
@@ -181,11 +181,11 @@ fn two_groups_on_one_trace_do_not_synchronise() {
     let s = session(&h);
     assert_eq!(s.active_group, 0);
     let d = &s.views[0].density;
-    assert_eq!(d.loaded, first);
+    assert_eq!(d.live.loaded(), first);
     assert_eq!(d.view, first);
     assert!(d.hist.as_ref().is_some_and(|h| h.range == first));
     assert_eq!(s.groups.get(0).unwrap().interval, first);
     // Group 1's table was never asked for; group 2's stays on its interval.
-    assert_eq!(s.views[1].table.loaded, g2.interval);
+    assert_eq!(s.views[1].table.loaded(), g2.interval);
     assert_eq!(s.groups.get(1).unwrap().interval, g2.interval);
 }

@@ -168,6 +168,41 @@ fn the_window_shows_the_gantt_chart() {
     assert!(colours >= 20, "only {colours} colours in the window");
 }
 
+#[test]
+fn the_window_opens_on_ocelotl_and_traceviz() {
+    let x = Xvfb::start();
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    for view_name in ["ocelotl", "traceviz"] {
+        let shot = dir.path().join(format!("{view_name}.png"));
+        let out = view(
+            &x,
+            &[
+                t.to_str().unwrap(),
+                "--view",
+                view_name,
+                "--screenshot",
+                shot.to_str().unwrap(),
+                "--size",
+                "1000x600",
+            ],
+        )
+        .output()
+        .expect("socscope view runs");
+        assert!(
+            out.status.success(),
+            "socscope view --view {view_name} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (colours, size) = png_colours(&shot);
+        assert!(size.0 >= 1000 && size.1 >= 600, "{size:?}");
+        assert!(
+            colours >= 20,
+            "only {colours} colours in the {view_name} window"
+        );
+    }
+}
+
 /// Distinct pixel values of an `xwd -root` dump (TrueColor, 24 or 32 bits per pixel).
 fn xwd_colours(dump: &[u8]) -> usize {
     let be = |i: usize| u32::from_be_bytes(dump[i * 4..i * 4 + 4].try_into().unwrap()) as usize;

@@ -6,14 +6,17 @@
 //! partition for a p, list of significant p), and [`ocelotl::run_model_file`], the whole engine
 //! behind `socscope aggregate`.
 
+pub mod actors;
 pub mod bench;
 pub mod compare;
 pub mod density;
 pub mod gantt;
 pub mod hierarchy;
+pub mod live;
 pub mod loader;
 pub mod micro;
 pub mod ocelotl;
+pub mod overview;
 pub mod palette;
 pub mod results;
 pub mod stats;

@@ -314,12 +314,56 @@ fn plan_rest(reader: &TraceReader, range: TimeRange, filter: &Filter, n: u64) ->
     }
 }
 
-/// Starts loading `request` into `consumer` on a background thread.
-pub fn spawn<C: Consumer>(request: LoadRequest, consumer: C) -> LoaderHandle<C::Snapshot> {
+/// What a background task hands its results through: it publishes snapshots and progress, and reads
+/// whether it was asked to stop.
+pub struct Publisher<'a, S> {
+    shared: &'a Mutex<Shared<S>>,
+    cancel: &'a AtomicBool,
+    started: Instant,
+}
+
+impl<S> Publisher<'_, S> {
+    /// Publishes a new result: `loaded_ns` of the interval done, `events` read so far, `chunks` steps.
+    pub fn publish(
+        &self,
+        snapshot: S,
+        loaded_ns: i64,
+        events: u64,
+        chunks: u64,
+    ) -> Result<(), String> {
+        let mut sh = self
+            .shared
+            .lock()
+            .map_err(|_| "loader state poisoned".to_string())?;
+        sh.snapshot = Some(snapshot);
+        sh.generation += 1;
+        sh.progress.loaded_ns = loaded_ns;
+        sh.progress.events = events;
+        sh.progress.chunks = chunks;
+        if sh.progress.first_result_ms.is_none() {
+            sh.progress.first_result_ms = Some(self.started.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(())
+    }
+
+    /// Whether the task was asked to stop (by [`LoaderHandle::cancel`] or by dropping the handle).
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs `task` on a background thread: what it publishes is read through the returned handle, exactly as
+/// for an event load ([`spawn`] is this with a chunked read of the store). `total_ns` is the length of
+/// the interval the task works on (for [`Progress::fraction`]).
+pub fn spawn_task<S, F>(total_ns: i64, task: F) -> LoaderHandle<S>
+where
+    S: Clone + Send + 'static,
+    F: FnOnce(&Publisher<'_, S>) -> Result<(), String> + Send + 'static,
+{
     let shared = Arc::new(Mutex::new(Shared {
         snapshot: None,
         progress: Progress {
-            total_ns: request.range.len(),
+            total_ns,
             ..Progress::default()
         },
         generation: 0,
@@ -329,7 +373,12 @@ pub fn spawn<C: Consumer>(request: LoadRequest, consumer: C) -> LoaderHandle<C::
     let thread = std::thread::Builder::new()
         .name("socscope-loader".into())
         .spawn(move || {
-            let result = run(&request, consumer, &s, &c);
+            let publisher = Publisher {
+                shared: &s,
+                cancel: &c,
+                started: Instant::now(),
+            };
+            let result = task(&publisher);
             if let Ok(mut sh) = s.lock() {
                 sh.progress.finished = true;
                 sh.progress.cancelled = c.load(Ordering::Relaxed);
@@ -353,16 +402,20 @@ pub fn spawn<C: Consumer>(request: LoadRequest, consumer: C) -> LoaderHandle<C::
     }
 }
 
+/// Starts loading `request` into `consumer` on a background thread.
+pub fn spawn<C: Consumer>(request: LoadRequest, consumer: C) -> LoaderHandle<C::Snapshot> {
+    let total = request.range.len();
+    spawn_task(total, move |publisher| run(&request, consumer, publisher))
+}
+
 /// How many events go to the consumer at once (and how often cancellation is checked).
 const BATCH: usize = 4096;
 
 fn run<C: Consumer>(
     request: &LoadRequest,
     mut consumer: C,
-    shared: &Mutex<Shared<C::Snapshot>>,
-    cancel: &AtomicBool,
+    publisher: &Publisher<'_, C::Snapshot>,
 ) -> Result<(), String> {
-    let started = Instant::now();
     let reader = TraceReader::open(&request.trace).map_err(|e| e.to_string())?;
     consumer.prepare(&reader)?;
     // The first chunk is planned alone (from a prefix of the interval) and the rest once its
@@ -375,7 +428,7 @@ fn run<C: Consumer>(
     let mut i = 0;
     while i < chunks.len() {
         let chunk = chunks[i];
-        if cancel.load(Ordering::Relaxed) {
+        if publisher.cancelled() {
             return Ok(());
         }
         let iter = if i == 0 {
@@ -389,7 +442,7 @@ fn run<C: Consumer>(
             let e = e.map_err(|e| e.to_string())?;
             batch.push(e);
             if batch.len() == BATCH {
-                if cancel.load(Ordering::Relaxed) {
+                if publisher.cancelled() {
                     return Ok(());
                 }
                 consumer.consume(&batch);
@@ -400,19 +453,12 @@ fn run<C: Consumer>(
         consumer.consume(&batch);
         events += batch.len() as u64;
         batch.clear();
-        let snapshot = consumer.snapshot();
-        let mut sh = shared
-            .lock()
-            .map_err(|_| "loader state poisoned".to_string())?;
-        sh.snapshot = Some(snapshot);
-        sh.generation += 1;
-        sh.progress.loaded_ns = chunk.end - request.range.start;
-        sh.progress.events = events;
-        sh.progress.chunks = i as u64 + 1;
-        if sh.progress.first_result_ms.is_none() {
-            sh.progress.first_result_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-        }
-        drop(sh);
+        publisher.publish(
+            consumer.snapshot(),
+            chunk.end - request.range.start,
+            events,
+            i as u64 + 1,
+        )?;
         if i == 0 && first.end < range.end {
             chunks.extend(plan_rest(
                 &reader,

@@ -844,6 +844,156 @@ pub fn build_direct(
     }
 }
 
+/// A microscopic model built a few slices at a time, so that a view shows the first slices while the
+/// rest is read, a live trace's model grows by its new slices without reading the past again, and a
+/// model for narrower filters is cut out of a wider one instead of read again.
+///
+/// The values are the same as [`build`]'s: each step reads its slices from the summary exactly as
+/// [`build`] does (whole buckets, exact edges). Variable means, and filters the summary cannot answer,
+/// are read in one step.
+#[derive(Debug, Clone)]
+pub struct PartialModel {
+    grid: SliceGrid,
+    metric: Metric,
+    /// The metric's filter.
+    filter: Filter,
+    /// The rows of the slices done.
+    cells: Table<f64>,
+}
+
+impl PartialModel {
+    /// Nothing read yet of `grid`.
+    pub fn new(grid: SliceGrid, metric: Metric, filter: &Filter) -> Self {
+        Self {
+            grid,
+            metric,
+            filter: metric_filter(filter, metric),
+            cells: Table::new(0),
+        }
+    }
+
+    /// The grid the model is built on.
+    pub fn grid(&self) -> SliceGrid {
+        self.grid
+    }
+
+    /// What the values measure.
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    /// Slices read so far (the first ones).
+    pub fn done(&self) -> usize {
+        self.cells.rows.len()
+    }
+
+    /// Whether every slice was read.
+    pub fn is_complete(&self) -> bool {
+        self.done() >= self.grid.slices
+    }
+
+    /// Reads up to `n` more slices (all of them for means and filters the summary cannot answer).
+    pub fn step(&mut self, reader: &TraceReader, n: usize) -> Result<()> {
+        let done = self.done();
+        if done >= self.grid.slices {
+            return Ok(());
+        }
+        let one_pass = self.metric == Metric::Mean || !self.filter.summary_compatible();
+        if one_pass {
+            self.cells = match self.metric {
+                Metric::Mean => mean_slices(reader, &self.grid, &self.filter)?
+                    .map(|(sum, ns)| if ns > 0 { sum / ns as f64 } else { 0.0 }),
+                m => direct_slices(reader, &self.grid, &self.filter)?.map(|(c, ns)| {
+                    if m == Metric::Duration {
+                        ns as f64
+                    } else {
+                        c as f64
+                    }
+                }),
+            };
+            return Ok(());
+        }
+        let end = (done + n.max(1)).min(self.grid.slices);
+        let _snapshot = reader.snapshot()?;
+        let count = self.metric == Metric::Count;
+        let part = summary_part(reader, &self.grid, done..end, &self.filter, count)?;
+        let duration = self.metric == Metric::Duration;
+        self.cells
+            .append(part.map(|(c, ns)| if duration { ns as f64 } else { c as f64 }));
+        Ok(())
+    }
+
+    /// The model of the slices read so far (the whole grid once complete; before that, the first
+    /// slices as a grid of their own, whose edges may differ from the whole grid's by a nanosecond).
+    pub fn model(&self, reader: &TraceReader) -> Result<TraceMicroscopicModel> {
+        let done = self.done();
+        let grid = if done >= self.grid.slices {
+            self.grid
+        } else {
+            SliceGrid::new(
+                TimeRange::new(self.grid.range.start, self.grid.edge(done)),
+                done,
+            )
+            .ok_or_else(|| StoreError::InvalidRequest("no slice read yet".into()))?
+        };
+        let mut cells = self.cells.clone();
+        cells.rows.truncate(grid.slices);
+        assemble(reader, grid, self.metric, cells)
+    }
+
+    /// This model continued on `grid`, a longer grid whose slices read so far are the same (same
+    /// start and the same edges up to them: a live trace's grid of fixed-width slices grown by new
+    /// slices), or `None` if they are not; the slices read stay read.
+    pub fn extended(&self, grid: SliceGrid) -> Option<Self> {
+        let done = self.done();
+        let same = grid.slices >= done
+            && grid.range.start == self.grid.range.start
+            && (0..=done).all(|i| grid.edge(i) == self.grid.edge(i))
+            // Means carry values across slices: only a complete model of the same grid is kept.
+            && (self.metric != Metric::Mean || grid == self.grid);
+        same.then(|| Self {
+            grid,
+            ..self.clone()
+        })
+    }
+
+    /// The same slices for fewer producers and types (those `keep` accepts), as a model built with a
+    /// narrower `filter` would read them: exact, since every value is one (producer, type) pair's.
+    /// Means are kept only whole ([`None`]): the value current before the interval depends on the
+    /// filter's look-back.
+    pub fn restricted(
+        &self,
+        filter: &Filter,
+        keep: impl Fn(ProducerId, TypeId) -> bool,
+    ) -> Option<Self> {
+        if self.metric == Metric::Mean {
+            return None;
+        }
+        let mut cells = Table::new(0);
+        let cols: Vec<Option<usize>> = self
+            .cells
+            .keys
+            .iter()
+            .map(|&(p, t)| keep(p, t).then(|| cells.col((p, t))))
+            .collect();
+        for row in &self.cells.rows {
+            let mut r = vec![0.0; cells.keys.len()];
+            for (c, v) in row.iter().enumerate() {
+                if let Some(Some(to)) = cols.get(c) {
+                    r[*to] = *v;
+                }
+            }
+            cells.rows.push(r);
+        }
+        Some(Self {
+            grid: self.grid,
+            metric: self.metric,
+            filter: metric_filter(filter, self.metric),
+            cells,
+        })
+    }
+}
+
 /// The whole trace as a range (`[t_min, t_max + 1)`), or an error for an empty trace.
 pub fn trace_range(reader: &TraceReader) -> Result<TimeRange> {
     let info = reader.info()?;
@@ -858,6 +1008,70 @@ pub(crate) mod tests {
     use super::*;
     use crate::testutil::{self, Spec};
     use proptest::prelude::*;
+
+    #[test]
+    fn a_model_built_in_steps_equals_the_whole_build() {
+        let (_dir, path) = testutil::write_spec(&Spec::small());
+        let reader = TraceReader::open(&path).unwrap();
+        for metric in [Metric::Count, Metric::Duration, Metric::Mean] {
+            let grid = SliceGrid::new(TimeRange::new(0, 1000), 10).unwrap();
+            let whole = build(&reader, grid, metric, &Filter::all()).unwrap();
+            let mut p = PartialModel::new(grid, metric, &Filter::all());
+            p.step(&reader, 3).unwrap();
+            if metric != Metric::Mean {
+                assert_eq!(p.done(), 3);
+                let first = p.model(&reader).unwrap();
+                assert_eq!(first.grid.slices, 3);
+                let direct = build(
+                    &reader,
+                    SliceGrid::new(TimeRange::new(0, 300), 3).unwrap(),
+                    metric,
+                    &Filter::all(),
+                )
+                .unwrap();
+                assert_eq!(as_map(&first), as_map(&direct), "{metric}");
+            }
+            while !p.is_complete() {
+                p.step(&reader, 3).unwrap();
+            }
+            assert_eq!(
+                as_map(&p.model(&reader).unwrap()),
+                as_map(&whole),
+                "{metric}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_grown_grid_keeps_its_slices_and_a_narrower_filter_is_cut_out() {
+        let (_dir, path) = testutil::write_spec(&Spec::small());
+        let reader = TraceReader::open(&path).unwrap();
+        // Fixed-width slices of 100 ns: 5, then 10 (a live trace that grew).
+        let short = SliceGrid::new(TimeRange::new(0, 500), 5).unwrap();
+        let long = SliceGrid::new(TimeRange::new(0, 1000), 10).unwrap();
+        let mut p = PartialModel::new(short, Metric::Count, &Filter::all());
+        p.step(&reader, 5).unwrap();
+        let mut grown = p.extended(long).expect("same edges");
+        assert_eq!(grown.done(), 5);
+        grown.step(&reader, 10).unwrap();
+        let whole = build(&reader, long, Metric::Count, &Filter::all()).unwrap();
+        assert_eq!(as_map(&grown.model(&reader).unwrap()), as_map(&whole));
+        // Other edges: not continued.
+        let other = SliceGrid::new(TimeRange::new(0, 1000), 7).unwrap();
+        assert!(p.extended(other).is_none());
+        // Without one type: the same as reading with that filter.
+        let types: Vec<TypeId> = reader.event_types().unwrap().iter().map(|t| t.id).collect();
+        let dropped = types[0];
+        let narrow = Filter::all().types(types.iter().copied().filter(|t| *t != dropped));
+        let cut = grown
+            .restricted(&narrow, |_, t| t != dropped)
+            .unwrap()
+            .model(&reader)
+            .unwrap();
+        let read = build(&reader, long, Metric::Count, &narrow).unwrap();
+        assert_eq!(as_map(&cut), as_map(&read));
+        assert_eq!(cut.producers, read.producers);
+    }
 
     #[test]
     fn grid_edges_and_slices() {

@@ -19,15 +19,21 @@ pub enum ViewKind {
     Gantt,
     /// Event table (§3.2).
     Table,
+    /// Ocelotl's aggregated overview (papers 002, 004).
+    Ocelotl,
+    /// TraceViz's per-actor histograms and outline (paper 003).
+    TraceViz,
 }
 
 impl ViewKind {
     /// Every view, in toolbar order.
-    pub const ALL: [ViewKind; 4] = [
+    pub const ALL: [ViewKind; 6] = [
         ViewKind::Density,
         ViewKind::Statistics,
         ViewKind::Gantt,
         ViewKind::Table,
+        ViewKind::Ocelotl,
+        ViewKind::TraceViz,
     ];
 
     /// The name on its toolbar button.
@@ -37,6 +43,8 @@ impl ViewKind {
             ViewKind::Statistics => "Statistics",
             ViewKind::Gantt => "Gantt",
             ViewKind::Table => "Table",
+            ViewKind::Ocelotl => "Ocelotl",
+            ViewKind::TraceViz => "TraceViz",
         }
     }
 
@@ -179,6 +187,21 @@ impl ViewGroups {
         self.groups.get_mut(index)
     }
 
+    /// A live trace grew from `old` to `new` (the whole trace before and after): a group whose interval
+    /// reached the old end follows the end (its views extend what they loaded: no revision bump, which
+    /// would reload them from scratch); a group on an earlier part of the trace stays where it is.
+    /// Returns the indices of the groups that followed.
+    pub fn trace_grew(&mut self, old: TimeRange, new: TimeRange) -> Vec<usize> {
+        let mut followed = Vec::new();
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            if g.interval.end >= old.end && new.end > g.interval.end {
+                g.interval = TimeRange::new(g.interval.start, new.end);
+                followed.push(i);
+            }
+        }
+        followed
+    }
+
     /// How many groups are open.
     pub fn len(&self) -> usize {
         self.groups.len()
@@ -238,9 +261,31 @@ mod tests {
     }
 
     #[test]
+    fn groups_at_the_end_follow_a_growing_trace() {
+        let mut g = ViewGroups::default();
+        let end = g.open(TimeRange::new(0, 100), ViewKind::Density);
+        let past = g.open(TimeRange::new(10, 50), ViewKind::Gantt);
+        let tail = g.open(TimeRange::new(80, 100), ViewKind::Table);
+        let followed = g.trace_grew(TimeRange::new(0, 100), TimeRange::new(0, 150));
+        assert_eq!(followed, vec![end, tail]);
+        assert_eq!(g.get(end).unwrap().interval, TimeRange::new(0, 150));
+        assert_eq!(g.get(tail).unwrap().interval, TimeRange::new(80, 150));
+        assert_eq!(g.get(past).unwrap().interval, TimeRange::new(10, 50));
+        // Following is not a new interval: views extend rather than reload.
+        assert!(g.groups().iter().all(|x| x.revision == 0));
+        // Nothing new, nothing moves.
+        assert!(
+            g.trace_grew(TimeRange::new(0, 150), TimeRange::new(0, 150))
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn view_names_parse() {
         assert_eq!(ViewKind::from_name("gantt"), Some(ViewKind::Gantt));
         assert_eq!(ViewKind::from_name("pie"), Some(ViewKind::Statistics));
+        assert_eq!(ViewKind::from_name("ocelotl"), Some(ViewKind::Ocelotl));
+        assert_eq!(ViewKind::from_name("traceviz"), Some(ViewKind::TraceViz));
         assert_eq!(ViewKind::from_name("nope"), None);
     }
 }

@@ -41,6 +41,24 @@ impl TimeBar {
         }
     }
 
+    /// A live trace grew from `old` to `whole`: the bar spans the new whole trace; a view that displayed
+    /// up to the old end keeps following the end, and a selection that was what the view displays grows
+    /// with it (else "Load" would light up for no user action); anything else stays where the user put it.
+    pub fn trace_grew(&mut self, old: TimeRange, whole: TimeRange) {
+        let follow = self.displayed.end >= old.end;
+        let selection_follows = self.selection == self.displayed;
+        self.set_whole(whole);
+        if follow {
+            self.displayed = TimeRange::new(
+                self.displayed.start,
+                whole.end.max(self.displayed.start + 1),
+            );
+            if selection_follows {
+                self.selection = self.displayed;
+            }
+        }
+    }
+
     /// Whether the selection is the whole trace.
     pub fn is_whole(&self) -> bool {
         self.selection == self.whole
@@ -170,6 +188,26 @@ mod tests {
         bar.set_whole(TimeRange::new(0, 3000));
         assert_eq!(bar.selection, TimeRange::new(100, 200));
         assert_eq!(bar.whole, TimeRange::new(0, 3000));
+    }
+
+    #[test]
+    fn a_bar_at_the_end_follows_a_growing_trace_and_one_in_the_past_stays() {
+        let old = TimeRange::new(0, 1000);
+        let mut bar = TimeBar::new(old);
+        bar.trace_grew(old, TimeRange::new(0, 1500));
+        assert_eq!(bar.displayed, TimeRange::new(0, 1500));
+        assert_eq!(bar.selection, TimeRange::new(0, 1500));
+        // Displaying the tail with another selection pending: the display follows, the selection stays.
+        bar.displayed = TimeRange::new(500, 1500);
+        bar.select(100, 200);
+        bar.trace_grew(TimeRange::new(0, 1500), TimeRange::new(0, 2000));
+        assert_eq!(bar.displayed, TimeRange::new(500, 2000));
+        assert_eq!(bar.selection, TimeRange::new(100, 200));
+        // A view on the past stays there.
+        bar.displayed = TimeRange::new(100, 200);
+        bar.trace_grew(TimeRange::new(0, 2000), TimeRange::new(0, 2500));
+        assert_eq!(bar.displayed, TimeRange::new(100, 200));
+        assert_eq!(bar.whole, TimeRange::new(0, 2500));
     }
 
     #[test]

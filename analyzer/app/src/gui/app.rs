@@ -12,11 +12,14 @@ use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange, TraceRecord};
 
 use super::gantt::GanttView;
+use super::ocelotl::{OcelotlAction, OcelotlView};
 use super::results::{self, ResultsPanel};
 use super::session::{CatalogWatch, TraceDescription, TraceNames, TraceWatch};
 use super::table::TableView;
 use super::theme::{ColourEdit, Colours};
 use super::timebar::{self, BarAction, BarEdit};
+use super::traceviz::TraceVizView;
+use super::views::{GroupView, LoadContext};
 use super::{density::DensityView, stats::StatsView};
 
 /// Above this many events a new group opens on the first part of the trace rather than all of it.
@@ -28,9 +31,37 @@ pub struct GroupViews {
     pub table: TableView,
     pub density: DensityView,
     pub stats: StatsView,
+    pub ocelotl: OcelotlView,
+    pub traceviz: TraceVizView,
     pub bars: HashMap<ViewKind, (TimeBar, BarEdit)>,
     /// The group revision each view last loaded.
     pub loaded: HashMap<ViewKind, u64>,
+}
+
+impl GroupViews {
+    /// The view of kind `k`.
+    pub fn view(&self, k: ViewKind) -> &dyn GroupView {
+        match k {
+            ViewKind::Gantt => &self.gantt,
+            ViewKind::Table => &self.table,
+            ViewKind::Density => &self.density,
+            ViewKind::Statistics => &self.stats,
+            ViewKind::Ocelotl => &self.ocelotl,
+            ViewKind::TraceViz => &self.traceviz,
+        }
+    }
+
+    /// The view of kind `k`, to drive it.
+    pub fn view_mut(&mut self, k: ViewKind) -> &mut dyn GroupView {
+        match k {
+            ViewKind::Gantt => &mut self.gantt,
+            ViewKind::Table => &mut self.table,
+            ViewKind::Density => &mut self.density,
+            ViewKind::Statistics => &mut self.stats,
+            ViewKind::Ocelotl => &mut self.ocelotl,
+            ViewKind::TraceViz => &mut self.traceviz,
+        }
+    }
 }
 
 /// An open trace.
@@ -83,10 +114,12 @@ impl TraceSession {
         self.meta.as_ref().is_some_and(|m| !m.info.finished)
     }
 
-    fn first_interval(&self) -> TimeRange {
+    fn first_interval(&self, view: ViewKind) -> TimeRange {
         let whole = self.whole();
+        // Ocelotl and TraceViz read the store's summary, whose cost does not grow with the events.
+        let summarised = matches!(view, ViewKind::Ocelotl | ViewKind::TraceViz);
         match &self.meta {
-            Some(m) if m.info.event_count > FIRST_OPEN_EVENTS => {
+            Some(m) if m.info.event_count > FIRST_OPEN_EVENTS && !summarised => {
                 let len = (whole.len() as f64 * FIRST_OPEN_EVENTS as f64
                     / m.info.event_count as f64) as i64;
                 TimeRange::new(whole.start, whole.start + len.max(1))
@@ -97,13 +130,15 @@ impl TraceSession {
 
     pub fn new_group(&mut self, view: ViewKind) {
         let Some(names) = &self.names else { return };
-        let interval = self.first_interval();
+        let interval = self.first_interval(view);
         let i = self.groups.open(interval, view);
         self.views.push(GroupViews {
             gantt: GanttView::new(interval),
             table: TableView::new(names.table.clone(), interval),
             density: DensityView::new(interval),
             stats: StatsView::new(interval),
+            ocelotl: OcelotlView::new(interval),
+            traceviz: TraceVizView::new(interval),
             bars: HashMap::new(),
             loaded: HashMap::new(),
         });
@@ -145,24 +180,11 @@ impl TraceSession {
                     }
                     let whole = self.whole();
                     if let Some(old) = old_whole {
-                        for gi in 0..self.groups.len() {
-                            let g = self.groups.get_mut(gi).expect("index in range");
-                            // A group that showed up to the end keeps following the growing trace.
-                            if g.interval.end >= old.end {
-                                g.interval = TimeRange::new(g.interval.start, whole.end);
-                            }
-                            for (bar, _) in self.views[gi].bars.values_mut() {
-                                let follow = bar.displayed.end >= old.end;
-                                let selection_follows = bar.selection == bar.displayed;
-                                bar.set_whole(whole);
-                                if follow {
-                                    bar.displayed = TimeRange::new(bar.displayed.start, whole.end);
-                                    // A selection that was what the view shows grows with it (else
-                                    // "Load" would light up for no user action).
-                                    if selection_follows {
-                                        bar.selection = bar.displayed;
-                                    }
-                                }
+                        // The groups, time bars and selections that showed the end follow it.
+                        self.groups.trace_grew(old, whole);
+                        for v in &mut self.views {
+                            for (bar, _) in v.bars.values_mut() {
+                                bar.trace_grew(old, whole);
                             }
                         }
                     }
@@ -174,14 +196,19 @@ impl TraceSession {
             return;
         };
         let whole = self.whole();
-        let table_names = names.table.clone();
         for gi in 0..self.groups.len() {
             let g = self.groups.get(gi).expect("index in range").clone();
-            let filter = self.store_filter(&g.filter);
+            let cx = LoadContext {
+                trace: &self.path,
+                interval: g.interval,
+                filter: self.store_filter(&g.filter),
+                view_filter: &g.filter,
+                meta: &meta,
+                names,
+            };
             let v = &mut self.views[gi];
-            let active = gi == self.active_group;
             // Only the view on screen loads (others load when switched to, on the group's interval).
-            if active {
+            if gi == self.active_group {
                 let k = g.active;
                 let bar = &mut v
                     .bars
@@ -193,50 +220,13 @@ impl TraceSession {
                     bar.set_whole(whole);
                     bar.select(g.interval.start, g.interval.end);
                     bar.load();
-                    match k {
-                        ViewKind::Gantt => {
-                            v.gantt.load(&self.path, g.interval, filter.clone(), &meta)
-                        }
-                        ViewKind::Table => v.table.load(
-                            &self.path,
-                            g.interval,
-                            filter.clone(),
-                            table_names.clone(),
-                        ),
-                        ViewKind::Density => v.density.load(&self.path, g.interval, filter.clone()),
-                        ViewKind::Statistics => {
-                            v.stats.load(&self.path, g.interval, filter.clone())
-                        }
-                    }
+                    v.view_mut(k).load(&cx);
                 } else if g.interval.end > g.interval.start {
-                    match k {
-                        ViewKind::Gantt => {
-                            v.gantt
-                                .extend(&self.path, g.interval.end, filter.clone(), &meta)
-                        }
-                        ViewKind::Table => v.table.extend(
-                            &self.path,
-                            g.interval.end,
-                            filter.clone(),
-                            table_names.clone(),
-                        ),
-                        ViewKind::Density => {
-                            v.density.extend(&self.path, g.interval, filter.clone())
-                        }
-                        ViewKind::Statistics => {
-                            v.stats.extend(&self.path, g.interval, filter.clone())
-                        }
-                    }
+                    v.view_mut(k).extend(&cx);
                 }
             }
-            v.gantt.poll();
-            v.table.poll();
-            v.density.poll();
-            v.stats.poll();
-            if v.gantt.follow {
-                let len = v.gantt.view.len();
-                let end = v.gantt.loaded.end.max(v.gantt.view.start + 1);
-                v.gantt.view = TimeRange::new(end - len, end);
+            for k in ViewKind::ALL {
+                v.view_mut(k).poll();
             }
         }
     }
@@ -250,25 +240,16 @@ impl TraceSession {
         ) else {
             return false;
         };
-        let end = g.interval.end;
-        match g.active {
-            ViewKind::Gantt => !v.gantt.truncated && v.gantt.loaded.end < end,
-            ViewKind::Table => !v.table.truncated && v.table.loaded.end < end,
-            ViewKind::Density => v.density.loaded.end < end,
-            ViewKind::Statistics => v.stats.loaded.end < end,
-        }
+        v.view(g.active).catching_up(g.interval.end)
     }
 
     pub fn busy(&self) -> bool {
         self.live()
             || self.catching_up()
-            || self.views.iter().any(|v| {
-                v.gantt.busy()
-                    || v.table.busy()
-                    || v.density.busy()
-                    || v.stats.busy()
-                    || v.table.model.filtering()
-            })
+            || self
+                .views
+                .iter()
+                .any(|v| ViewKind::ALL.iter().any(|&k| v.view(k).busy()))
     }
 }
 
@@ -624,7 +605,7 @@ fn session_ui(
             if ui.button("Types…").clicked() {
                 s.types_dialog = !s.types_dialog;
             }
-                        if ui.button("Producers…").clicked() {
+            if ui.button("Producers…").clicked() {
                 s.producers_dialog = !s.producers_dialog;
             }
             if ui
@@ -644,30 +625,9 @@ fn session_ui(
                 ui.toggle_value(&mut v.gantt.follow, "Follow")
                     .on_hover_text("Keep the newest data in view");
             }
-            let p = match kind {
-                ViewKind::Gantt => v.gantt.progress(),
-                ViewKind::Table => v.table.progress(),
-                ViewKind::Density => v.density.progress(),
-                ViewKind::Statistics => v.stats.progress(),
-            };
+            let p = v.view(kind).progress();
             // A view that stopped at its cap says so (the rest of the interval is not on screen).
-            let capped = match kind {
-                ViewKind::Gantt => v.gantt.truncated.then(|| {
-                    format!(
-                        "showing the first {} events of the interval (up to {} s); zoom in to see the rest",
-                        v.gantt.model.events(),
-                        units::timestamp(v.gantt.loaded.end)
-                    )
-                }),
-                ViewKind::Table => v.table.truncated.then(|| {
-                    format!(
-                        "showing the first {} events of the interval (up to {} s); select a shorter interval to see the rest",
-                        v.table.model.loaded_rows(),
-                        units::timestamp(v.table.loaded.end)
-                    )
-                }),
-                _ => None,
-            };
+            let capped = v.view(kind).capped();
             if let Some(note) = capped {
                 ui.colored_label(ui.visuals().warn_fg_color, note);
             } else if let Some(p) = p {
@@ -683,9 +643,12 @@ fn session_ui(
                 } else if let Some(e) = &p.error {
                     ui.colored_label(ui.visuals().error_fg_color, e);
                 } else {
+                    let what = v
+                        .view(kind)
+                        .summary()
+                        .unwrap_or_else(|| format!("{} events", p.events));
                     ui.label(format!(
-                        "{} events{}",
-                        p.events,
+                        "{what}{}",
                         if p.cancelled { " (stopped)" } else { "" }
                     ));
                 }
@@ -707,13 +670,7 @@ fn session_ui(
     }
     let kind = s.groups.get(gi).map_or(ViewKind::Gantt, |g| g.active);
     if stop {
-        let v = &mut s.views[gi];
-        match kind {
-            ViewKind::Gantt => v.gantt.stop(),
-            ViewKind::Table => v.table.stop(),
-            ViewKind::Density => v.density.stop(),
-            ViewKind::Statistics => v.stats.stop(),
-        }
+        s.views[gi].view_mut(kind).stop();
     }
     filter_dialogs(ui, s, gi);
     results::window(ui, s);
@@ -778,6 +735,7 @@ fn session_ui(
         });
     }
     let mut cursor = None;
+    let mut gantt_on = None;
     let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
     panel.show(ui, |ui| match kind {
         ViewKind::Gantt => v.gantt.ui(
@@ -802,8 +760,21 @@ fn session_ui(
                 colour_edit = Some(e);
             }
         }
+        ViewKind::Ocelotl => match v.ocelotl.ui(ui, names) {
+            Some(OcelotlAction::Zoom(r)) => load = Some(r),
+            Some(OcelotlAction::GanttOn(r)) => gantt_on = Some(r),
+            None => {}
+        },
+        ViewKind::TraceViz => v.traceviz.ui(ui, names, group.cursor),
     });
     results::take_saves(s, gi);
+    if let Some(r) = gantt_on {
+        s.new_group(ViewKind::Gantt);
+        if let Some(g) = s.groups.get_mut(s.active_group) {
+            g.set_interval(r);
+        }
+        return colour_edit;
+    }
     if let Some(g) = s.groups.get_mut(gi) {
         if let Some(r) = load {
             g.set_interval(r);

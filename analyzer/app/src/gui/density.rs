@@ -7,20 +7,17 @@ use std::time::{Duration, Instant};
 
 use egui::{Pos2, Rect, Sense, Stroke, Ui};
 use socscope_analysis::density::{DensityConsumer, DensityHistogram, FINE_BINS};
+use socscope_analysis::live::{Growth, LiveLoad, Step};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, TimeRange};
 use std::sync::Arc;
 
 pub struct DensityView {
-    loader: Option<LoaderHandle<DensityHistogram>>,
-    seen: u64,
+    /// The histogram of the group's interval (reloaded as a live trace grows).
+    pub live: LiveLoad<DensityHistogram>,
     pub hist: Option<DensityHistogram>,
-    pub loaded: TimeRange,
     pub view: TimeRange,
-    /// A reload for a grown live trace; the previous histogram stays on screen until it is done.
-    refreshing: bool,
-    last_refresh: Option<Instant>,
     /// The trace and filter of the last load (a detail load of the zoomed view uses them).
     source: Option<(PathBuf, Filter)>,
     /// A finer histogram of part of the loaded interval, loaded once zooming stopped.
@@ -48,13 +45,9 @@ const DETAIL_DEBOUNCE: Duration = Duration::from_millis(300);
 impl DensityView {
     pub fn new(range: TimeRange) -> Self {
         Self {
-            loader: None,
-            seen: 0,
+            live: LiveLoad::new(range, Growth::RELOAD_EACH_SECOND),
             hist: None,
-            loaded: range,
             view: range,
-            refreshing: false,
-            last_refresh: None,
             source: None,
             detail: None,
             detail_loader: None,
@@ -64,64 +57,58 @@ impl DensityView {
         }
     }
 
-    fn spawn(&mut self, trace: &Path, range: TimeRange, filter: Filter) {
-        self.seen = 0;
-        self.loaded = range;
+    fn start(
+        &mut self,
+        trace: &Path,
+        filter: &Filter,
+    ) -> impl FnOnce(Step) -> LoaderHandle<DensityHistogram> + use<> {
         self.source = Some((trace.to_path_buf(), filter.clone()));
         self.detail = None;
         self.detail_loader = None;
-        self.loader = Some(loader::spawn(
-            LoadRequest {
-                trace: trace.to_path_buf(),
-                range,
-                filter,
-                chunk_events: chunk_size::DENSITY,
-            },
-            DensityConsumer::new(range, FINE_BINS),
-        ));
+        let (trace, filter) = (trace.to_path_buf(), filter.clone());
+        move |step: Step| spawn(trace, step.range, filter)
     }
 
     pub fn load(&mut self, trace: &Path, range: TimeRange, filter: Filter) {
         self.hist = None;
         self.view = range;
-        self.refreshing = false;
-        self.spawn(trace, range, filter);
+        let start = self.start(trace, &filter);
+        self.live.load(range, start);
     }
 
-    /// A live trace grew: recount, at most once a second, keeping the old chart until the new one is done.
+    /// A live trace grew: recount (at most once a second), keeping the old chart until the new one is
+    /// done; a view that showed all that was loaded shows all of the new interval.
     pub fn extend(&mut self, trace: &Path, range: TimeRange, filter: Filter) {
-        if self.busy() || range.end <= self.loaded.end {
+        if self.busy() || range.end <= self.live.loaded().end {
             return;
         }
-        if self
-            .last_refresh
-            .is_some_and(|t| t.elapsed().as_millis() < 1000)
-        {
-            return;
-        }
-        self.last_refresh = Some(Instant::now());
-        let follow = self.view == self.loaded;
-        self.refreshing = true;
-        self.spawn(trace, range, filter);
-        if follow {
-            self.view = range;
+        let follow = self.view == self.live.loaded();
+        let (t, f) = (trace.to_path_buf(), filter.clone());
+        let started = self
+            .live
+            .extend(range.end, move |step| spawn(t, step.range, f));
+        if let Some(step) = started {
+            self.source = Some((trace.to_path_buf(), filter));
+            self.detail = None;
+            self.detail_loader = None;
+            if follow {
+                self.view = step.loaded;
+            }
         }
     }
 
     /// Loading, or finished with a result not yet taken by `poll` (which also drops a finished
     /// detail load).
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen)) || self.detail_loader.is_some()
+        self.live.busy() || self.detail_loader.is_some()
     }
 
     pub fn progress(&self) -> Option<Progress> {
-        self.loader.as_ref().map(|l| l.progress())
+        self.live.progress()
     }
 
     pub fn stop(&mut self) {
-        if let Some(l) = &self.loader {
-            l.cancel();
-        }
+        self.live.stop();
         self.detail_loader = None;
     }
 
@@ -139,17 +126,8 @@ impl DensityView {
                 self.detail_loader = None;
             }
         }
-        let Some(l) = &self.loader else { return };
-        let finished = l.progress().finished;
-        if self.refreshing && !finished {
-            return;
-        }
-        if let Some((g, h)) = l.snapshot_if_newer(self.seen) {
-            self.seen = g;
+        if let Some(h) = self.live.poll() {
             self.hist = Some(h);
-        }
-        if finished {
-            self.refreshing = false;
         }
     }
 
@@ -201,15 +179,7 @@ impl DensityView {
         if fine_enough {
             return;
         }
-        self.detail_loader = Some(loader::spawn(
-            LoadRequest {
-                trace,
-                range: view,
-                filter,
-                chunk_events: chunk_size::DENSITY,
-            },
-            DensityConsumer::new(view, FINE_BINS),
-        ));
+        self.detail_loader = Some(spawn(trace, view, filter));
     }
 
     fn moved(&mut self) {
@@ -408,10 +378,10 @@ impl DensityView {
 
     pub fn zoom(&mut self, factor: f64, around: f64) {
         let len = self.view.len() as f64;
-        let new_len = (len * factor).clamp(1000.0, self.loaded.len().max(1000) as f64);
+        let new_len = (len * factor).clamp(1000.0, self.live.loaded().len().max(1000) as f64);
         let pivot = self.view.start as f64 + len * around;
-        let start = (pivot - new_len * around).max(self.loaded.start as f64);
-        let start = start.min(self.loaded.end as f64 - new_len);
+        let start = (pivot - new_len * around).max(self.live.loaded().start as f64);
+        let start = start.min(self.live.loaded().end as f64 - new_len);
         self.view = TimeRange::new(start as i64, (start + new_len) as i64);
         self.moved();
     }
@@ -420,12 +390,25 @@ impl DensityView {
         let len = self.view.len();
         let by = (len as f64 * fraction) as i64;
         let start = (self.view.start + by).clamp(
-            self.loaded.start,
-            (self.loaded.end - len).max(self.loaded.start),
+            self.live.loaded().start,
+            (self.live.loaded().end - len).max(self.live.loaded().start),
         );
         self.view = TimeRange::new(start, start + len);
         self.moved();
     }
+}
+
+/// Counts the events of `range` into a histogram of [`FINE_BINS`] bins, on a loader thread.
+fn spawn(trace: PathBuf, range: TimeRange, filter: Filter) -> LoaderHandle<DensityHistogram> {
+    loader::spawn(
+        LoadRequest {
+            trace,
+            range,
+            filter,
+            chunk_events: chunk_size::DENSITY,
+        },
+        DensityConsumer::new(range, FINE_BINS),
+    )
 }
 
 /// The smallest 1, 2 or 5 times a power of ten at or above `v`, so the axis reads round numbers.

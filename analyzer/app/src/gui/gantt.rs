@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use socscope_analysis::gantt::{GanttConsumer, GanttFrame, GanttModel, GanttSnapshot, LossGap};
+use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, ProducerId, TimeRange};
@@ -19,19 +20,37 @@ const LABEL_W: f32 = 190.0;
 /// Above this many events the Gantt stops loading and asks for a shorter interval.
 const MAX_EVENTS: u64 = 30_000_000;
 
+/// Starts a load of the Gantt's events for a step of its [`LiveLoad`].
+fn spawn(
+    trace: &std::path::Path,
+    filter: Filter,
+) -> impl FnOnce(Step) -> LoaderHandle<GanttSnapshot> + use<> {
+    let trace = trace.to_path_buf();
+    move |step| {
+        let consumer = match step.kind {
+            StepKind::Append => GanttConsumer::appending_from(step.range.start),
+            _ => GanttConsumer::new(),
+        };
+        loader::spawn(
+            LoadRequest {
+                trace,
+                range: step.range,
+                filter,
+                chunk_events: chunk_size::GANTT,
+            },
+            consumer,
+        )
+    }
+}
+
 pub struct GanttView {
     pub model: GanttModel,
-    loader: Option<LoaderHandle<GanttSnapshot>>,
-    seen: u64,
-    /// The interval whose events are loaded (or loading).
-    pub loaded: TimeRange,
+    /// The events of the group's interval (new ones appended as a live trace grows).
+    pub live: LiveLoad<GanttSnapshot>,
     /// The interval on screen (zoom and pan inside and around `loaded`).
     pub view: TimeRange,
     pub collapsed: BTreeSet<ProducerId>,
     pub follow: bool,
-    pub truncated: bool,
-    /// Where the running load started (its progress counts from there).
-    load_start: i64,
     row_offset: usize,
     cache: Option<(FrameKey, GanttFrame)>,
     /// The chart's shapes for the cached frame, drawn again as long as nothing they show changes.
@@ -67,14 +86,10 @@ impl GanttView {
     pub fn new(range: TimeRange) -> Self {
         Self {
             model: GanttModel::new(),
-            loader: None,
-            seen: 0,
-            loaded: range,
+            live: LiveLoad::new(range, Growth::Append),
             view: range,
             collapsed: BTreeSet::new(),
             follow: false,
-            truncated: false,
-            load_start: range.start,
             row_offset: 0,
             cache: None,
             drawn: None,
@@ -93,22 +108,20 @@ impl GanttView {
     ) {
         self.model = GanttModel::new();
         self.model.set_losses(meta.losses.clone());
-        self.truncated = false;
-        self.loaded = range;
-        self.load_start = range.start;
         self.view = range;
-        self.seen = 0;
         self.cache = None;
         self.drawn = None;
-        self.loader = Some(loader::spawn(
-            LoadRequest {
-                trace: trace.to_path_buf(),
-                range,
-                filter,
-                chunk_events: chunk_size::GANTT,
-            },
-            GanttConsumer::new(),
-        ));
+        self.live.load(range, spawn(trace, filter));
+    }
+
+    /// The interval whose events are loaded (or loading).
+    pub fn loaded(&self) -> TimeRange {
+        self.live.loaded()
+    }
+
+    /// The load stopped at [`MAX_EVENTS`]: the rest of the interval is not on screen.
+    pub fn truncated(&self) -> bool {
+        self.live.truncated()
     }
 
     /// The trace grew: load what is new after the loaded interval.
@@ -119,68 +132,52 @@ impl GanttView {
         filter: Filter,
         meta: &TraceDescription,
     ) {
-        if self.busy() || end <= self.loaded.end || self.truncated {
+        if self.busy() || end <= self.loaded().end || self.truncated() {
             return;
         }
-        let from = self.loaded.end;
-        self.load_start = from;
+        let from = self.loaded().end;
+        let follow_view = self.view.end >= from;
         self.model.set_losses_if_more(meta.losses.clone());
         self.model.start_appending();
-        self.seen = 0;
-        let follow_view = self.view.end >= self.loaded.end;
-        self.loaded = TimeRange::new(self.loaded.start, end);
+        let Some(step) = self.live.extend(end, spawn(trace, filter)) else {
+            return;
+        };
         if self.follow {
             let len = self.view.len();
             self.view = TimeRange::new(end - len, end);
         } else if follow_view
             && self.view == TimeRange::new(self.view.start, from)
-            && self.view.start == self.loaded.start
+            && self.view.start == step.loaded.start
         {
-            self.view = self.loaded;
+            self.view = step.loaded;
         }
-        self.loader = Some(loader::spawn(
-            LoadRequest {
-                trace: trace.to_path_buf(),
-                range: TimeRange::new(from, end),
-                filter,
-                chunk_events: chunk_size::GANTT,
-            },
-            GanttConsumer::appending_from(from),
-        ));
     }
 
     /// Loading, or finished with a result not yet taken by `poll`.
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen))
+        self.live.busy()
     }
 
     pub fn poll(&mut self) -> bool {
-        let Some(l) = &self.loader else { return false };
         let mut changed = false;
         // Progress read before the snapshot: the snapshot holds at least what the progress says.
-        let reached = l.progress().loaded_ns;
-        if let Some((g, snap)) = l.snapshot_if_newer(self.seen) {
-            self.seen = g;
+        let reached = self.live.progress().map_or(0, |p| p.loaded_ns);
+        if let Some(snap) = self.live.poll() {
             changed = self.model.absorb(&snap);
         }
-        if self.model.events() > MAX_EVENTS && !self.truncated {
-            l.cancel();
-            self.truncated = true;
+        if self.model.events() > MAX_EVENTS && !self.truncated() {
             // What is loaded ends where the load stopped: zooming or panning past it loads from there.
-            let end = (self.load_start + reached).clamp(self.loaded.start + 1, self.loaded.end);
-            self.loaded = TimeRange::new(self.loaded.start, end);
+            self.live.truncate(reached);
         }
         changed
     }
 
     pub fn stop(&mut self) {
-        if let Some(l) = &self.loader {
-            l.cancel();
-        }
+        self.live.stop();
     }
 
     pub fn progress(&self) -> Option<socscope_analysis::loader::Progress> {
-        self.loader.as_ref().map(|l| l.progress())
+        self.live.progress()
     }
 
     fn mark(&mut self) {
@@ -192,7 +189,8 @@ impl GanttView {
         let idle = self
             .last_interaction
             .is_some_and(|t| t.elapsed() > Duration::from_millis(400));
-        let outside = self.view.start < self.loaded.start || self.view.end > self.loaded.end;
+        let loaded = self.loaded();
+        let outside = self.view.start < loaded.start || self.view.end > loaded.end;
         (idle && outside && !self.follow).then_some(self.view)
     }
 

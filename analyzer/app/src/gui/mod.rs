@@ -1,5 +1,5 @@
 //! The eframe/egui GUI: a thin shell over the view models of `socscope-analysis` (trace browser, time
-//! bar, density, statistics, Gantt and event table, view groups, live traces).
+//! bar, density, statistics, Gantt, event table, Ocelotl and TraceViz, view groups, live traces).
 //!
 //! Start here: [`run`] (the window), [`GuiApp`] (the UI, drawable into any `Ui` — the snapshot tests use
 //! it), [`ViewOptions`].
@@ -10,12 +10,15 @@ pub mod display;
 mod gantt;
 mod results;
 
+mod ocelotl;
 mod script;
 mod session;
 mod stats;
 mod table;
 mod theme;
 mod timebar;
+mod traceviz;
+mod views;
 
 use std::path::PathBuf;
 

@@ -10,14 +10,15 @@ use std::time::Instant;
 
 use anyhow::Context;
 use socscope_analysis::sync::ViewKind;
+use socscope_tracedb::TimeRange;
 
 use super::{GuiApp, ViewOptions};
 
 /// A scripted interaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Script {
-    /// Once the views have data: zoom and pan the Gantt chart, then the density chart (each once it has
-    /// loaded), then exit.
+    /// Once the views have data: zoom and pan the Gantt chart, the density chart and TraceViz, and move p,
+    /// zoom in and out on Ocelotl (each once it has loaded), then exit.
     PanZoom,
 }
 
@@ -101,17 +102,29 @@ impl Shell {
         }
         let settled = self.settled();
         let frame = self.frame;
+        let first_view = self.app.first_view;
         let s = self.app.active.and_then(|a| self.app.sessions.get_mut(a))?;
         let gi = s.active_group;
         let whole = s.whole();
         let group = s.groups.get_mut(gi)?;
-        const STEPS: [(&str, ViewKind, bool); 4] = [
+        const STEPS: [(&str, ViewKind, bool); 8] = [
             ("gantt-load", ViewKind::Gantt, false),
             ("gantt", ViewKind::Gantt, true),
             ("density-load", ViewKind::Density, false),
             ("density", ViewKind::Density, true),
+            ("traceviz-load", ViewKind::TraceViz, false),
+            ("traceviz", ViewKind::TraceViz, true),
+            ("ocelotl-load", ViewKind::Ocelotl, false),
+            ("ocelotl", ViewKind::Ocelotl, true),
         ];
-        let Some(&(phase, k, moving)) = STEPS.get(self.script_step) else {
+        // Opened on Ocelotl or TraceViz, the group is on the whole trace (their cost does not grow
+        // with the events): only those two are driven, not a Gantt of the whole trace.
+        let steps = if matches!(first_view, ViewKind::Ocelotl | ViewKind::TraceViz) {
+            &STEPS[4..]
+        } else {
+            &STEPS[..]
+        };
+        let Some(&(phase, k, moving)) = steps.get(self.script_step) else {
             return Some("done");
         };
         group.switch_to(k);
@@ -131,12 +144,34 @@ impl Shell {
             return Some(phase);
         }
         // 100 frames zooming in, 100 panning right, 100 panning left, 100 zooming out.
+        // Ocelotl's zoom is not graphical (it re-runs the pipeline on the selected interval, on the
+        // loader thread): its frames sweep p up and down (the partition is recomputed and drawn at
+        // each), then zoom into the middle half of the interval and back out.
+        let interval = group.interval;
         let v = &mut s.views[gi];
         match (k, i / 100) {
             (ViewKind::Gantt, 0) => v.gantt.zoom(0.97, 0.5, whole),
             (ViewKind::Gantt, 1) => v.gantt.pan(0.01),
             (ViewKind::Gantt, 2) => v.gantt.pan(-0.01),
             (ViewKind::Gantt, _) => v.gantt.zoom(1.0 / 0.97, 0.5, whole),
+            (ViewKind::TraceViz, 0) => v.traceviz.timeline.zoom(0.97, 0.5),
+            (ViewKind::TraceViz, 1) => v.traceviz.timeline.pan(0.01),
+            (ViewKind::TraceViz, 2) => v.traceviz.timeline.pan(-0.01),
+            (ViewKind::TraceViz, _) => v.traceviz.timeline.zoom(1.0 / 0.97, 0.5),
+            (ViewKind::Ocelotl, 0) => v.ocelotl.state.set_p((i % 100) as f64 / 100.0),
+            (ViewKind::Ocelotl, 1) => v.ocelotl.state.set_p(1.0 - (i % 100) as f64 / 100.0),
+            (ViewKind::Ocelotl, 2) if i.is_multiple_of(100) => {
+                let q = interval.len() / 4;
+                group.set_interval(TimeRange::new(interval.start + q, interval.end - q));
+            }
+            (ViewKind::Ocelotl, 3) if i.is_multiple_of(100) => {
+                let h = interval.len() / 2;
+                group.set_interval(TimeRange::new(
+                    (interval.start - h).max(whole.start),
+                    (interval.end + h).min(whole.end),
+                ));
+            }
+            (ViewKind::Ocelotl, _) => {}
             (_, 0) => v.density.zoom(0.97, 0.5),
             (_, 1) => v.density.pan(0.01),
             (_, 2) => v.density.pan(-0.01),

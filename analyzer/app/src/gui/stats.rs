@@ -7,27 +7,40 @@ use std::collections::BTreeSet;
 use std::f32::consts::TAU;
 
 use egui::{Color32, Sense, Stroke, Ui, Vec2};
-use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
+use socscope_analysis::live::{Growth, LiveLoad};
+use socscope_analysis::loader::{self, LoadRequest, Progress, chunk_size};
 use socscope_analysis::stats::{Operator, PieSettings, SliceKind, StatsConsumer, StatsSnapshot};
 use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange};
 
 use super::session::TraceNames;
 
+fn spawn(
+    trace: std::path::PathBuf,
+    range: TimeRange,
+    filter: Filter,
+) -> loader::LoaderHandle<StatsSnapshot> {
+    loader::spawn(
+        LoadRequest {
+            trace,
+            range,
+            filter,
+            chunk_events: chunk_size::STATISTICS,
+        },
+        StatsConsumer::new(range),
+    )
+}
+
 /// A change the table's buttons ask for, applied after drawing (the table borrows the view).
 type Action = Box<dyn FnOnce(&mut StatsView)>;
 
 pub struct StatsView {
-    loader: Option<LoaderHandle<StatsSnapshot>>,
-    seen: u64,
+    pub live: LiveLoad<StatsSnapshot>,
     pub stats: Option<StatsSnapshot>,
-    pub loaded: TimeRange,
     pub settings: PieSettings,
     selected: BTreeSet<u32>,
     group_name: String,
     group_colour: Color32,
-    refreshing: bool,
-    last_refresh: Option<std::time::Instant>,
     /// "Save groups" was clicked: the session saves them as a grouping result.
     pub save_groups: bool,
 }
@@ -35,81 +48,44 @@ pub struct StatsView {
 impl StatsView {
     pub fn new(range: TimeRange) -> Self {
         Self {
-            loader: None,
-            seen: 0,
+            live: LiveLoad::new(range, Growth::RELOAD_EACH_SECOND),
             stats: None,
-            loaded: range,
             settings: PieSettings::default(),
             selected: BTreeSet::new(),
             group_name: "group".into(),
             group_colour: Color32::from_rgb(220, 40, 40),
-            refreshing: false,
-            last_refresh: None,
             save_groups: false,
         }
     }
 
-    fn spawn(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
-        self.seen = 0;
-        self.loaded = range;
-        self.loader = Some(loader::spawn(
-            LoadRequest {
-                trace: trace.to_path_buf(),
-                range,
-                filter,
-                chunk_events: chunk_size::STATISTICS,
-            },
-            StatsConsumer::new(range),
-        ));
-    }
-
     pub fn load(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
         self.stats = None;
-        self.refreshing = false;
-        self.spawn(trace, range, filter);
+        let trace = trace.to_path_buf();
+        self.live
+            .load(range, |step| spawn(trace, step.range, filter));
     }
 
     pub fn extend(&mut self, trace: &std::path::Path, range: TimeRange, filter: Filter) {
-        if self.busy()
-            || range.end <= self.loaded.end
-            || self
-                .last_refresh
-                .is_some_and(|t| t.elapsed().as_millis() < 1000)
-        {
-            return;
-        }
-        self.last_refresh = Some(std::time::Instant::now());
-        self.refreshing = true;
-        self.spawn(trace, range, filter);
+        let trace = trace.to_path_buf();
+        self.live
+            .extend(range.end, |step| spawn(trace, step.range, filter));
     }
 
-    /// Loading, or finished with a result not yet taken by `poll`.
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen))
+        self.live.busy()
     }
 
     pub fn progress(&self) -> Option<Progress> {
-        self.loader.as_ref().map(|l| l.progress())
+        self.live.progress()
     }
 
     pub fn stop(&mut self) {
-        if let Some(l) = &self.loader {
-            l.cancel();
-        }
+        self.live.stop();
     }
 
     pub fn poll(&mut self) {
-        let Some(l) = &self.loader else { return };
-        let finished = l.progress().finished;
-        if self.refreshing && !finished {
-            return;
-        }
-        if let Some((g, s)) = l.snapshot_if_newer(self.seen) {
-            self.seen = g;
+        if let Some(s) = self.live.poll() {
             self.stats = Some(s);
-        }
-        if finished {
-            self.refreshing = false;
         }
     }
 

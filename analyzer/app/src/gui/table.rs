@@ -5,6 +5,7 @@ use eframe::egui;
 use std::sync::Arc;
 
 use egui::Ui;
+use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_analysis::table::{
     Column, ColumnFilters, TableConsumer, TableModel, TableNames, TableSnapshot,
@@ -15,16 +16,36 @@ use socscope_tracedb::{Filter, TimeRange, Timestamp};
 const MAX_ROWS: u64 = 20_000_000;
 const WIDTHS: [f32; 6] = [110.0, 44.0, 170.0, 90.0, 150.0, 0.0];
 
+/// Starts a load of the table's rows for a step of its [`LiveLoad`].
+fn spawn(
+    trace: &std::path::Path,
+    filter: Filter,
+    names: Arc<TableNames>,
+) -> impl FnOnce(Step) -> LoaderHandle<TableSnapshot> + use<> {
+    let trace = trace.to_path_buf();
+    move |step| {
+        let consumer = match step.kind {
+            StepKind::Append => TableConsumer::appending_from(names, step.range.start),
+            _ => TableConsumer::new(names),
+        };
+        loader::spawn(
+            LoadRequest {
+                trace,
+                range: step.range,
+                filter,
+                chunk_events: chunk_size::TABLE,
+            },
+            consumer,
+        )
+    }
+}
+
 pub struct TableView {
     pub model: TableModel,
-    loader: Option<LoaderHandle<TableSnapshot>>,
-    seen: u64,
-    pub loaded: TimeRange,
+    /// The rows of the group's interval (new ones appended as a live trace grows).
+    pub live: LiveLoad<TableSnapshot>,
     pub edit: ColumnFilters,
     pub error: Option<String>,
-    pub truncated: bool,
-    /// Where the running load started (its progress counts from there).
-    load_start: i64,
     scroll_to: Option<u64>,
     pub selected: Option<i64>,
     /// "Save filter" was clicked: the session saves the filter and its rows as a search result.
@@ -35,13 +56,9 @@ impl TableView {
     pub fn new(names: Arc<TableNames>, range: TimeRange) -> Self {
         Self {
             model: TableModel::new(names),
-            loader: None,
-            seen: 0,
-            loaded: range,
+            live: LiveLoad::new(range, Growth::Append),
             edit: ColumnFilters::default(),
             error: None,
-            truncated: false,
-            load_start: range.start,
             scroll_to: None,
             selected: None,
             save_filter: false,
@@ -58,19 +75,17 @@ impl TableView {
         let filters = self.model.filters().clone();
         self.model = TableModel::new(names.clone());
         let _ = self.model.set_filters(filters);
-        self.loaded = range;
-        self.load_start = range.start;
-        self.seen = 0;
-        self.truncated = false;
-        self.loader = Some(loader::spawn(
-            LoadRequest {
-                trace: trace.to_path_buf(),
-                range,
-                filter,
-                chunk_events: chunk_size::TABLE,
-            },
-            TableConsumer::new(names),
-        ));
+        self.live.load(range, spawn(trace, filter, names));
+    }
+
+    /// The interval whose rows are loaded (or loading).
+    pub fn loaded(&self) -> TimeRange {
+        self.live.loaded()
+    }
+
+    /// The load stopped at [`MAX_ROWS`]: the rest of the interval is not listed.
+    pub fn truncated(&self) -> bool {
+        self.live.truncated()
     }
 
     pub fn extend(
@@ -80,58 +95,38 @@ impl TableView {
         filter: Filter,
         names: Arc<TableNames>,
     ) {
-        if self.busy() || end <= self.loaded.end || self.truncated {
+        if self.busy() || end <= self.loaded().end || self.truncated() {
             return;
         }
-        let from = self.loaded.end;
-        self.load_start = from;
         self.model.start_appending();
-        self.seen = 0;
-        self.loaded = TimeRange::new(self.loaded.start, end);
-        self.loader = Some(loader::spawn(
-            LoadRequest {
-                trace: trace.to_path_buf(),
-                range: TimeRange::new(from, end),
-                filter,
-                chunk_events: chunk_size::TABLE,
-            },
-            TableConsumer::appending_from(names, from),
-        ));
+        self.live.extend(end, spawn(trace, filter, names));
     }
 
     /// Loading, or finished with a result not yet taken by `poll`.
     pub fn busy(&self) -> bool {
-        self.loader.as_ref().is_some_and(|l| !l.settled(self.seen))
+        self.live.busy()
     }
 
     pub fn progress(&self) -> Option<socscope_analysis::loader::Progress> {
-        self.loader.as_ref().map(|l| l.progress())
+        self.live.progress()
     }
 
     pub fn stop(&mut self) {
-        if let Some(l) = &self.loader {
-            l.cancel();
-        }
+        self.live.stop();
     }
 
     pub fn poll(&mut self) -> bool {
-        let Some(l) = &self.loader else { return false };
         let mut changed = false;
         // Progress read before the snapshot: the snapshot holds at least what the progress says.
-        let reached = l.progress().loaded_ns;
-        if let Some((g, snap)) = l.snapshot_if_newer(self.seen) {
-            self.seen = g;
+        let reached = self.live.progress().map_or(0, |p| p.loaded_ns);
+        if let Some(snap) = self.live.poll() {
             changed = self.model.absorb(&snap);
         }
-        let p = l.progress();
-        if p.finished {
+        if self.live.progress().is_some_and(|p| p.finished) {
             self.model.set_loading_done(true);
         }
-        if self.model.loaded_rows() > MAX_ROWS && !self.truncated {
-            l.cancel();
-            self.truncated = true;
-            let end = (self.load_start + reached).clamp(self.loaded.start + 1, self.loaded.end);
-            self.loaded = TimeRange::new(self.loaded.start, end);
+        if self.model.loaded_rows() > MAX_ROWS && !self.truncated() {
+            self.live.truncate(reached);
         }
         changed
     }

@@ -1,0 +1,820 @@
+//! The Ocelotl view (papers 002 §3-4.1, 004 §4-5): settings, the aggregated overview at pixel
+//! resolution (visual aggregation where producers outnumber pixels), the producer hierarchy beside the
+//! spatiotemporal overview, hover details, gain/loss curves over p, and zoom by re-running the
+//! pipeline on a selected interval. A shell over `socscope_analysis::overview`.
+
+use eframe::egui;
+
+use egui::{Align2, Color32, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui};
+use socscope_analysis::micro::Metric;
+use socscope_analysis::ocelotl::DrawnKind;
+use socscope_analysis::overview::{
+    Aggregated, Aggregation, OcelotlState, Partition, Reuse, SpatialDrawing, TemporalDrawing,
+};
+use socscope_tracedb::units::{self, TimeAxis};
+use socscope_tracedb::{TimeRange, Timestamp};
+
+use super::session::TraceNames;
+use super::views::{GroupView, LoadContext};
+
+/// Width of the type legend right of the overview.
+const LEGEND_W: f32 = 170.0;
+/// Width of the producer hierarchy beside the spatiotemporal overview.
+const HIERARCHY_W: f32 = 190.0;
+/// Children thinner than this many points are drawn as their parent (visual aggregation).
+const MIN_AREA_PX: f64 = 4.0;
+
+/// What the user asked the group for.
+pub enum OcelotlAction {
+    /// Zoom: the group's interval becomes this one (every view of the group follows).
+    Zoom(TimeRange),
+    /// Open a Gantt chart on this interval, in a new group.
+    GanttOn(TimeRange),
+}
+
+pub struct OcelotlView {
+    pub state: OcelotlState,
+    /// Whether the trace is being written (slices of fixed width, so the overview can grow).
+    live_trace: bool,
+    /// Where a drag selection started (points).
+    drag_from: Option<f32>,
+}
+
+impl OcelotlView {
+    pub fn new(range: TimeRange) -> Self {
+        Self {
+            state: OcelotlState::new(range),
+            live_trace: false,
+            drag_from: None,
+        }
+    }
+
+    fn settings_ui(&mut self, ui: &mut Ui) {
+        let mut s = self.state.settings.clone();
+        ui.horizontal_wrapped(|ui| {
+            egui::ComboBox::from_label("Metric")
+                .selected_text(metric_label(s.metric))
+                .show_ui(ui, |ui| {
+                    for m in [Metric::Count, Metric::Duration, Metric::Mean] {
+                        ui.selectable_value(&mut s.metric, m, metric_label(m));
+                    }
+                });
+            egui::ComboBox::from_label("Aggregation")
+                .selected_text(match s.aggregation {
+                    Aggregation::Temporal => "temporal",
+                    Aggregation::Spatiotemporal => "spatiotemporal",
+                })
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut s.aggregation, Aggregation::Temporal, "temporal");
+                    ui.selectable_value(
+                        &mut s.aggregation,
+                        Aggregation::Spatiotemporal,
+                        "spatiotemporal",
+                    );
+                });
+            match s.aggregation {
+                Aggregation::Temporal => {
+                    egui::ComboBox::from_label("Drawing")
+                        .selected_text(match s.temporal {
+                            TemporalDrawing::Partition => "partition",
+                            TemporalDrawing::Stacked => "stacked proportions",
+                        })
+                        .show_ui(ui, |ui| {
+                            ui.selectable_value(
+                                &mut s.temporal,
+                                TemporalDrawing::Partition,
+                                "partition",
+                            );
+                            ui.selectable_value(
+                                &mut s.temporal,
+                                TemporalDrawing::Stacked,
+                                "stacked proportions",
+                            );
+                        });
+                    ui.checkbox(&mut s.normalize, "Normalize");
+                }
+                Aggregation::Spatiotemporal => {
+                    egui::ComboBox::from_label("Drawing")
+                        .selected_text(match s.spatial {
+                            SpatialDrawing::Areas => "aggregated areas",
+                            SpatialDrawing::Mode => "mode colour",
+                        })
+                        .show_ui(ui, |ui| {
+                            ui.selectable_value(
+                                &mut s.spatial,
+                                SpatialDrawing::Areas,
+                                "aggregated areas",
+                            );
+                            ui.selectable_value(
+                                &mut s.spatial,
+                                SpatialDrawing::Mode,
+                                "mode colour",
+                            );
+                        });
+                }
+            }
+            ui.label("Slices");
+            ui.add(
+                egui::DragValue::new(&mut s.slices)
+                    .range(2..=2000)
+                    .speed(1.0)
+                    .prefix("slices "),
+            );
+            ui.label("Threshold");
+            ui.add(
+                egui::DragValue::new(&mut s.threshold)
+                    .range(0.0001..=0.1)
+                    .speed(0.0001)
+                    .max_decimals(4)
+                    .prefix("threshold "),
+            );
+            ui.weak("types and producers: the group's filters (Types…, Producers…)");
+        });
+        if s != self.state.settings {
+            let rerun = self.state.settings.needs_rerun(&s);
+            self.state.settings = s;
+            if rerun {
+                self.state.rerun();
+            }
+        }
+    }
+
+    /// Draws the view; returns what the user asked of the group.
+    pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) -> Option<OcelotlAction> {
+        self.settings_ui(ui);
+        let mut action = None;
+        let Some(a) = self.state.aggregated().cloned() else {
+            let msg = match &self.state.overview {
+                Some(o) if o.error.is_some() => o.error.clone().unwrap_or_default(),
+                Some(_) => {
+                    "no value of this metric in the interval (check the metric and the filters)"
+                        .into()
+                }
+                None => "aggregating…".into(),
+            };
+            ui.add_space(20.0);
+            ui.vertical_centered(|ui| {
+                if self.state.busy() {
+                    ui.spinner();
+                }
+                ui.weak(msg);
+            });
+            return None;
+        };
+        let part = self.state.partition()?;
+        let overview = self.state.overview.clone()?;
+        let grid = overview.micro.grid;
+        let full = ui.available_rect_before_wrap();
+        let curves_h = 150.0_f32.min(full.height() * 0.35);
+        let over_rect = Rect::from_min_max(
+            full.min,
+            Pos2::new(full.right(), full.bottom() - curves_h - 6.0),
+        );
+        let curves_rect =
+            Rect::from_min_max(Pos2::new(full.left(), full.bottom() - curves_h), full.max);
+        ui.allocate_rect(full, Sense::hover());
+        // Overview.
+        let spatial = matches!(*part, Partition::Spatiotemporal(_));
+        let left = if spatial { HIERARCHY_W + 6.0 } else { 60.0 };
+        let plot = Rect::from_min_max(
+            Pos2::new(over_rect.left() + left, over_rect.top() + 18.0),
+            Pos2::new(over_rect.right() - LEGEND_W, over_rect.bottom() - 30.0),
+        );
+        let resp = ui.interact(
+            plot,
+            ui.scope_id().with("ocelotl-overview"),
+            Sense::click_and_drag(),
+        );
+        let p = ui.painter_at(over_rect);
+        let visuals = ui.visuals().clone();
+        let text = visuals.weak_text_color();
+        p.rect_filled(plot, 0.0, visuals.extreme_bg_color);
+        let type_colour = |u: usize| -> Color32 {
+            overview
+                .micro
+                .types
+                .get(u)
+                .map_or(Color32::GRAY, |t| names.colour(t.id))
+        };
+        let slices = grid.slices.max(1);
+        let x_of = |s: usize| plot.left() + plot.width() * s as f32 / slices as f32;
+        let mut mesh = Mesh::default();
+        let mut lines: Vec<Shape> = Vec::new();
+        let border = visuals.panel_fill;
+        match &*part {
+            Partition::Temporal(tp) => {
+                let stacked = a.stacked(tp);
+                let max = stacked.max_total.max(1e-300);
+                for sp in &stacked.parts {
+                    let (x0, x1) = (x_of(sp.range.0), x_of(sp.range.1 + 1));
+                    match self.state.settings.temporal {
+                        TemporalDrawing::Stacked => {
+                            let mut y = plot.bottom();
+                            for (u, v) in sp.values.iter().enumerate() {
+                                if *v <= 0.0 {
+                                    continue;
+                                }
+                                let h = (*v / max) as f32 * plot.height();
+                                mesh.add_colored_rect(
+                                    Rect::from_min_max(Pos2::new(x0, y - h), Pos2::new(x1, y)),
+                                    type_colour(u),
+                                );
+                                y -= h;
+                            }
+                        }
+                        TemporalDrawing::Partition => {
+                            let c = sp.mode.map_or(Color32::TRANSPARENT, |u| {
+                                type_colour(u).gamma_multiply(
+                                    (0.15 + 0.85 * sp.mode_amplitude.min(1.0)) as f32,
+                                )
+                            });
+                            mesh.add_colored_rect(
+                                Rect::from_min_max(
+                                    Pos2::new(x0, plot.top()),
+                                    Pos2::new(x1, plot.bottom()),
+                                ),
+                                c,
+                            );
+                        }
+                    }
+                    lines.push(Shape::line_segment(
+                        [Pos2::new(x0, plot.top()), Pos2::new(x0, plot.bottom())],
+                        Stroke::new(1.0, text.gamma_multiply(0.6)),
+                    ));
+                }
+            }
+            Partition::Spatiotemporal(sp) => {
+                let leaves = a.model.producers().max(1);
+                let leaf_px = f64::from(plot.height()) / leaves as f64;
+                let drawn = a.drawn(sp, leaf_px, MIN_AREA_PX);
+                let max_amp = drawn
+                    .iter()
+                    .map(|(_, m)| m.amplitude)
+                    .fold(0.0, f64::max)
+                    .max(1e-300);
+                let y_of = |leaf: usize| plot.top() + (leaf as f64 * leaf_px) as f32;
+                for (d, m) in &drawn {
+                    let (l0, l1) = a.spans[d.node];
+                    if l0 == usize::MAX {
+                        continue;
+                    }
+                    let r = Rect::from_min_max(
+                        Pos2::new(x_of(d.start), y_of(l0)),
+                        Pos2::new(x_of(d.end + 1), y_of(l1 + 1)),
+                    );
+                    let fill = match self.state.settings.spatial {
+                        SpatialDrawing::Mode => m.mode.map_or(Color32::TRANSPARENT, |u| {
+                            type_colour(u).gamma_multiply(f32::from(m.alpha) / 255.0)
+                        }),
+                        SpatialDrawing::Areas => visuals
+                            .selection
+                            .bg_fill
+                            .gamma_multiply((0.1 + 0.9 * m.amplitude / max_amp) as f32),
+                    };
+                    mesh.add_colored_rect(r, fill);
+                    lines.push(Shape::rect_stroke(
+                        r,
+                        0.0,
+                        Stroke::new(1.0, border),
+                        egui::StrokeKind::Inside,
+                    ));
+                    if let DrawnKind::Visual {
+                        same_partition_below,
+                    } = d.kind
+                    {
+                        // 002 §3.5.1: a diagonal where the children share their cuts, a cross where not.
+                        let s = Stroke::new(1.0, visuals.strong_text_color());
+                        lines.push(Shape::line_segment([r.left_bottom(), r.right_top()], s));
+                        if !same_partition_below {
+                            lines.push(Shape::line_segment([r.left_top(), r.right_bottom()], s));
+                        }
+                    }
+                }
+                hierarchy_ui(
+                    &p,
+                    &a,
+                    Rect::from_min_max(
+                        Pos2::new(over_rect.left(), plot.top()),
+                        Pos2::new(over_rect.left() + HIERARCHY_W, plot.bottom()),
+                    ),
+                    leaf_px,
+                    &visuals,
+                );
+            }
+        }
+        p.add(Shape::mesh(mesh));
+        p.extend(lines);
+        // Legend: the types of the model, top down as they are stacked (the first type at the bottom).
+        let mut ly = plot.top();
+        for (shown, (u, t)) in overview.micro.types.iter().enumerate().rev().enumerate() {
+            if ly + 14.0 > plot.bottom() {
+                p.text(
+                    Pos2::new(plot.right() + 10.0, ly),
+                    Align2::LEFT_TOP,
+                    format!("… {} more", overview.micro.types.len() - shown),
+                    FontId::proportional(11.0),
+                    text,
+                );
+                break;
+            }
+            p.rect_filled(
+                Rect::from_min_size(
+                    Pos2::new(plot.right() + 10.0, ly + 2.0),
+                    egui::vec2(10.0, 10.0),
+                ),
+                1.0,
+                type_colour(u),
+            );
+            let name: String = t.name.chars().take(22).collect();
+            p.text(
+                Pos2::new(plot.right() + 24.0, ly),
+                Align2::LEFT_TOP,
+                name,
+                FontId::proportional(11.0),
+                visuals.text_color(),
+            );
+            ly += 15.0;
+        }
+        // The part of the interval not read yet (the pipeline runs) or not complete (live).
+        if !overview.complete() {
+            let done = overview.micro.grid.slices as f32 / overview.slices_total.max(1) as f32;
+            let x = plot.left() + plot.width() * done.min(1.0);
+            p.text(
+                Pos2::new(x + 4.0, plot.center().y),
+                Align2::LEFT_CENTER,
+                format!(
+                    "reading slices {} / {}…",
+                    overview.micro.grid.slices, overview.slices_total
+                ),
+                FontId::proportional(12.0),
+                text,
+            );
+        }
+        // Time axis.
+        let range = grid.range;
+        let axis = TimeAxis::new(
+            range.start,
+            range.end,
+            (plot.width() / 110.0).max(2.0) as usize,
+        );
+        let time_x = |t: Timestamp| {
+            plot.left()
+                + ((t - range.start) as f64 / range.len().max(1) as f64) as f32 * plot.width()
+        };
+        for t in axis.ticks(range.start, range.end) {
+            let x = time_x(t);
+            p.line_segment(
+                [
+                    Pos2::new(x, plot.bottom()),
+                    Pos2::new(x, plot.bottom() + 4.0),
+                ],
+                Stroke::new(1.0, text),
+            );
+            p.text(
+                Pos2::new(x, plot.bottom() + 5.0),
+                Align2::CENTER_TOP,
+                axis.label(t),
+                FontId::proportional(11.0),
+                text,
+            );
+        }
+        let reuse = match overview.reuse {
+            Reuse::Fresh => "",
+            Reuse::Exact => " · model from the cache",
+            Reuse::Continued { .. } => " · model continued from the cache",
+            Reuse::Narrowed => " · model cut from a cached one",
+        };
+        p.text(
+            Pos2::new(plot.left(), over_rect.top() + 2.0),
+            Align2::LEFT_TOP,
+            format!(
+                "{} {} · {} slices of {} · {} {} at p = {:.4}{reuse} · drag: zoom into an interval",
+                match self.state.settings.aggregation {
+                    Aggregation::Temporal => "temporal",
+                    Aggregation::Spatiotemporal => "spatiotemporal",
+                },
+                metric_label(self.state.settings.metric),
+                grid.slices,
+                units::duration_compact(grid.slice_ns()),
+                part.len(),
+                if spatial { "areas" } else { "parts" },
+                self.state.p
+            ),
+            FontId::proportional(12.0),
+            text,
+        );
+        // Hover.
+        if let Some(pos) = resp.hover_pos()
+            && plot.contains(pos)
+            && self.drag_from.is_none()
+        {
+            let s = (((pos.x - plot.left()) / plot.width()) * slices as f32) as usize;
+            let s = s.min(slices - 1);
+            let leaf = ((pos.y - plot.top()) / plot.height() * a.model.producers() as f32) as usize;
+            if let Some(tip) = hover_text(&a, &part, &overview.micro, s, leaf, plot, &self.state) {
+                resp.clone().on_hover_text_at_pointer(tip);
+            }
+        }
+        // Drag: select an interval to zoom into.
+        if resp.drag_started()
+            && let Some(pos) = resp.interact_pointer_pos()
+        {
+            self.drag_from = Some(pos.x.clamp(plot.left(), plot.right()));
+        }
+        let time_at = |x: f32| {
+            range.start + (((x - plot.left()) / plot.width()) as f64 * range.len() as f64) as i64
+        };
+        if let (Some(x0), Some(pos)) = (self.drag_from, resp.interact_pointer_pos()) {
+            let x1 = pos.x.clamp(plot.left(), plot.right());
+            p.rect_filled(
+                Rect::from_x_y_ranges(x0.min(x1)..=x0.max(x1), plot.y_range()),
+                0.0,
+                visuals.selection.bg_fill.gamma_multiply(0.35),
+            );
+            if resp.drag_stopped() {
+                let (a, b) = (time_at(x0.min(x1)), time_at(x0.max(x1)));
+                if b > a && x0.max(x1) - x0.min(x1) >= 3.0 {
+                    action = Some(OcelotlAction::Zoom(TimeRange::new(a, b)));
+                }
+                self.drag_from = None;
+            }
+        }
+        if !resp.dragged() && !resp.drag_stopped() {
+            self.drag_from = None;
+        }
+        // Curves, p slider and buttons.
+        let mut child = ui.new_child(egui::UiBuilder::new().max_rect(curves_rect));
+        if let Some(act) = self.curves_ui(&mut child, &a, range) {
+            action = Some(act);
+        }
+        action
+    }
+
+    fn curves_ui(
+        &mut self,
+        ui: &mut Ui,
+        a: &Aggregated,
+        range: TimeRange,
+    ) -> Option<OcelotlAction> {
+        let mut action = None;
+        let curve = a.curve();
+        ui.horizontal(|ui| {
+            let mut p = self.state.p;
+            let l = ui.label("p");
+            let r = ui
+                .add(egui::Slider::new(&mut p, 0.0..=1.0).max_decimals(4))
+                .labelled_by(l.id);
+            // Only a user's change: the slider may adjust a value it only shows.
+            if r.changed() && (r.dragged() || r.clicked() || r.has_focus() || r.lost_focus()) {
+                self.state.set_p(p);
+            }
+            if ui
+                .button("<")
+                .on_hover_text("Previous listed p (left arrow key)")
+                .clicked()
+            {
+                self.state.step_p(-1);
+            }
+            if ui
+                .button(">")
+                .on_hover_text("Next listed p (right arrow key)")
+                .clicked()
+            {
+                self.state.step_p(1);
+            }
+            ui.weak(format!("{} listed p", curve.len()));
+            ui.separator();
+            if ui
+                .button("Gantt of this interval")
+                .on_hover_text(
+                    "Open a Gantt chart on the interval of this overview, in a new group",
+                )
+                .clicked()
+            {
+                action = Some(OcelotlAction::GanttOn(range));
+            }
+        });
+        // Arrow keys step through the listed p (unless a text field has the keyboard).
+        let typing = ui.ctx().memory(|m| m.focused().is_some());
+        if !typing {
+            let (l, r) = ui.input(|i| {
+                (
+                    i.key_pressed(egui::Key::ArrowLeft),
+                    i.key_pressed(egui::Key::ArrowRight),
+                )
+            });
+            if l {
+                self.state.step_p(-1);
+            }
+            if r {
+                self.state.step_p(1);
+            }
+        }
+        let rect = ui.available_rect_before_wrap();
+        let plot = Rect::from_min_max(
+            Pos2::new(rect.left() + 60.0, rect.top() + 4.0),
+            Pos2::new(rect.right() - 10.0, rect.bottom() - 16.0),
+        );
+        if plot.height() < 20.0 {
+            return action;
+        }
+        let resp = ui.allocate_rect(rect, Sense::click_and_drag());
+        let p = ui.painter_at(rect);
+        let visuals = ui.visuals();
+        let text = visuals.weak_text_color();
+        p.rect_filled(plot, 0.0, visuals.extreme_bg_color);
+        let gmax = curve
+            .iter()
+            .map(|c| c.gain.abs())
+            .fold(0.0, f64::max)
+            .max(1e-300);
+        let lmax = curve
+            .iter()
+            .map(|c| c.loss.abs())
+            .fold(0.0, f64::max)
+            .max(1e-300);
+        let x_of = |p: f64| plot.left() + p as f32 * plot.width();
+        let y_of = |v: f64| plot.bottom() - (v.clamp(-0.05, 1.0) as f32) * plot.height() * 0.95;
+        let gain = Color32::from_rgb(0x2c, 0xa0, 0x2c);
+        let loss = Color32::from_rgb(0xd6, 0x27, 0x28);
+        for (col, f) in [
+            (
+                gain,
+                Box::new(|c: &socscope_analysis::overview::CurvePoint| c.gain / gmax)
+                    as Box<dyn Fn(&_) -> f64>,
+            ),
+            (
+                loss,
+                Box::new(|c: &socscope_analysis::overview::CurvePoint| c.loss / lmax),
+            ),
+        ] {
+            let mut pts = Vec::new();
+            for (i, c) in curve.iter().enumerate() {
+                let next = curve.get(i + 1).map_or(1.0, |n| n.p);
+                pts.push(Pos2::new(x_of(c.p), y_of(f(c))));
+                pts.push(Pos2::new(x_of(next), y_of(f(c))));
+            }
+            p.add(Shape::line(pts, Stroke::new(2.0, col)));
+        }
+        // The bisection's p values.
+        for c in &curve {
+            let x = x_of(c.p);
+            p.line_segment(
+                [
+                    Pos2::new(x, plot.bottom()),
+                    Pos2::new(x, plot.bottom() + 5.0),
+                ],
+                Stroke::new(1.0, text),
+            );
+        }
+        let x = x_of(self.state.p);
+        p.line_segment(
+            [Pos2::new(x, plot.top()), Pos2::new(x, plot.bottom())],
+            Stroke::new(1.5, visuals.strong_text_color()),
+        );
+        p.text(
+            Pos2::new(rect.left() + 4.0, plot.top()),
+            Align2::LEFT_TOP,
+            "gain",
+            FontId::proportional(11.0),
+            gain,
+        );
+        p.text(
+            Pos2::new(rect.left() + 4.0, plot.top() + 14.0),
+            Align2::LEFT_TOP,
+            "loss",
+            FontId::proportional(11.0),
+            loss,
+        );
+        for (v, label) in [(0.0, "0"), (0.5, "0.5"), (1.0, "p = 1")] {
+            p.text(
+                Pos2::new(x_of(v), plot.bottom() + 4.0),
+                if v == 0.0 {
+                    Align2::LEFT_TOP
+                } else if v == 1.0 {
+                    Align2::RIGHT_TOP
+                } else {
+                    Align2::CENTER_TOP
+                },
+                label,
+                FontId::proportional(10.0),
+                text,
+            );
+        }
+        // Clicking or dragging on the curves recomputes the partition at that p.
+        if (resp.clicked() || resp.dragged())
+            && let Some(pos) = resp.interact_pointer_pos()
+        {
+            self.state
+                .set_p(((pos.x - plot.left()) / plot.width()).clamp(0.0, 1.0) as f64);
+        }
+        if let Some(pos) = resp.hover_pos() {
+            let hp = ((pos.x - plot.left()) / plot.width()).clamp(0.0, 1.0) as f64;
+            if let Some(c) = curve.iter().rev().find(|c| c.p <= hp + 1e-12) {
+                resp.on_hover_text_at_pointer(format!(
+                    "p = {hp:.4} (partition of listed p = {:.4})\ngain {:.4e}\nloss {:.4e}\nclick: show the partition at this p",
+                    c.p, c.gain, c.loss
+                ));
+            }
+        }
+        action
+    }
+}
+
+/// The producer hierarchy beside the spatiotemporal overview: one column per depth, each node a box
+/// over its leaves' rows, named where it is tall enough.
+fn hierarchy_ui(
+    p: &egui::Painter,
+    a: &Aggregated,
+    rect: Rect,
+    leaf_px: f64,
+    visuals: &egui::Visuals,
+) {
+    let h = &a.hierarchy;
+    let mut depth = vec![0usize; h.len()];
+    let mut order: Vec<usize> = h.post_order().to_vec();
+    order.reverse();
+    for &n in &order {
+        for &c in h.children(n) {
+            depth[c] = depth[n] + 1;
+        }
+    }
+    let max_depth = depth.iter().copied().max().unwrap_or(0);
+    // The root column is not drawn: it is the whole overview.
+    let cols = max_depth.max(1) as f32;
+    let col_w = rect.width() / cols;
+    let text = visuals.text_color();
+    for n in order {
+        if depth[n] == 0 {
+            continue;
+        }
+        let (l0, l1) = a.spans[n];
+        if l0 == usize::MAX {
+            continue;
+        }
+        let y0 = rect.top() + (l0 as f64 * leaf_px) as f32;
+        let y1 = rect.top() + ((l1 + 1) as f64 * leaf_px) as f32;
+        let x0 = rect.left() + (depth[n] - 1) as f32 * col_w;
+        // Leaves take the rest of the width.
+        let x1 = if h.is_leaf(n) {
+            rect.right()
+        } else {
+            x0 + col_w
+        };
+        let r = Rect::from_min_max(Pos2::new(x0, y0), Pos2::new(x1, y1));
+        p.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.0, visuals.weak_text_color().gamma_multiply(0.5)),
+            egui::StrokeKind::Inside,
+        );
+        if r.height() >= 11.0 {
+            let name = a.nodes.get(n).map_or("", |x| x.name.as_str());
+            let max_chars = ((r.width() - 4.0) / 6.0).max(1.0) as usize;
+            let label: String = if name.chars().count() > max_chars {
+                name.chars()
+                    .take(max_chars.saturating_sub(1))
+                    .chain(std::iter::once('…'))
+                    .collect()
+            } else {
+                name.to_string()
+            };
+            p.text(
+                Pos2::new(r.left() + 3.0, r.center().y),
+                Align2::LEFT_CENTER,
+                label,
+                FontId::proportional(10.5),
+                text,
+            );
+        }
+    }
+}
+
+/// What the overview tells under the pointer: interval, producer or node, value per type, the
+/// aggregate's extent.
+#[allow(clippy::too_many_arguments)]
+fn hover_text(
+    a: &Aggregated,
+    part: &Partition,
+    micro: &socscope_analysis::micro::TraceMicroscopicModel,
+    slice: usize,
+    leaf: usize,
+    plot: Rect,
+    state: &OcelotlState,
+) -> Option<String> {
+    let (node, start, end) = match part {
+        Partition::Temporal(tp) => {
+            let &(s, e) = tp
+                .ranges()
+                .iter()
+                .find(|(s, e)| *s <= slice && slice <= *e)?;
+            (a.hierarchy.root(), s, e)
+        }
+        Partition::Spatiotemporal(sp) => {
+            let leaf_px = f64::from(plot.height()) / a.model.producers().max(1) as f64;
+            let drawn = a.drawn(sp, leaf_px, MIN_AREA_PX);
+            let (d, _) = drawn.iter().find(|(d, _)| {
+                let (l0, l1) = a.spans[d.node];
+                l0 <= leaf && leaf <= l1 && d.start <= slice && slice <= d.end
+            })?;
+            (d.node, d.start, d.end)
+        }
+    };
+    let interval = state.slice_range(start, end)?;
+    let (l0, l1) = a.spans[node];
+    let who = if node == a.hierarchy.root() {
+        format!("all {} producers", a.model.producers())
+    } else {
+        let name = a.nodes.get(node).map_or("?", |n| n.name.as_str());
+        if l0 == l1 {
+            format!("producer {name}")
+        } else {
+            format!("{name} ({} producers)", l1 - l0 + 1)
+        }
+    };
+    let mut s = format!(
+        "{} – {} s ({})\n{who}\naggregate: {} slice{} × {} producer{}",
+        units::timestamp(interval.start),
+        units::timestamp(interval.end),
+        units::duration_compact(interval.len() as f64),
+        end - start + 1,
+        if end > start { "s" } else { "" },
+        l1 - l0 + 1,
+        if l1 > l0 { "s" } else { "" },
+    );
+    let values = a.values(node, start, end);
+    let mut by_type: Vec<(usize, f64)> = values
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| *v != 0.0)
+        .collect();
+    by_type.sort_by(|x, y| y.1.total_cmp(&x.1));
+    for (u, v) in by_type.iter().take(12) {
+        let t = &micro.types[*u];
+        s.push_str(&format!("\n  {}: {}", t.name, value_text(micro.metric, *v)));
+    }
+    if by_type.len() > 12 {
+        s.push_str(&format!("\n  … {} more types", by_type.len() - 12));
+    }
+    if by_type.is_empty() {
+        s.push_str("\n  (no value: void)");
+    }
+    Some(s)
+}
+
+fn value_text(metric: Metric, v: f64) -> String {
+    match metric {
+        Metric::Count => format!("{v:.0} events"),
+        Metric::Duration => format!("{} in states", units::duration_compact(v)),
+        Metric::Mean => format!("{v:.4} (sum of slice means)"),
+    }
+}
+
+fn metric_label(m: Metric) -> &'static str {
+    match m {
+        Metric::Count => "event count",
+        Metric::Duration => "state duration",
+        Metric::Mean => "variable mean",
+    }
+}
+
+impl GroupView for OcelotlView {
+    fn load(&mut self, cx: &LoadContext<'_>) {
+        self.live_trace = !cx.meta.info.finished;
+        self.state.load(
+            cx.trace,
+            cx.interval,
+            cx.filter.clone(),
+            cx.view_filter.clone(),
+            self.live_trace,
+        );
+    }
+    fn extend(&mut self, cx: &LoadContext<'_>) {
+        self.state.extend(cx.interval.end);
+    }
+    fn poll(&mut self) {
+        self.state.poll();
+    }
+    fn busy(&self) -> bool {
+        self.state.busy()
+    }
+    fn catching_up(&self, end: Timestamp) -> bool {
+        self.state.live.catching_up(end)
+    }
+    fn progress(&self) -> Option<socscope_analysis::loader::Progress> {
+        self.state.progress()
+    }
+    fn stop(&mut self) {
+        self.state.stop();
+    }
+    fn summary(&self) -> Option<String> {
+        let o = self.state.overview.as_ref()?;
+        Some(format!(
+            "{} of {} slices, {} producers, {} types",
+            o.micro.grid.slices,
+            o.slices_total,
+            o.micro.producers.len(),
+            o.micro.types.len()
+        ))
+    }
+}

@@ -1,0 +1,784 @@
+//! The TraceViz view (paper 003 §4-5): the actor tree on the left, one histogram row per visible
+//! actor or group at pixel resolution, the stacked outline on top with its Slick Graph shading, wheel
+//! zoom and drag pan in step on both, and the groups of similar actors proposed by clustering. A shell
+//! over `socscope_analysis::actors` and `socscope_analysis::traceviz`.
+
+use eframe::egui;
+
+use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, Ui};
+use socscope_analysis::actors::{
+    Actor, ActorTree, REFINE_AFTER, Row, TimelineState, op_name, similar_groups,
+};
+use socscope_analysis::traceviz::{self, GroupOp, Statistic};
+use socscope_tracedb::units::{self, TimeAxis};
+use socscope_tracedb::{ProducerId, TimeRange, Timestamp};
+
+use super::session::TraceNames;
+use super::views::{GroupView, LoadContext};
+
+const TREE_W: f32 = 230.0;
+const TREE_ROW_H: f32 = 18.0;
+
+/// A change a click in the tree asks for, applied after drawing (the rows borrow the view).
+type TreeAction = Box<dyn FnOnce(&mut TraceVizView)>;
+
+pub struct TraceVizView {
+    pub timeline: TimelineState,
+    pub tree: ActorTree,
+    /// Slick Graph σ, in pixels.
+    pub sigma: f64,
+    /// How strongly the Slick Graph luminance shades the band (0: not at all).
+    pub luminance: f32,
+    /// The row under the pointer (its label and outline layer are highlighted).
+    pub hovered: Option<Row>,
+    group_name: String,
+    group_op: GroupOp,
+    pub similar_threshold: f64,
+    /// Groups proposed by "group similar actors", waiting for the user.
+    pub proposals: Vec<Vec<ProducerId>>,
+    renaming: Option<(u32, String)>,
+    dragging: Option<usize>,
+    /// The first tree row on screen.
+    row_offset: usize,
+    outline_texture: Option<egui::TextureHandle>,
+    rows_texture: Option<egui::TextureHandle>,
+}
+
+impl TraceVizView {
+    pub fn new(range: TimeRange) -> Self {
+        Self {
+            timeline: TimelineState::new(range),
+            tree: ActorTree::default(),
+            sigma: 3.0,
+            luminance: 0.8,
+            hovered: None,
+            group_name: "group".into(),
+            group_op: GroupOp::Max,
+            similar_threshold: 0.3,
+            proposals: Vec::new(),
+            renaming: None,
+            dragging: None,
+            row_offset: 0,
+            outline_texture: None,
+            rows_texture: None,
+        }
+    }
+
+    fn sync_tree(&mut self, names: &TraceNames) {
+        let actors: Vec<Actor> = names
+            .tree
+            .nodes()
+            .iter()
+            .map(|n| Actor {
+                id: n.id,
+                label: n.label.clone(),
+                depth: n.depth,
+            })
+            .collect();
+        if self.tree.actors().is_empty() {
+            self.tree = ActorTree::new(actors);
+        } else {
+            self.tree.add_actors(&actors);
+        }
+    }
+
+    fn row_colour(&self, names: &TraceNames, row: Row) -> Color32 {
+        match row {
+            Row::Actor(id) => names.producer_colour(id),
+            Row::Group(g) => {
+                let [r, gg, b] = socscope_analysis::palette::colour(&format!("actor group {g}"));
+                Color32::from_rgb(r, gg, b)
+            }
+        }
+    }
+
+    /// Proposes groups of actors whose histograms are alike (see `socscope_analysis::actors`).
+    pub fn propose_similar(&mut self) {
+        let Some(t) = &self.timeline.timeline else {
+            return;
+        };
+        let actors: Vec<(ProducerId, Vec<f64>)> = self
+            .tree
+            .order()
+            .iter()
+            .filter_map(|r| match r {
+                Row::Actor(id) => Some((*id, self.tree.values(*r, t))),
+                Row::Group(_) => None,
+            })
+            .filter(|(_, v)| v.iter().any(|x| *x != 0.0))
+            .collect();
+        let refs: Vec<(ProducerId, &[f64])> =
+            actors.iter().map(|(id, v)| (*id, v.as_slice())).collect();
+        self.proposals = similar_groups(&refs, self.similar_threshold);
+    }
+
+    fn toolbar(&mut self, ui: &mut Ui) {
+        ui.horizontal_wrapped(|ui| {
+            let mut st = self.timeline.statistic;
+            egui::ComboBox::from_label("Statistic")
+                .selected_text(statistic_label(st))
+                .show_ui(ui, |ui| {
+                    for s in [Statistic::Density, Statistic::Activity, Statistic::Delay] {
+                        ui.selectable_value(&mut st, s, statistic_label(s));
+                    }
+                });
+            if st != self.timeline.statistic {
+                self.timeline.statistic = st;
+                self.timeline.reload();
+            }
+            let l = ui.label("Slick sigma");
+            ui.add(egui::Slider::new(&mut self.sigma, 0.0..=20.0).suffix(" px"))
+                .labelled_by(l.id);
+            let l = ui.label("Luminance");
+            ui.add(egui::Slider::new(&mut self.luminance, 0.0..=1.0))
+                .labelled_by(l.id);
+            ui.separator();
+            ui.add(
+                egui::TextEdit::singleline(&mut self.group_name)
+                    .hint_text("group name")
+                    .desired_width(80.0),
+            );
+            egui::ComboBox::from_label("Operator")
+                .selected_text(op_name(self.group_op))
+                .show_ui(ui, |ui| {
+                    for op in [GroupOp::Max, GroupOp::Min, GroupOp::Average, GroupOp::Median] {
+                        ui.selectable_value(&mut self.group_op, op, op_name(op));
+                    }
+                });
+            if ui
+                .button("Group selected")
+                .on_hover_text("One row for the selected actors (shift/ctrl-click to select several), aggregated per pixel")
+                .clicked()
+            {
+                let name = if self.group_name.trim().is_empty() {
+                    "group".to_string()
+                } else {
+                    self.group_name.trim().to_string()
+                };
+                self.tree.group_selected(&name, self.group_op);
+            }
+            ui.separator();
+            if ui
+                .button("Group similar actors")
+                .on_hover_text(
+                    "Cluster the actors by the shape of their histograms (total variation distance of their \
+                     distributions over time, average linkage) and propose the groups",
+                )
+                .clicked()
+            {
+                self.propose_similar();
+            }
+            let l = ui.label("distance <=");
+            ui.add(
+                egui::DragValue::new(&mut self.similar_threshold)
+                    .range(0.0..=1.0)
+                    .speed(0.01),
+            )
+            .labelled_by(l.id);
+        });
+    }
+
+    fn proposals_ui(&mut self, ui: &mut Ui) {
+        if self.proposals.is_empty() {
+            return;
+        }
+        let mut open = true;
+        let mut take: Option<usize> = None;
+        let mut all = false;
+        egui::Window::new("Similar actors")
+            .open(&mut open)
+            .vscroll(true)
+            .show(ui.ctx(), |ui| {
+                ui.label(format!(
+                    "{} groups of actors with alike histograms (distance <= {:.2}):",
+                    self.proposals.len(),
+                    self.similar_threshold
+                ));
+                for (i, g) in self.proposals.iter().enumerate() {
+                    ui.horizontal(|ui| {
+                        if ui.button("Create").clicked() {
+                            take = Some(i);
+                        }
+                        let names: Vec<String> =
+                            g.iter().map(|p| self.tree.label(Row::Actor(*p))).collect();
+                        ui.label(format!("{} actors: {}", g.len(), names.join(", ")));
+                    });
+                }
+                if ui.button("Create all").clicked() {
+                    all = true;
+                }
+            });
+        let make = |tree: &mut ActorTree, k: usize, members: Vec<ProducerId>, op| {
+            tree.make_group(&format!("similar {}", k + 1), members, op);
+        };
+        if all {
+            for (k, g) in std::mem::take(&mut self.proposals).into_iter().enumerate() {
+                make(&mut self.tree, k, g, self.group_op);
+            }
+        } else if let Some(i) = take {
+            let g = self.proposals.remove(i);
+            make(&mut self.tree, i, g, self.group_op);
+        }
+        if !open {
+            self.proposals.clear();
+        }
+    }
+
+    fn tree_ui(&mut self, ui: &mut Ui, rect: Rect, names: &TraceNames) {
+        let p = ui.painter_at(rect);
+        let visuals = ui.visuals().clone();
+        let rows = self.tree.rows();
+        // The tree lists every row (hidden ones greyed) from the scroll offset, each beside its
+        // histogram.
+        let mut y = rect.top();
+        let mut actions: Vec<TreeAction> = Vec::new();
+        let pointer = ui.input(|i| i.pointer.interact_pos());
+        for (i, item) in rows.iter().enumerate().skip(self.row_offset) {
+            if y + TREE_ROW_H > rect.bottom() + 1.0 {
+                break;
+            }
+            let r = Rect::from_min_max(
+                Pos2::new(rect.left(), y),
+                Pos2::new(rect.right(), y + TREE_ROW_H),
+            );
+            let id = ui.scope_id().with(("tv-row", item.row));
+            let resp = ui.interact(r, id, Sense::click_and_drag());
+            let selected = self.tree.selected.contains(&item.row);
+            let hovered = self.hovered == Some(item.row) || resp.hovered();
+            if selected {
+                p.rect_filled(r, 2.0, visuals.selection.bg_fill.gamma_multiply(0.6));
+            } else if hovered {
+                p.rect_filled(r, 2.0, visuals.widgets.hovered.bg_fill);
+            }
+            let eye = Rect::from_min_size(r.min, egui::vec2(18.0, TREE_ROW_H));
+            let eye_resp = ui.interact(eye, id.with("eye"), Sense::click());
+            // A filled dot in the row's colour when shown, a ring when hidden.
+            if item.hidden {
+                p.circle_stroke(
+                    eye.center(),
+                    4.0,
+                    Stroke::new(1.0, visuals.weak_text_color()),
+                );
+            } else {
+                p.circle_filled(eye.center(), 4.5, self.row_colour(names, item.row));
+            }
+            let eye_resp = eye_resp.on_hover_text("Hide or show this row");
+            if eye_resp.clicked() {
+                let row = item.row;
+                actions.push(Box::new(move |s: &mut Self| s.tree.toggle_hidden(row)));
+            }
+            let indent = 20.0 + 12.0 * item.depth as f32;
+            let colour = if item.hidden {
+                visuals.weak_text_color()
+            } else if hovered {
+                visuals.strong_text_color()
+            } else {
+                visuals.text_color()
+            };
+            let label = if let Row::Group(_) = item.row {
+                format!("group: {}", item.label)
+            } else {
+                item.label.clone()
+            };
+            p.text(
+                Pos2::new(r.left() + indent, r.center().y),
+                Align2::LEFT_CENTER,
+                label,
+                FontId::proportional(12.0),
+                colour,
+            );
+            if resp.clicked() && !eye_resp.clicked() {
+                let (shift, ctrl) =
+                    ui.input(|i| (i.modifiers.shift, i.modifiers.command || i.modifiers.ctrl));
+                let row = item.row;
+                actions.push(Box::new(move |s: &mut Self| s.tree.click(row, shift, ctrl)));
+            }
+            if resp.drag_started() {
+                self.dragging = Some(i);
+            }
+            if resp.hovered() {
+                self.hovered = Some(item.row);
+            }
+            if let Row::Group(g) = item.row {
+                resp.context_menu(|ui| {
+                    if ui.button("Rename…").clicked() {
+                        let name = self
+                            .tree
+                            .groups
+                            .get(&g)
+                            .map(|x| x.name.clone())
+                            .unwrap_or_default();
+                        self.renaming = Some((g, name));
+                        ui.close();
+                    }
+                    for op in [
+                        GroupOp::Max,
+                        GroupOp::Min,
+                        GroupOp::Average,
+                        GroupOp::Median,
+                    ] {
+                        if ui.button(format!("Aggregate: {}", op_name(op))).clicked() {
+                            if let Some(x) = self.tree.groups.get_mut(&g) {
+                                x.op = op;
+                            }
+                            ui.close();
+                        }
+                    }
+                    if ui.button("Delete group").clicked() {
+                        self.tree.delete_group(g);
+                        ui.close();
+                    }
+                });
+            }
+            y += TREE_ROW_H;
+        }
+        // Drag to reorder: a line where the row will go.
+        if let Some(from) = self.dragging {
+            let released = ui.input(|i| i.pointer.any_released());
+            if let Some(pos) = pointer {
+                let on_screen = ((pos.y - rect.top()) / TREE_ROW_H).round().max(0.0) as usize;
+                let to = (on_screen + self.row_offset).min(rows.len());
+                let ly = rect.top() + (to - self.row_offset) as f32 * TREE_ROW_H;
+                p.line_segment(
+                    [Pos2::new(rect.left(), ly), Pos2::new(rect.right(), ly)],
+                    Stroke::new(2.0, visuals.selection.stroke.color),
+                );
+                if released {
+                    let to = if to > from { to - 1 } else { to };
+                    self.tree.move_row(from, to);
+                    self.dragging = None;
+                }
+            }
+            if released {
+                self.dragging = None;
+            }
+        }
+        for a in actions {
+            a(self);
+        }
+        if let Some((g, mut name)) = self.renaming.take() {
+            let mut open = true;
+            let mut done = false;
+            egui::Window::new("Rename group")
+                .open(&mut open)
+                .show(ui.ctx(), |ui| {
+                    ui.text_edit_singleline(&mut name);
+                    done = ui.button("OK").clicked();
+                });
+            if done {
+                if let Some(x) = self.tree.groups.get_mut(&g) {
+                    x.name = name;
+                }
+            } else if open {
+                self.renaming = Some((g, name));
+            }
+        }
+    }
+
+    /// Draws the view.
+    pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames, cursor: Option<Timestamp>) {
+        self.sync_tree(names);
+        self.toolbar(ui);
+        self.proposals_ui(ui);
+        let full = ui.available_rect_before_wrap();
+        ui.allocate_rect(full, Sense::hover());
+        let right = Rect::from_min_max(Pos2::new(full.left() + TREE_W + 8.0, full.top()), full.max);
+        let outline_h = (right.height() * 0.28).clamp(60.0, 170.0);
+        let outline_rect = Rect::from_min_max(
+            Pos2::new(right.left(), right.top() + 16.0),
+            Pos2::new(right.right() - 8.0, right.top() + 16.0 + outline_h),
+        );
+        let band = Rect::from_min_max(
+            Pos2::new(outline_rect.left(), outline_rect.bottom() + 2.0),
+            Pos2::new(outline_rect.right(), outline_rect.bottom() + 12.0),
+        );
+        let axis1 = band.bottom() + 2.0;
+        let rows_rect = Rect::from_min_max(
+            Pos2::new(outline_rect.left(), axis1 + 22.0),
+            Pos2::new(outline_rect.right(), right.bottom() - 22.0),
+        );
+        // The tree's rows are the histograms' rows, at the same heights.
+        let tree_rect = Rect::from_min_max(
+            Pos2::new(full.left(), rows_rect.top()),
+            Pos2::new(full.left() + TREE_W, rows_rect.bottom()),
+        );
+        let all_rows = self.tree.rows();
+        let fits = (rows_rect.height() / TREE_ROW_H).max(1.0) as usize;
+        // The wheel over the tree scrolls the rows (over the charts it zooms).
+        if let Some(pos) = ui.input(|i| i.pointer.hover_pos())
+            && tree_rect.contains(pos)
+        {
+            let scroll = ui.input(|i| i.smooth_scroll_delta.y);
+            if scroll != 0.0 {
+                let by = (-scroll / TREE_ROW_H).round() as isize;
+                self.row_offset = (self.row_offset as isize + by).max(0) as usize;
+            }
+        }
+        self.row_offset = self.row_offset.min(all_rows.len().saturating_sub(fits));
+        let width = outline_rect.width().max(1.0) as usize;
+        if width > 10 {
+            self.timeline.set_width(width);
+        }
+        let visuals = ui.visuals().clone();
+        let text = visuals.weak_text_color();
+        let p = ui.painter_at(right);
+        let Some(t) = self.timeline.timeline.clone() else {
+            p.text(
+                right.center(),
+                Align2::CENTER_CENTER,
+                if self.timeline.busy() {
+                    "loading…"
+                } else {
+                    "no data"
+                },
+                FontId::proportional(14.0),
+                text,
+            );
+            return;
+        };
+        let visible = self.tree.visible();
+        let hover_pos = ui.input(|i| i.pointer.hover_pos());
+        let row_h = TREE_ROW_H;
+        // Outline layers: every shown row, in order.
+        let mut layers: Vec<(Row, Vec<f64>)> = Vec::new();
+        let mut acc = vec![0.0; width];
+        let mut columns: std::collections::HashMap<Row, Vec<f64>> =
+            std::collections::HashMap::new();
+        for &row in &visible {
+            let cols = self.timeline.columns(&self.tree.values(row, &t), width);
+            for (a, v) in acc.iter_mut().zip(&cols) {
+                *a += v;
+            }
+            layers.push((row, acc.clone()));
+            columns.insert(row, cols);
+        }
+        // Histograms of the rows on screen, each beside its tree label: one image of the rows'
+        // pixels (a single textured quad, whatever the rows and columns).
+        let rows_px_h = ((fits as f32 * row_h) as usize).max(1);
+        let mut rows_img = egui::ColorImage::filled([width, rows_px_h], Color32::TRANSPARENT);
+        let mut hovered_value: Option<(Row, f64, Timestamp)> = None;
+        let view = self.timeline.view;
+        for (k, item) in all_rows.iter().enumerate().skip(self.row_offset).take(fits) {
+            let row = item.row;
+            let y0 = rows_rect.top() + (k - self.row_offset) as f32 * row_h;
+            let y1 = y0 + row_h - 2.0;
+            let Some(cols) = columns.get(&row) else {
+                continue;
+            };
+            let max = cols.iter().copied().fold(0.0, f64::max);
+            let colour = self.row_colour(names, row);
+            if max > 0.0 {
+                let base = ((k - self.row_offset) as f32 * row_h) as usize + row_h as usize - 2;
+                let full_h = (row_h - 2.0) as usize;
+                for (i, v) in cols.iter().enumerate() {
+                    if *v <= 0.0 {
+                        continue;
+                    }
+                    let h = (((v / max) * full_h as f64).round() as usize).clamp(1, full_h);
+                    for y in base + 1 - h..=base.min(rows_px_h - 1) {
+                        rows_img.pixels[y * width + i] = colour;
+                    }
+                }
+            }
+            if self.hovered == Some(row) {
+                p.rect_stroke(
+                    Rect::from_min_max(
+                        Pos2::new(rows_rect.left(), y0),
+                        Pos2::new(rows_rect.right(), y1),
+                    ),
+                    0.0,
+                    Stroke::new(1.0, visuals.strong_text_color()),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            if let Some(pos) = hover_pos
+                && pos.y >= y0
+                && pos.y < y0 + row_h
+                && rows_rect.x_range().contains(pos.x)
+            {
+                let c = ((pos.x - rows_rect.left()) as usize).min(width - 1);
+                let at = view.start + ((c as f64 + 0.5) / width as f64 * view.len() as f64) as i64;
+                hovered_value = Some((row, cols[c], at));
+            }
+        }
+        if all_rows.len() > fits {
+            ui.painter().text(
+                Pos2::new(full.left() + 4.0, rows_rect.bottom() + 4.0),
+                Align2::LEFT_TOP,
+                format!(
+                    "rows {}–{} of {} (wheel here to scroll)",
+                    self.row_offset + 1,
+                    (self.row_offset + fits).min(all_rows.len()),
+                    all_rows.len()
+                ),
+                FontId::proportional(11.0),
+                text,
+            );
+        }
+        // The outline: layers stacked in row order, each in its row's colour, drawn into an image of
+        // the outline's pixels, with the Slick Graph band (003 eq. 1-2: grey level = luminance).
+        let oh = (outline_rect.height().max(2.0)) as usize;
+        let band_h = band.height().max(1.0) as usize;
+        let bg = visuals.extreme_bg_color;
+        let mut img = egui::ColorImage::filled([width, oh + 2 + band_h], Color32::TRANSPARENT);
+        for px in &mut img.pixels[..width * oh] {
+            *px = bg;
+        }
+        let top = acc.iter().copied().fold(0.0, f64::max).max(1e-300);
+        let level = |v: f64| (((v / top) * (oh - 2) as f64).round() as usize).min(oh - 1);
+        let mut below = vec![0.0; width];
+        for (row, layer) in &layers {
+            let mut colour = self.row_colour(names, *row);
+            if self.hovered.is_some() && self.hovered != Some(*row) {
+                colour = colour.gamma_multiply(0.35);
+            }
+            for i in 0..width {
+                let (a, b) = (level(below[i]), level(layer[i]));
+                for l in a..b {
+                    img.pixels[(oh - 1 - l) * width + i] = colour;
+                }
+            }
+            below.clone_from(layer);
+        }
+        let smoothed = traceviz::slick(&acc, self.sigma);
+        let lum = traceviz::luminance(&acc, &smoothed);
+        for (i, l) in lum.iter().enumerate() {
+            let g = (l.clamp(0.0, 1.0) * 255.0) as u8;
+            let c = lerp(bg, Color32::from_gray(g), self.luminance);
+            for y in oh + 2..oh + 2 + band_h {
+                img.pixels[y * width + i] = c;
+            }
+        }
+        let outline_tex = image_texture(ui, &mut self.outline_texture, "traceviz-outline", img);
+        p.image(
+            outline_tex,
+            Rect::from_min_max(
+                outline_rect.min,
+                Pos2::new(outline_rect.right(), band.bottom()),
+            ),
+            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+            Color32::WHITE,
+        );
+        let rows_tex = image_texture(ui, &mut self.rows_texture, "traceviz-rows", rows_img);
+        p.image(
+            rows_tex,
+            Rect::from_min_size(rows_rect.min, egui::vec2(width as f32, rows_px_h as f32)),
+            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+            Color32::WHITE,
+        );
+        let oy = |v: f64| outline_rect.bottom() - (v / top) as f32 * (outline_rect.height() - 2.0);
+        ui.painter().text(
+            Pos2::new(full.left() + 4.0, outline_rect.top()),
+            Align2::LEFT_TOP,
+            format!(
+                "Actors: {} rows shown of {}\nclick, shift/ctrl-click: select\ndrag: reorder · dot: hide/show\nright-click a group: rename, operator, delete",
+                visible.len(),
+                all_rows.len()
+            ),
+            FontId::proportional(11.0),
+            text,
+        );
+        // Time axes under the outline and under the rows, in the same units.
+        time_axis(
+            &p,
+            view,
+            outline_rect.left(),
+            outline_rect.right(),
+            axis1,
+            text,
+        );
+        time_axis(
+            &p,
+            view,
+            rows_rect.left(),
+            rows_rect.right(),
+            rows_rect.bottom() + 2.0,
+            text,
+        );
+        p.text(
+            Pos2::new(outline_rect.left(), right.top() + 1.0),
+            Align2::LEFT_TOP,
+            format!(
+                "outline of {} rows · {} per pixel · {} · wheel: zoom · drag: pan",
+                visible.len(),
+                units::duration_compact(view.len() as f64 / width as f64),
+                statistic_label(t.statistic)
+            ),
+            FontId::proportional(12.0),
+            text,
+        );
+        if let Some(c) = cursor
+            && view.contains(c)
+        {
+            let x = outline_rect.left()
+                + ((c - view.start) as f64 / view.len() as f64) as f32 * outline_rect.width();
+            for r in [outline_rect, rows_rect] {
+                p.line_segment(
+                    [Pos2::new(x, r.top()), Pos2::new(x, r.bottom())],
+                    Stroke::new(1.5, super::theme::cursor()),
+                );
+            }
+        }
+        // Zoom and pan on both the outline and the rows, in step.
+        let interact = outline_rect.union(rows_rect);
+        let resp = ui.interact(interact, ui.scope_id().with("tv-plot"), Sense::drag());
+        if let Some(pos) = resp.hover_pos() {
+            let scroll = ui.input(|i| i.smooth_scroll_delta.y);
+            if scroll != 0.0 {
+                self.timeline.zoom(
+                    (-scroll as f64 / 200.0).exp(),
+                    ((pos.x - outline_rect.left()) / outline_rect.width()) as f64,
+                );
+            }
+        }
+        if resp.dragged() {
+            self.timeline
+                .pan(-(resp.drag_delta().x / outline_rect.width()) as f64);
+        }
+        if self.timeline.moving() {
+            ui.ctx().request_repaint_after(REFINE_AFTER);
+        }
+        // Hover: the row under the pointer (tree label and outline layer highlighted) and its value.
+        let mut now_hovered = None;
+        if let Some((row, v, at)) = hovered_value {
+            now_hovered = Some(row);
+            resp.clone().on_hover_text_at_pointer(format!(
+                "{}\n{} s\n{}",
+                self.tree.label(row),
+                units::timestamp(at),
+                value_text(t.statistic, v)
+            ));
+        } else if let Some(pos) = hover_pos
+            && outline_rect.contains(pos)
+        {
+            let c = ((pos.x - outline_rect.left()) as usize).min(width - 1);
+            let v = acc[c];
+            let layer = layers
+                .iter()
+                .zip(std::iter::once(0.0).chain(layers.iter().map(|l| l.1[c])))
+                .find(|((_, l), b)| {
+                    let (yt, yb) = (oy(l[c]), oy(*b));
+                    pos.y >= yt && pos.y <= yb
+                })
+                .map(|((r, _), _)| *r);
+            now_hovered = layer;
+            let at = view.start + ((c as f64 + 0.5) / width as f64 * view.len() as f64) as i64;
+            let mut s = format!(
+                "{} s\noutline: {}",
+                units::timestamp(at),
+                value_text(t.statistic, v)
+            );
+            if let Some(r) = layer {
+                s.push_str(&format!("\n{}", self.tree.label(r)));
+            }
+            resp.clone().on_hover_text_at_pointer(s);
+        }
+        if hover_pos.is_some_and(|p| !tree_rect.contains(p)) {
+            self.hovered = now_hovered;
+        }
+        let mut child = ui.new_child(egui::UiBuilder::new().max_rect(tree_rect));
+        self.tree_ui(&mut child, tree_rect, names);
+    }
+}
+
+/// Shows `image` through the texture in `slot` (created once, then updated in place).
+fn image_texture(
+    ui: &Ui,
+    slot: &mut Option<egui::TextureHandle>,
+    name: &str,
+    image: egui::ColorImage,
+) -> egui::TextureId {
+    match slot {
+        Some(t) => {
+            t.set(image, egui::TextureOptions::NEAREST);
+            t.id()
+        }
+        None => {
+            let t = ui
+                .ctx()
+                .load_texture(name, image, egui::TextureOptions::NEAREST);
+            let id = t.id();
+            *slot = Some(t);
+            id
+        }
+    }
+}
+
+fn lerp(a: Color32, b: Color32, t: f32) -> Color32 {
+    let m = |x: u8, y: u8| (f32::from(x) + (f32::from(y) - f32::from(x)) * t.clamp(0.0, 1.0)) as u8;
+    Color32::from_rgb(m(a.r(), b.r()), m(a.g(), b.g()), m(a.b(), b.b()))
+}
+
+fn time_axis(p: &egui::Painter, view: TimeRange, left: f32, right: f32, y: f32, colour: Color32) {
+    let w = right - left;
+    let axis = TimeAxis::new(view.start, view.end, (w / 110.0).max(2.0) as usize);
+    for t in axis.ticks(view.start, view.end) {
+        let x = left + ((t - view.start) as f64 / view.len().max(1) as f64) as f32 * w;
+        p.line_segment(
+            [Pos2::new(x, y), Pos2::new(x, y + 4.0)],
+            Stroke::new(1.0, colour),
+        );
+        let align = if x - left < 30.0 {
+            Align2::LEFT_TOP
+        } else if right - x < 30.0 {
+            Align2::RIGHT_TOP
+        } else {
+            Align2::CENTER_TOP
+        };
+        p.text(
+            Pos2::new(x, y + 5.0),
+            align,
+            axis.label(t),
+            FontId::proportional(11.0),
+            colour,
+        );
+    }
+}
+
+fn statistic_label(s: Statistic) -> &'static str {
+    match s {
+        Statistic::Density => "event density",
+        Statistic::Activity => "activity time",
+        Statistic::Delay => "delay between events",
+    }
+}
+
+fn value_text(s: Statistic, v: f64) -> String {
+    match s {
+        Statistic::Density => format!("{v:.0} events in this pixel"),
+        Statistic::Activity => format!("{} in states in this pixel", units::duration_compact(v)),
+        Statistic::Delay => format!("longest delay {}", units::duration_compact(v)),
+    }
+}
+
+impl GroupView for TraceVizView {
+    fn load(&mut self, cx: &LoadContext<'_>) {
+        self.timeline.load(cx.trace, cx.interval, cx.filter.clone());
+    }
+    fn extend(&mut self, cx: &LoadContext<'_>) {
+        self.timeline.extend(cx.interval.end);
+    }
+    fn poll(&mut self) {
+        self.timeline.poll();
+    }
+    fn busy(&self) -> bool {
+        self.timeline.busy()
+    }
+    fn catching_up(&self, end: Timestamp) -> bool {
+        self.timeline.live.catching_up(end)
+    }
+    fn progress(&self) -> Option<socscope_analysis::loader::Progress> {
+        self.timeline.progress()
+    }
+    fn stop(&mut self) {
+        self.timeline.stop();
+    }
+    fn summary(&self) -> Option<String> {
+        let t = self.timeline.timeline.as_ref()?;
+        Some(format!(
+            "{} actors with values, {} pixels",
+            t.actors.len(),
+            t.outline.len()
+        ))
+    }
+}
