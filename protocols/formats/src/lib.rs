@@ -1,11 +1,13 @@
 //! Text trace formats: streaming nom parsers for KPTrace, Pajé, ftrace/trace-cmd text and GST_DEBUG logs,
-//! readers in, records out.
+//! readers in, records out; and the exporters (Chrome/Perfetto JSON, Pajé, CSV) over a read-only view
+//! of a trace ([`export::TraceView`]).
 //!
 //! Start here: [`LineReader`] (a `BufRead` as numbered lines, in constant memory), the four record readers
 //! [`kptrace::KptraceReader`], [`paje::PajeReader`], [`ftrace::FtraceReader`], [`gst::GstReader`], and
 //! [`detect`] (which format a file is, from its first lines). Mapping records to stored events is the
 //! importer's business (`socscope-collector`), not this crate's.
 
+pub mod export;
 pub mod ftrace;
 pub mod gst;
 pub mod kptrace;
