@@ -4,6 +4,8 @@
 #   xvfb, x11-apps (xwd), libgl1-mesa-dri, libegl1, libxkbcommon-x11-0: the GUI in a virtual X server
 #     (analyzer/app/tests/gui_window.rs); mesa-vulkan-drivers: lavapipe, the software Vulkan that
 #     egui_kittest's wgpu snapshot renderer uses (analyzer/app/tests/gui_snapshots.rs)
+#   pajeng (pj_dump): reads socscope's Pajé exports back (analyzer/app/tests/import_export.rs); installed
+#     without its recommendations (R and a terminal emulator), which it does not need
 set -euo pipefail
 packages=(rustc-web rust-web-src cargo-web xvfb x11-apps libgl1-mesa-dri libegl1 libxkbcommon-x11-0 mesa-vulkan-drivers)
 missing=()
@@ -15,4 +17,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-test-deps: installing ${missing[*]}" >&2
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! dpkg -s pajeng >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then sudo=(); else sudo=(sudo); fi
+  echo "install-test-deps: installing pajeng" >&2
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends pajeng >/dev/null
 fi

@@ -157,3 +157,173 @@ fn skipped_lines_warn_once_each_and_strict_fails() {
         1 + 2
     );
 }
+
+/// `pj_dump`'s entities of a Pajé file, sorted: states, events and links whole; containers by parent
+/// and name (the export names container types by level); variables by container, type, start and value
+/// (not the end of their interval: the last one ends where the file ends, and a trace keeps no container
+/// destruction times), the value to 6 significant digits apart (PajeNG adds `PajeAddVariable`s in single
+/// precision, socscope in double).
+fn pj_dump(file: &Path) -> (Vec<String>, Vec<(String, f64)>) {
+    let out = Command::new("pj_dump")
+        .arg(file)
+        .output()
+        .expect("pj_dump runs (Debian package pajeng, scripts/install-test-deps.sh)");
+    assert!(
+        out.status.success(),
+        "pj_dump {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut rows: Vec<String> = Vec::new();
+    let mut variables: Vec<(String, f64)> = Vec::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = l.split(", ").collect();
+        match f[0] {
+            "Variable" => variables.push(([f[1], f[2], f[3]].join(", "), f[6].parse().unwrap())),
+            "Container" => rows.push([f[0], f[1], f[6]].join(", ")),
+            _ => rows.push(l.to_string()),
+        }
+    }
+    rows.sort();
+    variables.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    (rows, variables)
+}
+
+/// Two state types on one container (nested and overlapping each other), twenty link types sharing
+/// one value: what a simulation writes.
+const TWO_STATE_TYPES: &str = "\
+%EventDef PajeDefineContainerType 0\n% Alias string\n% Type string\n% Name string\n%EndEventDef
+%EventDef PajeDefineStateType 1\n% Alias string\n% Type string\n% Name string\n%EndEventDef
+%EventDef PajeDefineLinkType 2\n% Alias string\n% Type string\n% StartContainerType string\n% EndContainerType string\n% Name string\n%EndEventDef
+%EventDef PajeCreateContainer 3\n% Time date\n% Alias string\n% Type string\n% Container string\n% Name string\n%EndEventDef
+%EventDef PajePushState 4\n% Time date\n% Type string\n% Container string\n% Value string\n%EndEventDef
+%EventDef PajePopState 5\n% Time date\n% Type string\n% Container string\n%EndEventDef
+%EventDef PajeSetState 6\n% Time date\n% Type string\n% Container string\n% Value string\n%EndEventDef
+%EventDef PajeStartLink 7\n% Time date\n% Type string\n% Container string\n% StartContainer string\n% Value string\n% Key string\n%EndEventDef
+%EventDef PajeEndLink 8\n% Time date\n% Type string\n% Container string\n% EndContainer string\n% Value string\n% Key string\n%EndEventDef
+0 H 0 HOST
+1 PM H PM
+1 SERVICE H SERVICE
+3 0 h1 H 0 node1
+3 0 h2 H 0 node2
+6 0.0 PM h1 on
+4 1.0 SERVICE h1 compute
+4 1.5 SERVICE h1 io
+6 2.0 PM h1 sleep
+5 3.0 SERVICE h1
+5 4.0 SERVICE h1
+6 5.0 PM h1 on
+";
+
+fn two_state_types_file(dir: &Path) -> PathBuf {
+    let mut text = TWO_STATE_TYPES.to_string();
+    for i in 0..20 {
+        text.push_str(&format!("2 L{i} 0 H H route{i}\n"));
+    }
+    for i in 0..20 {
+        let t = 5.0 + 0.1 * f64::from(i);
+        text.push_str(&format!("7 {t:.1} L{i} 0 h1 msg k{i}\n"));
+        text.push_str(&format!("8 {:.1} L{i} 0 h2 msg k{i}\n", t + 0.5));
+    }
+    let f = dir.join("two-state-types.trace");
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+#[test]
+fn paje_exports_read_back_by_pj_dump_as_their_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files: Vec<PathBuf> = [
+        "paje/pajeng-native_sample.trace",
+        "paje/pajeng-categories.trace",
+        "paje/pajeng-simgrid-fg126.trace",
+    ]
+    .iter()
+    .map(|r| PathBuf::from(real(r)))
+    .collect();
+    files.push(two_state_types_file(dir.path()));
+    for (i, src) in files.iter().enumerate() {
+        let db = dir.path().join(format!("{i}.db"));
+        let p = dir.path().join(format!("{i}.paje"));
+        ok(socscope(&[
+            "import",
+            s(src),
+            "--format",
+            "paje",
+            "-o",
+            s(&db),
+        ]));
+        ok(socscope(&[
+            "export",
+            s(&db),
+            "--format",
+            "paje",
+            "-o",
+            s(&p),
+        ]));
+        let ((a, va), (b, vb)) = (pj_dump(src), pj_dump(&p));
+        assert!(a.len() + va.len() > 10, "{}: {a:?}", src.display());
+        assert_eq!(va.len(), vb.len(), "{}: variables", src.display());
+        for (x, y) in va.iter().zip(&vb) {
+            let close = (x.1 - y.1).abs() <= 1e-6 * x.1.abs().max(y.1.abs()).max(1.0);
+            assert!(x.0 == y.0 && close, "{}: {x:?} != {y:?}", src.display());
+        }
+        let only_a: Vec<&String> = a.iter().filter(|r| !b.contains(r)).take(5).collect();
+        let only_b: Vec<&String> = b.iter().filter(|r| !a.contains(r)).take(5).collect();
+        assert_eq!(
+            a,
+            b,
+            "{}: only in the source {only_a:?}, only in the export {only_b:?}",
+            src.display()
+        );
+    }
+}
+
+#[test]
+fn paje_state_types_keep_their_own_nesting_and_link_types_stay_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = two_state_types_file(dir.path());
+    let db = dir.path().join("a.db");
+    ok(socscope(&["import", s(&src), "-o", s(&db)]));
+    let q = |sql: &str| -> Vec<Value> {
+        let out = socscope(&["sql", s(&db), sql, "--json"]);
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    // SERVICE's `io` is inside `compute` (depth 1); PM's states are at depth 0 of their own stack.
+    let states: Vec<String> = q(
+        "SELECT type, ts, end_ts, depth, params FROM events WHERE category = 'state' ORDER BY ts, depth, type",
+    )
+    .iter()
+    .map(|r| {
+        format!(
+            "{}|{}|{}|{}|{}",
+            r["type"].as_str().unwrap(),
+            r["ts"],
+            r["end_ts"],
+            r["depth"],
+            r["params"].as_str().unwrap()
+        )
+    })
+    .collect();
+    assert_eq!(
+        states,
+        [
+            "on|0|2000000000|0|paje_type=PM",
+            "compute|1000000000|4000000000|0|paje_type=SERVICE",
+            "io|1500000000|3000000000|1|paje_type=SERVICE",
+            "sleep|2000000000|5000000000|0|paje_type=PM",
+            "on|5000000000|7400000000|0|paje_type=PM",
+        ]
+    );
+    let links = q(
+        "SELECT count(DISTINCT type) AS types, count(*) AS n FROM events WHERE category = 'link'",
+    );
+    assert_eq!(
+        (links[0]["types"].as_u64(), links[0]["n"].as_u64()),
+        (Some(20), Some(20))
+    );
+}

@@ -1,13 +1,22 @@
 //! Pajé: containers become producers, and states, events, variables and links are explicit, so they are
 //! stored directly (no reconstruction).
+//!
+//! Types: a state or an event is stored under its value's name (`Executing`), with the Pajé type it
+//! belongs to (`Thread State`) in its `paje_type` parameter; each Pajé state type of a container keeps
+//! its own stack, so its depth is its own nesting. A link is stored under its Pajé link type's name,
+//! with its value and key as parameters. A variable is stored under its Pajé type's name. That is what
+//! the Pajé exporter needs to write the file back with the same types (`pj_dump` agrees).
+
+/// The parameter carrying a state's or event's Pajé type.
+use socscope_formats::export::paje::PAJE_TYPE;
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use socscope_formats::paje;
 use socscope_tracedb::{
-    Event, EventCategory, EventKind, IngestStat, Producer, ProducerId, ProducerKind, TraceWriter,
-    TypeId,
+    Event, EventCategory, EventKind, IngestStat, ParamDef, ParamType, ParamValue, Producer,
+    ProducerId, ProducerKind, TraceWriter, TypeId,
 };
 
 use super::dictionary::StoreTypes;
@@ -45,21 +54,41 @@ struct PajeImporter {
     ptypes: HashMap<String, (paje::Kind, String)>,
     /// (type, value alias or name) → value name.
     values: HashMap<(String, String), String>,
+    /// Containers by name; `aliases` by alias, looked up first (a name may be another's alias).
     containers: HashMap<String, ProducerId>,
+    aliases: HashMap<String, ProducerId>,
     next_producer: ProducerId,
     store: StoreTypes,
     /// Open states per (container, Pajé state type): (start, store type), outermost first.
     stacks: HashMap<(ProducerId, String), Vec<(i64, TypeId)>>,
     vars: HashMap<(ProducerId, TypeId), f64>,
-    /// (link type, key) → (time, container, type) of whichever end came first.
-    start_links: HashMap<(String, String), (i64, ProducerId, TypeId)>,
-    end_links: HashMap<(String, String), (i64, ProducerId)>,
+    /// (link type, key) → (time, container, value) of whichever end came first.
+    start_links: HashMap<(String, String), (i64, ProducerId, String)>,
+    end_links: HashMap<(String, String), (i64, ProducerId, String)>,
     last_ts: i64,
     colours: Vec<(String, String)>,
     unmatched_links: u64,
     unknown_containers: u64,
     unknown_kinds: u64,
     bad_times: u64,
+}
+
+fn paje_type_def() -> ParamDef {
+    ParamDef::new(PAJE_TYPE, ParamType::String)
+}
+
+/// A state from `start` to `end` (at least `start`) of Pajé type `paje_type`.
+fn state(start: i64, end: i64, depth: usize, ty: TypeId, c: ProducerId, paje_type: &str) -> Event {
+    let mut e = Event::state(
+        start,
+        end.max(start),
+        u16::try_from(depth).unwrap_or(u16::MAX),
+        ty,
+        c,
+        None,
+    );
+    e.params.push(ParamValue::String(paje_type.to_string()));
+    e
 }
 
 /// The fields of a record, `""` for those it lacks.
@@ -73,6 +102,7 @@ impl PajeImporter {
             ptypes: HashMap::new(),
             values: HashMap::new(),
             containers: HashMap::new(),
+            aliases: HashMap::new(),
             next_producer: 1,
             store: StoreTypes::new(),
             stacks: HashMap::new(),
@@ -132,8 +162,17 @@ impl PajeImporter {
         Ok(())
     }
 
+    /// The container of alias or name `key`.
+    fn lookup(&self, key: &str) -> Option<ProducerId> {
+        self.aliases
+            .get(key)
+            .or_else(|| self.containers.get(key))
+            .copied()
+    }
+
+    /// The container of alias or name `key`, counted as unknown when there is none.
     fn container(&mut self, key: &str) -> Option<ProducerId> {
-        let c = self.containers.get(key).copied();
+        let c = self.lookup(key);
         if c.is_none() {
             self.unknown_containers += 1;
         }
@@ -183,7 +222,7 @@ impl PajeImporter {
     fn create_container(&mut self, r: &paje::Record<'_>, writer: &mut TraceWriter) -> Result<()> {
         let parent = match field(r, "Container") {
             "0" | "" => None,
-            p => self.containers.get(p).copied(),
+            p => self.lookup(p),
         };
         let id = self.next_producer;
         self.next_producer += 1;
@@ -206,7 +245,7 @@ impl PajeImporter {
             name: name.clone(),
         })?;
         if let Some(a) = r.get("Alias") {
-            self.containers.insert(a.to_string(), id);
+            self.aliases.insert(a.to_string(), id);
         }
         self.containers.insert(name, id);
         Ok(())
@@ -219,7 +258,7 @@ impl PajeImporter {
         t: i64,
         writer: &mut TraceWriter,
     ) -> Result<()> {
-        let key = match self.containers.get(field(r, "Name")) {
+        let key = match self.lookup(field(r, "Name")) {
             Some(_) => field(r, "Name"),
             None => field(r, "Container"),
         };
@@ -230,16 +269,10 @@ impl PajeImporter {
             self.stacks.keys().filter(|k| k.0 == c).cloned().collect();
         keys.sort();
         for k in keys {
+            let tname = self.type_name(&k.1);
             if let Some(stack) = self.stacks.remove(&k) {
                 for (depth, (start, ty)) in stack.into_iter().enumerate().rev() {
-                    writer.push(&Event::state(
-                        start,
-                        t.max(start),
-                        depth as u16,
-                        ty,
-                        c,
-                        None,
-                    ))?;
+                    writer.push(&state(start, t, depth, ty, c, &tname))?;
                 }
             }
         }
@@ -254,10 +287,11 @@ impl PajeImporter {
         };
         let type_key = field(r, "Type").to_string();
         let key = (c, type_key.clone());
+        let tname = self.type_name(&type_key);
         let close =
             |stack: &mut Vec<(i64, TypeId)>, all: bool, writer: &mut TraceWriter| -> Result<()> {
                 while let Some((start, ty)) = stack.pop() {
-                    let e = Event::state(start, t.max(start), stack.len() as u16, ty, c, None);
+                    let e = state(start, t, stack.len(), ty, c, &tname);
                     writer.push(&e)?;
                     if !all {
                         break;
@@ -273,7 +307,9 @@ impl PajeImporter {
                     close(self.stacks.entry(key.clone()).or_default(), true, writer)?;
                 }
                 let v = self.value_name(&type_key, field(r, "Value"));
-                let ty = self.store.id(EventCategory::State, &v, &[], writer)?;
+                let ty = self
+                    .store
+                    .id(EventCategory::State, &v, &[paje_type_def()], writer)?;
                 self.stacks.entry(key).or_default().push((t, ty));
             }
         }
@@ -286,8 +322,13 @@ impl PajeImporter {
             return Ok(());
         };
         let v = self.value_name(field(r, "Type"), field(r, "Value"));
-        let ty = self.store.id(EventCategory::Punctual, &v, &[], writer)?;
-        writer.push(&Event::punctual(t, ty, c, None))?;
+        let ty = self
+            .store
+            .id(EventCategory::Punctual, &v, &[paje_type_def()], writer)?;
+        let mut e = Event::punctual(t, ty, c, None);
+        e.params
+            .push(ParamValue::String(self.type_name(field(r, "Type"))));
+        writer.push(&e)?;
         Ok(())
     }
 
@@ -330,39 +371,50 @@ impl PajeImporter {
         };
         let type_key = field(r, "Type").to_string();
         let key = (type_key.clone(), field(r, "Key").to_string());
+        // The link's type is its Pajé link type; its value and key are kept as parameters (the value
+        // of the end read first when both have one).
         let v = self.value_name(&type_key, field(r, "Value"));
-        let v = if v.is_empty() {
-            self.type_name(&type_key)
-        } else {
-            v
+        let ty = self.store.id(
+            EventCategory::Link,
+            &self.type_name(&type_key),
+            &[
+                ParamDef::new("value", ParamType::String),
+                ParamDef::new("key", ParamType::String),
+            ],
+            writer,
+        )?;
+        let link_key = key.1.clone();
+        let link = |ts: i64, v: String, producer: ProducerId, end: i64, target: ProducerId| Event {
+            ts,
+            type_id: ty,
+            producer,
+            cpu: None,
+            kind: EventKind::Link {
+                end: end.max(ts),
+                target,
+            },
+            params: vec![ParamValue::String(v), ParamValue::String(link_key.clone())],
         };
-        let link =
-            |ts: i64, ty: TypeId, producer: ProducerId, end: i64, target: ProducerId| Event {
-                ts,
-                type_id: ty,
-                producer,
-                cpu: None,
-                kind: EventKind::Link {
-                    end: end.max(ts),
-                    target,
-                },
-                params: Vec::new(),
-            };
         if start {
-            let ty = self.store.id(EventCategory::Link, &v, &[], writer)?;
             match self.end_links.remove(&key) {
-                Some((end, target)) => writer.push(&link(t, ty, c, end, target))?,
+                Some((end, target, ev)) => {
+                    let v = if v.is_empty() { ev } else { v };
+                    writer.push(&link(t, v, c, end, target))?;
+                }
                 None => {
-                    if self.start_links.insert(key, (t, c, ty)).is_some() {
+                    if self.start_links.insert(key, (t, c, v)).is_some() {
                         self.unmatched_links += 1;
                     }
                 }
             }
         } else {
             match self.start_links.remove(&key) {
-                Some((from, source, ty)) => writer.push(&link(from, ty, source, t, c))?,
+                Some((from, source, sv)) => {
+                    let sv = if sv.is_empty() { v } else { sv };
+                    writer.push(&link(from, sv, source, t, c))?;
+                }
                 None => {
-                    if self.end_links.insert(key, (t, c)).is_some() {
+                    if self.end_links.insert(key, (t, c, v)).is_some() {
                         self.unmatched_links += 1;
                     }
                 }
@@ -378,17 +430,11 @@ impl PajeImporter {
         let mut keys: Vec<(ProducerId, String)> = self.stacks.keys().cloned().collect();
         keys.sort();
         for k in keys {
+            let tname = self.type_name(&k.1);
             if let Some(stack) = self.stacks.remove(&k) {
                 for (depth, (start, ty)) in stack.into_iter().enumerate().rev() {
                     open_states += 1;
-                    writer.push(&Event::state(
-                        start,
-                        end.max(start),
-                        depth as u16,
-                        ty,
-                        k.0,
-                        None,
-                    ))?;
+                    writer.push(&state(start, end, depth, ty, k.0, &tname))?;
                 }
             }
         }
