@@ -1149,6 +1149,23 @@ impl Reconstructor {
                             let nr = r.unsigned(0).unwrap_or(0);
                             params.push(ParamValue::String(self.syscall_abi.label(nr)));
                         }
+                        // An exit that names its call (text captures: `sys_read -> 0x24`) names the
+                        // state its missing entry would have.
+                        if let Some(i) = t.params.iter().position(|p| p.name == "name")
+                            && let Some(x) = dict.exit_of(enter)
+                            && let Some(j) = x.params.iter().position(|p| p.name == "exit_name")
+                            && let Some(n) = r.text(j).filter(|n| !n.is_empty())
+                            && let Some(slot) = params.get_mut(i)
+                        {
+                            *slot = ParamValue::String(n.to_string());
+                            // And its number, which such an exit carries first, as the entry does.
+                            if let Some(k) = t.params.iter().position(|p| p.name == "nr")
+                                && let Some(nr) = r.unsigned(0)
+                                && let Some(slot) = params.get_mut(k)
+                            {
+                                *slot = ParamValue::Unsigned(nr);
+                            }
+                        }
                     }
                     let at = params.len();
                     r.write_params(&mut params, at);

@@ -327,3 +327,182 @@ fn paje_state_types_keep_their_own_nesting_and_link_types_stay_apart() {
         (Some(20), Some(20))
     );
 }
+
+fn fails(out: Output) -> String {
+    assert!(
+        !out.status.success(),
+        "succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_time_that_is_no_number_warns_and_strict_fails_a_cut_header_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "%EventDef PajeDefineContainerType 0\n% Alias string\n% Type string\n% Name string\n%EndEventDef\n\
+                %EventDef PajeCreateContainer 1\n% Time date\n% Alias string\n% Type string\n% Container string\n% Name string\n%EndEventDef\n\
+                %EventDef PajeNewEvent 2\n% Time date\n% Type string\n% Container string\n% Value string\n%EndEventDef\n";
+    let f = dir.path().join("t.trace");
+    std::fs::write(
+        &f,
+        format!("{head}0 C 0 C\n1 0 c C 0 c\n2 abc E c v\n2 1.0 E c v\n"),
+    )
+    .unwrap();
+    let err = ok(socscope(&[
+        "import",
+        s(&f),
+        "-o",
+        s(&dir.path().join("a.db")),
+    ]));
+    assert!(
+        err.contains(
+            "t.trace:21:3: expected a time in seconds in the `Time` field, found `abc E c v`"
+        ),
+        "{err}"
+    );
+    let b = dir.path().join("b.db");
+    let err = fails(socscope(&["import", s(&f), "-o", s(&b), "--strict"]));
+    assert!(err.contains("t.trace:21:3: expected a time"), "{err}");
+    assert!(!b.exists());
+    // Cut inside its header: nothing kept, an error, no trace.
+    let cut = dir.path().join("cut.trace");
+    std::fs::write(&cut, &head[..head.len() - 30]).unwrap();
+    let c = dir.path().join("c.db");
+    let err = fails(socscope(&[
+        "import",
+        s(&cut),
+        "--format",
+        "paje",
+        "-o",
+        s(&c),
+    ]));
+    assert!(
+        err.contains("cut inside its header") && err.contains("nothing to import"),
+        "{err}"
+    );
+    assert!(!c.exists());
+}
+
+#[test]
+fn imports_that_keep_nothing_fail_and_binary_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<u8>, &str, &str); 5] = [
+        (
+            "trace.dat",
+            b"\x17\x08\x44tracing6\0\0\0\x08\0\0\0".to_vec(),
+            "ftrace",
+            "binary input, a trace-cmd .dat file, not ftrace text: convert it with `trace-cmd report",
+        ),
+        (
+            "stream_0",
+            vec![0xc1, 0x1f, 0xfc, 0xc1, 0, 1, 2, 3],
+            "auto",
+            "a CTF stream",
+        ),
+        (
+            "noise.bin",
+            (0u8..=255).cycle().take(5000).collect(),
+            "gst",
+            "binary input, not gst text",
+        ),
+        (
+            "empty.log",
+            Vec::new(),
+            "gst",
+            "nothing to import (the file is empty)",
+        ),
+        (
+            "words.txt",
+            b"nothing here is a trace\nnor here \x1b[31m\x01\n".to_vec(),
+            "ftrace",
+            "nothing to import (0 records read, 2 lines skipped: is it ftrace text?)",
+        ),
+    ];
+    for (name, bytes, format, expected) in cases {
+        let f = dir.path().join(name);
+        std::fs::write(&f, &bytes).unwrap();
+        let out = dir.path().join(format!("{name}.db"));
+        let err = fails(socscope(&[
+            "import",
+            s(&f),
+            "--format",
+            format,
+            "-o",
+            s(&out),
+        ]));
+        assert!(err.contains(expected), "{name}: {err}");
+        assert!(!out.exists(), "{name}: a trace was left behind");
+        // Every message escapes what the file holds: no control byte reaches the terminal.
+        assert!(
+            !err.bytes().any(|b| b < 0x20 && b != b'\n'),
+            "{name}: {err:?}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().to_string_lossy().contains(".db"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn ftrace_details_syscall_names_systrace_html_and_board_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    // A syscall exit without its entry keeps the name its exit line gives.
+    let a = dir.path().join("a.db");
+    ok(socscope(&[
+        "import",
+        &real("ftrace/tci-ftrace_syscalls.txt"),
+        "-o",
+        s(&a),
+    ]));
+    let q = |db: &Path, sql: &str| -> Vec<Value> {
+        let out = socscope(&["sql", s(db), sql, "--json"]);
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let first = q(
+        &a,
+        "SELECT params FROM events WHERE type = 'syscall' ORDER BY ts LIMIT 1",
+    );
+    assert!(
+        first[0]["params"]
+            .as_str()
+            .unwrap()
+            .contains("name=rt_sigprocmask;"),
+        "{first:?}"
+    );
+    let unnamed = q(
+        &a,
+        "SELECT count(*) AS n FROM events WHERE type = 'syscall' AND params LIKE '%;name=;%'",
+    );
+    assert_eq!(unnamed[0]["n"], 0);
+    // Systrace HTML: told apart by --format auto.
+    let text = std::fs::read_to_string(real("ftrace/tci-trace-android-sched.txt")).unwrap();
+    let html = dir.path().join("systrace.html");
+    std::fs::write(
+        &html,
+        format!(
+            "<!DOCTYPE html>\n<html>\n<head><title>Android System Trace</title></head>\n<body>\n\
+             <script class=\"trace-data\" type=\"application/text\">\n{text}</script>\n</body>\n</html>\n"
+        ),
+    )
+    .unwrap();
+    let h = dir.path().join("h.db");
+    let out = socscope(&["import", s(&html), "-o", s(&h)]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    ok(out);
+    assert!(stdout.contains("(ftrace)"), "{stdout}");
+    // Board fields: what the file says (4 CPUs, tracer nop), nothing empty shown.
+    let info = String::from_utf8(socscope(&["info", s(&h)]).stdout).unwrap();
+    assert!(
+        !info.contains("(, )") && !info.contains("board  "),
+        "{info}"
+    );
+    assert!(info.contains("ftrace (tracer nop), 4 CPUs"), "{info}");
+}

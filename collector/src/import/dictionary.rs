@@ -53,6 +53,11 @@ impl ImportTypes {
                         params.push(pinfo(a, U));
                     }
                 }
+                Builtin::SyscallExit => {
+                    // Text captures name the call at its exit too: what names a state whose entry
+                    // preceded the capture.
+                    params.push(pinfo("exit_name", S));
+                }
                 Builtin::UserExit => {
                     params = vec![pinfo("ret", I), pinfo("exit_address", A)];
                 }

@@ -371,9 +371,11 @@ impl FtraceImporter {
     }
 
     /// `sys_x -> 0x24` of the syscall tracer.
-    fn syscall_exit(&mut self, _name: &str, ret: &str) {
+    fn syscall_exit(&mut self, name: &str, ret: &str) {
         let ret = parse_num(ret).map_or(0, |v| v as i64);
-        self.rec.set(Builtin::SyscallExit).u(0).i(ret);
+        let name = name.strip_prefix("sys_").unwrap_or(name);
+        let nr = SyscallAbi::X86_64.number(name).unwrap_or(0);
+        self.rec.set(Builtin::SyscallExit).u(nr).i(ret).s(name);
     }
 
     /// A `name: args` event line.
@@ -464,14 +466,21 @@ impl FtraceImporter {
                         let mut w = args.split_whitespace();
                         let nr = w.nth(1).and_then(parse_num).unwrap_or(0);
                         let ret = w.nth(1).and_then(|x| x.parse::<i64>().ok()).unwrap_or(0);
-                        rec.set(Builtin::SyscallExit).u(nr).i(ret);
+                        rec.set(Builtin::SyscallExit)
+                            .u(nr)
+                            .i(ret)
+                            .s(SyscallAbi::X86_64.name(nr).unwrap_or(""));
                     }
                     n if n.starts_with("sys_enter_") => {
                         syscall_enter(rec, &n["sys_enter_".len()..], args, prepared.values);
                     }
                     n if n.starts_with("sys_exit_") => {
                         let ret = parse_num(args).map_or(0, |v| v as i64);
-                        rec.set(Builtin::SyscallExit).u(0).i(ret);
+                        let name = &n["sys_exit_".len()..];
+                        rec.set(Builtin::SyscallExit)
+                            .u(SyscallAbi::X86_64.number(name).unwrap_or(0))
+                            .i(ret)
+                            .s(name);
                     }
                     "tracing_mark_write" | "print" => {
                         let text = args.trim();

@@ -307,7 +307,8 @@ impl KptraceImporter {
             S::SyscallExit => {
                 let addr = w.next().and_then(kptrace::hex).unwrap_or(0);
                 let ret = w.next().and_then(|x| x.parse::<i64>().ok()).unwrap_or(0);
-                rec.set(Builtin::SyscallExit).u(addr).i(ret);
+                let name = symbols.get(&addr).map_or("", String::as_str);
+                rec.set(Builtin::SyscallExit).u(addr).i(ret).s(name);
             }
             S::Wakeup => {
                 let pid = dec(&mut w);

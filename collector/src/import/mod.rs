@@ -73,6 +73,175 @@ pub(crate) fn format_err(e: FormatError) -> CollectorError {
     }
 }
 
+/// `s` with control characters and the replacement character of undecodable bytes escaped, for
+/// messages (a file's bytes never reach the terminal as they are).
+pub fn escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || c == char::REPLACEMENT_CHARACTER {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The binary format `head` (a file's first bytes) is in, if it is one socscope knows, with what to
+/// do about it.
+fn known_binary(head: &[u8]) -> Option<(&'static str, &'static str)> {
+    const KNOWN: &[(&[u8], &str, &str)] = &[
+        (
+            b"\x17\x08\x44tracing",
+            "a trace-cmd .dat file",
+            "convert it with `trace-cmd report -i FILE > FILE.txt` and import the text (--format ftrace)",
+        ),
+        (
+            &[0xc1, 0x1f, 0xfc, 0xc1],
+            "a CTF stream (LTTng, barectf)",
+            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+        ),
+        (
+            &[0xc1, 0xfc, 0x1f, 0xc1],
+            "a CTF stream (LTTng, barectf)",
+            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+        ),
+        (
+            b"PERFILE2",
+            "a perf.data file",
+            "convert it with `perf script` to text; socscope does not read perf.data",
+        ),
+        (
+            b"SQLite format 3\0",
+            "an SQLite database (a socscope trace?)",
+            "open it with `socscope info` or `socscope view` instead of importing it",
+        ),
+        (
+            &[0x1f, 0x8b],
+            "gzip-compressed data",
+            "decompress it first (gunzip)",
+        ),
+        (
+            &[0x28, 0xb5, 0x2f, 0xfd],
+            "zstd-compressed data",
+            "decompress it first (unzstd)",
+        ),
+        (
+            b"\x7fELF",
+            "an ELF executable",
+            "import the trace the program writes, not the program",
+        ),
+    ];
+    KNOWN
+        .iter()
+        .find(|(magic, _, _)| head.starts_with(magic))
+        .map(|(_, what, hint)| (*what, *hint))
+}
+
+/// Whether `head` looks like binary data rather than text: NUL bytes, or many control bytes.
+fn looks_binary(head: &[u8]) -> bool {
+    let control = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x1b | 0x0c))
+        .count();
+    head.contains(&0) || control * 20 > head.len()
+}
+
+/// Refuses a binary file (a text format was expected), naming it and what to do when it is a known one.
+/// KPTrace relay files are binary-padded, so only known formats are refused for them.
+fn refuse_binary(f: &Path, format: Format) -> Result<()> {
+    let head = head_of(f, 4096)?;
+    if let Some((what, hint)) = known_binary(&head) {
+        return Err(CollectorError::Invalid(format!(
+            "{}: binary input, {what}, not {} text: {hint}",
+            escaped(&display(f)),
+            format.name()
+        )));
+    }
+    if format != Format::Kptrace && looks_binary(&head) {
+        return Err(CollectorError::Invalid(format!(
+            "{}: binary input, not {} text (socscope imports text captures: KPTrace, Pajé, ftrace or \
+             trace-cmd report text, GST_DEBUG logs)",
+            escaped(&display(f)),
+            format.name()
+        )));
+    }
+    Ok(())
+}
+
+/// What a capture's header says about where it was taken.
+struct Header {
+    board: String,
+    os: String,
+    cpus: u32,
+    params: Vec<(String, ParamValue)>,
+}
+
+impl Header {
+    /// Reads the header of `files`: ftrace's `# tracer:` and `#P:N` (or trace-cmd's `cpus=N`); KPTrace's
+    /// per-CPU files. What the file does not say (ftrace text names neither host nor kernel; Pajé and
+    /// GST_DEBUG logs say nothing of the board) is left empty, and `info` omits it.
+    fn read(files: &[PathBuf], format: Format) -> Result<Self> {
+        let mut h = Self {
+            board: String::new(),
+            os: String::new(),
+            cpus: 1,
+            params: Vec::new(),
+        };
+        match format {
+            Format::Kptrace => {
+                h.os = "STLinux".into();
+                let cpus = files
+                    .iter()
+                    .filter_map(|f| kp::cpu_of_file(&display(f)))
+                    .map(|c| u32::from(c) + 1)
+                    .max();
+                h.cpus = cpus.unwrap_or(1);
+            }
+            Format::Ftrace => {
+                let head = head_of(&files[0], 16 * 1024)?;
+                let text = String::from_utf8_lossy(&head);
+                for line in text.lines().take(64) {
+                    let line = line.trim();
+                    if let Some(t) = line.strip_prefix("# tracer:") {
+                        h.params
+                            .push(("tracer".into(), ParamValue::String(escaped(t.trim()))));
+                    }
+                    let cpus = line
+                        .split_once("#P:")
+                        .or_else(|| line.split_once("cpus="))
+                        .and_then(|(_, n)| n.trim().parse::<u32>().ok());
+                    if let Some(n) = cpus.filter(|n| (1..=65_536).contains(n)) {
+                        h.cpus = n;
+                    }
+                }
+            }
+            Format::Paje | Format::Gst => {}
+        }
+        Ok(h)
+    }
+}
+
+/// A trace being imported: removed (with its WAL files) when dropped before it is kept.
+struct Partial {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = self.path.as_os_str().to_owned();
+            p.push(suffix);
+            // Best effort: a file that is not there is what is wanted.
+            let _ = std::fs::remove_file(PathBuf::from(p));
+        }
+    }
+}
+
 /// Reads the first bytes of `path`.
 pub fn head_of(path: &Path, n: usize) -> Result<Vec<u8>> {
     let mut f = File::open(path).map_err(|e| io_err(path, e))?;
@@ -94,6 +263,12 @@ pub fn head_of(path: &Path, n: usize) -> Result<Vec<u8>> {
 pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
     for f in files {
         let head = head_of(f, 16 * 1024)?;
+        if let Some((what, hint)) = known_binary(&head) {
+            return Err(CollectorError::Invalid(format!(
+                "{}: binary input, {what}: {hint}",
+                escaped(&display(f))
+            )));
+        }
         let mut text = Vec::new();
         kp::RelayReader::new(&head[..])
             .read_to_end(&mut text)
@@ -106,11 +281,19 @@ pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
             return Ok(fmt);
         }
     }
+    let first = files
+        .first()
+        .map_or_else(String::new, |p| escaped(&display(p)));
+    if let Some(f) = files.first()
+        && looks_binary(&head_of(f, 4096)?)
+    {
+        return Err(CollectorError::Invalid(format!(
+            "{first}: binary input, not a text capture (socscope imports KPTrace, Pajé, ftrace or \
+             trace-cmd report text, GST_DEBUG logs)"
+        )));
+    }
     Err(CollectorError::Invalid(format!(
-        "cannot tell the format of {} from its first lines; give --format",
-        files
-            .first()
-            .map_or_else(String::new, |p| p.display().to_string())
+        "cannot tell the format of {first} from its first lines; give --format"
     )))
 }
 
@@ -191,22 +374,30 @@ pub fn import(
                 .map_or_else(|| display(f), |n| n.to_string_lossy().into_owned())
         })
         .collect();
+    for f in files {
+        refuse_binary(f, format)?;
+    }
+    let header = Header::read(files, format)?;
+    let mut params = vec![("format".into(), ParamValue::String(format.name().into()))];
+    params.extend(header.params);
     let meta = TraceMeta {
         trace_type: format.name().into(),
-        board: String::new(),
+        board: header.board,
         soc: String::new(),
-        os: if matches!(format, Format::Kptrace) {
-            "STLinux".into()
-        } else {
-            String::new()
-        },
+        os: header.os,
         application: names.join(" "),
-        cpus: 1,
+        cpus: header.cpus,
         tick_rate_hz: 1_000_000_000,
         start_unix_ns: mtime,
         description: format!("imported from {}", names.join(", ")),
         processed: false,
-        params: vec![("format".into(), ParamValue::String(format.name().into()))],
+        params,
+    };
+    // Declared before the writer, so dropped after it: an import that fails or keeps nothing leaves no
+    // trace behind to be mistaken for a capture.
+    let mut partial = Partial {
+        path: out.to_path_buf(),
+        keep: false,
     };
     let mut writer = TraceWriter::create(out, &meta)?;
     for f in files {
@@ -237,11 +428,28 @@ pub fn import(
         writer.set_ingest_stat(s)?;
     }
     let info = writer.finish(true)?;
+    if info.event_count == 0 {
+        let what = if lines.bytes == 0 && lines.records == 0 && lines.skipped == 0 {
+            "the file is empty".to_string()
+        } else {
+            format!(
+                "{} records read, {} lines skipped: is it {} text?",
+                lines.records,
+                lines.skipped,
+                format.name()
+            )
+        };
+        return Err(CollectorError::Invalid(format!(
+            "{}: nothing to import ({what}); no trace written",
+            escaped(&names.join(", "))
+        )));
+    }
     let db_file = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     Catalog::open(&dir)?.register_file(&db_file)?;
+    partial.keep = true;
     Ok(ImportReport {
         path: out.to_path_buf(),
         format,
