@@ -438,3 +438,115 @@ fn kptrace_post_processed_form() {
         (Some(1), "hello there")
     );
 }
+
+/// Per record kind of a GStreamer log's text: tracer records by structure name, debug lines as `debug`.
+fn gst_kinds_in_text(path: &Path) -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut kinds = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let clean = socscope_formats::gst::strip_ansi(line);
+        let kind = match clean.split_once("GST_TRACER :0:: ") {
+            Some((_, rest)) => rest.split(',').next().unwrap().to_string(),
+            None => "debug".to_string(),
+        };
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    kinds
+}
+
+#[test]
+fn gst_tracer_records_become_structured_events_and_none_is_lost() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/gst");
+    for (file, elements) in [
+        (
+            "videotestsrc-tracers.log",
+            &["videotestsrc0", "videoconvert0", "fakesink0"][..],
+        ),
+        (
+            "audiotestsrc-queue-stats.log",
+            &["audiotestsrc0", "audioconvert0", "queue0", "fakesink0"][..],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = data.join(file);
+        let (r, warnings) = run(std::slice::from_ref(&path), Format::Gst, dir.path(), true).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let text = gst_kinds_in_text(&path);
+        assert_eq!(r.records, text.values().sum::<u64>(), "{file}");
+        let reader = TraceReader::open(&r.path).unwrap();
+        let types: std::collections::HashMap<u32, String> = reader
+            .event_types()
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.id, t.name))
+            .collect();
+        let producers = reader.producers().unwrap();
+        let kind_of: std::collections::HashMap<u32, socscope_tracedb::ProducerKind> =
+            producers.iter().map(|p| (p.id, p.kind)).collect();
+        let mut stored: std::collections::BTreeMap<(String, &str), u64> = Default::default();
+        for e in reader.events(TimeRange::all(), &Filter::all()).unwrap() {
+            let e = e.unwrap().event;
+            let on = match kind_of[&e.producer] {
+                socscope_tracedb::ProducerKind::Thread => "thread",
+                socscope_tracedb::ProducerKind::Process => "process",
+                _ => "element",
+            };
+            *stored.entry((types[&e.type_id].clone(), on)).or_insert(0) += 1;
+        }
+        let got =
+            |ty: &str, on: &'static str| stored.get(&(ty.to_string(), on)).copied().unwrap_or(0);
+        let want = |k: &str| text.get(k).copied().unwrap_or(0);
+        assert!(
+            want("latency") > 0 && want("thread-rusage") > 0,
+            "{file}: {text:?}"
+        );
+        // Each record kind is found in the trace as many times as in the text.
+        let mut tracer_total = 0;
+        for (kind, n) in &text {
+            match kind.as_str() {
+                "debug" => {
+                    let debug: u64 = [
+                        "ERROR", "WARN", "FIXME", "INFO", "DEBUG", "LOG", "TRACE", "MEMDUMP",
+                    ]
+                    .iter()
+                    .map(|l| got(l, "thread"))
+                    .sum();
+                    assert_eq!(debug, *n, "{file}: debug lines");
+                }
+                "thread-rusage" | "proc-rusage" => {
+                    let on = if kind == "thread-rusage" {
+                        "thread"
+                    } else {
+                        "process"
+                    };
+                    for v in ["current-cpuload", "average-cpuload", "cpu-time"] {
+                        assert_eq!(got(v, on), *n, "{file}: {kind} {v}");
+                    }
+                }
+                other => assert_eq!(got(other, "element"), *n, "{file}: {other}"),
+            }
+            if kind != "debug" {
+                assert_eq!(
+                    stat(&r.path, &format!("tracer.{kind}")),
+                    *n as i64,
+                    "{file}"
+                );
+                tracer_total += n;
+            }
+        }
+        assert!(
+            tracer_total * 2 > r.records,
+            "{file}: mostly tracer records"
+        );
+        assert_eq!(stat(&r.path, "tracer_unreadable"), 0);
+        // Elements are producers named after the elements (ids resolved), under the process.
+        for name in elements {
+            assert!(
+                producers.iter().any(|p| p.name == *name
+                    && p.parent
+                        .is_some_and(|q| kind_of[&q] == socscope_tracedb::ProducerKind::Process)),
+                "{file}: no element {name}: {producers:?}"
+            );
+        }
+    }
+}

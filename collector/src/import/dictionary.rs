@@ -221,9 +221,13 @@ pub(crate) struct StoreTypes {
 
 impl StoreTypes {
     pub(crate) fn new() -> Self {
+        Self::starting_at(1)
+    }
+    /// Types numbered from `first` on (the ids below are the caller's).
+    pub(crate) fn starting_at(first: TypeId) -> Self {
         Self {
             ids: HashMap::new(),
-            next: 1,
+            next: first,
         }
     }
     /// The id of the store type `name` of `category`, declared on first use.
