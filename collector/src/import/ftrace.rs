@@ -247,6 +247,11 @@ struct FtraceImporter {
     pairs_buf: Vec<(&'static str, &'static str)>,
     user_enter: u16,
     user_exit: u16,
+    /// `function` states (function_graph tracer) and their exits.
+    func_enter: u16,
+    func_exit: u16,
+    /// Per CPU: the end of a leaf call (`funcgraph_entry: 0.123 us | f();`) still to be written.
+    leaf_ends: FxHashMap<u16, u64>,
 }
 
 impl FtraceImporter {
@@ -272,6 +277,24 @@ impl FtraceImporter {
                 writer,
             )?
             .unwrap_or(0);
+        let func_enter = types
+            .custom(
+                "function",
+                Category::StateEnter,
+                || vec![pinfo("name", wdict::ParamType::String)],
+                &mut recon,
+                writer,
+            )?
+            .unwrap_or(0);
+        let func_exit = types
+            .custom(
+                "function_exit",
+                Category::StateExit { enter: func_enter },
+                || vec![pinfo("duration_ns", wdict::ParamType::Unsigned)],
+                &mut recon,
+                writer,
+            )?
+            .unwrap_or(0);
         Ok(Self {
             types,
             recon,
@@ -284,7 +307,60 @@ impl FtraceImporter {
             pairs_buf: Vec::new(),
             user_enter,
             user_exit,
+            func_enter,
+            func_exit,
+            leaf_ends: FxHashMap::default(),
         })
+    }
+
+    /// Writes the end of the leaf call pending on `cpu`, at `ts` at the latest (the next record of the
+    /// CPU comes after the call returned).
+    fn end_leaf(&mut self, cpu: u16, ts: u64, writer: &mut TraceWriter) -> Result<()> {
+        if let Some(end) = self.leaf_ends.remove(&cpu) {
+            self.rec.set_id(self.func_exit).u(0);
+            self.recon
+                .record_at(cpu, end.min(ts), &self.rec, &self.types, writer)?;
+        }
+        Ok(())
+    }
+
+    /// `funcgraph_entry` / `funcgraph_exit`, as `trace-cmd report` prints them (`0.123 us | f();`,
+    /// `| f() {`, `1.234 us | }`) or raw (`func=0xffffffff81234567 depth=1`): nested `function` states;
+    /// a leaf call (`f();`) ends after its duration. `Some(end)` of a leaf call.
+    fn funcgraph(&mut self, entry: bool, args: &str, ts: u64) -> Option<u64> {
+        let (duration, call) = match args.split_once('|') {
+            Some((d, c)) => (d.trim(), c.trim()),
+            None => ("", args.trim()),
+        };
+        let duration_ns = {
+            // `0.123 us`, possibly with an overhead mark (`+`, `!`, `#`...) before it.
+            let d = duration.trim_start_matches(|c: char| !c.is_ascii_digit());
+            let mut w = d.split_whitespace();
+            match (w.next().and_then(|v| v.parse::<f64>().ok()), w.next()) {
+                (Some(v), Some("us")) => Some((v * 1e3).round() as u64),
+                (Some(v), Some("ms")) => Some((v * 1e6).round() as u64),
+                (Some(v), Some("s")) => Some((v * 1e9).round() as u64),
+                (Some(v), Some("ns")) => Some(v.round() as u64),
+                _ => None,
+            }
+        };
+        if !entry {
+            self.rec.set_id(self.func_exit).u(duration_ns.unwrap_or(0));
+            return None;
+        }
+        let name = match ftrace::Record::arg(call, "func") {
+            Some(f) => f,
+            None => call
+                .trim_end_matches(['{', ';'])
+                .trim()
+                .trim_end_matches("()")
+                .trim(),
+        };
+        self.rec.set_id(self.func_enter).s(name);
+        if call.ends_with(';') {
+            return Some(ts + duration_ns.unwrap_or(0));
+        }
+        None
     }
 
     fn name_thread(
@@ -354,13 +430,34 @@ impl FtraceImporter {
     ) -> Result<()> {
         self.name_thread(line.pid, line.comm, line.tgid, writer)?;
         let ts = line.ts.max(0) as u64;
+        if !self.leaf_ends.is_empty() {
+            self.end_leaf(line.cpu, ts, writer)?;
+        }
+        let mut leaf_end = None;
         match line.body {
+            ftrace::Body::Event { name, args }
+                if name == "funcgraph_entry" || name == "funcgraph_exit" =>
+            {
+                leaf_end = self.funcgraph(name == "funcgraph_entry", args, ts);
+            }
             ftrace::Body::Event { name, args } => self.event(line, name, args, prepared, writer)?,
             ftrace::Body::SyscallEnter { name, args } => self.syscall_enter(name, args, prepared),
             ftrace::Body::SyscallExit { name, ret } => self.syscall_exit(name, ret),
         }
         self.recon
             .record_at(line.cpu, ts, &self.rec, &self.types, writer)?;
+        if let Some(end) = leaf_end {
+            self.leaf_ends.insert(line.cpu, end);
+        }
+        // An exiting thread leaves what it had open (decided in issue 11: see `thread_exited`).
+        if let ftrace::Body::Event {
+            name: "sched_process_exit",
+            ..
+        } = line.body
+        {
+            let pid = prepared.arg("pid").and_then(parse_num).unwrap_or(line.pid);
+            self.recon.thread_exited(pid, ts, writer)?;
+        }
         Ok(())
     }
 
@@ -506,6 +603,11 @@ impl FtraceImporter {
 
     /// Closes what is still open; the import's statistics.
     fn finish(mut self, writer: &mut TraceWriter) -> Result<Vec<IngestStat>> {
+        let mut cpus: Vec<u16> = self.leaf_ends.keys().copied().collect();
+        cpus.sort_unstable();
+        for cpu in cpus {
+            self.end_leaf(cpu, u64::MAX, writer)?;
+        }
         self.recon.finish(writer)?;
         let mut stats = recon_stats(&self.recon, &self.types);
         stats.push(stat(

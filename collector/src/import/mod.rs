@@ -508,6 +508,11 @@ pub(crate) fn recon_stats(recon: &Reconstructor, types: &ImportTypes) -> Vec<Ing
             st.unknown_frees,
             "kfree of pointers no kmalloc announced",
         ),
+        (
+            "closed_at_exit",
+            st.closed_at_exit,
+            "states a thread still had open when it exited (sched_process_exit), closed then",
+        ),
     ];
     stats.extend(rows.into_iter().map(|(n, v, d)| stat(n, v, d)));
     let mut by_type: Vec<(u16, u64)> = st.records_by_type.iter().map(|(k, v)| (*k, *v)).collect();
