@@ -506,3 +506,107 @@ fn ftrace_details_syscall_names_systrace_html_and_board_fields() {
     );
     assert!(info.contains("ftrace (tracer nop), 4 CPUs"), "{info}");
 }
+
+/// Every shared trace file, and the GStreamer tracer logs of the collector's tests.
+fn every_trace_file() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for sub in ["ftrace", "gstreamer", "paje"] {
+        let dir = PathBuf::from(real(sub));
+        let mut these: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        these.sort();
+        files.extend(these);
+    }
+    let gst = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../collector/tests/data/gst");
+    files.push(gst.join("videotestsrc-tracers.log"));
+    files.push(gst.join("audiotestsrc-queue-stats.log"));
+    files
+}
+
+/// Per type and category: count, total duration, first start, last end.
+fn per_type(db: &Path) -> Vec<Value> {
+    let out = socscope(&[
+        "sql",
+        s(db),
+        "SELECT type, category, count(*) AS n, sum(end_ts - ts) AS total, min(ts) AS first, \
+         max(end_ts) AS last FROM events GROUP BY type, category ORDER BY type, category",
+        "--json",
+    ]);
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn every_trace_file_round_trips_through_paje_and_chrome_json() {
+    let files = every_trace_file();
+    assert!(files.len() >= 11, "{files:?}");
+    for (i, src) in files.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join(format!("{i}.db"));
+        let p = dir.path().join(format!("{i}.paje"));
+        let b = dir.path().join(format!("{i}-back.db"));
+        let j = dir.path().join(format!("{i}.json"));
+        ok(socscope(&["import", s(src), "-o", s(&a)]));
+        // Pajé: same counts, total durations and time ranges per type.
+        ok(socscope(&[
+            "export",
+            s(&a),
+            "--format",
+            "paje",
+            "-o",
+            s(&p),
+        ]));
+        ok(socscope(&[
+            "import",
+            s(&p),
+            "--format",
+            "paje",
+            "--strict",
+            "-o",
+            s(&b),
+        ]));
+        let (ta, tb) = (per_type(&a), per_type(&b));
+        assert!(!ta.is_empty(), "{}", src.display());
+        assert_eq!(ta, tb, "{}: Pajé round trip", src.display());
+        // Chrome JSON: every event, by category.
+        ok(socscope(&[
+            "export",
+            s(&a),
+            "--format",
+            "chrome-json",
+            "-o",
+            s(&j),
+        ]));
+        let doc: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+        let mut by_ph: std::collections::HashMap<String, u64> = Default::default();
+        for e in doc["traceEvents"].as_array().unwrap() {
+            *by_ph
+                .entry(e["ph"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+        let count = |cat: &str| -> u64 {
+            ta.iter()
+                .filter(|r| r["category"] == cat)
+                .map(|r| r["n"].as_u64().unwrap())
+                .sum()
+        };
+        let ph = |k: &str| by_ph.get(k).copied().unwrap_or(0);
+        assert_eq!(
+            (ph("X"), ph("i"), ph("s"), ph("f"), ph("C")),
+            (
+                count("state"),
+                count("punctual"),
+                count("link"),
+                count("link"),
+                count("variable")
+            ),
+            "{}: Chrome JSON",
+            src.display()
+        );
+    }
+}
