@@ -8,6 +8,8 @@
 #     (analyzer/app/tests/cortex_m_qemu.rs), installed without its recommends (audio, video, network boot
 #     ROMs: a few hundred MB the board does not use)
 #   cc (gcc, on the machine already): examples/c/player.c and the C API's header checks (agent/capi)
+#   pajeng (pj_dump): reads socscope's Pajé exports back (analyzer/app/tests/import_export.rs); installed
+#     without its recommendations (R and a terminal emulator), which it does not need
 set -euo pipefail
 packages=(rustc-web rust-web-src cargo-web xvfb x11-apps libgl1-mesa-dri libegl1 libxkbcommon-x11-0 mesa-vulkan-drivers)
 missing=()
@@ -25,4 +27,10 @@ if ! dpkg -s qemu-system-arm >/dev/null 2>&1; then
   echo "install-test-deps: installing qemu-system-arm" >&2
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
+fi
+if ! dpkg -s pajeng >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then sudo=(); else sudo=(sudo); fi
+  echo "install-test-deps: installing pajeng" >&2
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends pajeng >/dev/null
 fi

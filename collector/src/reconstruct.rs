@@ -161,6 +161,9 @@ pub struct ReconstructStats {
     /// Records the board's `Bye` totals say were sent whose sequence numbers never arrived after the last
     /// batch of their CPU (the end of a stream lost on the link); included in `lost_in_transit`.
     pub lost_at_end: u64,
+    /// States a thread still had open when it exited (text captures' `sched_process_exit`), closed
+    /// then.
+    pub closed_at_exit: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -1198,6 +1201,23 @@ impl Reconstructor {
                             let nr = r.unsigned(0).unwrap_or(0);
                             params.push(ParamValue::String(self.syscall_abi.label(nr)));
                         }
+                        // An exit that names its call (text captures: `sys_read -> 0x24`) names the
+                        // state its missing entry would have.
+                        if let Some(i) = t.params.iter().position(|p| p.name == "name")
+                            && let Some(x) = dict.exit_of(enter)
+                            && let Some(j) = x.params.iter().position(|p| p.name == "exit_name")
+                            && let Some(n) = r.text(j).filter(|n| !n.is_empty())
+                            && let Some(slot) = params.get_mut(i)
+                        {
+                            *slot = ParamValue::String(n.to_string());
+                            // And its number, which such an exit carries first, as the entry does.
+                            if let Some(k) = t.params.iter().position(|p| p.name == "nr")
+                                && let Some(nr) = r.unsigned(0)
+                                && let Some(slot) = params.get_mut(k)
+                            {
+                                *slot = ParamValue::Unsigned(nr);
+                            }
+                        }
                     }
                     let at = params.len();
                     r.write_params(&mut params, at);
@@ -1261,6 +1281,23 @@ impl Reconstructor {
                     sink,
                 )?;
             }
+        }
+        Ok(())
+    }
+
+    /// Thread `pid` exited at `ticks` (ftrace's `sched_process_exit`): the states it still had open
+    /// (syscalls, functions, user states: the exit path does not return from them) end there, innermost
+    /// first. Its running state goes on until it is switched out, as the kernel still runs it.
+    pub fn thread_exited(&mut self, pid: u64, ticks: u64, sink: &mut impl Sink) -> Result<()> {
+        let ts = self.ticks_to_ns(ticks);
+        let Some(t) = self.threads.get_mut(&pid) else {
+            return Ok(());
+        };
+        let stack = std::mem::take(&mut t.stack);
+        for (depth, s) in stack.into_iter().enumerate().rev() {
+            self.stats.closed_at_exit += 1;
+            let end = ts.max(s.start);
+            self.emit_state(s, end, depth + 1, sink)?;
         }
         Ok(())
     }

@@ -438,3 +438,197 @@ fn kptrace_post_processed_form() {
         (Some(1), "hello there")
     );
 }
+
+/// Per record kind of a GStreamer log's text: tracer records by structure name, debug lines as `debug`.
+fn gst_kinds_in_text(path: &Path) -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut kinds = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let clean = socscope_formats::gst::strip_ansi(line);
+        let kind = match clean.split_once("GST_TRACER :0:: ") {
+            Some((_, rest)) => rest.split(',').next().unwrap().to_string(),
+            None => "debug".to_string(),
+        };
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    kinds
+}
+
+#[test]
+fn gst_tracer_records_become_structured_events_and_none_is_lost() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/gst");
+    for (file, elements) in [
+        (
+            "videotestsrc-tracers.log",
+            &["videotestsrc0", "videoconvert0", "fakesink0"][..],
+        ),
+        (
+            "audiotestsrc-queue-stats.log",
+            &["audiotestsrc0", "audioconvert0", "queue0", "fakesink0"][..],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = data.join(file);
+        let (r, warnings) =
+            run(std::slice::from_ref(&path), Format::Gst, dir.path(), true).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let text = gst_kinds_in_text(&path);
+        assert_eq!(r.records, text.values().sum::<u64>(), "{file}");
+        let reader = TraceReader::open(&r.path).unwrap();
+        let types: std::collections::HashMap<u32, String> = reader
+            .event_types()
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.id, t.name))
+            .collect();
+        let producers = reader.producers().unwrap();
+        let kind_of: std::collections::HashMap<u32, socscope_tracedb::ProducerKind> =
+            producers.iter().map(|p| (p.id, p.kind)).collect();
+        let mut stored: std::collections::BTreeMap<(String, &str), u64> = Default::default();
+        for e in reader.events(TimeRange::all(), &Filter::all()).unwrap() {
+            let e = e.unwrap().event;
+            let on = match kind_of[&e.producer] {
+                socscope_tracedb::ProducerKind::Thread => "thread",
+                socscope_tracedb::ProducerKind::Process => "process",
+                _ => "element",
+            };
+            *stored.entry((types[&e.type_id].clone(), on)).or_insert(0) += 1;
+        }
+        let got =
+            |ty: &str, on: &'static str| stored.get(&(ty.to_string(), on)).copied().unwrap_or(0);
+        let want = |k: &str| text.get(k).copied().unwrap_or(0);
+        assert!(
+            want("latency") > 0 && want("thread-rusage") > 0,
+            "{file}: {text:?}"
+        );
+        // Each record kind is found in the trace as many times as in the text.
+        let mut tracer_total = 0;
+        for (kind, n) in &text {
+            match kind.as_str() {
+                "debug" => {
+                    let debug: u64 = [
+                        "ERROR", "WARN", "FIXME", "INFO", "DEBUG", "LOG", "TRACE", "MEMDUMP",
+                    ]
+                    .iter()
+                    .map(|l| got(l, "thread"))
+                    .sum();
+                    assert_eq!(debug, *n, "{file}: debug lines");
+                }
+                "thread-rusage" | "proc-rusage" => {
+                    let on = if kind == "thread-rusage" {
+                        "thread"
+                    } else {
+                        "process"
+                    };
+                    for v in ["current-cpuload", "average-cpuload", "cpu-time"] {
+                        assert_eq!(got(v, on), *n, "{file}: {kind} {v}");
+                    }
+                }
+                other => assert_eq!(got(other, "element"), *n, "{file}: {other}"),
+            }
+            if kind != "debug" {
+                assert_eq!(
+                    stat(&r.path, &format!("tracer.{kind}")),
+                    *n as i64,
+                    "{file}"
+                );
+                tracer_total += n;
+            }
+        }
+        assert!(
+            tracer_total * 2 > r.records,
+            "{file}: mostly tracer records"
+        );
+        assert_eq!(stat(&r.path, "tracer_unreadable"), 0);
+        // Elements are producers named after the elements (ids resolved), under the process.
+        for name in elements {
+            assert!(
+                producers.iter().any(|p| p.name == *name
+                    && p.parent
+                        .is_some_and(|q| kind_of[&q] == socscope_tracedb::ProducerKind::Process)),
+                "{file}: no element {name}: {producers:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ftrace_function_graph_nests_and_an_exiting_thread_closes_its_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("fg.txt");
+    std::fs::write(
+        &f,
+        "# tracer: function_graph\n\
+         cpus=2\n\
+         \x20  <idle>-0     [001]    99.999990: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=bash next_pid=10 next_prio=120\n\
+         \x20    bash-10    [001]   100.000000: funcgraph_entry:                   |  do_sys_open() {\n\
+         \x20    bash-10    [001]   100.000001: funcgraph_entry:        0.500 us   |    getname();\n\
+         \x20    bash-10    [001]   100.000002: funcgraph_entry:                   |    do_filp_open() {\n\
+         \x20    bash-10    [001]   100.000003: funcgraph_entry:        1.000 us   |      path_init();\n\
+         \x20    bash-10    [001]   100.000005: funcgraph_exit:         2.000 us   |    }\n\
+         \x20    bash-10    [001]   100.000006: funcgraph_exit:         6.000 us   |  }\n\
+         \x20    bash-10    [001]   100.000010: funcgraph_entry: func=0xffffffff81234567 depth=0\n\
+         \x20    bash-10    [001]   100.000011: funcgraph_exit: func=0xffffffff81234567 calltime=1 rettime=2 overrun=0 depth=0\n\
+         \x20    bash-10    [001]   100.000020: sys_exit_group(error_code: 0)\n\
+         \x20    bash-10    [001]   100.000021: funcgraph_entry:                   |  do_exit() {\n\
+         \x20    bash-10    [001]   100.000030: sched_process_exit: comm=bash pid=10 prio=120\n\
+         \x20    bash-10    [001]   100.000040: sched_switch: prev_comm=bash prev_pid=10 prev_prio=120 prev_state=X ==> next_comm=swapper/1 next_pid=0 next_prio=120\n\
+         \x20  <idle>-0     [001]   100.000050: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=sh next_pid=11 next_prio=120\n",
+    )
+    .unwrap();
+    let (r, warnings) = run(&[f], Format::Ftrace, dir.path(), true).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let reader = TraceReader::open(&r.path).unwrap();
+    assert_eq!(reader.info().unwrap().meta.cpus, 2);
+    let types: std::collections::HashMap<u32, socscope_tracedb::EventType> = reader
+        .event_types()
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let mut states: Vec<(String, i64, i64, u16)> = Vec::new();
+    for e in reader.events(TimeRange::all(), &Filter::all()).unwrap() {
+        let e = e.unwrap().event;
+        if let socscope_tracedb::EventKind::State { end, depth } = e.kind {
+            let t = &types[&e.type_id];
+            let name = t
+                .params
+                .iter()
+                .position(|p| p.name == "name")
+                .map_or(String::new(), |i| e.params[i].to_string());
+            states.push((
+                format!("{} {name}", t.name),
+                e.ts - 100_000_000_000,
+                end - 100_000_000_000,
+                depth,
+            ));
+        }
+    }
+    states.sort_by_key(|s| (s.1, s.3));
+    let want = [
+        ("function do_sys_open", 0, 6_000, 1),
+        ("function getname", 1_000, 1_500, 2),
+        ("function do_filp_open", 2_000, 5_000, 2),
+        ("function path_init", 3_000, 4_000, 3),
+        ("function 0xffffffff81234567", 10_000, 11_000, 1),
+        // exit_group never returns, nor does do_exit: both end when the thread exits.
+        ("syscall exit_group", 20_000, 30_000, 1),
+        ("function do_exit", 21_000, 30_000, 2),
+    ];
+    for (name, start, end, depth) in want {
+        assert!(
+            states
+                .iter()
+                .any(|s| s.0 == name && s.1 == start && s.2 == end && s.3 == depth),
+            "{name} {start}..{end} at {depth} not in {states:?}"
+        );
+    }
+    // The thread's running state goes on until it is switched out.
+    assert!(
+        states
+            .iter()
+            .any(|s| s.0.starts_with("running") && s.2 == 40_000),
+        "{states:?}"
+    );
+    assert_eq!(stat(&r.path, "closed_at_exit"), 2);
+}

@@ -89,6 +89,9 @@ pub enum BenchCommand {
         /// Bytes of KPTrace text to generate.
         #[arg(long)]
         kptrace_bytes: Option<u64>,
+        /// Bytes of GStreamer tracer log to generate (a quarter of --bytes by default).
+        #[arg(long)]
+        gst_bytes: Option<u64>,
         /// The real ftrace capture to copy (found under shared/data/traces by default).
         #[arg(long, value_name = "PATH")]
         ftrace_sample: Option<std::path::PathBuf>,
@@ -234,10 +237,11 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Import {
             bytes,
             kptrace_bytes,
+            gst_bytes,
             ftrace_sample,
             dir,
             json,
-        } => import::run(bytes, kptrace_bytes, ftrace_sample, dir, json),
+        } => import::run(bytes, kptrace_bytes, gst_bytes, ftrace_sample, dir, json),
         BenchCommand::Aggregate {
             events,
             trace,

@@ -233,15 +233,35 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
     }
     let m = &info.meta;
     outln!("{}", path.display());
+    // What the trace does not say is left out (an imported capture often names no board).
+    let details: Vec<String> = [&m.soc, &m.os]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| printable(s).to_string())
+        .collect();
+    let mut board = printable(&m.board).to_string();
+    if !details.is_empty() {
+        board = format!("{board} ({})", details.join(", "))
+            .trim_start()
+            .to_string();
+    }
+    if board.is_empty() {
+        outln!("  application  {}", printable(&m.application));
+    } else {
+        outln!(
+            "  board        {board}, application {}",
+            printable(&m.application)
+        );
+    }
+    let tracer = m
+        .params
+        .iter()
+        .find(|(n, _)| n == "tracer")
+        .map_or_else(String::new, |(_, v)| {
+            format!(" (tracer {})", printable(&v.to_string()))
+        });
     outln!(
-        "  board        {} ({}, {}), application {}",
-        printable(&m.board),
-        printable(&m.soc),
-        printable(&m.os),
-        printable(&m.application)
-    );
-    outln!(
-        "  type         {}, {} CPUs, clock {} Hz",
+        "  type         {}{tracer}, {} CPUs, clock {} Hz",
         m.trace_type,
         m.cpus,
         m.tick_rate_hz

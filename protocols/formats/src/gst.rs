@@ -3,8 +3,13 @@
 //!
 //! Times are since the pipeline started; coloured logs carry ANSI escapes (stripped first); real logs
 //! mix in foreign lines, which the reader reports as errors for the caller to skip and count.
+//!
+//! Tracer records (`GST_TRACERS=...` with `GST_DEBUG=GST_TRACER:7`) are lines of category `GST_TRACER`
+//! with an empty location (`:0::`) whose message is a serialized `GstStructure`
+//! (`latency, src-element=(string)videotestsrc0, time=(guint64)233839, ...;`): [`Record::tracer`]
+//! reads it as a [`Structure`].
 
-use nom::bytes::complete::{take_till1, take_while1};
+use nom::bytes::complete::{take_till, take_till1, take_while};
 use nom::character::complete::{char, digit1, space0, space1};
 use nom::{IResult, Parser};
 
@@ -119,12 +124,13 @@ pub fn parse_line(line: &str) -> Result<Record<'_>, (usize, &'static str)> {
     let (i, category) = word(i).map_err(|_| (at(i), "a category"))?;
     let (i, _) = space1::<&str, nom::error::Error<&str>>(i).map_err(|_| (at(i), "a space"))?;
     let location = |i| -> IResult<&str, (&str, &str, &str)> {
+        // Tracer records have neither file nor function: `:0::`.
         let (i, (file, _, line, _, function, _)) = (
-            take_till1(|c| c == ':' || c == ' '),
+            take_till(|c| c == ':' || c == ' '),
             char(':'),
             digit1,
             char(':'),
-            take_while1(|c: char| c != ':' && c != ' '),
+            take_while(|c: char| c != ':' && c != ' '),
             char(':'),
         )
             .parse(i)?;
@@ -161,6 +167,158 @@ pub fn parse_line(line: &str) -> Result<Record<'_>, (usize, &'static str)> {
         object,
         message,
     })
+}
+
+impl<'a> Record<'a> {
+    /// The tracer record this line carries, if it is one (category `GST_TRACER`, no source location,
+    /// a message that reads as a structure); `Err` with the byte offset in the message and what was
+    /// expected there when the message of such a line does not read.
+    pub fn tracer(&self) -> Option<Result<Structure<'a>, (usize, &'static str)>> {
+        if self.category != "GST_TRACER" || !self.file.is_empty() || !self.function.is_empty() {
+            return None;
+        }
+        Some(Structure::parse(self.message))
+    }
+}
+
+/// A serialized `GstStructure`: `name, key=(type)value, key="quoted", ...;`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Structure<'a> {
+    /// The structure's name (the tracer record kind, e.g. `latency`, `thread-rusage`).
+    pub name: &'a str,
+    /// Its fields, in order.
+    pub fields: Vec<Field<'a>>,
+}
+
+/// One `key=(type)value` field of a [`Structure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// The type in parentheses (`string`, `guint64`, ...), empty when none was given.
+    pub ty: &'a str,
+    /// The value as written (quotes and escapes included).
+    pub raw: &'a str,
+}
+
+impl<'a> Field<'a> {
+    /// The value, unquoted and unescaped.
+    pub fn value(&self) -> std::borrow::Cow<'a, str> {
+        let Some(inner) = self.raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) else {
+            return std::borrow::Cow::Borrowed(self.raw);
+        };
+        if !inner.contains('\\') {
+            return std::borrow::Cow::Borrowed(inner);
+        }
+        let mut out = String::with_capacity(inner.len());
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                if let Some(d) = chars.next() {
+                    out.push(d);
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        std::borrow::Cow::Owned(out)
+    }
+
+    /// The value as an unsigned integer, if it is one.
+    pub fn unsigned(&self) -> Option<u64> {
+        self.value().trim().parse().ok()
+    }
+}
+
+impl<'a> Structure<'a> {
+    /// Reads `text`; `Err` with the byte offset where it broke and what was expected there.
+    pub fn parse(text: &'a str) -> Result<Self, (usize, &'static str)> {
+        let at = |rest: &str| offset_in(text, rest);
+        let t = text.trim_end();
+        let body = t.strip_suffix(';').unwrap_or(t);
+        let name_end = body.find([',', ' ']).unwrap_or(body.len());
+        let name = &body[..name_end];
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+' | ':'))
+        {
+            return Err((0, "a structure name"));
+        }
+        let mut fields = Vec::new();
+        let mut rest = body[name_end..].trim_start();
+        while let Some(r) = rest.strip_prefix(',') {
+            let r = r.trim_start();
+            let Some(eq) = r.find('=') else {
+                return Err((at(r), "`key=value`"));
+            };
+            let key = r[..eq].trim();
+            if key.is_empty() || key.contains([' ', ',']) {
+                return Err((at(r), "a field name"));
+            }
+            let mut v = r[eq + 1..].trim_start();
+            let mut ty = "";
+            if let Some(inner) = v.strip_prefix('(') {
+                let Some(close) = inner.find(')') else {
+                    return Err((at(v), "a type `(type)`"));
+                };
+                ty = &inner[..close];
+                v = &inner[close + 1..];
+            }
+            let len = value_len(v).ok_or((at(v), "a closing quote or bracket"))?;
+            fields.push(Field {
+                key,
+                ty,
+                raw: v[..len].trim_end(),
+            });
+            rest = v[len..].trim_start();
+        }
+        if !rest.is_empty() {
+            return Err((
+                at(rest),
+                "`,` and another field, or the end of the structure",
+            ));
+        }
+        Ok(Self { name, fields })
+    }
+
+    /// The field `key`.
+    pub fn get(&self, key: &str) -> Option<&Field<'a>> {
+        self.fields.iter().find(|f| f.key == key)
+    }
+}
+
+/// The length of the value at the start of `v`: a quoted string (with `\` escapes), or text up to the
+/// next `,` outside brackets; `None` when a quote or bracket is left open.
+fn value_len(v: &str) -> Option<usize> {
+    let b = v.as_bytes();
+    if b.first() == Some(&b'"') {
+        let mut i = 1;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+        return None;
+    }
+    let mut depth = 0i32;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1 + value_len(&v[i..])?;
+                continue;
+            }
+            b'{' | b'<' | b'[' => depth += 1,
+            b'}' | b'>' | b']' => depth -= 1,
+            b',' if depth <= 0 => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    (depth <= 0).then_some(b.len())
 }
 
 /// Reads a GST_DEBUG log line by line.
@@ -237,6 +395,52 @@ mod tests {
         assert_eq!((r.pid, r.level, r.category), (4394, "WARN", "omxvideodec"));
         assert_eq!(r.object, Some("omxh264dec-omxh264dec0"));
         assert_eq!(r.message, "error: Unable");
+    }
+
+    #[test]
+    fn tracer_line_reads_as_a_structure() {
+        let line = "0:00:00.615951258 19327 0x55c917b92800 TRACE             GST_TRACER :0:: latency, src-element-id=(string)0x55c917b6a8e0, src-element=(string)videotestsrc0, src=(string)src, sink-element-id=(string)0x55c917b4b490, sink-element=(string)fakesink0, sink=(string)sink, time=(guint64)233839, ts=(guint64)615871088;";
+        let r = parse_line(line).unwrap();
+        assert_eq!((r.file, r.line, r.function), ("", 0, ""));
+        let s = r.tracer().unwrap().unwrap();
+        assert_eq!(s.name, "latency");
+        assert_eq!(s.fields.len(), 8);
+        assert_eq!(s.get("src-element").unwrap().value(), "videotestsrc0");
+        assert_eq!(s.get("time").unwrap().ty, "guint64");
+        assert_eq!(s.get("ts").unwrap().unsigned(), Some(615_871_088));
+    }
+
+    #[test]
+    fn structures_with_quotes_nested_structures_and_lists() {
+        let s = Structure::parse(r#"message, thread-id=(guint64)94088613121888, ts=(guint64)21137511, element-ix=(uint)0, name=(string)structure-change, structure=(structure)"GstMessageStructureChange\,\ type\=\(GstStructureChangeType\)link\,\ owner\=\(GstElement\)\"\\\(GstAudioTestSrc\\\)\\\ audiotestsrc0\"\,\ busy\=\(boolean\)true\;", caps={ a, b }, last=1;"#).unwrap();
+        assert_eq!(s.name, "message");
+        let keys: Vec<&str> = s.fields.iter().map(|f| f.key).collect();
+        assert_eq!(
+            keys,
+            [
+                "thread-id",
+                "ts",
+                "element-ix",
+                "name",
+                "structure",
+                "caps",
+                "last"
+            ]
+        );
+        assert!(
+            s.get("structure")
+                .unwrap()
+                .value()
+                .starts_with("GstMessageStructureChange, type=(GstStructureChangeType)link")
+        );
+        assert_eq!(s.get("caps").unwrap().raw, "{ a, b }");
+        assert_eq!(s.get("last").unwrap().ty, "");
+        assert!(Structure::parse("x, a=\"open").is_err());
+        assert!(Structure::parse("x, novalue").is_err());
+        assert!(Structure::parse("not a structure at all").is_err());
+        // A GStreamer debug line of the tracer category with a location is not a tracer record.
+        let r = parse_line("0:00:00.599625022 19327 0x55c917aa0260 DEBUG GST_TRACER gsttracerrecord.c:123:gst_tracer_record_build_format: new format string: latency").unwrap();
+        assert!(r.tracer().is_none());
     }
 
     #[test]

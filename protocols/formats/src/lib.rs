@@ -1,11 +1,13 @@
 //! Text trace formats: streaming nom parsers for KPTrace, Pajé, ftrace/trace-cmd text and GST_DEBUG logs,
-//! readers in, records out.
+//! readers in, records out; and the exporters (Chrome/Perfetto JSON, Pajé, CSV) over a read-only view
+//! of a trace ([`export::TraceView`]).
 //!
 //! Start here: [`LineReader`] (a `BufRead` as numbered lines, in constant memory), the four record readers
 //! [`kptrace::KptraceReader`], [`paje::PajeReader`], [`ftrace::FtraceReader`], [`gst::GstReader`], and
 //! [`detect`] (which format a file is, from its first lines). Mapping records to stored events is the
 //! importer's business (`socscope-collector`), not this crate's.
 
+pub mod export;
 pub mod ftrace;
 pub mod gst;
 pub mod kptrace;
@@ -58,7 +60,19 @@ impl ParseError {
         let text: String = if rest.is_empty() {
             "end of line".to_string()
         } else {
-            rest.chars().take(60).collect()
+            // Escaped: a binary file's bytes and control characters never reach a terminal as they are.
+            rest.chars()
+                .take(60)
+                .flat_map(|c| {
+                    let escape = c.is_control() || c == char::REPLACEMENT_CHARACTER;
+                    let (a, b) = if escape {
+                        (Some(c.escape_default()), None)
+                    } else {
+                        (None, Some(c))
+                    };
+                    a.into_iter().flatten().chain(b)
+                })
+                .collect()
         };
         Self {
             file: file.to_string(),
@@ -197,6 +211,15 @@ impl Format {
 /// Which format `head` (the first few kilobytes of a file) is in, if any line is recognisable.
 pub fn detect(head: &[u8]) -> Option<Format> {
     let text = String::from_utf8_lossy(head);
+    // Android's systrace (and catapult's trace2html) HTML: ftrace text inside a page of scripts.
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("<html")
+        && (lower.contains("android system trace")
+            || lower.contains("class=\"trace-data\"")
+            || lower.contains("<!-- begin trace -->"))
+    {
+        return Some(Format::Ftrace);
+    }
     let mut votes = [0u32; 4];
     for line in text.lines().take(64) {
         let line = line.trim_start_matches('\0');
@@ -240,6 +263,21 @@ pub(crate) fn seconds_to_ns(int: &str, frac: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn systrace_html_is_ftrace() {
+        let page = b"<!DOCTYPE html>\n<html>\n<head><title>Android System Trace</title>\n<script>var x = 1;</script>\n";
+        assert_eq!(detect(page), Some(Format::Ftrace));
+        let trace2html = b"<!DOCTYPE html>\n<html><head></head><body>\n<script class=\"trace-data\" type=\"application/text\">\n";
+        assert_eq!(detect(trace2html), Some(Format::Ftrace));
+        assert_eq!(detect(b"<html><body>hello</body></html>\n"), None);
+    }
+
+    #[test]
+    fn parse_errors_escape_control_characters_and_undecodable_bytes() {
+        let e = ParseError::at("f", 1, "ab\u{1b}[31m\u{0}\u{fffd}z", 2, "x");
+        assert_eq!(e.text, "\\u{1b}[31m\\u{0}\\u{fffd}z");
+    }
 
     #[test]
     fn lines_lose_their_endings_and_padding_and_bad_utf8_is_repaired() {

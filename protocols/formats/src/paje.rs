@@ -173,6 +173,18 @@ impl<R: std::io::BufRead> PajeReader<R> {
     fn step(&mut self) -> Result<Option<(u64, bool)>, FormatError> {
         let file = &self.file;
         let Some((line_no, line)) = self.lines.next_line()? else {
+            if let Some((id, def)) = self.open.take() {
+                // A file cut inside its header: what follows the header is missing.
+                let line = format!("%EventDef {} {id}", def.name);
+                return Err(ParseError::at(
+                    file,
+                    self.lines.line_no(),
+                    &line,
+                    line.len(),
+                    "`%EndEventDef` before the end of the file (the file is cut inside its header)",
+                )
+                .into());
+            }
             return Ok(None);
         };
         let t = line.trim();
@@ -287,17 +299,50 @@ impl<R: std::io::BufRead> PajeReader<R> {
             )
             .into());
         }
-        Ok(Some(Record {
+        let record = Record {
             def,
             line,
             spans: &self.spans,
-        }))
+        };
+        if let Some(i) = def.fields.iter().position(|(n, _)| n == "Time")
+            && record.time_ns().is_none()
+        {
+            let at = self.spans.get(i).map_or(lead, |s| s.0);
+            return Err(ParseError::at(
+                file,
+                line_no,
+                line,
+                at,
+                "a time in seconds in the `Time` field",
+            )
+            .into());
+        }
+        Ok(Some(record))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_that_is_no_number_and_a_file_cut_in_its_header_are_errors() {
+        let text = "%EventDef PajeNewEvent 11\n% Time date\n% Type string\n% Container string\n% Value string\n%EndEventDef\n\
+                    11 abc 18 53 22\n11 1.0 E c v\n%EventDef PajeSetState 10\n% Time date\n";
+        let mut r = PajeReader::new(text.as_bytes(), "t.trace");
+        let e = r.next_record().unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.trace:7:4: expected a time in seconds"),
+            "{e}"
+        );
+        assert!(r.next_record().unwrap().is_some());
+        let e = r.next_record().unwrap_err().to_string();
+        assert!(
+            e.contains("t.trace:10:") && e.contains("cut inside its header"),
+            "{e}"
+        );
+        assert!(r.next_record().unwrap().is_none());
+    }
 
     #[test]
     fn decodes_by_field_name_and_redefinition_wins() {

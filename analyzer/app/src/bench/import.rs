@@ -4,7 +4,9 @@
 //! The ftrace file is the real capture `shared/data/traces/ftrace/tci-ftrace_syscalls.txt` (or the file
 //! given) copied end to end, each copy shifted in time so that timestamps keep increasing; the KPTrace
 //! capture is generated: per-CPU relay files (256 KiB sub-buffers with their padding words) of a
-//! realistic mnemonic mix, with a `System.map`.
+//! realistic mnemonic mix, with a `System.map`. The GStreamer tracer log is the real log
+//! `collector/tests/data/gst/audiotestsrc-queue-stats.log` (latency, rusage and stats tracers) copied
+//! the same way (line times and the records' `ts` fields shifted).
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -15,7 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use socscope_collector::import::{ImportOptions, import};
-use socscope_formats::{Format, ftrace, kptrace};
+use socscope_formats::{Format, ftrace, gst, kptrace};
 
 use crate::out::outln;
 use socscope_tracedb::units;
@@ -26,6 +28,93 @@ const SAMPLE: &str = "shared/data/traces/ftrace/tci-ftrace_syscalls.txt";
 /// The targets of issue 4.
 const TARGET_PARSE_MB_PER_S: f64 = 100.0;
 const TARGET_STORED_EVENTS_PER_S: f64 = 1_000_000.0;
+
+/// The real GStreamer tracer log, relative to the repository root.
+const GST_SAMPLE: &str = "collector/tests/data/gst/audiotestsrc-queue-stats.log";
+
+/// Writes copies of the GStreamer log `sample`, shifted in time (line times and `ts=` fields), until
+/// `bytes` are written.
+fn generate_gst(sample: &Path, out: &Path, bytes: u64) -> Result<u64> {
+    let text =
+        std::fs::read_to_string(sample).with_context(|| format!("reading {}", sample.display()))?;
+    let lines: Vec<(i64, &str)> = text
+        .lines()
+        .filter_map(|l| {
+            let r = gst::parse_line(l).ok()?;
+            let (_, rest) = l.split_once(' ')?;
+            Some((r.ts, rest))
+        })
+        .collect();
+    if lines.is_empty() {
+        bail!("{} holds no GStreamer log line", sample.display());
+    }
+    let last = lines.iter().map(|l| l.0).max().unwrap_or(0);
+    let period = (last + 1_000_000) / 1000 * 1000;
+    let mut w = BufWriter::with_capacity(
+        1 << 20,
+        File::create(out).with_context(|| format!("creating {}", out.display()))?,
+    );
+    let mut written = 0u64;
+    let mut copy = 0i64;
+    let mut buf = String::with_capacity(512);
+    while written < bytes {
+        let shift = copy * period;
+        for (ts, rest) in &lines {
+            use std::fmt::Write as _;
+            let t = ts + shift;
+            buf.clear();
+            let _ = write!(
+                buf,
+                "{}:{:02}:{:02}.{:09} ",
+                t / 3_600_000_000_000,
+                t / 60_000_000_000 % 60,
+                t / 1_000_000_000 % 60,
+                t % 1_000_000_000
+            );
+            // The tracer records' own times move with the lines.
+            let mut rest: &str = rest;
+            while let Some(at) = rest.find("ts=(guint64)") {
+                let (head, tail) = rest.split_at(at + "ts=(guint64)".len());
+                buf.push_str(head);
+                let end = tail
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(tail.len());
+                let v: i64 = tail[..end].parse().unwrap_or(0);
+                let _ = write!(buf, "{}", v + shift);
+                rest = &tail[end..];
+            }
+            buf.push_str(rest);
+            buf.push('\n');
+            w.write_all(buf.as_bytes())?;
+            written += buf.len() as u64;
+        }
+        copy += 1;
+    }
+    w.flush()?;
+    Ok(written)
+}
+
+/// Parse only: every GStreamer line read (tracer structures too) and dropped.
+fn parse_gst(path: &Path) -> Result<(u64, u64, u64)> {
+    let f = File::open(path)?;
+    let mut r = gst::GstReader::new(BufReader::with_capacity(256 * 1024, f), "bench");
+    let (mut records, mut bad) = (0u64, 0u64);
+    loop {
+        match r.next_record() {
+            Ok(Some(rec)) => {
+                if let Some(s) = rec.tracer() {
+                    std::hint::black_box(&s);
+                }
+                std::hint::black_box(&rec);
+                records += 1;
+            }
+            Ok(None) => break,
+            Err(socscope_formats::FormatError::Parse(_)) => bad += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((r.bytes(), records, bad))
+}
 
 /// The real ftrace sample: `--ftrace-sample`, else `shared/data/traces/...` found above the executable
 /// or above this crate's sources.
@@ -446,6 +535,7 @@ fn measure(
 pub fn run(
     bytes: u64,
     kptrace_bytes: Option<u64>,
+    gst_bytes: Option<u64>,
     ftrace_sample: Option<PathBuf>,
     dir: Option<PathBuf>,
     json_out: bool,
@@ -474,6 +564,19 @@ pub fn run(
         &dir.join("kptrace.db"),
         || parse_kptrace(&kp_files),
     )?;
+    let gst_sample = super::find_above(GST_SAMPLE, Path::is_file).with_context(|| {
+        format!("cannot find the GStreamer tracer log `{GST_SAMPLE}` above the executable or the sources")
+    })?;
+    let gst_file = dir.join("gst-shifted.log");
+    let gst_bytes = generate_gst(&gst_sample, &gst_file, gst_bytes.unwrap_or(bytes / 4))?;
+    let gst = measure(
+        "gst",
+        std::slice::from_ref(&gst_file),
+        Format::Gst,
+        &dir.join("gst.db"),
+        || parse_gst(&gst_file),
+    )?;
+    std::fs::remove_file(&gst_file).ok();
     let num = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
     let meets = [&ftrace, &kp].iter().all(|v| {
         num(v, "parse_mb_per_s") >= TARGET_PARSE_MB_PER_S
@@ -487,6 +590,9 @@ pub fn run(
         "generate_s": generate_s,
         "ftrace": ftrace,
         "kptrace": kp,
+        "gst_sample": gst_sample.display().to_string(),
+        "gst_generated_bytes": gst_bytes,
+        "gst": gst,
         "target_parse_mb_per_s": TARGET_PARSE_MB_PER_S,
         "target_stored_events_per_s": TARGET_STORED_EVENTS_PER_S,
         "meets_targets": meets,
@@ -495,7 +601,11 @@ pub fn run(
     if json_out {
         outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        for (name, v) in [("ftrace", &doc["ftrace"]), ("kptrace", &doc["kptrace"])] {
+        for (name, v) in [
+            ("ftrace", &doc["ftrace"]),
+            ("kptrace", &doc["kptrace"]),
+            ("gst", &doc["gst"]),
+        ] {
             outln!(
                 "{name}: {} parsed at {:.0} MB/s ({} records/s); import {} events stored in {:.2} s = {} events/s",
                 units::bytes(v["bytes"].as_u64().unwrap_or(0)),

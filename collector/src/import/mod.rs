@@ -1,0 +1,531 @@
+//! Text captures into the trace store: KPTrace and ftrace records go through the same [`Reconstructor`]
+//! as live capture (context switches → running states, entry/exit → nested states, wake-ups → links);
+//! Pajé and GST_DEBUG logs map directly (their states and links are explicit).
+//!
+//! Files are read line by line (constant memory); a bad line is skipped and counted (`lines_skipped` in
+//! `ingest_stat`) unless the import is strict.
+//!
+//! One module per format, each with an importer of the same shape: `new` (types and producers it
+//! declares up front), one method per kind of record it reads, and `finish` (what is still open closed,
+//! its ingest statistics returned). A module's `run` drives its reader into its importer;
+//! [`dictionary`] holds the types and the record buffer the importers share.
+
+mod dictionary;
+mod ftrace;
+mod gst;
+mod kptrace;
+mod paje;
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use socscope_formats::{Format, FormatError, ParseError, kptrace as kp};
+use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceInfo, TraceMeta, TraceWriter};
+
+pub use dictionary::{ImportRecord, ImportTypes};
+
+use crate::reconstruct::{Reconstructor, TypeTable};
+use crate::{CollectorError, Result};
+
+/// How to import.
+pub struct ImportOptions<'a> {
+    /// Stop at the first bad line instead of skipping it.
+    pub strict: bool,
+    /// Called with each skipped line's error and the number skipped so far.
+    pub on_skip: &'a mut dyn FnMut(&ParseError, u64),
+    /// Called from time to time with the bytes read so far.
+    pub on_progress: &'a mut dyn FnMut(u64),
+}
+
+/// What an import did.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    /// The trace file written.
+    pub path: PathBuf,
+    /// The format read.
+    pub format: Format,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Records (event lines) read.
+    pub records: u64,
+    /// Bad lines skipped.
+    pub lines_skipped: u64,
+    /// The trace as finished.
+    pub info: TraceInfo,
+}
+
+pub(crate) fn io_err(path: &Path, source: std::io::Error) -> CollectorError {
+    CollectorError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+pub(crate) fn format_err(e: FormatError) -> CollectorError {
+    match e {
+        FormatError::Parse(p) => CollectorError::Parse(p),
+        FormatError::Io { file, source } => CollectorError::Io {
+            path: file.into(),
+            source,
+        },
+        other => CollectorError::Invalid(other.to_string()),
+    }
+}
+
+/// `s` with control characters and the replacement character of undecodable bytes escaped, for
+/// messages (a file's bytes never reach the terminal as they are).
+pub fn escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || c == char::REPLACEMENT_CHARACTER {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The binary format `head` (a file's first bytes) is in, if it is one socscope knows, with what to
+/// do about it.
+fn known_binary(head: &[u8]) -> Option<(&'static str, &'static str)> {
+    const KNOWN: &[(&[u8], &str, &str)] = &[
+        (
+            b"\x17\x08\x44tracing",
+            "a trace-cmd .dat file",
+            "convert it with `trace-cmd report -i FILE > FILE.txt` and import the text (--format ftrace)",
+        ),
+        (
+            &[0xc1, 0x1f, 0xfc, 0xc1],
+            "a CTF stream (LTTng, barectf)",
+            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+        ),
+        (
+            &[0xc1, 0xfc, 0x1f, 0xc1],
+            "a CTF stream (LTTng, barectf)",
+            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+        ),
+        (
+            b"PERFILE2",
+            "a perf.data file",
+            "convert it with `perf script` to text; socscope does not read perf.data",
+        ),
+        (
+            b"SQLite format 3\0",
+            "an SQLite database (a socscope trace?)",
+            "open it with `socscope info` or `socscope view` instead of importing it",
+        ),
+        (
+            &[0x1f, 0x8b],
+            "gzip-compressed data",
+            "decompress it first (gunzip)",
+        ),
+        (
+            &[0x28, 0xb5, 0x2f, 0xfd],
+            "zstd-compressed data",
+            "decompress it first (unzstd)",
+        ),
+        (
+            b"\x7fELF",
+            "an ELF executable",
+            "import the trace the program writes, not the program",
+        ),
+    ];
+    KNOWN
+        .iter()
+        .find(|(magic, _, _)| head.starts_with(magic))
+        .map(|(_, what, hint)| (*what, *hint))
+}
+
+/// Whether `head` looks like binary data rather than text: NUL bytes, or many control bytes.
+fn looks_binary(head: &[u8]) -> bool {
+    let control = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x1b | 0x0c))
+        .count();
+    head.contains(&0) || control * 20 > head.len()
+}
+
+/// Refuses a binary file (a text format was expected), naming it and what to do when it is a known one.
+/// KPTrace relay files are binary-padded, so only known formats are refused for them.
+fn refuse_binary(f: &Path, format: Format) -> Result<()> {
+    let head = head_of(f, 4096)?;
+    if let Some((what, hint)) = known_binary(&head) {
+        return Err(CollectorError::Invalid(format!(
+            "{}: binary input, {what}, not {} text: {hint}",
+            escaped(&display(f)),
+            format.name()
+        )));
+    }
+    if format != Format::Kptrace && looks_binary(&head) {
+        return Err(CollectorError::Invalid(format!(
+            "{}: binary input, not {} text (socscope imports text captures: KPTrace, Pajé, ftrace or \
+             trace-cmd report text, GST_DEBUG logs)",
+            escaped(&display(f)),
+            format.name()
+        )));
+    }
+    Ok(())
+}
+
+/// What a capture's header says about where it was taken.
+struct Header {
+    board: String,
+    os: String,
+    cpus: u32,
+    params: Vec<(String, ParamValue)>,
+}
+
+impl Header {
+    /// Reads the header of `files`: ftrace's `# tracer:` and `#P:N` (or trace-cmd's `cpus=N`); KPTrace's
+    /// per-CPU files. What the file does not say (ftrace text names neither host nor kernel; Pajé and
+    /// GST_DEBUG logs say nothing of the board) is left empty, and `info` omits it.
+    fn read(files: &[PathBuf], format: Format) -> Result<Self> {
+        let mut h = Self {
+            board: String::new(),
+            os: String::new(),
+            cpus: 1,
+            params: Vec::new(),
+        };
+        match format {
+            Format::Kptrace => {
+                h.os = "STLinux".into();
+                let cpus = files
+                    .iter()
+                    .filter_map(|f| kp::cpu_of_file(&display(f)))
+                    .map(|c| u32::from(c) + 1)
+                    .max();
+                h.cpus = cpus.unwrap_or(1);
+            }
+            Format::Ftrace => {
+                let head = head_of(&files[0], 16 * 1024)?;
+                let text = String::from_utf8_lossy(&head);
+                for line in text.lines().take(64) {
+                    let line = line.trim();
+                    if let Some(t) = line.strip_prefix("# tracer:") {
+                        h.params
+                            .push(("tracer".into(), ParamValue::String(escaped(t.trim()))));
+                    }
+                    let cpus = line
+                        .split_once("#P:")
+                        .or_else(|| line.split_once("cpus="))
+                        .and_then(|(_, n)| n.trim().parse::<u32>().ok());
+                    if let Some(n) = cpus.filter(|n| (1..=65_536).contains(n)) {
+                        h.cpus = n;
+                    }
+                }
+            }
+            Format::Paje | Format::Gst => {}
+        }
+        Ok(h)
+    }
+}
+
+/// A trace being imported: removed (with its WAL files) when dropped before it is kept.
+struct Partial {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = self.path.as_os_str().to_owned();
+            p.push(suffix);
+            // Best effort: a file that is not there is what is wanted.
+            let _ = std::fs::remove_file(PathBuf::from(p));
+        }
+    }
+}
+
+/// Reads the first bytes of `path`.
+pub fn head_of(path: &Path, n: usize) -> Result<Vec<u8>> {
+    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
+    let mut buf = vec![0u8; n];
+    let mut len = 0;
+    while len < n {
+        let k = f.read(&mut buf[len..]).map_err(|e| io_err(path, e))?;
+        if k == 0 {
+            break;
+        }
+        len += k;
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// Which format `files` are in, from their content (a raw KPTrace file may start with a binary padding
+/// word, so its first sub-buffer's text is what is sniffed).
+pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
+    for f in files {
+        let head = head_of(f, 16 * 1024)?;
+        if let Some((what, hint)) = known_binary(&head) {
+            return Err(CollectorError::Invalid(format!(
+                "{}: binary input, {what}: {hint}",
+                escaped(&display(f))
+            )));
+        }
+        let mut text = Vec::new();
+        kp::RelayReader::new(&head[..])
+            .read_to_end(&mut text)
+            .map_err(|e| io_err(f, e))?;
+        let s = String::from_utf8_lossy(&text);
+        if kp::sniff_system_map(&s) || kp::FormatDescription::sniff(&s) {
+            continue;
+        }
+        if let Some(fmt) = socscope_formats::detect(&text) {
+            return Ok(fmt);
+        }
+    }
+    let first = files
+        .first()
+        .map_or_else(String::new, |p| escaped(&display(p)));
+    if let Some(f) = files.first()
+        && looks_binary(&head_of(f, 4096)?)
+    {
+        return Err(CollectorError::Invalid(format!(
+            "{first}: binary input, not a text capture (socscope imports KPTrace, Pajé, ftrace or \
+             trace-cmd report text, GST_DEBUG logs)"
+        )));
+    }
+    Err(CollectorError::Invalid(format!(
+        "cannot tell the format of {first} from its first lines; give --format"
+    )))
+}
+
+/// Skip-or-fail bookkeeping shared by the importers.
+pub(crate) struct Lines<'o, 'a> {
+    opts: &'o mut ImportOptions<'a>,
+    skipped: u64,
+    records: u64,
+    /// Bytes read so far (set by the importer's `run` at the end).
+    pub(crate) bytes: u64,
+}
+
+impl Lines<'_, '_> {
+    /// A bad line: skipped and counted, or the import's error when it is strict or not a line's fault.
+    pub(crate) fn bad(&mut self, e: FormatError) -> Result<()> {
+        match e {
+            FormatError::Parse(p) if !self.opts.strict => {
+                self.skipped += 1;
+                (self.opts.on_skip)(&p, self.skipped);
+                Ok(())
+            }
+            other => Err(format_err(other)),
+        }
+    }
+    /// One more record read, `bytes` into the input.
+    pub(crate) fn progress(&mut self, bytes: u64) {
+        self.records += 1;
+        if self.records.is_multiple_of(65_536) {
+            self.bytes = bytes;
+            (self.opts.on_progress)(bytes);
+        }
+    }
+}
+
+pub(crate) fn open(path: &Path) -> Result<BufReader<File>> {
+    Ok(BufReader::with_capacity(
+        256 * 1024,
+        File::open(path).map_err(|e| io_err(path, e))?,
+    ))
+}
+
+pub(crate) fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Imports `files` (one trace: per-CPU KPTrace files with their `System.map` and format description, or
+/// one file of the other formats) into a new trace at `out`, registered in the catalog of its directory.
+pub fn import(
+    files: &[PathBuf],
+    format: Format,
+    out: &Path,
+    opts: &mut ImportOptions<'_>,
+) -> Result<ImportReport> {
+    if files.is_empty() {
+        return Err(CollectorError::Invalid("no file to import".into()));
+    }
+    if out.exists() {
+        return Err(CollectorError::Invalid(format!(
+            "{} exists already; choose another -o",
+            out.display()
+        )));
+    }
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+    let mtime = std::fs::metadata(&files[0])
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64);
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.file_name()
+                .map_or_else(|| display(f), |n| n.to_string_lossy().into_owned())
+        })
+        .collect();
+    for f in files {
+        refuse_binary(f, format)?;
+    }
+    let header = Header::read(files, format)?;
+    let mut params = vec![("format".into(), ParamValue::String(format.name().into()))];
+    params.extend(header.params);
+    let meta = TraceMeta {
+        trace_type: format.name().into(),
+        board: header.board,
+        soc: String::new(),
+        os: header.os,
+        application: names.join(" "),
+        cpus: header.cpus,
+        tick_rate_hz: 1_000_000_000,
+        start_unix_ns: mtime,
+        description: format!("imported from {}", names.join(", ")),
+        processed: false,
+        params,
+    };
+    // Declared before the writer, so dropped after it: an import that fails or keeps nothing leaves no
+    // trace behind to be mistaken for a capture.
+    let mut partial = Partial {
+        path: out.to_path_buf(),
+        keep: false,
+    };
+    let mut writer = TraceWriter::create(out, &meta)?;
+    for f in files {
+        writer.add_file(&display(f), &format!("{} source", format.name()))?;
+    }
+    let mut lines = Lines {
+        opts,
+        skipped: 0,
+        records: 0,
+        bytes: 0,
+    };
+    let stats = match format {
+        Format::Ftrace => ftrace::run(&files[0], &mut writer, &mut lines)?,
+        Format::Kptrace => kptrace::run(files, &mut writer, &mut lines)?,
+        Format::Paje => paje::run(&files[0], &mut writer, &mut lines)?,
+        Format::Gst => gst::run(&files[0], &mut writer, &mut lines)?,
+    };
+    let common = [
+        stat("bytes", lines.bytes, "bytes read from the imported files"),
+        stat("records", lines.records, "records (event lines) parsed"),
+        stat(
+            "lines_skipped",
+            lines.skipped,
+            "lines that did not follow the format, skipped",
+        ),
+    ];
+    for s in common.iter().chain(&stats) {
+        writer.set_ingest_stat(s)?;
+    }
+    let info = writer.finish(true)?;
+    if info.event_count == 0 {
+        let what = if lines.bytes == 0 && lines.records == 0 && lines.skipped == 0 {
+            "the file is empty".to_string()
+        } else {
+            format!(
+                "{} records read, {} lines skipped: is it {} text?",
+                lines.records,
+                lines.skipped,
+                format.name()
+            )
+        };
+        return Err(CollectorError::Invalid(format!(
+            "{}: nothing to import ({what}); no trace written",
+            escaped(&names.join(", "))
+        )));
+    }
+    let db_file = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Catalog::open(&dir)?.register_file(&db_file)?;
+    partial.keep = true;
+    Ok(ImportReport {
+        path: out.to_path_buf(),
+        format,
+        bytes: lines.bytes,
+        records: lines.records,
+        lines_skipped: lines.skipped,
+        info,
+    })
+}
+
+/// An ingest statistic.
+pub(crate) fn stat(
+    name: impl Into<String>,
+    value: u64,
+    description: impl Into<String>,
+) -> IngestStat {
+    IngestStat {
+        name: name.into(),
+        value: i64::try_from(value).unwrap_or(i64::MAX),
+        description: description.into(),
+    }
+}
+
+/// The statistics of a reconstructing import (KPTrace, ftrace).
+pub(crate) fn recon_stats(recon: &Reconstructor, types: &ImportTypes) -> Vec<IngestStat> {
+    let mut stats = Vec::new();
+    let st = recon.stats();
+    let rows = [
+        (
+            "events",
+            st.events,
+            "events stored after state reconstruction",
+        ),
+        (
+            "clipped_open_states",
+            st.clipped_open_states,
+            "states still open at the end or missing their exit, closed at the capture edge",
+        ),
+        (
+            "clipped_exits",
+            st.clipped_exits,
+            "exits or switch-outs whose entry preceded the capture, started at the capture edge",
+        ),
+        (
+            "clipped_wakeups",
+            st.clipped_wakeups,
+            "wake-ups whose target never ran, ended at the capture edge",
+        ),
+        (
+            "switch_mismatches",
+            st.switch_mismatches,
+            "context switches whose previous thread was not the running one",
+        ),
+        (
+            "unknown_frees",
+            st.unknown_frees,
+            "kfree of pointers no kmalloc announced",
+        ),
+        (
+            "closed_at_exit",
+            st.closed_at_exit,
+            "states a thread still had open when it exited (sched_process_exit), closed then",
+        ),
+    ];
+    stats.extend(rows.into_iter().map(|(n, v, d)| stat(n, v, d)));
+    let mut by_type: Vec<(u16, u64)> = st.records_by_type.iter().map(|(k, v)| (*k, *v)).collect();
+    by_type.sort_unstable();
+    for (id, count) in by_type {
+        let name = types
+            .get(id)
+            .map_or_else(|| format!("type{id}"), |t| t.name.clone());
+        stats.push(stat(
+            format!("records.{name}"),
+            count,
+            format!("records of type {id}"),
+        ));
+    }
+    stats
+}
