@@ -238,6 +238,9 @@ pub struct Agent<
     types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
+    /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
+    /// call finishes over several calls).
+    totals_sent: usize,
     stats: AgentStats,
     out: [u8; OUT],
 }
@@ -284,6 +287,7 @@ impl<
             types_sent: 0,
             last_frame_ticks: 0,
             last_hello_ticks: 0,
+            totals_sent: 0,
             stats: AgentStats::default(),
             out: [0; OUT],
         }
@@ -603,10 +607,13 @@ impl<
     }
 
     /// Flushes everything and ends the session with one `CpuTotal` per CPU the `Hello` announced,
-    /// then `Bye`.
+    /// then `Bye`. On `WouldBlock`, call it again: it goes on where it stopped (each `CpuTotal` is
+    /// written once).
     pub fn finish<T: Transport>(&mut self, transport: &mut T) -> Result<(), TransportError> {
         self.send_due(transport, true)?;
-        for cpu in 0..CPUS.min(usize::from(self.config.cpu_count)) {
+        let cpus = CPUS.min(usize::from(self.config.cpu_count));
+        while self.totals_sent < cpus {
+            let cpu = self.totals_sent;
             let (Ok(cpu_id), Some(ring)) = (u16::try_from(cpu), self.rings.get(cpu)) else {
                 break;
             };
@@ -617,6 +624,7 @@ impl<
             let n = encode::encode_cpu_total(&mut self.out, &total)
                 .map_err(|_| TransportError::Closed)?;
             self.write(transport, n)?;
+            self.totals_sent += 1;
         }
         let bye = Bye {
             ticks: self.clock.now(),

@@ -316,3 +316,57 @@ proptest! {
         }
     }
 }
+
+/// Takes one frame per call, as a board's drain that encodes one frame per critical section.
+struct OneFrame<'a> {
+    bytes: &'a mut Vec<u8>,
+    sent: bool,
+}
+
+impl Transport for OneFrame<'_> {
+    fn write_frame(&mut self, frame: &[u8]) -> Result<(), TransportError> {
+        if self.sent {
+            return Err(TransportError::WouldBlock);
+        }
+        self.sent = true;
+        self.bytes.extend_from_slice(frame);
+        Ok(())
+    }
+}
+
+#[test]
+fn finish_goes_on_where_a_one_frame_transport_stopped_it() {
+    let clock = SharedClock::default();
+    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    for i in 0..5u64 {
+        clock.0.set(100 + i);
+        agent.mark(0, i).unwrap();
+        agent.mark(1, i).unwrap();
+    }
+    agent.mark(1, 9).unwrap();
+    let mut bytes = Vec::new();
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        assert!(calls < 100, "finish never completes");
+        let mut link = OneFrame {
+            bytes: &mut bytes,
+            sent: false,
+        };
+        match agent.finish(&mut link) {
+            Ok(()) => break,
+            Err(TransportError::WouldBlock) => continue,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    let frames = decode_all(&bytes);
+    let totals: Vec<(u16, u64)> = frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::CpuTotal(t) => Some((t.cpu, t.sequences)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(totals, vec![(0, 5), (1, 6)], "each CPU's total once");
+    assert!(matches!(frames.last(), Some(Frame::Bye(b)) if b.records == 11));
+}

@@ -635,6 +635,21 @@ impl Reconstructor {
         self.first_seq = Some(first);
     }
 
+    /// The next sequence number expected on each CPU (`None` where none was seen).
+    pub fn next_sequences(&self) -> Vec<Option<u64>> {
+        self.cpus.iter().map(|c| c.expected_seq).collect()
+    }
+
+    /// Continues the sequence numbers of a session cut off earlier ([`Self::next_sequences`] of its
+    /// first part): records from there on are neither lost nor duplicates.
+    pub fn resume_sequences(&mut self, next: &[Option<u64>]) {
+        for (c, n) in self.cpus.iter_mut().zip(next) {
+            if n.is_some() {
+                c.expected_seq = *n;
+            }
+        }
+    }
+
     /// Notes how many sequence numbers a CPU gave out (its `CpuTotal` frame, sent before `Bye`).
     pub fn cpu_total(&mut self, cpu: u16, sequences: u64) {
         match self.cpu_totals.binary_search_by_key(&cpu, |t| t.0) {

@@ -31,6 +31,39 @@ pub struct IngestConfig {
     /// How often a live trace is committed: readers see new events within it, and a crash of the
     /// collector loses at most what arrived since the last commit.
     pub commit_interval: std::time::Duration,
+    /// Where sessions cut off before `Bye` stopped, shared by every clone of this configuration (the
+    /// TCP listener's connections): a board that reconnects and announces the same session again
+    /// continues its sequence numbers instead of counting them as lost.
+    pub resume: ResumeTable,
+}
+
+/// Sessions whose link dropped before `Bye`, by board name and session id: the next sequence number
+/// of each CPU. Bounded: the oldest entries are forgotten first.
+#[derive(Clone, Debug, Default)]
+pub struct ResumeTable(std::sync::Arc<Mutex<Vec<ResumePoint>>>);
+
+type ResumePoint = ((String, u64), Vec<Option<u64>>);
+
+/// Most cut-off sessions a [`ResumeTable`] remembers.
+pub const MAX_RESUMABLE_SESSIONS: usize = 256;
+
+impl ResumeTable {
+    fn remember(&self, board: &str, session_id: u64, next: Vec<Option<u64>>) {
+        let Ok(mut t) = self.0.lock() else { return };
+        t.retain(|(k, _)| k.0 != board || k.1 != session_id);
+        if t.len() >= MAX_RESUMABLE_SESSIONS {
+            t.remove(0);
+        }
+        t.push(((board.to_string(), session_id), next));
+    }
+
+    fn take(&self, board: &str, session_id: u64) -> Option<Vec<Option<u64>>> {
+        let mut t = self.0.lock().ok()?;
+        let i = t
+            .iter()
+            .position(|(k, _)| k.0 == board && k.1 == session_id)?;
+        Some(t.remove(i).1)
+    }
 }
 
 /// Default of [`IngestConfig::commit_interval`]: 100 ms, so that a `kill -9` at full speed loses
@@ -55,6 +88,7 @@ impl IngestConfig {
             max_decompressed: DEFAULT_MAX_DECOMPRESSED,
             token: None,
             commit_interval: DEFAULT_COMMIT_INTERVAL,
+            resume: ResumeTable::default(),
         }
     }
 }
@@ -151,6 +185,8 @@ const REPORTED_DROPS: u64 = 20;
 
 struct ActiveSession {
     hello: HelloInfo,
+    /// The session continues one cut off before `Bye` (its sequence numbers went on from there).
+    resumed: bool,
     writer: TraceWriter,
     recon: Reconstructor,
     path: PathBuf,
@@ -792,6 +828,11 @@ impl Ingest {
             &hello.soc, &hello.os,
         ));
         recon.sequences_start_at(0);
+        // The same session again after its link dropped: its sequence numbers go on from there.
+        let resumed = self.config.resume.take(&hello.board, hello.session_id);
+        if let Some(next) = &resumed {
+            recon.resume_sequences(next);
+        }
         let started = recon
             .start(self.decoder.dictionary(), &mut writer)
             .and_then(|()| writer.commit())
@@ -813,6 +854,7 @@ impl Ingest {
             path: path.clone(),
         });
         self.session = Some(ActiveSession {
+            resumed: resumed.is_some(),
             hello,
             writer,
             recon,
@@ -840,6 +882,13 @@ impl Ingest {
         let Some(mut s) = self.session.take() else {
             return Ok(());
         };
+        if !complete {
+            self.config.resume.remember(
+                &s.hello.board,
+                s.hello.session_id,
+                s.recon.next_sequences(),
+            );
+        }
         // Everything fallible that can be retried as an interruption happens before `finish`, which
         // consumes the writer.
         if let Err(e) = self
@@ -902,6 +951,11 @@ impl Ingest {
                 "bytes received in this session",
             ),
             ("frames", s.frames as i64, "frames decoded"),
+            (
+                "resumed_session",
+                i64::from(s.resumed),
+                "1: the board reconnected and continued a session cut off before Bye (another trace holds its start)",
+            ),
             ("records", records as i64, "raw records decoded"),
             (
                 "events",
