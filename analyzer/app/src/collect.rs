@@ -68,7 +68,7 @@ pub struct CollectArgs {
     pub max_sessions_per_minute: usize,
     /// Commit live traces this often (seconds, or 100ms): readers see new events within it, and a
     /// crash of the collector loses at most about this much.
-    #[arg(long, value_name = "SECONDS", default_value_t = socscope_collector::session::DEFAULT_COMMIT_INTERVAL.as_secs_f64(), value_parser = crate::input::seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = socscope_collector::session::DEFAULT_COMMIT_INTERVAL.as_secs_f64(), value_parser = crate::input::positive_seconds)]
     pub commit_interval: f64,
 }
 
@@ -186,14 +186,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     config.max_name_chars = args.max_name_chars;
     config.max_decompressed = args.max_decompressed;
     config.commit_interval = std::time::Duration::try_from_secs_f64(args.commit_interval)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "--commit-interval {}: expected a positive time, e.g. 0.1 or 100ms",
-                args.commit_interval
-            )
-        })?;
+        .map_err(|e| anyhow::anyhow!("--commit-interval {}: {e}", args.commit_interval))?;
     config.token = match (&args.token, &args.token_file) {
         (Some(t), _) if t.is_empty() => anyhow::bail!("--token: the secret is empty"),
         (Some(t), _) => Some(t.clone()),

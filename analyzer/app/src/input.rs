@@ -82,6 +82,15 @@ pub fn seconds(s: &str) -> Result<f64, String> {
     Ok(ns as f64 / 1e9)
 }
 
+/// A time in seconds that must be above zero (`0.1`, `100ms`).
+pub fn positive_seconds(s: &str) -> Result<f64, String> {
+    let v = seconds(s)?;
+    if v <= 0.0 {
+        return Err(format!("`{}` is not above zero", s.trim()));
+    }
+    Ok(v)
+}
+
 /// `--range START..END`: offsets from the trace's start, either side optional (`1.5s..3s`, `200ms..`,
 /// `..2`); numbers are seconds unless suffixed with a unit ([`units::parse_time`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

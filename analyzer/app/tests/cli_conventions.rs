@@ -98,6 +98,14 @@ fn bad_arguments_exit_2_and_missing_files_1_in_one_wording() {
         &["stats", t, "--types", "no-such-type"],
         &["timeline", t, "--width", "0"],
         &["compare", t, t, "--p", "2"],
+        &[
+            "collect",
+            "--no-listen",
+            "--commit-interval",
+            "0",
+            "--dir",
+            "/tmp/x",
+        ],
     ] {
         one_line_failure(&run(args), 2);
     }
