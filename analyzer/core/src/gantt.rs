@@ -13,6 +13,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use socscope_tracedb::{
     Cpu, EventCategory, EventId, EventKind, LossRecord, ProducerId, StoredEvent, TimeRange,
     Timestamp, TypeId,
@@ -169,6 +171,8 @@ impl RowData {
 /// A link between two rows.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct LinkItem {
+    /// Order of arrival: links of equal start keep it, as one list sorted stably would.
+    seq: u64,
     ts: Timestamp,
     end: Timestamp,
     from: ProducerId,
@@ -298,10 +302,11 @@ const DOMINANT_SAMPLE: usize = 64;
 /// The Gantt chart's data on the UI side: absorbs loader snapshots, draws frames.
 #[derive(Clone, Debug, Default)]
 pub struct GanttModel {
-    rows: HashMap<ProducerId, RowData>,
-    links: Vec<LinkItem>,
-    max_link_len: i64,
-    links_unsorted: bool,
+    rows: FxHashMap<ProducerId, RowData>,
+    /// Links by duration class ([`link_class`]), each sorted by start: a frame looks back before
+    /// its view only as far as each class's longest link, not as far as the longest link of all.
+    link_classes: Vec<LinkClass>,
+    links_seen: u64,
     seen_batches: usize,
     events: u64,
     losses: Vec<(LossRecord, Option<Timestamp>)>,
@@ -334,9 +339,11 @@ impl GanttModel {
         for row in self.rows.values_mut() {
             row.fix_order();
         }
-        if self.links_unsorted {
-            self.links.sort_by_key(|l| l.ts);
-            self.links_unsorted = false;
+        for class in &mut self.link_classes {
+            if class.unsorted {
+                class.items.sort_by_key(|l| (l.ts, l.seq));
+                class.unsorted = false;
+            }
         }
         true
     }
@@ -376,13 +383,21 @@ impl GanttModel {
                     })
             }
             EventCategory::Link => {
-                if let Some(last) = self.links.last()
+                let len = e.end - e.ts;
+                let k = link_class(len);
+                if self.link_classes.len() <= k {
+                    self.link_classes.resize_with(k + 1, LinkClass::default);
+                }
+                let class = &mut self.link_classes[k];
+                if let Some(last) = class.items.last()
                     && e.ts < last.ts
                 {
-                    self.links_unsorted = true;
+                    class.unsorted = true;
                 }
-                self.max_link_len = self.max_link_len.max(e.end - e.ts);
-                self.links.push(LinkItem {
+                class.max_len = class.max_len.max(len);
+                self.links_seen += 1;
+                class.items.push(LinkItem {
+                    seq: self.links_seen,
                     ts: e.ts,
                     end: e.end,
                     from: e.producer,
@@ -475,18 +490,34 @@ impl GanttModel {
     }
 
     fn link_arrows(&self, rows: &[ProducerId], px: &Pixels, frame: &mut GanttFrame) {
-        let row_of: HashMap<ProducerId, usize> =
+        let row_of: FxHashMap<ProducerId, usize> =
             rows.iter().enumerate().map(|(i, p)| (*p, i)).collect();
         let view = px.view;
-        let from = self
-            .links
-            .partition_point(|l| l.ts < view.start.saturating_sub(self.max_link_len));
+        // One cursor per duration class, from the first link of the class that can reach the
+        // view; merged by (start, arrival) so the links come in the order of one sorted list.
+        let mut cursors: Vec<&[LinkItem]> = self
+            .link_classes
+            .iter()
+            .map(|c| {
+                let from = c
+                    .items
+                    .partition_point(|l| l.ts < view.start.saturating_sub(c.max_len));
+                &c.items[from..]
+            })
+            .filter(|rest| rest.first().is_some_and(|l| l.ts < view.end))
+            .collect();
+        let next = |cursors: &mut Vec<&[LinkItem]>| -> Option<LinkItem> {
+            let k = (0..cursors.len()).min_by_key(|&k| (cursors[k][0].ts, cursors[k][0].seq))?;
+            let l = cursors[k][0];
+            cursors[k] = &cursors[k][1..];
+            if cursors[k].first().is_none_or(|n| n.ts >= view.end) {
+                cursors.swap_remove(k);
+            }
+            Some(l)
+        };
         let pixel_ns = px.ns_per_px();
         let mut last_short_column: Option<u32> = None;
-        for l in &self.links[from..] {
-            if l.ts >= view.end {
-                break;
-            }
+        while let Some(l) = next(&mut cursors) {
             if l.end < view.start {
                 continue;
             }
@@ -578,6 +609,21 @@ fn carry(data: &RowData, lo: usize, t0: Timestamp) -> Option<usize> {
     (lo > 0)
         .then(|| data.argmax_end[lo - 1] as usize)
         .filter(|&j| data.states[j].end > t0)
+}
+
+/// The links of one duration class ([`link_class`]).
+#[derive(Clone, Debug, Default)]
+struct LinkClass {
+    items: Vec<LinkItem>,
+    /// The longest link of the class.
+    max_len: i64,
+    unsorted: bool,
+}
+
+/// Duration class of a link: classes grow sixteen-fold, so a class's longest link is at most
+/// sixteen times its shortest and a frame's look-back stays proportionate.
+fn link_class(len: i64) -> usize {
+    ((64 - (len.max(0) as u64).leading_zeros()) / 4) as usize
 }
 
 /// The mapping between time and pixel columns of one frame.
@@ -904,6 +950,77 @@ mod tests {
         // Zoomed in enough, every link is drawn.
         let f = m.frame(&[7, 8], TimeRange::new(0, 100), 1000);
         assert_eq!(f.links.len(), 5);
+    }
+
+    /// The links a frame draws, computed the plain way: every link in one list sorted by start
+    /// (arrival order for equal starts), then the same thinning.
+    fn links_by_one_list(
+        events: &[StoredEvent],
+        rows: &[u32],
+        view: TimeRange,
+        width: u32,
+    ) -> (usize, Vec<LinkArrow>) {
+        let px = Pixels::new(view, width);
+        let mut all: Vec<&StoredEvent> = events.iter().collect();
+        all.sort_by_key(|e| e.event.ts);
+        let (mut total, mut out, mut last) = (0, Vec::new(), None);
+        for e in all {
+            let EventKind::Link { end, target } = e.event.kind else {
+                continue;
+            };
+            if e.event.ts >= view.end || end < view.start {
+                continue;
+            }
+            let row = |p: u32| rows.iter().position(|&r| r == p);
+            let (Some(r0), Some(r1)) = (row(e.event.producer), row(target)) else {
+                continue;
+            };
+            total += 1;
+            if (end - e.event.ts) as f64 <= px.ns_per_px() {
+                let c = px.column(e.event.ts.clamp(view.start, view.end - 1));
+                if last == Some(c) {
+                    continue;
+                }
+                last = Some(c);
+            }
+            out.push(LinkArrow {
+                x0: px.x(e.event.ts),
+                row0: r0,
+                x1: px.x(end),
+                row1: r1,
+                type_id: 9,
+            });
+        }
+        (total, out)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+        /// Links kept by duration class give the frames one sorted list gives, whatever their
+        /// lengths (from 0 to far longer than the view), order of arrival, rows and view.
+        #[test]
+        fn links_by_duration_class_draw_what_one_sorted_list_draws(
+            links in proptest::collection::vec((0i64..10_000, 0u32..40, 7u32..10, 7u32..10), 0..300),
+            view in (0i64..12_000, 1i64..12_000),
+            width in 1u32..300,
+            rows in proptest::sample::subsequence(vec![7u32, 8, 9], 0..=3),
+        ) {
+            let events: Vec<StoredEvent> = links
+                .iter()
+                .enumerate()
+                .map(|(i, &(ts, bits, from, to))| {
+                    // Lengths spread over many classes: 0, a few ns, up to about 2^39 ns.
+                    let len = if bits == 0 { 0 } else { (1i64 << bits) / 3 + i64::from(bits) };
+                    link(i as i64, ts, ts + len, from, to)
+                })
+                .collect();
+            let m = model(events.clone());
+            let view = TimeRange::new(view.0, view.0 + view.1);
+            let f = m.frame(&rows, view, width);
+            let (total, want) = links_by_one_list(&events, &rows, view, width);
+            proptest::prop_assert_eq!(f.links_total, total as u64);
+            proptest::prop_assert_eq!(f.links, want);
+        }
     }
 
     #[test]
