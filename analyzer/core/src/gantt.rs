@@ -6,18 +6,24 @@
 //!
 //! A frame costs O(rows × pixels × log n), whatever the number of events in view.
 //!
+//! Rows are producers, and a producer's states can be split into lanes: a state whose type has a
+//! [`LANE_PARAM`] parameter (a Pajé state type, `PM` or `SERVICE`) goes into the lane of that value. A
+//! producer with states in two lanes or more gets one sub-row per lane ([`GanttModel::lanes`]), so two
+//! state types of one container are told apart; its own row keeps its punctual events (and the states
+//! outside any lane). A producer with a single lane draws it in its own row, as before.
+//!
 //! Start here: [`GanttConsumer`] (loader side), [`GanttModel`] (absorbs snapshots, answers
-//! [`GanttModel::frame`] and [`GanttModel::event_at`]).
+//! [`GanttModel::frame`] and [`GanttModel::event_at`]), [`GanttRow`] (what a row shows).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
 use socscope_tracedb::{
-    Cpu, EventCategory, EventId, EventKind, LossRecord, ProducerId, StoredEvent, TimeRange,
-    Timestamp, TypeId,
+    Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ParamValue, ProducerId,
+    StoredEvent, TimeRange, Timestamp, TypeId,
 };
 
 use crate::loader::Consumer;
@@ -41,10 +47,119 @@ pub struct ReducedEvent {
     pub cpu: Option<Cpu>,
     /// Category.
     pub category: EventCategory,
+    /// The lane of a state ([`NO_LANE`] outside any lane, and for other categories).
+    pub lane: Lane,
+}
+
+/// A lane of a producer's states: an index into [`Lanes`]; [`NO_LANE`] for states outside any lane.
+pub type Lane = u16;
+
+/// The lane of states whose type has no [`LANE_PARAM`].
+pub const NO_LANE: Lane = 0;
+
+/// The parameter naming a state's lane: the Pajé state type the importer keeps on each state.
+pub const LANE_PARAM: &str = "paje_type";
+
+/// The lanes of a trace: which parameter of a state type names its lane, and the lanes' names, shared by
+/// the loaders of one chart (so that a lane keeps its index from one load to the next).
+#[derive(Debug, Default)]
+pub struct Lanes {
+    /// State type → index of its [`LANE_PARAM`] parameter.
+    param: HashMap<TypeId, usize>,
+    names: Mutex<LaneNames>,
+}
+
+#[derive(Debug, Default)]
+struct LaneNames {
+    ids: HashMap<String, Lane>,
+    /// `names[l - 1]` names lane `l`.
+    names: Vec<String>,
+}
+
+impl Lanes {
+    /// The lanes of a trace with these types (the state types with a [`LANE_PARAM`] parameter).
+    pub fn new(types: &[EventType]) -> Self {
+        let param = types
+            .iter()
+            .filter(|t| t.category == EventCategory::State)
+            .filter_map(|t| Some((t.id, t.params.iter().position(|p| p.name == LANE_PARAM)?)))
+            .collect();
+        Self {
+            param,
+            names: Mutex::default(),
+        }
+    }
+
+    /// The name of `lane` (its parameter value); empty for [`NO_LANE`] and unknown lanes.
+    pub fn name(&self, lane: Lane) -> String {
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        usize::from(lane)
+            .checked_sub(1)
+            .and_then(|i| names.names.get(i).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Whether some state type has lanes.
+    fn any(&self) -> bool {
+        !self.param.is_empty()
+    }
+
+    fn lane_of(&self, names: &mut LaneNames, e: &StoredEvent) -> Lane {
+        let Some(&i) = self.param.get(&e.type_id) else {
+            return NO_LANE;
+        };
+        let Some(ParamValue::String(v)) = e.params.get(i) else {
+            return NO_LANE;
+        };
+        if let Some(&l) = names.ids.get(v.as_str()) {
+            return l;
+        }
+        // More lanes than a u16 holds (not a real trace): the rest share no lane.
+        let Ok(l) = Lane::try_from(names.names.len() + 1) else {
+            return NO_LANE;
+        };
+        names.names.push(v.clone());
+        names.ids.insert(v.clone(), l);
+        l
+    }
+}
+
+/// A row of the chart: a producer's own row, or one lane of its states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GanttRow {
+    /// The producer.
+    pub producer: ProducerId,
+    /// `None`: the producer's row (its punctual events, and its states unless they are split into
+    /// lanes); `Some(l)`: the states of lane `l`.
+    pub lane: Option<Lane>,
+}
+
+impl GanttRow {
+    /// The producer's own row.
+    pub const fn producer(producer: ProducerId) -> Self {
+        Self {
+            producer,
+            lane: None,
+        }
+    }
+
+    /// Lane `lane` of `producer`.
+    pub const fn lane(producer: ProducerId, lane: Lane) -> Self {
+        Self {
+            producer,
+            lane: Some(lane),
+        }
+    }
+}
+
+impl From<ProducerId> for GanttRow {
+    fn from(p: ProducerId) -> Self {
+        Self::producer(p)
+    }
 }
 
 impl ReducedEvent {
-    /// Reduces a stored event.
+    /// Reduces a stored event (outside any lane: see [`GanttConsumer::with_lanes`]).
     pub fn of(e: &StoredEvent) -> Self {
         let target = match e.kind {
             EventKind::Link { target, .. } => target,
@@ -59,6 +174,7 @@ impl ReducedEvent {
             target,
             cpu: e.cpu,
             category: e.category(),
+            lane: NO_LANE,
         }
     }
 }
@@ -74,6 +190,7 @@ pub struct GanttSnapshot {
 #[derive(Debug, Default)]
 pub struct GanttConsumer {
     skip_before: Option<Timestamp>,
+    lanes: Option<Arc<Lanes>>,
     // `snapshot` only borrows the consumer: it seals the pending events into a new batch through these.
     pending: RefCell<Vec<ReducedEvent>>,
     sealed: RefCell<GanttSnapshot>,
@@ -93,6 +210,12 @@ impl GanttConsumer {
             ..Self::default()
         }
     }
+
+    /// Puts states in the lanes of `lanes` (shared with the chart's other loaders).
+    pub fn with_lanes(mut self, lanes: Arc<Lanes>) -> Self {
+        self.lanes = Some(lanes).filter(|l| l.any());
+        self
+    }
 }
 
 impl Consumer for GanttConsumer {
@@ -100,9 +223,22 @@ impl Consumer for GanttConsumer {
 
     fn consume(&mut self, events: &[StoredEvent]) {
         let skip = self.skip_before.unwrap_or(i64::MIN);
-        self.pending
-            .get_mut()
-            .extend(events.iter().filter(|e| e.ts >= skip).map(ReducedEvent::of));
+        let events = events.iter().filter(|e| e.ts >= skip);
+        let pending = self.pending.get_mut();
+        match &self.lanes {
+            None => pending.extend(events.map(ReducedEvent::of)),
+            Some(lanes) => {
+                let mut names = lanes.names.lock().unwrap_or_else(|e| e.into_inner());
+                pending.extend(events.map(|e| ReducedEvent {
+                    lane: if e.category() == EventCategory::State {
+                        lanes.lane_of(&mut names, e)
+                    } else {
+                        NO_LANE
+                    },
+                    ..ReducedEvent::of(e)
+                }));
+            }
+        }
     }
 
     fn snapshot(&self) -> GanttSnapshot {
@@ -211,6 +347,8 @@ pub struct Tick {
 pub struct RowFrame {
     /// The producer.
     pub producer: ProducerId,
+    /// The lane, for a lane's row.
+    pub lane: Option<Lane>,
     /// States, left to right.
     pub spans: Vec<StateSpan>,
     /// Punctual events, left to right.
@@ -302,7 +440,10 @@ const DOMINANT_SAMPLE: usize = 64;
 /// The Gantt chart's data on the UI side: absorbs loader snapshots, draws frames.
 #[derive(Clone, Debug, Default)]
 pub struct GanttModel {
-    rows: FxHashMap<ProducerId, RowData>,
+    /// Per producer and lane; punctual events are in the producer's [`NO_LANE`] entry.
+    rows: FxHashMap<(ProducerId, Lane), RowData>,
+    /// The lanes each producer has states in, in order of first appearance.
+    lanes: FxHashMap<ProducerId, Vec<Lane>>,
     /// Links by duration class ([`link_class`]), each sorted by start: a frame looks back before
     /// its view only as far as each class's longest link, not as far as the longest link of all.
     link_classes: Vec<LinkClass>,
@@ -372,8 +513,12 @@ impl GanttModel {
         }
         match e.category {
             EventCategory::State => {
+                let lanes = self.lanes.entry(e.producer).or_default();
+                if !lanes.contains(&e.lane) {
+                    lanes.push(e.lane);
+                }
                 self.rows
-                    .entry(e.producer)
+                    .entry((e.producer, e.lane))
                     .or_default()
                     .push_state(StateItem {
                         ts: e.ts,
@@ -406,7 +551,7 @@ impl GanttModel {
                 });
             }
             EventCategory::Punctual | EventCategory::Variable => {
-                let row = self.rows.entry(e.producer).or_default();
+                let row = self.rows.entry((e.producer, NO_LANE)).or_default();
                 if let Some(last) = row.ticks.last()
                     && e.ts < last.0
                 {
@@ -448,8 +593,32 @@ impl GanttModel {
         self.losses.len()
     }
 
+    /// The lanes of `producer` drawn as sub-rows under its row, in order of first appearance: those
+    /// other than [`NO_LANE`] when its states fall into two lanes or more, else none (its row draws
+    /// them).
+    pub fn lanes(&self, producer: ProducerId) -> Vec<Lane> {
+        match self.lanes.get(&producer) {
+            Some(l) if l.len() > 1 => l.iter().copied().filter(|&l| l != NO_LANE).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The states and the punctual events `row` shows.
+    fn row_data(&self, row: GanttRow) -> (Option<&RowData>, Option<&RowData>) {
+        let own = self.rows.get(&(row.producer, NO_LANE));
+        let states = match row.lane {
+            Some(l) => self.rows.get(&(row.producer, l)),
+            None => match self.lanes.get(&row.producer).map(Vec::as_slice) {
+                Some(&[only]) => self.rows.get(&(row.producer, only)),
+                _ => own,
+            },
+        };
+        let ticks = if row.lane.is_none() { own } else { None };
+        (states, ticks)
+    }
+
     /// What to draw for `rows` (top to bottom) over `view`, `width` pixel columns wide.
-    pub fn frame(&self, rows: &[ProducerId], view: TimeRange, width: u32) -> GanttFrame {
+    pub fn frame(&self, rows: &[GanttRow], view: TimeRange, width: u32) -> GanttFrame {
         let width = width.max(1);
         let view = if view.is_empty() {
             TimeRange::new(view.start, view.start + 1)
@@ -463,12 +632,13 @@ impl GanttModel {
             width,
             ..GanttFrame::default()
         };
-        for &p in rows {
-            let data = self.rows.get(&p).unwrap_or(&empty);
+        for &r in rows {
+            let (states, ticks_of) = self.row_data(r);
             frame.rows.push(RowFrame {
-                producer: p,
-                spans: state_spans(data, &px),
-                ticks: ticks(data, &px),
+                producer: r.producer,
+                lane: r.lane,
+                spans: state_spans(states.unwrap_or(&empty), &px),
+                ticks: ticks(ticks_of.unwrap_or(&empty), &px),
             });
         }
         self.link_arrows(rows, &px, &mut frame);
@@ -489,9 +659,14 @@ impl GanttModel {
         frame
     }
 
-    fn link_arrows(&self, rows: &[ProducerId], px: &Pixels, frame: &mut GanttFrame) {
-        let row_of: FxHashMap<ProducerId, usize> =
-            rows.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+    fn link_arrows(&self, rows: &[GanttRow], px: &Pixels, frame: &mut GanttFrame) {
+        // Links join producers' own rows.
+        let row_of: FxHashMap<ProducerId, usize> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.lane.is_none())
+            .map(|(i, r)| (r.producer, i))
+            .collect();
         let view = px.view;
         // One cursor per duration class, from the first link of the class that can reach the
         // view; merged by (start, arrival) so the links come in the order of one sorted list.
@@ -544,24 +719,28 @@ impl GanttModel {
         }
     }
 
-    /// The event of `producer`'s row at time `t` for a pointer on a `view` `width` pixels wide: the
-    /// state under it (the innermost when nested) or a punctual event in its pixel.
+    /// The event of `row` at time `t` for a pointer on a `view` `width` pixels wide: the state under it
+    /// (the innermost when nested) or a punctual event in its pixel.
     pub fn event_at(
         &self,
-        producer: ProducerId,
+        row: impl Into<GanttRow>,
         t: Timestamp,
         view: TimeRange,
         width: u32,
     ) -> Option<HoveredEvent> {
-        let data = self.rows.get(&producer)?;
+        let row = row.into();
+        let producer = row.producer;
+        let (states, ticks_of) = self.row_data(row);
         let px = Pixels::new(view, width.max(1));
         let c = px.column(t.clamp(view.start, view.end - 1));
         let (t0, t1) = (px.time(c), px.time(c + 1));
         // Punctual events in the pixel win over the state under them: they are drawn on top.
-        let a = data.ticks.partition_point(|x| x.0 < t0);
-        let b = data.ticks.partition_point(|x| x.0 < t1);
+        let no_ticks: &[(Timestamp, TypeId, EventId)] = &[];
+        let ticks = ticks_of.map_or(no_ticks, |d| d.ticks.as_slice());
+        let a = ticks.partition_point(|x| x.0 < t0);
+        let b = ticks.partition_point(|x| x.0 < t1);
         if b > a {
-            let (ts, type_id, id) = data.ticks[a];
+            let (ts, type_id, id) = ticks[a];
             return Some(HoveredEvent {
                 event: ReducedEvent {
                     id,
@@ -572,10 +751,12 @@ impl GanttModel {
                     target: producer,
                     cpu: None,
                     category: EventCategory::Punctual,
+                    lane: NO_LANE,
                 },
                 in_pixel: b - a,
             });
         }
+        let data = states?;
         let lo = data.states.partition_point(|s| s.ts < t0);
         let hi = data.states.partition_point(|s| s.ts < t1);
         let carry = carry(data, lo, t0);
@@ -598,6 +779,7 @@ impl GanttModel {
                 target: producer,
                 cpu: None,
                 category: EventCategory::State,
+                lane: row.lane.unwrap_or(NO_LANE),
             },
             in_pixel,
         })
@@ -795,6 +977,10 @@ mod tests {
     use super::*;
     use socscope_tracedb::Event;
 
+    fn rows(ps: &[ProducerId]) -> Vec<GanttRow> {
+        ps.iter().copied().map(GanttRow::producer).collect()
+    }
+
     fn stored(id: i64, e: Event) -> StoredEvent {
         StoredEvent { id, event: e }
     }
@@ -823,6 +1009,104 @@ mod tests {
         m
     }
 
+    /// Two Pajé state types of container 7 (`PM` type 1, `SERVICE` types 2 and 3), a punctual event on
+    /// it, and container 8 with one state type.
+    fn two_state_types() -> (Vec<StoredEvent>, Vec<EventType>) {
+        use socscope_tracedb::{ParamDef, ParamType};
+        let ty = |id: TypeId, name: &str, category| EventType {
+            id,
+            name: name.into(),
+            category,
+            params: vec![ParamDef::new(LANE_PARAM, ParamType::String)],
+        };
+        let types = vec![
+            ty(1, "on", EventCategory::State),
+            ty(2, "compute", EventCategory::State),
+            ty(3, "io", EventCategory::State),
+            ty(4, "mark", EventCategory::Punctual),
+        ];
+        let state = |id, ts, end, depth, type_id, producer, lane: &str| {
+            stored(
+                id,
+                Event::state(ts, end, depth, type_id, producer, None)
+                    .with_params(vec![ParamValue::String(lane.into())]),
+            )
+        };
+        let mut mark = Event::punctual(50, 4, 7, None);
+        mark.params = vec![ParamValue::String("EV".into())];
+        let events = vec![
+            state(1, 0, 100, 0, 1, 7, "PM"),
+            state(2, 10, 40, 0, 2, 7, "SERVICE"),
+            state(3, 15, 30, 1, 3, 7, "SERVICE"),
+            stored(4, mark),
+            state(5, 0, 100, 0, 1, 8, "PM"),
+        ];
+        (events, types)
+    }
+
+    #[test]
+    fn two_state_types_of_a_producer_get_a_row_each_and_one_type_keeps_its_row() {
+        let (events, types) = two_state_types();
+        let lanes = Arc::new(Lanes::new(&types));
+        let mut c = GanttConsumer::new().with_lanes(lanes.clone());
+        c.consume(&events);
+        let mut m = GanttModel::new();
+        m.absorb(&c.snapshot());
+        let sub = m.lanes(7);
+        assert_eq!(
+            sub.iter().map(|&l| lanes.name(l)).collect::<Vec<_>>(),
+            ["PM", "SERVICE"]
+        );
+        assert!(m.lanes(8).is_empty(), "one state type: no sub-rows");
+        let rows = [
+            GanttRow::producer(7),
+            GanttRow::lane(7, sub[0]),
+            GanttRow::lane(7, sub[1]),
+            GanttRow::producer(8),
+        ];
+        let f = m.frame(&rows, TimeRange::new(0, 100), 100);
+        // The container's own row keeps its punctual event and no state.
+        assert!(f.rows[0].spans.is_empty());
+        assert_eq!(f.rows[0].ticks.len(), 1);
+        // PM: one state over the whole view, alone in its row.
+        assert_eq!(
+            f.rows[1].spans,
+            [StateSpan {
+                x0: 0,
+                x1: 100,
+                type_id: 1,
+                aggregated: false,
+                event: Some(1)
+            }]
+        );
+        assert!(f.rows[1].ticks.is_empty());
+        // SERVICE: only its own states, the nested one drawn over its parent.
+        let service: Vec<_> = f.rows[2].spans.iter().map(|s| s.type_id).collect();
+        assert!(!service.is_empty() && service.iter().all(|&t| t == 2 || t == 3));
+        assert_eq!(
+            (f.rows[2].spans[0].x0, f.rows[2].spans.last().unwrap().x1),
+            (10, 40)
+        );
+        // Container 8's single state type stays in its row.
+        assert_eq!(f.rows[3].spans.len(), 1);
+        assert_eq!(f.rows[3].spans[0].event, Some(5));
+        // Hovering: each row answers with its own lane's state.
+        assert_eq!(m.event_at(rows[1], 20, f.view, 100).unwrap().event.id, 1);
+        assert_eq!(m.event_at(rows[2], 20, f.view, 100).unwrap().event.id, 3);
+        assert_eq!(m.event_at(rows[0], 50, f.view, 100).unwrap().event.id, 4);
+        // A second loader shares the lanes: the same lane for the same type.
+        let mut again = GanttConsumer::new().with_lanes(lanes.clone());
+        again.consume(&events[1..2]);
+        assert_eq!(again.snapshot().batches[0][0].lane, sub[1]);
+        // Without lanes (a trace without the parameter), everything stays in the producer's row.
+        let plain = model(events);
+        assert!(plain.lanes(7).is_empty());
+        assert_eq!(
+            plain.frame(&rows[..1], TimeRange::new(0, 100), 100).rows[0].spans[0].event,
+            Some(1)
+        );
+    }
+
     #[test]
     fn one_state_per_pixel_is_drawn_exactly() {
         // 100 ns over 10 px: 10 ns per pixel; states of 20 and 30 ns.
@@ -830,7 +1114,7 @@ mod tests {
             stored(1, Event::state(0, 20, 0, 1, 7, Some(0))),
             stored(2, Event::state(20, 50, 0, 2, 7, Some(0))),
         ]);
-        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
         assert_eq!(
             f.rows[0].spans,
             vec![
@@ -860,7 +1144,7 @@ mod tests {
             stored(2, Event::state(2, 10, 0, 2, 7, Some(0))),
             stored(3, Event::state(10, 20, 0, 1, 7, Some(0))),
         ]);
-        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
         assert_eq!(
             f.rows[0].spans,
             vec![
@@ -881,7 +1165,7 @@ mod tests {
             ]
         );
         // Zoomed in, nothing is aggregated.
-        let f = m.frame(&[7], TimeRange::new(0, 20), 20);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 20), 20);
         assert!(f.rows[0].spans.iter().all(|s| !s.aggregated));
         assert_eq!(f.rows[0].spans.len(), 3);
     }
@@ -892,7 +1176,7 @@ mod tests {
             1,
             Event::state(-1000, 10_000, 0, 4, 7, Some(0)),
         )]);
-        let f = m.frame(&[7], TimeRange::new(0, 1000), 100);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 1000), 100);
         assert_eq!(
             f.rows[0].spans,
             vec![StateSpan {
@@ -912,7 +1196,7 @@ mod tests {
             stored(2, Event::punctual(5, 3, 7, None)),
             stored(3, Event::punctual(55, 4, 7, None)),
         ]);
-        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
         assert_eq!(
             f.rows[0].ticks,
             vec![
@@ -940,15 +1224,15 @@ mod tests {
             link(4, 30, 31, 7, 8),
             link(5, 5, 80, 7, 8),
         ]);
-        let f = m.frame(&[7, 8], TimeRange::new(0, 100), 10);
+        let f = m.frame(&rows(&[7, 8]), TimeRange::new(0, 100), 10);
         assert_eq!(f.links_total, 5);
         assert_eq!(f.links.len(), 3);
         assert!((f.links_drawn_percent() - 60.0).abs() < 1e-9);
         // A link to a row not shown is neither drawn nor counted.
-        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
         assert_eq!((f.links_total, f.links.len()), (0, 0));
         // Zoomed in enough, every link is drawn.
-        let f = m.frame(&[7, 8], TimeRange::new(0, 100), 1000);
+        let f = m.frame(&rows(&[7, 8]), TimeRange::new(0, 100), 1000);
         assert_eq!(f.links.len(), 5);
     }
 
@@ -1016,7 +1300,7 @@ mod tests {
                 .collect();
             let m = model(events.clone());
             let view = TimeRange::new(view.0, view.0 + view.1);
-            let f = m.frame(&rows, view, width);
+            let f = m.frame(&rows.iter().copied().map(GanttRow::producer).collect::<Vec<_>>(), view, width);
             let (total, want) = links_by_one_list(&events, &rows, view, width);
             proptest::prop_assert_eq!(f.links_total, total as u64);
             proptest::prop_assert_eq!(f.links, want);
@@ -1040,7 +1324,7 @@ mod tests {
             stored(2, Event::state(60, 70, 0, 1, 7, Some(0))),
         ]);
         m.absorb(&c.snapshot());
-        let f = m.frame(&[7], TimeRange::new(0, 100), 10);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
         assert_eq!(
             f.losses,
             vec![LossGap {
@@ -1115,7 +1399,7 @@ mod tests {
             .collect();
         let m = model(events);
         let t = std::time::Instant::now();
-        let f = m.frame(&[7], TimeRange::new(0, 20_000_000), 1000);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 20_000_000), 1000);
         assert!(t.elapsed().as_millis() < 200, "{:?}", t.elapsed());
         assert_eq!(
             f.rows[0].spans.iter().map(|s| s.x1 - s.x0).sum::<u32>(),

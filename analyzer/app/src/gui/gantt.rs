@@ -2,10 +2,13 @@
 
 use eframe::egui;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
-use socscope_analysis::gantt::{GanttConsumer, GanttFrame, GanttModel, GanttSnapshot, LossGap};
+use socscope_analysis::gantt::{
+    GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LossGap,
+};
 use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_tracedb::units::{self, TimeAxis};
@@ -24,13 +27,15 @@ const MAX_EVENTS: u64 = 30_000_000;
 fn spawn(
     trace: &std::path::Path,
     filter: Filter,
+    lanes: Arc<Lanes>,
 ) -> impl FnOnce(Step) -> LoaderHandle<GanttSnapshot> + use<> {
     let trace = trace.to_path_buf();
     move |step| {
         let consumer = match step.kind {
             StepKind::Append => GanttConsumer::appending_from(step.range.start),
             _ => GanttConsumer::new(),
-        };
+        }
+        .with_lanes(lanes);
         loader::spawn(
             LoadRequest {
                 trace,
@@ -50,6 +55,8 @@ pub struct GanttView {
     /// The interval on screen (zoom and pan inside and around `loaded`).
     pub view: TimeRange,
     pub collapsed: BTreeSet<ProducerId>,
+    /// The lanes of the trace's states (a producer's Pajé state types get a row each).
+    pub lanes: Arc<Lanes>,
     pub follow: bool,
     row_offset: usize,
     cache: Option<(FrameKey, GanttFrame)>,
@@ -66,7 +73,7 @@ pub struct GanttView {
 struct FrameKey {
     view: TimeRange,
     width: u32,
-    rows: Vec<ProducerId>,
+    rows: Vec<GanttRow>,
     events: u64,
     losses: usize,
 }
@@ -89,6 +96,7 @@ impl GanttView {
             live: LiveLoad::new(range, Growth::Append),
             view: range,
             collapsed: BTreeSet::new(),
+            lanes: Arc::default(),
             follow: false,
             row_offset: 0,
             cache: None,
@@ -108,10 +116,12 @@ impl GanttView {
     ) {
         self.model = GanttModel::new();
         self.model.set_losses(meta.losses.clone());
+        self.lanes = Arc::new(Lanes::new(&meta.types));
         self.view = range;
         self.cache = None;
         self.drawn = None;
-        self.live.load(range, spawn(trace, filter));
+        self.live
+            .load(range, spawn(trace, filter, self.lanes.clone()));
     }
 
     /// The interval whose events are loaded (or loading).
@@ -139,7 +149,10 @@ impl GanttView {
         let follow_view = self.view.end >= from;
         self.model.set_losses_if_more(meta.losses.clone());
         self.model.start_appending();
-        let Some(step) = self.live.extend(end, spawn(trace, filter)) else {
+        let Some(step) = self
+            .live
+            .extend(end, spawn(trace, filter, self.lanes.clone()))
+        else {
             return;
         };
         if self.follow {
@@ -209,7 +222,7 @@ impl GanttView {
         self.mark();
     }
 
-    pub fn frame(&mut self, rows: &[ProducerId], width: u32) -> &GanttFrame {
+    pub fn frame(&mut self, rows: &[GanttRow], width: u32) -> &GanttFrame {
         let key = FrameKey {
             view: self.view,
             width,
@@ -228,7 +241,7 @@ impl GanttView {
     /// and the lost-event gaps (for their tooltips).
     fn chart_shapes(
         &mut self,
-        rows: &[ProducerId],
+        rows: &[GanttRow],
         chart: Rect,
         pixels_per_point: f32,
         dark: bool,
@@ -260,6 +273,31 @@ impl GanttView {
             .unwrap_or_default()
     }
 
+    /// The chart's rows, top to bottom: the visible producers, each followed by its lanes when its
+    /// states fall into several (see [`GanttModel::lanes`]).
+    pub fn rows<'a>(&self, names: &'a TraceNames, hidden: &BTreeSet<ProducerId>) -> Vec<Line<'a>> {
+        let mut out = Vec::new();
+        for node in names.tree.visible_rows(&self.collapsed, hidden) {
+            out.push(Line {
+                row: GanttRow::producer(node.id),
+                node,
+            });
+            out.extend(self.model.lanes(node.id).into_iter().map(|l| Line {
+                row: GanttRow::lane(node.id, l),
+                node,
+            }));
+        }
+        out
+    }
+
+    /// The name of a row: its producer's label, or its lane's name.
+    pub fn row_label(&self, line: &Line<'_>) -> String {
+        match line.row.lane {
+            Some(l) => self.lanes.name(l),
+            None => line.node.label.clone(),
+        }
+    }
+
     pub fn ui(
         &mut self,
         ui: &mut Ui,
@@ -269,7 +307,7 @@ impl GanttView {
         cursor: Option<i64>,
     ) {
         let dark = ui.visuals().dark_mode;
-        let rows_all = names.tree.visible_rows(&self.collapsed, hidden);
+        let rows_all = self.rows(names, hidden);
         let avail = ui.available_size();
         let (outer, _) = ui.allocate_exact_size(avail, Sense::hover());
         let header_h = 18.0;
@@ -285,7 +323,8 @@ impl GanttView {
             .min(rows_all.len().saturating_sub(visible_rows));
         let shown =
             &rows_all[self.row_offset..(self.row_offset + visible_rows).min(rows_all.len())];
-        let ids: Vec<ProducerId> = shown.iter().map(|n| n.id).collect();
+        let rows: Vec<GanttRow> = shown.iter().map(|r| r.row).collect();
+        let ids: Vec<ProducerId> = rows.iter().map(|r| r.producer).collect();
         // The chart starts on a pixel boundary, so that pixel columns and rows are whole pixels.
         let ppp = ui.pixels_per_point();
         let snap = |v: f32| (v * ppp).round() / ppp;
@@ -309,15 +348,17 @@ impl GanttView {
             );
         }
         painter.add(Shape::mesh(stripes));
-        // Labels, with fold triangles.
-        for (i, node) in shown.iter().enumerate() {
-            let id = node.id;
+        // Labels, with fold triangles; a lane's row is named after its lane, under its producer.
+        for (i, line) in shown.iter().enumerate() {
+            let (node, id) = (line.node, line.node.id);
             let y = chart.top() + i as f32 * ROW_H;
             let r = Rect::from_min_size(Pos2::new(outer.left(), y), Vec2::new(LABEL_W, ROW_H));
-            let indent = 10.0 * node.depth as f32;
-            let resp = ui.interact(r, ui.scope_id().with(("row", id)), Sense::click());
-            let text = if node.children.is_empty() {
-                format!("  {}", node.label)
+            let indent = 10.0 * (node.depth + usize::from(line.row.lane.is_some())) as f32;
+            let resp = ui.interact(r, ui.scope_id().with(("row", line.row)), Sense::click());
+            let label = self.row_label(line);
+            resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Row, true, &label));
+            let text = if node.children.is_empty() || line.row.lane.is_some() {
+                format!("  {label}")
             } else {
                 let open = !self.collapsed.contains(&id);
                 if resp.clicked() {
@@ -327,7 +368,7 @@ impl GanttView {
                         self.collapsed.remove(&id);
                     }
                 }
-                format!("{} {}", if open { "-" } else { "+" }, node.label)
+                format!("{} {label}", if open { "-" } else { "+" })
             };
             painter.text(
                 Pos2::new(r.left() + 4.0 + indent, r.center().y),
@@ -337,7 +378,7 @@ impl GanttView {
                 ui.visuals().text_color(),
             );
         }
-        let (shapes, links_percent, losses) = self.chart_shapes(&ids, chart, ppp, dark, names);
+        let (shapes, links_percent, losses) = self.chart_shapes(&rows, chart, ppp, dark, names);
         let cp = ui.painter_at(chart);
         cp.extend(shapes.iter().cloned());
         super::results::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
@@ -414,13 +455,16 @@ impl GanttView {
                 self.zoom((-scroll.y as f64 / 200.0).exp(), f, whole);
             }
             let row = ((pos.y - chart.top()) / ROW_H) as usize;
-            if let Some(&p) = ids.get(row)
+            if let Some(&r) = rows.get(row)
                 && !resp.dragged()
-                && let Some(h) = self.model.event_at(p, time_at(pos.x), view, width)
+                && let Some(h) = self.model.event_at(r, time_at(pos.x), view, width)
             {
                 let e = h.event;
+                let lane = r
+                    .lane
+                    .map_or(String::new(), |l| format!(" / {}", self.lanes.name(l)));
                 let text = format!(
-                    "{}  ({})\nproducer: {}\nstart: {}\nend: {}\nduration: {} ns{}",
+                    "{}  ({})\nproducer: {}{lane}\nstart: {}\nend: {}\nduration: {} ns{}",
                     names.type_name(e.type_id),
                     e.category.name(),
                     names.tree.label(e.producer),
@@ -481,6 +525,12 @@ impl GanttView {
             );
         }
     }
+}
+
+/// One row of the chart with the producer it belongs to.
+pub struct Line<'a> {
+    pub row: GanttRow,
+    pub node: &'a socscope_analysis::hierarchy::TreeNode,
 }
 
 /// Where a lost-event gap is drawn (at least 2 points wide).

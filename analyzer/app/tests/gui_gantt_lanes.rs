@@ -1,0 +1,136 @@
+//! Two Pajé state types of one container in the Gantt (issue 11, item 2): each gets a row of its own,
+//! named after the type, under the container's row; a container with one state type keeps one row.
+#![cfg(feature = "gui")]
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use socscope_analysis::sync::ViewKind;
+use socscope_analyzer::gui::GuiApp;
+use socscope_analyzer::gui::egui;
+
+/// Container `node1` has `PM` states (`on`, `sleep`) and `SERVICE` states (`compute` with `io` nested)
+/// overlapping them; `node2` has `PM` states only.
+const TRACE: &str = "\
+%EventDef PajeDefineContainerType 0\n% Alias string\n% Type string\n% Name string\n%EndEventDef
+%EventDef PajeDefineStateType 1\n% Alias string\n% Type string\n% Name string\n%EndEventDef
+%EventDef PajeCreateContainer 3\n% Time date\n% Alias string\n% Type string\n% Container string\n% Name string\n%EndEventDef
+%EventDef PajePushState 4\n% Time date\n% Type string\n% Container string\n% Value string\n%EndEventDef
+%EventDef PajePopState 5\n% Time date\n% Type string\n% Container string\n%EndEventDef
+%EventDef PajeSetState 6\n% Time date\n% Type string\n% Container string\n% Value string\n%EndEventDef
+0 H 0 HOST
+1 PM H PM
+1 SERVICE H SERVICE
+3 0 h1 H 0 node1
+3 0 h2 H 0 node2
+6 0.0 PM h1 on
+6 0.0 PM h2 on
+4 1.0 SERVICE h1 compute
+4 1.5 SERVICE h1 io
+6 2.0 PM h1 sleep
+5 3.0 SERVICE h1
+5 4.0 SERVICE h1
+6 5.0 PM h1 on
+6 5.0 PM h2 sleep
+6 6.0 PM h1 on
+6 6.0 PM h2 on
+";
+
+fn settle(h: &mut Harness<'_, GuiApp>) {
+    let t = Instant::now();
+    loop {
+        h.step();
+        if h.state()
+            .active
+            .is_some_and(|a| h.state().sessions[a].names.is_some())
+            && !h.state().busy()
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(90), "never settled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run();
+}
+
+fn import(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("two-types.trace");
+    std::fs::write(&src, TRACE).unwrap();
+    let db = dir.join("two-types.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args(["import", "--format", "paje"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&db)
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    db
+}
+
+#[test]
+fn two_state_types_of_one_container_get_a_gantt_row_each_named_after_the_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = import(dir.path());
+    let app = GuiApp::new(None, &[db], ViewKind::Gantt, false);
+    let mut h = Harness::builder()
+        .with_size(egui::Vec2::new(1100.0, 640.0))
+        .with_max_steps(16)
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app);
+    settle(&mut h);
+    // The rows a user reads: the lanes are named after their Pajé type, once (node2 has one type).
+    for label in ["node1", "node2", "PM", "SERVICE"] {
+        h.get_by_label(label);
+    }
+    let app = h.state_mut();
+    let session = &mut app.sessions[0];
+    let names = session.names.as_ref().expect("names");
+    let gantt = &mut session.views[0].gantt;
+    let lines = gantt.rows(names, &BTreeSet::new());
+    let labels: Vec<String> = lines.iter().map(|l| gantt.row_label(l)).collect();
+    let at = |s: &str| labels.iter().position(|l| l == s).unwrap();
+    assert_eq!(
+        labels[at("node1")..at("node1") + 4],
+        ["node1", "PM", "SERVICE", "node2"],
+        "rows: {labels:?}"
+    );
+    let rows: Vec<_> = lines.iter().map(|l| l.row).collect();
+    let type_names = names.type_names.clone();
+    let name = |t| type_names[&t].clone();
+    let f = gantt.frame(&rows, 1000).clone();
+    let types_of =
+        |i: usize| -> HashSet<String> { f.rows[i].spans.iter().map(|s| name(s.type_id)).collect() };
+    let node1 = at("node1");
+    // node1's own row has no state left; each lane draws only its own type's states (a row draws the
+    // outer of nested states, `io` shows under the pointer).
+    assert!(f.rows[node1].spans.is_empty());
+    assert_eq!(
+        types_of(node1 + 1),
+        HashSet::from(["on".to_string(), "sleep".to_string()])
+    );
+    assert_eq!(types_of(node1 + 2), HashSet::from(["compute".to_string()]));
+    let hovered = |i: usize, t: i64| {
+        let e = gantt
+            .model
+            .event_at(rows[i], t, f.view, 1000)
+            .unwrap()
+            .event;
+        name(e.type_id)
+    };
+    assert_eq!(hovered(node1 + 1, 2_500_000_000), "sleep");
+    assert_eq!(hovered(node1 + 2, 2_500_000_000), "io");
+    assert_eq!(hovered(node1 + 2, 3_500_000_000), "compute");
+    // node2's PM states stay in its own row.
+    assert_eq!(
+        types_of(node1 + 3),
+        HashSet::from(["on".to_string(), "sleep".to_string()])
+    );
+}
