@@ -540,6 +540,7 @@ fn gst_tracer_records_become_structured_events_and_none_is_lost() {
             "{file}: mostly tracer records"
         );
         assert_eq!(stat(&r.path, "tracer_unreadable"), 0);
+        assert_eq!(stat(&r.path, "tracer_uninterpreted"), 0, "{file}");
         // Elements are producers named after the elements (ids resolved), under the process.
         for name in elements {
             assert!(
@@ -550,6 +551,111 @@ fn gst_tracer_records_become_structured_events_and_none_is_lost() {
             );
         }
     }
+}
+
+/// gst-shark's `interlatency` and `proctime` records (hand-written from its sources' record layout, not
+/// captured: see `tests/data/gst/README.md`).
+#[test]
+fn gst_shark_interlatency_becomes_links_and_proctime_states_and_odd_records_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/gst/gst-shark-handwritten.log");
+    let (r, warnings) = run(std::slice::from_ref(&path), Format::Gst, dir.path(), true).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let text = gst_kinds_in_text(&path);
+    assert_eq!(r.records, text.values().sum::<u64>());
+    let reader = TraceReader::open(&r.path).unwrap();
+    let types: std::collections::HashMap<u32, socscope_tracedb::EventType> = reader
+        .event_types()
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let name_of: std::collections::HashMap<u32, String> = reader
+        .producers()
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.id, p.name))
+        .collect();
+    let mut names: Vec<&String> = name_of.values().collect();
+    names.sort();
+    for e in [
+        "videotestsrc0",
+        "capsfilter0",
+        "dec_out",
+        "queue0",
+        "fakesink0",
+    ] {
+        assert!(names.iter().any(|n| *n == e), "no element {e}: {names:?}");
+    }
+    assert!(
+        !names.iter().any(|n| n.starts_with("dec_out_")),
+        "{names:?}"
+    );
+    let param = |e: &socscope_tracedb::Event, k: &str| {
+        let t = &types[&e.type_id];
+        let i = t.params.iter().position(|p| p.name == k).unwrap();
+        e.params[i].to_string()
+    };
+    let mut links: std::collections::BTreeMap<(String, String), Vec<i64>> = Default::default();
+    let mut states: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    let mut kept_whole: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in reader.events(TimeRange::all(), &Filter::all()).unwrap() {
+        let e = e.unwrap().event;
+        let ty = &types[&e.type_id].name;
+        match (ty.as_str(), e.kind) {
+            ("interlatency", socscope_tracedb::EventKind::Link { end, target }) => {
+                // The link spans the latency, which its `time` also carries.
+                assert_eq!(param(&e, "time"), (end - e.ts).to_string());
+                links
+                    .entry((name_of[&e.producer].clone(), name_of[&target].clone()))
+                    .or_default()
+                    .push(end - e.ts);
+            }
+            ("proctime", socscope_tracedb::EventKind::State { end, .. }) => {
+                assert_eq!(param(&e, "time"), (end - e.ts).to_string());
+                states
+                    .entry(name_of[&e.producer].clone())
+                    .or_default()
+                    .push(end - e.ts);
+            }
+            (t, _) if t.starts_with("tracer ") => {
+                *kept_whole.entry(t.to_string()).or_default() += 1
+            }
+            _ => {}
+        }
+    }
+    let src = "videotestsrc0".to_string();
+    let want_links: std::collections::BTreeMap<(String, String), Vec<i64>> = [
+        ("capsfilter0", 12_500),
+        ("dec_out", 95_400),
+        ("queue0", 96_000),
+        ("fakesink0", 180_000),
+    ]
+    .into_iter()
+    .map(|(to, ns)| ((src.clone(), to.to_string()), vec![ns; 3]))
+    .collect();
+    assert_eq!(links, want_links);
+    let want_states: std::collections::BTreeMap<String, Vec<i64>> =
+        [("capsfilter0", 4_657), ("dec_out", 80_250)]
+            .into_iter()
+            .map(|(e, ns)| (e.to_string(), vec![ns; 3]))
+            .collect();
+    assert_eq!(states, want_states);
+    // What cannot be interpreted is kept whole and counted; another tracer's record is kept whole.
+    assert_eq!(stat(&r.path, "tracer_uninterpreted"), 2);
+    assert_eq!(stat(&r.path, "tracer.interlatency"), 13);
+    assert_eq!(stat(&r.path, "tracer.proctime"), 7);
+    assert_eq!(
+        kept_whole,
+        [
+            ("tracer framerate".to_string(), 1),
+            ("tracer interlatency".to_string(), 1),
+            ("tracer proctime".to_string(), 1)
+        ]
+        .into_iter()
+        .collect()
+    );
 }
 
 #[test]

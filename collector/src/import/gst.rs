@@ -6,14 +6,24 @@
 //! - `latency` (pipeline): a link from the source element to the sink element, from `ts - time` to `ts`,
 //!   with the pads and the time;
 //! - `element-latency`, `proctime`: a state of the element from `ts - time` to `ts` (overlapping ones,
-//!   buffers in flight in a queue, on rows of their own: depth);
+//!   buffers in flight in a queue, on rows of their own: depth). RidgeRun's gst-shark writes
+//!   `proctime, element=(string)identity0, time=(string)0:00:00.000051234;` when the element pushes a
+//!   buffer, the time being how long it held it;
+//! - `interlatency` (gst-shark): `interlatency, from_pad=(string)videotestsrc0_src,
+//!   to_pad=(string)queue0_src, time=(string)0:00:00.000178232;` — how long a buffer took from the
+//!   source's pad to a later pad — becomes a link from the source element to the pad's element, from
+//!   `ts - time` to `ts`, with both pads and the time. A pad is written `element_pad`, and both names
+//!   may hold `_`: the element is the longest element name already known that the pad starts with,
+//!   else the part before the last `_src` or `_sink`, else before the last `_`;
 //! - `element-reported-latency`: a punctual event of the element (live, min, max);
 //! - `thread-rusage`, `proc-rusage` (rusage): variables `current-cpuload`, `average-cpuload` (‰) and
 //!   `cpu-time` (ns) of the thread or process;
 //! - the stats tracer's `new-element` and `new-pad` name elements and pads by index; its `buffer` is a
 //!   link from element to peer element, `event`, `query`, `message`, `element-query` punctual events of
 //!   the element, with pad names resolved;
-//! - any other record: a punctual event of its own type on its thread, its whole structure kept.
+//! - any other record: a punctual event of its own type on its thread, its whole structure kept. A
+//!   record of a kind above that lacks a field its rule needs is kept the same way and counted
+//!   (`tracer_uninterpreted`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -78,6 +88,8 @@ struct GstImporter {
     tracer_records: std::collections::BTreeMap<String, u64>,
     /// Tracer lines whose structure does not read (kept as debug lines).
     unreadable: u64,
+    /// Records of a kind with a rule that lack what it needs (kept whole).
+    uninterpreted: u64,
 }
 
 impl GstImporter {
@@ -123,6 +135,7 @@ impl GstImporter {
             rows: HashMap::new(),
             tracer_records: std::collections::BTreeMap::new(),
             unreadable: 0,
+            uninterpreted: 0,
         })
     }
 
@@ -235,6 +248,11 @@ impl GstImporter {
                 self.unreadable,
                 "tracer lines whose structure does not read, kept as debug lines",
             ),
+            stat(
+                "tracer_uninterpreted",
+                self.uninterpreted,
+                "tracer records lacking a field their kind needs, kept whole as `tracer KIND` events",
+            ),
         ];
         for (kind, n) in &self.tracer_records {
             stats.push(stat(
@@ -246,6 +264,24 @@ impl GstImporter {
         Ok(stats)
     }
 }
+
+/// The record kinds with a rule of their own (the others are kept whole, by design).
+const RULES: &[&str] = &[
+    "latency",
+    "interlatency",
+    "element-latency",
+    "proctime",
+    "element-reported-latency",
+    "thread-rusage",
+    "proc-rusage",
+    "new-element",
+    "new-pad",
+    "buffer",
+    "event",
+    "query",
+    "message",
+    "element-query",
+];
 
 /// A time field: nanoseconds as an integer, or a clock time `H:MM:SS.NNNNNNNNN`.
 fn nanoseconds(f: &gst::Field<'_>) -> Option<i64> {
@@ -336,6 +372,28 @@ impl GstImporter {
         Ok(id)
     }
 
+    /// The element of a gst-shark pad name `element_pad` (see the module documentation).
+    fn pad_element<'p>(&self, pad: &'p str) -> &'p str {
+        let known = self
+            .elements
+            .keys()
+            .filter_map(|k| k.strip_prefix("name:"))
+            .filter(|e| {
+                pad.len() > e.len() + 1 && pad.starts_with(e) && pad.as_bytes()[e.len()] == b'_'
+            })
+            .map(str::len)
+            .max();
+        let end = known
+            .or_else(|| {
+                let src = pad.rfind("_src");
+                let sink = pad.rfind("_sink");
+                src.max(sink)
+            })
+            .or_else(|| pad.rfind('_'))
+            .filter(|&i| i > 0);
+        end.map_or(pad, |i| &pad[..i])
+    }
+
     /// The first free row of `producer` for a state from `start` to `end`.
     fn row(&mut self, producer: ProducerId, start: i64, end: i64) -> u16 {
         let rows = self.rows.entry(producer).or_default();
@@ -420,6 +478,32 @@ impl GstImporter {
                         "latency",
                         params,
                         (start, from),
+                        EventKind::Link {
+                            end: ts,
+                            target: to,
+                        },
+                        writer,
+                    )?;
+                    true
+                }
+                _ => false,
+            },
+            "interlatency" => match (text("from_pad"), text("to_pad"), time("time")) {
+                (Some(from_pad), Some(to_pad), Some(t)) => {
+                    let from_name = self.pad_element(&from_pad).to_string();
+                    let to_name = self.pad_element(&to_pad).to_string();
+                    let from = self.element(r.pid, None, &from_name, writer)?;
+                    let to = self.element(r.pid, None, &to_name, writer)?;
+                    let params = vec![
+                        ("from_pad", ParamValue::String(from_pad)),
+                        ("to_pad", ParamValue::String(to_pad)),
+                        ("time", ParamValue::Unsigned(t as u64)),
+                    ];
+                    self.push(
+                        EventCategory::Link,
+                        "interlatency",
+                        params,
+                        (ts.saturating_sub(t), from),
                         EventKind::Link {
                             end: ts,
                             target: to,
@@ -623,6 +707,9 @@ impl GstImporter {
             _ => false,
         };
         if !done {
+            if RULES.contains(&s.name) {
+                self.uninterpreted += 1;
+            }
             // A record of no rule (or lacking what its rule needs): its own punctual type on its
             // thread, the structure kept whole.
             let thread = self.thread(r.pid, r.thread, r.ts, writer)?;
