@@ -522,6 +522,8 @@ fn every_trace_file() -> Vec<PathBuf> {
     let gst = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../collector/tests/data/gst");
     files.push(gst.join("videotestsrc-tracers.log"));
     files.push(gst.join("audiotestsrc-queue-stats.log"));
+    // Hand-written in gst-shark's record layout (interlatency links, proctime states).
+    files.push(gst.join("gst-shark-handwritten.log"));
     files
 }
 
