@@ -11,6 +11,27 @@ pub enum SyscallAbi {
     X86_64,
 }
 
+/// Syscall name → number, for one ABI.
+type Numbers = rustc_hash::FxHashMap<&'static str, u64>;
+
+/// The numbers of `table`'s names and of the common ones, a name's first number winning (as a scan of
+/// the table, then of the common names, finds it).
+fn numbers(table: &[&'static str]) -> Numbers {
+    let mut out = Numbers::default();
+    let all = table.iter().enumerate().chain(
+        COMMON
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (FIRST_COMMON + i, n)),
+    );
+    for (nr, name) in all {
+        if !name.is_empty() {
+            out.entry(*name).or_insert(nr as u64);
+        }
+    }
+    out
+}
+
 impl SyscallAbi {
     /// The numbering of a board that announces `soc` and `os`: x86-64 when either names it, ARM EABI
     /// otherwise (set-top boxes and the simulated board are ARM).
@@ -48,22 +69,18 @@ impl SyscallAbi {
             .map_or_else(|| format!("syscall_{nr}"), str::to_string)
     }
 
-    /// The number of the syscall called `name`.
+    /// The number of the syscall called `name` (a hash lookup: an ftrace import asks twice a syscall).
     pub fn number(self, name: &str) -> Option<u64> {
         if name.is_empty() {
             return None;
         }
-        let table: &[&str] = match self {
-            Self::ArmEabi => &ARM_EABI,
-            Self::X86_64 => &X86_64,
+        static ARM: std::sync::OnceLock<Numbers> = std::sync::OnceLock::new();
+        static X86: std::sync::OnceLock<Numbers> = std::sync::OnceLock::new();
+        let numbers = match self {
+            Self::ArmEabi => ARM.get_or_init(|| numbers(&ARM_EABI)),
+            Self::X86_64 => X86.get_or_init(|| numbers(&X86_64)),
         };
-        if let Some(n) = table.iter().position(|n| *n == name) {
-            return Some(n as u64);
-        }
-        COMMON
-            .iter()
-            .position(|n| *n == name)
-            .map(|n| (FIRST_COMMON + n) as u64)
+        numbers.get(name).copied()
     }
 }
 
@@ -911,5 +928,36 @@ mod tests {
             ArmEabi
         );
         assert_eq!(SyscallAbi::for_board("pc", "Linux x86_64"), X86_64);
+    }
+
+    #[test]
+    fn the_number_lookup_finds_what_a_scan_of_the_tables_finds() {
+        for (abi, table) in [
+            (SyscallAbi::ArmEabi, &ARM_EABI[..]),
+            (SyscallAbi::X86_64, &X86_64[..]),
+        ] {
+            let scan = |name: &str| {
+                if name.is_empty() {
+                    return None;
+                }
+                table
+                    .iter()
+                    .position(|n| *n == name)
+                    .map(|n| n as u64)
+                    .or_else(|| {
+                        COMMON
+                            .iter()
+                            .position(|n| *n == name)
+                            .map(|n| (FIRST_COMMON + n) as u64)
+                    })
+            };
+            for name in table
+                .iter()
+                .chain(COMMON.iter())
+                .chain(&["", "nope", "read "])
+            {
+                assert_eq!(abi.number(name), scan(name), "{abi:?} {name:?}");
+            }
+        }
     }
 }

@@ -339,6 +339,12 @@ pub(crate) fn display(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// How often an import commits what it wrote. A capture commits often (readers follow it live); an
+/// import's file is followed only by a viewer opened on it meanwhile, and each commit rewrites the open
+/// tail chunk of every stream (a loaded machine, which stretches the import, would commit all the more
+/// per event), so it commits less often.
+pub const IMPORT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Imports `files` (one trace: per-CPU KPTrace files with their `System.map` and format description, or
 /// one file of the other formats) into a new trace at `out`, registered in the catalog of its directory.
 pub fn import(
@@ -399,7 +405,14 @@ pub fn import(
         path: out.to_path_buf(),
         keep: false,
     };
-    let mut writer = TraceWriter::create(out, &meta)?;
+    let mut writer = TraceWriter::create_with(
+        out,
+        &meta,
+        socscope_tracedb::WriterConfig {
+            commit_interval: IMPORT_COMMIT_INTERVAL,
+            ..socscope_tracedb::WriterConfig::default()
+        },
+    )?;
     for f in files {
         writer.add_file(&display(f), &format!("{} source", format.name()))?;
     }
