@@ -20,7 +20,8 @@
 # then 256 MB without a delimiter), long-names (20 Hellos with 100 000-character names full of terminal
 # escapes), duplicates (a 10 s capture with 50 of its frames sent twice), same-name (32 more boards named like
 # the good one, RATE/4 events/s each), flipped-hello (a capture whose Hello has one bit flipped), all (every
-# attack at once). Needs the zstd command (zstd-bomb).
+# attack at once; the idle connections 5 s after the others, which they would otherwise keep out at the
+# connection limit). Needs the zstd command (zstd-bomb).
 import argparse, json, os, random, resource, signal, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -258,8 +259,14 @@ class Run:
         good_file = [n["file"] for n in self.notices_of("session_started") if n["board"] == "good"][0]
         t0 = time.time()
         workers = [threading.Thread(target=getattr(self, a.replace("-", "_")), daemon=True) for a in self.attacks]
-        for w in workers:
-            w.start()
+        # With every attack at once, the idle connections come last: held from the start they take every
+        # slot (--max-connections) and the other attackers would only be refused at the door.
+        for a, w in zip(self.attacks, workers):
+            if a != "idle" or len(self.attacks) == 1:
+                w.start()
+        if "idle" in self.attacks and len(self.attacks) > 1:
+            self.stop.wait(5)
+            workers[self.attacks.index("idle")].start()
         while good.poll() is None:
             try:
                 threads_peak = max(threads_peak, len(os.listdir(f"/proc/{self.col.pid}/task")))
