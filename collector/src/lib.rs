@@ -11,6 +11,7 @@ pub mod import;
 pub mod naming;
 pub mod reconstruct;
 pub mod replay;
+pub mod reserve;
 pub mod serial;
 pub mod session;
 pub mod syscalls;
@@ -18,6 +19,7 @@ pub mod tcp;
 
 use std::path::PathBuf;
 
+pub use reserve::{DEFAULT_DISK_RESERVE, DiskReserve};
 pub use session::{
     DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_NAME_CHARS, IngestConfig, Notice, SessionReport,
 };
@@ -58,9 +60,46 @@ pub enum CollectorError {
     /// A line of an imported file does not follow its format (fatal only with `--strict`).
     #[error(transparent)]
     Parse(#[from] socscope_formats::ParseError),
+    /// Another session found the disk full: this one is closed while the freed reserve lasts.
+    #[error(
+        "the disk of {dir} is full (another session found no room left): closed in the room of the disk reserve"
+    )]
+    DiskFull {
+        /// The catalog directory.
+        dir: PathBuf,
+    },
+    /// The disk reserve could not be set aside (see [`reserve`]): no trace is started.
+    #[error(
+        "no room to set aside the {size}-byte disk reserve that lets traces be closed on a full disk ({}: {source}); free room on the disk or lower --disk-reserve",
+        path.display()
+    )]
+    NoRoomForReserve {
+        /// The reserve file.
+        path: PathBuf,
+        /// Its size in bytes.
+        size: u64,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
     /// A command-line value could not be understood.
     #[error("{0}")]
     Invalid(String),
+}
+
+impl CollectorError {
+    /// Whether the disk had no room left.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            CollectorError::Store(e) => e.is_disk_full(),
+            CollectorError::Io { source, .. } => socscope_tracedb::io_is_disk_full(source),
+            CollectorError::DiskFull { .. } => true,
+            CollectorError::NoRoomForReserve { source, .. } => {
+                socscope_tracedb::io_is_disk_full(source)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The collector's result type.

@@ -11,6 +11,7 @@ use socscope_wire::decode::{DecodeError, Dictionary, Frame, HelloInfo, StreamDec
 
 use crate::naming::trace_file_name;
 use crate::reconstruct::Reconstructor;
+use crate::reserve::DiskReserve;
 use crate::{CollectorError, Result};
 
 /// Where and how sessions are stored.
@@ -35,6 +36,9 @@ pub struct IngestConfig {
     /// TCP listener's connections): a board that reconnects and announces the same session again
     /// continues its sequence numbers instead of counting them as lost.
     pub resume: ResumeTable,
+    /// Room set aside in `dir` so that traces can be closed on a full disk (see [`crate::reserve`]);
+    /// shared by every clone of this configuration.
+    pub disk_reserve: DiskReserve,
 }
 
 /// Sessions whose link dropped before `Bye`, by board name and session id: the next sequence number
@@ -81,8 +85,10 @@ pub const DEFAULT_MAX_NAME_CHARS: usize = 256;
 impl IngestConfig {
     /// Stores in `dir`, accepting this build's wire version.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
         Self {
-            dir: dir.into(),
+            disk_reserve: DiskReserve::new(&dir, crate::reserve::DEFAULT_DISK_RESERVE),
+            dir,
             accepted_versions: socscope_wire::READ_WIRE_VERSIONS.to_vec(),
             max_name_chars: DEFAULT_MAX_NAME_CHARS,
             max_decompressed: DEFAULT_MAX_DECOMPRESSED,
@@ -195,6 +201,9 @@ struct ActiveSession {
     drops: BTreeMap<&'static str, u64>,
     dropped_frames: u64,
     dropped_bytes: u64,
+    /// The decoder's dropped-byte count when the session started: it also counts the tail of an
+    /// oversized frame that arrives after the frame was reported (e.g. 256 MB without a delimiter).
+    decoder_dropped_at_start: u64,
     frames: u64,
     bytes_at_start: u64,
     board_totals: Option<(u64, u64)>,
@@ -397,6 +406,7 @@ impl Ingest {
     pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
         self.decoder.feed(bytes);
         while let Some(result) = self.decoder.next_frame() {
+            self.close_if_disk_full();
             let handled = match result {
                 Ok(decoded) => {
                     self.frame_offset = decoded.offset;
@@ -418,6 +428,7 @@ impl Ingest {
 
     /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
     pub fn tick(&mut self) -> Result<()> {
+        self.close_if_disk_full();
         let committed = match self.session.as_mut() {
             Some(s) => s.writer.maybe_commit().map(|_| ()).map_err(Into::into),
             None => Ok(()),
@@ -447,6 +458,16 @@ impl Ingest {
         Ok((self.reports, self.notices))
     }
 
+    /// Another session found the disk full and freed the reserve: the open session stops writing and is
+    /// closed now, in the room freed, before the disk fills up again.
+    fn close_if_disk_full(&mut self) {
+        if self.session.is_some() && self.config.disk_reserve.is_spent() {
+            self.interrupt_session(&CollectorError::DiskFull {
+                dir: self.config.dir.clone(),
+            });
+        }
+    }
+
     /// Ends the open session as interrupted when handling a frame failed in the store.
     fn guard(&mut self, result: Result<()>) {
         if let Err(e) = result {
@@ -457,6 +478,7 @@ impl Ingest {
     /// The store failed under the open session (or while starting one): the trace keeps what it
     /// committed, is closed as interrupted, and the operator is told what happened and what was lost.
     fn interrupt_session(&mut self, error: &CollectorError) {
+        let full = self.disk_is_full(error);
         let Some(s) = self.session.take() else {
             self.orphan_frames += 1;
             self.notices.push(Notice::FrameDropped {
@@ -479,8 +501,27 @@ impl Ingest {
             dropped_frames: s.dropped_frames,
         };
         // Dropping the writer commits what it can (nothing more on a full disk) and releases the file.
+        // On a full disk it leaves its WAL as it is: folding it in would take the room that closing
+        // the traces needs.
+        if full {
+            let _ = s.writer.keep_wal_on_close();
+        }
         drop(s.writer);
         self.report_interrupted(end, error);
+    }
+
+    /// Whether `error` (or another session before it) found the disk full; if so, the disk reserve is
+    /// freed (once) so that the open traces can be closed.
+    fn disk_is_full(&self, error: &CollectorError) -> bool {
+        let full = error.is_disk_full() || self.config.disk_reserve.is_spent();
+        if full && self.config.disk_reserve.release() {
+            tracing::warn!(
+                dir = %self.config.dir.display(),
+                bytes = self.config.disk_reserve.size(),
+                "the disk is full: the disk reserve is freed to close the open traces"
+            );
+        }
+        full
     }
 
     /// Closes a trace whose writer is gone as interrupted, registers it and reports the session.
@@ -496,7 +537,13 @@ impl Ingest {
             lost_in_transit,
         } = end;
         let reason = format!("the collector could not write the trace: {error}");
-        let (events, detail) = match socscope_tracedb::repair(&path, &reason) {
+        let full = self.disk_is_full(error);
+        let repaired = if full {
+            socscope_tracedb::repair_on_full_disk(&path, &reason)
+        } else {
+            socscope_tracedb::repair(&path, &reason)
+        };
+        let (events, detail) = match repaired {
             Ok(socscope_tracedb::RepairOutcome::Repaired(r)) => (
                 r.events,
                 format!(
@@ -817,6 +864,15 @@ impl Ingest {
                 ("source".into(), ParamValue::String(self.source.clone())),
             ],
         };
+        // Room to close this trace even if the disk fills up under it; none: no trace is started.
+        self.config
+            .disk_reserve
+            .ensure()
+            .map_err(|source| CollectorError::NoRoomForReserve {
+                path: self.config.disk_reserve.path().to_path_buf(),
+                size: self.config.disk_reserve.size(),
+                source,
+            })?;
         let (db_file, path, mut writer) = create_trace(
             &self.config.dir,
             &trace_file_name(&hello.board, hello.session_id, unix_ns),
@@ -840,11 +896,15 @@ impl Ingest {
             .and_then(|()| register(&self.config.dir, &db_file));
         if let Err(e) = started {
             // Not left live behind us: closed as interrupted (or by the next repair if even that fails).
-            drop(writer);
-            let _ = socscope_tracedb::repair(
-                &path,
-                &format!("the collector could not start the trace: {e}"),
-            );
+            let reason = format!("the collector could not start the trace: {e}");
+            if self.disk_is_full(&e) {
+                let _ = writer.keep_wal_on_close();
+                drop(writer);
+                let _ = socscope_tracedb::repair_on_full_disk(&path, &reason);
+            } else {
+                drop(writer);
+                let _ = socscope_tracedb::repair(&path, &reason);
+            }
             let _ = register(&self.config.dir, &db_file);
             return Err(e);
         }
@@ -864,6 +924,7 @@ impl Ingest {
             drops: BTreeMap::new(),
             dropped_frames: 0,
             dropped_bytes: 0,
+            decoder_dropped_at_start: self.decoder.stats().dropped_bytes,
             frames: 0,
             bytes_at_start: self.frame_offset,
             board_totals: None,
@@ -969,8 +1030,13 @@ impl Ingest {
             ),
             (
                 "bytes_dropped",
-                s.dropped_bytes as i64,
-                "bytes in dropped frames",
+                s.dropped_bytes.max(
+                    self.decoder
+                        .stats()
+                        .dropped_bytes
+                        .saturating_sub(s.decoder_dropped_at_start),
+                ) as i64,
+                "bytes in dropped frames (the tail of an oversized frame included)",
             ),
             (
                 "records_lost_on_board",

@@ -1,8 +1,11 @@
 //! The disk fills up under a capture (issue 10, row 8): the session that cannot write ends cleanly as
 //! interrupted — its trace keeps what was committed, is closed and says why — the collector says so in
 //! one clear message and goes on: once there is room again, the next board is stored completely.
+//! Closing a trace writes too: the collector keeps a disk reserve (`.socscope-reserve`, see
+//! `socscope_collector::reserve`) that it frees when the disk is full, so that every open trace is
+//! closed even on a disk filled to the last byte by someone else.
 //!
-//! The catalog directory is a 3 MiB tmpfs mounted for the test. Mounting needs root (CI containers run
+//! The catalog directory is a small tmpfs (3 or 4 MiB) mounted for the test. Mounting needs root (CI containers run
 //! as root); elsewhere the test says it is skipped and passes.
 
 mod support;
@@ -10,9 +13,10 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
+use socscope_collector::Notice;
 use socscope_sim::SimConfig;
 use socscope_tracedb::{INTERRUPTED_PARAM, TraceReader};
-use support::{Collector, assert_exact_counts, sim_over_tcp};
+use support::{Collector, assert_exact_counts, realtime_sim_over_tcp, sim_over_tcp};
 
 /// A temporary directory with a tmpfs of `size` mounted on it, or `None` when this user cannot mount.
 fn small_disk(size: &str) -> Option<tempfile::TempDir> {
@@ -46,10 +50,14 @@ fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
     };
     let mount = disk.path().to_path_buf();
     let _unmount = Unmount(mount.clone());
-    // What the operator frees once the disk is full (another file on the same disk).
-    let ballast = mount.join("ballast");
-    std::fs::write(&ballast, vec![0u8; 256 << 10]).unwrap();
-    let mut collector = Collector::start_in(disk);
+    let mut config = socscope_collector::IngestConfig::new(&mount);
+    // The default reserve (16 MiB) does not fit this disk.
+    config.disk_reserve = socscope_collector::DiskReserve::new(&mount, 256 << 10);
+    let mut collector = Collector::start_configured(
+        disk,
+        config,
+        socscope_collector::tcp::ServeLimits::default(),
+    );
     // About 800 k records: far more than 3 MiB of trace.
     let big = sim_over_tcp(
         SimConfig {
@@ -72,23 +80,13 @@ fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
         why.contains("full"),
         "the message says the disk is full: {why}"
     );
-    let mut info = TraceReader::open(&r.path).unwrap().info().unwrap();
-    let mut events = r.events;
-    if !info.finished {
-        // So full that even closing it could not write (it depends on where the disk filled
-        // up): the collector said so, and the trace is closed by a repair once there is room.
-        assert!(why.contains("full"), "{why}");
-        std::fs::remove_file(&ballast).unwrap();
-        match socscope_tracedb::repair(&r.path, "closed after the disk was full").unwrap() {
-            socscope_tracedb::RepairOutcome::Repaired(done) => events = done.events,
-            other => panic!("not repaired: {other:?}"),
-        }
-        info = TraceReader::open(&r.path).unwrap().info().unwrap();
-    }
+    // However the disk filled up, the reserve leaves room to close the trace.
+    assert!(why.contains("closed as interrupted"), "{why}");
+    let info = TraceReader::open(&r.path).unwrap().info().unwrap();
     assert!(info.finished, "closed, not left live: {why}");
     assert!(!info.complete);
     assert!(info.event_count > 0, "what was committed is kept");
-    assert_eq!(info.event_count, events);
+    assert_eq!(info.event_count, r.events);
     assert!(info.meta.params.iter().any(|(n, _)| n == INTERRUPTED_PARAM));
 
     // Room again (the operator deletes the trace, with the WAL that a full disk may have kept beside
@@ -119,5 +117,152 @@ fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
     let after = &reports[1];
     assert!(after.complete, "{after:?}");
     assert_exact_counts(&after.path, &summary);
+    collector.stop();
+}
+
+/// Writes a file on `dir`'s disk until the disk refuses one more byte; returns its size.
+fn fill_to_the_last_byte(path: &Path) -> u64 {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path).unwrap();
+    let block = vec![0x5au8; 64 << 10];
+    let mut written = 0u64;
+    for step in [block.len(), 4096, 1] {
+        loop {
+            match file.write(&block[..step]) {
+                Ok(0) => break,
+                Ok(n) => written += n as u64,
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(28), "ENOSPC, not {e}");
+                    break;
+                }
+            }
+        }
+    }
+    written
+}
+
+#[test]
+fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
+    let Some(disk) = small_disk("4m") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let mount = disk.path().to_path_buf();
+    let _unmount = Unmount(mount.clone());
+    let dir = disk.path().to_path_buf();
+    let mut config = socscope_collector::IngestConfig::new(&dir);
+    config.disk_reserve = socscope_collector::DiskReserve::new(&dir, 512 << 10);
+    let mut collector = Collector::start_configured(
+        disk,
+        config,
+        socscope_collector::tcp::ServeLimits::default(),
+    );
+    // Two boards streaming in real time; once both traces are being written, another program
+    // takes every byte left on the disk.
+    let board = |seed: u64, name: &'static str| {
+        realtime_sim_over_tcp(
+            SimConfig {
+                seed,
+                duration_s: 4.0,
+                realtime: true,
+                board: name,
+                ..SimConfig::default()
+            },
+            collector.address(),
+        )
+    };
+    let boards = [board(21, "kitchen"), board(22, "garage")];
+    collector.wait_started(2);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let hog = mount.join("hog");
+    let taken = fill_to_the_last_byte(&hog);
+    eprintln!("the hog took the last {taken} bytes");
+    let reports = collector.wait_sessions(2);
+    for b in boards {
+        b.join().unwrap();
+    }
+    for r in &reports {
+        assert!(!r.complete);
+        let why = r
+            .interrupted
+            .as_deref()
+            .expect("interrupted, with a reason");
+        assert!(
+            why.contains("full"),
+            "the message says the disk is full: {why}"
+        );
+        assert!(
+            why.contains("closed as interrupted"),
+            "closed by the collector itself, not left for a later repair: {why}"
+        );
+        // Read while the disk is still full: nothing else was freed.
+        let info = TraceReader::open(&r.path).unwrap().info().unwrap();
+        assert!(info.finished, "closed, not left live: {why}");
+        assert!(!info.complete);
+        assert!(info.event_count > 0, "what was committed is kept");
+        assert_eq!(info.event_count, r.events, "{why}");
+        assert!(info.meta.params.iter().any(|(n, _)| n == INTERRUPTED_PARAM));
+    }
+    // While the disk stays full, a new board gets no trace (it could not be closed): refused, said.
+    let refused = sim_over_tcp(
+        SimConfig {
+            seed: 24,
+            duration_s: 0.3,
+            board: "too-early",
+            ..SimConfig::default()
+        },
+        collector.address(),
+    );
+    refused.join().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let said = loop {
+        collector.poll();
+        let said = collector.notices().iter().find_map(|n| match n {
+            Notice::FrameDropped { message, .. }
+                if message.contains("no room to set aside the 524288-byte disk reserve") =>
+            {
+                Some(message.clone())
+            }
+            _ => None,
+        });
+        if let Some(m) = said {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:#?}",
+            collector.notices()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(said.contains("frames are dropped"), "{said}");
+    assert_eq!(
+        collector.reports().len(),
+        2,
+        "no trace for the refused board"
+    );
+    // The operator frees the disk: the collector sets its reserve aside again and stores the next
+    // board completely.
+    std::fs::remove_file(&hog).unwrap();
+    let small = sim_over_tcp(
+        SimConfig {
+            seed: 23,
+            duration_s: 0.5,
+            board: "after",
+            ..SimConfig::default()
+        },
+        collector.address(),
+    );
+    let reports = collector.wait_sessions(3);
+    let summary = small.join().unwrap();
+    let after = &reports[2];
+    assert!(after.complete, "{after:?}");
+    assert_exact_counts(&after.path, &summary);
+    assert!(
+        mount
+            .join(socscope_collector::reserve::RESERVE_FILE)
+            .exists(),
+        "the reserve is set aside again"
+    );
     collector.stop();
 }

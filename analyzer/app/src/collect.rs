@@ -70,6 +70,10 @@ pub struct CollectArgs {
     /// crash of the collector loses at most about this much.
     #[arg(long, value_name = "SECONDS", default_value_t = socscope_collector::session::DEFAULT_COMMIT_INTERVAL.as_secs_f64(), value_parser = crate::input::positive_seconds)]
     pub commit_interval: f64,
+    /// Bytes kept free in the directory (a hidden file, .socscope-reserve) so that traces can still be
+    /// closed when the disk fills up; freed then, set aside again before the next session (0: none).
+    #[arg(long, value_name = "BYTES", default_value_t = socscope_collector::DEFAULT_DISK_RESERVE)]
+    pub disk_reserve: u64,
 }
 
 pub fn print_notice(n: &Notice, json: bool) {
@@ -185,6 +189,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     let mut config = IngestConfig::new(&args.dir);
     config.max_name_chars = args.max_name_chars;
     config.max_decompressed = args.max_decompressed;
+    config.disk_reserve = socscope_collector::DiskReserve::new(&args.dir, args.disk_reserve);
     config.commit_interval = std::time::Duration::try_from_secs_f64(args.commit_interval)
         .map_err(|e| anyhow::anyhow!("--commit-interval {}: {e}", args.commit_interval))?;
     config.token = match (&args.token, &args.token_file) {
@@ -225,6 +230,14 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     // Before any session writes: what a previous run left live is closed now, not shown as live forever.
     repair_left_live(&args.dir, args.json)?;
+    // The room to close traces on a full disk is taken before any board is accepted.
+    config.disk_reserve.ensure().map_err(|source| {
+        socscope_collector::CollectorError::NoRoomForReserve {
+            path: config.disk_reserve.path().to_path_buf(),
+            size: config.disk_reserve.size(),
+            source,
+        }
+    })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -303,6 +316,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         drop(notice_tx);
         let only_replays = args.no_listen && specs.is_empty();
         let mut ended = 0u64;
+        let mut cut_short = 0u64;
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
         // SIGTERM (a service manager, `kill`) closes the traces as Ctrl-C does.
@@ -333,8 +347,9 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                         print_notice(&n, args.json);
                         // Nobody reads the notices any more (`socscope collect … | head`): stop as on Ctrl-C.
                         if crate::out::closed() { break; }
-                        if matches!(n, Notice::SessionEnded(_)) {
+                        if let Notice::SessionEnded(r) = &n {
                             ended += 1;
+                            cut_short += u64::from(r.interrupted.is_some());
                             if args.sessions.is_some_and(|limit| ended >= limit) { break; }
                         }
                     }
@@ -368,9 +383,19 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         // Sessions closed by the shutdown report here.
         while let Ok(n) = notices.try_recv() {
             print_notice(&n, args.json);
+            if let Notice::SessionEnded(r) = &n {
+                cut_short += u64::from(r.interrupted.is_some());
+            }
         }
         match failure {
             Some(e) => Err(anyhow::Error::new(e)),
+            // Traces cut short by the store (a full disk): said as they happened, and in the exit status.
+            None if cut_short > 0 => {
+                errln!(
+                    "error: {cut_short} session(s) were cut short because their trace could not be written (see above)"
+                );
+                Ok(ExitCode::FAILURE)
+            }
             None => Ok(ExitCode::SUCCESS),
         }
     })

@@ -450,3 +450,107 @@ fn listening_beyond_loopback_without_a_token_is_warned_about() {
     let local = collect_warning("127.0.0.1:0", &[]);
     assert!(!local.contains("without --token"), "{local:?}");
 }
+
+/// A temporary directory with a tmpfs of `size` mounted on it (unmounted when dropped), or `None`
+/// when this user cannot mount (CI runs as root).
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(Self(dir))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
+    let Some(disk) = SmallDisk::mount("1m") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let dir = disk.0.path().to_str().unwrap().to_string();
+    let inputs = tempfile::tempdir().unwrap();
+    let wire = inputs.path().join("big.wire");
+    let mut file = socscope_sim::transport::file(&wire).unwrap();
+    socscope_sim::run(
+        &SimConfig {
+            seed: 6,
+            duration_s: 40.0,
+            board: "big",
+            ..SimConfig::default()
+        },
+        &mut file,
+    )
+    .unwrap();
+    file.finish().unwrap();
+    let wire = wire.to_str().unwrap();
+    let reserve = disk.0.path().join(".socscope-reserve");
+
+    // No room for the reserve: refused before any board is read, nothing left behind.
+    let out = socscope(&[
+        "collect",
+        "--no-listen",
+        "--replay",
+        wire,
+        "--dir",
+        &dir,
+        "--disk-reserve",
+        "4194304",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no room to set aside the 4194304-byte disk reserve"),
+        "{stderr}"
+    );
+    assert!(!reserve.exists());
+
+    // A reserve that fits: the capture (about 800 k records) fills the 1 MiB disk, the trace is
+    // closed with what was committed, and the exit status says a session was cut short.
+    let out = socscope(&[
+        "collect",
+        "--no-listen",
+        "--json",
+        "--replay",
+        wire,
+        "--dir",
+        &dir,
+        "--disk-reserve",
+        "131072",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("1 session(s) were cut short"), "{stderr}");
+    let ended: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["event"] == "session_ended")
+        .expect("a session_ended line");
+    let why = ended["interrupted"].as_str().expect("interrupted");
+    assert!(
+        why.contains("full") && why.contains("closed as interrupted"),
+        "{why}"
+    );
+    let info = TraceReader::open(Path::new(ended["file"].as_str().unwrap()))
+        .unwrap()
+        .info()
+        .unwrap();
+    assert!(info.finished && !info.complete);
+    assert_eq!(info.event_count, ended["events"].as_u64().unwrap());
+    assert!(info.meta.params.iter().any(|(n, _)| n == INTERRUPTED_PARAM));
+    assert!(
+        !reserve.exists(),
+        "the reserve is removed when collect ends"
+    );
+}

@@ -78,6 +78,28 @@ pub enum StoreError {
     InvalidRequest(String),
 }
 
+impl StoreError {
+    /// Whether the file system had no room left (SQLite's `SQLITE_FULL`, or `ENOSPC`/`EDQUOT` from
+    /// the OS): what a disk reserve is for.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::Sqlite { source, .. } => {
+                source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+            }
+            StoreError::Io { source, .. } => io_is_disk_full(source),
+            _ => false,
+        }
+    }
+}
+
+/// Whether an OS error says the disk (or the user's quota) is full.
+pub fn io_is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
 fn version_advice(found: i64, expected: i64) -> &'static str {
     if found > expected {
         "the file is newer than this program; upgrade socscope to read it"

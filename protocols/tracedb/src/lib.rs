@@ -27,13 +27,14 @@ pub use catalog::{Catalog, Tool, ToolKind, TraceRecord};
 pub use codec::{
     CHUNK_FORMAT, DURATION_CLASSES, MAX_CHUNK_EVENTS, duration_class, split_stream, stream_id,
 };
-pub use error::{Result, StoreError};
+pub use error::{Result, StoreError, io_is_disk_full};
 pub use filter::{CompareOp, Condition, Filter, compare_values};
 pub use fuzzing::ChunkFuzzer;
 pub use model::*;
 pub use reader::{ChunkInfo, EventIter, Snapshot, StreamInfo, TraceReader};
 pub use recovery::{
     INTERRUPTED_PARAM, RepairOutcome, Repaired, is_being_written, left_live, repair,
+    repair_on_full_disk,
 };
 pub use results::*;
 pub use schema::{

@@ -96,6 +96,19 @@ pub struct Repaired {
 ///
 /// A trace a writer holds now is left alone ([`RepairOutcome::BeingWritten`]).
 pub fn repair(path: &Path, reason: &str) -> Result<RepairOutcome> {
+    repair_with(path, reason, true)
+}
+
+/// [`repair`] on a disk that is full: the same closing transaction, but the WAL is left beside the
+/// file (still consistent) instead of being folded in, and no checkpoint runs when the connection
+/// closes — folding it in would grow the file by up to the WAL's size, room a full disk does not have
+/// (and that other traces closing at the same time need). A later [`repair`] of the finished trace
+/// folds the WAL in.
+pub fn repair_on_full_disk(path: &Path, reason: &str) -> Result<RepairOutcome> {
+    repair_with(path, reason, false)
+}
+
+fn repair_with(path: &Path, reason: &str, fold_wal: bool) -> Result<RepairOutcome> {
     // Held for the whole repair: a writer cannot start on the file meanwhile, and the descriptor
     // outlives the SQLite connection (closing it earlier would drop SQLite's own POSIX locks).
     let lock = File::open(path).map_err(|source| StoreError::Io {
@@ -113,13 +126,18 @@ pub fn repair(path: &Path, reason: &str) -> Result<RepairOutcome> {
         }
     }
     let conn = schema::open(path, "trace", TRACE_APPLICATION_ID, false)?;
+    if !fold_wal {
+        keep_wal_on_close(&conn).ctx(path)?;
+    }
     let finished: bool = conn
         .query_row("SELECT finished FROM trace_info WHERE id = 1", [], |r| {
             r.get(0)
         })
         .ctx(path)?;
     if finished {
-        make_self_contained(&conn);
+        if fold_wal {
+            make_self_contained(&conn);
+        }
         drop(conn);
         drop(lock);
         return Ok(RepairOutcome::AlreadyFinished);
@@ -157,7 +175,9 @@ pub fn repair(path: &Path, reason: &str) -> Result<RepairOutcome> {
             source: e,
         });
     }
-    make_self_contained(&conn);
+    if fold_wal {
+        make_self_contained(&conn);
+    }
     drop(conn);
     drop(lock);
     Ok(RepairOutcome::Repaired(Repaired {
@@ -168,6 +188,16 @@ pub fn repair(path: &Path, reason: &str) -> Result<RepairOutcome> {
         t_max,
         chunks: chunks.max(0) as u64,
     }))
+}
+
+/// Makes `conn` leave the WAL as it is: no automatic checkpoint after a commit, none when it closes.
+pub(crate) fn keep_wal_on_close(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )?;
+    Ok(())
 }
 
 /// Folds the WAL into the main file and switches it to rollback-journal mode, so that the finished

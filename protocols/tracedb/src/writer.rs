@@ -396,6 +396,12 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Makes this writer leave its WAL as it is from now on (no checkpoint after a commit or when it is
+    /// dropped): on a full disk, folding the WAL in would take room that traces being closed need.
+    pub fn keep_wal_on_close(&self) -> Result<()> {
+        crate::recovery::keep_wal_on_close(&self.conn).ctx(&self.path)
+    }
+
     /// Commits if the commit interval has passed since the last commit.
     pub fn maybe_commit(&mut self) -> Result<bool> {
         if self.last_commit.elapsed() >= self.config.commit_interval {
