@@ -41,6 +41,55 @@ pub struct IngestConfig {
     pub disk_reserve: DiskReserve,
 }
 
+/// Session starts of every connection of one collector within the last minute, shared by them: a
+/// bound on the trace files that a flood of short connections can create, where the per-connection
+/// limit ([`Ingest::limit_sessions`]) bounds only what one connection starts.
+#[derive(Clone, Debug)]
+pub struct SessionWindow {
+    per_minute: usize,
+    starts: std::sync::Arc<Mutex<std::collections::VecDeque<Instant>>>,
+}
+
+impl SessionWindow {
+    /// At most `per_minute` session starts in any minute, over every connection sharing it.
+    pub fn new(per_minute: usize) -> Self {
+        Self {
+            per_minute,
+            starts: std::sync::Arc::default(),
+        }
+    }
+
+    /// The limit.
+    pub fn per_minute(&self) -> usize {
+        self.per_minute
+    }
+
+    /// Whether one more session may start now (and if so, counts it).
+    fn try_start(&self) -> bool {
+        let Ok(mut starts) = self.starts.lock() else {
+            return false;
+        };
+        let now = Instant::now();
+        while starts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= std::time::Duration::from_secs(60))
+        {
+            starts.pop_front();
+        }
+        if starts.len() >= self.per_minute {
+            return false;
+        }
+        starts.push_back(now);
+        true
+    }
+}
+
+/// Why a `Hello` was refused by a session rate limit.
+enum RateRefusal {
+    Connection,
+    Collector,
+}
+
 /// Sessions whose link dropped before `Bye`, by board name and session id: the next sequence number
 /// of each CPU. Bounded: the oldest entries are forgotten first.
 #[derive(Clone, Debug, Default)]
@@ -234,6 +283,8 @@ pub struct Ingest {
     sessions_per_minute: Option<usize>,
     /// When the sessions of the last minute started.
     session_starts: std::collections::VecDeque<Instant>,
+    /// The collector-wide session rate limit, when one is shared with other connections.
+    shared_sessions: Option<SessionWindow>,
     /// `Hello`s refused by the session rate limit.
     sessions_refused: u64,
     /// Frames decoded while no session was open, kept for the session whose `Hello` comes next (its
@@ -328,6 +379,7 @@ impl Ingest {
             frame_offset: 0,
             sessions_per_minute: None,
             session_starts: std::collections::VecDeque::new(),
+            shared_sessions: None,
             sessions_refused: 0,
             pending: Vec::new(),
             pending_records: 0,
@@ -347,7 +399,13 @@ impl Ingest {
         self.sessions_per_minute = Some(per_minute);
     }
 
-    /// `Hello`s refused by [`Ingest::limit_sessions`].
+    /// Also starts a session only when `window`, shared with the collector's other connections,
+    /// has room for it: refused ones are counted and said as for [`Ingest::limit_sessions`].
+    pub fn limit_sessions_shared(&mut self, window: SessionWindow) {
+        self.shared_sessions = Some(window);
+    }
+
+    /// `Hello`s refused by [`Ingest::limit_sessions`] or [`Ingest::limit_sessions_shared`].
     pub fn sessions_refused(&self) -> u64 {
         self.sessions_refused
     }
@@ -362,24 +420,31 @@ impl Ingest {
         self.sessions_unauthorised
     }
 
-    /// Whether the session rate limit lets one more session start now (and if so, counts it).
-    fn may_start_session(&mut self) -> bool {
-        let Some(limit) = self.sessions_per_minute else {
-            return true;
-        };
+    /// Whether the session rate limits let one more session start now (and if so, counts it in
+    /// both), or which one refuses it.
+    fn may_start_session(&mut self) -> std::result::Result<(), RateRefusal> {
         let now = Instant::now();
-        while self
-            .session_starts
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= std::time::Duration::from_secs(60))
+        if let Some(limit) = self.sessions_per_minute {
+            while self
+                .session_starts
+                .front()
+                .is_some_and(|t| now.duration_since(*t) >= std::time::Duration::from_secs(60))
+            {
+                self.session_starts.pop_front();
+            }
+            if self.session_starts.len() >= limit {
+                return Err(RateRefusal::Connection);
+            }
+        }
+        if let Some(window) = &self.shared_sessions
+            && !window.try_start()
         {
-            self.session_starts.pop_front();
+            return Err(RateRefusal::Collector);
         }
-        if self.session_starts.len() >= limit {
-            return false;
+        if self.sessions_per_minute.is_some() {
+            self.session_starts.push_back(now);
         }
-        self.session_starts.push_back(now);
-        true
+        Ok(())
     }
 
     /// Notices since the last call.
@@ -671,15 +736,26 @@ impl Ingest {
                 }
                 return Ok(());
             }
-            if !self.may_start_session() {
+            if let Err(why) = self.may_start_session() {
                 self.sessions_refused += 1;
                 self.orphan_frames += 1;
                 if self.sessions_refused <= REPORTED_DROPS {
+                    let limit = match why {
+                        RateRefusal::Connection => format!(
+                            "more than {} sessions started on this connection within a minute (--max-sessions-per-minute)",
+                            self.sessions_per_minute.unwrap_or(0)
+                        ),
+                        RateRefusal::Collector => format!(
+                            "more than {} sessions started by all connections within a minute (--max-new-sessions-per-minute)",
+                            self.shared_sessions
+                                .as_ref()
+                                .map_or(0, SessionWindow::per_minute)
+                        ),
+                    };
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),
                         message: format!(
-                            "Hello refused: more than {} sessions started on this connection within a minute (--max-sessions-per-minute); {} refused so far, their frames are dropped",
-                            self.sessions_per_minute.unwrap_or(0),
+                            "Hello refused: {limit}; {} refused so far, their frames are dropped",
                             self.sessions_refused
                         ),
                     });

@@ -44,6 +44,9 @@ pub struct ServeLimits {
     pub idle_timeout: Duration,
     /// Sessions (`Hello`s) one connection may start in any minute; more are refused and counted.
     pub max_sessions_per_minute: usize,
+    /// Sessions all connections together may start in any minute (each is a trace file): bounds what
+    /// a flood of short connections creates; more are refused and counted.
+    pub max_new_sessions_per_minute: usize,
     /// A connection on which no session started (no accepted `Hello`: silent, garbage, wrong token)
     /// within this time is closed, so that such peers cannot hold the connection slots. Boards repeat
     /// their `Hello` every second (wire version 2).
@@ -56,6 +59,10 @@ pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of [`ServeLimits::max_sessions_per_minute`]: a board starts one session per connection.
 pub const DEFAULT_MAX_SESSIONS_PER_MINUTE: usize = 10;
 
+/// Default of [`ServeLimits::max_new_sessions_per_minute`]: a fleet of 64 boards (the connection
+/// limit) can all connect and reconnect within a minute.
+pub const DEFAULT_MAX_NEW_SESSIONS_PER_MINUTE: usize = 240;
+
 /// Default of [`ServeLimits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 /// Default of [`ServeLimits::idle_timeout`].
@@ -67,6 +74,7 @@ impl Default for ServeLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_sessions_per_minute: DEFAULT_MAX_SESSIONS_PER_MINUTE,
+            max_new_sessions_per_minute: DEFAULT_MAX_NEW_SESSIONS_PER_MINUTE,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
         }
     }
@@ -94,6 +102,7 @@ pub async fn serve_with(
 ) -> Result<()> {
     let mut workers = Vec::new();
     let mut refused = 0u64;
+    let sessions = crate::session::SessionWindow::new(limits.max_new_sessions_per_minute);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -116,7 +125,7 @@ pub async fn serve_with(
                     continue;
                 }
                 let _ = stream.set_nodelay(true);
-                workers.push(spawn_connection(stream, peer, config.clone(), &limits, shutdown.clone(), notices.clone()));
+                workers.push(spawn_connection(stream, peer, config.clone(), &limits, sessions.clone(), shutdown.clone(), notices.clone()));
             }
             _ = shutdown.changed() => break,
         }
@@ -132,6 +141,7 @@ fn spawn_connection(
     peer: SocketAddr,
     config: IngestConfig,
     limits: &ServeLimits,
+    sessions: crate::session::SessionWindow,
     mut shutdown: watch::Receiver<bool>,
     notices: mpsc::UnboundedSender<Notice>,
 ) -> tokio::task::JoinHandle<()> {
@@ -153,6 +163,7 @@ fn spawn_connection(
         .spawn(move || {
             let mut ingest = Ingest::new(config, source.clone());
             ingest.limit_sessions(sessions_per_minute);
+            ingest.limit_sessions_shared(sessions);
             let forward = |ingest: &mut Ingest| {
                 for n in ingest.take_notices() {
                     let _ = ingest_notices.send(n);

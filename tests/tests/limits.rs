@@ -1,7 +1,7 @@
 //! Bounded ingest over TCP (issue 10, row 9): a connection limit (more connections are closed at once,
 //! each said), an idle timeout (a connection that sends nothing is closed), and a per-connection session
-//! rate limit (a flood of `Hello`s does not become a flood of trace files) — while a good board is stored
-//! completely. Real TCP on 127.0.0.1.
+//! rate limit and a collector-wide one (a flood of `Hello`s, on one connection or on many, does not
+//! become a flood of trace files) — while a good board is stored completely. Real TCP on 127.0.0.1.
 
 mod support;
 
@@ -173,6 +173,49 @@ fn a_flood_of_hellos_on_one_connection_makes_a_bounded_number_of_traces() {
         "the first 20 refusals are said one by one"
     );
     assert!(refusals[0].contains("1 refused so far"));
+}
+
+#[test]
+fn a_flood_of_short_connections_makes_a_bounded_number_of_traces() {
+    // One Hello per connection passes every per-connection limit; the collector-wide one bounds
+    // the trace files all of them create together.
+    let limits = ServeLimits {
+        max_new_sessions_per_minute: 12,
+        ..ServeLimits::default()
+    };
+    let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
+    for i in 0..40 {
+        let mut c = TcpStream::connect(collector.address()).unwrap();
+        c.write_all(&hello(1000 + i)).unwrap();
+        drop(c);
+    }
+    collector.wait_sessions(12);
+    // The connections' ingest threads see their Hellos at their own pace: wait until every one
+    // of the 40 has been answered (a session or a refusal).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refusal = "Hello refused: more than 12 sessions started by all connections within a minute";
+    while Instant::now() < deadline
+        && warnings(&collector)
+            .iter()
+            .filter(|m| m.starts_with(refusal))
+            .count()
+            < 28
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let notices = collector.stop();
+    let ended = notices
+        .iter()
+        .filter(|n| matches!(n, Notice::SessionEnded(_)))
+        .count();
+    assert_eq!(ended, 12, "twelve traces, not 40");
+    let refused = notices
+        .iter()
+        .filter(
+            |n| matches!(n, Notice::FrameDropped { message, .. } if message.starts_with(refusal)),
+        )
+        .count();
+    assert_eq!(refused, 28, "every other Hello refused and said");
 }
 
 #[test]

@@ -66,6 +66,10 @@ pub struct CollectArgs {
     /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]
     pub max_sessions_per_minute: usize,
+    /// Sessions all TCP connections together may start per minute (each is a trace file); more are
+    /// refused. Bounds the files a flood of short connections creates.
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_NEW_SESSIONS_PER_MINUTE)]
+    pub max_new_sessions_per_minute: usize,
     /// Commit live traces this often (seconds, or 100ms): readers see new events within it, and a
     /// crash of the collector loses at most about this much.
     #[arg(long, value_name = "SECONDS", default_value_t = socscope_collector::session::DEFAULT_COMMIT_INTERVAL.as_secs_f64(), value_parser = crate::input::positive_seconds)]
@@ -279,6 +283,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 idle_timeout: std::time::Duration::try_from_secs_f64(args.idle_timeout)
                     .map_err(|e| anyhow::anyhow!("--idle-timeout {}: {e}", args.idle_timeout))?,
                 max_sessions_per_minute: args.max_sessions_per_minute,
+                max_new_sessions_per_minute: args.max_new_sessions_per_minute,
                 hello_timeout: std::time::Duration::try_from_secs_f64(args.hello_timeout)
                     .map_err(|e| anyhow::anyhow!("--hello-timeout {}: {e}", args.hello_timeout))?,
             };
