@@ -38,6 +38,19 @@ pub struct OcelotlView {
     live_trace: bool,
     /// Where a drag selection started (points).
     drag_from: Option<f32>,
+    /// The description the user typed for the next save (empty: one is written from the settings).
+    pub save_description: String,
+    /// A save button was clicked: the session saves the partition on screen this frame.
+    pub save: Option<SavePartition>,
+}
+
+/// How the partition on screen is saved into the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SavePartition {
+    /// Annotations: one interval per part or area, with its producers and value.
+    Annotation,
+    /// A processed trace: a new trace file of the aggregated intervals, linked from this one.
+    ProcessedTrace,
 }
 
 impl OcelotlView {
@@ -46,6 +59,8 @@ impl OcelotlView {
             state: OcelotlState::new(range),
             live_trace: false,
             drag_from: None,
+            save_description: String::new(),
+            save: None,
         }
     }
 
@@ -493,6 +508,32 @@ impl OcelotlView {
             {
                 action = Some(OcelotlAction::GanttOn(range));
             }
+            ui.separator();
+            ui.add(
+                egui::TextEdit::singleline(&mut self.save_description)
+                    .hint_text("description (optional)")
+                    .desired_width(150.0),
+            );
+            if ui
+                .button("Save partition")
+                .on_hover_text(
+                    "Keep the parts (areas) at this p in the trace as annotations: their intervals, \
+                     producers and values (Results…)",
+                )
+                .clicked()
+            {
+                self.save = Some(SavePartition::Annotation);
+            }
+            if ui
+                .button("Save as processed trace")
+                .on_hover_text(
+                    "Write the partition at this p as a new trace of aggregated intervals (one state \
+                     per part and producer, with its values), linked from this trace (Results…)",
+                )
+                .clicked()
+            {
+                self.save = Some(SavePartition::ProcessedTrace);
+            }
         });
         // Arrow keys step through the listed p (unless a text field has the keyboard).
         let typing = ui.ctx().memory(|m| m.focused().is_some());
@@ -760,6 +801,31 @@ fn hover_text(
         s.push_str("\n  (no value: void)");
     }
     Some(s)
+}
+
+impl OcelotlView {
+    /// What a saved partition at the p on screen is called: the user's text, else its settings.
+    pub fn describe_partition(&mut self) -> Option<String> {
+        let user = self.save_description.trim().to_owned();
+        if !user.is_empty() {
+            return Some(user);
+        }
+        let part = self.state.partition()?;
+        let grid = self.state.overview.as_ref()?.micro.grid;
+        let (what, unit) = match *part {
+            Partition::Temporal(_) => ("temporal", "part"),
+            Partition::Spatiotemporal(_) => ("spatiotemporal", "area"),
+        };
+        let n = part.len();
+        Some(format!(
+            "Ocelotl {what} partition at p={:.4}: {n} {unit}{} ({}, {} slices of {})",
+            self.state.p,
+            if n == 1 { "" } else { "s" },
+            metric_label(self.state.settings.metric),
+            grid.slices,
+            units::duration(grid.slice_ns() as i64)
+        ))
+    }
 }
 
 fn value_text(metric: Metric, v: f64) -> String {

@@ -42,6 +42,14 @@ pub struct TraceVizView {
     row_offset: usize,
     outline_texture: Option<egui::TextureHandle>,
     rows_texture: Option<egui::TextureHandle>,
+    /// "Save groups" was clicked: the session saves the groups as a grouping result this frame.
+    pub save_groups: bool,
+    /// The description the user typed for the next save (empty: the groups are listed).
+    pub save_description: String,
+    /// Groups of a saved result, applied once the tree knows the actors.
+    pub pending_groups: Option<Vec<(String, GroupOp, Vec<ProducerId>)>>,
+    /// Bands of an opened annotation result, drawn over the outline and the rows.
+    pub bands: Vec<socscope_analysis::results::Band>,
 }
 
 impl TraceVizView {
@@ -61,7 +69,26 @@ impl TraceVizView {
             row_offset: 0,
             outline_texture: None,
             rows_texture: None,
+            save_groups: false,
+            save_description: String::new(),
+            pending_groups: None,
+            bands: Vec::new(),
         }
+    }
+
+    /// What saved groups are called: the user's text, else the groups listed.
+    pub fn describe_groups(&self) -> String {
+        let user = self.save_description.trim();
+        if !user.is_empty() {
+            return user.to_owned();
+        }
+        let groups: Vec<String> = self
+            .tree
+            .group_list()
+            .iter()
+            .map(|(n, op, m)| format!("{n} ({} of {})", op_name(*op), m.len()))
+            .collect();
+        format!("TraceViz groups: {}", groups.join(", "))
     }
 
     fn sync_tree(&mut self, names: &TraceNames) {
@@ -175,6 +202,20 @@ impl TraceVizView {
                     .speed(0.01),
             )
             .labelled_by(l.id);
+            ui.separator();
+            ui.add(
+                egui::TextEdit::singleline(&mut self.save_description)
+                    .hint_text("description (optional)")
+                    .desired_width(130.0),
+            );
+            if ui
+                .add_enabled(!self.tree.groups.is_empty(), egui::Button::new("Save groups"))
+                .on_hover_text("Keep the groups in the trace as a grouping (Results…)")
+                .on_disabled_hover_text("Group actors first")
+                .clicked()
+            {
+                self.save_groups = true;
+            }
         });
     }
 
@@ -378,6 +419,9 @@ impl TraceVizView {
     /// Draws the view.
     pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames, cursor: Option<Timestamp>) {
         self.sync_tree(names);
+        if let Some(groups) = self.pending_groups.take() {
+            self.tree.replace_groups(&groups);
+        }
         self.toolbar(ui);
         self.proposals_ui(ui);
         let full = ui.available_rect_before_wrap();
@@ -566,6 +610,22 @@ impl TraceVizView {
             Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
             Color32::WHITE,
         );
+        // Bands of an opened annotation result, over the outline and over the rows (the rows of
+        // their producers tinted).
+        if !self.bands.is_empty() {
+            super::results::draw_bands(ui, outline_rect, view, &self.bands, None);
+            let ids: Vec<ProducerId> = all_rows
+                .iter()
+                .skip(self.row_offset)
+                .take(fits)
+                .map(|r| match r.row {
+                    Row::Actor(id) => id,
+                    // A group's row is no producer of a band.
+                    Row::Group(_) => ProducerId::MAX,
+                })
+                .collect();
+            super::results::draw_bands(ui, rows_rect, view, &self.bands, Some((&ids, row_h)));
+        }
         let oy = |v: f64| outline_rect.bottom() - (v / top) as f32 * (outline_rect.height() - 2.0);
         ui.painter().text(
             Pos2::new(full.left() + 4.0, outline_rect.top()),
