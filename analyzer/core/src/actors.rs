@@ -453,6 +453,8 @@ pub struct TimelineState {
     pub view: TimeRange,
     /// The timeline on screen (of the group's interval or of the view).
     pub timeline: Option<Timeline>,
+    /// Counts the changes of `timeline` (a view redraws its images when it changes).
+    pub revision: u64,
     /// A timeline of the zoomed view at pixel resolution, being computed.
     detail: Option<LoaderHandle<Timeline>>,
     source: Option<(PathBuf, Filter)>,
@@ -473,6 +475,7 @@ impl TimelineState {
             live: LiveLoad::new(range, Growth::RELOAD_EACH_SECOND),
             view: range,
             timeline: None,
+            revision: 0,
             detail: None,
             source: None,
             width: 800,
@@ -497,6 +500,7 @@ impl TimelineState {
         self.source = Some((trace.to_path_buf(), filter));
         self.view = range;
         self.timeline = None;
+        self.revision += 1;
         self.detail = None;
         if let Some(r) = self.request(range) {
             self.live.load(range, move |_| spawn_timeline(r));
@@ -550,6 +554,7 @@ impl TimelineState {
             // The group's timeline is shown while the view is all of it.
             if self.view == self.live.loaded() || self.timeline.is_none() {
                 self.timeline = Some(t);
+                self.revision += 1;
                 changed = true;
             }
         }
@@ -561,6 +566,7 @@ impl TimelineState {
                     && !p.cancelled
                 {
                     self.timeline = Some(t);
+                    self.revision += 1;
                     changed = true;
                 }
                 self.detail = None;

@@ -46,6 +46,8 @@ pub struct OcelotlView {
     pub save: Option<SavePartition>,
     /// The overview's image as last drawn, and what it shows.
     drawn: Option<(OverviewKey, egui::TextureHandle)>,
+    /// How many times the overview's image was drawn (uploaded) so far.
+    pub image_builds: u64,
 }
 
 /// What the overview's image shows: it is drawn again when any of this changes.
@@ -106,6 +108,7 @@ impl OcelotlView {
             save_description: String::new(),
             save: None,
             drawn: None,
+            image_builds: 0,
         }
     }
 
@@ -300,6 +303,7 @@ impl OcelotlView {
                 }
             };
             self.drawn = Some((key, texture));
+            self.image_builds += 1;
         }
         if let Some((_, t)) = &self.drawn {
             p.image(
