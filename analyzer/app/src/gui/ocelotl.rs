@@ -68,12 +68,24 @@ impl PartialEq for OverviewKey {
     fn eq(&self, o: &Self) -> bool {
         Arc::ptr_eq(&self.micro, &o.micro)
             && Arc::ptr_eq(&self.aggregated, &o.aggregated)
-            && Arc::ptr_eq(&self.partition, &o.partition)
+            && (Arc::ptr_eq(&self.partition, &o.partition)
+                || same_parts(&self.partition, &o.partition))
             && self.temporal == o.temporal
             && self.spatial == o.spatial
             && self.size == o.size
             && self.dark == o.dark
             && self.colours == o.colours
+    }
+}
+
+/// Whether two partitions have the same parts (neighbouring p often share their partition).
+fn same_parts(a: &Partition, b: &Partition) -> bool {
+    match (a, b) {
+        (Partition::Temporal(x), Partition::Temporal(y)) => x.ranges() == y.ranges(),
+        (Partition::Spatiotemporal(x), Partition::Spatiotemporal(y)) => {
+            x.aggregates() == y.aggregates()
+        }
+        _ => false,
     }
 }
 
