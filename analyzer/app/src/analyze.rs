@@ -14,6 +14,8 @@ use socscope_analysis::micro::{self, Metric, SliceGrid};
 use socscope_analysis::ocelotl::{
     self, AggregationMode, ModelFile, RunOptions, SpatiotemporalAggregation, TemporalAggregation,
 };
+use socscope_analysis::overview::Partition;
+use socscope_analysis::processed;
 use socscope_analysis::results as saved;
 use socscope_analysis::stats::{
     self as statistics, Group, Operator, StatisticsConfig, StatsConsumer,
@@ -149,8 +151,9 @@ pub struct DensityArgs {
 #[command(
     after_help = "Examples:\n  socscope aggregate TRACE --slices 100 --metric duration --plist\n  \
     socscope aggregate TRACE --mode spatiotemporal --slices 50 --p 0.4 --json --png st.png\n  \
-    socscope aggregate --model vectors/x.input.json --mode temporal --normalize --p 0.5 --json\n\n\
-    JSON (trace): {\"trace\", \"range_ns\", \"slices\", \"slice_ns\", \"metric\", \"types\": [names],\n  \
+    socscope aggregate --model vectors/x.input.json --mode temporal --normalize --p 0.5 --json\n  \
+    socscope aggregate TRACE --p 0.3 --save --processed-trace --description 'phases'\n\n\
+    JSON (trace): {\"trace\", \"saved\": [result ids], \"processed_traces\": [files], \"range_ns\", \"slices\", \"slice_ns\", \"metric\", \"types\": [names],\n  \
     \"producers\": [names in model order], \"nodes\": [{\"name\", \"producer\"}] (hierarchy, node ids),\n  \
     \"report\": REPORT}\n\
     JSON (--model): REPORT alone, in the reference vectors' field names.\n\
@@ -205,6 +208,10 @@ pub struct AggregateArgs {
     // intervals with their producers.
     #[command(flatten)]
     pub save: SaveArgs,
+    /// With --save: keep each partition as a processed trace (a new trace file beside TRACE, one
+    /// state per part and producer with its values, linked from TRACE) instead of annotations.
+    #[arg(long, requires = "save")]
+    pub processed_trace: bool,
 }
 
 fn parse_mode(s: &str) -> std::result::Result<AggregationMode, String> {
@@ -620,6 +627,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot draw {}", png.display()))?;
     }
     let mut saved_ids = Vec::new();
+    let mut processed_files: Vec<PathBuf> = Vec::new();
     if args.save.save {
         let ps = if args.p.is_empty() {
             vec![report.ocelotl_default_p]
@@ -627,30 +635,19 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             args.p.clone()
         };
         for p in ps {
-            let (what, bands) = match args.mode {
+            let (what, part) = match args.mode {
                 AggregationMode::Temporal => {
                     let agg = TemporalAggregation::new(&model, args.normalize);
-                    let part = agg.best_partition(p);
-                    (
-                        "temporal",
-                        saved::temporal_partition_bands(&m, part.ranges()),
-                    )
+                    ("temporal", Partition::Temporal(agg.best_partition(p)))
                 }
                 AggregationMode::Spatiotemporal => {
                     let (h, _) = m.hierarchy();
                     let part = SpatiotemporalAggregation::new(&model, &h).best_partition(p);
-                    let areas: Vec<[usize; 3]> = part
-                        .aggregates()
-                        .iter()
-                        .map(|a| [a.node, a.start, a.end])
-                        .collect();
-                    (
-                        "spatiotemporal",
-                        saved::spatiotemporal_partition_bands(&m, &areas),
-                    )
+                    ("spatiotemporal", Partition::Spatiotemporal(part))
                 }
             };
-            let description = format!(
+            let bands = saved::partition_bands(&m, &part);
+            let default = format!(
                 "Ocelotl {what} partition at p={p}: {} ({} metric, {} slices of {})",
                 plural(
                     bands.len(),
@@ -660,14 +657,35 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
                 args.slices,
                 units::duration(grid.slice_ns() as i64)
             );
-            let data = saved::interval_annotations(&format!("ocelotl {what} part"), &bands);
-            saved_ids.extend(args.save.save(trace, "aggregate", description, data)?);
+            if args.processed_trace {
+                let description = args.save.description.clone().unwrap_or(default);
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+                let (file, id) = processed::save_partition_trace(
+                    trace,
+                    &m,
+                    &part,
+                    &saved::tool_name("aggregate"),
+                    now,
+                    &description,
+                )
+                .with_context(|| {
+                    format!("while saving a processed trace of {}", trace.display())
+                })?;
+                saved_ids.push(id);
+                processed_files.push(file);
+            } else {
+                let data = saved::interval_annotations(&format!("ocelotl {what} part"), &bands);
+                saved_ids.extend(args.save.save(trace, "aggregate", default, data)?);
+            }
         }
     }
     if args.json {
         print_json(&json!({
             "trace": trace,
             "saved": saved_ids,
+            "processed_traces": processed_files,
             "range_ns": [range.start, range.end],
             "slices": args.slices,
             "slice_ns": grid.slice_ns(),
@@ -688,7 +706,17 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         );
         print_report_text(&report, args.plist || args.p.is_empty())?;
         wrote(&args.png, false)?;
-        said_saved(&saved_ids, "annotation", trace)?;
+        if args.processed_trace {
+            for (id, file) in saved_ids.iter().zip(&processed_files) {
+                outln!(
+                    "saved result {id} (processed_trace) in {}: {}",
+                    trace.display(),
+                    file.display()
+                );
+            }
+        } else {
+            said_saved(&saved_ids, "annotation", trace)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

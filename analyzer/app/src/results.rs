@@ -20,7 +20,8 @@ use crate::out::outln;
 #[command(after_help = "Examples:\n  socscope results TRACE\n  \
     socscope results TRACE --show 3\n  socscope results TRACE --json\n  \
     socscope results TRACE --delete 3\n\n\
-    Results are saved by `aggregate --save` (an Ocelotl partition as annotations), `compare --save`\n\
+    Results are saved by `aggregate --save` (an Ocelotl partition as annotations, or with\n\
+    --processed-trace as a new trace file of its parts), `compare --save`\n\
     (departing windows as annotations on the run), `timeline --save` and `stats --save` (groups as a\n\
     grouping), and by the GUI (pie groups, table filters).\n\
     JSON: {\"trace\", \"results\": [{\"id\", \"kind\", \"tool\", \"date_unix_ns\", \"date\", \"description\"}]};\n  \
@@ -102,6 +103,13 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
     };
     if let Some(id) = args.delete {
         let r = find(id)?.clone();
+        // A processed trace is a trace of its own: deleting the link keeps its file.
+        let kept = match reader.analysis_data(id)? {
+            Some(AnalysisData::ProcessedTrace { trace_db }) => Some(
+                socscope_analysis::processed::resolve(&args.trace, &trace_db),
+            ),
+            _ => None,
+        };
         drop(reader);
         let store = ResultStore::open(&args.trace)?;
         store.delete(id)?;
@@ -109,6 +117,9 @@ pub fn run(args: ResultsArgs) -> Result<ExitCode> {
             outln!("{}", json!({"trace": args.trace, "deleted": kind_row(&r)}));
         } else {
             outln!("deleted result {id} ({}, {})", r.kind.name(), r.description);
+            if let Some(file) = kept {
+                outln!("the processed trace itself is kept: {}", file.display());
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -188,6 +199,38 @@ fn show(
             "value": b.value,
         })
     };
+    // A processed trace: its file, read back into the bands of its parts.
+    let processed = match data {
+        AnalysisData::ProcessedTrace { trace_db } => {
+            let path = socscope_analysis::processed::resolve(&args.trace, trace_db);
+            let read = TraceReader::open(&path)
+                .and_then(|r| {
+                    Ok((
+                        r.info()?,
+                        socscope_analysis::processed::partition_bands(&r)?,
+                    ))
+                })
+                .map_err(|e| format!("{e:#}"));
+            Some((path, read))
+        }
+        _ => None,
+    };
+    let band_rows = |bands: &[Band]| -> Vec<Vec<String>> {
+        bands
+            .iter()
+            .map(|b| {
+                vec![
+                    b.label.clone(),
+                    units::timestamp(b.start - t0),
+                    units::timestamp(b.end - t0),
+                    units::duration(b.end - b.start),
+                    format!("{:.4}", b.value),
+                    b.who.clone(),
+                ]
+            })
+            .collect()
+    };
+    const BAND_HEADER: [&str; 6] = ["LABEL", "START", "END", "LENGTH", "VALUE", "WHO"];
     let data_json = match data {
         AnalysisData::Annotation { types, .. } => json!({
             "types": types.iter().map(|t| json!({
@@ -212,7 +255,22 @@ fn show(
             ids,
         } => json!({"command": command, "target": target.name(), "ids": ids}),
         AnalysisData::ResultFiles { paths } => json!({"paths": paths}),
-        AnalysisData::ProcessedTrace { trace_db } => json!({"trace_db": trace_db}),
+        AnalysisData::ProcessedTrace { trace_db } => match &processed {
+            Some((path, Ok((info, bands)))) => json!({
+                "trace_db": trace_db,
+                "path": path,
+                "processed": info.meta.processed,
+                "event_count": info.event_count,
+                "bands": bands.iter().map(band_json).collect::<Vec<_>>(),
+            }),
+            Some((path, Err(e))) => json!({"trace_db": trace_db, "path": path, "error": e}),
+            None => json!({"trace_db": trace_db}),
+        },
+    };
+    // A result whose processed trace cannot be read is shown, and the command fails.
+    let status = match &processed {
+        Some((_, Err(_))) => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
     };
     if args.json {
         outln!(
@@ -221,7 +279,7 @@ fn show(
                 &json!({"trace": args.trace, "result": kind_row(r), "data": data_json})
             )?
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(status);
     }
     outln!(
         "result {}: {} by {} on {} UTC",
@@ -241,23 +299,7 @@ fn show(
                 annotations.len(),
                 bands.len()
             );
-            let rows: Vec<Vec<String>> = bands
-                .iter()
-                .map(|b| {
-                    vec![
-                        b.label.clone(),
-                        units::timestamp(b.start - t0),
-                        units::timestamp(b.end - t0),
-                        units::duration(b.end - b.start),
-                        format!("{:.4}", b.value),
-                        b.who.clone(),
-                    ]
-                })
-                .collect();
-            outln!(
-                "{}",
-                format::table(&["LABEL", "START", "END", "LENGTH", "VALUE", "WHO"], &rows)
-            );
+            outln!("{}", format::table(&BAND_HEADER, &band_rows(&bands)));
         }
         AnalysisData::Grouping { groups } => {
             for g in groups {
@@ -296,7 +338,24 @@ fn show(
                 outln!("  {p}");
             }
         }
-        AnalysisData::ProcessedTrace { trace_db } => outln!("  processed trace: {trace_db}"),
+        AnalysisData::ProcessedTrace { trace_db } => {
+            outln!("  processed trace: {trace_db}");
+            match &processed {
+                Some((path, Ok((info, bands)))) => {
+                    outln!(
+                        "  {}: {} events, {} parts (times from this trace's start):",
+                        path.display(),
+                        info.event_count,
+                        bands.len()
+                    );
+                    outln!("{}", format::table(&BAND_HEADER, &band_rows(bands)));
+                }
+                Some((path, Err(e))) => {
+                    crate::out::errln!("socscope: cannot read {}: {e}", path.display());
+                }
+                None => {}
+            }
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(status)
 }

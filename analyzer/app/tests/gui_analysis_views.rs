@@ -286,3 +286,48 @@ fn traceviz_similar_actors_and_drag_reorder_in_the_tree() {
     assert_eq!(after[2], before[0], "{before:?} → {after:?}");
     assert_eq!(after[0], before[1]);
 }
+
+/// The overview and the TraceViz images are drawn (and uploaded) only when what they show changes:
+/// hovering keeps them, panning TraceViz only moves them until the view's own timeline comes.
+#[test]
+fn images_are_drawn_again_only_when_what_they_show_changes() {
+    let (_dir, t) = trace();
+    let mut h = harness(&t, ViewKind::Ocelotl, false);
+    settle(&mut h);
+    let builds = |h: &Harness<'_, GuiApp>| session(h).views[0].ocelotl.image_builds;
+    let b0 = builds(&h);
+    assert!(b0 >= 1);
+    h.hover_at(egui::pos2(500.0, 250.0));
+    h.run();
+    h.hover_at(egui::pos2(520.0, 260.0));
+    h.run();
+    assert_eq!(builds(&h), b0, "hovering redraws nothing");
+    h.key_press(egui::Key::ArrowRight);
+    h.run();
+    assert_eq!(builds(&h), b0 + 1, "another p, another picture");
+
+    let mut h = harness(&t, ViewKind::TraceViz, false);
+    settle(&mut h);
+    h.state_mut().sessions[0].views[0]
+        .traceviz
+        .timeline
+        .zoom(0.5, 0.5);
+    settle(&mut h);
+    let tv = |h: &Harness<'_, GuiApp>| session(h).views[0].traceviz.image_builds;
+    let (b1, rev) = (tv(&h), session(&h).views[0].traceviz.timeline.revision);
+    let before = h.render().unwrap();
+    h.state_mut().sessions[0].views[0]
+        .traceviz
+        .timeline
+        .pan(0.1);
+    h.step();
+    h.step();
+    let after = h.render().unwrap();
+    assert_eq!(session(&h).views[0].traceviz.timeline.revision, rev);
+    assert_eq!(tv(&h), b1, "panning moves the images, does not redraw them");
+    assert_ne!(before.as_raw(), after.as_raw(), "the picture moved");
+    // Once the view stops, its own timeline comes and the images are drawn from it.
+    settle(&mut h);
+    assert!(session(&h).views[0].traceviz.timeline.revision > rev);
+    assert!(tv(&h) > b1);
+}

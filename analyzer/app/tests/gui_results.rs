@@ -331,3 +331,261 @@ fn a_mistyped_time_in_the_time_bar_says_why() {
     let bar = &h.state().sessions[0].views[0].bars[&ViewKind::Density].0;
     assert_eq!(bar.selection.start, 250_000_000);
 }
+
+/// A 3-second capture with a CPU stress from 1 s to 2 s: phases for Ocelotl to find.
+fn stressed_trace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args([
+            "demo",
+            "--headless",
+            "--json",
+            "--duration",
+            "3",
+            "--seed",
+            "3",
+        ])
+        .args(["--cpu-stress", "1:1", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // A fixed name: the tab shows it (in the snapshot).
+    let fixed = dir.path().join("stressed.db");
+    std::fs::copy(doc["file"].as_str().unwrap(), &fixed).unwrap();
+    (dir, fixed)
+}
+
+/// The partition the Ocelotl view of the first group shows, as bands.
+fn partition_on_screen(h: &mut Harness<'_, GuiApp>) -> Vec<Band> {
+    let st = &mut h.state_mut().sessions[0].views[0].ocelotl.state;
+    let part = st.partition().expect("a partition");
+    let micro = st.overview.as_ref().unwrap().micro.clone();
+    let mut b = saved::partition_bands(&micro, &part);
+    b.sort_by(|x, y| (x.start, x.end, &x.label).cmp(&(y.start, y.end, &y.label)));
+    b
+}
+
+#[test]
+fn an_ocelotl_partition_is_saved_from_its_view_and_drawn_on_traceviz() {
+    let (_dir, trace) = stressed_trace();
+    let mut h = open(&trace, ViewKind::Ocelotl);
+    // A listed p with a few parts (any p has its partition; a listed one is Ocelotl's).
+    {
+        let st = &mut h.state_mut().sessions[0].views[0].ocelotl.state;
+        let ps = st.aggregated().unwrap().ps();
+        let lens: Vec<(f64, usize)> = ps
+            .iter()
+            .map(|&p| {
+                st.set_p(p);
+                (p, st.partition().unwrap().len())
+            })
+            .collect();
+        // The coarsest of them: the stress phase and what is around it.
+        let p = lens
+            .iter()
+            .rev()
+            .find(|(_, n)| (3..=60).contains(n))
+            .unwrap_or_else(|| panic!("a p with 3 to 60 parts: {lens:?}"))
+            .0;
+        st.set_p(p);
+    }
+    h.run();
+    let want = partition_on_screen(&mut h);
+    assert!(want.len() >= 3, "{want:?}");
+    h.state_mut().sessions[0].views[0].ocelotl.save_description = "phases of the demo".into();
+    h.run();
+    click(&mut h, "Save partition");
+    let stored = TraceReader::open(&trace)
+        .unwrap()
+        .analysis_results(None, None)
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].kind, AnalysisKind::Annotation);
+    assert_eq!(stored[0].tool_name, "socscope view");
+    assert_eq!(stored[0].description, "phases of the demo");
+    let data = TraceReader::open(&trace)
+        .unwrap()
+        .analysis_data(stored[0].id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(saved::bands(&data), want, "the parts at the p on screen");
+    // The description field is emptied for the next save, which then describes itself.
+    assert!(
+        h.state().sessions[0].views[0]
+            .ocelotl
+            .save_description
+            .is_empty()
+    );
+    // Listed in the Results window, and opened: bands on the Gantt, the density and TraceViz.
+    click(&mut h, "Results…");
+    h.get_by_label("phases of the demo");
+    click(&mut h, "Open");
+    click(&mut h, "Results…");
+    settle(&mut h);
+    let s = &h.state().sessions[0];
+    assert_eq!(s.groups.get(0).unwrap().active, ViewKind::Gantt);
+    assert_eq!(s.views[0].gantt.bands, want);
+    assert_eq!(s.views[0].traceviz.bands, want);
+    h.state_mut().sessions[0]
+        .groups
+        .get_mut(0)
+        .unwrap()
+        .switch_to(ViewKind::TraceViz);
+    settle(&mut h);
+    h.snapshot("traceviz_bands_light");
+    // The parts tile the interval: their edges are columns of band colour down the outline and
+    // the rows, from the first part's start to the last one's end.
+    let r = runs(&band_columns(&mut h, 150, "traceviz_bands"));
+    assert!(r.len() >= 3, "band edges on TraceViz: {r:?}");
+    // Cleared from every view.
+    click(&mut h, "Results…");
+    click(&mut h, "Clear bands");
+    click(&mut h, "Results…");
+    assert!(band_columns(&mut h, 150, "traceviz_cleared").is_empty());
+}
+
+#[test]
+fn traceviz_groups_are_saved_as_a_grouping_and_applied_again() {
+    use socscope_analysis::traceviz::GroupOp;
+    let (_dir, trace) = common::demo_trace(5, 2);
+    let mut h = open(&trace, ViewKind::TraceViz);
+    assert!(
+        h.get_by_label("Save groups").accesskit_node().is_disabled(),
+        "nothing to save without a group"
+    );
+    let reader = TraceReader::open(&trace).unwrap();
+    // Four producers without children (rows of their own in the tree).
+    let producers = reader.producers().unwrap();
+    let ids: Vec<u32> = producers
+        .iter()
+        .filter(|p| !producers.iter().any(|c| c.parent == Some(p.id)))
+        .map(|p| p.id)
+        .take(4)
+        .collect();
+    drop(reader);
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    {
+        let tree = &mut h.state_mut().sessions[0].views[0].traceviz.tree;
+        tree.make_group("codecs", ids[..2].to_vec(), GroupOp::Average)
+            .unwrap();
+        tree.make_group("rest", ids[2..].to_vec(), GroupOp::Median)
+            .unwrap();
+    }
+    h.run();
+    let groups = h.state().sessions[0].views[0].traceviz.tree.group_list();
+    assert!(!groups.is_empty());
+    click(&mut h, "Save groups");
+    let reader = TraceReader::open(&trace).unwrap();
+    let stored = reader
+        .analysis_results(None, Some(AnalysisKind::Grouping))
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert!(
+        stored[0].description.starts_with("TraceViz groups: "),
+        "{}",
+        stored[0].description
+    );
+    let data = reader.analysis_data(stored[0].id).unwrap().unwrap();
+    assert_eq!(saved::actor_groups(&data).unwrap(), groups);
+    drop(reader);
+    // Gone from the tree, back from the result, and TraceViz comes on screen.
+    h.state_mut().sessions[0].views[0]
+        .traceviz
+        .tree
+        .replace_groups(&[]);
+    h.state_mut().sessions[0]
+        .groups
+        .get_mut(0)
+        .unwrap()
+        .switch_to(ViewKind::Gantt);
+    settle(&mut h);
+    assert!(
+        h.state().sessions[0].views[0]
+            .traceviz
+            .tree
+            .groups
+            .is_empty()
+    );
+    click(&mut h, "Results…");
+    h.get_by_label(stored[0].description.as_str());
+    click(&mut h, "Open");
+    click(&mut h, "Results…");
+    settle(&mut h);
+    let s = &h.state().sessions[0];
+    assert_eq!(s.groups.get(0).unwrap().active, ViewKind::TraceViz);
+    assert_eq!(s.views[0].traceviz.tree.group_list(), groups);
+}
+
+#[test]
+fn an_ocelotl_partition_is_saved_as_a_processed_trace_and_opened_as_bands() {
+    use socscope_analysis::overview::Aggregation;
+    let (_dir, trace) = common::demo_trace(5, 2);
+    let mut h = open(&trace, ViewKind::Ocelotl);
+    // Fewer slices: the spatiotemporal aggregation of a debug build stays short.
+    h.state_mut().sessions[0].views[0]
+        .ocelotl
+        .state
+        .settings
+        .aggregation = Aggregation::Spatiotemporal;
+    h.state_mut().sessions[0].views[0]
+        .ocelotl
+        .state
+        .settings
+        .slices = 50;
+    h.state_mut().sessions[0].views[0].ocelotl.state.rerun();
+    settle(&mut h);
+    let want = partition_on_screen(&mut h);
+    click(&mut h, "Save as processed trace");
+    let stored = TraceReader::open(&trace)
+        .unwrap()
+        .analysis_results(None, None)
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].kind, AnalysisKind::ProcessedTrace);
+    assert!(
+        stored[0]
+            .description
+            .starts_with("Ocelotl spatiotemporal partition at p="),
+        "{}",
+        stored[0].description
+    );
+    let data = TraceReader::open(&trace)
+        .unwrap()
+        .analysis_data(stored[0].id)
+        .unwrap()
+        .unwrap();
+    let AnalysisData::ProcessedTrace { trace_db } = data else {
+        panic!("{data:?}")
+    };
+    let file = socscope_analysis::processed::resolve(&trace, &trace_db);
+    let processed = TraceReader::open(&file).unwrap();
+    let info = processed.info().unwrap();
+    assert!(info.meta.processed && info.complete, "{info:?}");
+    let from_file = socscope_analysis::processed::partition_bands(&processed).unwrap();
+    drop(processed);
+    assert_eq!(from_file.len(), want.len());
+    for (a, b) in from_file.iter().zip(&want) {
+        assert_eq!(
+            (a.start, a.end, &a.label, &a.producers),
+            (b.start, b.end, &b.label, &b.producers)
+        );
+        assert!((a.value - b.value).abs() <= 1e-9 * b.value.abs().max(1.0));
+    }
+    // Opened: the parts read from the processed trace are drawn as bands.
+    click(&mut h, "Results…");
+    h.get_by_label("processed_trace");
+    click(&mut h, "Open");
+    click(&mut h, "Results…");
+    settle(&mut h);
+    let s = &h.state().sessions[0];
+    assert_eq!(s.views[0].gantt.bands, from_file);
+    assert_eq!(s.views[0].traceviz.bands, from_file);
+    assert_eq!(s.results.applied, Some(stored[0].id));
+    assert!(!band_columns(&mut h, 100, "processed_gantt").is_empty());
+}

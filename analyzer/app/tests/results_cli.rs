@@ -345,3 +345,142 @@ fn groups_are_saved_as_groupings_and_results_can_be_deleted() {
         "socscope: /nonexistent/x.db: no such file"
     );
 }
+
+#[test]
+fn an_ocelotl_partition_is_saved_as_a_processed_trace() {
+    let (dir, trace) = copy_of(&originals().3);
+    // A catalog beside the trace: the processed trace is registered in it.
+    socscope_tracedb::Catalog::open(dir.path())
+        .unwrap()
+        .register_file("trace.db")
+        .unwrap();
+    let v = ok(&[
+        "aggregate",
+        s(&trace),
+        "--slices",
+        "40",
+        "--p",
+        "0.3",
+        "--json",
+        "--save",
+        "--processed-trace",
+        "--description",
+        "phases",
+    ]);
+    let id = v["saved"][0].as_i64().unwrap();
+    let file = PathBuf::from(v["processed_traces"][0].as_str().unwrap());
+    assert_eq!(file.parent(), trace.parent(), "beside the trace");
+    assert_eq!(file.file_name().unwrap(), "trace.ocelotl-1.db");
+    let rows = list(&trace);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["kind"], "processed_trace");
+    assert_eq!(rows[0]["tool"], "socscope aggregate");
+    assert_eq!(rows[0]["description"], "phases");
+    // Shown: the file read back into one band per part, tiling the interval.
+    let shown = show(&trace, id);
+    assert_eq!(shown["data"]["trace_db"], "trace.ocelotl-1.db");
+    assert_eq!(shown["data"]["processed"], true);
+    let bands = shown["data"]["bands"].as_array().unwrap().clone();
+    let ranges = v["report"]["at_p"][0]["ranges"].as_array().unwrap();
+    assert_eq!(bands.len(), ranges.len(), "one band per part");
+    let range = v["range_ns"].as_array().unwrap();
+    assert_eq!(bands[0]["start_ns"], range[0]);
+    for w in bands.windows(2) {
+        assert_eq!(w[0]["end_ns"], w[1]["start_ns"]);
+    }
+    let producers = v["producers"].as_array().unwrap().len();
+    assert_eq!(
+        shown["data"]["event_count"].as_u64().unwrap() as usize,
+        bands.len() * producers,
+        "one state per part and producer"
+    );
+    // The same parts, producers and values as the partition saved as annotations.
+    let a = ok(&[
+        "aggregate",
+        s(&trace),
+        "--slices",
+        "40",
+        "--p",
+        "0.3",
+        "--json",
+        "--save",
+    ]);
+    let annotated = show(&trace, a["saved"][0].as_i64().unwrap());
+    let want = annotated["data"]["bands"].as_array().unwrap();
+    assert_eq!(want.len(), bands.len());
+    // (The processed trace lists a part's producers by id, the annotations in the model's order.)
+    let sorted = |v: &Value| {
+        let mut ids: Vec<i64> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    let names = |v: &Value| {
+        let mut n: Vec<String> = v.as_str().unwrap().split(", ").map(str::to_owned).collect();
+        n.sort();
+        n
+    };
+    for (b, w) in bands.iter().zip(want) {
+        for k in ["label", "start_ns", "end_ns"] {
+            assert_eq!(b[k], w[k], "{k}");
+        }
+        assert_eq!(sorted(&b["producers"]), sorted(&w["producers"]));
+        assert_eq!(names(&b["who"]), names(&w["who"]));
+        let (x, y) = (b["value"].as_f64().unwrap(), w["value"].as_f64().unwrap());
+        assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{x} {y}");
+    }
+    // The processed trace is an ordinary trace, flagged processed, registered in the catalog.
+    let n = ok(&[
+        "sql",
+        s(&file),
+        "SELECT count(*) AS n FROM events",
+        "--json",
+    ]);
+    assert_eq!(
+        n[0]["n"].as_u64().unwrap() as usize,
+        bands.len() * producers
+    );
+    let catalog = socscope_tracedb::Catalog::open(dir.path()).unwrap();
+    let processed = catalog.processed_traces().unwrap();
+    assert_eq!(processed.len(), 1);
+    assert_eq!(processed[0].db_file, "trace.ocelotl-1.db");
+    assert_eq!(catalog.raw_traces().unwrap().len(), 1);
+    drop(catalog);
+    // Text output names the kind, the id and the file.
+    let out = socscope(&[
+        "aggregate",
+        s(&trace),
+        "--slices",
+        "20",
+        "--save",
+        "--processed-trace",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("saved result 3 (processed_trace) in ")
+            && text.contains("trace.ocelotl-2.db"),
+        "{text}"
+    );
+    // --processed-trace without --save is a misuse.
+    let out = socscope(&["aggregate", s(&trace), "--processed-trace"]);
+    assert_eq!(out.status.code(), Some(2));
+    // A result whose file is gone is shown, says so, and fails.
+    std::fs::remove_file(&file).unwrap();
+    let out = socscope(&["results", s(&trace), "--show", &id.to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("trace.ocelotl-1.db"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("processed trace: trace.ocelotl-1.db"));
+    // Deleting the result keeps the other processed trace's file (a trace of its own).
+    let out = socscope(&["results", s(&trace), "--delete", "3"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("the processed trace itself is kept"));
+    assert!(dir.path().join("trace.ocelotl-2.db").exists());
+}

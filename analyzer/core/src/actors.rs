@@ -265,6 +265,31 @@ impl ActorTree {
         }
     }
 
+    /// Replaces every group by `groups` (a saved grouping opened again): the current groups are
+    /// deleted, then each saved one made, in order. Returns how many were made (a group of fewer
+    /// than two actors is not).
+    pub fn replace_groups(&mut self, groups: &[(String, GroupOp, Vec<ProducerId>)]) -> usize {
+        for id in self.groups.keys().copied().collect::<Vec<_>>() {
+            self.delete_group(id);
+        }
+        groups
+            .iter()
+            .filter(|(name, op, members)| self.make_group(name, members.clone(), *op).is_some())
+            .count()
+    }
+
+    /// The groups as name, operator and members, in display order (what a saved grouping keeps).
+    pub fn group_list(&self) -> Vec<(String, GroupOp, Vec<ProducerId>)> {
+        self.order
+            .iter()
+            .filter_map(|r| match r {
+                Row::Group(g) => self.groups.get(g),
+                Row::Actor(_) => None,
+            })
+            .map(|g| (g.name.clone(), g.op, g.members.clone()))
+            .collect()
+    }
+
     /// Deletes a group: its members are rows again, where it was.
     pub fn delete_group(&mut self, id: u32) {
         let Some(g) = self.groups.remove(&id) else {
@@ -428,6 +453,8 @@ pub struct TimelineState {
     pub view: TimeRange,
     /// The timeline on screen (of the group's interval or of the view).
     pub timeline: Option<Timeline>,
+    /// Counts the changes of `timeline` (a view redraws its images when it changes).
+    pub revision: u64,
     /// A timeline of the zoomed view at pixel resolution, being computed.
     detail: Option<LoaderHandle<Timeline>>,
     source: Option<(PathBuf, Filter)>,
@@ -448,6 +475,7 @@ impl TimelineState {
             live: LiveLoad::new(range, Growth::RELOAD_EACH_SECOND),
             view: range,
             timeline: None,
+            revision: 0,
             detail: None,
             source: None,
             width: 800,
@@ -472,6 +500,7 @@ impl TimelineState {
         self.source = Some((trace.to_path_buf(), filter));
         self.view = range;
         self.timeline = None;
+        self.revision += 1;
         self.detail = None;
         if let Some(r) = self.request(range) {
             self.live.load(range, move |_| spawn_timeline(r));
@@ -525,6 +554,7 @@ impl TimelineState {
             // The group's timeline is shown while the view is all of it.
             if self.view == self.live.loaded() || self.timeline.is_none() {
                 self.timeline = Some(t);
+                self.revision += 1;
                 changed = true;
             }
         }
@@ -536,6 +566,7 @@ impl TimelineState {
                     && !p.cancelled
                 {
                     self.timeline = Some(t);
+                    self.revision += 1;
                     changed = true;
                 }
                 self.detail = None;
@@ -739,6 +770,40 @@ mod tests {
         // One actor is not a group.
         t.click(Row::Actor(10), false, false);
         assert_eq!(t.group_selected("x", GroupOp::Max), None);
+    }
+
+    #[test]
+    fn saved_groups_replace_the_current_ones_and_round_trip() {
+        let mut t = tree();
+        t.make_group("old", vec![10, 20], GroupOp::Min).unwrap();
+        t.make_group("pair", vec![11, 12], GroupOp::Median).unwrap();
+        let saved = t.group_list();
+        assert_eq!(
+            saved,
+            vec![
+                ("old".to_string(), GroupOp::Min, vec![10, 20]),
+                ("pair".to_string(), GroupOp::Median, vec![11, 12])
+            ]
+        );
+        // Through the store's grouping and back.
+        let data = crate::results::actor_grouping(&saved);
+        let back = crate::results::actor_groups(&data).unwrap();
+        assert_eq!(back, saved);
+        let mut fresh = tree();
+        fresh
+            .make_group("other", vec![10, 11], GroupOp::Max)
+            .unwrap();
+        assert_eq!(fresh.replace_groups(&back), 2);
+        assert_eq!(fresh.group_list(), saved);
+        // The group made before is gone, its actors rows again or in the new groups.
+        assert!(fresh.groups.values().all(|g| g.name != "other"));
+        assert_eq!(fresh.order().len(), 2);
+        // A one-actor group is not made.
+        assert_eq!(
+            fresh.replace_groups(&[("solo".into(), GroupOp::Max, vec![10])]),
+            0
+        );
+        assert_eq!(fresh.order().len(), 4);
     }
 
     #[test]

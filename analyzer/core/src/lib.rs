@@ -18,6 +18,7 @@ pub mod micro;
 pub mod ocelotl;
 pub mod overview;
 pub mod palette;
+pub mod processed;
 pub mod results;
 pub mod stats;
 pub mod sync;

@@ -24,6 +24,7 @@ use socscope_tracedb::{
 
 use crate::compare::Comparison;
 use crate::micro::TraceMicroscopicModel;
+use crate::overview::Partition;
 use crate::palette::{self, Rgb};
 use crate::stats::{Operator, PieGroup};
 use crate::table::{Column, ColumnFilters};
@@ -398,6 +399,53 @@ pub fn actor_grouping(groups: &[(String, GroupOp, Vec<ProducerId>)]) -> Analysis
             })
             .collect(),
     )
+}
+
+/// The TraceViz groups of a grouping saved by [`actor_grouping`] (root `traceviz`, each group
+/// `NAME:OP`): name, operator and members; `None` for another grouping (the pie's, another tool's).
+pub fn actor_groups(data: &AnalysisData) -> Option<Vec<(String, GroupOp, Vec<ProducerId>)>> {
+    let AnalysisData::Grouping { groups } = data else {
+        return None;
+    };
+    let root = groups.iter().find(|g| g.parent.is_none())?;
+    if root.name != "traceviz" {
+        return None;
+    }
+    let mut out = Vec::new();
+    for g in groups.iter().filter(|g| g.parent == Some(root.id)) {
+        if g.target != TargetEntity::Producer {
+            return None;
+        }
+        let (name, op) = g
+            .name
+            .rsplit_once(':')
+            .and_then(|(n, op)| Some((n, op.parse::<GroupOp>().ok()?)))
+            .unwrap_or((g.name.as_str(), GroupOp::Max));
+        out.push((
+            name.to_owned(),
+            op,
+            g.members
+                .iter()
+                .filter_map(|&m| u32::try_from(m).ok())
+                .collect(),
+        ));
+    }
+    Some(out)
+}
+
+/// The parts (temporal) or areas (spatiotemporal) of an Ocelotl partition of `model` as bands.
+pub fn partition_bands(model: &TraceMicroscopicModel, part: &Partition) -> Vec<Band> {
+    match part {
+        Partition::Temporal(t) => temporal_partition_bands(model, t.ranges()),
+        Partition::Spatiotemporal(s) => {
+            let areas: Vec<[usize; 3]> = s
+                .aggregates()
+                .iter()
+                .map(|a| [a.node, a.start, a.end])
+                .collect();
+            spatiotemporal_partition_bands(model, &areas)
+        }
+    }
 }
 
 /// What the event table's filter was: the interval it ran on and its column expressions.

@@ -61,6 +61,10 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
             .with_title("socscope")
             .with_inner_size(options.size),
         renderer: eframe::Renderer::Glow,
+        // Dithering only hides banding in gradients, which the views do not draw (flat colours and
+        // images of their own pixels); without it the fragment shader does less per pixel, which a
+        // software renderer (Mesa llvmpipe) pays on every pixel of every frame.
+        dithering: false,
         ..Default::default()
     };
     // Frame times must measure our work, not the display's refresh.

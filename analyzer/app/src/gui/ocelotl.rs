@@ -5,8 +5,10 @@
 
 use eframe::egui;
 
-use egui::{Align2, Color32, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui};
-use socscope_analysis::micro::Metric;
+use std::sync::Arc;
+
+use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Shape, Stroke, Ui};
+use socscope_analysis::micro::{Metric, TraceMicroscopicModel};
 use socscope_analysis::ocelotl::DrawnKind;
 use socscope_analysis::overview::{
     Aggregated, Aggregation, OcelotlState, Partition, Reuse, SpatialDrawing, TemporalDrawing,
@@ -38,6 +40,75 @@ pub struct OcelotlView {
     live_trace: bool,
     /// Where a drag selection started (points).
     drag_from: Option<f32>,
+    /// The description the user typed for the next save (empty: one is written from the settings).
+    pub save_description: String,
+    /// A save button was clicked: the session saves the partition on screen this frame.
+    pub save: Option<SavePartition>,
+    /// The overview's image as last drawn, and what it shows.
+    drawn: Option<(OverviewKey, egui::TextureHandle)>,
+    /// How many times the overview's image was drawn (uploaded) so far.
+    pub image_builds: u64,
+}
+
+/// What the overview's image shows: it is drawn again when any of this changes.
+struct OverviewKey {
+    micro: Arc<TraceMicroscopicModel>,
+    aggregated: Arc<Aggregated>,
+    partition: Arc<Partition>,
+    temporal: TemporalDrawing,
+    spatial: SpatialDrawing,
+    /// Pixels.
+    size: [usize; 2],
+    dark: bool,
+    /// Per type of the model.
+    colours: Vec<Color32>,
+}
+
+impl PartialEq for OverviewKey {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.micro, &o.micro)
+            && Arc::ptr_eq(&self.aggregated, &o.aggregated)
+            && (Arc::ptr_eq(&self.partition, &o.partition)
+                || same_parts(&self.partition, &o.partition))
+            && self.temporal == o.temporal
+            && self.spatial == o.spatial
+            && self.size == o.size
+            && self.dark == o.dark
+            && self.colours == o.colours
+    }
+}
+
+/// Whether two partitions have the same parts (neighbouring p often share their partition).
+fn same_parts(a: &Partition, b: &Partition) -> bool {
+    match (a, b) {
+        (Partition::Temporal(x), Partition::Temporal(y)) => x.ranges() == y.ranges(),
+        (Partition::Spatiotemporal(x), Partition::Spatiotemporal(y)) => {
+            x.aggregates() == y.aggregates()
+        }
+        _ => false,
+    }
+}
+
+/// The theme's colours the overview is drawn with.
+struct OverviewColours {
+    background: Color32,
+    /// Part boundaries (temporal).
+    boundary: Color32,
+    /// Area borders (spatiotemporal).
+    border: Color32,
+    /// Visual aggregation marks.
+    mark: Color32,
+    /// Areas drawn by amplitude.
+    selection: Color32,
+}
+
+/// How the partition on screen is saved into the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SavePartition {
+    /// Annotations: one interval per part or area, with its producers and value.
+    Annotation,
+    /// A processed trace: a new trace file of the aggregated intervals, linked from this one.
+    ProcessedTrace,
 }
 
 impl OcelotlView {
@@ -46,6 +117,10 @@ impl OcelotlView {
             state: OcelotlState::new(range),
             live_trace: false,
             drag_from: None,
+            save_description: String::new(),
+            save: None,
+            drawn: None,
+            image_builds: 0,
         }
     }
 
@@ -188,7 +263,6 @@ impl OcelotlView {
         let p = ui.painter_at(over_rect);
         let visuals = ui.visuals().clone();
         let text = visuals.weak_text_color();
-        p.rect_filled(plot, 0.0, visuals.extreme_bg_color);
         let type_colour = |u: usize| -> Color32 {
             overview
                 .micro
@@ -197,113 +271,72 @@ impl OcelotlView {
                 .map_or(Color32::GRAY, |t| names.colour(t.id))
         };
         let slices = grid.slices.max(1);
-        let x_of = |s: usize| plot.left() + plot.width() * s as f32 / slices as f32;
-        let mut mesh = Mesh::default();
-        let mut lines: Vec<Shape> = Vec::new();
-        let border = visuals.panel_fill;
-        match &*part {
-            Partition::Temporal(tp) => {
-                let stacked = a.stacked(tp);
-                let max = stacked.max_total.max(1e-300);
-                for sp in &stacked.parts {
-                    let (x0, x1) = (x_of(sp.range.0), x_of(sp.range.1 + 1));
-                    match self.state.settings.temporal {
-                        TemporalDrawing::Stacked => {
-                            let mut y = plot.bottom();
-                            for (u, v) in sp.values.iter().enumerate() {
-                                if *v <= 0.0 {
-                                    continue;
-                                }
-                                let h = (*v / max) as f32 * plot.height();
-                                mesh.add_colored_rect(
-                                    Rect::from_min_max(Pos2::new(x0, y - h), Pos2::new(x1, y)),
-                                    type_colour(u),
-                                );
-                                y -= h;
-                            }
-                        }
-                        TemporalDrawing::Partition => {
-                            let c = sp.mode.map_or(Color32::TRANSPARENT, |u| {
-                                type_colour(u).gamma_multiply(
-                                    (0.15 + 0.85 * sp.mode_amplitude.min(1.0)) as f32,
-                                )
-                            });
-                            mesh.add_colored_rect(
-                                Rect::from_min_max(
-                                    Pos2::new(x0, plot.top()),
-                                    Pos2::new(x1, plot.bottom()),
-                                ),
-                                c,
-                            );
-                        }
-                    }
-                    lines.push(Shape::line_segment(
-                        [Pos2::new(x0, plot.top()), Pos2::new(x0, plot.bottom())],
-                        Stroke::new(1.0, text.gamma_multiply(0.6)),
-                    ));
+        let spatial_leaf_px = f64::from(plot.height()) / a.model.producers().max(1) as f64;
+        // The overview is drawn into an image of the plot's pixels, shown as one textured quad and
+        // drawn again only when what it shows changes (not on every frame: a software renderer
+        // would otherwise shade the plot twice and thousands of triangles each frame).
+        let ppp = ui.ctx().pixels_per_point();
+        let size = [
+            ((plot.width() * ppp).round() as usize).max(1),
+            ((plot.height() * ppp).round() as usize).max(1),
+        ];
+        let key = OverviewKey {
+            micro: overview.micro.clone(),
+            aggregated: a.clone(),
+            partition: part.clone(),
+            temporal: self.state.settings.temporal,
+            spatial: self.state.settings.spatial,
+            size,
+            dark: visuals.dark_mode,
+            colours: (0..overview.micro.types.len()).map(type_colour).collect(),
+        };
+        if self.drawn.as_ref().is_none_or(|(k, _)| *k != key) {
+            let image = overview_image(
+                &a,
+                &part,
+                &key,
+                &OverviewColours {
+                    background: visuals.extreme_bg_color,
+                    boundary: text.gamma_multiply(0.6),
+                    border: visuals.panel_fill,
+                    mark: visuals.strong_text_color(),
+                    selection: visuals.selection.bg_fill,
+                },
+                ppp,
+            );
+            let texture = match self.drawn.take() {
+                Some((_, mut t)) => {
+                    t.set(image, egui::TextureOptions::NEAREST);
+                    t
                 }
-            }
-            Partition::Spatiotemporal(sp) => {
-                let leaves = a.model.producers().max(1);
-                let leaf_px = f64::from(plot.height()) / leaves as f64;
-                let drawn = a.drawn(sp, leaf_px, MIN_AREA_PX);
-                let max_amp = drawn
-                    .iter()
-                    .map(|(_, m)| m.amplitude)
-                    .fold(0.0, f64::max)
-                    .max(1e-300);
-                let y_of = |leaf: usize| plot.top() + (leaf as f64 * leaf_px) as f32;
-                for (d, m) in &drawn {
-                    let (l0, l1) = a.spans[d.node];
-                    if l0 == usize::MAX {
-                        continue;
-                    }
-                    let r = Rect::from_min_max(
-                        Pos2::new(x_of(d.start), y_of(l0)),
-                        Pos2::new(x_of(d.end + 1), y_of(l1 + 1)),
-                    );
-                    let fill = match self.state.settings.spatial {
-                        SpatialDrawing::Mode => m.mode.map_or(Color32::TRANSPARENT, |u| {
-                            type_colour(u).gamma_multiply(f32::from(m.alpha) / 255.0)
-                        }),
-                        SpatialDrawing::Areas => visuals
-                            .selection
-                            .bg_fill
-                            .gamma_multiply((0.1 + 0.9 * m.amplitude / max_amp) as f32),
-                    };
-                    mesh.add_colored_rect(r, fill);
-                    lines.push(Shape::rect_stroke(
-                        r,
-                        0.0,
-                        Stroke::new(1.0, border),
-                        egui::StrokeKind::Inside,
-                    ));
-                    if let DrawnKind::Visual {
-                        same_partition_below,
-                    } = d.kind
-                    {
-                        // 002 §3.5.1: a diagonal where the children share their cuts, a cross where not.
-                        let s = Stroke::new(1.0, visuals.strong_text_color());
-                        lines.push(Shape::line_segment([r.left_bottom(), r.right_top()], s));
-                        if !same_partition_below {
-                            lines.push(Shape::line_segment([r.left_top(), r.right_bottom()], s));
-                        }
-                    }
+                None => {
+                    ui.ctx()
+                        .load_texture("ocelotl-overview", image, egui::TextureOptions::NEAREST)
                 }
-                hierarchy_ui(
-                    &p,
-                    &a,
-                    Rect::from_min_max(
-                        Pos2::new(over_rect.left(), plot.top()),
-                        Pos2::new(over_rect.left() + HIERARCHY_W, plot.bottom()),
-                    ),
-                    leaf_px,
-                    &visuals,
-                );
-            }
+            };
+            self.drawn = Some((key, texture));
+            self.image_builds += 1;
         }
-        p.add(Shape::mesh(mesh));
-        p.extend(lines);
+        if let Some((_, t)) = &self.drawn {
+            p.image(
+                t.id(),
+                plot,
+                Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+                Color32::WHITE,
+            );
+        }
+        if let Partition::Spatiotemporal(_) = &*part {
+            hierarchy_ui(
+                &p,
+                &a,
+                Rect::from_min_max(
+                    Pos2::new(over_rect.left(), plot.top()),
+                    Pos2::new(over_rect.left() + HIERARCHY_W, plot.bottom()),
+                ),
+                spatial_leaf_px,
+                &visuals,
+            );
+        }
         // Legend: the types of the model, top down as they are stacked (the first type at the bottom).
         let mut ly = plot.top();
         for (shown, (u, t)) in overview.micro.types.iter().enumerate().rev().enumerate() {
@@ -493,6 +526,32 @@ impl OcelotlView {
             {
                 action = Some(OcelotlAction::GanttOn(range));
             }
+            ui.separator();
+            ui.add(
+                egui::TextEdit::singleline(&mut self.save_description)
+                    .hint_text("description (optional)")
+                    .desired_width(150.0),
+            );
+            if ui
+                .button("Save partition")
+                .on_hover_text(
+                    "Keep the parts (areas) at this p in the trace as annotations: their intervals, \
+                     producers and values (Results…)",
+                )
+                .clicked()
+            {
+                self.save = Some(SavePartition::Annotation);
+            }
+            if ui
+                .button("Save as processed trace")
+                .on_hover_text(
+                    "Write the partition at this p as a new trace of aggregated intervals (one state \
+                     per part and producer, with its values), linked from this trace (Results…)",
+                )
+                .clicked()
+            {
+                self.save = Some(SavePartition::ProcessedTrace);
+            }
         });
         // Arrow keys step through the listed p (unless a text field has the keyboard).
         let typing = ui.ctx().memory(|m| m.focused().is_some());
@@ -618,6 +677,144 @@ impl OcelotlView {
             }
         }
         action
+    }
+}
+
+/// `src` (premultiplied) over the opaque `dst`.
+fn over(dst: Color32, src: Color32) -> Color32 {
+    let keep = 255 - u32::from(src.a());
+    let mix = |s: u8, d: u8| (u32::from(s) + (u32::from(d) * keep + 127) / 255).min(255) as u8;
+    Color32::from_rgb(
+        mix(src.r(), dst.r()),
+        mix(src.g(), dst.g()),
+        mix(src.b(), dst.b()),
+    )
+}
+
+/// An opaque image of the overview's pixels (`key.size`): the partition's parts (temporal: one
+/// colour per part or the stacked proportions of its types, with its left boundary) or areas
+/// (spatiotemporal: filled, bordered, visual aggregation marked), over the background.
+fn overview_image(
+    a: &Aggregated,
+    part: &Partition,
+    key: &OverviewKey,
+    c: &OverviewColours,
+    ppp: f32,
+) -> egui::ColorImage {
+    let [w, h] = key.size;
+    let mut img = egui::ColorImage::filled([w, h], c.background);
+    let colour = |u: usize| key.colours.get(u).copied().unwrap_or(Color32::GRAY);
+    let slices = a.model.slices().max(1);
+    let x_of = |s: usize| ((s as f64 / slices as f64) * w as f64).round() as usize;
+    let fill = |img: &mut egui::ColorImage, x0: usize, x1: usize, y0: usize, y1: usize, col| {
+        for y in y0.min(h)..y1.min(h) {
+            let row = &mut img.pixels[y * w..(y + 1) * w];
+            for px in &mut row[x0.min(w)..x1.min(w)] {
+                *px = over(*px, col);
+            }
+        }
+    };
+    match part {
+        Partition::Temporal(tp) => {
+            let stacked = a.stacked(tp);
+            let max = stacked.max_total.max(1e-300);
+            for sp in &stacked.parts {
+                let (x0, x1) = (x_of(sp.range.0), x_of(sp.range.1 + 1));
+                match key.temporal {
+                    TemporalDrawing::Stacked => {
+                        let mut below = 0.0;
+                        for (u, v) in sp.values.iter().enumerate() {
+                            if *v <= 0.0 {
+                                continue;
+                            }
+                            let y =
+                                |t: f64| h - ((t / max) * h as f64).round().min(h as f64) as usize;
+                            fill(&mut img, x0, x1, y(below + v), y(below), colour(u));
+                            below += v;
+                        }
+                    }
+                    TemporalDrawing::Partition => {
+                        if let Some(u) = sp.mode {
+                            let col = colour(u)
+                                .gamma_multiply((0.15 + 0.85 * sp.mode_amplitude.min(1.0)) as f32);
+                            fill(&mut img, x0, x1, 0, h, col);
+                        }
+                    }
+                }
+                fill(&mut img, x0, x0 + 1, 0, h, c.boundary);
+            }
+        }
+        Partition::Spatiotemporal(sp) => {
+            // Visual aggregation in points (as the hover finds the areas), drawn in pixels.
+            let leaves = a.model.producers().max(1);
+            let leaf_px = h as f64 / leaves as f64;
+            let drawn = a.drawn(sp, leaf_px / f64::from(ppp), MIN_AREA_PX);
+            let max_amp = drawn
+                .iter()
+                .map(|(_, m)| m.amplitude)
+                .fold(0.0, f64::max)
+                .max(1e-300);
+            let y_of = |leaf: usize| ((leaf as f64 * leaf_px).round() as usize).min(h);
+            for (d, m) in &drawn {
+                let (l0, l1) = a.spans[d.node];
+                if l0 == usize::MAX {
+                    continue;
+                }
+                let (x0, x1, y0, y1) = (x_of(d.start), x_of(d.end + 1), y_of(l0), y_of(l1 + 1));
+                let col = match key.spatial {
+                    SpatialDrawing::Mode => m.mode.map_or(Color32::TRANSPARENT, |u| {
+                        colour(u).gamma_multiply(f32::from(m.alpha) / 255.0)
+                    }),
+                    SpatialDrawing::Areas => c
+                        .selection
+                        .gamma_multiply((0.1 + 0.9 * m.amplitude / max_amp) as f32),
+                };
+                fill(&mut img, x0, x1, y0, y1, col);
+                // A one-pixel border inside the area.
+                if x1 > x0 && y1 > y0 {
+                    fill(&mut img, x0, x1, y0, y0 + 1, c.border);
+                    fill(&mut img, x0, x1, y1 - 1, y1, c.border);
+                    fill(&mut img, x0, x0 + 1, y0, y1, c.border);
+                    fill(&mut img, x1 - 1, x1, y0, y1, c.border);
+                }
+                if let DrawnKind::Visual {
+                    same_partition_below,
+                } = d.kind
+                {
+                    // 002 §3.5.1: a diagonal where the children share their cuts, a cross where not.
+                    line(
+                        &mut img,
+                        (x0, y1.saturating_sub(1)),
+                        (x1.saturating_sub(1), y0),
+                        c.mark,
+                    );
+                    if !same_partition_below {
+                        line(
+                            &mut img,
+                            (x0, y0),
+                            (x1.saturating_sub(1), y1.saturating_sub(1)),
+                            c.mark,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    img
+}
+
+/// A one-pixel line between two pixels (both drawn), clipped to the image.
+fn line(img: &mut egui::ColorImage, from: (usize, usize), to: (usize, usize), col: Color32) {
+    let [w, h] = img.size;
+    let (x0, y0, x1, y1) = (from.0 as i64, from.1 as i64, to.0 as i64, to.1 as i64);
+    let steps = (x1 - x0).abs().max((y1 - y0).abs()).max(1);
+    for i in 0..=steps {
+        let x = x0 + (x1 - x0) * i / steps;
+        let y = y0 + (y1 - y0) * i / steps;
+        if (0..w as i64).contains(&x) && (0..h as i64).contains(&y) {
+            let px = &mut img.pixels[y as usize * w + x as usize];
+            *px = over(*px, col);
+        }
     }
 }
 
@@ -760,6 +957,31 @@ fn hover_text(
         s.push_str("\n  (no value: void)");
     }
     Some(s)
+}
+
+impl OcelotlView {
+    /// What a saved partition at the p on screen is called: the user's text, else its settings.
+    pub fn describe_partition(&mut self) -> Option<String> {
+        let user = self.save_description.trim().to_owned();
+        if !user.is_empty() {
+            return Some(user);
+        }
+        let part = self.state.partition()?;
+        let grid = self.state.overview.as_ref()?.micro.grid;
+        let (what, unit) = match *part {
+            Partition::Temporal(_) => ("temporal", "part"),
+            Partition::Spatiotemporal(_) => ("spatiotemporal", "area"),
+        };
+        let n = part.len();
+        Some(format!(
+            "Ocelotl {what} partition at p={:.4}: {n} {unit}{} ({}, {} slices of {})",
+            self.state.p,
+            if n == 1 { "" } else { "s" },
+            metric_label(self.state.settings.metric),
+            grid.slices,
+            units::duration(grid.slice_ns() as i64)
+        ))
+    }
 }
 
 fn value_text(metric: Metric, v: f64) -> String {

@@ -11,7 +11,11 @@ use socscope_tracedb::{
     AnalysisData, AnalysisKind, AnalysisResult, ResultStore, TimeRange, TraceReader, units,
 };
 
+use socscope_analysis::overview::Partition;
+use socscope_analysis::processed;
+
 use super::app::TraceSession;
+use super::ocelotl::SavePartition;
 
 /// What the panel shows and what the user asked of it.
 #[derive(Default)]
@@ -83,9 +87,75 @@ fn save(s: &mut TraceSession, description: String, data: AnalysisData) -> Option
     id
 }
 
-/// Saves what the pie or the table of group `gi` asked to save this frame.
+/// Saves what the pie, the table, Ocelotl or TraceViz of group `gi` asked to save this frame.
 pub fn take_saves(s: &mut TraceSession, gi: usize) {
     let Some(v) = s.views.get_mut(gi) else { return };
+    if let Some(how) = v.ocelotl.save.take() {
+        let o = &mut v.ocelotl;
+        let (Some(part), Some(overview), Some(description)) = (
+            o.state.partition(),
+            o.state.overview.clone(),
+            o.describe_partition(),
+        ) else {
+            s.results
+                .say(false, "no partition on screen: nothing to save");
+            return;
+        };
+        if !overview.complete() {
+            s.results.say(
+                false,
+                "the overview is still being read: save once every slice is in",
+            );
+            return;
+        }
+        o.save_description.clear();
+        match how {
+            SavePartition::Annotation => {
+                let bands = saved::partition_bands(&overview.micro, &part);
+                let what = match *part {
+                    Partition::Temporal(_) => "temporal",
+                    Partition::Spatiotemporal(_) => "spatiotemporal",
+                };
+                let data = saved::interval_annotations(&format!("ocelotl {what} part"), &bands);
+                save(s, description, data);
+            }
+            SavePartition::ProcessedTrace => {
+                let r = processed::save_partition_trace(
+                    &s.path,
+                    &overview.micro,
+                    &part,
+                    &saved::tool_name("view"),
+                    now_unix_ns(),
+                    &description,
+                );
+                match r {
+                    Ok((file, id)) => s.results.say(
+                        true,
+                        format!(
+                            "saved result {id} (processed_trace): {description}, in {}",
+                            file.display()
+                        ),
+                    ),
+                    Err(e) => s
+                        .results
+                        .say(false, format!("cannot save the processed trace: {e}")),
+                }
+                s.results.refresh(&s.path.clone());
+            }
+        }
+        return;
+    }
+    if std::mem::take(&mut v.traceviz.save_groups) {
+        let groups = v.traceviz.tree.group_list();
+        if groups.is_empty() {
+            s.results.say(false, "no TraceViz group: nothing to save");
+            return;
+        }
+        let description = v.traceviz.describe_groups();
+        v.traceviz.save_description.clear();
+        save(s, description, saved::actor_grouping(&groups));
+        return;
+    }
     if std::mem::take(&mut v.stats.save_groups) {
         let settings = &v.stats.settings;
         let op = settings.operator;
@@ -159,29 +229,23 @@ fn open_result(s: &mut TraceSession, id: i64) {
                     .say(false, format!("result {id} has no time interval to show"));
                 return;
             }
-            // Bands outside the group's interval would show nothing: bring them in.
-            if !bands
-                .iter()
-                .any(|b| b.end > g.interval.start && b.start < g.interval.end)
-            {
-                let start = bands.iter().map(|b| b.start).min().unwrap_or(whole.start);
-                let end = bands.iter().map(|b| b.end).max().unwrap_or(whole.end);
-                let r = TimeRange::new(start.max(whole.start), end.min(whole.end));
-                if !r.is_empty() {
-                    g.set_interval(r);
-                }
-            }
-            if !matches!(g.active, ViewKind::Gantt | ViewKind::Density) {
-                g.switch_to(ViewKind::Gantt);
-            }
+            bring_into_view(g, whole, &bands);
             let n = bands.len();
-            v.gantt.bands = bands.clone();
-            v.density.bands = bands;
+            show_bands(g, v, bands);
             s.results.applied = Some(id);
             s.results.say(
                 true,
-                format!("result {id}: {n} intervals drawn on the Gantt and the density"),
+                format!("result {id}: {n} intervals drawn on the Gantt, the density and TraceViz"),
             );
+        }
+        AnalysisKind::Grouping if saved::actor_groups(&data).is_some() => {
+            let groups = saved::actor_groups(&data).unwrap_or_default();
+            let n = groups.len();
+            v.traceviz.pending_groups = Some(groups);
+            g.switch_to(ViewKind::TraceViz);
+            s.results.applied = Some(id);
+            s.results
+                .say(true, format!("result {id}: {n} groups applied to TraceViz"));
         }
         AnalysisKind::Grouping => match saved::pie_groups(&data) {
             Some((op, groups)) => {
@@ -226,7 +290,43 @@ fn open_result(s: &mut TraceSession, id: i64) {
                 format!("result {id} is a search of another tool: not a table filter"),
             ),
         },
-        AnalysisKind::ResultFile | AnalysisKind::ProcessedTrace => s.results.say(
+        AnalysisKind::ProcessedTrace => {
+            let AnalysisData::ProcessedTrace { trace_db } = &data else {
+                return;
+            };
+            let file = processed::resolve(&s.path, trace_db);
+            let bands = TraceReader::open(&file)
+                .and_then(|r| processed::partition_bands(&r))
+                .map_err(|e| e.to_string())
+                .and_then(|b| {
+                    if b.is_empty() {
+                        Err(format!("{} has no part", file.display()))
+                    } else {
+                        Ok(b)
+                    }
+                });
+            match bands {
+                Ok(bands) => {
+                    let n = bands.len();
+                    bring_into_view(g, whole, &bands);
+                    show_bands(g, v, bands);
+                    s.results.applied = Some(id);
+                    s.results.say(
+                        true,
+                        format!(
+                            "result {id}: the {n} parts of processed trace {} drawn on the \
+                             Gantt, the density and TraceViz (open the file itself for its states)",
+                            file.display()
+                        ),
+                    );
+                }
+                Err(e) => s.results.say(
+                    false,
+                    format!("cannot open result {id}'s processed trace: {e}"),
+                ),
+            }
+        }
+        AnalysisKind::ResultFile => s.results.say(
             false,
             format!("result {id} points outside this trace (`socscope results --show {id}`)"),
         ),
@@ -248,10 +348,44 @@ fn delete(s: &mut TraceSession, id: i64) {
     s.results.refresh(&s.path.clone());
 }
 
+/// Moves the group's interval over `bands` when none of them is in it (they would show nothing).
+fn bring_into_view(g: &mut socscope_analysis::sync::ViewGroup, whole: TimeRange, bands: &[Band]) {
+    if bands
+        .iter()
+        .any(|b| b.end > g.interval.start && b.start < g.interval.end)
+    {
+        return;
+    }
+    let start = bands.iter().map(|b| b.start).min().unwrap_or(whole.start);
+    let end = bands.iter().map(|b| b.end).max().unwrap_or(whole.end);
+    let r = TimeRange::new(start.max(whole.start), end.min(whole.end));
+    if !r.is_empty() {
+        g.set_interval(r);
+    }
+}
+
+/// Draws `bands` on the group's Gantt, density and TraceViz; a view showing none comes to the Gantt.
+fn show_bands(
+    g: &mut socscope_analysis::sync::ViewGroup,
+    v: &mut super::app::GroupViews,
+    bands: Vec<Band>,
+) {
+    if !matches!(
+        g.active,
+        ViewKind::Gantt | ViewKind::Density | ViewKind::TraceViz
+    ) {
+        g.switch_to(ViewKind::Gantt);
+    }
+    v.gantt.bands = bands.clone();
+    v.density.bands = bands.clone();
+    v.traceviz.bands = bands;
+}
+
 fn clear_bands(s: &mut TraceSession) {
     for v in &mut s.views {
         v.gantt.bands.clear();
         v.density.bands.clear();
+        v.traceviz.bands.clear();
     }
     s.results.applied = None;
 }
@@ -339,6 +473,10 @@ pub fn window(ui: &mut Ui, s: &mut TraceSession) {
 /// label at the top, its edges marked; hovering its label tells its interval, producers and value. With
 /// `rows` (the producer of each row of a Gantt, `row_h` high from the chart's top), the rows of the
 /// band's producers are tinted more.
+///
+/// Bands that overlap in time (the areas of a spatiotemporal partition: one per node at each time)
+/// would pile their columns up into one colour: then a band of some producers is drawn on its rows
+/// only (tinted, edged, labelled in its first row), and without rows only its edges are drawn.
 pub fn draw_bands(
     ui: &Ui,
     chart: Rect,
@@ -353,8 +491,14 @@ pub fn draw_bands(
     let x_of = |t: i64| {
         chart.left() + ((t - view.start) as f64 / view.len() as f64) as f32 * chart.width()
     };
+    let overlapping = {
+        let mut iv: Vec<(i64, i64)> = bands.iter().map(|b| (b.start, b.end)).collect();
+        iv.sort_unstable();
+        iv.windows(2).any(|w| w[1].0 < w[0].1)
+    };
     let hover = ui.ctx().pointer_hover_pos().filter(|h| chart.contains(*h));
     let mut tip = None;
+    let font = egui::FontId::proportional(11.0);
     for b in bands
         .iter()
         .filter(|b| b.end > view.start && b.start < view.end)
@@ -364,38 +508,74 @@ pub fn draw_bands(
             x_of(b.end).min(chart.right()),
         );
         let col = Rect::from_x_y_ranges(x0..=x1.max(x0 + 1.0), chart.y_range());
-        p.rect_filled(col, 0.0, BAND.gamma_multiply(0.12));
-        if let Some((ids, row_h)) = rows {
-            for (i, id) in ids.iter().enumerate() {
-                if b.producers.contains(id) {
-                    let y = chart.top() + i as f32 * row_h;
-                    p.rect_filled(
-                        Rect::from_x_y_ranges(col.x_range(), y..=y + row_h),
-                        0.0,
-                        BAND.gamma_multiply(0.25),
+        // The chart's rows this band concerns, when it is drawn on them only.
+        let own_rows: Option<Vec<Rect>> = match rows {
+            Some((ids, row_h)) if overlapping && !b.producers.is_empty() => Some(
+                ids.iter()
+                    .enumerate()
+                    .filter(|(_, id)| b.producers.contains(id))
+                    .map(|(i, _)| {
+                        let y = chart.top() + i as f32 * row_h;
+                        Rect::from_x_y_ranges(col.x_range(), y..=y + row_h)
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let label_at = match &own_rows {
+            Some(rs) => {
+                for r in rs {
+                    p.rect_filled(*r, 0.0, BAND.gamma_multiply(0.25));
+                    for x in [x0, x1] {
+                        p.line_segment(
+                            [Pos2::new(x, r.top()), Pos2::new(x, r.bottom())],
+                            Stroke::new(1.0, BAND),
+                        );
+                    }
+                }
+                rs.first()
+                    .map(|r| Rect::from_min_max(r.min, Pos2::new(r.right(), r.top() + 14.0)))
+            }
+            None => {
+                if !overlapping {
+                    p.rect_filled(col, 0.0, BAND.gamma_multiply(0.12));
+                    if let Some((ids, row_h)) = rows {
+                        for (i, id) in ids.iter().enumerate() {
+                            if b.producers.contains(id) {
+                                let y = chart.top() + i as f32 * row_h;
+                                p.rect_filled(
+                                    Rect::from_x_y_ranges(col.x_range(), y..=y + row_h),
+                                    0.0,
+                                    BAND.gamma_multiply(0.25),
+                                );
+                            }
+                        }
+                    }
+                }
+                for x in [x0, x1] {
+                    p.line_segment(
+                        [Pos2::new(x, chart.top()), Pos2::new(x, chart.bottom())],
+                        Stroke::new(1.0, BAND),
                     );
                 }
+                (!overlapping).then(|| {
+                    Rect::from_min_max(col.min, Pos2::new(col.right(), chart.top() + 16.0))
+                })
             }
-        }
-        for x in [x0, x1] {
-            p.line_segment(
-                [Pos2::new(x, chart.top()), Pos2::new(x, chart.bottom())],
-                Stroke::new(1.0, BAND),
-            );
-        }
+        };
+        let Some(label) = label_at else { continue };
         if x1 - x0 > 40.0 {
             p.text(
-                Pos2::new(x0 + 3.0, chart.top() + 2.0),
+                Pos2::new(x0 + 3.0, label.top() + 2.0),
                 egui::Align2::LEFT_TOP,
                 &b.label,
-                egui::FontId::proportional(11.0),
+                font.clone(),
                 ui.visuals().text_color(),
             );
         }
-        // Only over the label strip: lower down the chart's own tooltips (events) speak.
+        // Only over the label strip: elsewhere the chart's own tooltips (events) speak.
         if let Some(h) = hover
-            && col.contains(h)
-            && h.y < chart.top() + 16.0
+            && label.contains(h)
         {
             tip = Some(format!(
                 "{}\n{} – {} s ({})\nvalue {:.4}\n{}",

@@ -40,8 +40,36 @@ pub struct TraceVizView {
     dragging: Option<usize>,
     /// The first tree row on screen.
     row_offset: usize,
-    outline_texture: Option<egui::TextureHandle>,
-    rows_texture: Option<egui::TextureHandle>,
+    /// The outline's and the rows' images as last drawn, and what they show.
+    images: Option<(ImagesKey, egui::TextureHandle, egui::TextureHandle)>,
+    /// How many times the images were drawn (uploaded) so far.
+    pub image_builds: u64,
+    /// "Save groups" was clicked: the session saves the groups as a grouping result this frame.
+    pub save_groups: bool,
+    /// The description the user typed for the next save (empty: the groups are listed).
+    pub save_description: String,
+    /// Groups of a saved result, applied once the tree knows the actors.
+    pub pending_groups: Option<Vec<(String, GroupOp, Vec<ProducerId>)>>,
+    /// Bands of an opened annotation result, drawn over the outline and the rows.
+    pub bands: Vec<socscope_analysis::results::Band>,
+}
+
+/// What the outline's and the rows' images show: they are drawn again when any of this changes.
+#[derive(PartialEq)]
+struct ImagesKey {
+    /// Of the timeline.
+    revision: u64,
+    bins: usize,
+    /// Outline, Slick band, rows, one row (pixels).
+    heights: [usize; 4],
+    /// The outline's layers, bottom up, with their colours.
+    layers: Vec<(Row, Color32)>,
+    /// The rows on screen, top down, with their colours.
+    shown: Vec<(Row, Color32)>,
+    groups: Vec<(String, GroupOp, Vec<ProducerId>)>,
+    sigma: u64,
+    luminance: u32,
+    background: Color32,
 }
 
 impl TraceVizView {
@@ -59,9 +87,28 @@ impl TraceVizView {
             renaming: None,
             dragging: None,
             row_offset: 0,
-            outline_texture: None,
-            rows_texture: None,
+            images: None,
+            image_builds: 0,
+            save_groups: false,
+            save_description: String::new(),
+            pending_groups: None,
+            bands: Vec::new(),
         }
+    }
+
+    /// What saved groups are called: the user's text, else the groups listed.
+    pub fn describe_groups(&self) -> String {
+        let user = self.save_description.trim();
+        if !user.is_empty() {
+            return user.to_owned();
+        }
+        let groups: Vec<String> = self
+            .tree
+            .group_list()
+            .iter()
+            .map(|(n, op, m)| format!("{n} ({} of {})", op_name(*op), m.len()))
+            .collect();
+        format!("TraceViz groups: {}", groups.join(", "))
     }
 
     fn sync_tree(&mut self, names: &TraceNames) {
@@ -175,6 +222,20 @@ impl TraceVizView {
                     .speed(0.01),
             )
             .labelled_by(l.id);
+            ui.separator();
+            ui.add(
+                egui::TextEdit::singleline(&mut self.save_description)
+                    .hint_text("description (optional)")
+                    .desired_width(130.0),
+            );
+            if ui
+                .add_enabled(!self.tree.groups.is_empty(), egui::Button::new("Save groups"))
+                .on_hover_text("Keep the groups in the trace as a grouping (Results…)")
+                .on_disabled_hover_text("Group actors first")
+                .clicked()
+            {
+                self.save_groups = true;
+            }
         });
     }
 
@@ -376,8 +437,79 @@ impl TraceVizView {
     }
 
     /// Draws the view.
+    /// The outline (with its Slick Graph band below) and the rows' histograms, one pixel column
+    /// per bin of `t`: each row scaled to its largest bin, the outline to its top.
+    fn images(
+        &self,
+        t: &traceviz::Timeline,
+        key: &ImagesKey,
+        visible: &[Row],
+    ) -> (egui::ColorImage, egui::ColorImage) {
+        let w = key.bins.max(1);
+        let [oh, band_h, rows_px_h, row_h] = key.heights;
+        let bg = key.background;
+        // Rows.
+        let mut rows_img = egui::ColorImage::filled([w, rows_px_h], Color32::TRANSPARENT);
+        let full_h = row_h.saturating_sub(2).max(1);
+        for (k, &(row, colour)) in key.shown.iter().enumerate() {
+            let vals = self.tree.values(row, t);
+            let max = vals.iter().copied().fold(0.0, f64::max);
+            if max <= 0.0 {
+                continue;
+            }
+            let base = k * row_h + full_h;
+            for (i, v) in vals.iter().enumerate().take(w) {
+                if *v <= 0.0 {
+                    continue;
+                }
+                let h = (((v / max) * full_h as f64).round() as usize).clamp(1, full_h);
+                for y in base + 1 - h..=base.min(rows_px_h - 1) {
+                    rows_img.pixels[y * w + i] = colour;
+                }
+            }
+        }
+        // Outline.
+        let mut img = egui::ColorImage::filled([w, oh + 2 + band_h], Color32::TRANSPARENT);
+        for px in &mut img.pixels[..w * oh] {
+            *px = bg;
+        }
+        let mut acc = vec![0.0; w];
+        let mut layers = Vec::with_capacity(visible.len());
+        for &row in visible {
+            for (a, v) in acc.iter_mut().zip(self.tree.values(row, t)) {
+                *a += v;
+            }
+            layers.push(acc.clone());
+        }
+        let top = acc.iter().copied().fold(0.0, f64::max).max(1e-300);
+        let level = |v: f64| (((v / top) * (oh - 2) as f64).round() as usize).min(oh - 1);
+        let mut below = vec![0.0; w];
+        for ((_, colour), layer) in key.layers.iter().zip(&layers) {
+            for i in 0..w {
+                let (a, b) = (level(below[i]), level(layer[i]));
+                for l in a..b {
+                    img.pixels[(oh - 1 - l) * w + i] = *colour;
+                }
+            }
+            below.clone_from(layer);
+        }
+        let smoothed = traceviz::slick(&acc, self.sigma);
+        let lum = traceviz::luminance(&acc, &smoothed);
+        for (i, l) in lum.iter().enumerate().take(w) {
+            let g = (l.clamp(0.0, 1.0) * 255.0) as u8;
+            let c = lerp(bg, Color32::from_gray(g), self.luminance);
+            for y in oh + 2..oh + 2 + band_h {
+                img.pixels[y * w + i] = c;
+            }
+        }
+        (img, rows_img)
+    }
+
     pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames, cursor: Option<Timestamp>) {
         self.sync_tree(names);
+        if let Some(groups) = self.pending_groups.take() {
+            self.tree.replace_groups(&groups);
+        }
         self.toolbar(ui);
         self.proposals_ui(ui);
         let full = ui.available_rect_before_wrap();
@@ -452,34 +584,22 @@ impl TraceVizView {
             layers.push((row, acc.clone()));
             columns.insert(row, cols);
         }
-        // Histograms of the rows on screen, each beside its tree label: one image of the rows'
-        // pixels (a single textured quad, whatever the rows and columns).
+        // The rows on screen (their hover, value and highlight) and the images.
+        let shown: Vec<Row> = all_rows
+            .iter()
+            .skip(self.row_offset)
+            .take(fits)
+            .map(|r| r.row)
+            .collect();
         let rows_px_h = ((fits as f32 * row_h) as usize).max(1);
-        let mut rows_img = egui::ColorImage::filled([width, rows_px_h], Color32::TRANSPARENT);
         let mut hovered_value: Option<(Row, f64, Timestamp)> = None;
         let view = self.timeline.view;
-        for (k, item) in all_rows.iter().enumerate().skip(self.row_offset).take(fits) {
-            let row = item.row;
-            let y0 = rows_rect.top() + (k - self.row_offset) as f32 * row_h;
+        for (k, &row) in shown.iter().enumerate() {
+            let y0 = rows_rect.top() + k as f32 * row_h;
             let y1 = y0 + row_h - 2.0;
             let Some(cols) = columns.get(&row) else {
                 continue;
             };
-            let max = cols.iter().copied().fold(0.0, f64::max);
-            let colour = self.row_colour(names, row);
-            if max > 0.0 {
-                let base = ((k - self.row_offset) as f32 * row_h) as usize + row_h as usize - 2;
-                let full_h = (row_h - 2.0) as usize;
-                for (i, v) in cols.iter().enumerate() {
-                    if *v <= 0.0 {
-                        continue;
-                    }
-                    let h = (((v / max) * full_h as f64).round() as usize).clamp(1, full_h);
-                    for y in base + 1 - h..=base.min(rows_px_h - 1) {
-                        rows_img.pixels[y * width + i] = colour;
-                    }
-                }
-            }
             if self.hovered == Some(row) {
                 p.rect_stroke(
                     Rect::from_min_max(
@@ -515,57 +635,115 @@ impl TraceVizView {
                 text,
             );
         }
-        // The outline: layers stacked in row order, each in its row's colour, drawn into an image of
-        // the outline's pixels, with the Slick Graph band (003 eq. 1-2: grey level = luminance).
+        // The outline (layers stacked in row order, each in its row's colour, with the Slick Graph
+        // band: 003 eq. 1-2, grey level = luminance) and the rows' histograms are two images of the
+        // timeline's bins, drawn again only when the timeline or what they show changes. Zooming
+        // and panning only move the part of them on screen (the bins keep their heights until
+        // the view's own timeline comes, REFINE_AFTER later, at the view's pixels).
         let oh = (outline_rect.height().max(2.0)) as usize;
         let band_h = band.height().max(1.0) as usize;
         let bg = visuals.extreme_bg_color;
-        let mut img = egui::ColorImage::filled([width, oh + 2 + band_h], Color32::TRANSPARENT);
-        for px in &mut img.pixels[..width * oh] {
-            *px = bg;
+        let key = ImagesKey {
+            revision: self.timeline.revision,
+            bins: t.outline.len(),
+            heights: [oh, band_h, rows_px_h, row_h as usize],
+            layers: visible
+                .iter()
+                .map(|&r| {
+                    let mut c = self.row_colour(names, r);
+                    if self.hovered.is_some() && self.hovered != Some(r) {
+                        c = c.gamma_multiply(0.35);
+                    }
+                    (r, c)
+                })
+                .collect(),
+            shown: shown
+                .iter()
+                .map(|&r| (r, self.row_colour(names, r)))
+                .collect(),
+            groups: self.tree.group_list(),
+            sigma: self.sigma.to_bits(),
+            luminance: self.luminance.to_bits(),
+            background: bg,
+        };
+        if self.images.as_ref().is_none_or(|(k, _, _)| *k != key) {
+            let (outline_img, rows_img) = self.images(&t, &key, &visible);
+            let (o, r) = match self.images.take() {
+                Some((_, mut o, mut r)) => {
+                    o.set(outline_img, egui::TextureOptions::NEAREST);
+                    r.set(rows_img, egui::TextureOptions::NEAREST);
+                    (o, r)
+                }
+                None => (
+                    ui.ctx().load_texture(
+                        "traceviz-outline",
+                        outline_img,
+                        egui::TextureOptions::NEAREST,
+                    ),
+                    ui.ctx()
+                        .load_texture("traceviz-rows", rows_img, egui::TextureOptions::NEAREST),
+                ),
+            };
+            self.images = Some((key, o, r));
+            self.image_builds += 1;
         }
-        let top = acc.iter().copied().fold(0.0, f64::max).max(1e-300);
-        let level = |v: f64| (((v / top) * (oh - 2) as f64).round() as usize).min(oh - 1);
-        let mut below = vec![0.0; width];
-        for (row, layer) in &layers {
-            let mut colour = self.row_colour(names, *row);
-            if self.hovered.is_some() && self.hovered != Some(*row) {
-                colour = colour.gamma_multiply(0.35);
-            }
-            for i in 0..width {
-                let (a, b) = (level(below[i]), level(layer[i]));
-                for l in a..b {
-                    img.pixels[(oh - 1 - l) * width + i] = colour;
+        // The part of the view the timeline covers, and where its bins are on screen.
+        let (ts, te) = (t.start.max(view.start), t.end.min(view.end));
+        if let Some((_, outline_tex, rows_tex)) = &self.images
+            && te > ts
+            && t.end > t.start
+        {
+            let x = |v: i64| {
+                outline_rect.left()
+                    + ((v - view.start) as f64 / view.len() as f64) as f32 * width as f32
+            };
+            let u = |v: i64| ((v - t.start) as f64 / (t.end - t.start) as f64) as f32;
+            let (x0, x1, u0, u1) = (x(ts), x(te), u(ts), u(te));
+            p.image(
+                outline_tex.id(),
+                Rect::from_min_max(
+                    Pos2::new(x0, outline_rect.top()),
+                    Pos2::new(x1, band.bottom()),
+                ),
+                Rect::from_min_max(Pos2::new(u0, 0.0), Pos2::new(u1, 1.0)),
+                Color32::WHITE,
+            );
+            p.image(
+                rows_tex.id(),
+                Rect::from_min_max(
+                    Pos2::new(x0, rows_rect.top()),
+                    Pos2::new(x1, rows_rect.top() + rows_px_h as f32),
+                ),
+                Rect::from_min_max(Pos2::new(u0, 0.0), Pos2::new(u1, 1.0)),
+                Color32::WHITE,
+            );
+        }
+        // Bands of an opened annotation result, over the outline and over the rows (the rows of
+        // their producers tinted).
+        if !self.bands.is_empty() {
+            super::results::draw_bands(ui, outline_rect, view, &self.bands, None);
+            let ids: Vec<ProducerId> = all_rows
+                .iter()
+                .skip(self.row_offset)
+                .take(fits)
+                .map(|r| match r.row {
+                    Row::Actor(id) => id,
+                    // A group's row is no producer of a band.
+                    Row::Group(_) => ProducerId::MAX,
+                })
+                .collect();
+            super::results::draw_bands(ui, rows_rect, view, &self.bands, Some((&ids, row_h)));
+        }
+        // The outline's scale is the images': the top of the timeline's outline of the shown rows.
+        let top = {
+            let mut sum = vec![0.0; t.outline.len()];
+            for &r in &visible {
+                for (a, v) in sum.iter_mut().zip(self.tree.values(r, &t)) {
+                    *a += v;
                 }
             }
-            below.clone_from(layer);
-        }
-        let smoothed = traceviz::slick(&acc, self.sigma);
-        let lum = traceviz::luminance(&acc, &smoothed);
-        for (i, l) in lum.iter().enumerate() {
-            let g = (l.clamp(0.0, 1.0) * 255.0) as u8;
-            let c = lerp(bg, Color32::from_gray(g), self.luminance);
-            for y in oh + 2..oh + 2 + band_h {
-                img.pixels[y * width + i] = c;
-            }
-        }
-        let outline_tex = image_texture(ui, &mut self.outline_texture, "traceviz-outline", img);
-        p.image(
-            outline_tex,
-            Rect::from_min_max(
-                outline_rect.min,
-                Pos2::new(outline_rect.right(), band.bottom()),
-            ),
-            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
-            Color32::WHITE,
-        );
-        let rows_tex = image_texture(ui, &mut self.rows_texture, "traceviz-rows", rows_img);
-        p.image(
-            rows_tex,
-            Rect::from_min_size(rows_rect.min, egui::vec2(width as f32, rows_px_h as f32)),
-            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
-            Color32::WHITE,
-        );
+            sum.into_iter().fold(0.0, f64::max).max(1e-300)
+        };
         let oy = |v: f64| outline_rect.bottom() - (v / top) as f32 * (outline_rect.height() - 2.0);
         ui.painter().text(
             Pos2::new(full.left() + 4.0, outline_rect.top()),
@@ -678,29 +856,6 @@ impl TraceVizView {
         }
         let mut child = ui.new_child(egui::UiBuilder::new().max_rect(tree_rect));
         self.tree_ui(&mut child, tree_rect, names);
-    }
-}
-
-/// Shows `image` through the texture in `slot` (created once, then updated in place).
-fn image_texture(
-    ui: &Ui,
-    slot: &mut Option<egui::TextureHandle>,
-    name: &str,
-    image: egui::ColorImage,
-) -> egui::TextureId {
-    match slot {
-        Some(t) => {
-            t.set(image, egui::TextureOptions::NEAREST);
-            t.id()
-        }
-        None => {
-            let t = ui
-                .ctx()
-                .load_texture(name, image, egui::TextureOptions::NEAREST);
-            let id = t.id();
-            *slot = Some(t);
-            id
-        }
     }
 }
 
