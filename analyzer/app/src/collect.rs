@@ -152,7 +152,8 @@ pub fn print_notice(n: &Notice, json: bool) {
 }
 
 /// Closes the traces of `dir` that a collector killed, crashed or stopped by a full disk left live
-/// (nobody writes them now), and refreshes their catalog entries; prints one line per trace.
+/// (nobody writes them now), and refreshes their catalog entries; folds in the WAL of traces closed
+/// on a full disk; prints one line per trace.
 fn repair_left_live(dir: &std::path::Path, json: bool) -> Result<()> {
     let live = socscope_tracedb::left_live(dir)
         .with_context(|| format!("while looking for traces left live in {}", dir.display()))?;
@@ -180,6 +181,40 @@ fn repair_left_live(dir: &std::path::Path, json: bool) -> Result<()> {
             ));
         } else {
             let _ = crate::out::line(format_args!("repaired: {} {}", path.display(), outcome));
+        }
+    }
+    // Traces closed on a full disk keep their WAL beside them until there is room to fold it in.
+    let with_wal = socscope_tracedb::left_with_wal(dir).with_context(|| {
+        format!(
+            "while looking for traces closed on a full disk in {}",
+            dir.display()
+        )
+    })?;
+    for path in with_wal {
+        let folded = socscope_tracedb::repair(&path, "closed on a full disk")
+            .map(|_| !socscope_tracedb::wal_path(&path).exists());
+        match folded {
+            Ok(true) if json => {
+                let _ = crate::out::line(format_args!(
+                    "{}",
+                    json!({"event": "trace_wal_folded", "file": path})
+                ));
+            }
+            Ok(true) => {
+                let _ = crate::out::line(format_args!(
+                    "folded: {} (closed on a full disk, its WAL is now in the file)",
+                    path.display()
+                ));
+            }
+            Ok(false) => errln!(
+                "warning: {} still has its WAL beside it (closed on a full disk; a reader holds it, or there is no room yet): `socscope repair` folds it in later",
+                path.display()
+            ),
+            Err(e) => errln!(
+                "warning: the WAL of {} (closed on a full disk) could not be folded in: {}",
+                path.display(),
+                e
+            ),
         }
     }
     Ok(())

@@ -476,6 +476,10 @@ impl Drop for SmallDisk {
 #[test]
 fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
     let Some(disk) = SmallDisk::mount("1m") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cannot mount a tmpfs: CI runs this test as root, it must not be skipped there"
+        );
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");
         return;
     };
@@ -553,4 +557,34 @@ fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
         !reserve.exists(),
         "the reserve is removed when collect ends"
     );
+
+    // Closed on the full disk, the trace keeps its WAL beside it (folding it in needed room); the
+    // next `collect` on the directory folds it in, so the trace is one file again, unchanged.
+    let file = Path::new(ended["file"].as_str().unwrap());
+    let wal = socscope_tracedb::wal_path(file);
+    assert!(wal.exists(), "a trace closed on a full disk keeps its WAL");
+    // Room is made (the disk grows, as when files are deleted).
+    let grown = Command::new("mount")
+        .args(["-o", "remount,size=8m"])
+        .arg(disk.0.path())
+        .status()
+        .unwrap();
+    assert!(grown.success());
+    let out = socscope(&[
+        "collect",
+        "--no-listen",
+        "--json",
+        "--dir",
+        &dir,
+        "--disk-reserve",
+        "0",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"trace_wal_folded\""), "{stdout} {stderr}");
+    assert!(!wal.exists(), "the WAL is folded into the trace");
+    let again = TraceReader::open(file).unwrap().info().unwrap();
+    assert_eq!(again.event_count, info.event_count);
+    assert!(again.finished && !again.complete);
 }

@@ -214,6 +214,25 @@ pub(crate) fn make_self_contained(conn: &Connection) {
 /// Trace files of a catalog directory that a writer left live and nobody writes now: what
 /// [`repair`] would close. Files that are not traces of this schema version are skipped.
 pub fn left_live(dir: &Path) -> Result<Vec<PathBuf>> {
+    traces_where(dir, |finished, _| !finished)
+}
+
+/// Finished trace files of a catalog directory that nobody writes now but that still have their WAL
+/// beside them (closed on a full disk by [`repair_on_full_disk`]): what [`repair`] would fold into a
+/// self-contained file.
+pub fn left_with_wal(dir: &Path) -> Result<Vec<PathBuf>> {
+    traces_where(dir, |finished, has_wal| finished && has_wal)
+}
+
+/// The WAL file SQLite keeps beside `path`.
+pub fn wal_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// Trace files of `dir` that nobody writes now, whose `(finished, has a WAL beside it)` pass `keep`.
+fn traces_where(dir: &Path, keep: impl Fn(bool, bool) -> bool) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|source| StoreError::Io {
         path: dir.to_path_buf(),
         source,
@@ -231,6 +250,8 @@ pub fn left_live(dir: &Path) -> Result<Vec<PathBuf>> {
         if is_being_written(&path).unwrap_or(true) {
             continue;
         }
+        // Looked at before opening: a read-only open itself may make an empty WAL.
+        let has_wal = wal_path(&path).exists();
         let Ok(conn) = schema::open(&path, "trace", TRACE_APPLICATION_ID, true) else {
             continue;
         };
@@ -238,8 +259,11 @@ pub fn left_live(dir: &Path) -> Result<Vec<PathBuf>> {
             conn.query_row("SELECT finished FROM trace_info WHERE id = 1", [], |r| {
                 r.get(0)
             });
-        if matches!(finished, Ok(false)) {
-            out.push(path);
+        if let Ok(finished) = finished {
+            drop(conn);
+            if keep(finished, has_wal) {
+                out.push(path);
+            }
         }
     }
     out.sort();
