@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use socscope_analysis::gantt::{
-    GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LossGap,
+    GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LinkArrow, LossGap,
 };
 use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_tracedb::units::{self, TimeAxis};
-use socscope_tracedb::{Filter, ProducerId, TimeRange};
+use socscope_tracedb::{Filter, ProducerId, TimeRange, TypeId};
 
 use super::session::{TraceDescription, TraceNames};
 use super::theme;
@@ -548,8 +548,13 @@ fn loss_rect(g: &LossGap, chart: Rect) -> Rect {
 ///
 /// Software renderers (Mesa llvmpipe) spend their time per triangle and per 4x4 block of pixels each
 /// triangle touches, so the geometry is plain triangles in two meshes: one rectangle per run of
-/// same-coloured columns, nothing rounded, stroked or feathered where edges fall on pixel boundaries;
-/// only links and hatching, which fall anywhere, keep a one-pixel anti-aliasing ridge.
+/// same-coloured columns, nothing rounded, stroked or feathered where edges fall on pixel boundaries
+/// (aggregation markers are small squares, not circles); only long links and hatching, which fall
+/// anywhere, keep a one-pixel anti-aliasing ridge. A short link (shorter than a pixel: at most one per
+/// column, see `GanttModel::frame`) is a vertical line in its pixel column, drawn as a column of
+/// pixels, and neighbouring columns joining the same rows in one colour are one rectangle (see-through
+/// when wider than two columns) with one arrowhead: zoomed out on a busy trace, a link per column made a translucent forest of thin
+/// triangles over the whole chart that took llvmpipe longer to shade than everything else together.
 fn chart_shapes(
     frame: &GanttFrame,
     chart: Rect,
@@ -561,7 +566,7 @@ fn chart_shapes(
     let snap = |v: f32| (v * pixels_per_point).round() * px;
     let x = |c: u32| chart.left() + c as f32;
     let mut states = Mesh::default();
-    let mut dots = Vec::new();
+    let mut marks = Mesh::default();
     let mut over = Mesh::default();
     for (i, row) in frame.rows.iter().enumerate() {
         let y0 = snap(chart.top() + i as f32 * ROW_H + 2.0);
@@ -577,12 +582,11 @@ fn chart_shapes(
             );
         }
         for s in row.spans.iter().filter(|s| s.aggregated) {
-            let cx = chart.left() + (s.x0 + s.x1) as f32 / 2.0;
-            dots.push(Shape::circle_filled(
-                Pos2::new(cx, y0 + 2.5),
-                1.8,
+            let cx = snap(chart.left() + (s.x0 + s.x1) as f32 / 2.0);
+            marks.add_colored_rect(
+                Rect::from_min_max(Pos2::new(cx - 1.0, y0 + 1.0), Pos2::new(cx + 2.0, y0 + 4.0)),
                 theme::marker(dark),
-            ));
+            );
         }
         // Ticks: one pixel column each, reaching one point above and below the states.
         let ticks = row
@@ -596,29 +600,88 @@ fn chart_shapes(
             );
         }
     }
-    for l in &frame.links {
-        let row_y = |r: usize| chart.top() + r as f32 * ROW_H + ROW_H / 2.0;
-        let c = names.colour(l.type_id);
-        let a = Pos2::new(chart.left() + l.x0, row_y(l.row0));
-        let b = Pos2::new(chart.left() + l.x1, row_y(l.row1));
-        // At its exact (fractional) x: dense short links then blend with the rows under them.
-        ridge(&mut over, a, b, c, px);
+    let row_y = |r: usize| snap(chart.top() + r as f32 * ROW_H + ROW_H / 2.0);
+    let arrowhead = |mesh: &mut Mesh, a: Pos2, b: Pos2, c: Color32| {
         let dir = (b - a).normalized();
         let n = Vec2::new(-dir.y, dir.x);
         triangle(
-            &mut over,
+            mesh,
             [b, b - dir * 6.0 + n * 3.0, b - dir * 6.0 - n * 3.0],
             c,
         );
+    };
+    for l in frame.links.iter().filter(|l| !is_short(l)) {
+        let c = names.colour(l.type_id);
+        let a = Pos2::new(chart.left() + l.x0, row_y(l.row0));
+        let b = Pos2::new(chart.left() + l.x1, row_y(l.row1));
+        // At its exact (fractional) x.
+        ridge(&mut over, a, b, c, px);
+        arrowhead(&mut over, a, b, c);
+    }
+    for run in short_link_runs(&frame.links) {
+        let c = names.colour(run.type_id);
+        let (x0, x1) = (x(run.x0), x(run.x1));
+        let (ya, yb) = (row_y(run.row0), row_y(run.row1));
+        // A band of links is see-through, so the states it crosses still show; a lone link is a line.
+        let fill = if run.x1 - run.x0 > 2 {
+            c.gamma_multiply(SHORT_LINK_BAND_ALPHA)
+        } else {
+            c
+        };
+        over.add_colored_rect(
+            Rect::from_min_max(Pos2::new(x0, ya.min(yb)), Pos2::new(x1, ya.max(yb))),
+            fill,
+        );
+        let mid = (x0 + x1) / 2.0;
+        arrowhead(&mut over, Pos2::new(mid, ya), Pos2::new(mid, yb), c);
     }
     for g in &frame.losses {
         hatch(&mut over, loss_rect(g, chart), theme::loss(dark), px);
     }
-    let mut shapes = Vec::with_capacity(dots.len() + 2);
-    shapes.push(Shape::mesh(states));
-    shapes.extend(dots);
-    shapes.push(Shape::mesh(over));
-    shapes
+    vec![Shape::mesh(states), Shape::mesh(marks), Shape::mesh(over)]
+}
+
+/// Opacity of a band of short links wider than two columns.
+const SHORT_LINK_BAND_ALPHA: f32 = 0.35;
+
+/// A link shorter than a pixel column, drawn as a vertical line in its column.
+fn is_short(l: &LinkArrow) -> bool {
+    (l.x1 - l.x0).abs() < 1.0 && l.row0 != l.row1
+}
+
+/// A run of neighbouring pixel columns, each with a short link joining the same two rows in one type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ShortLinkRun {
+    /// First column.
+    x0: u32,
+    /// One past the last column.
+    x1: u32,
+    row0: usize,
+    row1: usize,
+    type_id: TypeId,
+}
+
+/// The short links of `links` ([`is_short`]) as runs of neighbouring columns, left to right (the
+/// frame gives at most one short link per column, in time order).
+fn short_link_runs(links: &[LinkArrow]) -> Vec<ShortLinkRun> {
+    let mut runs: Vec<ShortLinkRun> = Vec::new();
+    for l in links.iter().filter(|l| is_short(l)) {
+        let c = l.x0.floor().max(0.0) as u32;
+        match runs.last_mut() {
+            Some(r) if r.x1 == c && (r.row0, r.row1, r.type_id) == (l.row0, l.row1, l.type_id) => {
+                r.x1 = c + 1
+            }
+            Some(r) if r.x1 > c => {}
+            _ => runs.push(ShortLinkRun {
+                x0: c,
+                x1: c + 1,
+                row0: l.row0,
+                row1: l.row1,
+                type_id: l.type_id,
+            }),
+        }
+    }
+    runs
 }
 
 /// Column ranges `(x0, x1, colour)`, left to right, with adjacent ranges of one colour merged.
@@ -728,6 +791,44 @@ mod tests {
         );
         assert_eq!(runs, vec![(0, 3, r), (3, 4, g), (6, 9, g), (9, 10, r)]);
         assert!(colour_runs(std::iter::empty()).is_empty());
+    }
+
+    #[test]
+    fn short_links_in_neighbouring_columns_joining_the_same_rows_become_one_band() {
+        let link = |x0: f32, x1: f32, row0: usize, row1: usize, type_id: TypeId| LinkArrow {
+            x0,
+            row0,
+            x1,
+            row1,
+            type_id,
+        };
+        let links = [
+            link(10.2, 10.6, 1, 4, 7),
+            link(11.0, 11.9, 1, 4, 7),
+            link(11.5, 40.0, 0, 2, 7), // long: drawn as a line, not in a run
+            link(12.3, 12.3, 1, 4, 7),
+            link(13.1, 13.2, 4, 1, 7), // the other way round: a run of its own
+            link(14.0, 14.5, 4, 1, 8), // another type
+            link(16.0, 16.1, 4, 1, 8), // not next to the previous column
+            link(17.0, 17.0, 3, 3, 8), // within one row: nothing to draw
+        ];
+        let run = |x0: u32, x1: u32, row0: usize, row1: usize, type_id: TypeId| ShortLinkRun {
+            x0,
+            x1,
+            row0,
+            row1,
+            type_id,
+        };
+        assert_eq!(
+            short_link_runs(&links),
+            vec![
+                run(10, 13, 1, 4, 7),
+                run(13, 14, 4, 1, 7),
+                run(14, 15, 4, 1, 8),
+                run(16, 17, 4, 1, 8),
+            ]
+        );
+        assert!(!is_short(&links[2]) && !is_short(&links[7]));
     }
 
     #[test]
