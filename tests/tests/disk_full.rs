@@ -107,21 +107,26 @@ fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
         p.push(suffix);
         let _ = std::fs::remove_file(p);
     }
+    a_later_board_is_stored_completely(&mut collector, 9, 2);
+    collector.stop();
+}
+
+/// A short board connecting now (the collector's `sessions`-th session) is stored completely.
+fn a_later_board_is_stored_completely(collector: &mut Collector, seed: u64, sessions: usize) {
     let small = sim_over_tcp(
         SimConfig {
-            seed: 9,
+            seed,
             duration_s: 0.5,
             board: "after",
             ..SimConfig::default()
         },
         collector.address(),
     );
-    let reports = collector.wait_sessions(2);
+    let reports = collector.wait_sessions(sessions);
     let summary = small.join().unwrap();
-    let after = &reports[1];
+    let after = &reports[sessions - 1];
     assert!(after.complete, "{after:?}");
     assert_exact_counts(&after.path, &summary);
-    collector.stop();
 }
 
 /// Writes a file on `dir`'s disk until the disk refuses one more byte; returns its size.
@@ -252,20 +257,7 @@ fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
     // The operator frees the disk: the collector sets its reserve aside again and stores the next
     // board completely.
     std::fs::remove_file(&hog).unwrap();
-    let small = sim_over_tcp(
-        SimConfig {
-            seed: 23,
-            duration_s: 0.5,
-            board: "after",
-            ..SimConfig::default()
-        },
-        collector.address(),
-    );
-    let reports = collector.wait_sessions(3);
-    let summary = small.join().unwrap();
-    let after = &reports[2];
-    assert!(after.complete, "{after:?}");
-    assert_exact_counts(&after.path, &summary);
+    a_later_board_is_stored_completely(&mut collector, 23, 3);
     assert!(
         mount
             .join(socscope_collector::reserve::RESERVE_FILE)
