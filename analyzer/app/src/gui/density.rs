@@ -227,17 +227,22 @@ impl DensityView {
         }
         // All bars in one mesh: one shape per frame whatever the width.
         let bar = visuals.selection.bg_fill;
+        let heights: Vec<f32> = cols
+            .iter()
+            .map(|v| {
+                if *v <= 0.0 {
+                    0.0
+                } else {
+                    ((*v / max) as f32 * plot.height()).max(1.0)
+                }
+            })
+            .collect();
         let mut mesh = egui::Mesh::default();
-        for (i, v) in cols.iter().enumerate() {
-            if *v <= 0.0 {
-                continue;
-            }
-            let h = ((*v / max) as f32 * plot.height()).max(1.0);
-            let x = plot.left() + i as f32;
+        for (x0, x1, y0, y1) in bar_rects(&heights) {
             mesh.add_colored_rect(
                 Rect::from_min_max(
-                    Pos2::new(x, plot.bottom() - h),
-                    Pos2::new(x + 1.0, plot.bottom()),
+                    Pos2::new(plot.left() + x0 as f32, plot.bottom() - y1),
+                    Pos2::new(plot.left() + x1 as f32, plot.bottom() - y0),
                 ),
                 bar,
             );
@@ -412,6 +417,33 @@ fn spawn(trace: PathBuf, range: TimeRange, filter: Filter) -> LoaderHandle<Densi
 }
 
 /// The smallest 1, 2 or 5 times a power of ten at or above `v`, so the axis reads round numbers.
+/// Columns of bars are drawn this many at a time below their lowest bar.
+const BAR_BLOCK: usize = 16;
+
+/// The rectangles `(x0, x1, y0, y1)` (columns `x0..x1`, heights `y0..y1` above the axis) that cover
+/// exactly the bars of `heights` (one per pixel column, 0 for none): for each block of
+/// [`BAR_BLOCK`] columns, one wide rectangle up to the block's lowest bar, then each bar's part above
+/// it. Software renderers (llvmpipe) shade every 4x4 pixel block a triangle touches, so a bar one
+/// pixel wide costs as much as one four pixels wide: drawn whole, the bars cost the plot four times
+/// over. The pieces meet on shared edges, so the pixels drawn are those of the whole bars.
+fn bar_rects(heights: &[f32]) -> Vec<(usize, usize, f32, f32)> {
+    let mut rects = Vec::new();
+    for (b, block) in heights.chunks(BAR_BLOCK).enumerate() {
+        let x = b * BAR_BLOCK;
+        let floor = block.iter().copied().fold(f32::INFINITY, f32::min);
+        if floor > 0.0 {
+            rects.push((x, x + block.len(), 0.0, floor));
+        }
+        let floor = floor.max(0.0);
+        for (i, &h) in block.iter().enumerate() {
+            if h > floor {
+                rects.push((x + i, x + i + 1, floor, h));
+            }
+        }
+    }
+    rects
+}
+
 fn nice_ceil(v: f64) -> f64 {
     let p = 10f64.powf(v.log10().floor());
     [1.0, 2.0, 5.0, 10.0]
@@ -423,6 +455,35 @@ fn nice_ceil(v: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bar_rectangles_cover_each_bar_exactly_once() {
+        let heights: Vec<f32> = (0..40)
+            .map(|i| match i {
+                3 | 20 => 0.0,
+                _ => 10.0 + ((i * 7) % 11) as f32 * 0.75,
+            })
+            .collect();
+        let rects = super::bar_rects(&heights);
+        // Every column is covered from the axis to its height, with no overlap and no gap.
+        for (c, &h) in heights.iter().enumerate() {
+            let mut spans: Vec<(f32, f32)> = rects
+                .iter()
+                .filter(|r| r.0 <= c && c < r.1)
+                .map(|r| (r.2, r.3))
+                .collect();
+            spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut top = 0.0;
+            for (y0, y1) in spans {
+                assert_eq!(y0, top, "column {c}");
+                top = y1;
+            }
+            assert_eq!(top, h, "column {c}");
+        }
+        // A block without an empty column is one wide rectangle and its bars' tops.
+        let wide = rects.iter().filter(|r| r.1 - r.0 > 1).count();
+        assert_eq!(wide, 1, "{rects:?}");
+    }
+
     use super::*;
 
     #[test]
