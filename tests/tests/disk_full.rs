@@ -29,6 +29,21 @@ fn small_disk(size: &str) -> Option<tempfile::TempDir> {
     mounted.then_some(dir)
 }
 
+/// [`small_disk`] with its unmounting guard; `None` (the test is skipped, and says so) only outside CI:
+/// CI runs the tests as root, where a tmpfs can always be mounted.
+fn small_disk_or_skip(size: &str) -> Option<(tempfile::TempDir, Unmount)> {
+    let Some(disk) = small_disk(size) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cannot mount a tmpfs: CI runs this test as root, it must not be skipped there"
+        );
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return None;
+    };
+    let guard = Unmount(disk.path().to_path_buf());
+    Some((disk, guard))
+}
+
 fn unmount(dir: &Path) {
     let _ = Command::new("umount").arg(dir).status();
 }
@@ -44,16 +59,10 @@ impl Drop for Unmount {
 
 #[test]
 fn a_full_disk_ends_the_session_as_interrupted_and_the_collector_goes_on() {
-    let Some(disk) = small_disk("3m") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "cannot mount a tmpfs: CI runs this test as root, it must not be skipped there"
-        );
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+    let Some((disk, _unmount)) = small_disk_or_skip("3m") else {
         return;
     };
     let mount = disk.path().to_path_buf();
-    let _unmount = Unmount(mount.clone());
     let mut config = socscope_collector::IngestConfig::new(&mount);
     // The default reserve (16 MiB) does not fit this disk.
     config.disk_reserve = socscope_collector::DiskReserve::new(&mount, 256 << 10);
@@ -152,16 +161,10 @@ fn fill_to_the_last_byte(path: &Path) -> u64 {
 
 #[test]
 fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
-    let Some(disk) = small_disk("4m") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "cannot mount a tmpfs: CI runs this test as root, it must not be skipped there"
-        );
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+    let Some((disk, _unmount)) = small_disk_or_skip("4m") else {
         return;
     };
     let mount = disk.path().to_path_buf();
-    let _unmount = Unmount(mount.clone());
     let dir = disk.path().to_path_buf();
     let mut config = socscope_collector::IngestConfig::new(&dir);
     config.disk_reserve = socscope_collector::DiskReserve::new(&dir, 512 << 10);
