@@ -165,9 +165,8 @@ fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
         return;
     };
     let mount = disk.path().to_path_buf();
-    let dir = disk.path().to_path_buf();
-    let mut config = socscope_collector::IngestConfig::new(&dir);
-    config.disk_reserve = socscope_collector::DiskReserve::new(&dir, 512 << 10);
+    let mut config = socscope_collector::IngestConfig::new(&mount);
+    config.disk_reserve = socscope_collector::DiskReserve::new(&mount, 512 << 10);
     let mut collector = Collector::start_configured(
         disk,
         config,

@@ -416,7 +416,6 @@ fn spawn(trace: PathBuf, range: TimeRange, filter: Filter) -> LoaderHandle<Densi
     )
 }
 
-/// The smallest 1, 2 or 5 times a power of ten at or above `v`, so the axis reads round numbers.
 /// Columns of bars are drawn this many at a time below their lowest bar.
 const BAR_BLOCK: usize = 16;
 
@@ -444,6 +443,7 @@ fn bar_rects(heights: &[f32]) -> Vec<(usize, usize, f32, f32)> {
     rects
 }
 
+/// The smallest 1, 2 or 5 times a power of ten at or above `v`, so the axis reads round numbers.
 fn nice_ceil(v: f64) -> f64 {
     let p = 10f64.powf(v.log10().floor());
     [1.0, 2.0, 5.0, 10.0]
@@ -455,6 +455,8 @@ fn nice_ceil(v: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn bar_rectangles_cover_each_bar_exactly_once() {
         let heights: Vec<f32> = (0..40)
@@ -463,7 +465,7 @@ mod tests {
                 _ => 10.0 + ((i * 7) % 11) as f32 * 0.75,
             })
             .collect();
-        let rects = super::bar_rects(&heights);
+        let rects = bar_rects(&heights);
         // Every column is covered from the axis to its height, with no overlap and no gap.
         for (c, &h) in heights.iter().enumerate() {
             let mut spans: Vec<(f32, f32)> = rects
@@ -483,8 +485,6 @@ mod tests {
         let wide = rects.iter().filter(|r| r.1 - r.0 > 1).count();
         assert_eq!(wide, 1, "{rects:?}");
     }
-
-    use super::*;
 
     #[test]
     fn axis_numbers_are_round_and_readable() {

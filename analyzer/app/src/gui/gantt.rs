@@ -553,8 +553,9 @@ fn loss_rect(g: &LossGap, chart: Rect) -> Rect {
 /// anywhere, keep a one-pixel anti-aliasing ridge. A short link (shorter than a pixel: at most one per
 /// column, see `GanttModel::frame`) is a vertical line in its pixel column, drawn as a column of
 /// pixels, and neighbouring columns joining the same rows in one colour are one rectangle (see-through
-/// when wider than two columns) with one arrowhead: zoomed out on a busy trace, a link per column made a translucent forest of thin
-/// triangles over the whole chart that took llvmpipe longer to shade than everything else together.
+/// when wider than two columns) with one arrowhead: zoomed out on a busy trace, a link per column made
+/// a translucent forest of thin triangles over the whole chart that took llvmpipe longer to shade than
+/// everything else together.
 fn chart_shapes(
     frame: &GanttFrame,
     chart: Rect,
@@ -671,6 +672,8 @@ fn short_link_runs(links: &[LinkArrow]) -> Vec<ShortLinkRun> {
             Some(r) if r.x1 == c && (r.row0, r.row1, r.type_id) == (l.row0, l.row1, l.type_id) => {
                 r.x1 = c + 1
             }
+            // A second short link in a column already drawn (the frame keeps one per column, but
+            // its column and the floor of its x may differ by rounding): the column shows one.
             Some(r) if r.x1 > c => {}
             _ => runs.push(ShortLinkRun {
                 x0: c,
