@@ -202,7 +202,7 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
         path.display()
     );
     let mut options = crate::view::options(&crate::view::ViewArgs {
-        target: path,
+        target: path.clone(),
         view: "density".into(),
         light: false,
         size: "1280x800".into(),
@@ -223,6 +223,11 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
     if capture.is_finished() {
         if let Ok(Ok(c)) = capture.join() {
             outln!("board sent:      {}", c.sim);
+        }
+        // The window was reading the trace when the collector finished it, so the file stayed in
+        // WAL mode: fold the WAL in now that nobody reads it, leaving one self-contained file.
+        if let Err(e) = socscope_tracedb::repair(&path, "demo window") {
+            errln!("note: {e}; `socscope repair` folds the trace's WAL in later");
         }
     } else {
         outln!("window closed before the board finished: the trace stays incomplete");

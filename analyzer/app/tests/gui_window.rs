@@ -257,7 +257,33 @@ fn the_x_server_shows_a_drawn_window() {
             break;
         }
     }
-    let _ = app.kill();
-    let _ = app.wait();
+    // SIGTERM (a terminal's Ctrl-C is SIGINT, handled alike) closes the window as its close button
+    // does: a clean exit, and the trace read leaves no `-wal`/`-shm` beside it.
+    let term = Command::new("kill")
+        .args(["-TERM", &app.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let asked = Instant::now();
+    let status = loop {
+        if let Some(status) = app.try_wait().unwrap() {
+            break Some(status);
+        }
+        if asked.elapsed() > Duration::from_secs(20) {
+            let _ = app.kill();
+            let _ = app.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(best >= 20, "the screen shows only {best} colours");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "socscope view did not close on SIGTERM: {status:?}"
+    );
+    for suffix in ["-wal", "-shm"] {
+        let mut p = t.clone().into_os_string();
+        p.push(suffix);
+        assert!(!Path::new(&p).exists(), "{p:?} left beside the trace");
+    }
 }

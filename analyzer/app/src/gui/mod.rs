@@ -80,7 +80,16 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
         app = app.with_user_colours(path);
     }
     let shell = script::Shell::new(app, &options)?;
-    eframe::run_native("socscope", native, Box::new(move |_cc| Ok(Box::new(shell)))).map_err(|e| {
+    let close = shell.close_requested();
+    eframe::run_native(
+        "socscope",
+        native,
+        Box::new(move |cc| {
+            close_on_signals(cc.egui_ctx.clone(), close);
+            Ok(Box::new(shell))
+        }),
+    )
+    .map_err(|e| {
         match e {
             // winit's errors name its own source files; the user needs to know what to do.
             eframe::Error::Winit(_) | eframe::Error::WinitEventLoop(_) => anyhow::anyhow!(
@@ -92,6 +101,42 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
             e => anyhow::anyhow!("the window failed: {e}"),
         }
     })
+}
+
+/// Ctrl-C and SIGTERM (a terminal, `timeout`, a service manager) close the window as its close
+/// button does, so the traces' readers close and leave no `-wal`/`-shm` file beside them; a second
+/// signal exits at once (status 130), for a window that does not close.
+fn close_on_signals(ctx: egui::Context, close: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let watch = move || -> std::io::Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let mut term = signal(SignalKind::terminate())?;
+            let mut int = signal(SignalKind::interrupt())?;
+            loop {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                if close.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    std::process::exit(130);
+                }
+                ctx.request_repaint();
+            }
+        })
+    };
+    let spawned = std::thread::Builder::new()
+        .name("socscope-signals".into())
+        .spawn(move || {
+            if let Err(e) = watch() {
+                crate::out::errln!("note: cannot watch for Ctrl-C and SIGTERM: {e}");
+            }
+        });
+    if let Err(e) = spawned {
+        crate::out::errln!("note: cannot watch for Ctrl-C and SIGTERM: {e}");
+    }
 }
 
 pub use eframe::egui;

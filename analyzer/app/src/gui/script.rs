@@ -36,6 +36,8 @@ impl std::str::FromStr for Script {
 const PHASE_FRAMES: u64 = 400;
 
 pub struct Shell {
+    /// Set by a signal (see `close_on_signals`): the window closes at its next frame.
+    close: Arc<std::sync::atomic::AtomicBool>,
     app: GuiApp,
     frame: u64,
     last: Option<Instant>,
@@ -80,7 +82,13 @@ impl Shell {
             shot: Arc::default(),
             shot_requested: false,
             started: Instant::now(),
+            close: Arc::default(),
         })
+    }
+
+    /// The flag that closes the window at its next frame.
+    pub fn close_requested(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.close)
     }
 
     fn settled(&self) -> bool {
@@ -191,7 +199,7 @@ impl eframe::App for Shell {
         let interval = self.last.map(|l| (now - l).as_secs_f64() * 1e3);
         self.last = Some(now);
         let phase = self.drive();
-        if phase == Some("done") {
+        if phase == Some("done") || self.close.load(std::sync::atomic::Ordering::SeqCst) {
             ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
         }
         self.app.ui(ui);
