@@ -550,6 +550,14 @@ pub fn upgrade(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
                 path.display(),
                 r.to_version
             );
+        } else if r.summary_rows == 0 {
+            outln!(
+                "{}: schema version {} -> {}, {} events kept (chunks and summary as they were)",
+                path.display(),
+                r.from_version,
+                r.to_version,
+                r.events
+            );
         } else {
             outln!(
                 "{}: schema version {} -> {}, {} events kept, summary rebuilt ({} rows)",

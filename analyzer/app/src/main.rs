@@ -89,7 +89,7 @@ enum Command {
         json: bool,
     },
     /// Convert trace files written by an older socscope to this version's schema, in place
-    /// (events, event ids and saved results are kept; the summary is rebuilt).
+    /// (events, event ids and saved results are kept; a version 1 file's summary is rebuilt).
     #[command(
         after_help = "Examples:\n  socscope upgrade traces/old.db\n  socscope upgrade traces/*.db --json"
     )]

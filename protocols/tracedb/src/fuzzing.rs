@@ -7,7 +7,7 @@ use crate::codec::{self, ChunkCursor, DecodedChunk};
 /// Decodes chunk blobs the two ways the library does: whole (`decode_chunk`) and lazily (the
 /// cursor the readers walk, event by event).
 pub struct ChunkFuzzer {
-    decompressor: zstd::bulk::Decompressor<'static>,
+    decompressor: crate::codec::Decompressor,
     eager: DecodedChunk,
     cursor: ChunkCursor,
 }
@@ -19,7 +19,7 @@ impl ChunkFuzzer {
     /// A fuzzer with its own decompressor.
     pub fn new() -> std::io::Result<Self> {
         Ok(Self {
-            decompressor: zstd::bulk::Decompressor::new()?,
+            decompressor: crate::codec::Decompressor::new()?,
             eager: DecodedChunk::default(),
             cursor: ChunkCursor::default(),
         })
@@ -27,11 +27,24 @@ impl ChunkFuzzer {
 
     /// Decodes `blob` whole and walks it lazily; returns whether the whole decode accepted it.
     pub fn run(&mut self, blob: &[u8]) -> bool {
-        let whole = codec::decode_chunk(blob, &mut self.decompressor, &mut self.eager).is_ok();
+        let whole = codec::decode_chunk(
+            blob,
+            &mut self.decompressor,
+            &codec::NoDictionaries,
+            &mut self.eager,
+        )
+        .is_ok();
         let mut src = blob;
         if self
             .cursor
-            .load_from(1, &mut src, i64::MIN, i64::MAX, &mut self.decompressor)
+            .load_from(
+                1,
+                &mut src,
+                i64::MIN,
+                i64::MAX,
+                &mut self.decompressor,
+                &codec::NoDictionaries,
+            )
             .is_ok()
         {
             let mut walked = 0;

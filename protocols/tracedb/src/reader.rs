@@ -94,7 +94,9 @@ const CHUNK_COLS: &str = "id, stream, t_min, t_max, end_max, count, types, produ
 pub struct TraceReader {
     conn: Connection,
     path: PathBuf,
-    decompressor: RefCell<zstd::bulk::Decompressor<'static>>,
+    decompressor: RefCell<crate::codec::Decompressor>,
+    /// The stream dictionaries chunks named so far, digested once.
+    dictionaries: RefCell<rustc_hash::FxHashMap<u64, codec::ReadDictionary>>,
     /// The summary's finest bucket exponent and level count. The writer coarsens the finest bucket
     /// when a trace grows long, so these are re-read whenever another connection has committed.
     base_shift: Cell<u32>,
@@ -201,7 +203,7 @@ impl TraceReader {
                 detail: format!("summary base shift {base_shift} with {levels} levels"),
             });
         }
-        let decompressor = zstd::bulk::Decompressor::new().map_err(|source| StoreError::Io {
+        let decompressor = crate::codec::Decompressor::new().map_err(|source| StoreError::Io {
             path: path.clone(),
             source,
         })?;
@@ -209,6 +211,7 @@ impl TraceReader {
             conn,
             path,
             decompressor: RefCell::new(decompressor),
+            dictionaries: RefCell::default(),
             base_shift: Cell::new(base_shift),
             levels: Cell::new(levels),
             levels_version: Cell::new(i64::MIN),
@@ -623,7 +626,7 @@ impl TraceReader {
     fn with_chunk_blob<T>(
         &self,
         chunk_id: i64,
-        f: impl FnOnce(&[u8], &mut zstd::bulk::Decompressor<'static>) -> std::result::Result<T, String>,
+        f: impl FnOnce(&[u8], &mut crate::codec::Decompressor) -> std::result::Result<T, String>,
     ) -> Result<T> {
         let p = &self.path;
         let corrupt = |detail: String| StoreError::CorruptChunk {
@@ -662,7 +665,9 @@ impl TraceReader {
     }
 
     pub(crate) fn decode(&self, info: &ChunkInfo, out: &mut DecodedChunk) -> Result<()> {
-        self.with_chunk_blob(info.id, |blob, dec| codec::decode_chunk(blob, dec, out))?;
+        self.with_chunk_blob(info.id, |blob, dec| {
+            codec::decode_chunk(blob, dec, self, out)
+        })?;
         self.check_count(info, out.len(), "decoded")?;
         out.id = info.id;
         Ok(())
@@ -702,7 +707,7 @@ impl TraceReader {
         let p = &self.path;
         let blob = self.chunk_blob(handle, info.id)?;
         let mut dec = self.decompressor.borrow_mut();
-        out.load_from(info.id, blob, from, until, &mut dec)
+        out.load_from(info.id, blob, from, until, &mut dec, self)
             .map_err(|d| corrupt(p, info.id, &d))?;
         drop(dec);
         self.check_count(info, out.len(), "in the chunk")
@@ -1224,7 +1229,7 @@ impl Matcher {
     fn seek_match(
         &self,
         c: &mut ChunkCursor,
-        dec: &mut zstd::bulk::Decompressor<'static>,
+        dec: &mut crate::codec::Decompressor,
     ) -> std::result::Result<bool, &'static str> {
         // Common case: every event of the chunk's stream matches, and in start mode the
         // cursor is already past the range start (chunks are sorted by time).
@@ -1580,6 +1585,26 @@ impl<'r> EventIter<'r> {
             return Ok(false);
         }
         self.step(out).inspect_err(|_| self.failed = true)
+    }
+}
+
+impl codec::Dictionaries for TraceReader {
+    fn dictionary(&self, id: u64) -> std::result::Result<codec::ReadDictionary, String> {
+        if let Some(d) = self.dictionaries.borrow().get(&id) {
+            return Ok(d.clone());
+        }
+        let key = i64::try_from(id).map_err(|_| format!("dictionary id {id} out of range"))?;
+        let bytes: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT data FROM chunk_dict WHERE id = ?1")
+            .and_then(|mut st| st.query_row([key], |r| r.get(0)).optional())
+            .map_err(|e| format!("reading dictionary {id}: {e}"))?;
+        let bytes = bytes.ok_or_else(|| {
+            format!("the chunk names dictionary {id}, which the trace does not hold")
+        })?;
+        let d = codec::DictionaryData::new(id, &bytes)?;
+        self.dictionaries.borrow_mut().insert(id, d.clone());
+        Ok(d)
     }
 }
 

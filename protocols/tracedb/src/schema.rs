@@ -11,8 +11,12 @@ use crate::error::{Result, SqlContext, StoreError};
 /// Bump it whenever a table, a column, the chunk or the summary encoding changes meaning, and
 /// teach [`crate::upgrade_trace`] to convert the previous version. Version 2: summary rows hold
 /// state starts and ends (format 2) instead of state time per bucket; chunk lookups use a
-/// covering index.
-pub const SCHEMA_VERSION: i64 = 2;
+/// covering index. Version 3: table `chunk_dict`, the zstd dictionaries that format-3 chunks
+/// name (version 2 files are read as they are: their chunks name none).
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The oldest trace schema version this build reads without converting it.
+pub const OLDEST_READABLE_TRACE_VERSION: i64 = 2;
 
 /// Version of the catalog schema, stored in its `PRAGMA user_version`.
 pub const CATALOG_SCHEMA_VERSION: i64 = 1;
@@ -112,6 +116,11 @@ CREATE TABLE chunk (
 );
 CREATE INDEX chunk_by_stream_time ON chunk(stream, t_min, t_max, end_max);
 CREATE INDEX chunk_by_time ON chunk(t_min);
+CREATE TABLE chunk_dict (
+    id              INTEGER PRIMARY KEY,
+    stream          INTEGER NOT NULL,
+    data            BLOB    NOT NULL
+);
 CREATE TABLE summary (
     level           INTEGER NOT NULL,
     bucket          INTEGER NOT NULL,
@@ -400,7 +409,10 @@ pub(crate) fn open(
         )));
     }
     let expected = schema_version_of(application_id);
-    if version != expected {
+    let readable = version == expected
+        || (application_id == TRACE_APPLICATION_ID
+            && (OLDEST_READABLE_TRACE_VERSION..SCHEMA_VERSION).contains(&version));
+    if !readable {
         return Err(StoreError::SchemaVersion {
             path: path.to_path_buf(),
             found: version,

@@ -581,7 +581,7 @@ pub(crate) fn encode_cells(
 /// Decodes a summary row's `data`, appending its cells to `out`.
 pub(crate) fn decode_cells(
     data: &[u8],
-    decompressor: &mut zstd::bulk::Decompressor<'static>,
+    decompressor: &mut crate::codec::Decompressor,
     out: &mut Vec<RowCell>,
 ) -> Result<(), String> {
     use crate::codec::{ByteReader, get_uvarint, unzigzag};
@@ -950,7 +950,7 @@ mod tests {
     #[test]
     fn rows_round_trip_raw_and_compressed() {
         let mut comp = zstd::bulk::Compressor::new(1).unwrap();
-        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        let mut dec = crate::codec::Decompressor::new().unwrap();
         let small = vec![RowCell {
             producer: 3,
             type_id: 9,

@@ -29,7 +29,9 @@ pub struct UpgradeReport {
 ///
 /// Version 1 → 2: the chunks are kept byte for byte (event ids, and the analysis results that
 /// name them, stay valid); the summary is rebuilt from them in format 2 and the chunk lookup
-/// index gains the columns it filters on. A file already at the current version is left alone.
+/// index gains the columns it filters on. Version 2 → 3: the table of chunk dictionaries is
+/// added (empty: version 2 chunks name none; this build also reads version 2 files as they
+/// are). A file already at the current version is left alone.
 pub fn upgrade_trace(path: impl AsRef<Path>) -> Result<UpgradeReport> {
     let path = path.as_ref();
     if !path.is_file() {
@@ -75,7 +77,7 @@ pub fn upgrade_trace(path: impl AsRef<Path>) -> Result<UpgradeReport> {
             .map_err(|e| not_store(e.to_string()))? as u64;
         return Ok(report);
     }
-    if version != 1 {
+    if !(1..SCHEMA_VERSION).contains(&version) {
         return Err(StoreError::SchemaVersion {
             path: path.to_path_buf(),
             found: version,
@@ -83,7 +85,18 @@ pub fn upgrade_trace(path: impl AsRef<Path>) -> Result<UpgradeReport> {
         });
     }
     conn.execute_batch("BEGIN IMMEDIATE").ctx(path)?;
-    let done = v1_to_v2(&conn, path, &mut report);
+    let done = (|| {
+        if version == 1 {
+            v1_to_v2(&conn, path, &mut report)?;
+        } else {
+            report.events = conn
+                .query_row("SELECT event_count FROM trace_info WHERE id = 1", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .ctx(path)? as u64;
+        }
+        v2_to_v3(&conn, path)
+    })();
     match done {
         Ok(()) => conn.execute_batch("COMMIT").ctx(path)?,
         Err(e) => {
@@ -94,6 +107,20 @@ pub fn upgrade_trace(path: impl AsRef<Path>) -> Result<UpgradeReport> {
     // Leave one self-contained file behind.
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     Ok(report)
+}
+
+/// Adds the (empty) table of chunk dictionaries.
+fn v2_to_v3(conn: &Connection, path: &Path) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS chunk_dict (
+            id              INTEGER PRIMARY KEY,
+            stream          INTEGER NOT NULL,
+            data            BLOB    NOT NULL
+        );",
+    )
+    .ctx(path)?;
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .ctx(path)
 }
 
 fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Result<()> {
@@ -112,7 +139,7 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
     }
     let base = summary::DEFAULT_BASE_SHIFT.min(62 - levels);
     let mut acc = SummaryAcc::bounded(base, levels, summary::DEFAULT_MAX_BUCKETS);
-    let mut dec = zstd::bulk::Decompressor::new().map_err(|source| StoreError::Io {
+    let mut dec = crate::codec::Decompressor::new().map_err(|source| StoreError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -134,7 +161,8 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
                 .ctx(path)?
                 .as_blob()
                 .map_err(|e| corrupt(e.to_string()))?;
-            codec::decode_chunk(blob, &mut dec, &mut chunk).map_err(corrupt)?;
+            codec::decode_chunk(blob, &mut dec, &codec::NoDictionaries, &mut chunk)
+                .map_err(corrupt)?;
             let is_state = chunk.category() == EventCategory::State;
             for i in 0..chunk.len() {
                 let end = if is_state { chunk.end[i] } else { chunk.ts[i] };
@@ -183,7 +211,6 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
         [acc.shift + k],
     )
     .ctx(path)?;
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-        .ctx(path)?;
+    conn.pragma_update(None, "user_version", 2).ctx(path)?;
     Ok(())
 }

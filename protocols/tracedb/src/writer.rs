@@ -39,7 +39,22 @@ pub struct WriterConfig {
     /// the finest bucket width (and `trace_info.summary_base_shift`) until the span fits, so that
     /// long states cost a bounded number of summary rows. `0`: the width never changes.
     pub summary_max_buckets: i64,
+    /// Train a zstd dictionary per stream on its first closed chunks and compress its later
+    /// chunks with it, in smaller blocks (see [`DICT_SAMPLE_BYTES`]).
+    pub dictionaries: bool,
+    /// Train dictionaries on a background thread (one at a time), so that ingest never waits
+    /// for one (~15 ms each); `false` trains them in the call that completes the samples, which
+    /// makes the chunks that use one depend only on the events and the commits.
+    pub train_in_background: bool,
 }
+
+/// Block bodies a stream's closed chunks must have given before its dictionary is trained
+/// (about 8 k events at the 16 bytes a set-top box's event takes decoded): enough for zstd to
+/// find what the stream's blocks share, little enough that training takes ~10 ms.
+pub const DICT_SAMPLE_BYTES: usize = 128 << 10;
+
+/// Largest dictionary a stream gets.
+pub const DICT_BYTES: usize = 16 << 10;
 
 /// Default longest trace time one chunk may span (2^36 ns ≈ 69 s): long enough that a slow
 /// stream still fills its chunks (a set-top box's sparse streams send a few events a second),
@@ -72,6 +87,8 @@ impl Default for WriterConfig {
             max_chunk_span: DEFAULT_MAX_CHUNK_SPAN,
             summary: true,
             summary_max_buckets: summary::DEFAULT_MAX_BUCKETS,
+            dictionaries: true,
+            train_in_background: true,
         }
     }
 }
@@ -92,7 +109,31 @@ struct StreamBuf {
     tail: Option<(i64, usize)>,
     /// The tail chunk's full blocks as last stored, reused by the next rewrite.
     tail_blocks: codec::TailBlocks,
+    /// The stream's dictionary, or the samples it will be trained on.
+    dict: StreamDict,
+    /// Whether the open chunk is compressed with the dictionary (decided when it is first
+    /// stored, kept while it is rewritten).
+    chunk_dict: bool,
 }
+
+/// A stream's zstd dictionary: block bodies of its first closed chunks are gathered until there
+/// are [`DICT_SAMPLE_BYTES`], then the dictionary is trained (see
+/// [`WriterConfig::train_in_background`]), stored with the chunks of the moment it is ready, and
+/// the stream's chunks opened after that are compressed with it.
+enum StreamDict {
+    Gathering {
+        bytes: Vec<u8>,
+        sizes: Vec<usize>,
+    },
+    /// Being trained by the writer's training thread.
+    Training,
+    Ready(codec::WriteDictionary),
+    /// Dictionaries are off, or zstd could not train one on the samples: no dictionary.
+    Off,
+}
+
+/// A dictionary being trained for a stream (its index) on another thread.
+type Training = (usize, std::thread::JoinHandle<Option<Vec<u8>>>);
 
 /// Writes one trace file incrementally: events go into per-stream column buffers, full
 /// buffers become compressed chunks, and everything is committed at least every
@@ -113,7 +154,9 @@ pub struct TraceWriter {
     summary: SummaryAcc,
     scratch: EncodeScratch,
     compressor: zstd::bulk::Compressor<'static>,
-    decompressor: zstd::bulk::Decompressor<'static>,
+    decompressor: crate::codec::Decompressor,
+    /// The one dictionary training under way, if any.
+    training: Option<Training>,
     summary_scratch: Vec<u8>,
     /// Cells stored per summary level (what decides when the finest width doubles).
     stored_cells: Vec<u64>,
@@ -185,13 +228,14 @@ impl TraceWriter {
                 path: path.clone(),
                 source,
             })?;
-        let decompressor = zstd::bulk::Decompressor::new().map_err(|source| StoreError::Io {
+        let decompressor = crate::codec::Decompressor::new().map_err(|source| StoreError::Io {
             path: path.clone(),
             source,
         })?;
         Ok(Self {
             conn,
             decompressor,
+            training: None,
             summary_scratch: Vec::new(),
             stored_cells: vec![0; config.summary_levels as usize],
             summary: SummaryAcc::bounded(
@@ -361,6 +405,15 @@ impl TraceWriter {
                     dirty: false,
                     tail: None,
                     tail_blocks: codec::TailBlocks::default(),
+                    dict: if self.config.dictionaries {
+                        StreamDict::Gathering {
+                            bytes: Vec::new(),
+                            sizes: Vec::new(),
+                        }
+                    } else {
+                        StreamDict::Off
+                    },
+                    chunk_dict: false,
                 });
                 let i = self.streams.len() - 1;
                 self.stream_index.insert(id, i);
@@ -419,6 +472,8 @@ impl TraceWriter {
         let written = s.tail.map_or(0, |t| t.1);
         if s.buf.len() == written {
             if close {
+                self.gather_samples(idx)?;
+                let s = &mut self.streams[idx];
                 s.buf.clear();
                 s.tail = None;
                 s.tail_blocks.clear();
@@ -426,13 +481,25 @@ impl TraceWriter {
             return Ok(());
         }
         self.begin()?;
+        if self.streams[idx].tail.is_none() {
+            // A new chunk: take a dictionary that has become ready.
+            self.poll_training()?;
+        }
         let s = &mut self.streams[idx];
+        if s.tail.is_none() {
+            s.chunk_dict = matches!(s.dict, StreamDict::Ready(_));
+        }
+        let dict = match &s.dict {
+            StreamDict::Ready(d) if s.chunk_dict => Some(d),
+            _ => None,
+        };
         let (blob, meta) = codec::encode_chunk(
             &s.buf,
             s.category,
             s.cpu,
             &mut self.scratch,
             &mut self.compressor,
+            dict,
             Some(&mut s.tail_blocks),
         )
         .map_err(|source| StoreError::Io {
@@ -469,7 +536,10 @@ impl TraceWriter {
         s.max_span = s.max_span.max(meta.end_max.saturating_sub(meta.t_min));
         s.event_count += added as i64;
         s.dirty = true;
+        let (t_min, end_max) = (meta.t_min, meta.end_max);
         if close {
+            self.gather_samples(idx)?;
+            let s = &mut self.streams[idx];
             s.buf.clear();
             s.tail = None;
             s.tail_blocks.clear();
@@ -480,9 +550,88 @@ impl TraceWriter {
             };
             s.tail = Some((id, s.buf.len()));
         }
-        self.pending_t_min = self.pending_t_min.min(meta.t_min);
-        self.pending_t_max = self.pending_t_max.max(meta.end_max);
+        self.pending_t_min = self.pending_t_min.min(t_min);
+        self.pending_t_max = self.pending_t_max.max(end_max);
         self.pending_events += added as u64;
+        Ok(())
+    }
+
+    /// Adds the events of stream `idx`'s chunk being closed to its dictionary samples; once
+    /// there are enough, the dictionary is trained (see [`Self::poll_training`]).
+    fn gather_samples(&mut self, idx: usize) -> Result<()> {
+        let s = &mut self.streams[idx];
+        let StreamDict::Gathering { bytes, sizes } = &mut s.dict else {
+            return Ok(());
+        };
+        if bytes.len() < DICT_SAMPLE_BYTES {
+            codec::sample_bodies(&s.buf, s.category, &mut self.scratch, bytes, sizes);
+        }
+        if bytes.len() >= DICT_SAMPLE_BYTES {
+            self.poll_training()?;
+        }
+        Ok(())
+    }
+
+    /// Stores the dictionary the training thread has made (or gives up on that stream's when
+    /// zstd could not train one), and starts training the next stream whose samples are
+    /// complete. Needs the write transaction open. Training inline (no background) finishes
+    /// here.
+    fn poll_training(&mut self) -> Result<()> {
+        if let Some((_, handle)) = &self.training
+            && !handle.is_finished()
+        {
+            return Ok(());
+        }
+        if let Some((idx, handle)) = self.training.take() {
+            let dict = handle.join().ok().flatten();
+            self.adopt_dictionary(idx, dict)?;
+        }
+        let ready = self.streams.iter().position(|s| {
+            matches!(&s.dict, StreamDict::Gathering { bytes, .. } if bytes.len() >= DICT_SAMPLE_BYTES)
+        });
+        let Some(idx) = ready else {
+            return Ok(());
+        };
+        let StreamDict::Gathering { bytes, sizes } =
+            std::mem::replace(&mut self.streams[idx].dict, StreamDict::Training)
+        else {
+            return Ok(());
+        };
+        let train = move || zstd::dict::from_continuous(&bytes, &sizes, DICT_BYTES).ok();
+        if self.config.train_in_background {
+            match std::thread::Builder::new()
+                .name("socscope-dict".into())
+                .spawn(train)
+            {
+                Ok(handle) => self.training = Some((idx, handle)),
+                // No thread to spare: this stream goes without a dictionary.
+                Err(_) => self.streams[idx].dict = StreamDict::Off,
+            }
+        } else {
+            self.adopt_dictionary(idx, train())?;
+        }
+        Ok(())
+    }
+
+    /// Stores stream `idx`'s trained dictionary (in the open transaction) and makes it the one
+    /// its next chunks use; without one, the stream keeps none.
+    fn adopt_dictionary(&mut self, idx: usize, dict: Option<Vec<u8>>) -> Result<()> {
+        let made = dict.and_then(|d| {
+            let cdict = zstd::zstd_safe::CDict::try_create(&d, self.config.zstd_level)?;
+            Some((d, cdict))
+        });
+        let Some((data, cdict)) = made else {
+            self.streams[idx].dict = StreamDict::Off;
+            return Ok(());
+        };
+        self.begin()?;
+        let stream = self.streams[idx].id;
+        self.conn
+            .prepare_cached("INSERT INTO chunk_dict (stream, data) VALUES (?1, ?2)")
+            .and_then(|mut st| st.execute(params![stream, data]))
+            .ctx(&self.path)?;
+        let id = self.conn.last_insert_rowid() as u64;
+        self.streams[idx].dict = StreamDict::Ready(codec::WriteDictionary { id, cdict });
         Ok(())
     }
 

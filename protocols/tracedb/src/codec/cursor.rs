@@ -1,11 +1,11 @@
 //! The lazy reader side: one cursor per chunk, decoding only what a query walks over.
 
-use super::decode::{BlockRef, decompress_block, parse_header_of};
+use super::decode::{BlockRef, ChunkHeader, decompress_block, parse_header_of};
 use super::*;
 
 /// Bytes read first from a chunk blob to parse its header (the block table of a full chunk
 /// takes well under this).
-const HEADER_PREFIX: usize = 256;
+const HEADER_PREFIX: usize = 512;
 
 /// Random access to a chunk blob: a byte slice, or an incremental SQLite blob handle.
 pub(crate) trait BlobSource {
@@ -59,6 +59,8 @@ pub(crate) struct ChunkCursor {
     n: usize,
     category: Option<EventCategory>,
     cpu: Option<Cpu>,
+    /// The dictionary the chunk's blocks were compressed with.
+    dict: Option<ReadDictionary>,
     /// The current block (`blocks.len()` once exhausted).
     block: usize,
     body: Vec<u8>,
@@ -138,10 +140,11 @@ impl ChunkCursor {
         id: i64,
         blob: &[u8],
         from: Timestamp,
-        decompressor: &mut zstd::bulk::Decompressor<'static>,
+        decompressor: &mut crate::codec::Decompressor,
+        dicts: &dyn Dictionaries,
     ) -> Result<(), String> {
         let mut src = blob;
-        self.load_from(id, &mut src, from, Timestamp::MAX, decompressor)
+        self.load_from(id, &mut src, from, Timestamp::MAX, decompressor, dicts)
     }
 
     /// Reads the chunk header from `src` and positions the cursor on its first event at or
@@ -155,7 +158,8 @@ impl ChunkCursor {
         src: &mut impl BlobSource,
         from: Timestamp,
         until: Timestamp,
-        decompressor: &mut zstd::bulk::Decompressor<'static>,
+        decompressor: &mut crate::codec::Decompressor,
+        dicts: &dyn Dictionaries,
     ) -> Result<(), String> {
         self.id = id;
         let total = src.len();
@@ -171,7 +175,17 @@ impl ChunkCursor {
             parsed = parse_header_of(&head, total, &mut self.blocks);
         }
         self.frames = head;
-        let (n, category, cpu) = parsed?;
+        let ChunkHeader {
+            n,
+            category,
+            cpu,
+            dict,
+        } = parsed?;
+        self.dict = match dict {
+            0 => None,
+            id if self.dict.as_ref().is_some_and(|d| d.id == id) => self.dict.take(),
+            id => Some(dicts.dictionary(id)?),
+        };
         self.n = n;
         self.category = Some(category);
         self.cpu = cpu;
@@ -201,7 +215,7 @@ impl ChunkCursor {
     fn enter_block(
         &mut self,
         j: usize,
-        decompressor: &mut zstd::bulk::Decompressor<'static>,
+        decompressor: &mut crate::codec::Decompressor,
     ) -> LazyResult<()> {
         // Until the block is checked, the cursor is past the end (and its column positions
         // empty), so nothing reads a stale position into a new body.
@@ -219,6 +233,7 @@ impl ChunkCursor {
             self.frames_from,
             &mut self.body,
             decompressor,
+            self.dict.as_ref(),
         )?;
         let body = &self.body[..];
         let mut p = 0usize;
@@ -345,7 +360,7 @@ impl ChunkCursor {
     #[inline]
     pub(crate) fn advance(
         &mut self,
-        decompressor: &mut zstd::bulk::Decompressor<'static>,
+        decompressor: &mut crate::codec::Decompressor,
     ) -> LazyResult<()> {
         if self.advance_in_block()? {
             Ok(())
@@ -386,7 +401,7 @@ impl ChunkCursor {
     #[inline(never)]
     pub(crate) fn next_block(
         &mut self,
-        decompressor: &mut zstd::bulk::Decompressor<'static>,
+        decompressor: &mut crate::codec::Decompressor,
     ) -> LazyResult<()> {
         let c = &self.cols;
         if !self.ignore_params && self.par_pos != c.par.1 {
@@ -411,7 +426,7 @@ impl ChunkCursor {
     pub(crate) fn seek(
         &mut self,
         t: Timestamp,
-        decompressor: &mut zstd::bulk::Decompressor<'static>,
+        decompressor: &mut crate::codec::Decompressor,
     ) -> LazyResult<()> {
         if self.idx >= self.n || self.ts >= t {
             return Ok(());
@@ -501,7 +516,7 @@ impl ChunkCursor {
         &mut self,
         src: &mut impl BlobSource,
         until: Timestamp,
-        decompressor: &mut zstd::bulk::Decompressor<'static>,
+        decompressor: &mut crate::codec::Decompressor,
     ) -> Result<(), String> {
         let k = self.rest.partition_point(|b| b.first_ts < until);
         if k == 0 {
@@ -631,18 +646,19 @@ mod tests {
             );
         }
         let blob = encode(&buf, EventCategory::State, Some(1));
-        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        let mut dec = crate::codec::Decompressor::new().unwrap();
         let mut d = DecodedChunk::default();
-        decode_chunk(&blob, &mut dec, &mut d).unwrap();
+        decode_chunk(&blob, &mut dec, &NoDictionaries, &mut d).unwrap();
         let mut c = ChunkCursor::default();
         let targets = [
             -5, 0, 1, 2, 3, 1500, 1534, 1535, 1536, 1537, 2996, 2997, 2998, 3000, 10_000,
         ];
         for (target, direct) in targets.iter().flat_map(|&t| [(t, false), (t, true)]) {
             if direct {
-                c.load(9, &blob, target, &mut dec).unwrap();
+                c.load(9, &blob, target, &mut dec, &NoDictionaries).unwrap();
             } else {
-                c.load(9, &blob, i64::MIN, &mut dec).unwrap();
+                c.load(9, &blob, i64::MIN, &mut dec, &NoDictionaries)
+                    .unwrap();
                 c.seek(target, &mut dec).unwrap();
             }
             let first = d.ts.partition_point(|&t| t < target);
@@ -665,7 +681,9 @@ mod tests {
         }
         // A truncated body is an error, never a panic.
         for cut in [3, 10, blob.len() / 2, blob.len() - 1] {
-            if c.load(9, &blob[..cut], i64::MIN, &mut dec).is_ok() {
+            if c.load(9, &blob[..cut], i64::MIN, &mut dec, &NoDictionaries)
+                .is_ok()
+            {
                 let _ = c.seek(2000, &mut dec);
             }
         }
@@ -673,7 +691,7 @@ mod tests {
         for i in 0..blob.len() {
             let mut bad = blob.clone();
             bad[i] ^= 0x5A;
-            if c.load(9, &bad, 1000, &mut dec).is_ok() {
+            if c.load(9, &bad, 1000, &mut dec, &NoDictionaries).is_ok() {
                 while c.valid() {
                     let _ = c.event();
                     if c.advance(&mut dec).is_err() {
@@ -681,7 +699,7 @@ mod tests {
                     }
                 }
             }
-            let _ = decode_chunk(&bad, &mut dec, &mut d);
+            let _ = decode_chunk(&bad, &mut dec, &NoDictionaries, &mut d);
         }
     }
 }

@@ -80,12 +80,19 @@ pub(super) struct BlockRef {
     pub(super) raw: bool,
 }
 
-/// Parses a chunk header: events, category, CPU and the block table (frames checked to tile
-/// the rest of the blob exactly).
-pub(super) fn parse_header(
-    blob: &[u8],
-    blocks: &mut Vec<BlockRef>,
-) -> Result<(usize, EventCategory, Option<Cpu>), String> {
+/// What a chunk header says besides its block table.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ChunkHeader {
+    pub(super) n: usize,
+    pub(super) category: EventCategory,
+    pub(super) cpu: Option<Cpu>,
+    /// The stream dictionary its blocks were compressed with (0: none).
+    pub(super) dict: u64,
+}
+
+/// Parses a chunk header: events, category, CPU, dictionary and the block table (frames
+/// checked to tile the rest of the blob exactly).
+pub(super) fn parse_header(blob: &[u8], blocks: &mut Vec<BlockRef>) -> Result<ChunkHeader, String> {
     parse_header_of(blob, blob.len(), blocks)
 }
 
@@ -94,11 +101,11 @@ pub(super) fn parse_header_of(
     head: &[u8],
     total: usize,
     blocks: &mut Vec<BlockRef>,
-) -> Result<(usize, EventCategory, Option<Cpu>), String> {
+) -> Result<ChunkHeader, String> {
     let blob = head;
     let mut r = ByteReader::new(blob);
     let format = r.u8()?;
-    if format != 1 && format != CHUNK_FORMAT {
+    if !(1..=CHUNK_FORMAT).contains(&format) {
         return Err(format!(
             "chunk format {format}, expected 1 to {CHUNK_FORMAT}"
         ));
@@ -116,6 +123,7 @@ pub(super) fn parse_header_of(
         c @ 1..=0x1_0000 => Some((c - 1) as u16),
         c => return Err(format!("cpu {c} out of range")),
     };
+    let dict = if format >= 3 { r.uvarint()? } else { 0 };
     let nb = r.uvarint()?;
     if nb == 0 || nb > n as u64 {
         return Err(format!("chunk of {n} events claims {nb} blocks"));
@@ -169,7 +177,12 @@ pub(super) fn parse_header_of(
     for b in blocks.iter_mut() {
         b.frame = (b.frame.0 + base, b.frame.1 + base);
     }
-    Ok((n, category, cpu))
+    Ok(ChunkHeader {
+        n,
+        category,
+        cpu,
+        dict,
+    })
 }
 
 /// The fixed columns of one decoded block, and where its params column is in the body.
@@ -190,7 +203,8 @@ pub(super) fn decompress_block(
     frames: &[u8],
     frames_from: usize,
     body: &mut Vec<u8>,
-    decompressor: &mut zstd::bulk::Decompressor<'static>,
+    decompressor: &mut crate::codec::Decompressor,
+    dict: Option<&ReadDictionary>,
 ) -> LazyResult<()> {
     let frame = frames
         .get(b.frame.0 - frames_from..b.frame.1 - frames_from)
@@ -201,9 +215,10 @@ pub(super) fn decompress_block(
         return Ok(());
     }
     body.reserve(b.body_len);
-    let got = decompressor
-        .decompress_to_buffer(frame, body)
-        .map_err(|_| "zstd cannot decompress a block")?;
+    let got = match dict {
+        Some(d) => decompressor.decompress_with(frame, body, d)?,
+        None => decompressor.decompress_to_buffer(frame, body)?,
+    };
     if got != b.body_len || body.len() != b.body_len {
         return Err("block body length differs from the chunk header");
     }
@@ -311,11 +326,21 @@ fn decode_block(
 /// Decodes a chunk blob; every byte is checked, so garbage gives an error, never a panic.
 pub(crate) fn decode_chunk(
     blob: &[u8],
-    decompressor: &mut zstd::bulk::Decompressor<'static>,
+    decompressor: &mut crate::codec::Decompressor,
+    dicts: &dyn Dictionaries,
     out: &mut DecodedChunk,
 ) -> Result<(), String> {
     let mut blocks = Vec::new();
-    let (n, category, cpu) = parse_header(blob, &mut blocks)?;
+    let ChunkHeader {
+        n,
+        category,
+        cpu,
+        dict,
+    } = parse_header(blob, &mut blocks)?;
+    let dict = match dict {
+        0 => None,
+        id => Some(dicts.dictionary(id)?),
+    };
     out.category = Some(category);
     out.cpu = cpu;
     out.ts.clear();
@@ -329,7 +354,7 @@ pub(crate) fn decode_chunk(
     let mut body = Vec::new();
     let mut cols = BlockCols::default();
     for b in &blocks {
-        decompress_block(b, blob, 0, &mut body, decompressor)?;
+        decompress_block(b, blob, 0, &mut body, decompressor, dict.as_ref())?;
         decode_block(&body, b, category, &mut cols)?;
         out.ts.extend_from_slice(&cols.ts);
         out.ty.extend_from_slice(&cols.ty);
@@ -359,7 +384,7 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error() {
-        let mut dec = zstd::bulk::Decompressor::new().unwrap();
+        let mut dec = crate::codec::Decompressor::new().unwrap();
         let mut d = DecodedChunk::default();
         for blob in [
             &[][..],
@@ -368,7 +393,7 @@ mod tests {
             &[9, 1, 2],
             &[1, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F],
         ] {
-            assert!(decode_chunk(blob, &mut dec, &mut d).is_err());
+            assert!(decode_chunk(blob, &mut dec, &NoDictionaries, &mut d).is_err());
         }
     }
 }

@@ -81,7 +81,8 @@ pub(crate) struct ChunkMeta {
     pub(crate) producers: Vec<ProducerId>,
 }
 
-/// Events per independently compressed block of a chunk (the last block may hold fewer).
+/// Events per independently compressed block of a chunk without a dictionary (the last block
+/// may hold fewer; with a dictionary, [`DICT_BLOCK_EVENTS`]).
 pub const BLOCK_EVENTS: usize = 512;
 
 /// The full leading blocks of a stream's open tail chunk as an earlier [`encode_chunk`] stored
@@ -96,6 +97,8 @@ pub(crate) struct TailBlocks {
     frames: Vec<u8>,
     /// The buffer positions of their events, in time order.
     order: Vec<u32>,
+    /// Events per block of the cached blocks.
+    block_events: usize,
 }
 
 impl TailBlocks {
@@ -108,7 +111,7 @@ impl TailBlocks {
 
     /// How many leading events the cached blocks hold.
     fn events(&self) -> usize {
-        self.blocks.len() * BLOCK_EVENTS
+        self.blocks.len() * self.block_events
     }
 }
 
@@ -189,6 +192,9 @@ fn encode_block(
 
 /// Encodes a buffer as a chunk blob (sorting by timestamp, stable) and reports its metadata.
 ///
+/// With `dict`, the blocks hold [`DICT_BLOCK_EVENTS`] events and are compressed with that
+/// dictionary of the stream, whose id the header names; without, [`BLOCK_EVENTS`] and none.
+///
 /// With `tail`, the full leading blocks it holds are reused when the buffer still begins with
 /// their events in time order (else they are encoded again), and the full blocks this call
 /// encodes are cached in it: the same bytes either way.
@@ -198,8 +204,14 @@ pub(crate) fn encode_chunk(
     cpu: Option<Cpu>,
     scratch: &mut EncodeScratch,
     compressor: &mut zstd::bulk::Compressor<'static>,
+    dict: Option<&WriteDictionary>,
     mut tail: Option<&mut TailBlocks>,
 ) -> std::io::Result<(Vec<u8>, ChunkMeta)> {
+    let block_events = if dict.is_some() {
+        DICT_BLOCK_EVENTS
+    } else {
+        BLOCK_EVENTS
+    };
     let n = buf.len();
     let order = &mut scratch.order;
     order.clear();
@@ -211,6 +223,10 @@ pub(crate) fn encode_chunk(
     // same events first (an event arriving late moves in front of them only if it is earlier).
     let reused = match tail.as_deref_mut() {
         Some(t) => {
+            if t.block_events != block_events {
+                t.clear();
+                t.block_events = block_events;
+            }
             let k = t.events();
             if k <= n && order[..k] == t.order[..] {
                 t.blocks.len()
@@ -222,12 +238,13 @@ pub(crate) fn encode_chunk(
         None => 0,
     };
     let has_end = matches!(category, EventCategory::State | EventCategory::Link);
-    let n_blocks = n.div_ceil(BLOCK_EVENTS);
+    let n_blocks = n.div_ceil(block_events);
     let mut blob = Vec::with_capacity(n * 6 + 64);
     blob.push(CHUNK_FORMAT);
     put_uvarint(&mut blob, n as u64);
     blob.push(category.code());
     put_uvarint(&mut blob, cpu.map_or(0, |c| u64::from(c) + 1));
+    put_uvarint(&mut blob, dict.map_or(0, |d| d.id));
     put_uvarint(&mut blob, n_blocks as u64);
     let frames = &mut scratch.frames;
     frames.clear();
@@ -249,11 +266,21 @@ pub(crate) fn encode_chunk(
             put_entry(&mut blob, b, count, first, body, stored);
         }
     }
-    for (b, block) in order.chunks(BLOCK_EVENTS).enumerate().skip(reused) {
+    for (b, block) in order.chunks(block_events).enumerate().skip(reused) {
         let body = &mut scratch.body;
         body.clear();
         encode_block(buf, category, block, body, &mut scratch.col);
-        let frame = compressor.compress(body)?;
+        let frame = match dict {
+            Some(d) => {
+                let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(body.len()));
+                compressor
+                    .context_mut()
+                    .compress_using_cdict(&mut out, body, &d.cdict)
+                    .map_err(|c| std::io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
+                out
+            }
+            None => compressor.compress(body)?,
+        };
         // Stored as is when small, or when zstd saves nothing (a stored length equal to the
         // body length means "as is", so a frame that long is never written).
         let stored: &[u8] = if body.len() <= RAW_BLOCK_MAX_BYTES || frame.len() >= body.len() {
@@ -265,7 +292,7 @@ pub(crate) fn encode_chunk(
         put_entry(&mut blob, b, block.len(), first, body.len(), stored.len());
         frames.extend_from_slice(stored);
         if let Some(t) = tail.as_deref_mut()
-            && block.len() == BLOCK_EVENTS
+            && block.len() == block_events
             && t.blocks.len() == b
         {
             t.blocks
@@ -315,11 +342,34 @@ pub(crate) fn encode_chunk(
     Ok((blob, meta))
 }
 
+/// Appends the bodies of the buffer's events in time order, [`DICT_BLOCK_EVENTS`] to a body,
+/// to `out`, and each body's length to `sizes`: what a stream's dictionary is trained on.
+pub(crate) fn sample_bodies(
+    buf: &ColumnBuffer,
+    category: EventCategory,
+    scratch: &mut EncodeScratch,
+    out: &mut Vec<u8>,
+    sizes: &mut Vec<usize>,
+) {
+    let order = &mut scratch.order;
+    order.clear();
+    order.extend(0..buf.len() as u32);
+    order.sort_by_key(|&i| buf.ts[i as usize]);
+    for block in order.chunks(DICT_BLOCK_EVENTS) {
+        let from = out.len();
+        encode_block(buf, category, block, out, &mut scratch.col);
+        sizes.push(out.len() - from);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::codec::decode::parse_header;
-    use crate::codec::{ChunkCursor, DecodedChunk, decode_chunk, encode_for_test as encode};
+    use crate::codec::{
+        ChunkCursor, DecodedChunk, Dictionaries, NoDictionaries, ReadDictionary, decode_chunk,
+        encode_for_test as encode,
+    };
 
     #[test]
     fn chunk_round_trip_sorts_by_time() {
@@ -342,12 +392,19 @@ mod tests {
             &mut EncodeScratch::default(),
             &mut comp,
             None,
+            None,
         )
         .unwrap();
         assert_eq!((meta.t_min, meta.t_max, meta.end_max), (10, 70, 100));
         assert_eq!(meta.types, vec![3, 4]);
         let mut d = DecodedChunk::default();
-        decode_chunk(&blob, &mut zstd::bulk::Decompressor::new().unwrap(), &mut d).unwrap();
+        decode_chunk(
+            &blob,
+            &mut crate::codec::Decompressor::new().unwrap(),
+            &NoDictionaries,
+            &mut d,
+        )
+        .unwrap();
         let got: Vec<Event> = (0..d.len()).map(|i| d.event(i)).collect();
         assert_eq!(got, vec![evs[1].clone(), evs[0].clone(), evs[2].clone()]);
     }
@@ -386,6 +443,7 @@ mod tests {
                 Some(1),
                 &mut scratch,
                 &mut comp,
+                None,
                 Some(&mut tail),
             )
             .unwrap();
@@ -395,6 +453,7 @@ mod tests {
                 Some(1),
                 &mut EncodeScratch::default(),
                 &mut comp,
+                None,
                 None,
             )
             .unwrap();
@@ -408,6 +467,130 @@ mod tests {
         }
         assert_eq!(pushed, 4_096);
         assert_eq!(tail.events(), 4_096);
+    }
+
+    /// A dictionary trained on sample bodies of random state events, and its reader side.
+    fn test_dictionary(id: u64) -> (WriteDictionary, ReadDictionary) {
+        let mut buf = ColumnBuffer::default();
+        let mut rng = crate::bench::SplitMix::new(11);
+        let mut t = 0i64;
+        for _ in 0..20_000 {
+            t += (rng.next_u64() % 5_000) as i64;
+            buf.push(
+                &Event::state(t, t + 40, 0, 3 + (rng.next_u64() % 2) as u32, 2, Some(1))
+                    .with_params(vec![ParamValue::Unsigned(rng.next_u64() % 100)]),
+            );
+        }
+        let (mut bytes, mut sizes) = (Vec::new(), Vec::new());
+        sample_bodies(
+            &buf,
+            EventCategory::State,
+            &mut EncodeScratch::default(),
+            &mut bytes,
+            &mut sizes,
+        );
+        assert_eq!(sizes.len(), 20_000usize.div_ceil(DICT_BLOCK_EVENTS));
+        let dict = zstd::dict::from_continuous(&bytes, &sizes, 4 << 10).unwrap();
+        let cdict = zstd::zstd_safe::CDict::try_create(&dict, 1).unwrap();
+        (
+            WriteDictionary { id, cdict },
+            crate::codec::DictionaryData::new(id, &dict).unwrap(),
+        )
+    }
+
+    struct OneDictionary(ReadDictionary);
+
+    impl Dictionaries for OneDictionary {
+        fn dictionary(&self, id: u64) -> Result<ReadDictionary, String> {
+            if id == self.0.id {
+                Ok(self.0.clone())
+            } else {
+                Err(format!("no dictionary {id}"))
+            }
+        }
+    }
+
+    /// With a dictionary: blocks of 128 events, the header names it, the tail rewrite reuses
+    /// blocks byte for byte, and the chunk reads back (eagerly and lazily) only with it.
+    #[test]
+    fn chunks_with_a_dictionary_read_back_and_reuse_their_tail_blocks() {
+        let (wd, rd) = test_dictionary(7);
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let mut scratch = EncodeScratch::default();
+        let mut tail = TailBlocks::default();
+        let mut buf = ColumnBuffer::default();
+        let mut events = Vec::new();
+        let mut rng = crate::bench::SplitMix::new(3);
+        let mut t = 1_000i64;
+        for run in [1usize, 200, 57, 128, 700, 1, 1000, 2009] {
+            for _ in 0..run {
+                t += (rng.next_u64() % 5_000) as i64;
+                let e = Event::state(t, t + 40, 0, 3 + (rng.next_u64() % 2) as u32, 2, Some(1))
+                    .with_params(vec![ParamValue::Unsigned(rng.next_u64() % 100)]);
+                buf.push(&e);
+                events.push(e);
+            }
+            let (reused, _) = encode_chunk(
+                &buf,
+                EventCategory::State,
+                Some(1),
+                &mut scratch,
+                &mut comp,
+                Some(&wd),
+                Some(&mut tail),
+            )
+            .unwrap();
+            let (fresh, _) = encode_chunk(
+                &buf,
+                EventCategory::State,
+                Some(1),
+                &mut EncodeScratch::default(),
+                &mut comp,
+                Some(&wd),
+                None,
+            )
+            .unwrap();
+            assert_eq!(reused, fresh, "after {} events", events.len());
+            assert!(tail.events() <= events.len() / DICT_BLOCK_EVENTS * DICT_BLOCK_EVENTS);
+        }
+        assert_eq!(events.len(), 4_096);
+        let (blob, _) = encode_chunk(
+            &buf,
+            EventCategory::State,
+            Some(1),
+            &mut scratch,
+            &mut comp,
+            Some(&wd),
+            Some(&mut tail),
+        )
+        .unwrap();
+        let mut blocks = Vec::new();
+        let h = parse_header(&blob, &mut blocks).unwrap();
+        assert_eq!((h.n, h.dict, blocks.len()), (4_096, 7, 32));
+        assert!(blocks.iter().all(|b| b.count == DICT_BLOCK_EVENTS));
+        let mut dec = crate::codec::Decompressor::new().unwrap();
+        let mut d = DecodedChunk::default();
+        assert!(decode_chunk(&blob, &mut dec, &NoDictionaries, &mut d).is_err());
+        decode_chunk(&blob, &mut dec, &OneDictionary(rd.clone()), &mut d).unwrap();
+        let got: Vec<Event> = (0..d.len()).map(|i| d.event(i)).collect();
+        assert_eq!(got, events);
+        // Lazily from the middle, and a dictionary-less chunk after on the same decompressor.
+        let mut c = ChunkCursor::default();
+        c.load(9, &blob, events[3_000].ts, &mut dec, &OneDictionary(rd))
+            .unwrap();
+        let mut walked = Vec::new();
+        while c.valid() {
+            walked.push(c.event().unwrap());
+            c.advance(&mut dec).unwrap();
+        }
+        assert_eq!(walked, events[3_000..]);
+        let plain = encode(&buf, EventCategory::State, Some(1));
+        decode_chunk(&plain, &mut dec, &NoDictionaries, &mut d).unwrap();
+        assert_eq!(d.len(), 4_096);
+        // Without the dictionary, a smaller chunk would have been 512-event blocks.
+        let mut blocks = Vec::new();
+        assert_eq!(parse_header(&plain, &mut blocks).unwrap().dict, 0);
+        assert_eq!(blocks.len(), 8);
     }
 
     /// Bytes as SCHEMA.md writes them: lower-case hex pairs separated by spaces.
@@ -496,17 +679,21 @@ mod tests {
         let mut v1 = vec![0x01, 0x02, 0x00, 0x01, 0x01, 0x02, 0xd0, 0x0f, 0x16];
         v1.push(u8::try_from(frame.len()).unwrap());
         v1.extend_from_slice(&frame);
-        let mut dec = zstd::bulk::Decompressor::new().unwrap();
-        for b in [&blob, &v1] {
+        // And in format 2 (no dictionary field).
+        let mut v2 = vec![0x02];
+        v2.extend_from_slice(&blob[1..4]);
+        v2.extend_from_slice(&blob[5..]);
+        let mut dec = crate::codec::Decompressor::new().unwrap();
+        for b in [&blob, &v1, &v2] {
             let mut d = DecodedChunk::default();
-            decode_chunk(b, &mut dec, &mut d).unwrap();
+            decode_chunk(b, &mut dec, &NoDictionaries, &mut d).unwrap();
             assert_eq!(d.ts, vec![1000, 1500]);
             assert_eq!(
                 d.event(1).params,
                 vec![ParamValue::Signed(21), ParamValue::Unsigned(0)]
             );
             let mut c = ChunkCursor::default();
-            c.load(9, b, 1200, &mut dec).unwrap();
+            c.load(9, b, 1200, &mut dec, &NoDictionaries).unwrap();
             assert_eq!(c.ts, 1500);
         }
         // A large block is a zstd frame, shorter than its body.

@@ -194,7 +194,7 @@ impl TraceReader {
                     slot.chunk = i64::MIN;
                     let handle = self.chunk_blob(&mut blob, id)?;
                     cur.set_ignore_params(true);
-                    cur.load_from(id, handle, r.start, r.end, &mut dec)
+                    cur.load_from(id, handle, r.start, r.end, &mut dec, self)
                         .map_err(|d| corrupt(p, id, &d))?;
                     let count: u32 = row.get(2).ctx(p)?;
                     if cur.len() != count as usize {
