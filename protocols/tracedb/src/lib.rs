@@ -46,4 +46,7 @@ pub use summary::{
 };
 pub use upgrade::{UpgradeReport, upgrade_trace};
 pub use vtab::register_events_table;
-pub use writer::{DEFAULT_MAX_CHUNK_SPAN, SUMMARY_EVENTS_PER_CELL, TraceWriter, WriterConfig};
+pub use writer::{
+    DEFAULT_MAX_CHUNK_SPAN, DICT_BYTES, DICT_SAMPLE_BYTES, MAX_TRAININGS, SUMMARY_EVENTS_PER_CELL,
+    TraceWriter, WriterConfig,
+};

@@ -42,19 +42,48 @@ pub struct WriterConfig {
     /// Train a zstd dictionary per stream on its first closed chunks and compress its later
     /// chunks with it, in smaller blocks (see [`DICT_SAMPLE_BYTES`]).
     pub dictionaries: bool,
-    /// Train dictionaries on a background thread (one at a time), so that ingest never waits
-    /// for one (~15 ms each); `false` trains them in the call that completes the samples, which
-    /// makes the chunks that use one depend only on the events and the commits.
+    /// Train dictionaries on a background thread (one at a time per writer, at most
+    /// [`MAX_TRAININGS`] in the process), so that ingest never waits for one (10–30 ms each);
+    /// `false` trains them in the call that completes the samples, which makes the chunks that
+    /// use one depend only on the events and the commits.
     pub train_in_background: bool,
 }
 
 /// Block bodies a stream's closed chunks must have given before its dictionary is trained
 /// (about 8 k events at the 16 bytes a set-top box's event takes decoded): enough for zstd to
-/// find what the stream's blocks share, little enough that training takes ~10 ms.
+/// find what the stream's blocks share, little enough that training takes 10–30 ms.
 pub const DICT_SAMPLE_BYTES: usize = 128 << 10;
 
 /// Largest dictionary a stream gets.
 pub const DICT_BYTES: usize = 16 << 10;
+
+/// Dictionary trainings running at once in the process, whatever the number of writers (each
+/// takes about 6 MB while it runs): a collector storing many boards trains them in turn.
+pub const MAX_TRAININGS: usize = 2;
+
+/// Trainings running now (see [`MAX_TRAININGS`]).
+static TRAININGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A slot among the [`MAX_TRAININGS`], given back when dropped (also if training panics).
+struct TrainingSlot;
+
+impl TrainingSlot {
+    fn take() -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        TRAININGS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_TRAININGS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self)
+    }
+}
+
+impl Drop for TrainingSlot {
+    fn drop(&mut self) {
+        TRAININGS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
 
 /// Default longest trace time one chunk may span (2^36 ns ≈ 69 s): long enough that a slow
 /// stream still fills its chunks (a set-top box's sparse streams send a few events a second),
@@ -574,8 +603,8 @@ impl TraceWriter {
 
     /// Stores the dictionary the training thread has made (or gives up on that stream's when
     /// zstd could not train one), and starts training the next stream whose samples are
-    /// complete. Needs the write transaction open. Training inline (no background) finishes
-    /// here.
+    /// complete when the process has a training slot free (else a later call does). Training
+    /// inline (no background) finishes here.
     fn poll_training(&mut self) -> Result<()> {
         if let Some((_, handle)) = &self.training
             && !handle.is_finished()
@@ -592,17 +621,28 @@ impl TraceWriter {
         let Some(idx) = ready else {
             return Ok(());
         };
+        let slot = if self.config.train_in_background {
+            match TrainingSlot::take() {
+                Some(slot) => Some(slot),
+                None => return Ok(()),
+            }
+        } else {
+            None
+        };
         let StreamDict::Gathering { bytes, sizes } =
             std::mem::replace(&mut self.streams[idx].dict, StreamDict::Training)
         else {
             return Ok(());
         };
         let train = move || zstd::dict::from_continuous(&bytes, &sizes, DICT_BYTES).ok();
-        if self.config.train_in_background {
-            match std::thread::Builder::new()
+        if let Some(slot) = slot {
+            let spawned = std::thread::Builder::new()
                 .name("socscope-dict".into())
-                .spawn(train)
-            {
+                .spawn(move || {
+                    let _slot = slot;
+                    train()
+                });
+            match spawned {
                 Ok(handle) => self.training = Some((idx, handle)),
                 // No thread to spare: this stream goes without a dictionary.
                 Err(_) => self.streams[idx].dict = StreamDict::Off,
@@ -975,6 +1015,26 @@ mod tests {
             }
         }
         w.finish(true).unwrap();
+    }
+
+    /// At most `MAX_TRAININGS` training slots are out at once, and a slot is given back when
+    /// dropped, also by a training thread that panics. (No other test of this binary trains in
+    /// the background: their traces are too small to gather the samples.)
+    #[test]
+    fn training_slots_are_bounded_and_given_back() {
+        let slots: Vec<TrainingSlot> = std::iter::from_fn(TrainingSlot::take).take(10).collect();
+        assert_eq!(slots.len(), MAX_TRAININGS);
+        assert!(TrainingSlot::take().is_none());
+        let mut slots = slots.into_iter();
+        let (one, _kept) = (slots.next().unwrap(), slots.next().unwrap());
+        let panicking = std::thread::spawn(move || {
+            let _slot = one;
+            panic!("a training that fails");
+        });
+        assert!(panicking.join().is_err());
+        let again = TrainingSlot::take().expect("the panicking thread's slot came back");
+        assert!(TrainingSlot::take().is_none());
+        drop(again);
     }
 
     /// A long state makes the writer coarsen the finest level (also over rows committed
