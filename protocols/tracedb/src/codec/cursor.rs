@@ -422,6 +422,80 @@ impl ChunkCursor {
         }
     }
 
+    /// Calls `f(type, producer)` for the current event and each following one that starts
+    /// before `end`, and leaves the cursor on the first event at or after `end` (or past the
+    /// chunk). With parameters ignored (what counting does), the events of a block are walked
+    /// on their fixed columns alone: times, types and producers decoded, durations and the rest
+    /// skipped, the next block entered at the block's end.
+    pub(crate) fn tally_until(
+        &mut self,
+        end: Timestamp,
+        decompressor: &mut crate::codec::Decompressor,
+        mut f: impl FnMut(TypeId, ProducerId),
+    ) -> LazyResult<()> {
+        while self.idx < self.n && self.ts < end {
+            f(self.ty, self.producer);
+            if !self.ignore_params {
+                self.advance(decompressor)?;
+                continue;
+            }
+            let category = self.category();
+            let body = &self.body[..];
+            let mut c = self.cols;
+            let col = |range: (usize, usize)| body.get(..range.1).ok_or("column out of range");
+            let (ts_col, ty_col, pr_col) = (col(c.ts)?, col(c.ty)?, col(c.pr)?);
+            let mut ts = self.ts;
+            let mut k = self.bidx + 1;
+            // Stops on an event starting at or after `end`: its time is read, its other
+            // columns not yet (`read_fields` reads them).
+            let mut stop = None;
+            while k < self.bcount {
+                let t = ts.wrapping_add(get_uvarint(ts_col, &mut c.ts.0)? as i64);
+                if t >= end {
+                    stop = Some(t);
+                    break;
+                }
+                let ty = u32::try_from(get_uvarint(ty_col, &mut c.ty.0)?)
+                    .map_err(|_| "type id overflows u32")?;
+                let pr = u32::try_from(get_uvarint(pr_col, &mut c.pr.0)?)
+                    .map_err(|_| "producer id overflows u32")?;
+                match category {
+                    EventCategory::State | EventCategory::Link => {
+                        skip_varints(body, &mut c.dur, 1)?;
+                        skip_varints(body, &mut c.aux, 1)?;
+                    }
+                    EventCategory::Variable => {
+                        c.val.0 += 8;
+                        if c.val.0 > c.val.1 {
+                            return Err("value column has the wrong length");
+                        }
+                    }
+                    EventCategory::Punctual => {}
+                }
+                f(ty, pr);
+                ts = t;
+                k += 1;
+            }
+            self.cols = c;
+            match stop {
+                Some(t) => {
+                    self.idx += k - self.bidx;
+                    self.bidx = k;
+                    self.ts = t;
+                    return self.read_fields();
+                }
+                None => {
+                    // On the block's last event (counted): on into the next block.
+                    self.idx += k - 1 - self.bidx;
+                    self.bidx = k - 1;
+                    self.ts = ts;
+                    self.advance(decompressor)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Moves forward to the first event starting at or after `t` (or past the end).
     pub(crate) fn seek(
         &mut self,
@@ -628,6 +702,83 @@ impl ChunkCursor {
 mod tests {
     use super::*;
     use crate::codec::{ColumnBuffer, DecodedChunk, decode_chunk, encode_for_test as encode};
+
+    /// Counting on the fixed columns visits exactly the events a plain walk visits and stops
+    /// on the same event, in every category and across block ends, also when the walk goes on.
+    #[test]
+    fn tally_until_visits_what_a_walk_visits() {
+        let mut rng = crate::bench::SplitMix::new(17);
+        for category in [
+            EventCategory::Punctual,
+            EventCategory::State,
+            EventCategory::Link,
+            EventCategory::Variable,
+        ] {
+            let mut buf = ColumnBuffer::default();
+            let mut t = 0i64;
+            for i in 0..1500u32 {
+                // Deltas of 1, 2 and 3 varint bytes.
+                t += [1, 300, 70_000][(rng.next_u64() % 3) as usize];
+                let (ty, pr) = (i % 7, (rng.next_u64() % 5) as u32);
+                let e = match category {
+                    EventCategory::Punctual => Event::punctual(t, ty, pr, Some(0)),
+                    EventCategory::State => Event::state(t, t + 500_000, 1, ty, pr, Some(0)),
+                    EventCategory::Link => Event {
+                        kind: EventKind::Link {
+                            end: t + 9,
+                            target: 3,
+                        },
+                        ..Event::punctual(t, ty, pr, Some(0))
+                    },
+                    EventCategory::Variable => Event {
+                        kind: EventKind::Variable { value: 1.5 },
+                        ..Event::punctual(t, ty, pr, Some(0))
+                    },
+                };
+                buf.push(&e.with_params(vec![ParamValue::Unsigned(u64::from(i))]));
+            }
+            let blob = encode(&buf, category, Some(0));
+            let mut dec = crate::codec::Decompressor::new().unwrap();
+            let mut d = DecodedChunk::default();
+            decode_chunk(&blob, &mut dec, &NoDictionaries, &mut d).unwrap();
+            let last = *d.ts.last().unwrap();
+            for _ in 0..40 {
+                let from = (rng.next_u64() % (last as u64 + 2)) as i64;
+                let mut ends = [from, from, from];
+                for e in &mut ends[1..] {
+                    *e += (rng.next_u64() % 400_000) as i64;
+                }
+                ends.sort_unstable();
+                let mut c = ChunkCursor::default();
+                c.set_ignore_params(true);
+                c.load(9, &blob, from, &mut dec, &NoDictionaries).unwrap();
+                let mut i = d.ts.partition_point(|&t| t < from);
+                for end in ends {
+                    let mut seen = Vec::new();
+                    c.tally_until(end, &mut dec, |ty, pr| seen.push((ty, pr)))
+                        .unwrap();
+                    let stop = d.ts.partition_point(|&t| t < end).max(i);
+                    let want: Vec<(u32, u32)> =
+                        (i..stop).map(|k| (d.ty[k], d.producer[k])).collect();
+                    assert_eq!(seen, want, "{category:?} [{from}, {end})");
+                    assert_eq!(c.valid(), stop < d.len());
+                    if c.valid() {
+                        assert_eq!(
+                            (c.index(), c.ts, c.ty, c.producer, c.end()),
+                            (
+                                stop,
+                                d.ts[stop],
+                                d.ty[stop],
+                                d.producer[stop],
+                                d.end.get(stop).copied().unwrap_or(d.ts[stop])
+                            )
+                        );
+                    }
+                    i = stop;
+                }
+            }
+        }
+    }
 
     /// The lazy cursor returns exactly what the full decoder does, from any seek target.
     #[test]

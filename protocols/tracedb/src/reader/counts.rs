@@ -141,16 +141,20 @@ impl TraceReader {
         // Every chunk of every stream that may hold an event starting in [?1, ?2): those
         // starting in it and those starting before whose last event reaches it. Their blobs
         // are read through one incremental blob handle: the header and the blocks the walk
-        // needs, never the whole chunk.
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT c.id, c.stream, c.count, c.types, c.producers
-                 FROM stream s CROSS JOIN chunk c ON c.stream = s.id
-                 WHERE c.t_min < ?2 AND c.t_min >= max(?1 - s.max_span, ?3) AND c.t_max >= ?1
-                 ORDER BY c.stream, c.t_min, c.id",
-            )
-            .ctx(p)?;
+        // needs, never the whole chunk. Without id filters the query reads the chunk index
+        // alone (the count is then checked against the header only).
+        let sql = if with_ids {
+            "SELECT c.id, c.stream, c.count, c.types, c.producers
+             FROM stream s CROSS JOIN chunk c ON c.stream = s.id
+             WHERE c.t_min < ?2 AND c.t_min >= max(?1 - s.max_span, ?3) AND c.t_max >= ?1
+             ORDER BY c.stream, c.t_min, c.id"
+        } else {
+            "SELECT c.id, c.stream
+             FROM stream s CROSS JOIN chunk c ON c.stream = s.id
+             WHERE c.t_min < ?2 AND c.t_min >= max(?1 - s.max_span, ?3) AND c.t_max >= ?1
+             ORDER BY c.stream, c.t_min, c.id"
+        };
+        let mut st = self.conn.prepare_cached(sql).ctx(p)?;
         let mut slots: FxHashMap<i64, Slot> = FxHashMap::default();
         let mut tally: FxHashMap<(u32, u32), u64> = FxHashMap::default();
         let mut dec = self.decompressor.borrow_mut();
@@ -196,7 +200,11 @@ impl TraceReader {
                     cur.set_ignore_params(true);
                     cur.load_from(id, handle, r.start, r.end, &mut dec, self)
                         .map_err(|d| corrupt(p, id, &d))?;
-                    let count: u32 = row.get(2).ctx(p)?;
+                    let count: u32 = if with_ids {
+                        row.get(2).ctx(p)?
+                    } else {
+                        cur.len() as u32
+                    };
                     if cur.len() != count as usize {
                         return Err(corrupt(
                             p,
@@ -207,12 +215,12 @@ impl TraceReader {
                     slot.chunk = id;
                     slot.loaded_until = cur.loaded_until();
                 }
-                while cur.valid() && cur.ts < r.end {
-                    if compiled.ids_ok(cur.ty, cur.producer) {
-                        *tally.entry((cur.producer, cur.ty)).or_insert(0) += 1;
+                cur.tally_until(r.end, &mut dec, |ty, producer| {
+                    if compiled.ids_ok(ty, producer) {
+                        *tally.entry((producer, ty)).or_insert(0) += 1;
                     }
-                    cur.advance(&mut dec).map_err(|d| corrupt(p, id, d))?;
-                }
+                })
+                .map_err(|d| corrupt(p, id, d))?;
                 slot.passed = r.end;
             }
             flush(&mut tally, &mut out[i]);
