@@ -583,18 +583,36 @@ impl ChunkCursor {
     }
 
     /// Events before this time are all in the loaded blocks (see [`Self::load_from`]).
-    /// Loads the chunk's further blocks that start before `until` (from `src`, the same blob),
-    /// without decoding again the block the cursor is on: a walk that goes on past what was
-    /// loaded continues where it stopped.
+    /// Loads the chunk's further blocks that start before `until` (from `src`, the same blob)
+    /// for a walk going on from `from` (at or after the cursor's time), without decoding again
+    /// the block the cursor is on: a walk that goes on past what was loaded continues where it
+    /// stopped. When `from` is past the start of the first block not loaded, the blocks before
+    /// the one holding `from` hold nothing the walk needs (a block's events end where its
+    /// successor starts): they are dropped or never read, and the cursor is on that block.
     pub(crate) fn extend_to(
         &mut self,
         src: &mut impl BlobSource,
+        from: Timestamp,
         until: Timestamp,
         decompressor: &mut crate::codec::Decompressor,
     ) -> Result<(), String> {
         let k = self.rest.partition_point(|b| b.first_ts < until);
         if k == 0 {
             return Ok(());
+        }
+        let j = self.rest[..k].partition_point(|b| b.first_ts < from);
+        if j >= 1 {
+            self.rest.drain(..j - 1);
+            let k = k - (j - 1);
+            self.blocks.clear();
+            self.blocks.extend(self.rest.drain(..k));
+            self.limit = self.rest.first().map_or(Timestamp::MAX, |b| b.first_ts);
+            self.frames_from = self.blocks[0].frame.0;
+            let to = self.blocks[k - 1].frame.1;
+            self.frames.clear();
+            self.frames.resize(to - self.frames_from, 0);
+            src.read_at(&mut self.frames, self.frames_from)?;
+            return self.enter_block(0, decompressor).map_err(str::to_owned);
         }
         let old_len = self.blocks.len();
         let have = self.frames.len();
@@ -777,6 +795,48 @@ mod tests {
                     i = stop;
                 }
             }
+        }
+    }
+
+    /// A cursor loaded for one range and extended for a later one (next to it or far past
+    /// what was loaded) counts exactly the later range's events.
+    #[test]
+    fn extending_to_a_later_range_counts_exactly_its_events() {
+        let mut rng = crate::bench::SplitMix::new(29);
+        let mut buf = ColumnBuffer::default();
+        let mut t = 0i64;
+        for i in 0..4000u32 {
+            // Runs of equal times, so that blocks can start on a tie.
+            t += [0, 0, 1, 700][(rng.next_u64() % 4) as usize];
+            buf.push(&Event::state(t, t + 50, 0, i % 3, 1, Some(0)));
+        }
+        let blob = encode(&buf, EventCategory::State, Some(0));
+        let mut dec = crate::codec::Decompressor::new().unwrap();
+        let mut d = DecodedChunk::default();
+        decode_chunk(&blob, &mut dec, &NoDictionaries, &mut d).unwrap();
+        let last = *d.ts.last().unwrap();
+        let count = |from: i64, to: i64| d.ts.iter().filter(|&&t| from <= t && t < to).count();
+        for _ in 0..300 {
+            let mut cuts: Vec<i64> = (0..4)
+                .map(|_| (rng.next_u64() % (last as u64 + 2)) as i64)
+                .collect();
+            cuts.sort_unstable();
+            let (a, b, c, e) = (cuts[0], cuts[1], cuts[2], cuts[3]);
+            let mut cur = ChunkCursor::default();
+            cur.set_ignore_params(true);
+            let mut src = &blob[..];
+            cur.load_from(9, &mut src, a, b, &mut dec, &NoDictionaries)
+                .unwrap();
+            let mut n = 0;
+            cur.tally_until(b, &mut dec, |_, _| n += 1).unwrap();
+            assert_eq!(n, count(a, b), "[{a}, {b})");
+            if e > cur.loaded_until() {
+                cur.extend_to(&mut src, c, e, &mut dec).unwrap();
+            }
+            cur.seek(c, &mut dec).unwrap();
+            let mut n = 0;
+            cur.tally_until(e, &mut dec, |_, _| n += 1).unwrap();
+            assert_eq!(n, count(c, e), "[{a}, {b}) then [{c}, {e})");
         }
     }
 

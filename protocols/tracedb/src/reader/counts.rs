@@ -189,7 +189,7 @@ impl TraceReader {
                     // go on from where the last range stopped (its blocks stay decoded).
                     if r.end > slot.loaded_until {
                         let handle = self.chunk_blob(&mut blob, id)?;
-                        cur.extend_to(handle, r.end, &mut dec)
+                        cur.extend_to(handle, r.start, r.end, &mut dec)
                             .map_err(|d| corrupt(p, id, &d))?;
                         slot.loaded_until = cur.loaded_until();
                     }
