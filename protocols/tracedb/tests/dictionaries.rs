@@ -8,39 +8,28 @@ mod common;
 use common::*;
 use socscope_tracedb::*;
 
-/// `(format, dictionary id)` of a stored chunk blob.
+/// The varint at `*p` of `blob` (moving past it).
+fn varint(blob: &[u8], p: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = blob[*p];
+        *p += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+/// `(format, dictionary id)` of a stored chunk blob (format, count, category, CPU, dictionary).
 fn format_and_dict(blob: &[u8]) -> (u8, u64) {
     let mut p = 1;
-    let mut varint = || {
-        let mut v = 0u64;
-        let mut shift = 0;
-        loop {
-            let b = blob[p];
-            p += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return v;
-            }
-            shift += 7;
-        }
-    };
-    let _n = varint();
-    p += 1; // category
-    let mut varint = || {
-        let mut v = 0u64;
-        let mut shift = 0;
-        loop {
-            let b = blob[p];
-            p += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return v;
-            }
-            shift += 7;
-        }
-    };
-    let _cpu = varint();
-    (blob[0], varint())
+    let _n = varint(blob, &mut p);
+    p += 1;
+    let _cpu = varint(blob, &mut p);
+    (blob[0], varint(blob, &mut p))
 }
 
 fn chunk_dicts(path: &std::path::Path) -> Vec<(i64, u8, u64)> {
@@ -76,13 +65,7 @@ fn busy_streams_get_a_dictionary_and_every_read_is_unchanged() {
         ..steady.clone()
     };
     for (path, config) in [(&with, steady), (&without, steady_plain)] {
-        let mut w = TraceWriter::create_with(path, &meta(), config).unwrap();
-        for t in types() {
-            w.add_event_type(&t).unwrap();
-        }
-        for p in producers() {
-            w.add_producer(&p).unwrap();
-        }
+        let mut w = new_writer(path, config);
         for e in &events[..1_000] {
             w.push(e).unwrap();
         }
@@ -171,13 +154,7 @@ fn dictionaries_trained_in_the_background_are_taken_up() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.db");
     let events = mixed_events(200_000, 6);
-    let mut w = TraceWriter::create_with(&path, &meta(), WriterConfig::default()).unwrap();
-    for t in types() {
-        w.add_event_type(&t).unwrap();
-    }
-    for p in producers() {
-        w.add_producer(&p).unwrap();
-    }
+    let mut w = new_writer(&path, WriterConfig::default());
     for (i, e) in events.iter().enumerate() {
         w.push(e).unwrap();
         if i == 100_000 {

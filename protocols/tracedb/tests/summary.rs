@@ -317,13 +317,7 @@ proptest! {
 /// Writes `events` committing every `every` pushes (a capture's commits), the long states
 /// pushed last, as a capture closes them when it ends.
 fn write_committing(path: &std::path::Path, events: &[Event], config: WriterConfig, every: usize) {
-    let mut w = TraceWriter::create_with(path, &meta(), config).unwrap();
-    for t in types() {
-        w.add_event_type(&t).unwrap();
-    }
-    for p in producers() {
-        w.add_producer(&p).unwrap();
-    }
+    let mut w = new_writer(path, config);
     for (i, e) in events.iter().enumerate() {
         w.push(e).unwrap();
         if (i + 1) % every.max(1) == 0 {

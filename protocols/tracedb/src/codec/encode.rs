@@ -522,6 +522,7 @@ mod tests {
         let mut events = Vec::new();
         let mut rng = crate::bench::SplitMix::new(3);
         let mut t = 1_000i64;
+        let mut blob = Vec::new();
         for run in [1usize, 200, 57, 128, 700, 1, 1000, 2009] {
             for _ in 0..run {
                 t += (rng.next_u64() % 5_000) as i64;
@@ -552,18 +553,9 @@ mod tests {
             .unwrap();
             assert_eq!(reused, fresh, "after {} events", events.len());
             assert!(tail.events() <= events.len() / DICT_BLOCK_EVENTS * DICT_BLOCK_EVENTS);
+            blob = reused;
         }
         assert_eq!(events.len(), 4_096);
-        let (blob, _) = encode_chunk(
-            &buf,
-            EventCategory::State,
-            Some(1),
-            &mut scratch,
-            &mut comp,
-            Some(&wd),
-            Some(&mut tail),
-        )
-        .unwrap();
         let mut blocks = Vec::new();
         let h = parse_header(&blob, &mut blocks).unwrap();
         assert_eq!((h.n, h.dict, blocks.len()), (4_096, 7, 32));

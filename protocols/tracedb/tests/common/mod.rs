@@ -108,8 +108,8 @@ pub fn temp_trace(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// Writes `events` (in the given arrival order) into a new trace.
-pub fn write(path: &Path, events: &[Event], config: WriterConfig) -> TraceInfo {
+/// A writer of a new trace with the test types and producers declared.
+pub fn new_writer(path: &Path, config: WriterConfig) -> TraceWriter {
     let mut w = TraceWriter::create_with(path, &meta(), config).unwrap();
     for t in types() {
         w.add_event_type(&t).unwrap();
@@ -117,6 +117,12 @@ pub fn write(path: &Path, events: &[Event], config: WriterConfig) -> TraceInfo {
     for p in producers() {
         w.add_producer(&p).unwrap();
     }
+    w
+}
+
+/// Writes `events` (in the given arrival order) into a new trace.
+pub fn write(path: &Path, events: &[Event], config: WriterConfig) -> TraceInfo {
+    let mut w = new_writer(path, config);
     for e in events {
         w.push(e).unwrap();
     }
