@@ -121,6 +121,8 @@ pub(crate) struct EncodeScratch {
     order: Vec<u32>,
     body: Vec<u8>,
     col: Vec<u8>,
+    /// The zstd frame of the block being encoded.
+    frame: Vec<u8>,
     frames: Vec<u8>,
     pub(crate) set: Vec<u32>,
 }
@@ -213,12 +215,8 @@ pub(crate) fn encode_chunk(
         BLOCK_EVENTS
     };
     let n = buf.len();
-    let order = &mut scratch.order;
-    order.clear();
-    order.extend(0..n as u32);
-    if !buf.ts.windows(2).all(|w| w[0] <= w[1]) {
-        order.sort_by_key(|&i| buf.ts[i as usize]);
-    }
+    time_order(buf, &mut scratch.order);
+    let order = &scratch.order;
     // The cached blocks still hold the first events in time order only if sorting put the
     // same events first (an event arriving late moves in front of them only if it is earlier).
     let reused = match tail.as_deref_mut() {
@@ -270,23 +268,27 @@ pub(crate) fn encode_chunk(
         let body = &mut scratch.body;
         body.clear();
         encode_block(buf, category, block, body, &mut scratch.col);
-        let frame = match dict {
+        // Into the one frame buffer, as long as zstd may need.
+        let frame = &mut scratch.frame;
+        frame.clear();
+        frame.reserve(zstd::zstd_safe::compress_bound(body.len()));
+        match dict {
             Some(d) => {
-                let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(body.len()));
                 compressor
                     .context_mut()
-                    .compress_using_cdict(&mut out, body, &d.cdict)
+                    .compress_using_cdict(frame, body, &d.cdict)
                     .map_err(|c| std::io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
-                out
             }
-            None => compressor.compress(body)?,
-        };
+            None => {
+                compressor.compress_to_buffer(body, frame)?;
+            }
+        }
         // Stored as is when small, or when zstd saves nothing (a stored length equal to the
         // body length means "as is", so a frame that long is never written).
         let stored: &[u8] = if body.len() <= RAW_BLOCK_MAX_BYTES || frame.len() >= body.len() {
             body
         } else {
-            &frame
+            frame
         };
         let first = buf.ts[block[0] as usize];
         put_entry(&mut blob, b, block.len(), first, body.len(), stored.len());
@@ -342,6 +344,15 @@ pub(crate) fn encode_chunk(
     Ok((blob, meta))
 }
 
+/// The buffer's positions in time order (stable: ties keep the order of arrival).
+fn time_order(buf: &ColumnBuffer, order: &mut Vec<u32>) {
+    order.clear();
+    order.extend(0..buf.len() as u32);
+    if !buf.ts.windows(2).all(|w| w[0] <= w[1]) {
+        order.sort_by_key(|&i| buf.ts[i as usize]);
+    }
+}
+
 /// Appends the bodies of the buffer's events in time order, [`DICT_BLOCK_EVENTS`] to a body,
 /// to `out`, and each body's length to `sizes`: what a stream's dictionary is trained on.
 pub(crate) fn sample_bodies(
@@ -351,11 +362,8 @@ pub(crate) fn sample_bodies(
     out: &mut Vec<u8>,
     sizes: &mut Vec<usize>,
 ) {
-    let order = &mut scratch.order;
-    order.clear();
-    order.extend(0..buf.len() as u32);
-    order.sort_by_key(|&i| buf.ts[i as usize]);
-    for block in order.chunks(DICT_BLOCK_EVENTS) {
+    time_order(buf, &mut scratch.order);
+    for block in scratch.order.chunks(DICT_BLOCK_EVENTS) {
         let from = out.len();
         encode_block(buf, category, block, out, &mut scratch.col);
         sizes.push(out.len() - from);
