@@ -19,9 +19,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..runs {
         let t = Instant::now();
         let m = micro::build(&reader, grid, metric, &Filter::all())?;
+        let elapsed = t.elapsed();
+        // FNV-1a over the values' bits: builds compared on the same trace must agree.
+        let digest = m.values().iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, v| {
+            (h ^ v.to_bits()).wrapping_mul(0x0100_0000_01b3)
+        });
         println!(
-            "{metric} T={slices}: {:.1} ms ({} producers, {} types)",
-            t.elapsed().as_secs_f64() * 1e3,
+            "{metric} T={slices}: {:.1} ms ({} producers, {} types, values {digest:016x})",
+            elapsed.as_secs_f64() * 1e3,
             m.producers.len(),
             m.types.len()
         );

@@ -155,11 +155,12 @@ impl TraceReader {
              ORDER BY c.stream, c.t_min, c.id"
         };
         let mut st = self.conn.prepare_cached(sql).ctx(p)?;
-        let mut slots: FxHashMap<i64, Slot> = FxHashMap::default();
-        let mut tally: FxHashMap<(u32, u32), u64> = FxHashMap::default();
-        let mut dec = self.decompressor.borrow_mut();
-        let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
-        for &(r, i) in parts.iter() {
+        // First every (part, chunk) the walk visits, then the visits stream by stream: one
+        // stream's chunks, dictionary and decompression state stay in cache for all its parts
+        // instead of the streams taking turns at every part (each part's chunks of every
+        // stream, as the query returns them, made every block decompression a cold start).
+        let mut visits: Vec<Visit> = Vec::new();
+        for (k, &(r, _)) in parts.iter().enumerate() {
             let mut rows = st.query(params![r.start, r.end, i64::MIN]).ctx(p)?;
             while let Some(row) = rows.next().ctx(p)? {
                 let id: i64 = row.get(0).ctx(p)?;
@@ -167,6 +168,7 @@ impl TraceReader {
                 if !stream_ok.get(&stream).copied().unwrap_or(false) {
                     continue;
                 }
+                let mut count = None;
                 if with_ids {
                     let ids = |k: usize| -> Result<Vec<u32>> {
                         Ok(parse_ids(row.get_ref(k).ctx(p)?.as_str().map_err(|e| {
@@ -176,57 +178,228 @@ impl TraceReader {
                     if !compiled.chunk_ok(&ids(3)?, &ids(4)?) {
                         continue;
                     }
+                    count = Some(row.get::<_, u32>(2).ctx(p)?);
                 }
-                let slot = slots.entry(stream).or_insert_with(|| Slot {
-                    cursor: ChunkCursor::default(),
-                    chunk: i64::MIN,
-                    passed: Timestamp::MAX,
-                    loaded_until: Timestamp::MIN,
+                visits.push(Visit {
+                    stream,
+                    part: k,
+                    chunk: id,
+                    count,
                 });
-                let cur = &mut slot.cursor;
-                if slot.chunk == id && slot.passed <= r.start {
-                    // The same chunk further on: load the blocks this range also needs, and
-                    // go on from where the last range stopped (its blocks stay decoded).
-                    if r.end > slot.loaded_until {
-                        let handle = self.chunk_blob(&mut blob, id)?;
-                        cur.extend_to(handle, r.start, r.end, &mut dec)
-                            .map_err(|d| corrupt(p, id, &d))?;
-                        slot.loaded_until = cur.loaded_until();
-                    }
-                    cur.seek(r.start, &mut dec).map_err(|d| corrupt(p, id, d))?;
-                } else {
-                    slot.chunk = i64::MIN;
+            }
+        }
+        // Stable: within a stream, parts in time order and each part's chunks as queried.
+        visits.sort_by_key(|v| v.stream);
+        let ids = |table: &str| -> Result<Vec<u32>> {
+            let mut st = self
+                .conn
+                .prepare_cached(&format!("SELECT id FROM {table} ORDER BY id"))
+                .ctx(p)?;
+            let rows = st.query_map([], |r| r.get::<_, u32>(0)).ctx(p)?;
+            rows.collect::<rusqlite::Result<Vec<u32>>>().ctx(p)
+        };
+        let (producers, types) = (
+            IdIndex::new(ids("producer")?),
+            IdIndex::new(ids("event_type")?),
+        );
+        let mut tally = PartTally::new(parts.len(), producers, types);
+        let mut dec = self.decompressor.borrow_mut();
+        let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
+        let mut slot = Slot {
+            cursor: ChunkCursor::default(),
+            chunk: i64::MIN,
+            passed: Timestamp::MAX,
+            loaded_until: Timestamp::MIN,
+        };
+        for (n, v) in visits.iter().enumerate() {
+            let r = parts[v.part].0;
+            let id = v.chunk;
+            if n > 0 && visits[n - 1].stream != v.stream {
+                slot.chunk = i64::MIN;
+            }
+            let cur = &mut slot.cursor;
+            if slot.chunk == id && slot.passed <= r.start {
+                // The same chunk further on: load the blocks this range also needs, and go on
+                // from where the last range stopped (its blocks stay decoded).
+                if r.end > slot.loaded_until {
                     let handle = self.chunk_blob(&mut blob, id)?;
-                    cur.set_ignore_params(true);
-                    cur.load_from(id, handle, r.start, r.end, &mut dec, self)
+                    cur.extend_to(handle, r.start, r.end, &mut dec)
                         .map_err(|d| corrupt(p, id, &d))?;
-                    let count: u32 = if with_ids {
-                        row.get(2).ctx(p)?
-                    } else {
-                        cur.len() as u32
-                    };
-                    if cur.len() != count as usize {
-                        return Err(corrupt(
-                            p,
-                            id,
-                            &format!("{} events in the chunk, row says {count}", cur.len()),
-                        ));
-                    }
-                    slot.chunk = id;
                     slot.loaded_until = cur.loaded_until();
                 }
-                cur.tally_until(r.end, &mut dec, |ty, producer| {
-                    if compiled.ids_ok(ty, producer) {
-                        *tally.entry((producer, ty)).or_insert(0) += 1;
-                    }
-                })
-                .map_err(|d| corrupt(p, id, d))?;
-                slot.passed = r.end;
+                cur.seek(r.start, &mut dec).map_err(|d| corrupt(p, id, d))?;
+            } else {
+                slot.chunk = i64::MIN;
+                let handle = self.chunk_blob(&mut blob, id)?;
+                cur.set_ignore_params(true);
+                cur.load_from(id, handle, r.start, r.end, &mut dec, self)
+                    .map_err(|d| corrupt(p, id, &d))?;
+                let count = v.count.unwrap_or(cur.len() as u32);
+                if cur.len() != count as usize {
+                    return Err(corrupt(
+                        p,
+                        id,
+                        &format!("{} events in the chunk, row says {count}", cur.len()),
+                    ));
+                }
+                slot.chunk = id;
+                slot.loaded_until = cur.loaded_until();
             }
-            flush(&mut tally, &mut out[i]);
+            cur.tally_until(r.end, &mut dec, |ty, producer| {
+                if compiled.ids_ok(ty, producer) {
+                    tally.add(v.part, producer, ty);
+                }
+            })
+            .map_err(|d| corrupt(p, id, d))?;
+            slot.passed = r.end;
+        }
+        let mut cells = Vec::new();
+        for (k, &(_, i)) in parts.iter().enumerate() {
+            tally.cells_of(k, &mut cells);
+            summary::merge_cells(&mut out[i], &cells);
         }
         Ok(())
     }
+}
+
+/// Positions of a table's ids (`0..n` in id order): a direct lookup for small ids, a binary
+/// search beyond (user-defined event types have ids from 100 000 on).
+struct IdIndex {
+    ids: Vec<u32>,
+    /// `small[id]` is the position of `id` plus one, or 0 when the table does not hold it.
+    small: Vec<u32>,
+}
+
+impl IdIndex {
+    const SMALL: u32 = 4096;
+
+    fn new(ids: Vec<u32>) -> Self {
+        let mut small = vec![
+            0;
+            ids.iter()
+                .filter(|&&i| i < Self::SMALL)
+                .max()
+                .map_or(0, |&m| m as usize + 1)
+        ];
+        for (k, &id) in ids.iter().enumerate() {
+            if id < Self::SMALL {
+                small[id as usize] = k as u32 + 1;
+            }
+        }
+        Self { ids, small }
+    }
+
+    #[inline]
+    fn position(&self, id: u32) -> Option<usize> {
+        match self.small.get(id as usize) {
+            Some(&k) => k.checked_sub(1).map(|k| k as usize),
+            None if id < Self::SMALL => None,
+            None => self.ids.binary_search(&id).ok(),
+        }
+    }
+}
+
+/// Event counts per part and `(producer, type)`: a dense table over the trace's producers and
+/// types (an increment per event, no hashing) when it is small enough, a hash map for the rest
+/// (and for ids the tables do not hold).
+struct PartTally {
+    producers: IdIndex,
+    types: IdIndex,
+    /// `(part · producers + producer) · types + type`, empty when too large.
+    dense: Vec<u64>,
+    sparse: FxHashMap<(usize, u32, u32), u64>,
+    /// The sparse counts sorted by part, once counting is done, and the next one to hand out.
+    sorted: Vec<((usize, u32, u32), u64)>,
+    next: usize,
+}
+
+/// Largest dense table [`PartTally`] allocates (entries of 8 bytes).
+const DENSE_TALLY_MAX: usize = 1 << 21;
+
+impl PartTally {
+    fn new(parts: usize, producers: IdIndex, types: IdIndex) -> Self {
+        let size = parts
+            .saturating_mul(producers.ids.len())
+            .saturating_mul(types.ids.len());
+        Self {
+            producers,
+            types,
+            dense: if size <= DENSE_TALLY_MAX {
+                vec![0; size]
+            } else {
+                Vec::new()
+            },
+            sparse: FxHashMap::default(),
+            sorted: Vec::new(),
+            next: 0,
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, part: usize, producer: u32, ty: u32) {
+        if !self.dense.is_empty()
+            && let (Some(pr), Some(t)) =
+                (self.producers.position(producer), self.types.position(ty))
+        {
+            let (np, nt) = (self.producers.ids.len(), self.types.ids.len());
+            self.dense[(part * np + pr) * nt + t] += 1;
+            return;
+        }
+        *self.sparse.entry((part, producer, ty)).or_insert(0) += 1;
+    }
+
+    /// The counts of each part in turn (`part` increasing from 0) as cells sorted by
+    /// `(producer, type)`, into `out` (cleared).
+    fn cells_of(&mut self, part: usize, out: &mut Vec<SummaryCell>) {
+        out.clear();
+        if !self.dense.is_empty() {
+            let (np, nt) = (self.producers.ids.len(), self.types.ids.len());
+            let row = &self.dense[part * np * nt..(part + 1) * np * nt];
+            for (pr, &producer) in self.producers.ids.iter().enumerate() {
+                for (t, &type_id) in self.types.ids.iter().enumerate() {
+                    let count = row[pr * nt + t];
+                    if count != 0 {
+                        out.push(SummaryCell {
+                            producer,
+                            type_id,
+                            count,
+                            state_ns: 0,
+                        });
+                    }
+                }
+            }
+        }
+        if part == 0 && !self.sparse.is_empty() {
+            self.sorted = self.sparse.drain().collect();
+            self.sorted.sort_unstable_by_key(|e| e.0);
+            self.next = 0;
+        }
+        let before = out.len();
+        while let Some(&((k, producer, type_id), count)) = self.sorted.get(self.next) {
+            if k > part {
+                break;
+            }
+            self.next += 1;
+            out.push(SummaryCell {
+                producer,
+                type_id,
+                count,
+                state_ns: 0,
+            });
+        }
+        if out.len() > before && before > 0 {
+            out.sort_unstable_by_key(|c| (c.producer, c.type_id));
+        }
+    }
+}
+
+/// A chunk the walk reads for one part: `count` is the chunk row's event count when the query
+/// read it (checked against the chunk's header).
+struct Visit {
+    stream: i64,
+    part: usize,
+    chunk: i64,
+    count: Option<u32>,
 }
 
 /// Adds a tally to sorted cells, keeping them sorted.
@@ -245,4 +418,77 @@ fn flush(tally: &mut FxHashMap<(u32, u32), u64>, into: &mut Vec<SummaryCell>) {
         .collect();
     cells.sort_unstable_by_key(|c| (c.producer, c.type_id));
     summary::merge_cells(into, &cells);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{IdIndex, PartTally};
+    use crate::summary::SummaryCell;
+
+    #[test]
+    fn id_positions_small_and_large() {
+        let ix = IdIndex::new(vec![0, 3, 4095, 4096, 100_000, 100_003]);
+        let got: Vec<Option<usize>> = [0, 1, 3, 4095, 4096, 4097, 100_000, 100_003, 7]
+            .iter()
+            .map(|&id| ix.position(id))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                Some(0),
+                None,
+                Some(1),
+                Some(2),
+                Some(3),
+                None,
+                Some(4),
+                Some(5),
+                None
+            ]
+        );
+        assert_eq!(IdIndex::new(Vec::new()).position(0), None);
+    }
+
+    /// The dense table, the hash map alone and a mix (ids the tables do not hold) count the
+    /// same cells, sorted, part by part.
+    #[test]
+    fn dense_and_sparse_tallies_agree() {
+        let producers = || IdIndex::new(vec![1, 2, 5, 9]);
+        let types = || IdIndex::new(vec![0, 7, 100_001]);
+        let parts = 5;
+        let mut dense = PartTally::new(parts, producers(), types());
+        let mut sparse = PartTally::new(parts, producers(), types());
+        sparse.dense = Vec::new();
+        let mut want = std::collections::BTreeMap::new();
+        let mut x = 0x2545_f491_u64;
+        for _ in 0..2_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let part = (x % parts as u64) as usize;
+            // Mostly ids the tables hold, some they do not (producer 4, type 3).
+            let producer = [1, 2, 5, 9, 4][(x >> 8) as usize % 5];
+            let ty = [0, 7, 100_001, 3][(x >> 16) as usize % 4];
+            dense.add(part, producer, ty);
+            sparse.add(part, producer, ty);
+            *want.entry((part, producer, ty)).or_insert(0u64) += 1;
+        }
+        assert!(!dense.sparse.is_empty(), "the mix reaches the hash map");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for part in 0..parts {
+            dense.cells_of(part, &mut a);
+            sparse.cells_of(part, &mut b);
+            let expect: Vec<SummaryCell> = want
+                .range((part, 0, 0)..(part + 1, 0, 0))
+                .map(|(&(_, producer, type_id), &count)| SummaryCell {
+                    producer,
+                    type_id,
+                    count,
+                    state_ns: 0,
+                })
+                .collect();
+            assert_eq!(a, expect, "dense, part {part}");
+            assert_eq!(b, expect, "sparse, part {part}");
+        }
+    }
 }
