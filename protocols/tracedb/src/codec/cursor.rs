@@ -112,6 +112,19 @@ fn skip_varints(body: &[u8], c: &mut (usize, usize), k: usize) -> LazyResult<()>
         .ok_or("column runs past the end of its block")?;
     let mut left = k;
     let mut p = c.0;
+    // Eight bytes at a time while they hold fewer varint ends (bytes below 0x80) than are left
+    // to skip, then byte by byte up to the k-th end.
+    while left > 0
+        && let Some(w) = col.get(p..p + 8)
+    {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0x80; 8]));
+        let ends = (!w & 0x8080_8080_8080_8080).count_ones() as usize;
+        if ends >= left {
+            break;
+        }
+        left -= ends;
+        p += 8;
+    }
     while left > 0 {
         let b = *col.get(p).ok_or("varint runs past the end of its column")?;
         p += 1;
@@ -720,6 +733,41 @@ impl ChunkCursor {
 mod tests {
     use super::*;
     use crate::codec::{ColumnBuffer, DecodedChunk, decode_chunk, encode_for_test as encode};
+
+    /// Skipping k varints lands where k varints end, for every k and varints of every length
+    /// (the eight-bytes-at-a-time path and the byte path), inside a column that ends before the
+    /// body does; skipping past the column's end is an error.
+    #[test]
+    fn skipping_varints_lands_after_the_kth() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut col = Vec::new();
+        let mut ends = vec![0];
+        for i in 0..300 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Lengths 1 to 10 bytes, runs of one-byte values between.
+            let v = if i % 3 == 0 {
+                x & 0x7f
+            } else {
+                x >> (7 * (x % 10))
+            };
+            put_uvarint(&mut col, v);
+            ends.push(col.len());
+        }
+        let len = col.len();
+        let mut body = col.clone();
+        body.extend_from_slice(&[0x01; 16]);
+        for from in [0usize, 1, 7, 150] {
+            for k in 0..=(300 - from) {
+                let mut c = (ends[from], len);
+                skip_varints(&body, &mut c, k).unwrap();
+                assert_eq!(c.0, ends[from + k], "from {from}, skip {k}");
+            }
+        }
+        let mut c = (0, len);
+        assert!(skip_varints(&body, &mut c, 301).is_err());
+    }
 
     /// Counting on the fixed columns visits exactly the events a plain walk visits and stops
     /// on the same event, in every category and across block ends, also when the walk goes on.
