@@ -274,13 +274,8 @@ impl IdIndex {
     const SMALL: u32 = 4096;
 
     fn new(ids: Vec<u32>) -> Self {
-        let mut small = vec![
-            0;
-            ids.iter()
-                .filter(|&&i| i < Self::SMALL)
-                .max()
-                .map_or(0, |&m| m as usize + 1)
-        ];
+        let below = ids.iter().filter(|&&i| i < Self::SMALL).max();
+        let mut small = vec![0; below.map_or(0, |&m| m as usize + 1)];
         for (k, &id) in ids.iter().enumerate() {
             if id < Self::SMALL {
                 small[id as usize] = k as u32 + 1;
