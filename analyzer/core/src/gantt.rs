@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use socscope_tracedb::{
     Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ParamValue, ProducerId,
@@ -540,6 +540,8 @@ impl GanttModel {
                     class.unsorted = true;
                 }
                 class.max_len = class.max_len.max(len);
+                class.producers.insert(e.producer);
+                class.producers.insert(e.target);
                 self.links_seen += 1;
                 class.items.push(LinkItem {
                     seq: self.links_seen,
@@ -668,41 +670,55 @@ impl GanttModel {
             .map(|(i, r)| (r.producer, i))
             .collect();
         let view = px.view;
-        // One cursor per duration class, from the first link of the class that can reach the
-        // view; merged by (start, arrival) so the links come in the order of one sorted list.
-        let mut cursors: Vec<&[LinkItem]> = self
-            .link_classes
-            .iter()
-            .map(|c| {
-                let from = c
-                    .items
-                    .partition_point(|l| l.ts < view.start.saturating_sub(c.max_len));
-                &c.items[from..]
-            })
-            .filter(|rest| rest.first().is_some_and(|l| l.ts < view.end))
-            .collect();
-        let next = |cursors: &mut Vec<&[LinkItem]>| -> Option<LinkItem> {
-            let k = (0..cursors.len()).min_by_key(|&k| (cursors[k][0].ts, cursors[k][0].seq))?;
-            let l = cursors[k][0];
-            cursors[k] = &cursors[k][1..];
-            if cursors[k].first().is_none_or(|n| n.ts >= view.end) {
-                cursors.swap_remove(k);
-            }
-            Some(l)
-        };
         let pixel_ns = px.ns_per_px();
-        let mut last_short_column: Option<u32> = None;
-        while let Some(l) = next(&mut cursors) {
-            if l.end < view.start {
-                continue;
+        // Each duration class on its own, from the first link that can reach the view: every
+        // long link, and the first short link of each column (the frame draws at most one short
+        // link per column, the first one in start order). A class whose links are all short and
+        // all join drawn rows is crossed column by column: the links of a column after its first
+        // are counted by position, not visited.
+        let mut picked: Vec<(LinkItem, usize, usize)> = Vec::new();
+        for c in &self.link_classes {
+            let from = c
+                .items
+                .partition_point(|l| l.ts < view.start.saturating_sub(c.max_len));
+            let items = &c.items[from..];
+            let items = &items[..items.partition_point(|l| l.ts < view.end)];
+            let by_column =
+                c.max_len as f64 <= pixel_ns && c.producers.iter().all(|p| row_of.contains_key(p));
+            let mut last_column: Option<u32> = None;
+            let mut i = 0;
+            while i < items.len() {
+                let l = items[i];
+                i += 1;
+                if l.end < view.start {
+                    continue;
+                }
+                let (Some(&r0), Some(&r1)) = (row_of.get(&l.from), row_of.get(&l.to)) else {
+                    continue;
+                };
+                frame.links_total += 1;
+                if (l.end - l.ts) as f64 > pixel_ns {
+                    picked.push((l, r0, r1));
+                    continue;
+                }
+                let col = px.column(l.ts.clamp(view.start, view.end - 1));
+                if last_column != Some(col) {
+                    last_column = Some(col);
+                    picked.push((l, r0, r1));
+                }
+                if by_column && l.ts >= view.start {
+                    // The rest of the column: short, in view, between drawn rows.
+                    let rest = gallop(&items[i..], |x| px.column(x.ts) == col);
+                    frame.links_total += rest as u64;
+                    i += rest;
+                }
             }
-            let (Some(&r0), Some(&r1)) = (row_of.get(&l.from), row_of.get(&l.to)) else {
-                continue;
-            };
-            frame.links_total += 1;
-            let long = (l.end - l.ts) as f64 > pixel_ns;
-            if !long {
-                // At most one short (vertical) link per pixel: the first one of the pixel.
+        }
+        // In start order across the classes, as one sorted list gives them.
+        picked.sort_unstable_by_key(|(l, ..)| (l.ts, l.seq));
+        let mut last_short_column: Option<u32> = None;
+        for (l, r0, r1) in picked {
+            if (l.end - l.ts) as f64 <= pixel_ns {
                 let c = px.column(l.ts.clamp(view.start, view.end - 1));
                 if last_short_column == Some(c) {
                     continue;
@@ -799,6 +815,8 @@ struct LinkClass {
     items: Vec<LinkItem>,
     /// The longest link of the class.
     max_len: i64,
+    /// Every producer a link of the class starts or ends at.
+    producers: FxHashSet<ProducerId>,
     unsorted: bool,
 }
 
