@@ -379,6 +379,22 @@ mod tests {
         encode_for_test as encode,
     };
 
+    /// A state chunk on CPU 1 encoded twice: reusing `tail`'s cached blocks (and updating them),
+    /// and from nothing.
+    fn encode_reused_and_fresh(
+        buf: &ColumnBuffer,
+        scratch: &mut EncodeScratch,
+        comp: &mut zstd::bulk::Compressor<'static>,
+        dict: Option<&WriteDictionary>,
+        tail: &mut TailBlocks,
+    ) -> ((Vec<u8>, ChunkMeta), (Vec<u8>, ChunkMeta)) {
+        let (cat, cpu) = (EventCategory::State, Some(1));
+        let reused = encode_chunk(buf, cat, cpu, scratch, comp, dict, Some(tail)).unwrap();
+        let mut fresh_scratch = EncodeScratch::default();
+        let fresh = encode_chunk(buf, cat, cpu, &mut fresh_scratch, comp, dict, None).unwrap();
+        (reused, fresh)
+    }
+
     #[test]
     fn chunk_round_trip_sorts_by_time() {
         let mut buf = ColumnBuffer::default();
@@ -445,26 +461,8 @@ mod tests {
                 buf.push(&e);
                 pushed += 1;
             }
-            let (reused, meta_r) = encode_chunk(
-                &buf,
-                EventCategory::State,
-                Some(1),
-                &mut scratch,
-                &mut comp,
-                None,
-                Some(&mut tail),
-            )
-            .unwrap();
-            let (fresh, meta_f) = encode_chunk(
-                &buf,
-                EventCategory::State,
-                Some(1),
-                &mut EncodeScratch::default(),
-                &mut comp,
-                None,
-                None,
-            )
-            .unwrap();
+            let ((reused, meta_r), (fresh, meta_f)) =
+                encode_reused_and_fresh(&buf, &mut scratch, &mut comp, None, &mut tail);
             assert_eq!(reused, fresh, "after {pushed} events");
             assert_eq!(
                 (meta_r.t_min, meta_r.t_max, meta_r.count),
@@ -539,26 +537,8 @@ mod tests {
                 buf.push(&e);
                 events.push(e);
             }
-            let (reused, _) = encode_chunk(
-                &buf,
-                EventCategory::State,
-                Some(1),
-                &mut scratch,
-                &mut comp,
-                Some(&wd),
-                Some(&mut tail),
-            )
-            .unwrap();
-            let (fresh, _) = encode_chunk(
-                &buf,
-                EventCategory::State,
-                Some(1),
-                &mut EncodeScratch::default(),
-                &mut comp,
-                Some(&wd),
-                None,
-            )
-            .unwrap();
+            let ((reused, _), (fresh, _)) =
+                encode_reused_and_fresh(&buf, &mut scratch, &mut comp, Some(&wd), &mut tail);
             assert_eq!(reused, fresh, "after {} events", events.len());
             assert!(tail.events() <= events.len() / DICT_BLOCK_EVENTS * DICT_BLOCK_EVENTS);
             blob = reused;
