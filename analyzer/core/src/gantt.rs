@@ -19,6 +19,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use socscope_tracedb::{
@@ -265,6 +266,15 @@ struct RowData {
     states: Vec<StateItem>,
     /// `argmax_end[i]`: index of the state with the latest end among `states[..=i]`.
     argmax_end: Vec<u32>,
+    /// `block_starts[b]`: the start of `states[b * BLOCK]`, for every whole block of [`BLOCK`] states:
+    /// a frame finds where a pixel column ends in this compact array first, then in one block.
+    block_starts: Vec<Timestamp>,
+    /// `block_ends[b]`: the latest end of the states of block `b`.
+    block_ends: Vec<Timestamp>,
+    /// The time of each type among the states of block `b` (each state counting at least 1 ns, as
+    /// in a pixel column) is `block_times[block_offsets[b]..block_offsets[b + 1]]`.
+    block_offsets: Vec<u32>,
+    block_times: Vec<(TypeId, i64)>,
     /// Punctual events and variable changes: (ts, type, id).
     ticks: Vec<(Timestamp, TypeId, EventId)>,
     unsorted: bool,
@@ -287,21 +297,93 @@ impl RowData {
     }
 
     fn fix_order(&mut self) {
-        if !self.unsorted {
-            return;
+        if self.unsorted {
+            self.states.sort_by_key(|s| (s.ts, s.id));
+            self.ticks.sort_by_key(|t| (t.0, t.2));
+            self.argmax_end.clear();
+            for i in 0..self.states.len() {
+                let best = match self.argmax_end.last() {
+                    Some(&j) if self.states[j as usize].end >= self.states[i].end => j,
+                    _ => i as u32,
+                };
+                self.argmax_end.push(best);
+            }
+            self.block_starts.clear();
+            self.block_ends.clear();
+            self.block_offsets.clear();
+            self.block_times.clear();
+            self.unsorted = false;
         }
-        self.states.sort_by_key(|s| (s.ts, s.id));
-        self.ticks.sort_by_key(|t| (t.0, t.2));
-        self.argmax_end.clear();
-        for i in 0..self.states.len() {
-            let best = match self.argmax_end.last() {
-                Some(&j) if self.states[j as usize].end >= self.states[i].end => j,
-                _ => i as u32,
-            };
-            self.argmax_end.push(best);
+        // The blocks completed since the last call.
+        if self.block_offsets.is_empty() {
+            self.block_offsets.push(0);
         }
-        self.unsorted = false;
+        let mut acc = Vec::with_capacity(BLOCK);
+        for b in self.block_starts.len()..self.states.len() / BLOCK {
+            let block = &self.states[b * BLOCK..(b + 1) * BLOCK];
+            acc.clear();
+            for s in block {
+                add_time(&mut acc, s.type_id, (s.end - s.ts).max(1));
+            }
+            self.block_starts.push(block[0].ts);
+            self.block_ends
+                .push(block.iter().map(|s| s.end).max().unwrap_or(i64::MIN));
+            self.block_times.extend_from_slice(&acc);
+            self.block_offsets.push(self.block_times.len() as u32);
+        }
     }
+
+    /// The first index from `lo` on whose state starts at or after `t` (`states` is sorted; `lo` is
+    /// at most that index).
+    fn first_start_from(&self, lo: usize, t: Timestamp) -> usize {
+        let (len, blocks) = (self.states.len(), self.block_starts.len());
+        // Whole blocks after `lo`'s that start before `t`: the index is in the last of them (or in
+        // `lo`'s block), before the first block that does not.
+        let after = (lo / BLOCK + 1).min(blocks);
+        let k = gallop(&self.block_starts[after..], |&s| s < t);
+        let from = if k > 0 { (after + k - 1) * BLOCK } else { lo };
+        let to = if after + k < blocks {
+            (after + k) * BLOCK
+        } else {
+            len
+        };
+        read_states(to - from);
+        from + self.states[from..to].partition_point(|s| s.ts < t)
+    }
+}
+
+/// States per block of [`RowData::block_starts`] and the blocks' times per type.
+const BLOCK: usize = 16;
+
+#[cfg(test)]
+thread_local! {
+    /// States a frame read one by one on this thread (tests check it does not grow with events).
+    static STATES_READ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `n` states read one by one (in tests only).
+#[inline(always)]
+fn read_states(n: usize) {
+    #[cfg(test)]
+    STATES_READ.with(|c| c.set(c.get() + n));
+    #[cfg(not(test))]
+    let _ = n;
+}
+
+/// Adds `time` to `type_id`'s total in `acc` (a handful of types: a linear search).
+fn add_time(acc: &mut Vec<(TypeId, i64)>, type_id: TypeId, time: i64) {
+    match acc.iter_mut().find(|(t, _)| *t == type_id) {
+        Some((_, v)) => *v += time,
+        None => acc.push((type_id, time)),
+    }
+}
+
+/// The type with the most time in `acc` (the smallest id among equals), with its time.
+fn top_type(acc: &[(TypeId, i64)]) -> (TypeId, i64) {
+    acc.iter()
+        .copied()
+        .max_by_key(|&(t, v)| (v, std::cmp::Reverse(t)))
+        .unwrap_or((0, 0))
 }
 
 /// A link between two rows.
@@ -434,7 +516,8 @@ pub struct HoveredEvent {
     pub in_pixel: usize,
 }
 
-/// How many states of one pixel are looked at to find the dominant type.
+/// Up to this many states of one pixel are looked at one by one to find the dominant type; beyond,
+/// whole blocks of [`BLOCK`] states count by their times per type.
 const DOMINANT_SAMPLE: usize = 64;
 
 /// The Gantt chart's data on the UI side: absorbs loader snapshots, draws frames.
@@ -634,16 +717,22 @@ impl GanttModel {
             width,
             ..GanttFrame::default()
         };
-        for &r in rows {
+        // Rows on the thread pool, links beside them: a frame of a busy trace is bound by the
+        // memory reads of its rows' searches, and the UI thread would otherwise wait alone.
+        let row_frame = |&r: &GanttRow| {
             let (states, ticks_of) = self.row_data(r);
-            frame.rows.push(RowFrame {
+            RowFrame {
                 producer: r.producer,
                 lane: r.lane,
                 spans: state_spans(states.unwrap_or(&empty), &px),
                 ticks: ticks(ticks_of.unwrap_or(&empty), &px),
-            });
-        }
-        self.link_arrows(rows, &px, &mut frame);
+            }
+        };
+        let (row_frames, ()) = rayon::join(
+            || rows.par_iter().map(row_frame).collect(),
+            || self.link_arrows(rows, &px, &mut frame),
+        );
+        frame.rows = row_frames;
         for (l, end) in &self.losses {
             let end = end.unwrap_or(l.ts + px.ns_per_px().ceil() as i64);
             if end <= view.start || l.ts >= view.end {
@@ -873,6 +962,7 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
     }
     let states = &data.states;
     let mut lo = states.partition_point(|s| s.ts < px.view.start);
+    let mut acc = Vec::with_capacity(8);
     let mut c = 0u32;
     while c < px.width {
         let t0 = px.time(c);
@@ -889,13 +979,17 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
             }
         }
         let t1 = px.time(c + 1);
-        let hi = lo + gallop(&states[lo..], |s| s.ts < t1);
+        let hi = data.first_start_from(lo, t1);
         let count = (hi - lo) + usize::from(carried.is_some());
         let (type_id, aggregated, event) = if count == 1 {
             let s = states[carried.unwrap_or(lo)];
             (s.type_id, false, Some(s.id))
         } else {
-            (dominant(states, carried, lo, hi, t0, t1), true, None)
+            (
+                dominant(data, carried, lo, hi, t0, t1, &mut acc),
+                true,
+                None,
+            )
         };
         match spans.last_mut() {
             Some(last)
@@ -951,35 +1045,57 @@ fn gallop<T>(items: &[T], mut pred: impl FnMut(&T) -> bool) -> usize {
     lo + items[lo..hi].partition_point(pred)
 }
 
-/// The type covering most of `[t0, t1)` among the carried state and (a sample of) those starting in it.
+/// The type covering most of `[t0, t1)` among the carried state and those starting in it (each
+/// counting at least 1 ns; the smallest type id among equals). When they are many (over
+/// [`DOMINANT_SAMPLE`]), the whole blocks in between the partial ones at both ends count by their
+/// times per type ([`RowData::block_times`]; a block with a state running past the column counts
+/// state by state): the same sums, from a compact summary rather than the states.
 fn dominant(
-    states: &[StateItem],
+    data: &RowData,
     carried: Option<usize>,
     lo: usize,
     hi: usize,
     t0: Timestamp,
     t1: Timestamp,
+    acc: &mut Vec<(TypeId, i64)>,
 ) -> TypeId {
-    let mut acc: Vec<(TypeId, i64)> = Vec::with_capacity(8);
-    let mut add = |s: &StateItem| {
-        let d = (s.end.min(t1) - s.ts.max(t0)).max(1);
-        match acc.iter_mut().find(|(t, _)| *t == s.type_id) {
-            Some((_, v)) => *v += d,
-            None => acc.push((s.type_id, d)),
-        }
+    let states = &data.states;
+    acc.clear();
+    let add = |acc: &mut Vec<(TypeId, i64)>, s: &StateItem| {
+        read_states(1);
+        add_time(acc, s.type_id, (s.end.min(t1) - s.ts.max(t0)).max(1))
     };
     if let Some(j) = carried {
-        add(&states[j]);
+        add(acc, &states[j]);
     }
-    let step = ((hi - lo) / DOMINANT_SAMPLE).max(1);
-    let mut i = lo;
-    while i < hi {
-        add(&states[i]);
-        i += step;
+    // Whole blocks inside `lo..hi`.
+    let (b0, b1) = (lo.div_ceil(BLOCK), (hi / BLOCK).min(data.block_ends.len()));
+    if hi - lo <= DOMINANT_SAMPLE || b0 >= b1 {
+        for s in &states[lo..hi] {
+            add(acc, s);
+        }
+    } else {
+        for s in &states[lo..b0 * BLOCK] {
+            add(acc, s);
+        }
+        for b in b0..b1 {
+            if data.block_ends[b] <= t1 {
+                let (i, j) = (data.block_offsets[b], data.block_offsets[b + 1]);
+                for &(t, time) in &data.block_times[i as usize..j as usize] {
+                    add_time(acc, t, time);
+                }
+            } else {
+                // A state of the block runs past the column: its time is cut at the column's end.
+                for s in &states[b * BLOCK..(b + 1) * BLOCK] {
+                    add(acc, s);
+                }
+            }
+        }
+        for s in &states[b1 * BLOCK..hi] {
+            add(acc, s);
+        }
     }
-    acc.iter()
-        .max_by_key(|(t, v)| (*v, std::cmp::Reverse(*t)))
-        .map_or(0, |(t, _)| *t)
+    top_type(acc).0
 }
 
 fn ticks(data: &RowData, px: &Pixels) -> Vec<Tick> {
@@ -1442,7 +1558,8 @@ mod tests {
 
     #[test]
     fn frame_cost_does_not_grow_with_events_in_view() {
-        // 2 M states in one row, 1000 columns: a frame visits columns, not states.
+        // 2 M states in one row, 1000 columns: a frame visits columns and blocks, not states (each
+        // column reads at most the partial blocks at its ends one by one).
         let events: Vec<StoredEvent> = (0..2_000_000)
             .map(|i| {
                 stored(
@@ -1452,13 +1569,75 @@ mod tests {
             })
             .collect();
         let m = model(events);
-        let t = std::time::Instant::now();
-        let f = m.frame(&rows(&[7]), TimeRange::new(0, 20_000_000), 1000);
-        assert!(t.elapsed().as_millis() < 200, "{:?}", t.elapsed());
+        // On a pool of one thread, whose counter is then read.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let (f, read) = pool.install(|| {
+            STATES_READ.with(|c| c.set(0));
+            let f = m.frame(&rows(&[7]), TimeRange::new(0, 20_000_000), 1000);
+            (f, STATES_READ.with(|c| c.get()))
+        });
+        assert!(
+            (1000..=1000 * 4 * BLOCK).contains(&read),
+            "{read} states read"
+        );
         assert_eq!(
             f.rows[0].spans.iter().map(|s| s.x1 - s.x0).sum::<u32>(),
             1000
         );
         assert!(f.rows[0].spans.iter().all(|s| s.aggregated));
+    }
+
+    /// A row of `states` (start, duration, type), in any order, indexed as a frame reads it.
+    fn row_data(states: &[(i64, i64, u32)]) -> RowData {
+        let mut d = RowData::default();
+        for (i, &(ts, len, type_id)) in states.iter().enumerate() {
+            d.push_state(StateItem {
+                ts,
+                end: ts + len,
+                type_id,
+                id: i as i64,
+            });
+        }
+        d.fix_order();
+        d
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+        /// The dominant type of a column, with whole blocks counted by their times per type, is the
+        /// type with the most time in the column counted state by state; the search for the column's
+        /// end agrees with a bisection of the whole row.
+        #[test]
+        fn dominant_types_and_column_ends_match_the_direct_computation(
+            states in proptest::collection::vec((0i64..5_000, 0i64..400, 0u32..4), 0..700),
+            more in proptest::collection::vec((0i64..5_000, 0i64..400, 0u32..4), 0..40),
+            t0 in -100i64..5_000,
+            width in 1i64..3_000,
+        ) {
+            let mut d = row_data(&states);
+            // A later load appending states out of order: the blocks are built again.
+            for (i, &(ts, len, type_id)) in more.iter().enumerate() {
+                d.push_state(StateItem { ts, end: ts + len, type_id, id: 10_000 + i as i64 });
+            }
+            d.fix_order();
+            let t1 = t0 + width;
+            let lo = d.states.partition_point(|s| s.ts < t0);
+            let hi = d.states.partition_point(|s| s.ts < t1);
+            for from in [0, lo / 2, lo] {
+                proptest::prop_assert_eq!(d.first_start_from(from.min(lo), t1), hi);
+            }
+            let carried = carry(&d, lo, t0);
+            let mut want: Vec<(TypeId, i64)> = Vec::new();
+            for s in carried.map(|j| &d.states[j]).into_iter().chain(&d.states[lo..hi]) {
+                add_time(&mut want, s.type_id, (s.end.min(t1) - s.ts.max(t0)).max(1));
+            }
+            if !want.is_empty() {
+                let got = dominant(&d, carried, lo, hi, t0, t1, &mut Vec::new());
+                proptest::prop_assert_eq!(got, top_type(&want).0);
+            }
+        }
     }
 }
