@@ -62,6 +62,8 @@ pub struct GanttView {
     cache: Option<(FrameKey, GanttFrame)>,
     /// The chart's shapes for the cached frame, drawn again as long as nothing they show changes.
     drawn: Option<(DrawKey, Vec<Shape>)>,
+    /// The texture holding the chart's pixel-aligned part (see [`chart_drawing`]).
+    texture: Option<egui::TextureHandle>,
     last_interaction: Option<Instant>,
     /// The view left the loaded interval: load it once the user stops moving.
     pub wants_load: Option<TimeRange>,
@@ -101,6 +103,7 @@ impl GanttView {
             row_offset: 0,
             cache: None,
             drawn: None,
+            texture: None,
             last_interaction: None,
             wants_load: None,
             bands: Vec::new(),
@@ -241,6 +244,7 @@ impl GanttView {
     /// and the lost-event gaps (for their tooltips).
     fn chart_shapes(
         &mut self,
+        ctx: &egui::Context,
         rows: &[GanttRow],
         chart: Rect,
         pixels_per_point: f32,
@@ -258,7 +262,33 @@ impl GanttView {
             colours: names.colour_generation,
         };
         if self.drawn.as_ref().is_none_or(|(k, _)| *k != key) {
-            let shapes = chart_shapes(frame, chart, pixels_per_point, dark, names);
+            let colour = |t| names.colour(t);
+            let drawing = chart_drawing(frame, chart, pixels_per_point, dark, &colour);
+            let mut shapes = Vec::with_capacity(2);
+            if let Some(image) = drawing.image {
+                let size =
+                    Vec2::new(image.width() as f32, image.height() as f32) / pixels_per_point;
+                let options = egui::TextureOptions::NEAREST;
+                let id = match &mut self.texture {
+                    Some(t) => {
+                        t.set(image, options);
+                        t.id()
+                    }
+                    None => {
+                        let t = ctx.load_texture("gantt-chart", image, options);
+                        let id = t.id();
+                        self.texture = Some(t);
+                        id
+                    }
+                };
+                shapes.push(Shape::image(
+                    id,
+                    Rect::from_min_size(chart.min, size),
+                    Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+                    Color32::WHITE,
+                ));
+            }
+            shapes.push(Shape::mesh(drawing.over));
             self.drawn = Some((key, shapes));
         }
         let shapes = &self.drawn.as_ref().expect("just filled").1;
@@ -335,14 +365,14 @@ impl GanttView {
         let width = chart.width().max(1.0) as u32;
         let view = self.view;
         let painter = ui.painter_at(outer);
-        // Alternate row backgrounds, in one mesh.
+        // Alternate row backgrounds under the labels, in one mesh (the chart's image has them too).
         let mut stripes = Mesh::default();
         for i in (1..shown.len()).step_by(2) {
             let y = chart.top() + i as f32 * ROW_H;
             stripes.add_colored_rect(
                 Rect::from_min_max(
                     Pos2::new(snap(outer.left()), snap(y)),
-                    Pos2::new(chart.right(), snap(y + ROW_H)),
+                    Pos2::new(chart.left(), snap(y + ROW_H)),
                 ),
                 theme::stripe(dark),
             );
@@ -378,7 +408,8 @@ impl GanttView {
                 ui.visuals().text_color(),
             );
         }
-        let (shapes, links_percent, losses) = self.chart_shapes(&rows, chart, ppp, dark, names);
+        let (shapes, links_percent, losses) =
+            self.chart_shapes(ui.ctx(), &rows, chart, ppp, dark, names);
         let cp = ui.painter_at(chart);
         cp.extend(shapes.iter().cloned());
         super::results::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
@@ -542,66 +573,68 @@ fn loss_rect(g: &LossGap, chart: Rect) -> Rect {
     )
 }
 
+/// What [`chart_drawing`] makes of a frame.
+struct ChartDrawing {
+    /// The pixel-aligned part, one texel per physical pixel from the chart's top left corner (none
+    /// when the chart has no rows or no columns).
+    image: Option<egui::ColorImage>,
+    /// What falls anywhere, drawn over the image: long links, arrowheads, hatched lost-event gaps.
+    over: Mesh,
+}
+
 /// Everything the chart shows for `frame` in `chart` (whose top left corner is on a pixel boundary):
-/// states (with a marker dot where several were aggregated), punctual ticks, link arrows and hatched
-/// lost-event gaps.
+/// the alternate rows' background, states (with a marker where several were aggregated), punctual
+/// ticks, link arrows and hatched lost-event gaps.
 ///
-/// Software renderers (Mesa llvmpipe) spend their time per triangle and per 4x4 block of pixels each
-/// triangle touches, so the geometry is plain triangles in two meshes: one rectangle per run of
-/// same-coloured columns, nothing rounded, stroked or feathered where edges fall on pixel boundaries
-/// (aggregation markers are small squares, not circles); only long links and hatching, which fall
-/// anywhere, keep a one-pixel anti-aliasing ridge. A short link (shorter than a pixel: at most one per
-/// column, see `GanttModel::frame`) is a vertical line in its pixel column, drawn as a column of
-/// pixels, and neighbouring columns joining the same rows in one colour are one rectangle (see-through
-/// when wider than two columns) with one arrowhead: zoomed out on a busy trace, a link per column made
-/// a translucent forest of thin triangles over the whole chart that took llvmpipe longer to shade than
-/// everything else together.
-fn chart_shapes(
+/// What falls on pixel boundaries (backgrounds, states, markers, ticks, bands of short links) is
+/// painted into an image, one texel per physical pixel, shown as one textured rectangle; only long
+/// links, arrowheads and hatching, which fall anywhere, stay triangles (with a one-pixel anti-aliasing
+/// ridge). Software renderers (Mesa llvmpipe) spend their time per triangle and per 4x4 block of
+/// pixels each triangle touches: zoomed out on a busy trace a frame was some 15 000 triangles of one
+/// or two columns each, touching every block of the chart two or three times, where painting the same
+/// rectangles into memory is a few hundred microseconds and the texture one rectangle to shade.
+///
+/// A short link (shorter than a pixel: at most one per column, see `GanttModel::frame`) is a vertical
+/// line in its pixel column, and neighbouring columns joining the same rows in one colour are one
+/// band (see-through when wider than two columns) with one arrowhead.
+fn chart_drawing(
     frame: &GanttFrame,
     chart: Rect,
     pixels_per_point: f32,
     dark: bool,
-    names: &TraceNames,
-) -> Vec<Shape> {
+    colour: &dyn Fn(TypeId) -> Color32,
+) -> ChartDrawing {
     let px = 1.0 / pixels_per_point;
     let snap = |v: f32| (v * pixels_per_point).round() * px;
     let x = |c: u32| chart.left() + c as f32;
-    let mut states = Mesh::default();
-    let mut marks = Mesh::default();
-    let mut over = Mesh::default();
+    let mut raster = Raster::new(
+        frame.width as f32,
+        frame.rows.len() as f32 * ROW_H,
+        pixels_per_point,
+    );
+    for i in (1..frame.rows.len()).step_by(2) {
+        let y = i as f32 * ROW_H;
+        raster.fill(0.0, frame.width as f32, y, y + ROW_H, theme::stripe(dark));
+    }
     for (i, row) in frame.rows.iter().enumerate() {
-        let y0 = snap(chart.top() + i as f32 * ROW_H + 2.0);
-        let y1 = snap(chart.top() + i as f32 * ROW_H + ROW_H - 2.0);
-        let spans = row
-            .spans
-            .iter()
-            .map(|s| (s.x0, s.x1, names.colour(s.type_id)));
+        let y0 = i as f32 * ROW_H + 2.0;
+        let y1 = i as f32 * ROW_H + ROW_H - 2.0;
+        let spans = row.spans.iter().map(|s| (s.x0, s.x1, colour(s.type_id)));
         for (a, b, c) in colour_runs(spans) {
-            states.add_colored_rect(
-                Rect::from_min_max(Pos2::new(x(a), y0), Pos2::new(x(b), y1)),
-                c,
-            );
+            raster.fill(a as f32, b as f32, y0, y1, c);
         }
         for s in row.spans.iter().filter(|s| s.aggregated) {
-            let cx = snap(chart.left() + (s.x0 + s.x1) as f32 / 2.0);
-            marks.add_colored_rect(
-                Rect::from_min_max(Pos2::new(cx - 1.0, y0 + 1.0), Pos2::new(cx + 2.0, y0 + 4.0)),
-                theme::marker(dark),
-            );
+            let cx = (s.x0 + s.x1) as f32 / 2.0;
+            raster.fill(cx - 1.0, cx + 2.0, y0 + 1.0, y0 + 4.0, theme::marker(dark));
         }
         // Ticks: one pixel column each, reaching one point above and below the states.
-        let ticks = row
-            .ticks
-            .iter()
-            .map(|t| (t.x, t.x + 1, names.colour(t.type_id)));
+        let ticks = row.ticks.iter().map(|t| (t.x, t.x + 1, colour(t.type_id)));
         for (a, b, c) in colour_runs(ticks) {
-            over.add_colored_rect(
-                Rect::from_min_max(Pos2::new(x(a), y0 - 1.0), Pos2::new(x(b), y1 + 1.0)),
-                c,
-            );
+            raster.fill(a as f32, b as f32, y0 - 1.0, y1 + 1.0, c);
         }
     }
-    let row_y = |r: usize| snap(chart.top() + r as f32 * ROW_H + ROW_H / 2.0);
+    let mut over = Mesh::default();
+    let row_y = |r: usize| r as f32 * ROW_H + ROW_H / 2.0;
     let arrowhead = |mesh: &mut Mesh, a: Pos2, b: Pos2, c: Color32| {
         let dir = (b - a).normalized();
         let n = Vec2::new(-dir.y, dir.x);
@@ -612,16 +645,15 @@ fn chart_shapes(
         );
     };
     for l in frame.links.iter().filter(|l| !is_short(l)) {
-        let c = names.colour(l.type_id);
-        let a = Pos2::new(chart.left() + l.x0, row_y(l.row0));
-        let b = Pos2::new(chart.left() + l.x1, row_y(l.row1));
+        let c = colour(l.type_id);
+        let a = Pos2::new(chart.left() + l.x0, snap(chart.top() + row_y(l.row0)));
+        let b = Pos2::new(chart.left() + l.x1, snap(chart.top() + row_y(l.row1)));
         // At its exact (fractional) x.
         ridge(&mut over, a, b, c, px);
         arrowhead(&mut over, a, b, c);
     }
     for run in short_link_runs(&frame.links) {
-        let c = names.colour(run.type_id);
-        let (x0, x1) = (x(run.x0), x(run.x1));
+        let c = colour(run.type_id);
         let (ya, yb) = (row_y(run.row0), row_y(run.row1));
         // A band of links is see-through, so the states it crosses still show; a lone link is a line.
         let fill = if run.x1 - run.x0 > 2 {
@@ -629,17 +661,99 @@ fn chart_shapes(
         } else {
             c
         };
-        over.add_colored_rect(
-            Rect::from_min_max(Pos2::new(x0, ya.min(yb)), Pos2::new(x1, ya.max(yb))),
-            fill,
-        );
-        let mid = (x0 + x1) / 2.0;
+        raster.fill(run.x0 as f32, run.x1 as f32, ya.min(yb), ya.max(yb), fill);
+        let mid = (x(run.x0) + x(run.x1)) / 2.0;
+        let (ya, yb) = (snap(chart.top() + ya), snap(chart.top() + yb));
         arrowhead(&mut over, Pos2::new(mid, ya), Pos2::new(mid, yb), c);
     }
     for g in &frame.losses {
         hatch(&mut over, loss_rect(g, chart), theme::loss(dark), px);
     }
-    vec![Shape::mesh(states), Shape::mesh(marks), Shape::mesh(over)]
+    ChartDrawing {
+        image: raster.into_image(),
+        over,
+    }
+}
+
+/// An image of `width` x `height` points at `pixels_per_point`, painted with pixel-aligned
+/// rectangles; colours are premultiplied, as egui's, and translucent ones are blended over what is
+/// there as egui blends them.
+struct Raster {
+    width: usize,
+    height: usize,
+    pixels_per_point: f32,
+    pixels: Vec<Color32>,
+}
+
+impl Raster {
+    fn new(width: f32, height: f32, pixels_per_point: f32) -> Self {
+        let width = (width * pixels_per_point).round().max(0.0) as usize;
+        let height = (height * pixels_per_point).round().max(0.0) as usize;
+        Self {
+            width,
+            height,
+            pixels_per_point,
+            pixels: vec![Color32::TRANSPARENT; width * height],
+        }
+    }
+
+    /// The pixel edge nearest to `v` points, within `0..=limit`.
+    fn edge(&self, v: f32, limit: usize) -> usize {
+        ((v * self.pixels_per_point).round().max(0.0) as usize).min(limit)
+    }
+
+    /// Fills the rectangle from `(x0, y0)` to `(x1, y1)` points (each edge rounded to the nearest
+    /// pixel edge, clipped to the image).
+    fn fill(&mut self, x0: f32, x1: f32, y0: f32, y1: f32, c: Color32) {
+        let (xa, xb) = (self.edge(x0, self.width), self.edge(x1, self.width));
+        let (ya, yb) = (self.edge(y0, self.height), self.edge(y1, self.height));
+        if xa >= xb {
+            return;
+        }
+        let mut blend = None;
+        for y in ya..yb {
+            let line = &mut self.pixels[y * self.width + xa..y * self.width + xb];
+            if c.is_opaque() {
+                line.fill(c);
+            } else {
+                blend.get_or_insert_with(|| Blend::new(c)).over_all(line);
+            }
+        }
+    }
+
+    fn into_image(self) -> Option<egui::ColorImage> {
+        (self.width > 0 && self.height > 0)
+            .then(|| egui::ColorImage::new([self.width, self.height], self.pixels))
+    }
+}
+
+/// Painting one translucent premultiplied colour over pixels as egui blends (`src + dst * (1 - src
+/// alpha)`), with the products by `1 - src alpha` in a table.
+struct Blend {
+    src: [u8; 4],
+    keep: [u8; 256],
+}
+
+impl Blend {
+    fn new(src: Color32) -> Self {
+        let left = 255 - u32::from(src.a());
+        Self {
+            src: src.to_array(),
+            keep: std::array::from_fn(|d| ((d as u32 * left + 127) / 255) as u8),
+        }
+    }
+
+    fn over(&self, dst: Color32) -> Color32 {
+        let d = dst.to_array();
+        let mix = |k: usize| self.src[k].saturating_add(self.keep[usize::from(d[k])]);
+        Color32::from_rgba_premultiplied(mix(0), mix(1), mix(2), mix(3))
+    }
+
+    fn over_all(&self, pixels: &mut [Color32]) {
+        for p in pixels {
+            *p = self.over(*p);
+        }
+    }
 }
 
 /// Opacity of a band of short links wider than two columns.
@@ -832,6 +946,141 @@ mod tests {
             ]
         );
         assert!(!is_short(&links[2]) && !is_short(&links[7]));
+    }
+
+    #[test]
+    fn blending_matches_egui_premultiplied_over() {
+        // Against the formula in floating point, for every alpha and a spread of colours.
+        for a in 0..=255u8 {
+            for (s, d) in [(0u8, 255u8), (a / 2, 17), (a, 200), (a / 3, 0)] {
+                let src = Color32::from_rgba_premultiplied(s, a / 4, a, a);
+                let dst = Color32::from_rgba_premultiplied(d, 255 - d, d / 2, 255);
+                let got = Blend::new(src).over(dst);
+                let want = |s: u8, d: u8| {
+                    (f32::from(s) + f32::from(d) * (255.0 - f32::from(a)) / 255.0).round() as i32
+                };
+                for (k, (s, d)) in src.to_array().into_iter().zip(dst.to_array()).enumerate() {
+                    let g = i32::from(got.to_array()[k]);
+                    assert!((g - want(s, d)).abs() <= 1, "{src:?} over {dst:?}: {got:?}");
+                }
+            }
+        }
+        let c = Color32::from_rgb(10, 20, 30);
+        assert_eq!(Blend::new(Color32::TRANSPARENT).over(c), c);
+    }
+
+    #[test]
+    fn rectangles_land_on_the_nearest_pixel_edges_inside_the_image() {
+        for ppp in [1.0f32, 1.5, 2.0] {
+            let mut r = Raster::new(10.0, 6.0, ppp);
+            let (w, h) = (r.width, r.height);
+            assert_eq!(
+                (w, h),
+                ((10.0 * ppp).round() as usize, (6.0 * ppp).round() as usize)
+            );
+            // Partly outside on every side: clipped.
+            r.fill(-3.0, 2.0, -1.0, 1.0, Color32::RED);
+            r.fill(8.0, 14.0, 5.0, 9.0, Color32::BLUE);
+            // Empty and reversed rectangles draw nothing.
+            r.fill(4.0, 4.0, 0.0, 6.0, Color32::GREEN);
+            r.fill(6.0, 5.0, 0.0, 6.0, Color32::GREEN);
+            let edge = |v: f32| (v * ppp).round() as usize;
+            for y in 0..h {
+                for x in 0..w {
+                    let want = if x < edge(2.0) && y < edge(1.0) {
+                        Color32::RED
+                    } else if x >= edge(8.0) && y >= edge(5.0) {
+                        Color32::BLUE
+                    } else {
+                        Color32::TRANSPARENT
+                    };
+                    assert_eq!(r.pixels[y * w + x], want, "({x}, {y}) at {ppp} px/pt");
+                }
+            }
+        }
+        assert!(Raster::new(0.0, 5.0, 1.0).into_image().is_none());
+        assert!(Raster::new(5.0, 0.0, 1.0).into_image().is_none());
+    }
+
+    #[test]
+    fn the_chart_image_holds_states_markers_ticks_and_link_bands() {
+        use socscope_analysis::gantt::{RowFrame, StateSpan, Tick};
+        let colour = |t: TypeId| match t {
+            1 => Color32::RED,
+            2 => Color32::GREEN,
+            _ => Color32::BLUE,
+        };
+        let span = |x0, x1, type_id, aggregated| StateSpan {
+            x0,
+            x1,
+            type_id,
+            aggregated,
+            event: None,
+        };
+        let link = |x0: f32, x1: f32, row0, row1| LinkArrow {
+            x0,
+            row0,
+            x1,
+            row1,
+            type_id: 3,
+        };
+        let frame = GanttFrame {
+            view: socscope_tracedb::TimeRange::new(0, 100),
+            width: 100,
+            rows: vec![
+                RowFrame {
+                    spans: vec![span(0, 10, 1, false), span(10, 40, 2, true)],
+                    ticks: vec![Tick {
+                        x: 60,
+                        type_id: 1,
+                        count: 3,
+                    }],
+                    ..Default::default()
+                },
+                RowFrame {
+                    spans: vec![span(5, 90, 1, false)],
+                    ..Default::default()
+                },
+            ],
+            // A band of short links over columns 70-74, a lone short one at 80, a long one.
+            links: (70..75)
+                .map(|c| link(c as f32 + 0.2, c as f32 + 0.5, 0, 1))
+                .chain([link(80.1, 80.3, 1, 0), link(20.0, 50.0, 0, 1)])
+                .collect(),
+            links_total: 7,
+            losses: vec![],
+        };
+        let chart = Rect::from_min_size(Pos2::new(200.0, 30.0), Vec2::new(100.0, 36.0));
+        let d = chart_drawing(&frame, chart, 1.0, true, &colour);
+        let image = d.image.expect("rows and columns");
+        assert_eq!(image.size, [100, 2 * ROW_H as usize]);
+        let at = |x: usize, y: f32| image.pixels[y as usize * 100 + x];
+        let (row0, row1) = (ROW_H / 2.0, ROW_H * 1.5);
+        assert_eq!(at(3, row0), Color32::RED);
+        assert_eq!(at(30, row0), Color32::GREEN);
+        // The aggregation marker: a small square at the top of the span's middle column.
+        assert_eq!(at(25, 3.0), theme::marker(true));
+        // The tick reaches one point above the states; nothing else is drawn at the row's edge.
+        assert_eq!(at(60, 1.0), Color32::RED);
+        assert_eq!(at(59, 1.0), Color32::TRANSPARENT);
+        // The second row's stripe background shows where it has no state.
+        assert_eq!(at(95, row1), theme::stripe(true));
+        assert_eq!(at(50, row1), Color32::RED);
+        // The band is see-through over the states it crosses; the lone short link is opaque.
+        let band = Blend::new(Color32::BLUE.gamma_multiply(SHORT_LINK_BAND_ALPHA));
+        assert_eq!(at(72, row1 - 4.0), band.over(Color32::RED));
+        assert_eq!(at(80, row1 - 4.0), Color32::BLUE);
+        // The long link and the arrowheads are triangles over the image.
+        assert!(d.over.is_valid() && !d.over.vertices.is_empty());
+        let empty = GanttFrame {
+            rows: vec![],
+            ..frame
+        };
+        assert!(
+            chart_drawing(&empty, chart, 1.0, true, &colour)
+                .image
+                .is_none()
+        );
     }
 
     #[test]
