@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
+use rayon::prelude::*;
 use socscope_analysis::gantt::{
     GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LinkArrow, LossGap,
 };
@@ -602,7 +603,7 @@ fn chart_drawing(
     chart: Rect,
     pixels_per_point: f32,
     dark: bool,
-    colour: &dyn Fn(TypeId) -> Color32,
+    colour: &(dyn Fn(TypeId) -> Color32 + Sync),
 ) -> ChartDrawing {
     let px = 1.0 / pixels_per_point;
     let snap = |v: f32| (v * pixels_per_point).round() * px;
@@ -612,27 +613,32 @@ fn chart_drawing(
         frame.rows.len() as f32 * ROW_H,
         pixels_per_point,
     );
-    for i in (1..frame.rows.len()).step_by(2) {
-        let y = i as f32 * ROW_H;
-        raster.fill(0.0, frame.width as f32, y, y + ROW_H, theme::stripe(dark));
-    }
-    for (i, row) in frame.rows.iter().enumerate() {
-        let y0 = i as f32 * ROW_H + 2.0;
-        let y1 = i as f32 * ROW_H + ROW_H - 2.0;
-        let spans = row.spans.iter().map(|s| (s.x0, s.x1, colour(s.type_id)));
-        for (a, b, c) in colour_runs(spans) {
-            raster.fill(a as f32, b as f32, y0, y1, c);
-        }
-        for s in row.spans.iter().filter(|s| s.aggregated) {
-            let cx = (s.x0 + s.x1) as f32 / 2.0;
-            raster.fill(cx - 1.0, cx + 2.0, y0 + 1.0, y0 + 4.0, theme::marker(dark));
-        }
-        // Ticks: one pixel column each, reaching one point above and below the states.
-        let ticks = row.ticks.iter().map(|t| (t.x, t.x + 1, colour(t.type_id)));
-        for (a, b, c) in colour_runs(ticks) {
-            raster.fill(a as f32, b as f32, y0 - 1.0, y1 + 1.0, c);
-        }
-    }
+    // Each row's background, states, markers and ticks stay in its own lines: rows in parallel.
+    let bands = raster.rows(frame.rows.len(), ROW_H);
+    bands
+        .into_par_iter()
+        .zip(&frame.rows)
+        .enumerate()
+        .for_each(|(i, (mut band, row))| {
+            let y = i as f32 * ROW_H;
+            if i % 2 == 1 {
+                band.fill(0.0, frame.width as f32, y, y + ROW_H, theme::stripe(dark));
+            }
+            let (y0, y1) = (y + 2.0, y + ROW_H - 2.0);
+            let spans = row.spans.iter().map(|s| (s.x0, s.x1, colour(s.type_id)));
+            for (a, b, c) in colour_runs(spans) {
+                band.fill(a as f32, b as f32, y0, y1, c);
+            }
+            for s in row.spans.iter().filter(|s| s.aggregated) {
+                let cx = (s.x0 + s.x1) as f32 / 2.0;
+                band.fill(cx - 1.0, cx + 2.0, y0 + 1.0, y0 + 4.0, theme::marker(dark));
+            }
+            // Ticks: one pixel column each, reaching one point above and below the states.
+            let ticks = row.ticks.iter().map(|t| (t.x, t.x + 1, colour(t.type_id)));
+            for (a, b, c) in colour_runs(ticks) {
+                band.fill(a as f32, b as f32, y0 - 1.0, y1 + 1.0, c);
+            }
+        });
     let mut over = Mesh::default();
     let row_y = |r: usize| r as f32 * ROW_H + ROW_H / 2.0;
     let arrowhead = |mesh: &mut Mesh, a: Pos2, b: Pos2, c: Color32| {
@@ -697,21 +703,84 @@ impl Raster {
         }
     }
 
-    /// The pixel edge nearest to `v` points, within `0..=limit`.
-    fn edge(&self, v: f32, limit: usize) -> usize {
-        ((v * self.pixels_per_point).round().max(0.0) as usize).min(limit)
+    /// The whole image as one band.
+    fn band(&mut self) -> Band<'_> {
+        Band {
+            pixels: &mut self.pixels,
+            width: self.width,
+            top: 0,
+            height: self.height,
+            pixels_per_point: self.pixels_per_point,
+        }
     }
 
     /// Fills the rectangle from `(x0, y0)` to `(x1, y1)` points (each edge rounded to the nearest
     /// pixel edge, clipped to the image).
     fn fill(&mut self, x0: f32, x1: f32, y0: f32, y1: f32, c: Color32) {
-        let (xa, xb) = (self.edge(x0, self.width), self.edge(x1, self.width));
-        let (ya, yb) = (self.edge(y0, self.height), self.edge(y1, self.height));
+        self.band().fill(x0, x1, y0, y1, c);
+    }
+
+    /// The image cut into `rows` bands `row_h` points high, top to bottom (the last one taking
+    /// what is left), to paint in parallel.
+    fn rows(&mut self, rows: usize, row_h: f32) -> Vec<Band<'_>> {
+        let (width, ppp, height) = (self.width, self.pixels_per_point, self.height);
+        let mut bands = Vec::with_capacity(rows);
+        let mut rest: &mut [Color32] = &mut self.pixels;
+        let mut top = 0;
+        for i in 0..rows {
+            let bottom = if i + 1 == rows {
+                height
+            } else {
+                (((i + 1) as f32 * row_h * ppp).round().max(0.0) as usize).clamp(top, height)
+            };
+            let (band, tail) = rest.split_at_mut((bottom - top) * width);
+            bands.push(Band {
+                pixels: band,
+                width,
+                top,
+                height: bottom - top,
+                pixels_per_point: ppp,
+            });
+            rest = tail;
+            top = bottom;
+        }
+        bands
+    }
+
+    fn into_image(self) -> Option<egui::ColorImage> {
+        (self.width > 0 && self.height > 0)
+            .then(|| egui::ColorImage::new([self.width, self.height], self.pixels))
+    }
+}
+
+/// Lines `top..top + height` of a [`Raster`]; rectangles are given in the image's points and clipped
+/// to the band.
+struct Band<'a> {
+    pixels: &'a mut [Color32],
+    width: usize,
+    top: usize,
+    height: usize,
+    pixels_per_point: f32,
+}
+
+impl Band<'_> {
+    /// The pixel edge nearest to `v` points, within `lo..=hi`.
+    fn edge(&self, v: f32, lo: usize, hi: usize) -> usize {
+        ((v * self.pixels_per_point).round().max(0.0) as usize).clamp(lo, hi)
+    }
+
+    fn fill(&mut self, x0: f32, x1: f32, y0: f32, y1: f32, c: Color32) {
+        let (xa, xb) = (self.edge(x0, 0, self.width), self.edge(x1, 0, self.width));
+        let bottom = self.top + self.height;
+        let (ya, yb) = (
+            self.edge(y0, self.top, bottom),
+            self.edge(y1, self.top, bottom),
+        );
         if xa >= xb {
             return;
         }
         let mut blend = None;
-        for y in ya..yb {
+        for y in ya - self.top..yb.max(ya) - self.top {
             let line = &mut self.pixels[y * self.width + xa..y * self.width + xb];
             if c.is_opaque() {
                 line.fill(c);
@@ -719,11 +788,6 @@ impl Raster {
                 blend.get_or_insert_with(|| Blend::new(c)).over_all(line);
             }
         }
-    }
-
-    fn into_image(self) -> Option<egui::ColorImage> {
-        (self.width > 0 && self.height > 0)
-            .then(|| egui::ColorImage::new([self.width, self.height], self.pixels))
     }
 }
 
@@ -1000,6 +1064,32 @@ mod tests {
         }
         assert!(Raster::new(0.0, 5.0, 1.0).into_image().is_none());
         assert!(Raster::new(5.0, 0.0, 1.0).into_image().is_none());
+    }
+
+    #[test]
+    fn row_bands_cover_the_image_once_and_paint_as_the_whole_image_does() {
+        for ppp in [1.0f32, 1.25, 1.5, 2.0] {
+            let (rows, row_h) = (7, 18.0);
+            let mut whole = Raster::new(50.0, rows as f32 * row_h, ppp);
+            let mut banded = Raster::new(50.0, rows as f32 * row_h, ppp);
+            let height = banded.height;
+            let mut top = 0;
+            for (i, mut band) in banded.rows(rows, row_h).into_iter().enumerate() {
+                assert_eq!(band.top, top, "row {i} at {ppp} px/pt");
+                top += band.height;
+                // Inside the row, and reaching past it on both sides (clipped to the band).
+                let y = i as f32 * row_h;
+                band.fill(3.0, 20.0, y + 1.0, y + row_h - 1.0, Color32::RED);
+                band.fill(30.0, 40.0, y - 5.0, y + row_h + 5.0, Color32::BLUE);
+            }
+            assert_eq!(top, height);
+            for i in 0..rows {
+                let y = i as f32 * row_h;
+                whole.fill(3.0, 20.0, y + 1.0, y + row_h - 1.0, Color32::RED);
+                whole.fill(30.0, 40.0, y, y + row_h, Color32::BLUE);
+            }
+            assert!(whole.pixels == banded.pixels, "at {ppp} px/pt");
+        }
     }
 
     #[test]
