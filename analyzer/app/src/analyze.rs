@@ -721,11 +721,33 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Parts listed in full by the text report; beyond, the first and last ones (`--json` lists all).
+const PARTS_SHOWN: usize = 12;
+
+/// A partition's parts (`[first, last]` slice ranges) as text: all of them when they are few, else
+/// the first and last few and how many in all.
+fn parts_text(ranges: &[serde_json::Value]) -> String {
+    let part = |x: &serde_json::Value| format!("{}-{}", x[0], x[1]);
+    let n = ranges.len();
+    if n <= PARTS_SHOWN {
+        let parts: Vec<String> = ranges.iter().map(part).collect();
+        let noun = if n == 1 { "part" } else { "parts" };
+        return format!("{n} {noun}: {}", parts.join(" "));
+    }
+    let head: Vec<String> = ranges[..PARTS_SHOWN - 2].iter().map(part).collect();
+    let tail: Vec<String> = ranges[n - 2..].iter().map(part).collect();
+    format!(
+        "{n} parts: {} ... {} ({} more; --json lists every part)",
+        head.join(" "),
+        tail.join(" "),
+        n - PARTS_SHOWN
+    )
+}
+
 fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) -> Result<()> {
     let describe = |e: &serde_json::Value| -> String {
         if let Some(r) = e.get("ranges").and_then(|r| r.as_array()) {
-            let parts: Vec<String> = r.iter().map(|x| format!("{}-{}", x[0], x[1])).collect();
-            format!("{} parts: {}", r.len(), parts.join(" "))
+            parts_text(r)
         } else if let Some(a) = e.get("aggregates").and_then(|r| r.as_array()) {
             format!("{} areas", a.len())
         } else {
@@ -969,5 +991,25 @@ mod tests {
     fn colours_parse() {
         assert_eq!(parse_colour("#01ff10").unwrap(), [1, 255, 16]);
         assert!(parse_colour("#01ff1").is_err());
+    }
+
+    #[test]
+    fn long_partitions_print_their_ends_and_how_many_parts() {
+        let ranges = |n: usize| -> Vec<serde_json::Value> {
+            (0..n).map(|i| json!([2 * i, 2 * i + 1])).collect()
+        };
+        assert_eq!(parts_text(&ranges(1)), "1 part: 0-1");
+        assert_eq!(parts_text(&ranges(2)), "2 parts: 0-1 2-3");
+        let all = parts_text(&ranges(PARTS_SHOWN));
+        assert!(
+            all.ends_with("20-21 22-23") && !all.contains("..."),
+            "{all}"
+        );
+        let long = parts_text(&ranges(1000));
+        assert_eq!(
+            long,
+            "1000 parts: 0-1 2-3 4-5 6-7 8-9 10-11 12-13 14-15 16-17 18-19 ... \
+             1996-1997 1998-1999 (988 more; --json lists every part)"
+        );
     }
 }
