@@ -250,8 +250,13 @@ fn ocelotl_overview_grows_by_new_slices_keeping_the_past() {
     });
     let s = session(&h);
     let (n, total, reuse) = ocelotl_slices(s).unwrap();
-    // The slices of the first overview were kept, not read again; the new ones were added.
-    assert_eq!(reuse, Reuse::Continued { slices: 200 });
+    // The slices of the first overview were kept, not read again; the new ones were added. (A busy
+    // machine can see the growth in two reloads, the second continuing the first's partial model:
+    // at least the first overview's 200 slices are kept either way.)
+    assert!(
+        matches!(reuse, Reuse::Continued { slices } if slices >= 200),
+        "{reuse:?}"
+    );
     assert!(
         total > first_total,
         "{total} events after growth, {first_total} before"
