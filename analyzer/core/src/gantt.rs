@@ -378,12 +378,11 @@ fn add_time(acc: &mut Vec<(TypeId, i64)>, type_id: TypeId, time: i64) {
     }
 }
 
-/// The type with the most time in `acc` (the smallest id among equals), with its time.
-fn top_type(acc: &[(TypeId, i64)]) -> (TypeId, i64) {
+/// The type with the most time in `acc` (the smallest id among equals; 0 when empty).
+fn top_type(acc: &[(TypeId, i64)]) -> TypeId {
     acc.iter()
-        .copied()
-        .max_by_key(|&(t, v)| (v, std::cmp::Reverse(t)))
-        .unwrap_or((0, 0))
+        .max_by_key(|&&(t, v)| (v, std::cmp::Reverse(t)))
+        .map_or(0, |&(t, _)| t)
 }
 
 /// A link between two rows.
@@ -1095,7 +1094,7 @@ fn dominant(
             add(acc, s);
         }
     }
-    top_type(acc).0
+    top_type(acc)
 }
 
 fn ticks(data: &RowData, px: &Pixels) -> Vec<Tick> {
@@ -1636,7 +1635,7 @@ mod tests {
             }
             if !want.is_empty() {
                 let got = dominant(&d, carried, lo, hi, t0, t1, &mut Vec::new());
-                proptest::prop_assert_eq!(got, top_type(&want).0);
+                proptest::prop_assert_eq!(got, top_type(&want));
             }
         }
     }
