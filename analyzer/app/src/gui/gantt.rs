@@ -792,7 +792,9 @@ impl Band<'_> {
 }
 
 /// Painting one translucent premultiplied colour over pixels as egui blends (`src + dst * (1 - src
-/// alpha)`), with the products by `1 - src alpha` in a table.
+/// alpha)`), with the products by `1 - src alpha` in a table: the same pixels as egui's
+/// `Color32::blend`, a millisecond a frame sooner on the 2 h capture's zoomed-out Gantt (headless,
+/// alternated runs), where bands of short links cover much of the chart.
 struct Blend {
     src: [u8; 4],
     keep: [u8; 256],
@@ -1031,6 +1033,15 @@ mod tests {
         }
         let c = Color32::from_rgb(10, 20, 30);
         assert_eq!(Blend::new(Color32::TRANSPARENT).over(c), c);
+        // And exactly egui's own blending, for every alpha over every grey.
+        for a in 0..=255u8 {
+            let src = Color32::from_rgba_premultiplied(a / 3, a / 2, a, a);
+            let blend = Blend::new(src);
+            for d in 0..=255u8 {
+                let dst = Color32::from_rgba_premultiplied(d, d, d, d);
+                assert_eq!(blend.over(dst), dst.blend(src), "{src:?} over {dst:?}");
+            }
+        }
     }
 
     #[test]
