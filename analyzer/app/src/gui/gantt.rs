@@ -613,7 +613,23 @@ fn chart_drawing(
         frame.rows.len() as f32 * ROW_H,
         pixels_per_point,
     );
-    // Each row's background, states, markers and ticks stay in its own lines: rows in parallel.
+    let row_y = |r: usize| r as f32 * ROW_H + ROW_H / 2.0;
+    // A band of short links is see-through, so the states it crosses still show; a lone link is a line.
+    let runs: Vec<(ShortLinkRun, Color32)> = short_link_runs(&frame.links)
+        .into_iter()
+        .map(|run| {
+            let c = colour(run.type_id);
+            let fill = if run.x1 - run.x0 > 2 {
+                c.gamma_multiply(SHORT_LINK_BAND_ALPHA)
+            } else {
+                c
+            };
+            (run, fill)
+        })
+        .collect();
+    // Each row's background, states, markers and ticks stay in its own lines: rows in parallel, each
+    // with the pieces of the link bands crossing it painted over it while its lines are in the cache
+    // (the whole image is some megabytes; a row's lines a hundred kilobytes).
     let bands = raster.rows(frame.rows.len(), ROW_H);
     bands
         .into_par_iter()
@@ -638,9 +654,16 @@ fn chart_drawing(
             for (a, b, c) in colour_runs(ticks) {
                 band.fill(a as f32, b as f32, y0 - 1.0, y1 + 1.0, c);
             }
+            // The band clips each link to its own lines (the last band also holds what is below the
+            // last row, where no link reaches).
+            for (run, fill) in &runs {
+                if run.row0.min(run.row1) <= i && i <= run.row0.max(run.row1) {
+                    let (ya, yb) = (row_y(run.row0), row_y(run.row1));
+                    band.fill(run.x0 as f32, run.x1 as f32, ya.min(yb), ya.max(yb), *fill);
+                }
+            }
         });
     let mut over = Mesh::default();
-    let row_y = |r: usize| r as f32 * ROW_H + ROW_H / 2.0;
     let arrowhead = |mesh: &mut Mesh, a: Pos2, b: Pos2, c: Color32| {
         let dir = (b - a).normalized();
         let n = Vec2::new(-dir.y, dir.x);
@@ -658,18 +681,13 @@ fn chart_drawing(
         ridge(&mut over, a, b, c, px);
         arrowhead(&mut over, a, b, c);
     }
-    for run in short_link_runs(&frame.links) {
+    for (run, _) in &runs {
         let c = colour(run.type_id);
-        let (ya, yb) = (row_y(run.row0), row_y(run.row1));
-        // A band of links is see-through, so the states it crosses still show; a lone link is a line.
-        let fill = if run.x1 - run.x0 > 2 {
-            c.gamma_multiply(SHORT_LINK_BAND_ALPHA)
-        } else {
-            c
-        };
-        raster.fill(run.x0 as f32, run.x1 as f32, ya.min(yb), ya.max(yb), fill);
         let mid = (x(run.x0) + x(run.x1)) / 2.0;
-        let (ya, yb) = (snap(chart.top() + ya), snap(chart.top() + yb));
+        let (ya, yb) = (
+            snap(chart.top() + row_y(run.row0)),
+            snap(chart.top() + row_y(run.row1)),
+        );
         arrowhead(&mut over, Pos2::new(mid, ya), Pos2::new(mid, yb), c);
     }
     for g in &frame.losses {
@@ -704,6 +722,7 @@ impl Raster {
     }
 
     /// The whole image as one band.
+    #[cfg(test)]
     fn band(&mut self) -> Band<'_> {
         Band {
             pixels: &mut self.pixels,
@@ -716,6 +735,7 @@ impl Raster {
 
     /// Fills the rectangle from `(x0, y0)` to `(x1, y1)` points (each edge rounded to the nearest
     /// pixel edge, clipped to the image).
+    #[cfg(test)]
     fn fill(&mut self, x0: f32, x1: f32, y0: f32, y1: f32, c: Color32) {
         self.band().fill(x0, x1, y0, y1, c);
     }
@@ -792,34 +812,53 @@ impl Band<'_> {
 }
 
 /// Painting one translucent premultiplied colour over pixels as egui blends (`src + dst * (1 - src
-/// alpha)`), with the products by `1 - src alpha` in a table: the same pixels as egui's
-/// `Color32::blend`, a millisecond a frame sooner on the 2 h capture's zoomed-out Gantt (headless,
-/// alternated runs), where bands of short links cover much of the chart.
+/// alpha)`, rounded as egui's `Color32::blend`, which gives the same pixels) in integer arithmetic that
+/// the compiler turns into vector instructions, sixteen bytes at a time: zoomed out on the 2 h capture,
+/// bands of short links cover much of the chart, and blending them pixel by pixel (through egui's blend
+/// or a table of products) was a sixth of the Gantt frame's UI thread.
 struct Blend {
-    src: [u8; 4],
-    keep: [u8; 256],
+    /// The source colour's bytes, once per pixel of a group of four.
+    src: [u8; 16],
+    /// `255 - source alpha`.
+    left: u16,
 }
 
 impl Blend {
     fn new(src: Color32) -> Self {
-        let left = 255 - u32::from(src.a());
+        let c = src.to_array();
         Self {
-            src: src.to_array(),
-            keep: std::array::from_fn(|d| ((d as u32 * left + 127) / 255) as u8),
+            src: std::array::from_fn(|i| c[i % 4]),
+            left: 255 - u16::from(src.a()),
         }
     }
 
+    #[cfg(test)]
     fn over(&self, dst: Color32) -> Color32 {
         let d = dst.to_array();
-        let mix = |k: usize| self.src[k].saturating_add(self.keep[usize::from(d[k])]);
+        let mix = |k: usize| self.src[k].saturating_add(keep(d[k], self.left));
         Color32::from_rgba_premultiplied(mix(0), mix(1), mix(2), mix(3))
     }
 
     fn over_all(&self, pixels: &mut [Color32]) {
-        for p in pixels {
-            *p = self.over(*p);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(pixels);
+        let mut groups = bytes.chunks_exact_mut(16);
+        for g in &mut groups {
+            for (d, &s) in g.iter_mut().zip(&self.src) {
+                *d = s.saturating_add(keep(*d, self.left));
+            }
+        }
+        for (d, &s) in groups.into_remainder().iter_mut().zip(&self.src) {
+            *d = s.saturating_add(keep(*d, self.left));
         }
     }
+}
+
+/// `d * left / 255`, rounded to nearest, without a division: for `x` below 65 535, `x / 255` is
+/// `(x + 1 + x / 256) / 256`.
+#[inline(always)]
+fn keep(d: u8, left: u16) -> u8 {
+    let x = u16::from(d) * left + 127;
+    ((x + 1 + (x >> 8)) >> 8) as u8
 }
 
 /// Opacity of a band of short links wider than two columns.
@@ -1182,6 +1221,122 @@ mod tests {
                 .image
                 .is_none()
         );
+    }
+
+    #[test]
+    fn link_bands_painted_row_by_row_equal_bands_painted_over_the_whole_image() {
+        use socscope_analysis::gantt::{RowFrame, StateSpan};
+        let colour = |t: TypeId| match t {
+            1 => Color32::RED,
+            2 => Color32::GREEN,
+            3 => Color32::BLUE,
+            _ => Color32::YELLOW,
+        };
+        let rows: Vec<RowFrame> = (0..6u32)
+            .map(|r| RowFrame {
+                spans: (0..8u32)
+                    .map(|k| StateSpan {
+                        x0: k * 15 + r,
+                        x1: k * 15 + r + 9,
+                        type_id: TypeId::from(k % 3 + 1),
+                        aggregated: false,
+                        event: None,
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        // Bands up and down over one to five rows, side by side, some of one column (a frame keeps one
+        // short link per column).
+        let mut links = Vec::new();
+        for (c0, c1, row0, row1, type_id) in [
+            (3, 20, 0, 4, 3),
+            (20, 30, 5, 1, 4),
+            (31, 32, 2, 3, 3),
+            (40, 44, 0, 5, 4),
+            (44, 60, 4, 2, 3),
+            (70, 71, 1, 0, 4),
+            (75, 119, 3, 5, 3),
+        ] {
+            links.extend((c0..c1).map(|c| LinkArrow {
+                x0: c as f32 + 0.25,
+                row0,
+                x1: c as f32 + 0.5,
+                row1,
+                type_id,
+            }));
+        }
+        links.sort_by(|a, b| a.x0.total_cmp(&b.x0));
+        let frame = GanttFrame {
+            view: socscope_tracedb::TimeRange::new(0, 120),
+            width: 120,
+            links_total: links.len() as u64,
+            links,
+            rows,
+            losses: vec![],
+        };
+        let runs = short_link_runs(&frame.links);
+        assert_eq!(runs.len(), 7, "{runs:?}");
+        for ppp in [1.0f32, 1.25, 1.5, 2.0] {
+            let chart = Rect::from_min_size(Pos2::ZERO, Vec2::new(120.0, 6.0 * ROW_H));
+            let got = chart_drawing(&frame, chart, ppp, false, &colour)
+                .image
+                .expect("an image");
+            // The bands painted, in order, over the image of the rows alone.
+            let rows_only = GanttFrame {
+                links: vec![],
+                ..frame.clone()
+            };
+            let image = chart_drawing(&rows_only, chart, ppp, false, &colour)
+                .image
+                .expect("an image");
+            let mut want = Raster {
+                width: image.size[0],
+                height: image.size[1],
+                pixels_per_point: ppp,
+                pixels: image.pixels,
+            };
+            let row_y = |r: usize| r as f32 * ROW_H + ROW_H / 2.0;
+            for run in &runs {
+                let c = colour(run.type_id);
+                let fill = if run.x1 - run.x0 > 2 {
+                    c.gamma_multiply(SHORT_LINK_BAND_ALPHA)
+                } else {
+                    c
+                };
+                let (ya, yb) = (row_y(run.row0), row_y(run.row1));
+                want.fill(run.x0 as f32, run.x1 as f32, ya.min(yb), ya.max(yb), fill);
+            }
+            assert_eq!(got.pixels, want.pixels, "at {ppp} pixels per point");
+        }
+    }
+
+    #[test]
+    fn blending_a_line_equals_blending_each_pixel() {
+        // Lengths around the sixteen-byte groups, over pixels of every kind.
+        let mut seed = 0x9e37_79b9_u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        for len in [0usize, 1, 3, 4, 5, 8, 17, 64, 131] {
+            for alpha in [0u8, 1, 89, 128, 254, 255] {
+                let src = Color32::from_rgba_unmultiplied(200, 40, 90, alpha);
+                let blend = Blend::new(src);
+                let pixels: Vec<Color32> = (0..len)
+                    .map(|_| {
+                        let [r, g, b, a] = next().to_le_bytes();
+                        Color32::from_rgba_premultiplied(r.min(a), g.min(a), b.min(a), a)
+                    })
+                    .collect();
+                let mut line = pixels.clone();
+                blend.over_all(&mut line);
+                let each: Vec<Color32> = pixels.iter().map(|&p| blend.over(p)).collect();
+                assert_eq!(line, each, "{len} pixels, alpha {alpha}");
+            }
+        }
     }
 
     #[test]
