@@ -419,7 +419,7 @@ impl GanttView {
         painter.text(
             Pos2::new(outer.left() + 4.0, outer.top() + 2.0),
             egui::Align2::LEFT_TOP,
-            format!("{links_percent:.0}% of links drawn"),
+            links_drawn_text(links_percent),
             egui::FontId::proportional(12.0),
             ui.visuals().weak_text_color(),
         );
@@ -563,6 +563,19 @@ impl GanttView {
 pub struct Line<'a> {
     pub row: GanttRow,
     pub node: &'a socscope_analysis::hierarchy::TreeNode,
+}
+
+/// The chart's header: the share of the links in view that are drawn, with enough digits that a few
+/// links drawn out of a million do not read "0%".
+fn links_drawn_text(percent: f64) -> String {
+    let share = if percent <= 0.0 || percent >= 1.0 || percent.is_nan() {
+        format!("{percent:.0}%")
+    } else if percent < 0.01 {
+        "<0.01%".to_string()
+    } else {
+        format!("{percent:.2}%")
+    };
+    format!("{share} of links drawn")
 }
 
 /// Where a lost-event gap is drawn (at least 2 points wide).
@@ -1309,6 +1322,16 @@ mod tests {
             }
             assert_eq!(got.pixels, want.pixels, "at {ppp} pixels per point");
         }
+    }
+
+    #[test]
+    fn the_header_shows_a_small_share_of_links_drawn_as_more_than_nothing() {
+        assert_eq!(links_drawn_text(100.0), "100% of links drawn");
+        assert_eq!(links_drawn_text(37.4), "37% of links drawn");
+        assert_eq!(links_drawn_text(1.0), "1% of links drawn");
+        assert_eq!(links_drawn_text(0.0612), "0.06% of links drawn");
+        assert_eq!(links_drawn_text(0.004), "<0.01% of links drawn");
+        assert_eq!(links_drawn_text(0.0), "0% of links drawn");
     }
 
     #[test]
