@@ -7,8 +7,9 @@
 //! slice, and a bucket cut by a slice edge is split exactly by asking the store for the shorter
 //! side (the rest is the bucket minus that side). The cost grows with slices × producers ×
 //! types plus one partial finest summary bucket of events per slice edge, not with the trace:
-//! counts read only the events starting in that partial bucket (all edges in one pass of the
-//! store, [`TraceReader::counts_in_ranges`]), durations also the states that began before it.
+//! counts read only the events starting in that partial bucket, durations also the states that
+//! began before it (all edges in one pass of the store, stream by stream:
+//! [`TraceReader::counts_in_ranges`], [`TraceReader::cells_in_ranges`]).
 //! A finished trace is read by two threads, each over half of the slices, under one read
 //! snapshot each; values accumulate in dense per-slice rows. Variable means need the values,
 //! so they read the variable events of the interval.
@@ -570,10 +571,8 @@ fn summary_part(
         // All edges in one pass over the summary rows and the chunks they cut.
         reader.counts_in_ranges(&pieces, filter)?
     } else {
-        pieces
-            .iter()
-            .map(|&r| exact_cells(reader, r, filter))
-            .collect::<Result<Vec<_>>>()?
+        // State time too: all edges in one pass as well.
+        reader.cells_in_ranges(&pieces, filter)?
     };
     for (&(_, to, from), c) in asks.iter().zip(&cells) {
         add_cells(&mut out, to, c, 1);

@@ -956,16 +956,31 @@ impl TraceReader {
         }
         let mut cells = self.cells_from_chunks(TimeRange::new(range.start, a0), filter)?;
         cells.extend(self.cells_from_chunks(TimeRange::new(b0, range.end), filter)?);
+        self.aligned_cells(a0, b0, tf, &mut cells)?;
+        summary::normalize(&mut cells);
+        Ok(cells)
+    }
+
+    /// Adds to `cells` (unsorted) the cells of `[a0, b0)`, whose ends are multiples of the finest
+    /// bucket width, from the summary: its dyadic pieces' rows, the states open at `a0`
+    /// integrated over them.
+    fn aligned_cells(
+        &self,
+        a0: Timestamp,
+        b0: Timestamp,
+        tf: &SummaryFilter,
+        cells: &mut Vec<SummaryCell>,
+    ) -> Result<()> {
+        let base = self.base_shift.get();
         let mut open = self.open_states_at(a0, tf)?;
         let mut row = Vec::new();
         for (level, bucket) in summary::dyadic_pieces(a0, b0, base, self.levels.get()) {
             row.clear();
             self.summary_rows(level, bucket, bucket, tf, |_, c| row.push(c))?;
-            open.step(&row, 1i64 << (base + level), &mut cells);
+            open.step(&row, 1i64 << (base + level), cells);
         }
         self.remember_open(b0, tf, &open);
-        summary::normalize(&mut cells);
-        Ok(cells)
+        Ok(())
     }
 
     /// The summary of `range` at a resolution: buckets aligned to multiples of the (power of

@@ -210,8 +210,9 @@ fn an_early_reader_follows_a_coarsened_summary() {
     w.finish(true).unwrap();
 }
 
-/// The counts of many ranges at once equal counting each range's events directly, whatever
-/// the ranges (overlapping, unaligned, inside one bucket, empty) and the filter.
+/// The counts of many ranges at once, and their cells with the state time, equal counting each
+/// range's events and adding up its states directly, whatever the ranges (overlapping, unaligned,
+/// inside one bucket, empty) and the filter.
 fn check_counts_in_ranges(events: &[Event], r: &TraceReader, ranges: &[TimeRange]) {
     type Keep = Box<dyn Fn(&Event) -> bool>;
     let filters: Vec<(Filter, Keep)> = vec![
@@ -246,26 +247,48 @@ fn check_counts_in_ranges(events: &[Event], r: &TraceReader, ranges: &[TimeRange
         ),
     ];
     for (i, (f, keep)) in filters.iter().enumerate() {
-        let got = r.counts_in_ranges(ranges, f).unwrap();
-        assert_eq!(got.len(), ranges.len());
+        let counts = r.counts_in_ranges(ranges, f).unwrap();
+        let cells = r.cells_in_ranges(ranges, f).unwrap();
+        assert_eq!((counts.len(), cells.len()), (ranges.len(), ranges.len()));
         for (k, range) in ranges.iter().enumerate() {
             let mut want: Vec<SummaryCell> = Vec::new();
-            for e in events.iter().filter(|e| keep(e) && range.contains(e.ts)) {
+            for e in events.iter().filter(|e| keep(e)) {
+                let count = u64::from(range.contains(e.ts));
+                let state_ns = if e.category() == EventCategory::State {
+                    range.overlap(e.ts, e.end())
+                } else {
+                    0
+                };
+                if count == 0 && state_ns == 0 {
+                    continue;
+                }
                 match want
                     .iter_mut()
                     .find(|c| c.producer == e.producer && c.type_id == e.type_id)
                 {
-                    Some(c) => c.count += 1,
+                    Some(c) => {
+                        c.count += count;
+                        c.state_ns += state_ns;
+                    }
                     None => want.push(SummaryCell {
                         producer: e.producer,
                         type_id: e.type_id,
-                        count: 1,
-                        state_ns: 0,
+                        count,
+                        state_ns,
                     }),
                 }
             }
             want.sort_by_key(|c| (c.producer, c.type_id));
-            assert_eq!(got[k], want, "filter {i}, range {k} {range:?}");
+            assert_eq!(cells[k], want, "cells, filter {i}, range {k} {range:?}");
+            let want_counts: Vec<SummaryCell> = want
+                .into_iter()
+                .filter(|c| c.count != 0)
+                .map(|c| SummaryCell { state_ns: 0, ..c })
+                .collect();
+            assert_eq!(
+                counts[k], want_counts,
+                "counts, filter {i}, range {k} {range:?}"
+            );
         }
     }
 }
@@ -364,6 +387,33 @@ proptest! {
         write_committing(&path, &events, small_config(), every);
         let r = TraceReader::open(&path).unwrap();
         check(&events, &r, TimeRange::new(a, a + len), shift);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// The same for many ranges at once (a slice grid and loose ranges): counts and state time
+    /// with states spanning the whole trace, written in many commits.
+    #[test]
+    fn cells_in_ranges_with_whole_trace_states_and_many_commits_match_direct_computation(
+        seed in 0u64..1_000,
+        n in 1usize..500,
+        longs in 0usize..4,
+        every in 1usize..120,
+        slices in 1i64..60,
+        loose in proptest::collection::vec((-100i64..12_000, 0i64..4_000), 0..12),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let events = with_long_states(n, seed, longs);
+        write_committing(&path, &events, small_config(), every);
+        let r = TraceReader::open(&path).unwrap();
+        let end = events.iter().map(|e| e.end()).max().unwrap() + 1;
+        let mut ranges: Vec<TimeRange> = (0..slices)
+            .map(|k| TimeRange::new(k * end / slices + 1, (k + 1) * end / slices + 1))
+            .collect();
+        ranges.extend(loose.into_iter().map(|(a, l)| TimeRange::new(a, a + l)));
+        check_counts_in_ranges(&events, &r, &ranges);
     }
 }
 

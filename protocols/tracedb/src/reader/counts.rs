@@ -1,18 +1,19 @@
-//! Exact event counts of many intervals in one pass: the aligned middle of each interval from
-//! the summary (each summary row read once), the unaligned ends from the chunks, walked per
-//! stream in time order with one cursor per stream that moves on to the next interval when it
-//! is still in the same chunk. No merge, no event values, no parameters: what the
-//! microscopic model's slice edges need.
+//! Exact event counts, and state time, of many intervals in one pass: the aligned middle of each
+//! interval from the summary, the unaligned ends from the chunks, walked per stream in time
+//! order with one cursor per stream that moves on to the next interval when it is still in the
+//! same chunk. No merge, no event values, no parameters: what the microscopic model's slice
+//! edges need.
 
 use std::collections::HashMap;
 
 use rusqlite::params;
 
 use super::{TraceReader, corrupt};
+use crate::codec;
 use crate::codec::ChunkCursor;
 use crate::error::{Result, SqlContext};
 use crate::filter::{CompiledFilter, Filter};
-use crate::model::{TimeRange, Timestamp};
+use crate::model::{EventCategory, TimeRange, Timestamp};
 use crate::summary::{self, SummaryCell};
 use crate::writer::parse_ids;
 use rustc_hash::FxHashMap;
@@ -115,15 +116,71 @@ impl TraceReader {
                 k = j;
             }
         }
-        self.count_parts(&mut parts, filter, &mut out)?;
+        self.walk_parts(&mut parts, filter, Walk::Counts, &mut out)?;
         Ok(out)
     }
 
-    /// Adds to `out[i]` the events starting in each `(range, i)` of `parts`, from the chunks.
-    fn count_parts(
+    /// For each of `ranges`, the events starting in it and the nanoseconds of states inside it
+    /// per `(producer, type)`, sorted like a summary bucket's cells: what [`Self::summary`] gives
+    /// for each range asked as one bucket, for many short ranges at once.
+    ///
+    /// The part of each range aligned to the finest summary buckets comes from the summary (the
+    /// states open at its start carried on from the range before when the ranges come in time
+    /// order); its unaligned ends from the chunks, one stream at a time, each stream's walk
+    /// starting at most its duration class's longest state before the end it reads. Filters the
+    /// summary cannot answer (CPUs, parameter conditions) are read range by range from the events.
+    pub fn cells_in_ranges(
+        &self,
+        ranges: &[TimeRange],
+        filter: &Filter,
+    ) -> Result<Vec<Vec<SummaryCell>>> {
+        let _snapshot = self.snapshot()?;
+        let mut out: Vec<Vec<SummaryCell>> = vec![Vec::new(); ranges.len()];
+        let Some(tf) = self.summary_filter(filter)? else {
+            for (o, &r) in out.iter_mut().zip(ranges) {
+                if !r.is_empty() {
+                    *o = self.cells_from_chunks(r, filter)?;
+                }
+            }
+            return Ok(out);
+        };
+        let w = 1i64 << self.base_shift.get();
+        let mut parts: Vec<(TimeRange, usize)> = Vec::new();
+        for (i, &r) in ranges.iter().enumerate() {
+            if r.is_empty() {
+                continue;
+            }
+            if r.start == i64::MIN || r.end == i64::MAX {
+                out[i] = self.cells_from_chunks(r, filter)?;
+                continue;
+            }
+            let (up, down) = summary::aligned_inside(r, w);
+            if up >= down {
+                parts.push((r, i));
+                continue;
+            }
+            if r.start < up {
+                parts.push((TimeRange::new(r.start, up), i));
+            }
+            if down < r.end {
+                parts.push((TimeRange::new(down, r.end), i));
+            }
+            self.aligned_cells(up, down, &tf, &mut out[i])?;
+        }
+        self.walk_parts(&mut parts, filter, Walk::Cells, &mut out)?;
+        for o in &mut out {
+            summary::normalize(o);
+        }
+        Ok(out)
+    }
+
+    /// Adds to `out[i]` what `walk` reads of each `(range, i)` of `parts` from the chunks: the
+    /// events starting in the range, and with [`Walk::Cells`] the state time inside it.
+    fn walk_parts(
         &self,
         parts: &mut [(TimeRange, usize)],
         filter: &Filter,
+        walk: Walk,
         out: &mut [Vec<SummaryCell>],
     ) -> Result<()> {
         if parts.is_empty() {
@@ -138,23 +195,27 @@ impl TraceReader {
             .map(|s| (s.id, compiled.stream_ok(s.category, s.cpu)))
             .collect();
         let p = &self.path;
-        // Every chunk of every stream that may hold an event starting in [?1, ?2): those
-        // starting in it and those starting before whose last event reaches it. Their blobs
-        // are read through one incremental blob handle: the header and the blocks the walk
-        // needs, never the whole chunk. Without id filters the query reads the chunk index
-        // alone (the count is then checked against the header only).
-        let sql = if with_ids {
-            "SELECT c.id, c.stream, c.count, c.types, c.producers
-             FROM stream s CROSS JOIN chunk c ON c.stream = s.id
-             WHERE c.t_min < ?2 AND c.t_min >= max(?1 - s.max_span, ?3) AND c.t_max >= ?1
-             ORDER BY c.stream, c.t_min, c.id"
-        } else {
-            "SELECT c.id, c.stream
-             FROM stream s CROSS JOIN chunk c ON c.stream = s.id
-             WHERE c.t_min < ?2 AND c.t_min >= max(?1 - s.max_span, ?3) AND c.t_max >= ?1
-             ORDER BY c.stream, c.t_min, c.id"
+        // Every chunk of every stream that may hold an event starting in [?1, ?2) (or, for state
+        // time, overlapping it): those starting in it and those starting before whose last event
+        // (last end) reaches it. Their blobs are read through one incremental blob handle: the
+        // header and the blocks the walk needs, never the whole chunk. Without id filters the
+        // query reads the chunk index alone (the count is then checked against the header only).
+        let reach = match walk {
+            Walk::Counts => "t_max",
+            Walk::Cells => "end_max",
         };
-        let mut st = self.conn.prepare_cached(sql).ctx(p)?;
+        let columns = if with_ids {
+            "c.id, c.stream, c.count, c.types, c.producers"
+        } else {
+            "c.id, c.stream"
+        };
+        let sql = format!(
+            "SELECT {columns}
+             FROM stream s CROSS JOIN chunk c ON c.stream = s.id
+             WHERE c.t_min < ?2 AND c.t_min >= max(?1 - s.max_span, ?3) AND c.{reach} >= ?1
+             ORDER BY c.stream, c.t_min, c.id"
+        );
+        let mut st = self.conn.prepare_cached(&sql).ctx(p)?;
         // First every (part, chunk) the walk visits, then the visits stream by stream: one
         // stream's chunks, dictionary and decompression state stay in cache for all its parts
         // instead of the streams taking turns at every part (each part's chunks of every
@@ -202,7 +263,7 @@ impl TraceReader {
             IdIndex::new(ids("producer")?),
             IdIndex::new(ids("event_type")?),
         );
-        let mut tally = PartTally::new(parts.len(), producers, types);
+        let mut tally = PartTally::new(parts.len(), producers, types, walk == Walk::Cells);
         let mut dec = self.decompressor.borrow_mut();
         let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
         let mut slot = Slot {
@@ -217,22 +278,32 @@ impl TraceReader {
             if n > 0 && visits[n - 1].stream != v.stream {
                 slot.chunk = i64::MIN;
             }
+            // Where the walk starts: a state overlapping the range starts at most its class's
+            // longest duration before it (a class without a bound: the chunk's start).
+            let from = match (walk, codec::split_stream(v.stream)) {
+                (Walk::Counts, _)
+                | (_, Some((EventCategory::Punctual | EventCategory::Variable, _, _))) => r.start,
+                (Walk::Cells, Some((_, class, _))) => {
+                    codec::longest_of_class(class).map_or(i64::MIN, |d| r.start.saturating_sub(d))
+                }
+                (Walk::Cells, None) => i64::MIN,
+            };
             let cur = &mut slot.cursor;
-            if slot.chunk == id && slot.passed <= r.start {
+            if slot.chunk == id && slot.passed <= from {
                 // The same chunk further on: load the blocks this range also needs, and go on
                 // from where the last range stopped (its blocks stay decoded).
                 if r.end > slot.loaded_until {
                     let handle = self.chunk_blob(&mut blob, id)?;
-                    cur.extend_to(handle, r.start, r.end, &mut dec)
+                    cur.extend_to(handle, from, r.end, &mut dec)
                         .map_err(|d| corrupt(p, id, &d))?;
                     slot.loaded_until = cur.loaded_until();
                 }
-                cur.seek(r.start, &mut dec).map_err(|d| corrupt(p, id, d))?;
+                cur.seek(from, &mut dec).map_err(|d| corrupt(p, id, d))?;
             } else {
                 slot.chunk = i64::MIN;
                 let handle = self.chunk_blob(&mut blob, id)?;
                 cur.set_ignore_params(true);
-                cur.load_from(id, handle, r.start, r.end, &mut dec, self)
+                cur.load_from(id, handle, from, r.end, &mut dec, self)
                     .map_err(|d| corrupt(p, id, &d))?;
                 let count = v.count.unwrap_or(cur.len() as u32);
                 if cur.len() != count as usize {
@@ -245,11 +316,30 @@ impl TraceReader {
                 slot.chunk = id;
                 slot.loaded_until = cur.loaded_until();
             }
-            cur.tally_until(r.end, &mut dec, |ty, producer| {
-                if compiled.ids_ok(ty, producer) {
-                    tally.add(v.part, producer, ty);
+            match walk {
+                Walk::Counts => cur.tally_until(r.end, &mut dec, |ty, producer| {
+                    if compiled.ids_ok(ty, producer) {
+                        tally.add(v.part, producer, ty, 1, 0);
+                    }
+                }),
+                Walk::Cells => {
+                    let states = cur.category() == EventCategory::State;
+                    let mut walked = Ok(());
+                    while cur.valid() && cur.ts < r.end {
+                        let (ts, ty, producer) = (cur.ts, cur.ty, cur.producer);
+                        let count = u64::from(ts >= r.start);
+                        let ns = if states { r.overlap(ts, cur.end()) } else { 0 };
+                        if (count != 0 || ns != 0) && compiled.ids_ok(ty, producer) {
+                            tally.add(v.part, producer, ty, count, ns);
+                        }
+                        walked = cur.advance(&mut dec);
+                        if walked.is_err() {
+                            break;
+                        }
+                    }
+                    walked
                 }
-            })
+            }
             .map_err(|d| corrupt(p, id, d))?;
             slot.passed = r.end;
         }
@@ -260,6 +350,15 @@ impl TraceReader {
         }
         Ok(())
     }
+}
+
+/// What [`TraceReader::walk_parts`] reads of each part.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// The events starting in it.
+    Counts,
+    /// The events starting in it and the state time inside it.
+    Cells,
 }
 
 /// Positions of a table's ids (`0..n` in id order): a direct lookup for small ids, a binary
@@ -294,32 +393,39 @@ impl IdIndex {
     }
 }
 
-/// Event counts per part and `(producer, type)`: a dense table over the trace's producers and
-/// types (an increment per event, no hashing) when it is small enough, a hash map for the rest
-/// (and for ids the tables do not hold).
+/// Event counts (and state time) per part and `(producer, type)`: a dense table over the trace's
+/// producers and types (an addition per event, no hashing) when it is small enough, a hash map for
+/// the rest (and for ids the tables do not hold).
 struct PartTally {
     producers: IdIndex,
     types: IdIndex,
     /// `(part · producers + producer) · types + type`, empty when too large.
     dense: Vec<u64>,
-    sparse: FxHashMap<(usize, u32, u32), u64>,
-    /// The sparse counts sorted by part, once counting is done, and the next one to hand out.
-    sorted: Vec<((usize, u32, u32), u64)>,
+    /// State nanoseconds, laid out as `dense` (empty when only counting).
+    dense_ns: Vec<i64>,
+    sparse: FxHashMap<PartPair, (u64, i64)>,
+    /// The sparse cells sorted by part, once the walk is done, and the next one to hand out.
+    sorted: Vec<(PartPair, (u64, i64))>,
     next: usize,
 }
+
+/// `(part, producer, type)`.
+type PartPair = (usize, u32, u32);
 
 /// Largest dense table [`PartTally`] allocates (entries of 8 bytes).
 const DENSE_TALLY_MAX: usize = 1 << 21;
 
 impl PartTally {
-    fn new(parts: usize, producers: IdIndex, types: IdIndex) -> Self {
+    fn new(parts: usize, producers: IdIndex, types: IdIndex, with_ns: bool) -> Self {
         let size = parts
             .saturating_mul(producers.ids.len())
             .saturating_mul(types.ids.len());
+        let dense = size <= DENSE_TALLY_MAX;
         Self {
             producers,
             types,
-            dense: if size <= DENSE_TALLY_MAX {
+            dense: if dense { vec![0; size] } else { Vec::new() },
+            dense_ns: if dense && with_ns {
                 vec![0; size]
             } else {
                 Vec::new()
@@ -331,34 +437,41 @@ impl PartTally {
     }
 
     #[inline]
-    fn add(&mut self, part: usize, producer: u32, ty: u32) {
+    fn add(&mut self, part: usize, producer: u32, ty: u32, count: u64, ns: i64) {
         if !self.dense.is_empty()
             && let (Some(pr), Some(t)) =
                 (self.producers.position(producer), self.types.position(ty))
         {
             let (np, nt) = (self.producers.ids.len(), self.types.ids.len());
-            self.dense[(part * np + pr) * nt + t] += 1;
+            let k = (part * np + pr) * nt + t;
+            self.dense[k] += count;
+            if let Some(v) = self.dense_ns.get_mut(k) {
+                *v += ns;
+            }
             return;
         }
-        *self.sparse.entry((part, producer, ty)).or_insert(0) += 1;
+        let e = self.sparse.entry((part, producer, ty)).or_insert((0, 0));
+        e.0 += count;
+        e.1 += ns;
     }
 
-    /// The counts of each part in turn (`part` increasing from 0) as cells sorted by
-    /// `(producer, type)`, into `out` (cleared).
+    /// The cells of each part in turn (`part` increasing from 0) sorted by `(producer, type)`,
+    /// into `out` (cleared).
     fn cells_of(&mut self, part: usize, out: &mut Vec<SummaryCell>) {
         out.clear();
         if !self.dense.is_empty() {
             let (np, nt) = (self.producers.ids.len(), self.types.ids.len());
-            let row = &self.dense[part * np * nt..(part + 1) * np * nt];
+            let at = part * np * nt;
             for (pr, &producer) in self.producers.ids.iter().enumerate() {
                 for (t, &type_id) in self.types.ids.iter().enumerate() {
-                    let count = row[pr * nt + t];
-                    if count != 0 {
+                    let k = at + pr * nt + t;
+                    let (count, state_ns) = (self.dense[k], self.dense_ns.get(k).copied());
+                    if count != 0 || state_ns.is_some_and(|n| n != 0) {
                         out.push(SummaryCell {
                             producer,
                             type_id,
                             count,
-                            state_ns: 0,
+                            state_ns: state_ns.unwrap_or(0),
                         });
                     }
                 }
@@ -370,7 +483,7 @@ impl PartTally {
             self.next = 0;
         }
         let before = out.len();
-        while let Some(&((k, producer, type_id), count)) = self.sorted.get(self.next) {
+        while let Some(&((k, producer, type_id), (count, state_ns))) = self.sorted.get(self.next) {
             if k > part {
                 break;
             }
@@ -379,7 +492,7 @@ impl PartTally {
                 producer,
                 type_id,
                 count,
-                state_ns: 0,
+                state_ns,
             });
         }
         if out.len() > before && before > 0 {
@@ -445,15 +558,16 @@ mod tests {
     }
 
     /// The dense table, the hash map alone and a mix (ids the tables do not hold) count the
-    /// same cells, sorted, part by part.
+    /// same cells (counts and state time), sorted, part by part.
     #[test]
     fn dense_and_sparse_tallies_agree() {
         let producers = || IdIndex::new(vec![1, 2, 5, 9]);
         let types = || IdIndex::new(vec![0, 7, 100_001]);
         let parts = 5;
-        let mut dense = PartTally::new(parts, producers(), types());
-        let mut sparse = PartTally::new(parts, producers(), types());
+        let mut dense = PartTally::new(parts, producers(), types(), true);
+        let mut sparse = PartTally::new(parts, producers(), types(), true);
         sparse.dense = Vec::new();
+        sparse.dense_ns = Vec::new();
         let mut want = std::collections::BTreeMap::new();
         let mut x = 0x2545_f491_u64;
         for _ in 0..2_000 {
@@ -464,9 +578,14 @@ mod tests {
             // Mostly ids the tables hold, some they do not (producer 4, type 3).
             let producer = [1, 2, 5, 9, 4][(x >> 8) as usize % 5];
             let ty = [0, 7, 100_001, 3][(x >> 16) as usize % 4];
-            dense.add(part, producer, ty);
-            sparse.add(part, producer, ty);
-            *want.entry((part, producer, ty)).or_insert(0u64) += 1;
+            // A state's time without its start (it began in an earlier part) counts no event.
+            let count = u64::from(!x.is_multiple_of(3));
+            let ns = (x >> 24) as i64 % 1000 + i64::from(count == 0);
+            dense.add(part, producer, ty, count, ns);
+            sparse.add(part, producer, ty, count, ns);
+            let w = want.entry((part, producer, ty)).or_insert((0u64, 0i64));
+            w.0 += count;
+            w.1 += ns;
         }
         assert!(!dense.sparse.is_empty(), "the mix reaches the hash map");
         let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -475,12 +594,15 @@ mod tests {
             sparse.cells_of(part, &mut b);
             let expect: Vec<SummaryCell> = want
                 .range((part, 0, 0)..(part + 1, 0, 0))
-                .map(|(&(_, producer, type_id), &count)| SummaryCell {
-                    producer,
-                    type_id,
-                    count,
-                    state_ns: 0,
-                })
+                .filter(|&(_, &(count, ns))| count != 0 || ns != 0)
+                .map(
+                    |(&(_, producer, type_id), &(count, state_ns))| SummaryCell {
+                        producer,
+                        type_id,
+                        count,
+                        state_ns,
+                    },
+                )
                 .collect();
             assert_eq!(a, expect, "dense, part {part}");
             assert_eq!(b, expect, "sparse, part {part}");
