@@ -76,12 +76,7 @@ impl TraceReader {
                 parts.push((r, i));
                 continue;
             }
-            if r.start < up {
-                parts.push((TimeRange::new(r.start, up), i));
-            }
-            if down < r.end {
-                parts.push((TimeRange::new(down, r.end), i));
-            }
+            push_ends(&mut parts, r, (up, down), i);
             pieces.extend(
                 summary::dyadic_pieces(up, down, base, levels)
                     .into_iter()
@@ -159,12 +154,7 @@ impl TraceReader {
                 parts.push((r, i));
                 continue;
             }
-            if r.start < up {
-                parts.push((TimeRange::new(r.start, up), i));
-            }
-            if down < r.end {
-                parts.push((TimeRange::new(down, r.end), i));
-            }
+            push_ends(&mut parts, r, (up, down), i);
             self.aligned_cells(up, down, &tf, &mut out[i])?;
         }
         self.walk_parts(&mut parts, filter, Walk::Cells, &mut out)?;
@@ -349,6 +339,16 @@ impl TraceReader {
             summary::merge_cells(&mut out[i], &cells);
         }
         Ok(())
+    }
+}
+
+/// Adds the unaligned ends of range `i`, `r` around its aligned middle `[up, down)`, to `parts`.
+fn push_ends(parts: &mut Vec<(TimeRange, usize)>, r: TimeRange, (up, down): (i64, i64), i: usize) {
+    if r.start < up {
+        parts.push((TimeRange::new(r.start, up), i));
+    }
+    if down < r.end {
+        parts.push((TimeRange::new(down, r.end), i));
     }
 }
 
