@@ -248,13 +248,15 @@ impl eframe::App for Shell {
 /// CPU time used so far by every thread of this process (the UI, the loaders, and a software
 /// renderer's rasterizer threads), in ms, from Linux's per-thread scheduler statistics; `None` where
 /// they cannot be read. The frame log's last column: its growth over a phase divided by the frames is
-/// the work per frame, which wall-clock intervals hide under the machine's other load.
+/// the work per frame, which wall-clock intervals hide under the machine's other load. A thread that
+/// ends while it is read (a loader finishing) is left out rather than spoiling the whole figure.
 fn process_cpu_ms() -> Option<f64> {
-    let mut ns: u64 = 0;
-    for task in std::fs::read_dir("/proc/self/task").ok()? {
-        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
+    let ns: u64 = std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
     Some(ns as f64 / 1e6)
 }
 
@@ -272,4 +274,30 @@ fn save_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result<
     let bytes: Vec<u8> = image.pixels.iter().flat_map(|c| c.to_array()).collect();
     w.write_image_data(&bytes)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process_cpu_ms;
+
+    #[test]
+    fn process_cpu_time_counts_the_other_threads() {
+        let before = process_cpu_ms().expect("Linux has /proc/self/task");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let during = std::thread::scope(|s| {
+            // Another thread busy while this one sleeps: only its time can make the figure grow.
+            s.spawn(|| {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let during = process_cpu_ms();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            during
+        });
+        let during = during.expect("readable");
+        assert!(during >= before + 20.0, "{before} ms, then {during} ms");
+    }
 }
