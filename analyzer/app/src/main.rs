@@ -14,6 +14,7 @@ mod inspect;
 use socscope_analyzer::out::{self, errln};
 mod render;
 mod results;
+mod rig;
 mod trigger;
 mod view;
 
@@ -158,6 +159,9 @@ enum Command {
         after_help = "Examples:\n  socscope trigger --dir traces --reason \"picture froze\"\n  socscope trigger --control /run/rig.sock --token-file secret.txt"
     )]
     Trigger(trigger::TriggerCmdArgs),
+    /// Scripted runs with verdicts (JSON and JUnit XML) for stress-reproduction rigs.
+    #[command(subcommand)]
+    Rig(rig::RigCommand),
 }
 
 fn main() -> ExitCode {
@@ -202,6 +206,7 @@ fn main() -> ExitCode {
         Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),
         Command::Trigger(args) => trigger::run_trigger(args),
+        Command::Rig(cmd) => rig::run(cmd),
     };
     match result {
         Ok(code) => code,
