@@ -597,7 +597,10 @@ impl FlightRecorder {
                 );
             }
             Frame::CpuTotal(t) => w.recon.cpu_total(t.cpu, t.sequences),
-            Frame::Heartbeat(_) => keep = false,
+            Frame::Heartbeat(h) => {
+                w.triggers.heartbeat(w.recon.ticks_to_ns(h.ticks));
+                keep = false;
+            }
             Frame::Bye(_) => bye = true,
             Frame::Hello(_) => keep = false,
         }
@@ -631,6 +634,7 @@ impl FlightRecorder {
         for f in new {
             self.fired(f);
         }
+        self.revised();
         if bye {
             self.end_watch(true, "");
             return;
@@ -681,6 +685,23 @@ impl FlightRecorder {
             not_saved: 0,
             cpu_heads: Vec::new(),
         });
+    }
+
+    /// Firings completed since they fired (a state that fired while open has closed): the window
+    /// holding them gets their final extent.
+    fn revised(&mut self) {
+        let Some(w) = self.watch.as_mut() else { return };
+        let revised = w.triggers.take_revised();
+        let Some(spec) = w.save.as_mut().and_then(|s| s.ingest.window_spec_mut()) else {
+            return;
+        };
+        for r in revised {
+            if let Some(f) = spec.firings.iter_mut().find(|f| {
+                f.rule == r.rule && f.at == r.at && f.start == r.start && f.producer == r.producer
+            }) {
+                *f = r;
+            }
+        }
     }
 
     /// A trigger fired: it joins the window being saved, or starts one.

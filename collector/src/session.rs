@@ -908,7 +908,12 @@ impl Ingest {
                 let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
                 s.recon.loss(l.cpu, l.first_seq, l.count, &mut sink)?
             }
-            Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
+            Frame::Heartbeat(h) => {
+                s.board_totals = Some((h.records, h.dropped));
+                if let Some(t) = s.triggers.as_mut() {
+                    t.heartbeat(s.recon.ticks_to_ns(h.ticks));
+                }
+            }
             Frame::CpuTotal(t) => s.recon.cpu_total(t.cpu, t.sequences),
             Frame::Bye(b) => {
                 s.board_totals = Some((b.records, b.dropped));
