@@ -806,9 +806,13 @@ impl FlightRecorder {
 
     fn close_save_if_done(&mut self) {
         let Some(w) = self.watch.as_mut() else { return };
-        // Every CPU past the end; or, should one CPU fall silent, the others a while past it.
+        // Every CPU past the end; or, should one CPU fall silent, the others a while past it; or the
+        // store ended the window's session (a full disk: it was closed as interrupted, and what comes
+        // next has nowhere to go).
         let done = w.save.as_ref().is_some_and(|s| {
-            w.all_cpus_at() >= s.end || w.recon.last_ts() >= s.end.saturating_add(SILENT_CPU_GRACE)
+            w.all_cpus_at() >= s.end
+                || w.recon.last_ts() >= s.end.saturating_add(SILENT_CPU_GRACE)
+                || s.ingest.session_path().is_none()
         });
         if done && let Some(save) = w.save.take() {
             self.finish_save(save);
@@ -823,9 +827,13 @@ impl FlightRecorder {
                     if let Some(w) = self.watch.as_mut() {
                         w.saved.push(r.path.clone());
                     }
-                    self.notices.push(Notice::TriggerNote {
-                        source: self.source.clone(),
-                        message: format!(
+                    let message = match &r.interrupted {
+                        Some(why) => format!(
+                            "flight recorder: window not saved whole: {} ({} events): {why}",
+                            r.path.display(),
+                            r.events,
+                        ),
+                        None => format!(
                             "flight recorder: window saved: {} ({} events{})",
                             r.path.display(),
                             r.events,
@@ -835,6 +843,10 @@ impl FlightRecorder {
                                 ", cut short: see window_cut_short"
                             }
                         ),
+                    };
+                    self.notices.push(Notice::TriggerNote {
+                        source: self.source.clone(),
+                        message,
                     });
                 }
                 self.reports.extend(reports);
