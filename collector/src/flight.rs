@@ -117,13 +117,28 @@ pub(crate) fn store_trigger_stats(
     engine: Option<&TriggerEngine>,
     window: Option<&WindowSpec>,
 ) -> socscope_tracedb::Result<()> {
-    let firings = match (window, engine) {
-        (Some(w), _) => w.firings.as_slice(),
-        (None, Some(e)) => e.firings(),
+    let firings: Vec<Firing> = match (window, engine) {
+        // The watcher numbered producers in its own reconstruction of the whole stream: the window's
+        // are found by name.
+        (Some(w), _) => w
+            .firings
+            .iter()
+            .map(|f| Firing {
+                producer: f
+                    .producer
+                    .and_then(|_| engine.and_then(|e| e.producer_named(&f.who))),
+                ..f.clone()
+            })
+            .collect(),
+        (None, Some(e)) => e.firings().to_vec(),
         (None, None) => return Ok(()),
     };
-    let mut stats: Vec<(String, i64, String)> =
-        engine.map(TriggerEngine::stats).unwrap_or_default();
+    let firings = firings.as_slice();
+    // A window's engine has no rules (see `Ingest::window`): its counters are not the watcher's.
+    let mut stats: Vec<(String, i64, String)> = match window {
+        Some(_) => Vec::new(),
+        None => engine.map(TriggerEngine::stats).unwrap_or_default(),
+    };
     if let Some(w) = window {
         stats.push((
             "window_start_ns".into(),

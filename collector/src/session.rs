@@ -1121,11 +1121,13 @@ impl Ingest {
         if let Some(next) = &resumed {
             recon.resume_sequences(next);
         }
-        let mut triggers = self
-            .config
-            .triggers
-            .as_ref()
-            .map(crate::trigger::TriggerSet::engine);
+        // A saved window has no rules of its own, but an engine with none learns its producers' ids,
+        // which its firings (found by the watcher's reconstruction, numbered differently) are given.
+        let mut triggers = match (&self.config.triggers, &window) {
+            (Some(t), _) => Some(t.engine()),
+            (None, Some(_)) => Some(crate::trigger::TriggerSet::default().engine()),
+            (None, None) => None,
+        };
         let started = recon
             .start(
                 self.decoder.dictionary(),

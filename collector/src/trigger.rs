@@ -557,6 +557,15 @@ impl TriggerEngine {
         self.head
     }
 
+    /// The id of the producer named `name` in this session (the lowest when several share it).
+    pub fn producer_named(&self, name: &str) -> Option<ProducerId> {
+        self.producer_names
+            .iter()
+            .filter(|(_, n)| *n == name)
+            .map(|(id, _)| *id)
+            .min()
+    }
+
     /// Every firing recorded so far.
     pub fn firings(&self) -> &[Firing] {
         &self.firings

@@ -78,6 +78,23 @@ fn trigger_annotations(reader: &TraceReader) -> Vec<(i64, i64, String)> {
     out
 }
 
+/// The `producers` parameter of every trigger annotation.
+fn trigger_producers(reader: &TraceReader) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in reader.analysis_results(None, None).expect("the results") {
+        if let Some(AnalysisData::Annotation { annotations, .. }) =
+            reader.analysis_data(r.id).expect("a result's data")
+        {
+            for a in annotations {
+                if let ParamValue::String(p) = &a.values[2] {
+                    out.push(p.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn triggers_annotate_a_full_capture_at_the_stress() {
     let tmp = tempfile::tempdir().unwrap();
@@ -253,6 +270,18 @@ fn a_saved_window_holds_every_event_of_a_full_capture_within_it_on_the_same_cloc
         );
         let marks = trigger_annotations(&reader);
         firings_in_windows += marks.len();
+        // Each firing names its producer by the window's own ids (the watcher numbered them in its
+        // reconstruction of the whole stream).
+        let names: BTreeMap<u32, String> = reader
+            .producers()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.id, p.name))
+            .collect();
+        for producers in trigger_producers(&reader) {
+            let id: u32 = producers.parse().expect("one producer id");
+            assert_eq!(names.get(&id).map(String::as_str), Some("vsync-cb"));
+        }
         for m in &marks {
             assert!(m.0 >= range.start && m.1 <= range.end, "{m:?} in {range:?}");
         }
@@ -494,7 +523,8 @@ fn a_hang_and_a_periodic_event_that_stops_fire_while_the_stream_goes_on_once_eac
     // The flight recorder saves each window while the board goes on.
     let mut config = IngestConfig::new(tmp.path().join("flight"));
     config.triggers = Some(triggers(&HANG_RULES));
-    config.flight = Some(FlightConfig::new(3 * S, 50 * MS, 200 * MS));
+    // The pre window longer than the state limit: the hung IRQ's entry is in the window.
+    config.flight = Some(FlightConfig::new(3 * S, 200 * MS, 200 * MS));
     let mut ingest = socscope_collector::session::Ingest::new(config, "hang");
     ingest.feed(&bytes[..upto(2_000_000)]).unwrap();
     notices.extend(ingest.take_notices());
@@ -507,7 +537,25 @@ fn a_hang_and_a_periodic_event_that_stops_fire_while_the_stream_goes_on_once_eac
     assert!(!saved.is_empty());
     let mut rules = Vec::new();
     for w in &saved {
-        let marks = trigger_annotations(&TraceReader::open(&w.path).unwrap());
+        let reader = TraceReader::open(&w.path).unwrap();
+        let marks = trigger_annotations(&reader);
+        // Each names its IRQ by the window's own producer ids (IRQs get theirs as they first appear:
+        // the watcher, which saw the whole stream, numbered them otherwise).
+        let names: BTreeMap<u32, String> = reader
+            .producers()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.id, p.name))
+            .collect();
+        for (m, producers) in marks.iter().zip(trigger_producers(&reader)) {
+            let irq = if m.2 == HANG_RULES[0] {
+                "irq 7"
+            } else {
+                "irq 9"
+            };
+            let id: u32 = producers.parse().expect("one producer id");
+            assert_eq!(names.get(&id).map(String::as_str), Some(irq), "{names:?}");
+        }
         rules.extend(marks.into_iter().map(|m| m.2));
     }
     rules.sort();
