@@ -238,6 +238,9 @@ pub struct Agent<
     types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
+    /// When the agent was created: the session's time origin that `Hello` announces, so that every
+    /// record (all recorded after it, even those recorded before the first poll) is at or after zero.
+    session_start_ticks: u64,
     /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
     /// call finishes over several calls).
     totals_sent: usize,
@@ -265,7 +268,7 @@ impl<
     };
 
     /// A new agent. Nothing is sent until [`Agent::poll`].
-    pub fn new(clock: C, config: Config) -> Self {
+    pub fn new(mut clock: C, config: Config) -> Self {
         let () = Self::SIZES_OK;
         let mut config = config;
         config.board = truncate_name(config.board);
@@ -276,6 +279,7 @@ impl<
         config.cpu_count = config
             .cpu_count
             .clamp(1, CPUS.min(u16::MAX as usize) as u16);
+        let session_start_ticks = clock.now();
         Self {
             clock,
             config,
@@ -287,6 +291,7 @@ impl<
             types_sent: 0,
             last_frame_ticks: 0,
             last_hello_ticks: 0,
+            session_start_ticks,
             totals_sent: 0,
             stats: AgentStats::default(),
             out: [0; OUT],
@@ -676,7 +681,7 @@ impl<
                 cpu_count: self.config.cpu_count,
                 tick_hz: self.config.tick_hz,
                 session_id: self.config.session_id,
-                start_ticks: now,
+                start_ticks: self.session_start_ticks,
                 token: self.config.token,
             };
             let n =

@@ -727,7 +727,7 @@ impl Ingest {
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),
                         message: format!(
-                            "Hello of board '{}' refused: {} token (--token); {} refused so far, their frames are dropped",
+                            "Hello of board '{}' refused: {} token (the board's --token-file or --token); {} refused so far, their frames are dropped",
                             crate::naming::printable(&hello.board),
                             if hello.token.is_empty() { "no" } else { "a wrong" },
                             self.sessions_unauthorised
@@ -1188,6 +1188,11 @@ impl Ingest {
                 "unknown_frees",
                 st.unknown_frees as i64,
                 "kfree of pointers no kmalloc announced",
+            ),
+            (
+                "closed_at_exit",
+                st.closed_at_exit as i64,
+                crate::reconstruct::CLOSED_AT_EXIT,
             ),
         ];
         if let Some((board_records, board_dropped)) = s.board_totals {

@@ -429,6 +429,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             };
         }
     }
+    let cpu = socscope_analysis::cpu::cpu_utilisation(&reader, range)?;
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }
@@ -459,6 +460,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             "unit": snap.unit,
             "total": snap.total,
             "slices": snap.slices,
+            "cpu_utilisation": cpu,
             "first_result_ms": progress.first_result_ms,
             "chunks": progress.chunks,
             "events": progress.events,
@@ -466,8 +468,8 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     } else {
         let unit = snap.unit;
         outln!(
-            "{:?} over {} ({} chunks, first result after {:.1} ms)",
-            snap.operator,
+            "{} over {} ({} chunks, first result after {:.1} ms)",
+            snap.operator.label(),
             units::duration(range.len()),
             progress.chunks,
             progress.first_result_ms.unwrap_or(0.0)
@@ -485,10 +487,47 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             };
             outln!("  {:<32} {:>12}  {share:5.1} %", s.label, v);
         }
+        print_cpu_utilisation(&cpu)?;
         wrote(&c.png, false)?;
         said_saved(saved_id.as_slice(), "grouping", &c.trace)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The CPU section of `stats`: each CPU's busy share, then the threads that used the most CPU.
+fn print_cpu_utilisation(cpu: &socscope_analysis::cpu::CpuUtilisation) -> Result<()> {
+    if cpu.cpus.iter().all(|c| c.busy_ns + c.idle_ns == 0) {
+        outln!("CPU utilisation: no CPU tracks in this trace (no context switches)");
+        return Ok(());
+    }
+    outln!("CPU utilisation over {}", units::duration(cpu.interval_ns));
+    for c in &cpu.cpus {
+        outln!(
+            "  {:<32} {:>12}  {:5.1} % busy",
+            c.cpu,
+            units::duration(c.busy_ns),
+            c.busy_percent
+        );
+    }
+    const TOP: usize = 10;
+    outln!(
+        "Threads by CPU time (top {} of {})",
+        TOP.min(cpu.threads.len()),
+        cpu.threads.len()
+    );
+    for t in cpu.threads.iter().take(TOP) {
+        let label = match &t.process {
+            Some(p) => format!("{} ({p})", t.thread),
+            None => t.thread.clone(),
+        };
+        outln!(
+            "  {:<32} {:>12}  {:5.1} % of a CPU",
+            label,
+            units::duration(t.cpu_ns),
+            t.percent
+        );
+    }
+    Ok(())
 }
 
 fn parse_colour(s: &str) -> Result<[u8; 3]> {

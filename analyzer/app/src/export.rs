@@ -92,6 +92,9 @@ impl StoreView {
             .map(|p| ProducerView {
                 id: p.id,
                 parent: p.parent,
+                cpu: (p.kind == socscope_tracedb::ProducerKind::Cpu)
+                    .then(|| u32::try_from(p.local_id).ok())
+                    .flatten(),
                 name: p.name,
             })
             .collect();

@@ -533,7 +533,7 @@ impl FtraceImporter {
                     "softirq_entry" => {
                         let vec = arg("vec").and_then(parse_num).unwrap_or(0);
                         if let Some(n) = arg("action") {
-                            self.recon.name_hint(true, vec, format!("softirq {n}"));
+                            self.recon.name_hint(true, vec, n);
                         }
                         rec.set(Builtin::SoftIrqEntry).a(vec);
                     }

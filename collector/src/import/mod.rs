@@ -524,7 +524,7 @@ pub(crate) fn recon_stats(recon: &Reconstructor, types: &ImportTypes) -> Vec<Ing
         (
             "closed_at_exit",
             st.closed_at_exit,
-            "states a thread still had open when it exited (sched_process_exit), closed then",
+            crate::reconstruct::CLOSED_AT_EXIT,
         ),
     ];
     stats.extend(rows.into_iter().map(|(n, v, d)| stat(n, v, d)));

@@ -62,6 +62,8 @@ pub struct ProducerView {
     pub parent: Option<u32>,
     /// Its name.
     pub name: String,
+    /// For the producer of a CPU (`cpu0`...), that CPU's number: its states are the CPU's track.
+    pub cpu: Option<u32>,
 }
 
 /// A parameter value.
