@@ -647,6 +647,13 @@ impl Reconstructor {
         depth: usize,
         sink: &mut impl Sink,
     ) -> Result<()> {
+        // A state of a CPU's own context (before any thread is known on it) nests inside the CPU
+        // track's slice, which is at depth 0.
+        let depth = if self.cpu_producers.contains(&s.producer) {
+            depth + 1
+        } else {
+            depth
+        };
         self.scratch.ts = s.start;
         self.scratch.type_id = s.type_id;
         self.scratch.producer = s.producer;
@@ -694,7 +701,9 @@ impl Reconstructor {
         end: Timestamp,
         sink: &mut impl Sink,
     ) -> Result<()> {
-        let Some(&track) = self.cpu_producers.get(cpu) else {
+        // An empty slice says nothing (a capture's first switch at its first record), and would
+        // share its start with the next slice at the same depth.
+        let Some(&track) = self.cpu_producers.get(cpu).filter(|_| end > start) else {
             return Ok(());
         };
         self.simple.ts = start;

@@ -89,7 +89,8 @@ fn ftrace_android_sched() {
 #[test]
 fn ftrace_android_sched_irq() {
     // One CPU ([000] on all 139 lines): 67 switches + 1 open running state + 9 softirq entry/exit pairs
-    // = 77 states, and 68 slices of the CPU's track (one per running state); 45 wakeups → links;
+    // = 77 states, and 67 slices of the CPU's track (one per running state but the empty one of the
+    // first switch); 45 wakeups → links;
     // 9 softirq_raise → punctual events of their own type.
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = import_real(
@@ -97,7 +98,7 @@ fn ftrace_android_sched_irq() {
         Format::Ftrace,
         dir.path(),
     );
-    assert_eq!(counts(&r.path).0, [9, 145, 45, 0]);
+    assert_eq!(counts(&r.path).0, [9, 144, 45, 0]);
     let reader = TraceReader::open(&r.path).unwrap();
     assert!(
         reader
@@ -369,14 +370,15 @@ fn gst_logs() {
 fn kptrace_grammar_set() {
     // trace0 (a raw relay file: two sub-buffers with padding words), trace1 (plain), System.map.
     // States: CPU0 running(pid 0, clipped start), syscall, irq, running(10), running(11, open at the
-    // end); CPU1 running(0), softirq, running(20, open) = 8, and the 5 running states again as slices
-    // of their CPU's track = 13. Links: W 11 (time 0.000000) → 1.
+    // end); CPU1 running(0), softirq, running(20, open) = 8, and the running states again as slices
+    // of their CPU's track, but for the 2 empty ones (a switch at a CPU's first record) = 11. Links:
+    // W 11 (time 0.000000) → 1.
     // Variables: MM, MF = 2. Punctual: Kc, the user-space line, ZL, K = 4.
     let dir = tempfile::tempdir().unwrap();
     let files = [kp("trace0"), kp("trace1"), kp("System.map")];
     let (r, w) = run(&files, Format::Kptrace, dir.path(), true).unwrap();
     assert!(w.is_empty(), "{w:?}");
-    assert_eq!(counts(&r.path).0, [4, 13, 1, 2]);
+    assert_eq!(counts(&r.path).0, [4, 11, 1, 2]);
     assert_eq!(stat(&r.path, "callstack_lines"), 1);
     assert_eq!(stat(&r.path, "blank_lines"), 1);
     assert_eq!(stat(&r.path, "neighbour_times"), 2);
@@ -417,8 +419,8 @@ fn kptrace_grammar_set() {
 
 #[test]
 fn kptrace_post_processed_form() {
-    // CS 0→21 and 21→0 on CPU 0: running(0) clipped, running(21), running(0) open = 3 states, and as
-    // many slices of cpu0's track (idle, on_cpu 21, idle) = 6; MK on the
+    // CS 0→21 and 21→0 on CPU 0: running(0) clipped, running(21), running(0) open = 3 states, and
+    // cpu0's track's one non-empty slice (on_cpu 21; the two idle ones are empty) = 4; MK on the
     // CPU of its line (1) = 1 punctual event with its typed TEXT.
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = run(
@@ -428,7 +430,7 @@ fn kptrace_post_processed_form() {
         true,
     )
     .unwrap();
-    assert_eq!(counts(&r.path).0, [1, 6, 0, 0]);
+    assert_eq!(counts(&r.path).0, [1, 4, 0, 0]);
     let reader = TraceReader::open(&r.path).unwrap();
     let mk = reader.event_type_by_name("MK").unwrap().unwrap();
     let e = reader

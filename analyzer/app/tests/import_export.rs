@@ -116,10 +116,20 @@ fn chrome_json_has_what_perfetto_needs() {
             assert!(e["id"].is_u64(), "{e}");
         }
     }
-    // The import's counts (collector/tests/import.rs): 77 states, 45 links, 9 punctual events.
+    // The import's counts (collector/tests/import.rs): 77 states and 67 CPU track slices, 45 links,
+    // 9 punctual events; the 9 soft IRQs are also slices of their CPU's track.
     assert_eq!(
         (by_ph["X"], by_ph["s"], by_ph["f"], by_ph["i"]),
-        (77, 45, 45, 9)
+        (144 + 9, 45, 45, 9)
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+            .filter(|e| e["args"]["name"] == "CPUs")
+            .count(),
+        1,
+        "the CPU tracks are one process"
     );
 }
 
@@ -598,10 +608,22 @@ fn every_trace_file_round_trips_through_paje_and_chrome_json() {
                 .sum()
         };
         let ph = |k: &str| by_ph.get(k).copied().unwrap_or(0);
+        // With CPU tracks, an interrupt is also a slice of its CPU's track.
+        let typed = |name: &str| -> u64 {
+            ta.iter()
+                .filter(|r| r["type"] == name)
+                .map(|r| r["n"].as_u64().unwrap())
+                .sum()
+        };
+        let on_tracks = if typed("on_cpu") + typed("cpu_idle") > 0 {
+            typed("irq") + typed("softirq")
+        } else {
+            0
+        };
         assert_eq!(
             (ph("X"), ph("i"), ph("s"), ph("f"), ph("C")),
             (
-                count("state"),
+                count("state") + on_tracks,
                 count("punctual"),
                 count("link"),
                 count("link"),

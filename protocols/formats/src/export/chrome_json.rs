@@ -59,11 +59,11 @@ pub fn write(view: &dyn TraceView, out: &mut dyn Write) -> Result<u64, ExportErr
     if let Some(pid) = cpus_pid {
         emit(
             out,
-            json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "CPUs"}}),
+            json!({"ph": "M", "name": "process_name", "pid": pid, "tid": pid, "args": {"name": "CPUs"}}),
         )?;
         emit(
             out,
-            json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": -1}}),
+            json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": pid, "args": {"sort_index": -1}}),
         )?;
     }
     let interrupt = |type_id: u32| matches!(index.type_name(type_id).as_str(), "irq" | "softirq");
