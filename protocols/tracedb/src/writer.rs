@@ -8,8 +8,8 @@ use rusqlite::{Connection, params};
 use crate::codec::{self, ColumnBuffer, EncodeScratch};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::model::{
-    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
-    TraceMeta,
+    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, ParamValue, Producer,
+    TraceInfo, TraceMeta,
 };
 use crate::recovery;
 use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
@@ -392,6 +392,24 @@ impl TraceWriter {
                 params![stat.name, stat.value, stat.description],
             )
             .ctx(&self.path)?;
+        Ok(())
+    }
+
+    /// Sets a trace parameter after the trace was created (replacing its value): what the writer of a
+    /// capture learns on the way, e.g. that it is the window of a post-mortem ring.
+    pub fn set_trace_param(&mut self, name: &str, value: &ParamValue) -> Result<()> {
+        self.begin()?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, ?2, ?3)",
+                params![name, value.param_type().name(), value.to_string()],
+            )
+            .ctx(&self.path)?;
+        let params = &mut self.committed.meta.params;
+        match params.iter_mut().find(|(n, _)| n == name) {
+            Some(p) => p.1 = value.clone(),
+            None => params.push((name.to_string(), value.clone())),
+        }
         Ok(())
     }
 

@@ -86,6 +86,12 @@ pub fn vsync_timer_stop() {
     unsafe { write_volatile(reg(TIMER0, 0x00), 0) }
 }
 
+/// Timer 0's count (down from its period; it reloads when it expires and interrupts).
+pub fn vsync_timer_value() -> u32 {
+    // SAFETY: reads timer 0's VALUE register.
+    unsafe { read_volatile(reg(TIMER0, 0x04)) }
+}
+
 /// Acknowledges timer 0's interrupt.
 pub fn vsync_timer_clear() {
     // SAFETY: writes timer 0's INTCLEAR register.
