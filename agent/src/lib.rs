@@ -198,14 +198,14 @@ struct BlockMeta {
 
 impl BlockMeta {
     fn write(&self, block: &mut [u8]) {
-        put(block, block_meta::FIRST_SEQ, &self.first_seq.to_le_bytes());
+        put(block, block_meta::FIRST_SEQ, self.first_seq.to_le_bytes());
         put(
             block,
             block_meta::BASE_TICKS,
-            &self.base_ticks.to_le_bytes(),
+            self.base_ticks.to_le_bytes(),
         );
-        put(block, block_meta::COUNT, &self.count.to_le_bytes());
-        put(block, block_meta::END, &self.end.to_le_bytes());
+        put(block, block_meta::COUNT, self.count.to_le_bytes());
+        put(block, block_meta::END, self.end.to_le_bytes());
     }
 
     fn read(block: &[u8]) -> Self {
@@ -218,9 +218,13 @@ impl BlockMeta {
     }
 }
 
-fn put(block: &mut [u8], at: usize, bytes: &[u8]) {
-    if let Some(dst) = block.get_mut(at..at + bytes.len()) {
-        dst.copy_from_slice(bytes);
+fn put<const N: usize>(block: &mut [u8], at: usize, bytes: [u8; N]) {
+    // A fixed-size copy: plain stores, no `memcpy` call (this runs with interrupts masked).
+    if let Some(dst) = block
+        .get_mut(at..at + N)
+        .and_then(|s| <&mut [u8; N]>::try_from(s).ok())
+    {
+        *dst = bytes;
     }
 }
 

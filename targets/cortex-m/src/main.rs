@@ -143,6 +143,10 @@ static MASKED_SINCE: AtomicU32 = AtomicU32::new(0);
 /// The longest masked section so far, in clock ticks, and how many were timed.
 static MASKED_MAX: AtomicU32 = AtomicU32::new(0);
 static MASKED_SECTIONS: AtomicU32 = AtomicU32::new(0);
+/// Where the current outermost masked section started, and the longest one (a code address, printed for
+/// `llvm-addr2line`/`llvm-objdump`: which section is the longest).
+static MASKED_SINCE_PC: AtomicU32 = AtomicU32::new(0);
+static MASKED_MAX_PC: AtomicU32 = AtomicU32::new(0);
 
 // SAFETY: `cpsid i` excludes every other context on this single-core board; `release` restores PRIMASK
 // as `acquire` found it, so sections nest.
@@ -156,6 +160,10 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
         }
         let was_active = primask & 1 == 0;
         if was_active && TIME_MASKING.load(Ordering::Relaxed) {
+            let pc: u32;
+            // SAFETY: reads the program counter (this function is inlined where the section starts).
+            unsafe { core::arch::asm!("mov {}, pc", out(reg) pc, options(nomem, nostack, preserves_flags)) };
+            MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
             MASKED_SINCE.store(hw::clock_raw(), Ordering::Relaxed);
         }
         was_active
@@ -169,6 +177,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
                 let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
                 if d > MASKED_MAX.load(Ordering::Relaxed) {
                     MASKED_MAX.store(d, Ordering::Relaxed);
+                    MASKED_MAX_PC.store(MASKED_SINCE_PC.load(Ordering::Relaxed), Ordering::Relaxed);
                 }
                 MASKED_SECTIONS.store(
                     MASKED_SECTIONS.load(Ordering::Relaxed).wrapping_add(1),
@@ -1106,6 +1115,8 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
         .num(core::mem::size_of::<BoardAgent>() as u64)
         .text(" agent-state ")
         .num(BoardAgent::state_bytes() as u64)
+        .text(" masked-max-at ")
+        .num(count(&MASKED_MAX_PC))
         .print();
     if DUMPED.load(Ordering::Relaxed) {
         Line::new()
