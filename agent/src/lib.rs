@@ -199,11 +199,7 @@ struct BlockMeta {
 impl BlockMeta {
     fn write(&self, block: &mut [u8]) {
         put(block, block_meta::FIRST_SEQ, self.first_seq.to_le_bytes());
-        put(
-            block,
-            block_meta::BASE_TICKS,
-            self.base_ticks.to_le_bytes(),
-        );
+        put(block, block_meta::BASE_TICKS, self.base_ticks.to_le_bytes());
         put(block, block_meta::COUNT, self.count.to_le_bytes());
         put(block, block_meta::END, self.end.to_le_bytes());
     }

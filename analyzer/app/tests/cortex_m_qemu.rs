@@ -89,7 +89,13 @@ fn run(dir: &Path, args: &[&str]) -> Board {
                 board.dropped_per_type.insert(name, d.parse().unwrap());
             }
             ["mode", ..] | ["dump", ..] | ["masked-sections", ..] => {
-                for pair in words.chunks(2) {
+                // `mode NAME key value...`, `masked-sections N key value...`, `dump key value...`.
+                let pairs = if words[0] == "dump" {
+                    &words[1..]
+                } else {
+                    &words[..]
+                };
+                for pair in pairs.chunks(2) {
                     if let [k, v] = pair {
                         board.summary.insert(k.to_string(), v.to_string());
                     }
@@ -185,7 +191,10 @@ fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
     // interrupt, the most urgent, starts within that and its own entry while PendSV drains.
     let masked = board.total("masked-max-ticks");
     let latency = board.total("irq-latency-max-ticks");
-    assert!(masked > 0 && masked <= 125, "masked {masked} ticks of 40 ns");
+    assert!(
+        masked > 0 && masked <= 125,
+        "masked {masked} ticks of 40 ns"
+    );
     assert!(
         latency <= masked + 50,
         "vsync latency {latency} ticks, masked at most {masked}"
@@ -277,18 +286,27 @@ fn a_post_mortem_dump_on_qemu_is_stored_as_the_window_of_the_ring() {
     let info = reader.info().unwrap();
     assert!(info.complete, "the dump ends with Bye");
     assert!(
-        info.meta.params.iter().any(|(n, v)| n == socscope_tracedb::CAPTURE_WINDOW_PARAM
-            && v.to_string() == socscope_tracedb::POST_MORTEM_RING),
+        info.meta
+            .params
+            .iter()
+            .any(|(n, v)| n == socscope_tracedb::CAPTURE_WINDOW_PARAM
+                && v.to_string() == socscope_tracedb::POST_MORTEM_RING),
         "marked as a post-mortem window: {:?}",
         info.meta.params
     );
     let stats = stats(&reader);
     let overwritten = board.total("overwritten");
-    assert!(overwritten > 1000, "the ring went round many times: {overwritten}");
+    assert!(
+        overwritten > 1000,
+        "the ring went round many times: {overwritten}"
+    );
     assert_eq!(stats["records_overwritten_on_board"] as u64, overwritten);
     assert_eq!(stats["records_lost_in_transit"], 0);
     assert_eq!(stats["records_lost_on_board"], 0);
-    assert!(reader.losses().unwrap().is_empty(), "what the ring overwrote is not a loss");
+    assert!(
+        reader.losses().unwrap().is_empty(),
+        "what the ring overwrote is not a loss"
+    );
     // The window is the ring's last records before the dump, by the firmware's own numbering: its
     // Bye counts every record numbered up to the dump, the window holds the last of them, and the
     // dump's marker (numbered by the firmware in the same masked section) is among the last.

@@ -146,7 +146,7 @@ pub fn exit(ok: bool) -> ! {
 
 /// A line of text built without formatting machinery (no panicking paths), printed with [`host_print`].
 pub struct Line {
-    buf: [u8; 192],
+    buf: [u8; 320],
     len: usize,
 }
 
@@ -154,7 +154,7 @@ impl Line {
     /// An empty line.
     pub const fn new() -> Self {
         Self {
-            buf: [0; 192],
+            buf: [0; 320],
             len: 0,
         }
     }

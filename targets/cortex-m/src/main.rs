@@ -45,7 +45,9 @@ const BLOCKS: usize = 8;
 const CONTROL: usize = 96;
 /// One CPU; the board's threads and interrupts share its ring (each record masks interrupts for that
 /// record only).
-type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, 16, 8>;
+/// Room for the board's 11 producers and 5 event types, no more: the dictionary is part of the agent's
+/// RAM.
+type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, 11, 5>;
 
 /// Thread ids (also their bit in `READY`; a lower id runs first).
 const PID_IDLE: u32 = 0;
@@ -162,7 +164,9 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
         if was_active && TIME_MASKING.load(Ordering::Relaxed) {
             let pc: u32;
             // SAFETY: reads the program counter (this function is inlined where the section starts).
-            unsafe { core::arch::asm!("mov {}, pc", out(reg) pc, options(nomem, nostack, preserves_flags)) };
+            unsafe {
+                core::arch::asm!("mov {}, pc", out(reg) pc, options(nomem, nostack, preserves_flags))
+            };
             MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
             MASKED_SINCE.store(hw::clock_raw(), Ordering::Relaxed);
         }
