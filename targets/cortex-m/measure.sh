@@ -41,6 +41,21 @@ for run in $(seq "$runs"); do
       END { if (ram != "") printf "run %s  agent RAM (size_of, printed by the firmware): %d bytes, of which %d besides the ring blocks\n", run, ram, state }'
 done
 
+echo "== post-mortem mode against streaming mode, record path per kind (-icount shift=0), same run"
+if strings "$elf" | grep -q 'player-post-mortem'; then
+  for m in 0 1; do
+    qemu -icount shift=0,sleep=off -serial null \
+      -semihosting-config "enable=on,target=native,arg=fw,arg=mode=bench,arg=postmortem=$m" 2>&1 |
+      awk -v m="$m" '
+        /^bench empty-loop/ { empty = $6 / $4 }
+        /^bench record / { n++; total += ($7 / $5 - empty) * 40; line = line sprintf(" %s %.0f", $3, ($7 / $5 - empty) * 40) }
+        /^bench firmware / { fw = ($7 / $5 - empty) * 40 }
+        END { printf "  %s: mean of the %d kinds %.1f instructions/event, firmware path %.1f;%s\n", m ? "post-mortem" : "streaming  ", n, total / n, fw, line }'
+  done
+else
+  echo "  (this build has no post-mortem mode)"
+fi
+
 echo "== agent flash"
 llvm-size -A "$footprint" | awk '$1 ~ /^\.(text|rodata)$/ { printf "  footprint image (the agent alone, every record kind) %-8s %6d bytes\n", $1, $2 }'
 llvm-nm -C --size-sort -S --radix=d "$footprint" | awk '

@@ -879,7 +879,9 @@ fn main() -> ! {
     for t in &TYPES {
         ok &= agent.register_type(*t).is_ok();
     }
-    if mode == b"postmortem" {
+    // `postmortem=1` with `mode=bench`: the record path's cost in post-mortem mode (full rings overwrite
+    // their oldest block), against the same bench in streaming mode.
+    if mode == b"postmortem" || number("postmortem", 0) == 1 {
         agent.set_mode(Mode::PostMortem);
         POST_MORTEM.store(true, Ordering::Relaxed);
     }
