@@ -64,7 +64,8 @@ llvm-nm -C --size-sort -S --radix=d "$footprint" | awk '
 llvm-size -A "$elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  firmware image %-8s %6d bytes\n", $1, $2 }'
 llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
   { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
-  kind ~ /[tT]/ && name ~ /socscope_agent|socscope_wire|postcard|serde|cobs|crc::/ { code += size }
+  # The agent's own functions (not the firmware closures whose signatures mention the agent's types).
+  kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire|postcard|serde|cobs|crc)::/ { code += size }
   kind ~ /[rR]/ && size == 1028 { table += size }
   name ~ /^socscope_cortex_m::AGENT$/ { agent = size }
   END {
