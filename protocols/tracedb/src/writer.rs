@@ -8,8 +8,8 @@ use rusqlite::{Connection, params};
 use crate::codec::{self, ColumnBuffer, EncodeScratch};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::model::{
-    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, ParamValue, Producer,
-    TraceInfo, TraceMeta,
+    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
+    TraceMeta,
 };
 use crate::recovery;
 use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
@@ -395,9 +395,9 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Sets a trace parameter after the trace was created (replacing its value): what the writer of a
-    /// capture learns on the way, e.g. that it is the window of a post-mortem ring.
-    pub fn set_trace_param(&mut self, name: &str, value: &ParamValue) -> Result<()> {
+    /// Sets a trace parameter (replacing its previous value): what the catalog lists for the trace
+    /// when it is registered next, e.g. the collector's `trigger` tag once a trigger fired.
+    pub fn set_param(&mut self, name: &str, value: &crate::model::ParamValue) -> Result<()> {
         self.begin()?;
         self.conn
             .execute(
@@ -407,10 +407,24 @@ impl TraceWriter {
             .ctx(&self.path)?;
         let params = &mut self.committed.meta.params;
         match params.iter_mut().find(|(n, _)| n == name) {
-            Some(p) => p.1 = value.clone(),
+            Some((_, v)) => *v = value.clone(),
             None => params.push((name.to_string(), value.clone())),
         }
         Ok(())
+    }
+
+    /// Saves an analysis result in the trace being written (committed with its events): what the
+    /// collector found while capturing, e.g. the firings of its triggers.
+    pub fn save_result(
+        &mut self,
+        header: &crate::results::AnalysisResult,
+        data: &crate::results::AnalysisData,
+    ) -> Result<i64> {
+        self.begin()?;
+        self.conn
+            .execute_batch(schema::RESULTS_DDL)
+            .ctx(&self.path)?;
+        crate::results::insert_result(&self.conn, &self.path, header, data)
     }
 
     /// Records a file related to the trace; returns its id.
