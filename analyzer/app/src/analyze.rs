@@ -1088,6 +1088,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn memory_sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("2000").unwrap(), 2000);
+        assert!(
+            parse_size("12parsecs")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_size("GiB").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
     fn colours_parse() {
         assert_eq!(parse_colour("#01ff10").unwrap(), [1, 255, 16]);
         assert!(parse_colour("#01ff1").is_err());

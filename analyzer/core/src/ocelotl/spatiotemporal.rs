@@ -158,9 +158,30 @@ fn internal_depth(h: &ProducerHierarchy) -> usize {
 /// equal, NaN never wins), so `L` lanes run side by side and the compiler vectorises them.
 #[inline(always)]
 fn sum_max<const L: usize>(values: &[f64], prefixes: &[f64]) -> f64 {
+    let (bulk, rest) = lane_max::<L>(values, prefixes);
+    // The tail is shorter than L: eight lanes for it, then one by one (rows are short, and a
+    // wide vector's tail would otherwise be most of the work).
+    let (tail, last) = lane_max::<8>(&values[rest..], &prefixes[rest..]);
+    let mut top = if tail > bulk { tail } else { bulk };
+    for (a, b) in values[rest + last..].iter().zip(&prefixes[rest + last..]) {
+        let x = a + b;
+        if x > top {
+            top = x;
+        }
+    }
+    top
+}
+
+/// The largest `values[i] + prefixes[i]` over the whole chunks of `L`, and where they end.
+#[inline(always)]
+fn lane_max<const L: usize>(values: &[f64], prefixes: &[f64]) -> (f64, usize) {
     let mut lanes = [f64::NEG_INFINITY; L];
-    let (mut vs, mut ps) = (values.chunks_exact(L), prefixes.chunks_exact(L));
-    for (v, p) in (&mut vs).zip(&mut ps) {
+    let chunks = values.len().min(prefixes.len()) / L;
+    for (v, p) in values
+        .chunks_exact(L)
+        .zip(prefixes.chunks_exact(L))
+        .take(chunks)
+    {
         for l in 0..L {
             let x = v[l] + p[l];
             if x > lanes[l] {
@@ -168,15 +189,10 @@ fn sum_max<const L: usize>(values: &[f64], prefixes: &[f64]) -> f64 {
             }
         }
     }
-    for (l, (a, b)) in vs.remainder().iter().zip(ps.remainder()).enumerate() {
-        let x = a + b;
-        if x > lanes[l] {
-            lanes[l] = x;
-        }
-    }
-    lanes
+    let top = lanes
         .into_iter()
-        .fold(f64::NEG_INFINITY, |m, x| if x > m { x } else { m })
+        .fold(f64::NEG_INFINITY, |m, x| if x > m { x } else { m });
+    (top, chunks * L)
 }
 
 /// Calls `f` with every index where `values[i] + prefixes[i] == top`, in increasing order;
