@@ -311,13 +311,13 @@ impl<P: Clone + Send> ocelotl::Observer<P> for Preliminary<'_, P> {
             quality,
             partition: partition.clone(),
         });
-        if found
+        // Published under the lock, and not once stopped: a stopped run says nothing more.
+        let due = found
             .1
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-        {
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if due && !(self.cancelled)() {
             found.1 = Some(Instant::now());
             let mut entries = found.0.clone();
-            drop(found);
             entries.sort_by(|a, b| a.p.total_cmp(&b.p));
             (self.publish)(entries);
         }
