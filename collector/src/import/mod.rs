@@ -15,6 +15,7 @@ mod ftrace;
 mod gst;
 mod kptrace;
 mod paje;
+mod tracecmd;
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -51,6 +52,9 @@ pub struct ImportReport {
     pub records: u64,
     /// Bad lines skipped.
     pub lines_skipped: u64,
+    /// Damage met and read past (a binary capture's stream cut short: its events before the damage
+    /// kept), one message each.
+    pub warnings: Vec<String>,
     /// The trace as finished.
     pub info: TraceInfo,
 }
@@ -94,7 +98,7 @@ fn known_binary(head: &[u8]) -> Option<(&'static str, &'static str)> {
         (
             b"\x17\x08\x44tracing",
             "a trace-cmd .dat file",
-            "convert it with `trace-cmd report -i FILE > FILE.txt` and import the text (--format ftrace)",
+            "import it with --format trace-cmd (or auto)",
         ),
         (
             &[0xc1, 0x1f, 0xfc, 0xc1],
@@ -150,6 +154,10 @@ fn looks_binary(head: &[u8]) -> bool {
 /// Refuses a binary file (a text format was expected), naming it and what to do when it is a known one.
 /// KPTrace relay files are binary-padded, so only known formats are refused for them.
 fn refuse_binary(f: &Path, format: Format) -> Result<()> {
+    if matches!(format, Format::TraceCmd) {
+        // A binary format: its reader checks the magic.
+        return Ok(());
+    }
     let head = head_of(f, 4096)?;
     if let Some((what, hint)) = known_binary(&head) {
         return Err(CollectorError::Invalid(format!(
@@ -216,6 +224,17 @@ impl Header {
                     }
                 }
             }
+            Format::TraceCmd => {
+                let d = tracecmd::header(&files[0])?;
+                h.board = d.board;
+                h.os = d.os;
+                h.cpus = d.cpus;
+                h.params = d
+                    .params
+                    .into_iter()
+                    .map(|(k, v)| (k, ParamValue::String(escaped(&v))))
+                    .collect();
+            }
             Format::Paje | Format::Gst => {}
         }
         Ok(h)
@@ -263,6 +282,9 @@ pub fn head_of(path: &Path, n: usize) -> Result<Vec<u8>> {
 pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
     for f in files {
         let head = head_of(f, 16 * 1024)?;
+        if socscope_formats::tracecmd::sniff(&head) {
+            return Ok(Format::TraceCmd);
+        }
         if let Some((what, hint)) = known_binary(&head) {
             return Err(CollectorError::Invalid(format!(
                 "{}: binary input, {what}: {hint}",
@@ -302,6 +324,7 @@ pub(crate) struct Lines<'o, 'a> {
     opts: &'o mut ImportOptions<'a>,
     skipped: u64,
     records: u64,
+    warnings: Vec<String>,
     /// Bytes read so far (set by the importer's `run` at the end).
     pub(crate) bytes: u64,
 }
@@ -317,6 +340,15 @@ impl Lines<'_, '_> {
             }
             other => Err(format_err(other)),
         }
+    }
+    /// Damage in a binary capture (a stream cut short) that the reader read past: a warning, or the
+    /// import's error when it is strict.
+    pub(crate) fn damaged(&mut self, e: FormatError) -> Result<()> {
+        if self.opts.strict {
+            return Err(format_err(e));
+        }
+        self.warnings.push(escaped(&e.to_string()));
+        Ok(())
     }
     /// One more record read, `bytes` into the input.
     pub(crate) fn progress(&mut self, bytes: u64) {
@@ -420,6 +452,7 @@ pub fn import(
         opts,
         skipped: 0,
         records: 0,
+        warnings: Vec::new(),
         bytes: 0,
     };
     let stats = match format {
@@ -427,6 +460,7 @@ pub fn import(
         Format::Kptrace => kptrace::run(files, &mut writer, &mut lines)?,
         Format::Paje => paje::run(&files[0], &mut writer, &mut lines)?,
         Format::Gst => gst::run(&files[0], &mut writer, &mut lines)?,
+        Format::TraceCmd => tracecmd::run(&files[0], &mut writer, &mut lines)?,
     };
     let common = [
         stat("bytes", lines.bytes, "bytes read from the imported files"),
@@ -442,7 +476,13 @@ pub fn import(
     }
     let info = writer.finish(true)?;
     if info.event_count == 0 {
-        let what = if lines.bytes == 0 && lines.records == 0 && lines.skipped == 0 {
+        let what = if matches!(format, Format::TraceCmd) {
+            // A binary capture's header was read: what it lacks is events.
+            match lines.warnings.first() {
+                Some(w) => format!("no event could be read: {w}"),
+                None => "the capture holds no events".to_string(),
+            }
+        } else if lines.bytes == 0 && lines.records == 0 && lines.skipped == 0 {
             "the file is empty".to_string()
         } else {
             format!(
@@ -469,6 +509,7 @@ pub fn import(
         bytes: lines.bytes,
         records: lines.records,
         lines_skipped: lines.skipped,
+        warnings: lines.warnings,
         info,
     })
 }
