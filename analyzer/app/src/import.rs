@@ -1,5 +1,5 @@
-//! `socscope import`: text captures and binary Linux captures (trace-cmd `.dat`) into a trace of the
-//! catalog.
+//! `socscope import`: text captures and binary Linux captures (trace-cmd `.dat`, CTF directories) into a
+//! trace of the catalog.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -21,13 +21,15 @@ pub enum FormatArg {
     /// trace-cmd's binary `trace.dat` (versions 6 and 7, compressed or not).
     #[value(name = "trace-cmd")]
     TraceCmd,
+    /// A CTF 1.8 trace directory (LTTng, perf), or an LTTng session directory of them.
+    Ctf,
     Auto,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
-    /// The files: one trace file, or KPTrace per-CPU files (`trace0`, `trace1`, ...) with an optional
-    /// System.map and format-description file.
+    /// The files: one trace file (a CTF trace: its directory), or KPTrace per-CPU files (`trace0`,
+    /// `trace1`, ...) with an optional System.map and format-description file.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The format; `auto` tells it from the file's magic or its first lines.
@@ -69,6 +71,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         FormatArg::Ftrace => Format::Ftrace,
         FormatArg::Gst => Format::Gst,
         FormatArg::TraceCmd => Format::TraceCmd,
+        FormatArg::Ctf => Format::Ctf,
         FormatArg::Auto => detect_format(&args.files)?,
     };
     // One trace for KPTrace (all its files), one per file otherwise.

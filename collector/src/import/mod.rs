@@ -10,6 +10,7 @@
 //! its ingest statistics returned). A module's `run` drives its reader into its importer;
 //! [`dictionary`] holds the types and the record buffer the importers share.
 
+mod ctf;
 mod dictionary;
 mod ftrace;
 mod gst;
@@ -103,12 +104,12 @@ fn known_binary(head: &[u8]) -> Option<(&'static str, &'static str)> {
         (
             &[0xc1, 0x1f, 0xfc, 0xc1],
             "a CTF stream (LTTng, barectf)",
-            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+            "import its trace directory with --format ctf (or auto)",
         ),
         (
             &[0xc1, 0xfc, 0x1f, 0xc1],
             "a CTF stream (LTTng, barectf)",
-            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+            "import its trace directory with --format ctf (or auto)",
         ),
         (
             b"PERFILE2",
@@ -154,7 +155,7 @@ fn looks_binary(head: &[u8]) -> bool {
 /// Refuses a binary file (a text format was expected), naming it and what to do when it is a known one.
 /// KPTrace relay files are binary-padded, so only known formats are refused for them.
 fn refuse_binary(f: &Path, format: Format) -> Result<()> {
-    if matches!(format, Format::TraceCmd) {
+    if matches!(format, Format::TraceCmd | Format::Ctf) {
         // A binary format: its reader checks the magic.
         return Ok(());
     }
@@ -235,6 +236,17 @@ impl Header {
                     .map(|(k, v)| (k, ParamValue::String(escaped(&v))))
                     .collect();
             }
+            Format::Ctf => {
+                let d = ctf::header(&files[0])?;
+                h.board = d.board;
+                h.os = d.os;
+                h.cpus = d.cpus;
+                h.params = d
+                    .params
+                    .into_iter()
+                    .map(|(k, v)| (k, ParamValue::String(escaped(&v))))
+                    .collect();
+            }
             Format::Paje | Format::Gst => {}
         }
         Ok(h)
@@ -281,9 +293,22 @@ pub fn head_of(path: &Path, n: usize) -> Result<Vec<u8>> {
 /// word, so its first sub-buffer's text is what is sniffed).
 pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
     for f in files {
+        // A CTF trace is a directory (of traces, for an LTTng session).
+        if f.is_dir() {
+            if socscope_formats::ctf::trace_dirs(f).is_ok_and(|d| !d.is_empty()) {
+                return Ok(Format::Ctf);
+            }
+            return Err(CollectorError::Invalid(format!(
+                "{}: a directory, and not a CTF trace (no `metadata` file in it or below it)",
+                escaped(&display(f))
+            )));
+        }
         let head = head_of(f, 16 * 1024)?;
         if socscope_formats::tracecmd::sniff(&head) {
             return Ok(Format::TraceCmd);
+        }
+        if socscope_formats::ctf::sniff(&head) {
+            return Ok(Format::Ctf);
         }
         if let Some((what, hint)) = known_binary(&head) {
             return Err(CollectorError::Invalid(format!(
@@ -388,6 +413,14 @@ pub fn import(
     if files.is_empty() {
         return Err(CollectorError::Invalid("no file to import".into()));
     }
+    // A CTF trace is its directory: a file of it (its metadata, a stream) names it.
+    let dirs;
+    let files = if format == Format::Ctf && files[0].is_file() {
+        dirs = vec![files[0].parent().unwrap_or(Path::new(".")).to_path_buf()];
+        &dirs[..]
+    } else {
+        files
+    };
     if out.exists() {
         return Err(CollectorError::Invalid(format!(
             "{} exists already; choose another -o",
@@ -461,6 +494,7 @@ pub fn import(
         Format::Paje => paje::run(&files[0], &mut writer, &mut lines)?,
         Format::Gst => gst::run(&files[0], &mut writer, &mut lines)?,
         Format::TraceCmd => tracecmd::run(&files[0], &mut writer, &mut lines)?,
+        Format::Ctf => ctf::run(&files[0], &mut writer, &mut lines)?,
     };
     let common = [
         stat("bytes", lines.bytes, "bytes read from the imported files"),
@@ -476,7 +510,7 @@ pub fn import(
     }
     let info = writer.finish(true)?;
     if info.event_count == 0 {
-        let what = if matches!(format, Format::TraceCmd) {
+        let what = if matches!(format, Format::TraceCmd | Format::Ctf) {
             // A binary capture's header was read: what it lacks is events.
             match lines.warnings.first() {
                 Some(w) => format!("no event could be read: {w}"),

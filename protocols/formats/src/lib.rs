@@ -5,10 +5,11 @@
 //!
 //! Start here: [`LineReader`] (a `BufRead` as numbered lines, in constant memory), the four record readers
 //! [`kptrace::KptraceReader`], [`paje::PajeReader`], [`ftrace::FtraceReader`], [`gst::GstReader`], and
-//! [`tracecmd::DatReader`] for the binary captures, and
+//! [`tracecmd::DatReader`] and [`ctf::CtfReader`] for the binary captures, and
 //! [`detect`] (which format a file is, from its magic or its first lines). Mapping records to stored events is the
 //! importer's business (`socscope-collector`), not this crate's.
 
+pub mod ctf;
 pub mod export;
 pub mod ftrace;
 pub mod gst;
@@ -228,6 +229,8 @@ pub enum Format {
     Gst,
     /// trace-cmd's binary `trace.dat` (file versions 6 and 7).
     TraceCmd,
+    /// A CTF 1.8 trace directory (LTTng, perf, barectf), or a session directory of them.
+    Ctf,
 }
 
 impl Format {
@@ -239,6 +242,7 @@ impl Format {
             Format::Ftrace => "ftrace",
             Format::Gst => "gst",
             Format::TraceCmd => "trace-cmd",
+            Format::Ctf => "ctf",
         }
     }
 }
@@ -247,6 +251,9 @@ impl Format {
 pub fn detect(head: &[u8]) -> Option<Format> {
     if tracecmd::sniff(head) {
         return Some(Format::TraceCmd);
+    }
+    if ctf::sniff(head) {
+        return Some(Format::Ctf);
     }
     let text = String::from_utf8_lossy(head);
     // Android's systrace (and catapult's trace2html) HTML: ftrace text inside a page of scripts.
