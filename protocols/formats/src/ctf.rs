@@ -128,7 +128,8 @@ impl fmt::Display for Value {
                 }
                 f.write_str(" }")
             }
-            Value::Variant(n, v) => write!(f, "{{ {} = {v} }}", field_name(n)),
+            // babeltrace2 prints the selected option's value alone.
+            Value::Variant(_, v) => write!(f, "{{ {v} }}"),
         }
     }
 }
