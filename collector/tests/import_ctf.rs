@@ -528,7 +528,9 @@ fn damage_is_named_and_the_events_before_it_kept() {
     // Not a CTF directory at all.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let e = detect_format(&[empty.clone()]).unwrap_err().to_string();
+    let e = detect_format(std::slice::from_ref(&empty))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not a CTF trace"), "{e}");
     let e = run(&empty, &dir.path().join("e.db"), false)
         .unwrap_err()
