@@ -324,14 +324,11 @@ fn sample(st: u64, small: i64, vals: &[u16], s: &str) -> impl Fn(&mut Bits) {
     }
 }
 
-/// A packet of `events` (clock values and payloads), its context saying `discarded` so far.
-fn packet(
-    cpu: u32,
-    discarded: u32,
-    begin: u64,
-    end: u64,
-    events: &[(u8, u64, &dyn Fn(&mut Bits))],
-) -> Vec<u8> {
+/// An event to write: its id, its clock value, its payload.
+type Written<'a> = (u8, u64, &'a dyn Fn(&mut Bits));
+
+/// A packet of `events`, its context saying `discarded` so far.
+fn packet(cpu: u32, discarded: u32, begin: u64, end: u64, events: &[Written<'_>]) -> Vec<u8> {
     let mut body = Bits::new();
     // The header and context are written once the sizes are known; their length is fixed: 8 + 40.
     let header_bits = (8 + 40) * 8;
