@@ -477,11 +477,12 @@ fn a_written_trace_reads_as_babeltrace2_reads_it_and_its_losses_are_intervals() 
 fn damage_is_named_and_the_events_before_it_kept() {
     let dir = tempfile::tempdir().unwrap();
     let t = synthetic(dir.path());
-    // CPU 0's second packet cut: its first packet's 3 events and CPU 1's event kept.
+    // CPU 0's second packet cut in its last event (past the 16 bytes of padding): the events before
+    // the cut kept, of both packets, and CPU 1's.
     let c0 = std::fs::read(t.join("chan_0")).unwrap();
-    std::fs::write(t.join("chan_0"), &c0[..c0.len() - 10]).unwrap();
+    std::fs::write(t.join("chan_0"), &c0[..c0.len() - 30]).unwrap();
     let rep = run(&t, &dir.path().join("cut.db"), false).unwrap();
-    assert_eq!(rep.records, 4);
+    assert_eq!(rep.records, 6);
     assert_eq!(rep.warnings.len(), 1, "{:?}", rep.warnings);
     assert!(
         rep.warnings[0].contains("chan_0: stream chan_0, byte "),

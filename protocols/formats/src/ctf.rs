@@ -206,7 +206,7 @@ pub struct StreamFile {
     pub name: String,
     /// Its trace.
     pub trace: usize,
-    file: BufReader<File>,
+    file: Box<dyn ReadSeek>,
     /// File offset of the current packet.
     packet_offset: u64,
     packet: Vec<u8>,
@@ -223,6 +223,9 @@ pub struct StreamFile {
     seq: Option<u64>,
     current: Option<CtfEvent>,
     done: bool,
+    /// The packet being read is cut short by the end of the file: what to report once its events are
+    /// read.
+    cut: Option<FormatError>,
     /// Bytes of packets read.
     pub bytes: u64,
     /// Packets read.
@@ -230,6 +233,10 @@ pub struct StreamFile {
     /// Packets the sequence numbers say are missing.
     pub missing_packets: u64,
 }
+
+/// A stream's bytes: a file, or memory (the fuzzer's inputs).
+pub trait ReadSeek: Read + std::io::Seek {}
+impl<T: Read + std::io::Seek> ReadSeek for T {}
 
 /// The reader of one or more CTF traces.
 pub struct CtfReader {
@@ -239,6 +246,30 @@ pub struct CtfReader {
     losses: Vec<CtfLoss>,
     /// Streams named by an index file but not there.
     pub missing_streams: Vec<String>,
+}
+
+/// The metadata file `bytes` (called `path` in errors), parsed; and the clock its headers map to.
+fn parse_metadata(bytes: &[u8], path: &Path) -> Result<(Metadata, Clock), FormatError> {
+    let text = tsdl::metadata_text(bytes).map_err(|(at, what)| {
+        FormatError::from(BinaryError::new(
+            &path.display().to_string(),
+            None,
+            at,
+            what,
+        ))
+    })?;
+    let metadata = tsdl::parse(&text).map_err(|mut e| {
+        e.file = path.display().to_string();
+        FormatError::from(e)
+    })?;
+    // The clock the event headers map to (the only one, in practice).
+    let clock = metadata.clocks.first().cloned().unwrap_or(Clock {
+        name: String::new(),
+        freq: 1_000_000_000,
+        offset_s: 0,
+        offset: 0,
+    });
+    Ok((metadata, clock))
 }
 
 /// The trace directories under `dir` (itself, or the directories below it holding a `metadata`).
@@ -293,28 +324,71 @@ impl CtfReader {
         Ok(r)
     }
 
+    /// A trace held in memory: its metadata file's bytes and its streams (name, bytes).
+    pub fn from_memory(
+        metadata: &[u8],
+        streams: Vec<(String, Vec<u8>)>,
+    ) -> Result<Self, FormatError> {
+        let mut r = Self {
+            traces: Vec::new(),
+            streams: Vec::new(),
+            pending: Vec::new(),
+            losses: Vec::new(),
+            missing_streams: Vec::new(),
+        };
+        let (metadata, clock) = parse_metadata(metadata, Path::new("metadata"))?;
+        for (name, bytes) in streams {
+            let len = bytes.len() as u64;
+            r.push_stream(
+                PathBuf::from(&name),
+                0,
+                Box::new(std::io::Cursor::new(bytes)),
+                len,
+            );
+        }
+        r.traces.push(CtfTrace {
+            dir: PathBuf::new(),
+            metadata,
+            clock,
+        });
+        Ok(r)
+    }
+
+    fn push_stream(&mut self, path: PathBuf, trace: usize, file: Box<dyn ReadSeek>, file_len: u64) {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.streams.push(StreamFile {
+            path,
+            name,
+            trace,
+            file,
+            packet_offset: 0,
+            packet: Vec::new(),
+            content_bits: 0,
+            pos: 0,
+            stream_class: 0,
+            cpu: None,
+            clock: 0,
+            next_offset: 0,
+            file_len,
+            discarded: None,
+            prev_end: None,
+            seq: None,
+            current: None,
+            done: false,
+            cut: None,
+            bytes: 0,
+            packets: 0,
+            missing_packets: 0,
+        });
+    }
+
     fn add_trace(&mut self, dir: &Path) -> Result<(), FormatError> {
         let meta_path = dir.join("metadata");
         let bytes = std::fs::read(&meta_path).map_err(io_err(&meta_path))?;
-        let text = tsdl::metadata_text(&bytes).map_err(|(at, what)| {
-            FormatError::from(BinaryError::new(
-                &meta_path.display().to_string(),
-                None,
-                at,
-                what,
-            ))
-        })?;
-        let metadata = tsdl::parse(&text).map_err(|mut e| {
-            e.file = meta_path.display().to_string();
-            FormatError::from(e)
-        })?;
-        // The clock the event headers map to (the only one, in practice).
-        let clock = metadata.clocks.first().cloned().unwrap_or(Clock {
-            name: String::new(),
-            freq: 1_000_000_000,
-            offset_s: 0,
-            offset: 0,
-        });
+        let (metadata, clock) = parse_metadata(&bytes, &meta_path)?;
         let trace = self.traces.len();
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(io_err(dir))?
@@ -350,33 +424,8 @@ impl CtfReader {
         for path in files {
             let f = File::open(&path).map_err(io_err(&path))?;
             let file_len = f.metadata().map_err(io_err(&path))?.len();
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            self.streams.push(StreamFile {
-                path,
-                name,
-                trace,
-                file: BufReader::with_capacity(64 * 1024, f),
-                packet_offset: 0,
-                packet: Vec::new(),
-                content_bits: 0,
-                pos: 0,
-                stream_class: 0,
-                cpu: None,
-                clock: 0,
-                next_offset: 0,
-                file_len,
-                discarded: None,
-                prev_end: None,
-                seq: None,
-                current: None,
-                done: false,
-                bytes: 0,
-                packets: 0,
-                missing_packets: 0,
-            });
+            let file = Box::new(BufReader::with_capacity(64 * 1024, f));
+            self.push_stream(path, trace, file, file_len);
         }
         self.traces.push(CtfTrace {
             dir: dir.to_path_buf(),
@@ -435,8 +484,11 @@ impl CtfReader {
 
     fn advance(&mut self, i: usize) -> Result<(), FormatError> {
         loop {
-            let s = &self.streams[i];
+            let s = &mut self.streams[i];
             if s.pos >= s.content_bits {
+                if let Some(e) = s.cut.take() {
+                    return Err(e);
+                }
                 if !self.load_packet(i)? {
                     self.streams[i].done = true;
                     return Ok(());
@@ -451,9 +503,13 @@ impl CtfReader {
                     return Ok(());
                 }
                 Err(e) => {
-                    // The rest of the packet cannot be framed: read on from the next packet.
+                    // The rest of the packet cannot be framed: read on from the next packet (a
+                    // packet cut by the end of the file says so instead).
                     s.pos = s.content_bits;
-                    self.pending.push(e);
+                    match s.cut.take() {
+                        Some(cut) => return Err(cut),
+                        None => self.pending.push(e),
+                    }
                 }
             }
         }
@@ -538,16 +594,19 @@ impl CtfReader {
             ));
         }
         let header_end = d.pos;
-        let packet_len = packet_bits.div_ceil(8);
+        let mut packet_len = packet_bits.div_ceil(8);
+        let mut content_bits = content_bits;
         if packet_len > s.file_len - at {
-            // Read what is there: the events up to the end of the file are kept.
-            return Err(damaged(
-                at + (s.file_len - at),
+            // Read what is there: the events up to the end of the file are kept, then this is said.
+            s.cut = Some(damaged(
+                s.file_len,
                 format!(
                     "a packet of {packet_len} bytes cut short: the file ends {} bytes into it",
                     s.file_len - at
                 ),
             ));
+            packet_len = s.file_len - at;
+            content_bits = content_bits.min(packet_len * 8);
         }
         s.packet.resize(packet_len as usize, 0);
         if packet_len as usize > head_len {

@@ -9,6 +9,7 @@
 //! (`type_len`: 29 padding, 30 time extend, 31 absolute time stamp, 0 length word, 1..28 length / 4).
 
 mod printfmt;
+pub mod rewrite;
 
 use std::collections::HashMap;
 use std::fs::File;
