@@ -252,9 +252,13 @@ fn parse_field(line: &str, long_size: u8) -> Option<Field> {
         Some(i) => (decl[..i].trim_end(), Some(&decl[i..])),
         None => (decl, None),
     };
-    let split = head.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
-    let name = head[split + 1..].to_string();
-    let ctype = head[..split + 1].trim().to_string();
+    let (split, c) = head
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))?;
+    let split = split + c.len_utf8();
+    let name = head[split..].to_string();
+    let ctype = head[..split].trim().to_string();
     let data_loc = ctype.starts_with("__data_loc") || ctype.starts_with("__rel_loc");
     let relative = ctype.starts_with("__rel_loc");
     let pointer = ctype.contains('*');

@@ -320,12 +320,13 @@ fn tokenize(text: &str) -> Result<Vec<Token>, ParseError> {
             while j < b.len() && b[j] != b'"' {
                 if b[j] == b'\\' && j + 1 < b.len() {
                     j += 1;
-                    s.push(match b[j] {
-                        b'n' => '\n',
-                        b't' => '\t',
-                        o => o as char,
+                    let ch = text[j..].chars().next().unwrap_or('\\');
+                    s.push(match ch {
+                        'n' => '\n',
+                        't' => '\t',
+                        o => o,
                     });
-                    j += 1;
+                    j += ch.len_utf8();
                     continue;
                 }
                 if b[j] == b'\n' {
