@@ -444,6 +444,7 @@ pub fn tracecmd_seeds(dat: &[u8]) -> Vec<Vec<u8>> {
             pages: Some(1),
             cpus: Some(vec![2]),
             chunk_pages: 1,
+            repeat: 1,
         };
         out.extend(rewrite(dat, &how));
     }

@@ -305,6 +305,7 @@ fn zlib_and_other_rewrites_read_as_the_source() {
                 pages: None,
                 cpus: None,
                 chunk_pages: 10,
+                repeat: 1,
             },
         )
         .unwrap();

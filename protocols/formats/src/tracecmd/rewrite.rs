@@ -24,6 +24,9 @@ pub struct Rewrite {
     pub cpus: Option<Vec<u32>>,
     /// Pages per compressed chunk.
     pub chunk_pages: usize,
+    /// Copies of each CPU's pages, one after the other, each copy's page timestamps shifted past the
+    /// previous copy's (a longer capture of the same shape, for benchmarks); 1 keeps the source.
+    pub repeat: usize,
 }
 
 /// The parts of a version-6 file.
@@ -222,6 +225,29 @@ pub fn rewrite(src: &[u8], how: &Rewrite) -> Option<Vec<u8>> {
             (i as u32, d[..n].to_vec())
         })
         .collect();
+    if how.repeat > 1 {
+        // Page timestamps (the first 8 bytes of each page) shifted by the capture's span per copy.
+        let ts = |page: &[u8]| read_uint(page, 0, 8, p.big).unwrap_or(0);
+        let all = cpus.iter().flat_map(|(_, d)| d.chunks(page).map(ts));
+        let (lo, hi) = all.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        let span = hi.saturating_sub(lo) + 1_000_000_000;
+        for (_, d) in &mut cpus {
+            let one = d.clone();
+            for k in 1..how.repeat {
+                for pg in one.chunks(page) {
+                    let mut pg = pg.to_vec();
+                    let t = ts(&pg) + span * k as u64;
+                    let mut o = Out {
+                        b: Vec::new(),
+                        big: p.big,
+                    };
+                    o.uint(t, 8);
+                    pg[..8].copy_from_slice(&o.b);
+                    d.extend_from_slice(&pg);
+                }
+            }
+        }
+    }
     if how.cpus.is_some() {
         // CPUs renumbered from 0 in a version-6 file (its table has no ids).
         for (k, c) in cpus.iter_mut().enumerate() {
