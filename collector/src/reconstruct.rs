@@ -1269,6 +1269,25 @@ impl Reconstructor {
             prev
         });
         let producer = self.thread(outgoing, sink)?;
+        if current.is_none() {
+            // States entered before the CPU's first switch (a capture that starts mid-stream) were
+            // entered by the thread now switched out: they go on its stack, where their exits look
+            // for them, instead of staying on the CPU's context for the rest of the capture.
+            let c = &mut self.cpus[cpu];
+            if c.interrupts.iter().any(|s| !Self::is_interrupt(s.enter)) {
+                let (moved, kept): (Vec<OpenState>, Vec<OpenState>) =
+                    std::mem::take(&mut c.interrupts)
+                        .into_iter()
+                        .partition(|s| !Self::is_interrupt(s.enter));
+                c.interrupts = kept;
+                if let Some(t) = self.threads.get_mut(&outgoing) {
+                    t.stack.extend(moved.into_iter().map(|mut s| {
+                        s.producer = producer;
+                        s
+                    }));
+                }
+            }
+        }
         let since = self.cpus[cpu].running_since;
         self.emit_simple(
             since,
@@ -1282,7 +1301,15 @@ impl Reconstructor {
         let incoming = self.thread(next, sink)?;
         self.cpus[cpu].running = Some(next);
         self.cpus[cpu].running_since = ts;
-        if let Some(pending) = self.wakeups.remove(&next) {
+        if let Some(mut pending) = self.wakeups.remove(&next) {
+            // A wake-up later than this switch-in (another CPU's batch that arrived first, at a
+            // capture's start) is for a later switch-in: it stays pending, so no link ends before it
+            // starts.
+            let later: Vec<PendingWakeup> = pending.iter().filter(|w| w.ts > ts).copied().collect();
+            pending.retain(|w| w.ts <= ts);
+            if !later.is_empty() {
+                self.wakeups.insert(next, later);
+            }
             for w in pending {
                 self.emit_simple(
                     w.ts,

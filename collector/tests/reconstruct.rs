@@ -379,3 +379,45 @@ fn nested_interrupts_and_a_lost_exit() {
         "the soft IRQ, and thread 7 at the end"
     );
 }
+
+#[test]
+fn a_state_entered_before_the_first_switch_belongs_to_the_thread_switched_out() {
+    // A capture that starts mid-stream (a flight-recorder window): thread 5 is in a function when the
+    // first record arrives; it is switched out, runs again, leaves the function and records a marker.
+    let (c, _) = reconstruct(|a, at| {
+        at(1);
+        a.user_entry(0, 0x1000).unwrap();
+        at(2);
+        a.context_switch(0, 5, 6).unwrap();
+        at(3);
+        a.context_switch(0, 6, 5).unwrap();
+        at(4);
+        a.user_exit(0).unwrap();
+        at(5);
+        a.marker(0, "after").unwrap();
+    });
+    let five = c.producer("pid 5");
+    let function = c
+        .events
+        .iter()
+        .find(|e| e.type_id == u32::from(Builtin::UserEntry.id()))
+        .unwrap();
+    assert_eq!(function.producer, five);
+    assert_eq!(
+        (function.ts, function.kind),
+        (
+            us(1),
+            EventKind::State {
+                end: us(4),
+                depth: 1
+            }
+        )
+    );
+    // Nothing was left open on the CPU: the marker is the running thread's.
+    let marker = c
+        .events
+        .iter()
+        .find(|e| e.type_id == u32::from(Builtin::Marker.id()))
+        .unwrap();
+    assert_eq!(marker.producer, five);
+}

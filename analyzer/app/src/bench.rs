@@ -17,6 +17,7 @@ mod capture;
 mod fuzz;
 mod import;
 mod overview;
+mod rig;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
@@ -125,6 +126,28 @@ pub enum BenchCommand {
         #[arg(long, hide = true, value_name = "WIRE")]
         replay_one: Option<std::path::PathBuf>,
     },
+    /// Rigs: ingest with triggers and with the flight recorder against plain collect (same run,
+    /// alternated), the recorder's memory for 1 and 16 boards, saved windows' completeness, trigger latency.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench rig --json"
+    )]
+    Rig {
+        /// Seconds of the 20 k events/s stream replayed in each round.
+        #[arg(long, default_value_t = 180.0)]
+        seconds: f64,
+        /// Seconds of the stream each of the 16 boards replays.
+        #[arg(long, default_value_t = 90.0)]
+        boards_seconds: f64,
+        /// Rounds of (plain, triggers, flight recorder), alternated.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Where to write the stream and traces (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// The analysis numbers: microscopic model (T = 1000) of a whole trace, first partial
     /// statistics and density, temporal (T = 1000, S = 100, U = 5) and spatiotemporal (T = 200,
     /// 4×4×4 hierarchy, U = 4) qualities with the full bisection.
@@ -219,6 +242,13 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             dir,
             json,
         } => read(events, reads, trace, dir, json),
+        BenchCommand::Rig {
+            seconds,
+            boards_seconds,
+            rounds,
+            dir,
+            json,
+        } => rig::run(seconds, boards_seconds, rounds, dir, json),
         BenchCommand::Capture {
             replay_one: Some(wire),
             dir,

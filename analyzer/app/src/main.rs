@@ -14,6 +14,8 @@ mod inspect;
 use socscope_analyzer::out::{self, errln};
 mod render;
 mod results;
+mod rig;
+mod trigger;
 mod view;
 
 use std::path::PathBuf;
@@ -155,6 +157,14 @@ enum Command {
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Fire an external trigger in a running collector (annotates its traces; saves a flight-recorder window).
+    #[command(
+        after_help = "Examples:\n  socscope trigger --dir traces --reason \"picture froze\"\n  socscope trigger --control /run/rig.sock --token-file secret.txt"
+    )]
+    Trigger(trigger::TriggerCmdArgs),
+    /// Scripted runs with verdicts (JSON and JUnit XML) for stress-reproduction rigs.
+    #[command(subcommand)]
+    Rig(rig::RigCommand),
 }
 
 fn main() -> ExitCode {
@@ -198,6 +208,8 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),
+        Command::Trigger(args) => trigger::run_trigger(args),
+        Command::Rig(cmd) => rig::run(cmd),
     };
     match result {
         Ok(code) => code,

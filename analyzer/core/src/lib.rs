@@ -16,6 +16,7 @@ pub mod live;
 pub mod loader;
 pub mod micro;
 pub mod ocelotl;
+pub mod online_compare;
 pub mod overview;
 pub mod palette;
 pub mod processed;
