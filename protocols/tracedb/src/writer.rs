@@ -8,8 +8,8 @@ use rusqlite::{Connection, params};
 use crate::codec::{self, ColumnBuffer, EncodeScratch};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::model::{
-    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, ParamValue, Producer,
-    TraceInfo, TraceMeta,
+    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
+    TraceMeta,
 };
 use crate::recovery;
 use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
@@ -378,19 +378,6 @@ impl TraceWriter {
                     loss.seq_to.map(|v| v as i64),
                     loss.reason
                 ],
-            )
-            .ctx(&self.path)?;
-        Ok(())
-    }
-
-    /// Sets a trace parameter (replacing its previous value): what an import learns of the trace while
-    /// reading it (a Pajé file's container types).
-    pub fn set_param(&mut self, name: &str, value: &ParamValue) -> Result<()> {
-        self.begin()?;
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, ?2, ?3)",
-                params![name, value.param_type().name(), value.to_string()],
             )
             .ctx(&self.path)?;
         Ok(())
