@@ -597,6 +597,10 @@ impl FlightRecorder {
                 );
             }
             Frame::CpuTotal(t) => w.recon.cpu_total(t.cpu, t.sequences),
+            // A board's post-mortem dump: kept (and replayed into a saved window) like a `Loss`.
+            Frame::Window(win) => {
+                w.recon.window(win.cpu, win.first_seq, win.overwritten);
+            }
             Frame::Heartbeat(_) => keep = false,
             Frame::Bye(_) => bye = true,
             Frame::Hello(_) => keep = false,

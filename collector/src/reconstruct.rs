@@ -164,6 +164,11 @@ pub struct ReconstructStats {
     /// States a thread still had open when it exited (text captures' `sched_process_exit`), closed
     /// then.
     pub closed_at_exit: u64,
+    /// Records a board in post-mortem mode overwrote before its dump (from `Window` frames): outside
+    /// the window, not lost.
+    pub overwritten_on_board: u64,
+    /// `Window` frames: the session is a post-mortem dump.
+    pub windows: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -725,6 +730,18 @@ impl Reconstructor {
             })?;
         }
         Ok(())
+    }
+
+    /// Records a `Window` frame (a post-mortem dump): the CPU's records start at `first_seq`; those
+    /// before were overwritten in the board's ring or sent by an earlier dump, and are not a loss.
+    /// Returns whether it is the session's first.
+    pub fn window(&mut self, cpu: u16, first_seq: u64, overwritten: u64) -> bool {
+        self.stats.overwritten_on_board += overwritten;
+        self.stats.windows += 1;
+        if let Some(c) = self.cpus.get_mut(usize::from(cpu)) {
+            c.expected_seq = Some(c.expected_seq.map_or(first_seq, |e| e.max(first_seq)));
+        }
+        self.stats.windows == 1
     }
 
     /// Records a `Loss` frame.

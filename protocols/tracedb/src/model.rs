@@ -523,6 +523,12 @@ pub struct TraceMeta {
     pub params: Vec<(String, ParamValue)>,
 }
 
+/// The trace parameter that says which part of a board's run a capture holds (see `SCHEMA.md`).
+pub const CAPTURE_WINDOW_PARAM: &str = "capture_window";
+/// [`CAPTURE_WINDOW_PARAM`]'s value for the window of a post-mortem ring: what the board's rings held
+/// when it dumped them; what came before is outside the window, not lost.
+pub const POST_MORTEM_RING: &str = "post-mortem ring";
+
 /// A trace's metadata plus what the writer learnt while writing.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TraceInfo {

@@ -335,6 +335,7 @@ pub fn inventory(bytes: &[u8]) -> Vec<FrameInfo> {
             Frame::Heartbeat(_) => ("Heartbeat", None, BTreeMap::new()),
             Frame::Bye(_) => ("Bye", None, BTreeMap::new()),
             Frame::CpuTotal(t) => ("CpuTotal", Some(t.cpu), BTreeMap::new()),
+            Frame::Window(w) => ("Window", Some(w.cpu), BTreeMap::new()),
         };
         frames.push(FrameInfo {
             offset: d.offset as usize,
