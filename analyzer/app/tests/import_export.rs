@@ -494,7 +494,7 @@ fn imports_that_keep_nothing_fail_and_binary_input_is_named() {
             "trace.dat",
             b"\x17\x08\x44tracing6\0\0\0\x08\0\0\0".to_vec(),
             "ftrace",
-            "binary input, a trace-cmd .dat file, not ftrace text: convert it with `trace-cmd report",
+            "binary input, a trace-cmd .dat file, not ftrace text: import it with --format trace-cmd",
         ),
         (
             "stream_0",

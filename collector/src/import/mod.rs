@@ -416,7 +416,15 @@ pub fn import(
     // A CTF trace is its directory: a file of it (its metadata, a stream) names it.
     let dirs;
     let files = if format == Format::Ctf && files[0].is_file() {
-        dirs = vec![files[0].parent().unwrap_or(Path::new(".")).to_path_buf()];
+        let dir = files[0].parent().unwrap_or(Path::new(".")).to_path_buf();
+        if !dir.join("metadata").is_file() {
+            return Err(CollectorError::Invalid(format!(
+                "{}: a CTF stream file, and its directory holds no CTF `metadata`: import the trace's \
+                 directory",
+                escaped(&display(&files[0]))
+            )));
+        }
+        dirs = vec![dir];
         &dirs[..]
     } else {
         files
