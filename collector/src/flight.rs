@@ -612,6 +612,10 @@ impl FlightRecorder {
                 );
             }
             Frame::CpuTotal(t) => w.recon.cpu_total(t.cpu, t.sequences),
+            // A board's post-mortem dump: kept (and replayed into a saved window) like a `Loss`.
+            Frame::Window(win) => {
+                w.recon.window(win.cpu, win.first_seq, win.overwritten);
+            }
             Frame::Heartbeat(h) => {
                 w.triggers.heartbeat(w.recon.ticks_to_ns(h.ticks));
                 keep = false;

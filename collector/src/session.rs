@@ -844,7 +844,7 @@ impl Ingest {
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),
                         message: format!(
-                            "Hello of board '{}' refused: {} token (--token); {} refused so far, their frames are dropped",
+                            "Hello of board '{}' refused: {} token (the board's --token-file or --token); {} refused so far, their frames are dropped",
                             crate::naming::printable(&hello.board),
                             if hello.token.is_empty() { "no" } else { "a wrong" },
                             self.sessions_unauthorised
@@ -915,6 +915,14 @@ impl Ingest {
                 }
             }
             Frame::CpuTotal(t) => s.recon.cpu_total(t.cpu, t.sequences),
+            Frame::Window(w) => {
+                if s.recon.window(w.cpu, w.first_seq, w.overwritten) {
+                    s.writer.set_param(
+                        socscope_tracedb::CAPTURE_WINDOW_PARAM,
+                        &ParamValue::String(socscope_tracedb::POST_MORTEM_RING.into()),
+                    )?;
+                }
+            }
             Frame::Bye(b) => {
                 s.board_totals = Some((b.records, b.dropped));
                 // A window of the stream cannot account for the whole session's totals.
@@ -968,6 +976,7 @@ impl Ingest {
                 self.pending.push(Frame::Dictionary(items));
             }
             Frame::Loss(l) => self.pending.push(Frame::Loss(l)),
+            Frame::Window(w) => self.pending.push(Frame::Window(w)),
             Frame::Bye(_) => {
                 // A session ended whose Hello never arrived: what was kept for it belongs to no trace.
                 self.orphan_records += self.pending_records;
@@ -1020,6 +1029,14 @@ impl Ingest {
                 Frame::Loss(l) => {
                     let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
                     s.recon.loss(l.cpu, l.first_seq, l.count, &mut sink)?
+                }
+                Frame::Window(w) => {
+                    if s.recon.window(w.cpu, w.first_seq, w.overwritten) {
+                        s.writer.set_param(
+                            socscope_tracedb::CAPTURE_WINDOW_PARAM,
+                            &ParamValue::String(socscope_tracedb::POST_MORTEM_RING.into()),
+                        )?;
+                    }
                 }
                 Frame::Hello(_) | Frame::Heartbeat(_) | Frame::Bye(_) | Frame::CpuTotal(_) => {}
             }
@@ -1365,7 +1382,19 @@ impl Ingest {
                 st.unknown_frees as i64,
                 "kfree of pointers no kmalloc announced",
             ),
+            (
+                "closed_at_exit",
+                st.closed_at_exit as i64,
+                crate::reconstruct::CLOSED_AT_EXIT,
+            ),
         ];
+        if st.windows > 0 {
+            stats.push((
+                "records_overwritten_on_board",
+                st.overwritten_on_board as i64,
+                "records the board's post-mortem ring overwrote before its dump: outside the window, not lost",
+            ));
+        }
         if let Some((board_records, board_dropped)) = s.board_totals {
             stats.push((
                 "board_records",

@@ -639,6 +639,12 @@ fn session_ui(
             if kind == ViewKind::Gantt {
                 ui.toggle_value(&mut v.gantt.follow, "Follow")
                     .on_hover_text("Keep the newest data in view");
+                ui.toggle_value(&mut v.gantt.cpu_tracks, "CPUs")
+                    .on_hover_text(
+                        "The CPU tracks: which thread ran on each CPU, and its interrupts",
+                    );
+                ui.toggle_value(&mut v.gantt.show_empty, "Empty rows")
+                    .on_hover_text("Also show the producers without events in the loaded interval");
             }
             let p = v.view(kind).progress();
             // A view that stopped at its cap says so (the rest of the interval is not on screen).
