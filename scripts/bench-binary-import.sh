@@ -3,9 +3,9 @@
 # reference readers' own reading speed in the same run: `trace-cmd report > /dev/null` and
 # `babeltrace2 DIR > /dev/null`, alternated with `socscope import` (which order goes first alternates
 # from run to run), RUNS times each; wall time, user+system CPU time and peak RSS from /usr/bin/time.
-# Inputs: the shared files, and larger ones made from them (N times as long, and for CTF N times as
-# wide: protocols/formats/examples/larger_inputs.rs).
-#   scripts/bench-binary-import.sh [RUNS] [N]
+# Inputs: the shared files, and larger ones made from them (N times as long:
+# protocols/formats/examples/larger_inputs.rs).
+#   [SOCSCOPE_BIN=path] scripts/bench-binary-import.sh [RUNS] [N]
 # Output: one line per measure, `input bytes events reader wall_s cpu_s peak_rss_kb run`.
 set -euo pipefail
 runs=${1:-3}
@@ -13,10 +13,11 @@ n=${2:-20}
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=$(cd "$root/../shared/data/traces" && pwd)
 work=${TMPDIR:-/tmp}/socscope-bench-binary
-cargo build --release -q -p socscope-analyzer --bin socscope
+# SOCSCOPE_BIN: a socscope binary already built (release) to measure instead of building one.
+socscope=${SOCSCOPE_BIN:-$root/target/release/socscope}
+[ -n "${SOCSCOPE_BIN:-}" ] || cargo build --release -q -p socscope-analyzer --bin socscope
 rm -rf "$work" && mkdir -p "$work"
 cargo run --release -q -p socscope-formats --example larger_inputs -- "$shared" "$work" "$n"
-socscope="$root/target/release/socscope"
 measure() { # label, command...
   local label=$1; shift
   /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; return 1; }
@@ -30,7 +31,6 @@ inputs=(
   "ctf $shared/ctf/lttng-ust-ros2"
   "ctf $work/lttng-kernel-arm-bug446190-x$n"
   "ctf $work/lttng-ust-ros2-x$n"
-  "ctf $work/lttng-ust-ros2-wide$n"
 )
 echo "# commit $(git -C "$root" rev-parse --short HEAD), $(nproc) cores, $(date -u +%FT%TZ)"
 echo "# load: $(cat /proc/loadavg)"

@@ -651,10 +651,15 @@ fn an_lttng_session_with_kernel_and_user_space_traces_imports_whole() {
     for (name, count) in bt.iter().filter(|(n, _)| n.contains(':')) {
         assert_eq!(get(name, EventCategory::Punctual), *count, "{name}");
     }
-    // User-space events on their threads, as babeltrace2 reads their vtid.
+    // User-space events (named `provider:event`) on their threads, as babeltrace2 reads their vtid
+    // (the kernel's statedump events carry a `vtid` too, as a payload field).
     let ust_lines: String = text
         .lines()
-        .filter(|l| l.contains("vtid = "))
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(3)
+                .is_some_and(|n| n.trim_end_matches(':').contains(':'))
+        })
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(ust_per_thread(&db).0, per_vtid(&ust_lines));
@@ -740,7 +745,12 @@ fn lost_packets_are_a_loss_as_babeltrace2_reports_them() {
     );
     assert_eq!(losses.len(), 1);
     assert_eq!(
-        (losses[0].packets, losses[0].count, losses[0].from_ns, losses[0].to_ns),
+        (
+            losses[0].packets,
+            losses[0].count,
+            losses[0].from_ns,
+            losses[0].to_ns
+        ),
         (2, 0, from, to)
     );
     assert_eq!(r.streams()[0].missing_packets, 2);

@@ -413,15 +413,50 @@ pub fn import(
     if files.is_empty() {
         return Err(CollectorError::Invalid("no file to import".into()));
     }
+    // Only a CTF trace is a directory: any other format given one says what the directory is.
+    if format != Format::Ctf
+        && let Some(d) = files.iter().find(|f| f.is_dir())
+    {
+        let what = if socscope_formats::ctf::trace_dirs(d).is_ok_and(|t| !t.is_empty()) {
+            "a CTF trace directory: import it with --format ctf (or auto)".to_string()
+        } else {
+            format!("a {} capture is a file, give the file", format.name())
+        };
+        return Err(CollectorError::Invalid(format!(
+            "{}: a directory, not a {} file: {what}",
+            escaped(&display(d)),
+            format.name()
+        )));
+    }
     // A CTF trace is its directory: a file of it (its metadata, a stream) names it.
     let dirs;
     let files = if format == Format::Ctf && files[0].is_file() {
         let dir = files[0].parent().unwrap_or(Path::new(".")).to_path_buf();
         if !dir.join("metadata").is_file() {
+            let f = &files[0];
+            let head = head_of(f, 16 * 1024)?;
+            let what = if socscope_formats::ctf::sniff(&head) {
+                "a CTF stream file, and its directory holds no CTF `metadata`: import the trace's \
+                 directory"
+                    .to_string()
+            } else {
+                // Not CTF at all: say what it looks like.
+                let hint = match detect_format(std::slice::from_ref(f)) {
+                    Ok(other) => format!(
+                        "; it reads as {}: import it with --format {} (or auto)",
+                        other.name(),
+                        other.name()
+                    ),
+                    Err(_) => String::new(),
+                };
+                format!(
+                    "byte 0: expected a CTF trace directory (holding a `metadata` file) or one of its \
+                     stream files (CTF packet magic 0xc1fc1fc1), found neither{hint}"
+                )
+            };
             return Err(CollectorError::Invalid(format!(
-                "{}: a CTF stream file, and its directory holds no CTF `metadata`: import the trace's \
-                 directory",
-                escaped(&display(&files[0]))
+                "{}: {what}",
+                escaped(&display(f))
             )));
         }
         dirs = vec![dir];

@@ -56,7 +56,11 @@ fn put(bytes: &mut [u8], at: IntAt, v: u64) {
 
 fn wrapping(v: u64, add: u64, size: u32) -> u64 {
     let s = v.wrapping_add(add);
-    if size >= 64 { s } else { s & ((1u64 << size) - 1) }
+    if size >= 64 {
+        s
+    } else {
+        s & ((1u64 << size) - 1)
+    }
 }
 
 /// The positions, among a packet context's integers in decoding order, of its top-level integer
@@ -151,7 +155,10 @@ fn repeat_trace(dir: &Path, out: &Path, n: usize) -> Result<(), FormatError> {
         .into());
     }
     let unit = 1u64 << narrow.min(63);
-    let shift = (hi - lo).div_ceil(unit).saturating_add(1).saturating_mul(unit);
+    let shift = (hi - lo)
+        .div_ceil(unit)
+        .saturating_add(1)
+        .saturating_mul(unit);
     std::fs::create_dir_all(out).map_err(io_err(out))?;
     let meta = dir.join("metadata");
     std::fs::copy(&meta, out.join("metadata")).map_err(io_err(&meta))?;
@@ -159,7 +166,9 @@ fn repeat_trace(dir: &Path, out: &Path, n: usize) -> Result<(), FormatError> {
         let path = out.join(name);
         let file = std::fs::File::create(&path).map_err(io_err(&path))?;
         let mut w = std::io::BufWriter::new(file);
-        let first_seq = packets.first().and_then(|p| p.seq.map(|s| get(&p.bytes, s)));
+        let first_seq = packets
+            .first()
+            .and_then(|p| p.seq.map(|s| get(&p.bytes, s)));
         let last_seq = packets.last().and_then(|p| p.seq.map(|s| get(&p.bytes, s)));
         let seq_step = match (first_seq, last_seq) {
             (Some(a), Some(b)) => b.saturating_sub(a) + 1,
