@@ -398,8 +398,17 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
     let store = socscope_tracedb::bench::write_synthetic(&store_path, store_events)
         .map_err(|e| anyhow!("store benchmark: {e}"))?;
     let records = c.session.records;
+    // The anchor: the same events (read back from the trace) inserted as plain SQLite rows.
+    let plain_path = dir.join("ingest-plain-sqlite.db");
+    let plain = plain_sqlite::write(&c.session.path, &plain_path, Some(store_events))?;
+    std::fs::remove_file(&plain_path).ok();
     let doc = json!({
         "events": records,
+        "anchor": "plain SQLite row inserts of the same events (one transaction, prepared statement, index on time)",
+        "anchor_rows": plain.rows,
+        "anchor_rows_per_s": plain.rows_per_second(),
+        "ratio_to_anchor": (c.session.events as f64 / wall) / plain.rows_per_second(),
+        "anchor_bytes_per_event": plain.bytes as f64 / plain.rows.max(1) as f64,
         "stored_events": c.session.events,
         "sim_events": c.sim.events,
         "wall_s": wall,
@@ -427,6 +436,14 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
             units::count(store.events_per_second),
             units::bytes(rss),
             trace_bytes as f64 / c.session.events.max(1) as f64,
+        );
+        outln!(
+            "anchor, plain SQLite row inserts of the same events: {} rows/s, {:.2} bytes/event; end to end here {:.2}x its rate, {:.1}x smaller",
+            units::count(plain.rows_per_second()),
+            plain.bytes as f64 / plain.rows.max(1) as f64,
+            (c.session.events as f64 / wall) / plain.rows_per_second(),
+            (plain.bytes as f64 / plain.rows.max(1) as f64)
+                / (trace_bytes as f64 / c.session.events.max(1) as f64),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -465,7 +482,7 @@ fn read(
     // The anchor: the same events as plain SQLite rows with a time index, read at the same random
     // times, alternating which goes first.
     let plain_path = dir.join("read-plain-sqlite.db");
-    let plain_bytes = plain_sqlite::write(&path, &plain_path)?;
+    let plain_bytes = plain_sqlite::write(&path, &plain_path, None)?.bytes;
     let trace_bytes = std::fs::metadata(&path)?.len();
     let plain = plain_sqlite::PlainReader::open(&plain_path)?;
     let mut buf = socscope_tracedb::StoredEvent::default();
