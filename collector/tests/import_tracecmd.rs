@@ -230,8 +230,8 @@ fn a_wrong_format_is_named_with_the_one_to_use() {
     for format in [Format::TraceCmd, Format::Ftrace] {
         let e = err(&ctf, format);
         assert!(
-            e.contains("lttng-ust-ros2: a directory, not a")
-                && e.contains("a CTF trace directory: import it with --format ctf"),
+            e.contains("lttng-ust-ros2: a CTF trace directory, not a ")
+                && e.contains("file: import it with --format ctf (or auto)"),
             "{e}"
         );
     }

@@ -413,17 +413,15 @@ pub fn import(
     if files.is_empty() {
         return Err(CollectorError::Invalid("no file to import".into()));
     }
-    // Only a CTF trace is a directory: any other format given one says what the directory is.
+    // A CTF trace directory given to another format: say what it is (any other directory fails to
+    // read, naming itself).
     if format != Format::Ctf
-        && let Some(d) = files.iter().find(|f| f.is_dir())
+        && let Some(d) = files.iter().find(|f| {
+            f.is_dir() && socscope_formats::ctf::trace_dirs(f).is_ok_and(|t| !t.is_empty())
+        })
     {
-        let what = if socscope_formats::ctf::trace_dirs(d).is_ok_and(|t| !t.is_empty()) {
-            "a CTF trace directory: import it with --format ctf (or auto)".to_string()
-        } else {
-            format!("a {} capture is a file, give the file", format.name())
-        };
         return Err(CollectorError::Invalid(format!(
-            "{}: a directory, not a {} file: {what}",
+            "{}: a CTF trace directory, not a {} file: import it with --format ctf (or auto)",
             escaped(&display(d)),
             format.name()
         )));
