@@ -9,7 +9,7 @@
 //! Recording and draining take `&self`, so one agent in a `static` serves every context of a board: a
 //! record masks interrupts (a `critical-section` of the platform) for that record only; a drain masks them
 //! only to claim a finished block and to give it back, and frames it (header, CRC, COBS, in place in the
-//! block) with interrupts enabled. The platform provides the critical section (`cortex-m`'s
+//! block; `Events` frames checked with Fletcher-32, wire version 3) with interrupts enabled. The platform provides the critical section (`cortex-m`'s
 //! `critical-section-single-core`, an RTOS's, or the firmware's own); hosted builds use a global mutex.
 #![no_std]
 
@@ -19,8 +19,8 @@ use heapless::Vec;
 use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
 use socscope_wire::encode::{self, CRC_LEN, EVENTS_HEADER_MAX};
 use socscope_wire::frame::{
-    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
-    Window,
+    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, FrameCheck, FrameKind, Heartbeat,
+    Hello, Loss, ParamValue, Window,
 };
 use socscope_wire::{MAX_NAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
@@ -1550,18 +1550,21 @@ fn frame_block<T: Transport>(
         base_ticks: meta.base_ticks,
         count: meta.count,
     };
-    let mut head = [0u8; EVENTS_HEADER_MAX];
-    let n = encode::events_header(&mut head, &header)?;
-    let header = head.get(..n).ok_or(encode::EncodeError::BufferTooSmall)?;
-    let start = HEAD - header.len() - 1;
-    block
-        .get_mut(HEAD - header.len()..HEAD)
-        .ok_or(encode::EncodeError::BufferTooSmall)?
-        .copy_from_slice(header);
+    // The header goes right before the records, written in place (no copy). Kind 0A: checked with
+    // Fletcher-32, a few instructions per byte on the board (SPEC.md §4).
+    let n = encode::events_header_len(&header).min(HEAD - 1);
+    let start = HEAD - n - 1;
+    encode::events_header_for(
+        block
+            .get_mut(HEAD - n..HEAD)
+            .ok_or(encode::EncodeError::BufferTooSmall)?,
+        &header,
+        FrameKind::EventsFletcher,
+    )?;
     let frame = block
         .get_mut(start..)
         .ok_or(encode::EncodeError::BufferTooSmall)?;
-    let len = encode::seal_in_place(frame, end - start - 1)?;
+    let len = encode::seal_in_place_with(frame, end - start - 1, FrameCheck::Fletcher32)?;
     Ok((start, start + len))
 }
 

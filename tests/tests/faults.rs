@@ -206,7 +206,7 @@ fn corrupt_frames_are_dropped_counted_and_the_session_goes_on() {
     assert_eq!(w.len(), 3, "{w:#?}");
     for (message, v) in w.iter().zip(&victims) {
         let head = format!(
-            "dropped {} bytes at stream offset {}: CRC mismatch: the frame carries 0x",
+            "dropped {} bytes at stream offset {}: check mismatch: the frame carries 0x",
             v.len - 1,
             v.offset
         );
