@@ -377,10 +377,30 @@ impl Cursor {
         self.byte(v as u8);
     }
 
+    /// Copies `s`, four bytes at a time (a marker's text is copied with interrupts masked).
     #[inline(always)]
     fn bytes(&mut self, s: &[u8]) {
-        for &b in s {
-            self.byte(b);
+        #[cfg(debug_assertions)]
+        {
+            assert!(self.left >= s.len(), "a record wrote past its bound");
+            self.left -= s.len();
+        }
+        let mut words = s.chunks_exact(4);
+        for w in &mut words {
+            // SAFETY: as in `byte`: the record reserved `s.len()` bytes from here.
+            unsafe {
+                self.at
+                    .cast::<[u8; 4]>()
+                    .write_unaligned(<[u8; 4]>::try_from(w).unwrap_or_default());
+                self.at = self.at.add(4);
+            }
+        }
+        for &b in words.remainder() {
+            // SAFETY: as above.
+            unsafe {
+                self.at.write(b);
+                self.at = self.at.add(1);
+            }
         }
     }
 }
@@ -829,23 +849,20 @@ impl<
     #[inline(never)]
     fn push_values<X: Exclusion>(&self, head: u32, values: &[u64]) -> Result<Recorded, AgentError> {
         let address_last = head >> 24 != 0;
-        self.push_with::<X>(
-            head as u16,
-            (head >> 16) as u8 as u16,
-            values.len() * V64,
-            |c, ring| {
-                if let Some((&last, rest)) = values.split_last() {
-                    for &v in rest {
-                        c.u64(v);
-                    }
-                    if address_last {
-                        address(c, ring, last);
-                    } else {
-                        c.u64(last);
-                    }
+        // Built-in ids are below 128: one byte.
+        let ty = u16::from((head >> 16) as u8 & 0x7f);
+        self.push_with::<X>(head as u16, ty, values.len() * V64, |c, ring| {
+            if let Some((&last, rest)) = values.split_last() {
+                for &v in rest {
+                    c.u64(v);
                 }
-            },
-        )
+                if address_last {
+                    address(c, ring, last);
+                } else {
+                    c.u64(last);
+                }
+            }
+        })
     }
 
     /// The record path of the built-in kinds with a string (`marker`, `thread_create`): an optional
@@ -859,7 +876,7 @@ impl<
     ) -> Result<Recorded, AgentError> {
         self.push_with::<X>(
             head as u16,
-            (head >> 16) as u8 as u16,
+            u16::from((head >> 16) as u8 & 0x7f),
             2 * V32 + text.len(),
             |c, _| {
                 if let Some(n) = number {
@@ -909,6 +926,8 @@ impl<
                 }
             }
         }
+        // Stored now rather than after the record: fewer values live across the encoding.
+        state.last_ticks = now;
         // SAFETY: `wr + max_len <= limit <= BLOCKS * BLOCK`: the record's bytes are in the open block.
         let base = UnsafeCell::raw_get(ring.blocks.as_ptr()).cast::<u8>();
         let start = unsafe { base.add(state.wr as usize) };
@@ -927,7 +946,6 @@ impl<
         // SAFETY: the cursor moved forward from `base` within the block.
         state.wr = unsafe { c.at.offset_from(base) } as u32;
         state.count += 1;
-        state.last_ticks = now;
         // SAFETY: entered above.
         unsafe { X::leave(token) };
         Ok(Recorded::Stored)
@@ -1595,7 +1613,7 @@ macro_rules! record_kinds {
         {
             $(
                 $(#[$doc])*
-                #[inline(never)]
+                #[inline]
                 pub fn $name(&self, cpu: u16 $(, $arg: $t)*) -> Result<Recorded, AgentError> {
                     self.$path::<Masked>(record_head(cpu, Builtin::$kind, $addr), $($v),*)
                 }

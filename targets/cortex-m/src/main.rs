@@ -167,8 +167,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
             unsafe {
                 core::arch::asm!("mov {}, pc", out(reg) pc, options(nomem, nostack, preserves_flags))
             };
-            MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
-            MASKED_SINCE.store(hw::clock_raw(), Ordering::Relaxed);
+            masked_section_starts(pc);
         }
         was_active
     }
@@ -177,21 +176,35 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
     unsafe fn release(was_active: critical_section::RawRestoreState) {
         if was_active {
             if TIME_MASKING.load(Ordering::Relaxed) {
-                // Interrupts are masked: plain loads and stores are atomic here.
-                let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
-                if d > MASKED_MAX.load(Ordering::Relaxed) {
-                    MASKED_MAX.store(d, Ordering::Relaxed);
-                    MASKED_MAX_PC.store(MASKED_SINCE_PC.load(Ordering::Relaxed), Ordering::Relaxed);
-                }
-                MASKED_SECTIONS.store(
-                    MASKED_SECTIONS.load(Ordering::Relaxed).wrapping_add(1),
-                    Ordering::Relaxed,
-                );
+                masked_section_ends();
             }
             // SAFETY: interrupts were enabled when the outermost section started.
             unsafe { core::arch::asm!("cpsie i", options(nomem, nostack, preserves_flags)) };
         }
     }
+}
+
+/// Notes when and where an outermost masked section starts (out of line: the inlined part of the
+/// critical section stays a flag test).
+#[inline(never)]
+fn masked_section_starts(pc: u32) {
+    MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
+    MASKED_SINCE.store(hw::clock_raw(), Ordering::Relaxed);
+}
+
+/// Times the outermost masked section that ends now (interrupts still masked: plain loads and stores
+/// are atomic here).
+#[inline(never)]
+fn masked_section_ends() {
+    let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
+    if d > MASKED_MAX.load(Ordering::Relaxed) {
+        MASKED_MAX.store(d, Ordering::Relaxed);
+        MASKED_MAX_PC.store(MASKED_SINCE_PC.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    MASKED_SECTIONS.store(
+        MASKED_SECTIONS.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------------
