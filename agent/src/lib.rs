@@ -530,6 +530,10 @@ pub struct Agent<
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
     shared: UnsafeCell<Shared>,
     link: UnsafeCell<Link<CPUS, OUT>>,
+    /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
+    static_producers: &'static [ProducerDef<'static>],
+    static_types: &'static [EventTypeDef<'static>],
+    /// Declarations registered one by one (copied: up to `PRODUCERS` and `TYPES`).
     producers: Vec<ProducerDef<'static>, PRODUCERS>,
     types: Vec<EventTypeDef<'static>, TYPES>,
 }
@@ -646,6 +650,8 @@ impl<
                 bytes: 0,
                 out: [0; OUT],
             }),
+            static_producers: &[],
+            static_types: &[],
             producers: Vec::new(),
             types: Vec::new(),
         };
@@ -740,12 +746,7 @@ impl<
 
     /// Declares a producer; it goes out in the next `Dictionary` frame.
     pub fn register_producer(&mut self, def: ProducerDef<'static>) -> Result<(), AgentError> {
-        if def.name.len() > MAX_NAME_LEN {
-            return Err(AgentError::NameTooLong);
-        }
-        let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(def)])
-            .map_err(|_| AgentError::DeclarationTooLarge)?;
+        self.check_producer(&def)?;
         self.producers
             .push(def)
             .map_err(|_| AgentError::DictionaryFull)
@@ -753,6 +754,61 @@ impl<
 
     /// Declares a custom event type (id ≥ [`FIRST_CUSTOM_TYPE`]); it goes out in the next `Dictionary` frame.
     pub fn register_type(&mut self, def: EventTypeDef<'static>) -> Result<(), AgentError> {
+        self.check_type(&def)?;
+        self.types.push(def).map_err(|_| AgentError::DictionaryFull)
+    }
+
+    /// Declares a board's whole dictionary at once, from tables in flash: the agent keeps references to
+    /// them, not copies, so they cost it no RAM (an agent with `PRODUCERS` and `TYPES` of 0 holds no
+    /// dictionary storage at all). Checked like [`Agent::register_producer`] and
+    /// [`Agent::register_type`], entry by entry; on an error nothing is declared. Replaces the tables of
+    /// an earlier call; entries registered one by one stay, sent after these.
+    pub fn declare_static(
+        &mut self,
+        producers: &'static [ProducerDef<'static>],
+        types: &'static [EventTypeDef<'static>],
+    ) -> Result<(), AgentError> {
+        for p in producers {
+            self.check_producer(p)?;
+        }
+        // Checked against the types registered one by one and those before it in `types`.
+        let previous = core::mem::replace(&mut self.static_types, &[]);
+        let checked = types.iter().enumerate().try_for_each(|(i, t)| {
+            self.check_type(t)?;
+            match types
+                .get(..i)
+                .is_some_and(|before| before.iter().any(|b| b.id == t.id))
+            {
+                true => Err(AgentError::DuplicateType),
+                false => Ok(()),
+            }
+        });
+        if let Err(e) = checked {
+            self.static_types = previous;
+            return Err(e);
+        }
+        self.static_producers = producers;
+        self.static_types = types;
+        Ok(())
+    }
+
+    /// Every custom event type declared: the static tables', then those registered one by one.
+    fn custom_types(&self) -> impl Iterator<Item = &EventTypeDef<'static>> {
+        self.static_types.iter().chain(self.types.iter())
+    }
+
+    fn check_producer(&mut self, def: &ProducerDef<'static>) -> Result<(), AgentError> {
+        if def.name.len() > MAX_NAME_LEN {
+            return Err(AgentError::NameTooLong);
+        }
+        let link = self.link.get_mut();
+        encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*def)])
+            .map_err(|_| AgentError::DeclarationTooLarge)?;
+        Ok(())
+    }
+
+    /// Checks a custom type against the rules and the types declared so far.
+    fn check_type(&mut self, def: &EventTypeDef<'static>) -> Result<(), AgentError> {
         if def.id < FIRST_CUSTOM_TYPE {
             return Err(AgentError::ReservedTypeId);
         }
@@ -762,13 +818,13 @@ impl<
         if def.name.len() > MAX_NAME_LEN || def.params.iter().any(|p| p.name.len() > MAX_NAME_LEN) {
             return Err(AgentError::NameTooLong);
         }
-        if self.types.iter().any(|t| t.id == def.id) {
+        if self.custom_types().any(|t| t.id == def.id) {
             return Err(AgentError::DuplicateType);
         }
         let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(def)])
+        encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*def)])
             .map_err(|_| AgentError::DeclarationTooLarge)?;
-        self.types.push(def).map_err(|_| AgentError::DictionaryFull)
+        Ok(())
     }
 
     /// Records an event of any declared type, checking the values against the type's parameters.
@@ -789,7 +845,7 @@ impl<
     ) -> Result<Recorded, AgentError> {
         let params = match Builtin::from_id(type_id) {
             Some(b) => b.def().params,
-            None => match self.types.iter().find(|t| t.id == type_id) {
+            None => match self.custom_types().find(|t| t.id == type_id) {
                 Some(t) => t.params,
                 None => return Err(self.reject(AgentError::UnknownType)),
             },
@@ -1349,13 +1405,27 @@ impl<
         transport: &mut T,
     ) -> Result<(), TransportError> {
         // One entry per frame keeps the buffer bound simple; dictionaries are small and sent once.
-        while let Some(p) = self.producers.get(link.producers_sent) {
+        let (static_producers, static_types) =
+            (self.static_producers.len(), self.static_types.len());
+        while let Some(p) = link
+            .producers_sent
+            .checked_sub(static_producers)
+            .map_or(self.static_producers.get(link.producers_sent), |i| {
+                self.producers.get(i)
+            })
+        {
             let n = encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*p)])
                 .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, n)?;
             link.producers_sent += 1;
         }
-        while let Some(t) = self.types.get(link.types_sent) {
+        while let Some(t) = link
+            .types_sent
+            .checked_sub(static_types)
+            .map_or(self.static_types.get(link.types_sent), |i| {
+                self.types.get(i)
+            })
+        {
             let n = encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*t)])
                 .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, n)?;

@@ -736,3 +736,104 @@ fn the_exclusive_path_writes_the_same_stream_as_the_shared_one() {
         .collect();
     assert_eq!(decoded, shared.3);
 }
+
+/// A board's dictionary from tables in flash (`Agent::declare_static`): sent like registered entries
+/// (the tables first), checked the same way, and all or nothing.
+#[test]
+fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
+    static PRODUCERS: [ProducerDef<'static>; 2] = [
+        ProducerDef {
+            id: 1,
+            parent: None,
+            kind: ProducerKind::Process,
+            local_id: 300,
+            name: "player",
+        },
+        ProducerDef {
+            id: 2,
+            parent: Some(1),
+            kind: ProducerKind::Thread,
+            local_id: 301,
+            name: "decoder",
+        },
+    ];
+    static PARAMS: [ParamDef<'static>; 1] = [ParamDef {
+        name: "n",
+        ty: ParamType::Unsigned,
+    }];
+    static TYPES: [EventTypeDef<'static>; 1] = [EventTypeDef {
+        id: 70,
+        name: "frame",
+        category: Category::Punctual,
+        params: &PARAMS,
+    }];
+    static DUPLICATES: [EventTypeDef<'static>; 2] = [TYPES[0], TYPES[0]];
+    static RESERVED: [EventTypeDef<'static>; 1] = [EventTypeDef {
+        id: 5,
+        name: "mine",
+        category: Category::Punctual,
+        params: &[],
+    }];
+    // No dictionary storage of its own: PRODUCERS and TYPES of 0 still take the static tables.
+    type Lean = Agent<SharedClock, 1, 128, 4, { socscope_agent::frame_buffer_len(128) }, 0, 0>;
+    let clock = SharedClock::default();
+    let mut agent = Box::new(Lean::new(
+        clock.clone(),
+        Config {
+            cpu_count: 1,
+            ..config()
+        },
+    ));
+    assert_eq!(
+        agent.declare_static(&PRODUCERS, &DUPLICATES),
+        Err(AgentError::DuplicateType)
+    );
+    assert_eq!(
+        agent.declare_static(&PRODUCERS, &RESERVED),
+        Err(AgentError::ReservedTypeId)
+    );
+    assert_eq!(
+        agent.record(0, 70, &[ParamValue::Unsigned(1)]),
+        Err(AgentError::UnknownType),
+        "nothing declared by a refused call"
+    );
+    agent.declare_static(&PRODUCERS, &TYPES).unwrap();
+    assert_eq!(
+        agent.register_producer(PRODUCERS[0]),
+        Err(AgentError::DictionaryFull),
+        "no room for copies"
+    );
+    assert_eq!(
+        agent.register_type(TYPES[0]),
+        Err(AgentError::DuplicateType)
+    );
+    clock.0.set(10);
+    agent.record(0, 70, &[ParamValue::Unsigned(7)]).unwrap();
+    let mut out = Capture::default();
+    agent.finish(&mut out).unwrap();
+    let frames = decode_all(&out.bytes);
+    let mut producers = Vec::new();
+    let mut types = Vec::new();
+    let mut records = 0;
+    for f in &frames {
+        match f {
+            Frame::Dictionary(entries) => {
+                for e in entries {
+                    match e {
+                        socscope_wire::decode::OwnedDictEntry::Producer(p) => {
+                            producers.push(p.name.clone())
+                        }
+                        socscope_wire::decode::OwnedDictEntry::EventType(t) => {
+                            types.push(t.name.clone())
+                        }
+                    }
+                }
+            }
+            Frame::Events(b) => records += b.len(),
+            _ => {}
+        }
+    }
+    assert_eq!(producers, ["player", "decoder"]);
+    assert_eq!(types, ["frame"]);
+    assert_eq!(records, 1);
+}
