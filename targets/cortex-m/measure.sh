@@ -34,7 +34,8 @@ for run in $(seq "$runs"); do
     awk -v run="$run" '
       /^bench empty-loop/ { empty = $6 / $4 }
       /^bench record / { printf "run %s  record %-20s %7.1f instructions/event\n", run, $3, ($7 / $5 - empty) * 40 }
-      /^bench drain / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(frame, CRC, COBS)", $7 / $5 * 40 }
+      /^bench drain / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(header, check, COBS; a frame per 32 records)", $7 / $5 * 40 }
+      /^bench drain-full / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(full blocks)", $6 / $4 * 40 }
       /^bench firmware / { printf "run %s  firmware path (record + the firmware counters) %7.1f instructions/event\n", run, ($7 / $5 - empty) * 40 }
       /^bench loaded / { printf "run %s  loaded (thread mode + SysTick + 10 kHz timer + PendSV drain) %7.1f instructions/event, %d events\n", run, $6 / $4 * 40, $4 }
       /agent-ram/ { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1); ram = v["agent-ram"]; state = v["agent-state"] }
