@@ -469,6 +469,9 @@ struct Link<const CPUS: usize, const OUT: usize> {
     types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
+    /// When the agent was created: the session's time origin that a streamed `Hello` announces, so
+    /// that every record (even one recorded before the first poll) is at or after zero.
+    session_start_ticks: u64,
     /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
     /// call finishes over several calls).
     totals_sent: usize,
@@ -604,8 +607,9 @@ impl<
     /// A new agent, streaming ([`Mode::Stream`]). Nothing is sent until [`Agent::poll`]. Names longer
     /// than [`MAX_NAME_LEN`] are cut, and cut further if the `Hello` would not fit the control-frame
     /// buffer.
-    pub fn new(clock: C, config: Config) -> Self {
+    pub fn new(mut clock: C, config: Config) -> Self {
         let () = Self::SIZES_OK;
+        let session_start_ticks = clock.now();
         let mut config = config;
         config.board = truncate_name(config.board, MAX_NAME_LEN);
         config.soc = truncate_name(config.soc, MAX_NAME_LEN);
@@ -632,6 +636,7 @@ impl<
                 types_sent: 0,
                 last_frame_ticks: 0,
                 last_hello_ticks: 0,
+                session_start_ticks,
                 totals_sent: 0,
                 sent_seq: [0; CPUS],
                 claimed: [None; CPUS],
@@ -1366,7 +1371,7 @@ impl<
             link.types_sent = 0;
         }
         if !link.hello_sent {
-            let n = encode::encode_hello(&mut link.out, &self.hello(now))
+            let n = encode::encode_hello(&mut link.out, &self.hello(link.session_start_ticks))
                 .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, n)?;
             link.hello_sent = true;

@@ -154,6 +154,33 @@ fn records_come_out_as_they_went_in() {
     assert_eq!((bye.records, bye.dropped), (6, 0));
 }
 
+/// The session's origin is when the agent started, not its first poll: a board that records while
+/// booting, before its link is up, gets no record before zero (the QEMU capture started at -2.7 ms).
+#[test]
+fn hello_origin_precedes_records_made_before_the_first_poll() {
+    let clock = SharedClock::default();
+    clock.0.set(1_000);
+    let agent = Box::new(TestAgent::new(clock.clone(), config()));
+    clock.0.set(1_200);
+    agent.context_switch(0, 0, 5).unwrap();
+    clock.0.set(4_000);
+    let mut out = Capture::default();
+    agent.finish(&mut out).unwrap();
+    let frames = decode_all(&out.bytes);
+    let Frame::Hello(h) = &frames[0] else {
+        panic!("Hello first, got {:?}", frames[0])
+    };
+    assert_eq!(h.start_ticks, 1_000);
+    let first = frames
+        .iter()
+        .find_map(|f| match f {
+            Frame::Events(b) => b.iter().next().map(|r| r.ticks()),
+            _ => None,
+        })
+        .expect("the switch is sent");
+    assert_eq!(first, 1_200);
+}
+
 #[test]
 fn invalid_records_are_refused_not_numbered() {
     let clock = SharedClock::default();

@@ -387,9 +387,9 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 .is_ok_and(|a| !a.ip().is_loopback());
             if open_to_others && config.token.is_none() {
                 errln!(
-                    "warning: listening on {addr}, reachable from other hosts, without --token: anyone who can \
-                     connect can store traces in {}; give the boards a secret (--token-file FILE here, \
-                     --token on the boards)",
+                    "warning: listening on {addr}, reachable from other hosts, without a token: anyone who can \
+                     connect can store traces in {}; give the boards a secret (--token-file FILE here \
+                     and on the boards)",
                     args.dir.display()
                 );
             }

@@ -9,6 +9,7 @@
 pub mod actors;
 pub mod bench;
 pub mod compare;
+pub mod cpu;
 pub mod density;
 pub mod gantt;
 pub mod hierarchy;
