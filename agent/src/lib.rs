@@ -777,7 +777,7 @@ impl<
             self.check_producer(p)?;
         }
         // Checked against the types registered one by one and those before it in `types`.
-        let previous = core::mem::replace(&mut self.static_types, &[]);
+        let previous = core::mem::take(&mut self.static_types);
         let checked = types.iter().enumerate().try_for_each(|(i, t)| {
             self.check_type(t)?;
             match types

