@@ -43,7 +43,8 @@ for run in $(seq "$runs"); do
 done
 
 echo "== post-mortem mode against streaming mode, record path per kind (-icount shift=0), same run"
-if strings "$elf" | grep -q 'player-post-mortem'; then
+# Not grep -q: it would stop reading early, and strings killed by SIGPIPE fails the pipeline (pipefail).
+if strings "$elf" | grep 'player-post-mortem' >/dev/null; then
   for m in 0 1; do
     qemu -icount shift=0,sleep=off -serial null \
       -semihosting-config "enable=on,target=native,arg=fw,arg=mode=bench,arg=postmortem=$m" 2>&1 |
