@@ -1389,6 +1389,136 @@ mod tests {
         );
     }
 
+    /// Two CPUs (producers 1 and 2), a thread 20 (tid 200) and the idle task 10, IRQ 30 and soft IRQ 31:
+    /// the CPU tracks the collector writes, and the interrupts each CPU served.
+    fn cpu_track_trace() -> (Vec<StoredEvent>, CpuTracks) {
+        use socscope_tracedb::{CPU_IDLE_TYPE, ParamDef, ParamType, Producer, ProducerKind};
+        let producer = |id, kind, local_id, name: &str| Producer {
+            id,
+            parent: None,
+            kind,
+            local_id,
+            name: name.into(),
+        };
+        let producers = [
+            producer(1, ProducerKind::Cpu, 0, "cpu0"),
+            producer(2, ProducerKind::Cpu, 1, "cpu1"),
+            producer(10, ProducerKind::Thread, 0, "swapper"),
+            producer(20, ProducerKind::Thread, 200, "demux"),
+            producer(30, ProducerKind::Irq, 42, "eth0"),
+            producer(31, ProducerKind::SoftIrq, 3, "NET_RX"),
+        ];
+        let ty = |id, name: &str, category| EventType {
+            id,
+            name: name.into(),
+            category,
+            params: vec![],
+        };
+        let mut on_cpu = ty(ON_CPU_TYPE, "on_cpu", EventCategory::State);
+        on_cpu.params = vec![
+            ParamDef::new("thread", ParamType::Unsigned),
+            ParamDef::new("tid", ParamType::Unsigned),
+        ];
+        let types = [
+            on_cpu,
+            ty(CPU_IDLE_TYPE, "cpu_idle", EventCategory::State),
+            ty(2, "irq", EventCategory::State),
+            ty(4, "softirq", EventCategory::State),
+            ty(5, "running", EventCategory::State),
+        ];
+        let ran = |id, ts, end, cpu_producer, thread: u32, tid| {
+            stored(
+                id,
+                Event::state(ts, end, 0, ON_CPU_TYPE, cpu_producer, None).with_params(vec![
+                    ParamValue::Unsigned(u64::from(thread)),
+                    ParamValue::Unsigned(tid),
+                ]),
+            )
+        };
+        let events = vec![
+            // cpu0: demux 0-40, idle 40-100; an IRQ at 10-12 and its soft IRQ at 12-20.
+            ran(1, 0, 40, 1, 20, 200),
+            stored(2, Event::state(0, 40, 0, 5, 20, Some(0))),
+            stored(3, Event::state(10, 12, 0, 2, 30, Some(0))),
+            stored(4, Event::state(12, 20, 0, 4, 31, Some(0))),
+            stored(5, Event::state(40, 100, 0, CPU_IDLE_TYPE, 1, None)),
+            // cpu1: demux 50-100 and an IRQ at 60-61.
+            ran(6, 50, 100, 2, 20, 200),
+            stored(7, Event::state(60, 61, 0, 2, 30, Some(1))),
+        ];
+        (events, CpuTracks::new(&producers, &types))
+    }
+
+    #[test]
+    fn a_cpu_track_draws_its_threads_and_nests_the_interrupts_it_served() {
+        let (events, tracks) = cpu_track_trace();
+        assert_eq!((tracks.producer(0), tracks.producer(1)), (Some(1), Some(2)));
+        assert!(tracks.is_track(2) && !tracks.is_track(20));
+        let mut c = GanttConsumer::new();
+        c.consume(&events);
+        let mut m = GanttModel::new();
+        m.set_cpu_tracks(tracks);
+        m.absorb(&c.snapshot());
+        // cpu0 served an IRQ and a soft IRQ, cpu1 an IRQ only.
+        assert_eq!(m.lanes(1), [IRQ_LANE, SOFTIRQ_LANE]);
+        assert_eq!(m.lanes(2), [IRQ_LANE]);
+        let lanes = Lanes::default();
+        assert_eq!(
+            (lanes.name(IRQ_LANE), lanes.name(SOFTIRQ_LANE)),
+            ("IRQ".to_string(), "softirq".to_string())
+        );
+        let rows = [
+            GanttRow::producer(1),
+            GanttRow::lane(1, IRQ_LANE),
+            GanttRow::lane(1, SOFTIRQ_LANE),
+            GanttRow::producer(2),
+            GanttRow::lane(2, IRQ_LANE),
+            GanttRow::producer(30),
+        ];
+        let f = m.frame(&rows, TimeRange::new(0, 100), 100);
+        let spans = |r: usize| {
+            f.rows[r]
+                .spans
+                .iter()
+                .map(|s| (s.x0, s.x1, s.type_id, s.event))
+                .collect::<Vec<_>>()
+        };
+        // A CPU's row: the thread that ran (by thread, not by type: coloured by its process), then idle.
+        let demux = THREAD_KEY | 20;
+        assert_eq!(thread_of_key(demux), Some(20));
+        assert_eq!(thread_of_key(ON_CPU_TYPE), None);
+        assert_eq!(
+            spans(0),
+            [
+                (0, 40, demux, Some(1)),
+                (40, 100, socscope_tracedb::CPU_IDLE_TYPE, Some(5))
+            ]
+        );
+        // Its lanes: the interrupts it served, each also still in its own producer's row.
+        assert_eq!(spans(1), [(10, 12, 2, Some(3))]);
+        assert_eq!(spans(2), [(12, 20, 4, Some(4))]);
+        assert_eq!(spans(3), [(50, 100, demux, Some(6))]);
+        assert_eq!(spans(4), [(60, 61, 2, Some(7))]);
+        assert_eq!(spans(5), [(10, 12, 2, Some(3)), (60, 61, 2, Some(7))]);
+        // The legend lists the slices as `on_cpu`, not as one type per thread.
+        assert!(f.types().contains(&ON_CPU_TYPE));
+        assert!(!f.types().iter().any(|&t| thread_of_key(t).is_some()));
+        // Hovering a slice names the thread that ran.
+        let hovered = m.event_at(rows[0], 20, f.view, 100).unwrap().event;
+        assert_eq!(
+            (
+                hovered.id,
+                hovered.type_id,
+                hovered.producer,
+                hovered.target
+            ),
+            (1, ON_CPU_TYPE, 1, 20)
+        );
+        // Without the CPU tracks set, the interrupts stay in their own rows only.
+        let plain = model(events);
+        assert!(plain.lanes(1).is_empty());
+    }
+
     #[test]
     fn one_state_per_pixel_is_drawn_exactly() {
         // 100 ns over 10 px: 10 ns per pixel; states of 20 and 30 ns.
