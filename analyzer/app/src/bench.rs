@@ -31,7 +31,7 @@ pub enum BenchCommand {
         /// Inputs per target.
         #[arg(long, default_value_t = 1_000_000)]
         inputs: u64,
-        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk); repeatable.
+        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk, trace-cmd, ctf); repeatable.
         #[arg(long = "target", value_name = "NAME")]
         targets: Vec<String>,
         /// Seed of the mutations (a run is reproducible from it).
@@ -168,6 +168,39 @@ pub enum BenchCommand {
         /// One JSON object.
         #[arg(long)]
         json: bool,
+        /// Instead: the large Ocelotl cases (spatiotemporal on a 10×10×10 producer tree, U = 4,
+        /// and temporal S = 100, U = 5), each run as a child `socscope aggregate`, alternated
+        /// with --anchor's build; wall, CPU and peak RSS of every run.
+        #[arg(long)]
+        scale: bool,
+        /// With --scale: the previous build's socscope, measured in the same run.
+        #[arg(long, requires = "scale", value_name = "SOCSCOPE")]
+        anchor: Option<std::path::PathBuf>,
+        /// With --scale: slice counts of the spatiotemporal case.
+        #[arg(
+            long,
+            requires = "scale",
+            value_delimiter = ',',
+            default_value = "250,500,1000"
+        )]
+        st_slices: Vec<usize>,
+        /// With --scale: runs of each spatiotemporal case per build.
+        #[arg(long, requires = "scale", default_value_t = 2)]
+        runs: usize,
+        /// With --scale: slice counts of the temporal case.
+        #[arg(
+            long,
+            requires = "scale",
+            value_delimiter = ',',
+            default_value = "1000,5000"
+        )]
+        temporal_slices: Vec<usize>,
+        /// With --scale: runs of each temporal case per build.
+        #[arg(long, requires = "scale", default_value_t = 5)]
+        temporal_runs: usize,
+        /// With --scale: passed to this build's `aggregate --memory-budget`.
+        #[arg(long, requires = "scale")]
+        memory_budget: Option<String>,
     },
     /// The first picture of the Ocelotl and TraceViz views: the Ocelotl pipeline (T = 200, temporal,
     /// event count, cold cache) to its first published overview and to the whole one, and the TraceViz
@@ -273,10 +306,30 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             json,
         } => import::run(bytes, kptrace_bytes, gst_bytes, ftrace_sample, dir, json),
         BenchCommand::Aggregate {
+            scale: true,
+            anchor,
+            st_slices,
+            runs,
+            temporal_slices,
+            temporal_runs,
+            memory_budget,
+            dir,
+            ..
+        } => aggregate::scale(aggregate::ScaleArgs {
+            slices: st_slices,
+            anchor,
+            runs,
+            temporal_slices,
+            temporal_runs,
+            memory_budget,
+            dir,
+        }),
+        BenchCommand::Aggregate {
             events,
             trace,
             dir,
             json,
+            ..
         } => aggregate::run(events, trace, dir, json),
         BenchCommand::Overview(a) => {
             overview::run(a.events, a.trace, a.dir, a.runs, a.slices, a.width, a.json)
