@@ -1345,18 +1345,22 @@ mod tests {
             }));
         }
         links.sort_by(|a, b| a.x0.total_cmp(&b.x0));
+        // The bands sit in the chart's first 120 columns, dense there, on a chart wide enough for the
+        // frame's links to be legible on average (denser, none is drawn: see the check below).
+        let width = links.len() as u32 * socscope_analysis::gantt::LINK_SPACING_PX;
         let frame = GanttFrame {
-            view: socscope_tracedb::TimeRange::new(0, 120),
-            width: 120,
+            view: socscope_tracedb::TimeRange::new(0, i64::from(width)),
+            width,
             links_total: links.len() as u64,
             links,
             rows,
             losses: vec![],
         };
+        assert!(frame.links_legible());
         let runs = short_link_runs(&frame.links);
         assert_eq!(runs.len(), 7, "{runs:?}");
         for ppp in [1.0f32, 1.25, 1.5, 2.0] {
-            let chart = Rect::from_min_size(Pos2::ZERO, Vec2::new(120.0, 6.0 * ROW_H));
+            let chart = Rect::from_min_size(Pos2::ZERO, Vec2::new(width as f32, 6.0 * ROW_H));
             let got = chart_drawing(&frame, chart, ppp, false, &colour)
                 .image
                 .expect("an image");
@@ -1386,6 +1390,29 @@ mod tests {
                 want.fill(run.x0 as f32, run.x1 as f32, ya.min(yb), ya.max(yb), fill);
             }
             assert_eq!(got.pixels, want.pixels, "at {ppp} pixels per point");
+            // The same links on a chart one column narrower are too dense to read: the chart is
+            // the rows alone, no band hides their states.
+            let narrow = GanttFrame {
+                width: width - 1,
+                ..frame.clone()
+            };
+            assert!(!narrow.links_legible());
+            let chart = Rect::from_min_size(Pos2::ZERO, Vec2::new((width - 1) as f32, 6.0 * ROW_H));
+            let drawn = |f: &GanttFrame| {
+                chart_drawing(f, chart, ppp, false, &colour)
+                    .image
+                    .expect("an image")
+                    .pixels
+            };
+            let narrow_rows_only = GanttFrame {
+                links: vec![],
+                ..narrow.clone()
+            };
+            assert_eq!(
+                drawn(&narrow),
+                drawn(&narrow_rows_only),
+                "at {ppp} pixels per point"
+            );
         }
     }
 
