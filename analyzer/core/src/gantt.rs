@@ -638,6 +638,8 @@ pub struct GanttModel {
     /// Losses not closed yet, per CPU (indices into `losses`).
     open_losses: HashMap<Cpu, Vec<usize>>,
     cpu_tracks: CpuTracks,
+    /// The types of the events absorbed (what the legend lists, nested states included).
+    types_loaded: FxHashSet<TypeId>,
 }
 
 impl GanttModel {
@@ -663,6 +665,13 @@ impl GanttModel {
     /// Events absorbed so far.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// The types of the events absorbed so far, in type order: every type of the loaded interval,
+    /// those a frame draws ([`GanttFrame::types`]) and those it cannot at this zoom (states nested
+    /// under others, punctual events behind a busier one).
+    pub fn types_loaded(&self) -> std::collections::BTreeSet<TypeId> {
+        self.types_loaded.iter().copied().collect()
     }
 
     /// Takes the batches of `snapshot` not seen yet. Returns whether anything changed.
@@ -696,6 +705,7 @@ impl GanttModel {
 
     fn add(&mut self, e: &ReducedEvent) {
         self.events += 1;
+        self.types_loaded.insert(e.type_id);
         if let Some(cpu) = e.cpu
             && let Some(open) = self.open_losses.get_mut(&cpu)
         {
@@ -1513,6 +1523,11 @@ mod tests {
                 hovered.target
             ),
             (1, ON_CPU_TYPE, 1, 20)
+        );
+        // Every type loaded is listed, whether drawn or not.
+        assert_eq!(
+            m.types_loaded().into_iter().collect::<Vec<_>>(),
+            [2, 4, 5, ON_CPU_TYPE, socscope_tracedb::CPU_IDLE_TYPE]
         );
         // Without the CPU tracks set, the interrupts stay in their own rows only.
         let plain = model(events);

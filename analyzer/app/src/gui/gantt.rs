@@ -327,6 +327,11 @@ impl GanttView {
             .unwrap_or_default()
     }
 
+    /// The event types loaded for the chart's interval, drawn at this zoom or not (the legend's).
+    pub fn types_loaded(&self) -> std::collections::BTreeSet<socscope_tracedb::TypeId> {
+        self.model.types_loaded()
+    }
+
     /// The chart's rows, top to bottom: the visible producers, each followed by its lanes when its
     /// states fall into several (see [`GanttModel::lanes`]).
     /// Unless [`Self::show_empty`], rows without any event loaded (nor any below them) are left out.
@@ -1042,33 +1047,79 @@ fn hatch(mesh: &mut Mesh, r: Rect, c: Color32, px: f32) {
     }
 }
 
-/// The legend under the chart: a swatch and the name of every type on screen; a click on a swatch picks
-/// another colour for that type (kept per user, in every trace).
+/// What a click in the Gantt's legend asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LegendAction {
+    /// A new colour for a type (kept per user, in every trace).
+    Colour(ColourEdit),
+    /// Hide the type if shown, show it if hidden (the group's type filter, as the Types… dialog).
+    Toggle(socscope_tracedb::TypeId),
+}
+
+/// The legend under the chart: a swatch and the name of every type loaded for the view, then the types
+/// the group's filter hides (struck through), wrapped over as many lines as they need. A click on a
+/// swatch picks another colour for that type; a click on a name hides or shows the type.
 pub fn legend(
     ui: &mut Ui,
     names: &TraceNames,
-    shown: &std::collections::BTreeSet<socscope_tracedb::TypeId>,
-) -> Option<ColourEdit> {
-    let mut edit = None;
+    loaded: &BTreeSet<socscope_tracedb::TypeId>,
+    hidden: &BTreeSet<socscope_tracedb::TypeId>,
+) -> Option<LegendAction> {
+    let mut action = None;
     ui.horizontal_wrapped(|ui| {
-        ui.weak("Types:");
-        if shown.is_empty() {
-            ui.weak("none on screen");
+        ui.weak("Types:").on_hover_text(
+            "The types of the events loaded for this interval; click a name to hide or show it",
+        );
+        if loaded.is_empty() && hidden.is_empty() {
+            ui.weak("none loaded");
         }
-        for &t in shown {
+        let listed = loaded.iter().filter(|t| !hidden.contains(t));
+        for (t, is_hidden) in listed
+            .map(|t| (*t, false))
+            .chain(hidden.iter().map(|t| (*t, true)))
+        {
             let name = names.type_name(t);
+            let text = if is_hidden {
+                egui::RichText::new(&name).strikethrough().weak()
+            } else {
+                egui::RichText::new(&name)
+            };
+            // An entry (swatch and name) never splits over two lines, nor does a name wrap: an entry
+            // that does not fit starts the next line.
+            let galley = egui::WidgetText::from(text).into_galley(
+                ui,
+                Some(egui::TextWrapMode::Extend),
+                f32::INFINITY,
+                egui::TextStyle::Body,
+            );
+            let spacing = ui.spacing().item_spacing.x;
+            let need = ui.spacing().interact_size.x + spacing + galley.size().x;
+            if ui.available_width() < need && ui.cursor().left() > ui.max_rect().left() + spacing {
+                ui.end_row();
+            }
             let mut c = names.colour(t);
             let resp = ui
                 .color_edit_button_srgba(&mut c)
                 .on_hover_text(format!("Colour of {name} (saved for this user)"));
             if resp.changed() {
-                edit = Some(ColourEdit::Type(name.clone(), c));
+                action = Some(LegendAction::Colour(ColourEdit::Type(name.clone(), c)));
             }
-            ui.label(name);
+            let hint = if is_hidden {
+                format!("{name} is hidden: click to show it")
+            } else {
+                format!("Click to hide {name} (the Types… dialog shows it again)")
+            };
+            if ui
+                .add(egui::Label::new(galley).sense(egui::Sense::click()))
+                .on_hover_text(hint)
+                .clicked()
+            {
+                action = Some(LegendAction::Toggle(t));
+            }
             ui.add_space(6.0);
         }
     });
-    edit
+    action
 }
 
 #[cfg(test)]
