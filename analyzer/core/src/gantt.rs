@@ -500,6 +500,25 @@ pub struct StateSpan {
     pub aggregated: bool,
     /// The state drawn, when it is a single one.
     pub event: Option<EventId>,
+    /// How much of each pixel column the states cover, in quarters rounded up (1 to
+    /// [`FULL_COVERAGE`]): zoomed out, a row of sparse short states (interrupts of a few µs in a
+    /// pixel of a millisecond) is drawn as low as it is busy, not as a solid bar. Summed over the
+    /// states in the column, so nested states can make it higher than the row's busy time.
+    pub coverage: u8,
+}
+
+/// [`StateSpan::coverage`] of a column the states cover whole.
+pub const FULL_COVERAGE: u8 = 4;
+
+/// `covered` ns of a column `len` ns long, in quarters rounded up (at least 1: a state in the column
+/// is never drawn as nothing).
+fn coverage(covered: i64, len: i64) -> u8 {
+    if len <= 0 {
+        return FULL_COVERAGE;
+    }
+    let covered = covered.clamp(1, len) as u128;
+    let quarters = (covered * u128::from(FULL_COVERAGE)).div_ceil(len as u128);
+    quarters.clamp(1, u128::from(FULL_COVERAGE)) as u8
 }
 
 /// Punctual events in one pixel column.
@@ -1127,22 +1146,21 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
         let t1 = px.time(c + 1);
         let hi = data.first_start_from(lo, t1);
         let count = (hi - lo) + usize::from(carried.is_some());
-        let (type_id, aggregated, event) = if count == 1 {
+        let (type_id, aggregated, event, covered) = if count == 1 {
             let s = states[carried.unwrap_or(lo)];
-            (s.type_id, false, Some(s.id))
+            (s.type_id, false, Some(s.id), s.end.min(t1) - s.ts.max(t0))
         } else {
-            (
-                dominant(data, carried, lo, hi, t0, t1, &mut acc),
-                true,
-                None,
-            )
+            let (type_id, covered) = dominant(data, carried, lo, hi, t0, t1, &mut acc);
+            (type_id, true, None, covered)
         };
+        let coverage = coverage(covered, t1 - t0);
         match spans.last_mut() {
             Some(last)
                 if last.x1 == c
                     && last.type_id == type_id
                     && last.aggregated == aggregated
-                    && last.event == event =>
+                    && last.event == event
+                    && last.coverage == coverage =>
             {
                 last.x1 = c + 1
             }
@@ -1152,6 +1170,7 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
                 type_id,
                 aggregated,
                 event,
+                coverage,
             }),
         }
         // A single long state: skip straight to the column where it ends.
@@ -1163,7 +1182,10 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
             let until = end.min(next_start).min(px.view.end);
             let last_col = px.column(until.saturating_sub(1));
             if last_col > c + 1 {
+                // The state began before column `c` and runs past it, so it covers `c` and every
+                // column up to `last_col` whole: the span pushed or extended above is full.
                 if let Some(s) = spans.last_mut() {
+                    debug_assert_eq!(s.coverage, FULL_COVERAGE);
                     s.x1 = last_col;
                 }
                 c = last_col;
@@ -1192,7 +1214,7 @@ fn gallop<T>(items: &[T], mut pred: impl FnMut(&T) -> bool) -> usize {
 }
 
 /// The type covering most of `[t0, t1)` among the carried state and those starting in it (each
-/// counting at least 1 ns; the smallest type id among equals). When they are many (over
+/// counting at least 1 ns; the smallest type id among equals), and the time of all of them. When they are many (over
 /// [`DOMINANT_SAMPLE`]), the whole blocks in between the partial ones at both ends count by their
 /// times per type ([`RowData::block_times`]; a block with a state running past the column counts
 /// state by state): the same sums, from a compact summary rather than the states.
@@ -1204,7 +1226,7 @@ fn dominant(
     t0: Timestamp,
     t1: Timestamp,
     acc: &mut Vec<(TypeId, i64)>,
-) -> TypeId {
+) -> (TypeId, i64) {
     let states = &data.states;
     acc.clear();
     let add = |acc: &mut Vec<(TypeId, i64)>, s: &StateItem| {
@@ -1241,7 +1263,7 @@ fn dominant(
             add(acc, s);
         }
     }
-    top_type(acc)
+    (top_type(acc), acc.iter().map(|&(_, time)| time).sum())
 }
 
 fn ticks(data: &RowData, px: &Pixels) -> Vec<Tick> {
@@ -1368,7 +1390,8 @@ mod tests {
                 x1: 100,
                 type_id: 1,
                 aggregated: false,
-                event: Some(1)
+                event: Some(1),
+                coverage: FULL_COVERAGE
             }]
         );
         assert!(f.rows[1].ticks.is_empty());
@@ -1550,14 +1573,16 @@ mod tests {
                     x1: 2,
                     type_id: 1,
                     aggregated: false,
-                    event: Some(1)
+                    event: Some(1),
+                    coverage: FULL_COVERAGE
                 },
                 StateSpan {
                     x0: 2,
                     x1: 5,
                     type_id: 2,
                     aggregated: false,
-                    event: Some(2)
+                    event: Some(2),
+                    coverage: FULL_COVERAGE
                 },
             ]
         );
@@ -1580,14 +1605,16 @@ mod tests {
                     x1: 1,
                     type_id: 2,
                     aggregated: true,
-                    event: None
+                    event: None,
+                    coverage: FULL_COVERAGE
                 },
                 StateSpan {
                     x0: 1,
                     x1: 2,
                     type_id: 1,
                     aggregated: false,
-                    event: Some(3)
+                    event: Some(3),
+                    coverage: FULL_COVERAGE
                 },
             ]
         );
@@ -1595,6 +1622,59 @@ mod tests {
         let f = m.frame(&rows(&[7]), TimeRange::new(0, 20), 20);
         assert!(f.rows[0].spans.iter().all(|s| !s.aggregated));
         assert_eq!(f.rows[0].spans.len(), 3);
+    }
+
+    #[test]
+    fn sparse_short_states_are_drawn_as_low_as_their_pixels_are_busy() {
+        // 10 ns per pixel. An interrupt of 1 ns in each of the first three pixels, one of 5 ns in
+        // the fourth, then a state from 40 to 65: pixels 4 and 5 whole, pixel 6 half.
+        let mut events: Vec<_> = (0..3)
+            .map(|k| {
+                stored(
+                    k + 1,
+                    Event::state(k * 10 + 2, k * 10 + 3, 0, 1, 7, Some(0)),
+                )
+            })
+            .collect();
+        events.push(stored(4, Event::state(31, 36, 0, 1, 7, Some(0))));
+        events.push(stored(5, Event::state(40, 65, 0, 2, 7, Some(0))));
+        let m = model(events);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
+        let got: Vec<_> = f.rows[0]
+            .spans
+            .iter()
+            .map(|s| (s.x0, s.x1, s.type_id, s.coverage))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, 1, 1, 1),
+                (1, 2, 1, 1),
+                (2, 3, 1, 1),
+                (3, 4, 1, 2),
+                (4, 6, 2, 4),
+                (6, 7, 2, 2)
+            ]
+        );
+        // Several states in a pixel: their times add up (8 of 10 ns: four quarters rounded up).
+        let m = model(vec![
+            stored(1, Event::state(0, 3, 0, 1, 7, Some(0))),
+            stored(2, Event::state(4, 9, 0, 2, 7, Some(0))),
+        ]);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
+        assert_eq!(
+            f.rows[0].spans,
+            [StateSpan {
+                x0: 0,
+                x1: 1,
+                type_id: 2,
+                aggregated: true,
+                event: None,
+                coverage: FULL_COVERAGE,
+            }]
+        );
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 200), 10);
+        assert_eq!(f.rows[0].spans[0].coverage, 2);
     }
 
     #[test]
@@ -1611,7 +1691,8 @@ mod tests {
                 x1: 100,
                 type_id: 4,
                 aggregated: false,
-                event: Some(1)
+                event: Some(1),
+                coverage: FULL_COVERAGE
             }]
         );
     }
@@ -1917,7 +1998,8 @@ mod tests {
             }
             if !want.is_empty() {
                 let got = dominant(&d, carried, lo, hi, t0, t1, &mut Vec::new());
-                proptest::prop_assert_eq!(got, top_type(&want));
+                proptest::prop_assert_eq!(got.0, top_type(&want));
+                proptest::prop_assert_eq!(got.1, want.iter().map(|&(_, time)| time).sum::<i64>());
             }
         }
     }

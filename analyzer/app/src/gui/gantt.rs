@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use rayon::prelude::*;
 use socscope_analysis::gantt::{
-    CpuTracks, GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LinkArrow,
-    LossGap,
+    CpuTracks, FULL_COVERAGE, GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot,
+    Lanes, LinkArrow, LossGap,
 };
 use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
@@ -473,7 +473,7 @@ impl GanttView {
         super::results::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
         let px_ns = view.len() as f64 / width as f64;
         // Header: the interval and the share of links drawn (top left, as in Framesoc).
-        painter.text(
+        let header_rect = painter.text(
             Pos2::new(outer.left() + 4.0, outer.top() + 2.0),
             egui::Align2::LEFT_TOP,
             links_header,
@@ -481,7 +481,7 @@ impl GanttView {
             ui.visuals().weak_text_color(),
         );
         // Time axis: round ticks, about one per 110 points, in a unit that fits the zoom; labels that would
-        // run into the links share at the top left are left out.
+        // run into the header at the top left (as long as the links' message is) are left out.
         let weak = ui.visuals().weak_text_color();
         let axis = TimeAxis::new(
             view.start,
@@ -495,14 +495,11 @@ impl GanttView {
             } else {
                 egui::Align2::CENTER_TOP
             };
-            if tx - outer.left() > 150.0 {
-                painter.text(
-                    Pos2::new(tx, outer.top() + 2.0),
-                    align,
-                    axis.label(t),
-                    egui::FontId::proportional(11.5),
-                    weak,
-                );
+            let label =
+                painter.layout_no_wrap(axis.label(t), egui::FontId::proportional(11.5), weak);
+            let at = align.anchor_size(Pos2::new(tx, outer.top() + 2.0), label.size());
+            if at.left() > header_rect.right() + 8.0 {
+                painter.galley(at.min, label, weak);
             }
             painter.line_segment(
                 [Pos2::new(tx, chart.top() - 3.0), Pos2::new(tx, chart.top())],
@@ -724,9 +721,14 @@ fn chart_drawing(
                 band.fill(0.0, frame.width as f32, y, y + ROW_H, theme::stripe(dark));
             }
             let (y0, y1) = (y + 2.0, y + ROW_H - 2.0);
-            let spans = row.spans.iter().map(|s| (s.x0, s.x1, colour(s.type_id)));
-            for (a, b, c) in colour_runs(spans) {
-                band.fill(a as f32, b as f32, y0, y1, c);
+            // A span as high as its pixels are busy, from the row's bottom: zoomed out, sparse short
+            // states (interrupts) are low strokes, not a solid bar that reads as always busy.
+            for q in 1..=FULL_COVERAGE {
+                let top = y1 - (y1 - y0) * f32::from(q) / f32::from(FULL_COVERAGE);
+                let spans = row.spans.iter().filter(|s| s.coverage == q);
+                for (a, b, c) in colour_runs(spans.map(|s| (s.x0, s.x1, colour(s.type_id)))) {
+                    band.fill(a as f32, b as f32, top, y1, c);
+                }
             }
             for s in row.spans.iter().filter(|s| s.aggregated) {
                 let cx = (s.x0 + s.x1) as f32 / 2.0;
@@ -1094,7 +1096,9 @@ pub fn legend(
             );
             let spacing = ui.spacing().item_spacing.x;
             let need = ui.spacing().interact_size.x + spacing + galley.size().x;
-            if ui.available_width() < need && ui.cursor().left() > ui.max_rect().left() + spacing {
+            if ui.available_size_before_wrap().x < need
+                && ui.cursor().left() > ui.max_rect().left() + spacing
+            {
                 ui.end_row();
             }
             let mut c = names.colour(t);
@@ -1285,6 +1289,7 @@ mod tests {
             type_id,
             aggregated,
             event: None,
+            coverage: FULL_COVERAGE,
         };
         let link = |x0: f32, x1: f32, row0, row1| LinkArrow {
             x0,
@@ -1298,7 +1303,15 @@ mod tests {
             width: 100,
             rows: vec![
                 RowFrame {
-                    spans: vec![span(0, 10, 1, false), span(10, 40, 2, true)],
+                    spans: vec![
+                        span(0, 10, 1, false),
+                        span(10, 40, 2, true),
+                        // Busy a quarter of each pixel at most (sparse interrupts zoomed out).
+                        StateSpan {
+                            coverage: 1,
+                            ..span(45, 50, 1, false)
+                        },
+                    ],
                     ticks: vec![Tick {
                         x: 60,
                         type_id: 1,
@@ -1327,6 +1340,12 @@ mod tests {
         let (row0, row1) = (ROW_H / 2.0, ROW_H * 1.5);
         assert_eq!(at(3, row0), Color32::RED);
         assert_eq!(at(30, row0), Color32::GREEN);
+        // A span that covers a quarter of its pixels is a quarter of the row's height, from its bottom.
+        let (y0, y1) = (2.0, ROW_H - 2.0);
+        assert_eq!(at(47, y1 - 1.0), Color32::RED);
+        assert_eq!(at(47, y1 - (y1 - y0) / 4.0 + 0.5), Color32::RED);
+        assert_eq!(at(47, y1 - (y1 - y0) / 4.0 - 1.0), Color32::TRANSPARENT);
+        assert_eq!(at(47, row0), Color32::TRANSPARENT);
         // The aggregation marker: a small square at the top of the span's middle column.
         assert_eq!(at(25, 3.0), theme::marker(true));
         // The tick reaches one point above the states; nothing else is drawn at the row's edge.
@@ -1370,6 +1389,7 @@ mod tests {
                         type_id: TypeId::from(k % 3 + 1),
                         aggregated: false,
                         event: None,
+                        coverage: FULL_COVERAGE,
                     })
                     .collect(),
                 ..Default::default()
