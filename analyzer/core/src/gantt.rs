@@ -23,8 +23,8 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use socscope_tracedb::{
-    Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ON_CPU_TYPE, ParamValue,
-    ProducerId, StoredEvent, TimeRange, Timestamp, TypeId,
+    CPU_IDLE_TYPE, Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ON_CPU_TYPE,
+    ParamValue, ProducerId, StoredEvent, TimeRange, Timestamp, TypeId,
 };
 
 use crate::loader::Consumer;
@@ -1214,7 +1214,9 @@ fn gallop<T>(items: &[T], mut pred: impl FnMut(&T) -> bool) -> usize {
 }
 
 /// The type covering most of `[t0, t1)` among the carried state and those starting in it (each
-/// counting at least 1 ns; the smallest type id among equals), and the time of all of them. When they are many (over
+/// counting at least 1 ns; the smallest type id among equals), and the time of all of them.
+/// On a CPU track, the idle task's time counts as free time when a thread ran too: zoomed out, a
+/// CPU busy a fifth of the time is drawn as a fifth-high bar of its busiest thread, not as idle. When they are many (over
 /// [`DOMINANT_SAMPLE`]), the whole blocks in between the partial ones at both ends count by their
 /// times per type ([`RowData::block_times`]; a block with a state running past the column counts
 /// state by state): the same sums, from a compact summary rather than the states.
@@ -1262,6 +1264,11 @@ fn dominant(
         for s in &states[b1 * BLOCK..hi] {
             add(acc, s);
         }
+    }
+    if acc.len() > 1
+        && let Some(idle) = acc.iter().position(|&(t, _)| t == CPU_IDLE_TYPE)
+    {
+        acc.swap_remove(idle);
     }
     (top_type(acc), acc.iter().map(|&(_, time)| time).sum())
 }
@@ -1527,6 +1534,14 @@ mod tests {
                 (40, 100, socscope_tracedb::CPU_IDLE_TYPE, Some(5))
             ]
         );
+        // Zoomed out to one pixel, cpu0 (demux 40 ns, idle 60 ns) is demux, as high as it was busy;
+        // cpu1 (idle 0-50 is not written: no state) is demux for half the pixel.
+        let whole = m.frame(&rows, TimeRange::new(0, 100), 1);
+        let top = |r: usize| {
+            let s = &whole.rows[r].spans[0];
+            (s.type_id, s.coverage)
+        };
+        assert_eq!((top(0), top(3)), ((demux, 2), (demux, 2)));
         // Its lanes: the interrupts it served, each also still in its own producer's row.
         assert_eq!(spans(1), [(10, 12, 2, Some(3))]);
         assert_eq!(spans(2), [(12, 20, 4, Some(4))]);

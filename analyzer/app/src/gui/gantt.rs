@@ -730,7 +730,10 @@ fn chart_drawing(
                     band.fill(a as f32, b as f32, top, y1, c);
                 }
             }
-            for s in row.spans.iter().filter(|s| s.aggregated) {
+            // The aggregation marker on full spans only: over a low one it would float above the
+            // bar, and a row of sparse interrupts would be a dotted line of markers.
+            let marked = row.spans.iter().filter(|s| s.aggregated);
+            for s in marked.filter(|s| s.coverage == FULL_COVERAGE) {
                 let cx = (s.x0 + s.x1) as f32 / 2.0;
                 band.fill(cx - 1.0, cx + 2.0, y0 + 1.0, y0 + 4.0, theme::marker(dark));
             }
@@ -1311,6 +1314,10 @@ mod tests {
                             coverage: 1,
                             ..span(45, 50, 1, false)
                         },
+                        StateSpan {
+                            coverage: 3,
+                            ..span(52, 57, 1, true)
+                        },
                     ],
                     ticks: vec![Tick {
                         x: 60,
@@ -1346,6 +1353,8 @@ mod tests {
         assert_eq!(at(47, y1 - (y1 - y0) / 4.0 + 0.5), Color32::RED);
         assert_eq!(at(47, y1 - (y1 - y0) / 4.0 - 1.0), Color32::TRANSPARENT);
         assert_eq!(at(47, row0), Color32::TRANSPARENT);
+        // No aggregation marker over a low span.
+        assert_eq!(at(54, 3.0), Color32::TRANSPARENT);
         // The aggregation marker: a small square at the top of the span's middle column.
         assert_eq!(at(25, 3.0), theme::marker(true));
         // The tick reaches one point above the states; nothing else is drawn at the row's edge.
