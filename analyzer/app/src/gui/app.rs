@@ -583,7 +583,7 @@ fn session_ui(
     let mut switch_to = None;
     let frame = side_frame(ui, cleared);
     egui::Panel::top("toolbar").frame(frame).show(ui, |ui| {
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             for (i, g) in s.groups.groups().iter().enumerate() {
                 if ui
                     .selectable_label(i == gi, format!("Group {}", g.number))
@@ -668,10 +668,14 @@ fn session_ui(
                         .view(kind)
                         .summary()
                         .unwrap_or_else(|| format!("{} events", p.events));
-                    ui.label(format!(
-                        "{what}{}",
-                        if p.cancelled { " (stopped)" } else { "" }
-                    ));
+                    // Whole on the next line of the toolbar when it does not fit on this one.
+                    ui.add(
+                        egui::Label::new(format!(
+                            "{what}{}",
+                            if p.cancelled { " (stopped)" } else { "" }
+                        ))
+                        .extend(),
+                    );
                 }
             }
             if s.meta.as_ref().is_some_and(|m| !m.info.finished) {

@@ -19,6 +19,7 @@ mod theme;
 mod timebar;
 mod traceviz;
 mod views;
+mod widgets;
 
 use std::path::PathBuf;
 
