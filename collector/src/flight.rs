@@ -117,13 +117,28 @@ pub(crate) fn store_trigger_stats(
     engine: Option<&TriggerEngine>,
     window: Option<&WindowSpec>,
 ) -> socscope_tracedb::Result<()> {
-    let firings = match (window, engine) {
-        (Some(w), _) => w.firings.as_slice(),
-        (None, Some(e)) => e.firings(),
+    let firings: Vec<Firing> = match (window, engine) {
+        // The watcher numbered producers in its own reconstruction of the whole stream: the window's
+        // are found by name.
+        (Some(w), _) => w
+            .firings
+            .iter()
+            .map(|f| Firing {
+                producer: f
+                    .producer
+                    .and_then(|_| engine.and_then(|e| e.producer_named(&f.who))),
+                ..f.clone()
+            })
+            .collect(),
+        (None, Some(e)) => e.firings().to_vec(),
         (None, None) => return Ok(()),
     };
-    let mut stats: Vec<(String, i64, String)> =
-        engine.map(TriggerEngine::stats).unwrap_or_default();
+    let firings = firings.as_slice();
+    // A window's engine has no rules (see `Ingest::window`): its counters are not the watcher's.
+    let mut stats: Vec<(String, i64, String)> = match window {
+        Some(_) => Vec::new(),
+        None => engine.map(TriggerEngine::stats).unwrap_or_default(),
+    };
     if let Some(w) = window {
         stats.push((
             "window_start_ns".into(),
@@ -601,7 +616,10 @@ impl FlightRecorder {
             Frame::Window(win) => {
                 w.recon.window(win.cpu, win.first_seq, win.overwritten);
             }
-            Frame::Heartbeat(_) => keep = false,
+            Frame::Heartbeat(h) => {
+                w.triggers.heartbeat(w.recon.ticks_to_ns(h.ticks));
+                keep = false;
+            }
             Frame::Bye(_) => bye = true,
             Frame::Hello(_) => keep = false,
         }
@@ -635,6 +653,7 @@ impl FlightRecorder {
         for f in new {
             self.fired(f);
         }
+        self.revised();
         if bye {
             self.end_watch(true, "");
             return;
@@ -685,6 +704,23 @@ impl FlightRecorder {
             not_saved: 0,
             cpu_heads: Vec::new(),
         });
+    }
+
+    /// Firings completed since they fired (a state that fired while open has closed): the window
+    /// holding them gets their final extent.
+    fn revised(&mut self) {
+        let Some(w) = self.watch.as_mut() else { return };
+        let revised = w.triggers.take_revised();
+        let Some(spec) = w.save.as_mut().and_then(|s| s.ingest.window_spec_mut()) else {
+            return;
+        };
+        for r in revised {
+            if let Some(f) = spec.firings.iter_mut().find(|f| {
+                f.rule == r.rule && f.at == r.at && f.start == r.start && f.producer == r.producer
+            }) {
+                *f = r;
+            }
+        }
     }
 
     /// A trigger fired: it joins the window being saved, or starts one.
@@ -789,9 +825,13 @@ impl FlightRecorder {
 
     fn close_save_if_done(&mut self) {
         let Some(w) = self.watch.as_mut() else { return };
-        // Every CPU past the end; or, should one CPU fall silent, the others a while past it.
+        // Every CPU past the end; or, should one CPU fall silent, the others a while past it; or the
+        // store ended the window's session (a full disk: it was closed as interrupted, and what comes
+        // next has nowhere to go).
         let done = w.save.as_ref().is_some_and(|s| {
-            w.all_cpus_at() >= s.end || w.recon.last_ts() >= s.end.saturating_add(SILENT_CPU_GRACE)
+            w.all_cpus_at() >= s.end
+                || w.recon.last_ts() >= s.end.saturating_add(SILENT_CPU_GRACE)
+                || s.ingest.session_path().is_none()
         });
         if done && let Some(save) = w.save.take() {
             self.finish_save(save);
@@ -806,9 +846,13 @@ impl FlightRecorder {
                     if let Some(w) = self.watch.as_mut() {
                         w.saved.push(r.path.clone());
                     }
-                    self.notices.push(Notice::TriggerNote {
-                        source: self.source.clone(),
-                        message: format!(
+                    let message = match &r.interrupted {
+                        Some(why) => format!(
+                            "flight recorder: window not saved whole: {} ({} events): {why}",
+                            r.path.display(),
+                            r.events,
+                        ),
+                        None => format!(
                             "flight recorder: window saved: {} ({} events{})",
                             r.path.display(),
                             r.events,
@@ -818,6 +862,10 @@ impl FlightRecorder {
                                 ", cut short: see window_cut_short"
                             }
                         ),
+                    };
+                    self.notices.push(Notice::TriggerNote {
+                        source: self.source.clone(),
+                        message,
                     });
                 }
                 self.reports.extend(reports);

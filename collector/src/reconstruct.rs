@@ -121,6 +121,12 @@ pub trait Sink {
     fn event(&mut self, event: &Event) -> Result<()>;
     /// A loss.
     fn loss(&mut self, loss: &LossRecord) -> Result<()>;
+    /// A state opened on `cpu` at `start` (its event comes when it closes). For watchers that must
+    /// judge states still open (a hang); stores ignore it.
+    fn state_opened(&mut self, _start: Timestamp, _ty: TypeId, _producer: ProducerId, _cpu: u16) {}
+    /// A batch of `cpu`'s records was reconstructed: its first and last record times. For watchers
+    /// that judge the stream's time; stores ignore it.
+    fn batch_done(&mut self, _cpu: u16, _first: Timestamp, _last: Timestamp) {}
 }
 
 impl Sink for socscope_tracedb::TraceWriter {
@@ -907,8 +913,13 @@ impl Reconstructor {
             _ => {}
         }
         self.cpus[cpu].expected_seq = Some(batch.next_seq().max(expected.unwrap_or(0)));
+        let mut first = None;
         for record in batch.iter().skip(skip) {
+            first.get_or_insert(record.ticks());
             self.record(cpu, record.ticks(), &record, dict, sink)?;
+        }
+        if let Some(first) = first {
+            sink.batch_done(batch.cpu, self.ticks_to_ns(first), self.cpus[cpu].last_ts);
         }
         Ok(())
     }
@@ -1220,6 +1231,7 @@ impl Reconstructor {
             } else {
                 self.softirq_producer(key, sink)?
             };
+            sink.state_opened(ts, TypeId::from(type_id), producer, cpu as u16);
             self.cpus[cpu].interrupts.push(OpenState {
                 type_id: TypeId::from(type_id),
                 enter: type_id,
@@ -1240,6 +1252,7 @@ impl Reconstructor {
             cpu: cpu as u16,
             params,
         };
+        sink.state_opened(ts, state.type_id, producer, cpu as u16);
         match pid.and_then(|p| self.threads.get_mut(&p)) {
             Some(t) => t.stack.push(state),
             // No thread known yet on this CPU: the state belongs to the CPU's context.
@@ -1450,6 +1463,7 @@ impl Reconstructor {
         let incoming = self.thread(next, sink)?;
         self.cpus[cpu].running = Some(next);
         self.cpus[cpu].running_since = ts;
+        sink.state_opened(ts, RUNNING_TYPE, incoming, cpu as u16);
         if let Some(mut pending) = self.wakeups.remove(&next) {
             // A wake-up later than this switch-in (another CPU's batch that arrived first, at a
             // capture's start) is for a later switch-in: it stays pending, so no link ends before it

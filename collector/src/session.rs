@@ -908,7 +908,12 @@ impl Ingest {
                 let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
                 s.recon.loss(l.cpu, l.first_seq, l.count, &mut sink)?
             }
-            Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
+            Frame::Heartbeat(h) => {
+                s.board_totals = Some((h.records, h.dropped));
+                if let Some(t) = s.triggers.as_mut() {
+                    t.heartbeat(s.recon.ticks_to_ns(h.ticks));
+                }
+            }
             Frame::CpuTotal(t) => s.recon.cpu_total(t.cpu, t.sequences),
             Frame::Window(w) => {
                 if s.recon.window(w.cpu, w.first_seq, w.overwritten) {
@@ -1133,11 +1138,13 @@ impl Ingest {
         if let Some(next) = &resumed {
             recon.resume_sequences(next);
         }
-        let mut triggers = self
-            .config
-            .triggers
-            .as_ref()
-            .map(crate::trigger::TriggerSet::engine);
+        // A saved window has no rules of its own, but an engine with none learns its producers' ids,
+        // which its firings (found by the watcher's reconstruction, numbered differently) are given.
+        let mut triggers = match (&self.config.triggers, &window) {
+            (Some(t), _) => Some(t.engine()),
+            (None, Some(_)) => Some(crate::trigger::TriggerSet::default().engine()),
+            (None, None) => None,
+        };
         let started = recon
             .start(
                 self.decoder.dictionary(),

@@ -6,10 +6,20 @@
 //! The engine sits in the decoding path as a [`Sink`] wrapper ([`Observed`]): it sees every event the
 //! reconstruction emits, with a few hash look-ups per event, so it costs the ingest little.
 //!
+//! `state:` and `gap:` rules do not wait for the closing state or the late event: a state still open
+//! `limit` after its start (a hang) and a producer with no new start `limit` after its last one fire as
+//! soon as the stream's time says so, at `start + limit`. The stream's time is the latest record (or
+//! `Heartbeat`) of any CPU, less a lag covering how far one CPU's batches arrive behind another's (the
+//! agent sends a quiet CPU's partly filled block only once it is old): twice the worst lateness seen in
+//! the session, at least [`MIN_JUDGE_LAG`]. So a state or gap is judged open at most that lag after the
+//! deadline, and a CPU whose records are still on the board is not taken for a hang. When the state closes
+//! or the late event comes after all, the firing is completed (its extent, its figure), not repeated.
+//!
 //! Start here: [`TriggerRule`] (parsing, with the position of what is wrong), [`TriggerSet`] (what a
 //! collector is given), [`TriggerEngine`] (one session's state), [`Firing`].
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -427,6 +437,17 @@ pub const MAX_FIRINGS_PER_SECOND: usize = 10;
 /// Most firings a session records in all; more are counted.
 pub const MAX_FIRINGS_PER_SESSION: usize = 10_000;
 
+/// Least lag between the stream's latest record and the time at which open states and gaps are judged
+/// (see the module's documentation), trace ns.
+pub const MIN_JUDGE_LAG: Timestamp = 250_000_000;
+
+/// A state being watched: (CPU, type, start) — what its closing event carries too (its producer may
+/// change in between: states entered before a CPU's first switch go to the thread switched out).
+type OpenKey = (u16, TypeId, Timestamp);
+
+/// A deadline to judge: (deadline, start, producer, CPU, type).
+type Deadline = (Timestamp, Timestamp, ProducerId, u16, TypeId);
+
 /// Per-rule matching state.
 struct RuleState {
     /// Type ids whose name the rule names.
@@ -435,6 +456,16 @@ struct RuleState {
     producers: Option<FxHashSet<ProducerId>>,
     /// Gap rules: the last start per producer.
     last_start: FxHashMap<ProducerId, Timestamp>,
+    /// State rules: the matching states open now (identical keys counted).
+    open: FxHashMap<OpenKey, u32>,
+    /// Deadlines to judge, soonest first (state rules: start + limit of an open state; gap rules: last
+    /// start + limit).
+    deadlines: BinaryHeap<Reverse<Deadline>>,
+    /// State rules: states that fired while open, with the index of their firing (`None`: not recorded,
+    /// rate limit), so that their closing completes it instead of firing again.
+    fired_open: FxHashMap<OpenKey, Option<usize>>,
+    /// Gap rules: per producer, the start whose deadline fired and the index of its firing.
+    fired_gap: FxHashMap<ProducerId, (Timestamp, Option<usize>)>,
     /// Marker rules: per type id, whether its name matches.
     marker_types: FxHashMap<TypeId, bool>,
     /// Times of the last recorded firings (rate limit).
@@ -455,6 +486,14 @@ pub struct TriggerEngine {
     external_seen: u64,
     /// The latest time seen in the stream, trace ns.
     head: Timestamp,
+    /// The latest record or heartbeat time of any CPU (`i64::MIN` before the first).
+    record_head: Timestamp,
+    /// The most a batch's first record was behind `record_head` when it arrived.
+    max_lateness: Timestamp,
+    /// Whether a rule watches state openings (state and gap rules).
+    watches_opens: bool,
+    /// Indices of recorded firings completed since the last [`TriggerEngine::take_revised`].
+    revised: Vec<usize>,
     /// Every firing recorded in this session.
     firings: Vec<Firing>,
     /// How many of them were handed out by [`TriggerEngine::take_new`].
@@ -481,6 +520,10 @@ impl TriggerEngine {
                         _ => None,
                     },
                     last_start: FxHashMap::default(),
+                    open: FxHashMap::default(),
+                    deadlines: BinaryHeap::new(),
+                    fired_open: FxHashMap::default(),
+                    fired_gap: FxHashMap::default(),
                     marker_types: FxHashMap::default(),
                     recent: VecDeque::new(),
                     suppressed: 0,
@@ -494,6 +537,13 @@ impl TriggerEngine {
             external_seen: set.external.generation(),
             external: set.external.clone(),
             head: 0,
+            record_head: i64::MIN,
+            max_lateness: 0,
+            watches_opens: set
+                .rules
+                .iter()
+                .any(|r| matches!(r.kind, RuleKind::State { .. } | RuleKind::Gap { .. })),
+            revised: Vec::new(),
             firings: Vec::new(),
             handed_out: 0,
             over_session_limit: 0,
@@ -507,6 +557,15 @@ impl TriggerEngine {
         self.head
     }
 
+    /// The id of the producer named `name` in this session (the lowest when several share it).
+    pub fn producer_named(&self, name: &str) -> Option<ProducerId> {
+        self.producer_names
+            .iter()
+            .filter(|(_, n)| *n == name)
+            .map(|(id, _)| *id)
+            .min()
+    }
+
     /// Every firing recorded so far.
     pub fn firings(&self) -> &[Firing] {
         &self.firings
@@ -517,6 +576,34 @@ impl TriggerEngine {
         let from = self.handed_out;
         self.handed_out = self.firings.len();
         &self.firings[from..]
+    }
+
+    /// Firings handed out earlier and completed since the last call (a state that fired while open has
+    /// closed, a late event that fired at its deadline has come): same rule, `at`, `start` and producer,
+    /// a new `end`, `value` and `detail`.
+    pub fn take_revised(&mut self) -> Vec<Firing> {
+        let handed_out = self.handed_out;
+        let mut out = Vec::new();
+        for i in std::mem::take(&mut self.revised) {
+            if i < handed_out
+                && let Some(f) = self.firings.get(i)
+            {
+                out.push(f.clone());
+            }
+        }
+        out
+    }
+
+    /// How far behind the stream's latest record open states and gaps are judged (see the module's
+    /// documentation).
+    pub fn judge_lag(&self) -> Timestamp {
+        self.max_lateness.saturating_mul(2).max(MIN_JUDGE_LAG)
+    }
+
+    /// The board said it was alive at `at` (a `Heartbeat`: it had nothing else to send), trace ns.
+    pub fn heartbeat(&mut self, at: Timestamp) {
+        self.record_head = self.record_head.max(at);
+        self.head = self.head.max(at);
     }
 
     /// Warnings since the last call (a rule naming what the board never announced).
@@ -552,28 +639,175 @@ impl TriggerEngine {
         out
     }
 
-    /// Records a firing of rule `i` (rate-limited).
-    fn fire(&mut self, i: usize, f: Firing) {
+    /// Records a firing of rule `i` (rate-limited); its index among the firings if it was recorded.
+    fn fire(&mut self, i: usize, f: Firing) -> Option<usize> {
         let s = &mut self.state[i];
         s.fired += 1;
         if s.recent.len() >= MAX_FIRINGS_PER_SECOND {
             let oldest = s.recent.front().copied().unwrap_or(i64::MIN);
             if f.at.saturating_sub(oldest) < 1_000_000_000 {
                 s.suppressed += 1;
-                return;
+                return None;
             }
             s.recent.pop_front();
         }
         s.recent.push_back(f.at);
-        self.record(f);
+        self.record(f)
     }
 
-    fn record(&mut self, f: Firing) {
+    fn record(&mut self, f: Firing) -> Option<usize> {
         if self.firings.len() >= MAX_FIRINGS_PER_SESSION {
             self.over_session_limit += 1;
-            return;
+            return None;
         }
         self.firings.push(f);
+        Some(self.firings.len() - 1)
+    }
+
+    /// Completes firing `index` (fired while its state was open or its event late) now that the
+    /// incident is over.
+    fn revise(&mut self, index: Option<usize>, end: Timestamp, value: f64, detail: String) {
+        let Some(f) = index.and_then(|i| self.firings.get_mut(i)) else {
+            return;
+        };
+        f.end = end;
+        f.value = value;
+        f.detail = detail;
+        if let Some(i) = index {
+            self.revised.push(i);
+        }
+    }
+
+    fn state_detail(&self, ty: TypeId, producer: ProducerId, lasted: i64, limit: i64) -> String {
+        format!(
+            "{} on {} lasted {} (limit {})",
+            self.type_names.get(&ty).map_or("state", |n| n),
+            self.who(producer),
+            units::duration(lasted),
+            units::duration(limit)
+        )
+    }
+
+    fn gap_detail(&self, ty: TypeId, producer: ProducerId, gap: i64, limit: i64) -> String {
+        format!(
+            "{} on {} started {} after the previous one (limit {})",
+            self.type_names.get(&ty).map_or("event", |n| n),
+            self.who(producer),
+            units::duration(gap),
+            units::duration(limit)
+        )
+    }
+
+    /// A start of a watched type on `producer` for gap rule `i`: a late one fires (or completes the
+    /// firing its deadline made), and the next deadline is set.
+    fn gap_start(&mut self, i: usize, ts: Timestamp, producer: ProducerId, ty: TypeId, limit: i64) {
+        let s = &mut self.state[i];
+        let prev = s.last_start.get(&producer).copied();
+        if prev.is_some_and(|p| ts <= p) {
+            // The same start again (a state's closing after its opening), or an older one arriving
+            // late from another CPU: the latest start is kept.
+            return;
+        }
+        s.last_start.insert(producer, ts);
+        s.deadlines
+            .push(Reverse((ts.saturating_add(limit), ts, producer, 0, ty)));
+        let Some(prev) = prev else { return };
+        if let Some((fired_for, index)) = s.fired_gap.get(&producer).copied()
+            && fired_for == prev
+        {
+            s.fired_gap.remove(&producer);
+            let detail = self.gap_detail(ty, producer, ts - prev, limit);
+            self.revise(index, ts, (ts - prev) as f64 / 1e9, detail);
+            return;
+        }
+        if ts - prev > limit {
+            let f = Firing {
+                rule: self.rules[i].text.clone(),
+                at: prev + limit,
+                start: prev,
+                end: ts,
+                producer: Some(producer),
+                who: self.who(producer),
+                value: (ts - prev) as f64 / 1e9,
+                detail: self.gap_detail(ty, producer, ts - prev, limit),
+            };
+            self.fire(i, f);
+        }
+    }
+
+    /// Fires the state and gap rules whose deadline is before `now` with the state still open or the
+    /// next start still missing.
+    fn judge(&mut self, now: Timestamp) {
+        for i in 0..self.rules.len() {
+            let limit = match self.rules[i].kind {
+                RuleKind::State { limit, .. } | RuleKind::Gap { limit, .. } => limit,
+                _ => continue,
+            };
+            let is_state = matches!(self.rules[i].kind, RuleKind::State { .. });
+            while let Some(&Reverse((deadline, start, producer, cpu, ty))) =
+                self.state[i].deadlines.peek()
+            {
+                if deadline >= now {
+                    break;
+                }
+                self.state[i].deadlines.pop();
+                let s = &mut self.state[i];
+                if is_state {
+                    let key = (cpu, ty, start);
+                    match s.open.get_mut(&key) {
+                        Some(n) if *n > 1 => *n -= 1,
+                        Some(_) => {
+                            s.open.remove(&key);
+                        }
+                        // Closed before its deadline was judged.
+                        None => continue,
+                    }
+                    let f = Firing {
+                        rule: self.rules[i].text.clone(),
+                        at: deadline,
+                        start,
+                        end: now,
+                        producer: Some(producer),
+                        who: self.who(producer),
+                        value: (now - start) as f64 / 1e9,
+                        detail: format!(
+                            "{} on {} still open {} after it started (limit {})",
+                            self.type_names.get(&ty).map_or("state", |n| n),
+                            self.who(producer),
+                            units::duration(now - start),
+                            units::duration(limit)
+                        ),
+                    };
+                    let index = self.fire(i, f);
+                    self.state[i].fired_open.insert(key, index);
+                } else {
+                    if s.last_start.get(&producer) != Some(&start)
+                        || s.fired_gap.get(&producer).is_some_and(|f| f.0 == start)
+                    {
+                        // A later start came, or this one fired already.
+                        continue;
+                    }
+                    let f = Firing {
+                        rule: self.rules[i].text.clone(),
+                        at: deadline,
+                        start,
+                        end: now,
+                        producer: Some(producer),
+                        who: self.who(producer),
+                        value: (now - start) as f64 / 1e9,
+                        detail: format!(
+                            "no {} on {} for {} after the previous one (limit {})",
+                            self.type_names.get(&ty).map_or("event", |n| n),
+                            self.who(producer),
+                            units::duration(now - start),
+                            units::duration(limit)
+                        ),
+                    };
+                    let index = self.fire(i, f);
+                    self.state[i].fired_gap.insert(producer, (start, index));
+                }
+            }
+        }
     }
 
     /// Fires an external trigger now (at the stream's latest time).
@@ -595,6 +829,9 @@ impl TriggerEngine {
     /// has not announced.
     pub fn frame_done(&mut self) {
         self.frames += 1;
+        if self.watches_opens && self.record_head != i64::MIN {
+            self.judge(self.record_head.saturating_sub(self.judge_lag()));
+        }
         if self.external.generation() != self.external_seen {
             let (now, reasons) = self.external.since(self.external_seen);
             self.external_seen = now;
@@ -724,11 +961,32 @@ impl TriggerEngine {
             };
             match &self.rules[i].kind {
                 RuleKind::State { limit, .. } => {
-                    if let EventKind::State { end, .. } = e.kind
-                        && end - e.ts > *limit
-                        && matches(s)
+                    let EventKind::State { end, .. } = e.kind else {
+                        continue;
+                    };
+                    if !s.types.contains(&e.type_id) {
+                        continue;
+                    }
+                    let limit = *limit;
+                    let matched = matches(s);
+                    let key = (e.cpu.unwrap_or(0), e.type_id, e.ts);
+                    let s = &mut self.state[i];
+                    if !s.fired_open.is_empty()
+                        && let Some(index) = s.fired_open.remove(&key)
                     {
-                        let limit = *limit;
+                        // It fired while open: its closing completes that firing.
+                        let detail = self.state_detail(e.type_id, e.producer, end - e.ts, limit);
+                        self.revise(index, end, (end - e.ts) as f64 / 1e9, detail);
+                        continue;
+                    }
+                    match s.open.get_mut(&key) {
+                        Some(n) if *n > 1 => *n -= 1,
+                        Some(_) => {
+                            s.open.remove(&key);
+                        }
+                        None => {}
+                    }
+                    if matched && end - e.ts > limit {
                         let f = Firing {
                             rule: self.rules[i].text.clone(),
                             at: e.ts + limit,
@@ -737,13 +995,7 @@ impl TriggerEngine {
                             producer: Some(e.producer),
                             who: self.who(e.producer),
                             value: (end - e.ts) as f64 / 1e9,
-                            detail: format!(
-                                "{} on {} lasted {} (limit {})",
-                                self.type_names.get(&e.type_id).map_or("state", |n| n),
-                                self.who(e.producer),
-                                units::duration(end - e.ts),
-                                units::duration(limit)
-                            ),
+                            detail: self.state_detail(e.type_id, e.producer, end - e.ts, limit),
                         };
                         self.fire(i, f);
                     }
@@ -751,33 +1003,7 @@ impl TriggerEngine {
                 RuleKind::Gap { limit, .. } => {
                     if matches(s) {
                         let limit = *limit;
-                        let prev = self.state[i].last_start.insert(e.producer, e.ts);
-                        match prev {
-                            Some(prev) if e.ts - prev > limit => {
-                                let f = Firing {
-                                    rule: self.rules[i].text.clone(),
-                                    at: prev + limit,
-                                    start: prev,
-                                    end: e.ts,
-                                    producer: Some(e.producer),
-                                    who: self.who(e.producer),
-                                    value: (e.ts - prev) as f64 / 1e9,
-                                    detail: format!(
-                                        "{} on {} started {} after the previous one (limit {})",
-                                        self.type_names.get(&e.type_id).map_or("event", |n| n),
-                                        self.who(e.producer),
-                                        units::duration(e.ts - prev),
-                                        units::duration(limit)
-                                    ),
-                                };
-                                self.fire(i, f);
-                            }
-                            // Out of order (states arrive as they close): the latest start is kept.
-                            Some(prev) if prev > e.ts => {
-                                self.state[i].last_start.insert(e.producer, prev);
-                            }
-                            _ => {}
-                        }
+                        self.gap_start(i, e.ts, e.producer, e.type_id, limit);
                     }
                 }
                 RuleKind::Marker(re) => {
@@ -823,6 +1049,45 @@ impl TriggerEngine {
                 probe.state(p, t, e.ts, end);
             }
         }
+    }
+
+    fn saw_open(&mut self, start: Timestamp, ty: TypeId, producer: ProducerId, cpu: u16) {
+        if !self.watches_opens {
+            return;
+        }
+        for i in 0..self.rules.len() {
+            let s = &mut self.state[i];
+            if !s.types.contains(&ty)
+                || !s
+                    .producers
+                    .as_ref()
+                    .is_none_or(|ids| ids.contains(&producer))
+            {
+                continue;
+            }
+            match self.rules[i].kind {
+                RuleKind::State { limit, .. } => {
+                    *s.open.entry((cpu, ty, start)).or_insert(0) += 1;
+                    s.deadlines.push(Reverse((
+                        start.saturating_add(limit),
+                        start,
+                        producer,
+                        cpu,
+                        ty,
+                    )));
+                }
+                RuleKind::Gap { limit, .. } => self.gap_start(i, start, producer, ty, limit),
+                _ => {}
+            }
+        }
+    }
+
+    fn saw_batch(&mut self, first: Timestamp, last: Timestamp) {
+        if self.record_head != i64::MIN && self.record_head > first {
+            self.max_lateness = self.max_lateness.max(self.record_head - first);
+        }
+        self.record_head = self.record_head.max(last);
+        self.head = self.head.max(last);
     }
 
     fn saw_loss(&mut self, l: &LossRecord) {
@@ -886,6 +1151,18 @@ impl<S: Sink> Sink for Observed<'_, S> {
             e.saw_loss(loss);
         }
         self.sink.loss(loss)
+    }
+    fn state_opened(&mut self, start: Timestamp, ty: TypeId, producer: ProducerId, cpu: u16) {
+        if let Some(e) = self.engine.as_deref_mut() {
+            e.saw_open(start, ty, producer, cpu);
+        }
+        self.sink.state_opened(start, ty, producer, cpu);
+    }
+    fn batch_done(&mut self, cpu: u16, first: Timestamp, last: Timestamp) {
+        if let Some(e) = self.engine.as_deref_mut() {
+            e.saw_batch(first, last);
+        }
+        self.sink.batch_done(cpu, first, last);
     }
 }
 
@@ -1112,5 +1389,181 @@ mod tests {
         let f = e.firings();
         assert_eq!(f.len(), 1);
         assert_eq!((f[0].rule.as_str(), f[0].at), (EXTERNAL_RULE, 7_000));
+    }
+
+    /// Drives an engine as the reconstruction does: states opening, batches done, states closing.
+    enum Step {
+        Open(TypeId, ProducerId, u16, i64),
+        Batch(u16, i64, i64),
+        Close(Event),
+        Heartbeat(i64),
+    }
+
+    fn drive(e: &mut TriggerEngine, steps: Vec<Step>) {
+        for step in steps {
+            let mut d = Discard;
+            match step {
+                Step::Open(ty, p, cpu, t) => {
+                    Observed::new(&mut d, Some(&mut *e)).state_opened(t, ty, p, cpu)
+                }
+                Step::Batch(cpu, first, last) => {
+                    Observed::new(&mut d, Some(&mut *e)).batch_done(cpu, first, last)
+                }
+                Step::Close(ev) => Observed::new(&mut d, Some(&mut *e)).event(&ev).unwrap(),
+                Step::Heartbeat(t) => e.heartbeat(t),
+            }
+            e.frame_done();
+        }
+    }
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn a_state_still_open_fires_once_the_stream_passes_its_deadline_and_its_closing_completes_it() {
+        let mut e = engine(&["state:irq@vsync>2ms"]);
+        declare(&mut e);
+        let lag = MIN_JUDGE_LAG;
+        drive(
+            &mut e,
+            vec![
+                Step::Open(1, 10, 0, 10 * MS),
+                Step::Batch(0, 9 * MS, 10 * MS),
+                // The other CPU goes on; the deadline (12 ms) is not judged before `lag` past it.
+                Step::Batch(1, 10 * MS, 12 * MS + lag),
+            ],
+        );
+        assert!(e.firings().is_empty(), "{:?}", e.firings());
+        drive(&mut e, vec![Step::Batch(1, 12 * MS + lag, 13 * MS + lag)]);
+        let f = e.take_new().to_vec();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!((f[0].at, f[0].start, f[0].end), (12 * MS, 10 * MS, 13 * MS));
+        assert_eq!(f[0].who, "vsync");
+        assert!(f[0].detail.contains("still open 3.0 ms"), "{}", f[0].detail);
+        // Judged again later: nothing more.
+        drive(&mut e, vec![Step::Batch(1, 13 * MS + lag, 900 * MS)]);
+        assert!(e.take_new().is_empty());
+        // The state closes at last: the firing is completed, not repeated.
+        drive(&mut e, vec![Step::Close(state(1, 10, 10 * MS, 950 * MS))]);
+        assert!(e.take_new().is_empty());
+        let revised = e.take_revised();
+        assert_eq!(revised.len(), 1, "{revised:?}");
+        assert_eq!(
+            (revised[0].at, revised[0].start, revised[0].end),
+            (12 * MS, 10 * MS, 950 * MS)
+        );
+        assert!(
+            revised[0].detail.contains("lasted 940"),
+            "{}",
+            revised[0].detail
+        );
+        assert_eq!(e.firings().len(), 1);
+        assert_eq!(e.firings()[0].end, 950 * MS);
+    }
+
+    #[test]
+    fn a_long_state_closing_before_its_deadline_is_judged_fires_once_at_its_closing() {
+        let mut e = engine(&["state:irq>2ms"]);
+        declare(&mut e);
+        drive(
+            &mut e,
+            vec![
+                Step::Open(1, 10, 0, 10 * MS),
+                Step::Batch(0, 10 * MS, 10 * MS),
+                Step::Close(state(1, 10, 10 * MS, 15 * MS)),
+                Step::Batch(0, 15 * MS, 15 * MS),
+                // Short states, opened and closed, never fire.
+                Step::Open(1, 11, 0, 20 * MS),
+                Step::Close(state(1, 11, 20 * MS, 21 * MS)),
+                Step::Batch(1, 20 * MS, 21 * MS),
+                Step::Batch(0, 15 * MS, 2_000 * MS),
+            ],
+        );
+        let f = e.firings();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!((f[0].at, f[0].end), (12 * MS, 15 * MS));
+        assert!(e.take_revised().is_empty());
+    }
+
+    #[test]
+    fn a_cpu_whose_batches_come_late_is_not_taken_for_a_hang() {
+        let mut e = engine(&["state:irq@vsync>2ms"]);
+        declare(&mut e);
+        // CPU 1's batches arrive 400 ms behind CPU 0's: the judging lag becomes 800 ms.
+        drive(
+            &mut e,
+            vec![
+                Step::Batch(0, 0, 500 * MS),
+                Step::Batch(1, 100 * MS, 110 * MS),
+                Step::Open(1, 10, 1, 105 * MS),
+            ],
+        );
+        assert_eq!(e.judge_lag(), 800 * MS);
+        drive(&mut e, vec![Step::Batch(0, 500 * MS, 900 * MS)]);
+        assert!(e.firings().is_empty(), "{:?}", e.firings());
+        // CPU 1's next batch closes it in time.
+        drive(
+            &mut e,
+            vec![
+                Step::Close(Event {
+                    cpu: Some(1),
+                    ..state(1, 10, 105 * MS, 106 * MS)
+                }),
+                Step::Batch(1, 106 * MS, 120 * MS),
+                Step::Batch(0, 900 * MS, 3_000 * MS),
+            ],
+        );
+        assert!(e.firings().is_empty(), "{:?}", e.firings());
+    }
+
+    #[test]
+    fn a_missing_periodic_start_fires_at_its_deadline_and_the_late_start_completes_it() {
+        let mut e = engine(&["gap:running@vsync-cb>30ms"]);
+        declare(&mut e);
+        let lag = MIN_JUDGE_LAG;
+        drive(
+            &mut e,
+            vec![
+                Step::Open(3, 12, 0, 0),
+                Step::Close(state(3, 12, 0, MS)),
+                Step::Open(3, 12, 1, 20 * MS),
+                Step::Close(state(3, 12, 20 * MS, 21 * MS)),
+                Step::Batch(1, 0, 21 * MS),
+                // Other producers' starts do not count.
+                Step::Open(3, 11, 0, 30 * MS),
+                Step::Batch(0, 30 * MS, 50 * MS + lag),
+            ],
+        );
+        assert!(e.firings().is_empty(), "{:?}", e.firings());
+        // Only heartbeats now: the board is idle, the callback never ran again.
+        drive(&mut e, vec![Step::Heartbeat(60 * MS + lag)]);
+        let f = e.take_new().to_vec();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!((f[0].at, f[0].start, f[0].end), (50 * MS, 20 * MS, 60 * MS));
+        assert!(
+            f[0].detail.contains("no running on vsync-cb for 40.0 ms"),
+            "{}",
+            f[0].detail
+        );
+        drive(
+            &mut e,
+            vec![
+                Step::Heartbeat(2_000 * MS),
+                // It comes back at last: completed, not fired again; the next gap is fine.
+                Step::Open(3, 12, 0, 2_010 * MS),
+                Step::Close(state(3, 12, 2_010 * MS, 2_011 * MS)),
+                Step::Open(3, 12, 0, 2_030 * MS),
+                Step::Batch(0, 2_010 * MS, 2_030 * MS),
+            ],
+        );
+        assert!(e.take_new().is_empty(), "{:?}", e.firings());
+        let revised = e.take_revised();
+        assert_eq!(revised.len(), 1);
+        assert_eq!((revised[0].start, revised[0].end), (20 * MS, 2_010 * MS));
+        assert!(
+            revised[0].detail.contains("started 1.99"),
+            "{}",
+            revised[0].detail
+        );
+        assert_eq!(e.firings().len(), 1);
     }
 }

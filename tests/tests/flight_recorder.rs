@@ -78,6 +78,23 @@ fn trigger_annotations(reader: &TraceReader) -> Vec<(i64, i64, String)> {
     out
 }
 
+/// The `producers` parameter of every trigger annotation.
+fn trigger_producers(reader: &TraceReader) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in reader.analysis_results(None, None).expect("the results") {
+        if let Some(AnalysisData::Annotation { annotations, .. }) =
+            reader.analysis_data(r.id).expect("a result's data")
+        {
+            for a in annotations {
+                if let ParamValue::String(p) = &a.values[2] {
+                    out.push(p.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn triggers_annotate_a_full_capture_at_the_stress() {
     let tmp = tempfile::tempdir().unwrap();
@@ -253,6 +270,18 @@ fn a_saved_window_holds_every_event_of_a_full_capture_within_it_on_the_same_cloc
         );
         let marks = trigger_annotations(&reader);
         firings_in_windows += marks.len();
+        // Each firing names its producer by the window's own ids (the watcher numbered them in its
+        // reconstruction of the whole stream).
+        let names: BTreeMap<u32, String> = reader
+            .producers()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.id, p.name))
+            .collect();
+        for producers in trigger_producers(&reader) {
+            let id: u32 = producers.parse().expect("one producer id");
+            assert_eq!(names.get(&id).map(String::as_str), Some("vsync-cb"));
+        }
         for m in &marks {
             assert!(m.0 >= range.start && m.1 <= range.end, "{m:?} in {range:?}");
         }
@@ -359,4 +388,176 @@ fn saves_are_bounded_and_a_stream_ending_inside_a_window_says_so() {
     assert!(notices.iter().any(
         |n| matches!(n, Notice::TriggerNote { message, .. } if message.contains("--max-saves"))
     ));
+}
+
+/// A board whose CPU 0 enters IRQ 7 at 10 ms and never leaves it (a hang), while CPU 1 goes on switching
+/// threads every 5 ms for 3 s, with IRQ 9 every 10 ms up to 1 s (a periodic event that stops). The real
+/// agent encodes it (1 MHz clock, blocks sent once 20 ms old); returns the stream and, after each step,
+/// (board time in µs, stream bytes so far).
+fn hanging_board() -> (Vec<u8>, Vec<(u64, usize)>) {
+    use socscope_agent::{Clock, Config, SmallAgent, Transport, TransportError};
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    #[derive(Clone, Default)]
+    struct Time(Rc<Cell<u64>>);
+    impl Clock for Time {
+        fn now(&mut self) -> u64 {
+            self.0.get()
+        }
+    }
+    #[derive(Default)]
+    struct Bytes(Vec<u8>);
+    impl Transport for Bytes {
+        fn write_frame(&mut self, f: &[u8]) -> Result<(), TransportError> {
+            self.0.extend_from_slice(f);
+            Ok(())
+        }
+    }
+
+    let time = Time::default();
+    let mut agent = Box::new(SmallAgent::new(
+        time.clone(),
+        Config {
+            board: "hang",
+            soc: "sim",
+            os: "linux",
+            application: "test",
+            cpu_count: 2,
+            tick_hz: 1_000_000,
+            session_id: 1,
+            flush_latency_ticks: 20_000,
+            heartbeat_ticks: 1_000_000,
+            hello_every_ticks: 0,
+            token: "",
+        },
+    ));
+    let mut out = Bytes::default();
+    let mut marks = Vec::new();
+    agent.poll(&mut out).unwrap();
+    agent.context_switch(0, 0, 100).unwrap();
+    agent.context_switch(1, 0, 200).unwrap();
+    for step in 1..=600u64 {
+        let t = step * 5_000;
+        time.0.set(t);
+        if t == 10_000 {
+            agent.irq_entry(0, 7).unwrap();
+        }
+        let (prev, next) = if step % 2 == 0 {
+            (201, 200)
+        } else {
+            (200, 201)
+        };
+        agent.context_switch(1, prev, next).unwrap();
+        if t % 10_000 == 0 && t <= 1_000_000 {
+            agent.irq_entry(1, 9).unwrap();
+            time.0.set(t + 1_000);
+            agent.irq_exit(1).unwrap();
+        }
+        agent.poll(&mut out).unwrap();
+        marks.push((t, out.0.len()));
+    }
+    agent.finish(&mut out).unwrap();
+    (out.0, marks)
+}
+
+const HANG_RULES: [&str; 2] = ["state:irq@irq 7>100ms", "gap:irq@irq 9>50ms"];
+
+#[test]
+fn a_hang_and_a_periodic_event_that_stops_fire_while_the_stream_goes_on_once_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bytes, marks) = hanging_board();
+    let upto = |us: u64| marks.iter().find(|m| m.0 >= us).unwrap().1;
+    let fired = |notices: &[Notice]| -> Vec<(String, i64, i64)> {
+        notices
+            .iter()
+            .filter_map(|n| match n {
+                Notice::TriggerFired { firing, .. } => {
+                    Some((firing.rule.clone(), firing.at, firing.start))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+
+    // A full capture: the stream fed as it arrives.
+    let mut config = IngestConfig::new(tmp.path().join("full"));
+    config.triggers = Some(triggers(&HANG_RULES));
+    let mut ingest = socscope_collector::session::Ingest::new(config, "hang");
+    // 0.3 s in: the state is open 290 ms (past its 100 ms limit), but the stream's time is judged
+    // 250 ms behind its latest record: not yet.
+    ingest.feed(&bytes[..upto(300_000)]).unwrap();
+    assert_eq!(fired(&ingest.take_notices()), vec![]);
+    // 0.5 s in: the hang fires, at its start plus the limit, while the IRQ is still open.
+    ingest.feed(&bytes[upto(300_000)..upto(500_000)]).unwrap();
+    assert_eq!(
+        fired(&ingest.take_notices()),
+        vec![(HANG_RULES[0].to_string(), 110 * MS, 10 * MS)]
+    );
+    // 1.5 s in: IRQ 9 stopped after 1 s: its deadline passed.
+    ingest.feed(&bytes[upto(500_000)..upto(1_500_000)]).unwrap();
+    assert_eq!(
+        fired(&ingest.take_notices()),
+        vec![(HANG_RULES[1].to_string(), 1_050 * MS, 1_000 * MS)]
+    );
+    // The rest of the stream, the session's end (which closes the IRQ at the capture's end): nothing
+    // fires twice.
+    ingest.feed(&bytes[upto(1_500_000)..]).unwrap();
+    let (reports, rest) = ingest.finish().unwrap();
+    let mut notices = rest;
+    assert_eq!(fired(&notices), vec![]);
+    assert_eq!(reports.len(), 1);
+    let reader = TraceReader::open(&reports[0].path).unwrap();
+    let mut marks = trigger_annotations(&reader);
+    marks.sort();
+    // The hang's annotation spans the state as the capture ends it; the gap's, until it was judged.
+    assert_eq!(marks.len(), 2, "{marks:?}");
+    assert_eq!(marks[0].2, HANG_RULES[0]);
+    assert_eq!((marks[0].0, marks[0].1), (10 * MS, 3_000 * MS));
+    assert_eq!(marks[1].2, HANG_RULES[1]);
+    assert_eq!(marks[1].0, 1_000 * MS);
+    assert!(marks[1].1 > 1_050 * MS, "{marks:?}");
+    assert_eq!(ingest_stats(&reader)["triggers_fired"], 2);
+    notices.clear();
+
+    // The flight recorder saves each window while the board goes on.
+    let mut config = IngestConfig::new(tmp.path().join("flight"));
+    config.triggers = Some(triggers(&HANG_RULES));
+    // The pre window longer than the state limit: the hung IRQ's entry is in the window.
+    config.flight = Some(FlightConfig::new(3 * S, 200 * MS, 200 * MS));
+    let mut ingest = socscope_collector::session::Ingest::new(config, "hang");
+    ingest.feed(&bytes[..upto(2_000_000)]).unwrap();
+    notices.extend(ingest.take_notices());
+    assert_eq!(fired(&notices).len(), 2, "{notices:?}");
+    ingest.feed(&bytes[upto(2_000_000)..]).unwrap();
+    let (saved, rest) = ingest.finish().unwrap();
+    notices.extend(rest);
+    // CPU 0 is silent after the hang: the first window waits for it up to a second past its end, so
+    // the gap's firing may join it. Either way, each firing is in the saved windows once.
+    assert!(!saved.is_empty());
+    let mut rules = Vec::new();
+    for w in &saved {
+        let reader = TraceReader::open(&w.path).unwrap();
+        let marks = trigger_annotations(&reader);
+        // Each names its IRQ by the window's own producer ids (IRQs get theirs as they first appear:
+        // the watcher, which saw the whole stream, numbered them otherwise).
+        let names: BTreeMap<u32, String> = reader
+            .producers()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.id, p.name))
+            .collect();
+        for (m, producers) in marks.iter().zip(trigger_producers(&reader)) {
+            let irq = if m.2 == HANG_RULES[0] {
+                "irq 7"
+            } else {
+                "irq 9"
+            };
+            let id: u32 = producers.parse().expect("one producer id");
+            assert_eq!(names.get(&id).map(String::as_str), Some(irq), "{names:?}");
+        }
+        rules.extend(marks.into_iter().map(|m| m.2));
+    }
+    rules.sort();
+    assert_eq!(rules, vec![HANG_RULES[1], HANG_RULES[0]]);
 }

@@ -31,7 +31,7 @@ pub enum BenchCommand {
         /// Inputs per target.
         #[arg(long, default_value_t = 1_000_000)]
         inputs: u64,
-        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk); repeatable.
+        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk, trace-cmd, ctf); repeatable.
         #[arg(long = "target", value_name = "NAME")]
         targets: Vec<String>,
         /// Seed of the mutations (a run is reproducible from it).

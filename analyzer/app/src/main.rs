@@ -50,9 +50,12 @@ enum Command {
         traces a crash left live in DIR are closed as interrupted when collect starts."
     )]
     Collect(collect::CollectArgs),
-    /// Import text captures (KPTrace, Pajé, ftrace / trace-cmd report, GST_DEBUG logs) as a trace.
+    /// Import captures (KPTrace, Pajé, ftrace / trace-cmd report text, GST_DEBUG logs; trace-cmd .dat,
+    /// CTF from LTTng or perf) as a trace.
     #[command(
         after_help = "Examples:\n  socscope import trace.txt                      (format detected from the first lines)\n  \
+        socscope import trace.dat                      (trace-cmd record's file, detected by its magic)\n  \
+        socscope import ~/lttng-traces/session-20260101  (an LTTng session: its kernel/ and ust/ traces)\n  \
         socscope import trace0 trace1 System.map --format kptrace -o stb.db\n  \
         socscope import post.txt kptrace.fmt --format kptrace   (post-processed form + format description)\n  \
         socscope import gst.log --dir traces --strict\n\

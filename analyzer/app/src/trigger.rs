@@ -27,7 +27,8 @@ pub const REFERENCE_SLICES: usize = 100;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TriggerArgs {
     /// A trigger rule, checked on every record as it arrives (repeatable): state:TYPE[@PRODUCER]>DURATION
-    /// (a state lasting too long), gap:TYPE[@PRODUCER]>DURATION (a periodic event coming late),
+    /// (a state lasting too long, fired while it is still open), gap:TYPE[@PRODUCER]>DURATION (a
+    /// periodic event coming late, fired while it is still missing),
     /// marker:REGEX (a marker or user event whose text or type matches), loss (records lost), or
     /// reference:TRACE>SCORE (the run departs from a reference trace). Firings are stored as annotations.
     #[arg(long = "trigger", value_name = "RULE")]

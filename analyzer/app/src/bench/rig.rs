@@ -27,8 +27,13 @@ use crate::out::outln;
 
 const S: i64 = 1_000_000_000;
 
-/// The rules a rig would use on this board.
-const RULES: [&str; 2] = ["gap:running@vsync-cb>25ms", "marker:underflow"];
+/// The rules a rig would use on this board: a state watched while open (every vsync IRQ), a periodic
+/// start watched for lateness, a marker.
+const RULES: [&str; 3] = [
+    "state:irq@vsync>2ms",
+    "gap:running@vsync-cb>25ms",
+    "marker:underflow",
+];
 
 fn triggers() -> Result<TriggerSet> {
     let rules = RULES
