@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::complexity::{LN2, entropy_reduction, ln_table};
+use super::complexity::{divergence, entropy_reduction, ln_table};
 use super::dichotomy::{
     Bisection, Cancelled, Observer, PList, Quality, Schedule, bisect, bisect_observed,
 };
@@ -50,27 +50,24 @@ impl TemporalQualities {
         let ln = ln_table(n);
         let rows: Vec<(Vec<f64>, Vec<f64>)> = (0..n)
             .into_par_iter()
-            .map_init(
-                || (Vec::new(), Vec::new(), Vec::new()),
-                |(sums, ents, logs), start| {
-                    let len = n - start;
-                    let mut gain = vec![0.0; len];
-                    let mut loss = vec![0.0; len];
-                    for (values, micro) in &series {
-                        // Three passes over the row instead of one: the running sums (a
-                        // chain of additions), the logarithms (libm calls, now independent
-                        // of each other), then the rest, which the compiler vectorises. Each
-                        // interval still gets the very operations `entropy_reduction` and
-                        // `divergence` make, in their order, so the same bits; only the
-                        // scheduling changes.
-                        running_sums(&values[start..], &micro[start..], sums, ents);
-                        logs.clear();
-                        logs.extend(sums.iter().map(|s: &f64| s.ln()));
-                        accumulate(&mut gain, &mut loss, sums, ents, logs, &ln);
+            .map(|start| {
+                let len = n - start;
+                let mut gain = vec![0.0; len];
+                let mut loss = vec![0.0; len];
+                for (values, micro) in &series {
+                    let (values, micro) = (&values[start..], &micro[start..]);
+                    let (mut sum, mut ent) = (values[0], micro[0]);
+                    for i in 1..len {
+                        // Running sums left to right: the original's sum[i][j] = sum[i-1][j] + v[j+i].
+                        sum += values[i];
+                        ent += micro[i];
+                        let reduction = entropy_reduction(sum, ent);
+                        gain[i] += reduction;
+                        loss[i] += divergence(ln[i + 1], sum, reduction);
                     }
-                    (gain, loss)
-                },
-            )
+                }
+                (gain, loss)
+            })
             .collect();
         let mut gain = vec![0.0; n * (n + 1) / 2];
         let mut loss = vec![0.0; n * (n + 1) / 2];
@@ -163,55 +160,6 @@ impl TemporalQualities {
             quality.loss += q.loss;
         }
         TemporalPartition { ranges, quality }
-    }
-}
-
-/// The running sums of a series from its first slice, left to right as the original makes
-/// them (`sum[i] = sum[i-1] + v[i]`), into `sums` and `ents` (index `i` = the interval of
-/// `i + 1` slices).
-fn running_sums(values: &[f64], micro: &[f64], sums: &mut Vec<f64>, ents: &mut Vec<f64>) {
-    sums.clear();
-    ents.clear();
-    let (mut sum, mut ent) = (values[0], micro[0]);
-    sums.push(sum);
-    ents.push(ent);
-    for (v, m) in values[1..].iter().zip(&micro[1..]) {
-        sum += v;
-        ent += m;
-        sums.push(sum);
-        ents.push(ent);
-    }
-}
-
-/// `gain[i] += entropy_reduction(sums[i], ents[i])` and `loss[i] += divergence(...)` for the
-/// intervals of two slices or more, with `logs[i] = ln(sums[i])` given: the operations of
-/// [`entropy_reduction`] and [`divergence`], written without branches so that they vectorise
-/// (a non-positive sum selects 0 as the original's test does).
-#[inline]
-fn accumulate(
-    gain: &mut [f64],
-    loss: &mut [f64],
-    sums: &[f64],
-    ents: &[f64],
-    logs: &[f64],
-    ln: &[f64],
-) {
-    let len = gain.len();
-    let rows = gain[1..]
-        .iter_mut()
-        .zip(&mut loss[1..])
-        .zip(&sums[1..len])
-        .zip(&ents[1..len])
-        .zip(&logs[1..len])
-        .zip(&ln[2..=len]);
-    for (((((g, l), &sum), &ent), &log), &ln_size) in rows {
-        let reduction = if sum > 0.0 {
-            (sum * log) / LN2 - ent
-        } else {
-            0.0
-        };
-        *g += reduction;
-        *l += (sum * ln_size) / LN2 - reduction;
     }
 }
 
@@ -389,11 +337,7 @@ mod tests {
                             }
                             let reduction = entropy_reduction(sum, ent);
                             gain += reduction;
-                            loss += super::super::complexity::divergence(
-                                ln[end - start + 1],
-                                sum,
-                                reduction,
-                            );
+                            loss += divergence(ln[end - start + 1], sum, reduction);
                         }
                     }
                 }
