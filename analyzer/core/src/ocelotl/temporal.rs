@@ -313,8 +313,8 @@ mod tests {
         assert_eq!(q.quality(1, 1), Quality::ZERO);
     }
 
-    /// The original's loop, one interval at a time: the reference the scheduled passes of
-    /// `compute` must match bit for bit.
+    /// The original's loop, one interval at a time: the reference `compute` (rows in
+    /// parallel, running sums shared along a row) must match bit for bit.
     fn literal_qualities(m: &MicroscopicModel) -> Vec<(u64, u64)> {
         let n = m.slices();
         let ln = ln_table(n);
