@@ -46,6 +46,26 @@ pub trait Transport {
         let _ = records;
         None
     }
+
+    /// What the collector sent back on the link (it sends one frame, a `Refusal`, just before it
+    /// closes a link whose session it will not store: wrong token, full disk…), read into `buf`
+    /// without waiting long; returns the bytes read. A link that cannot be read (a UART the board only
+    /// writes) keeps the default: nothing. Pass what it read to [`read_refusal`].
+    fn read_back(&mut self, buf: &mut [u8]) -> usize {
+        let _ = buf;
+        0
+    }
+}
+
+pub use socscope_wire::refusal::{Refusal, RefusalError, RefusalReason, decode_refusal};
+
+/// Why the collector refused this board's session, if it said so before closing the link: reads the
+/// link back ([`Transport::read_back`]) into `buf` and decodes the `Refusal` frame there (in place).
+/// `None`: nothing came back, or it was not a whole, intact `Refusal`.
+pub fn read_refusal<'b, T: Transport>(transport: &mut T, buf: &'b mut [u8]) -> Option<Refusal<'b>> {
+    let n = transport.read_back(buf);
+    let got = buf.get_mut(..n)?;
+    decode_refusal(got).ok()
 }
 
 /// Why a transport could not take a frame.
@@ -238,6 +258,9 @@ pub struct Agent<
     types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
+    /// The board clock when the session's first `Hello` went out: every repeat of it says the same, so
+    /// a collector that reads only a later one puts every record at the same time (issue 27, row 12).
+    session_start_ticks: Option<u64>,
     /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
     /// call finishes over several calls).
     totals_sent: usize,
@@ -287,6 +310,7 @@ impl<
             types_sent: 0,
             last_frame_ticks: 0,
             last_hello_ticks: 0,
+            session_start_ticks: None,
             totals_sent: 0,
             stats: AgentStats::default(),
             out: [0; OUT],
@@ -676,7 +700,7 @@ impl<
                 cpu_count: self.config.cpu_count,
                 tick_hz: self.config.tick_hz,
                 session_id: self.config.session_id,
-                start_ticks: now,
+                start_ticks: *self.session_start_ticks.get_or_insert(now),
                 token: self.config.token,
             };
             let n =

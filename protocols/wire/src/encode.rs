@@ -196,12 +196,22 @@ pub fn encode_frame(
     kind: FrameKind,
     body: impl FnOnce(&mut FrameBody<'_>) -> Result<(), EncodeError>,
 ) -> Result<usize, EncodeError> {
+    encode_frame_of_kind(out, kind as u8, body)
+}
+
+/// [`encode_frame`] for a kind byte of its own: the collector-to-board `Refusal`
+/// ([`crate::refusal`]), which board-to-collector decoders do not know as a [`FrameKind`].
+pub fn encode_frame_of_kind(
+    out: &mut [u8],
+    kind: u8,
+    body: impl FnOnce(&mut FrameBody<'_>) -> Result<(), EncodeError>,
+) -> Result<usize, EncodeError> {
     let mut frame = FrameBody {
         cobs: CobsWriter::new(out),
         crc: FRAME_CRC.digest(),
         len: 0,
     };
-    frame.push(&[kind as u8])?;
+    frame.push(&[kind])?;
     body(&mut frame)?;
     let crc = frame.crc.finalize();
     frame.cobs.push(&crc.to_le_bytes())?;

@@ -14,6 +14,7 @@ extern crate std;
 pub mod dict;
 pub mod encode;
 pub mod frame;
+pub mod refusal;
 pub mod varint;
 
 #[cfg(feature = "decode")]

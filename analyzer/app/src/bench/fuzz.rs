@@ -90,6 +90,7 @@ fn seeds(target: Target) -> Result<Vec<Vec<u8>>> {
             MAX_LEN,
         ),
         Target::Chunk => chunk_seeds()?,
+        Target::Refusal => fuzz::refusal_seeds(),
     })
 }
 
