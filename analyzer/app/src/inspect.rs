@@ -145,6 +145,11 @@ fn repair_one_outcome(path: &Path, dir: &Path, reason: &str) -> Result<(String, 
         .with_context(|| format!("while repairing {}", path.display()))?;
     let said = match &outcome {
         RepairOutcome::AlreadyFinished => "already finished: nothing to repair".to_string(),
+        RepairOutcome::WalKept => {
+            "already finished, but its WAL could not be folded in now (no room on \
+             the disk yet, or another program holds it): run repair again later"
+                .to_string()
+        }
         RepairOutcome::WalFolded => {
             "already finished (closed on a full disk): its WAL is now folded into the file"
                 .to_string()
@@ -222,7 +227,7 @@ pub fn repair(traces: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
             Ok((said, outcome)) => {
                 match outcome {
                     Some(RepairOutcome::Repaired(_) | RepairOutcome::WalFolded) => repaired += 1,
-                    Some(RepairOutcome::AlreadyFinished) => unchanged += 1,
+                    Some(RepairOutcome::AlreadyFinished | RepairOutcome::WalKept) => unchanged += 1,
                     Some(RepairOutcome::BeingWritten) => busy += 1,
                     None => {}
                 }

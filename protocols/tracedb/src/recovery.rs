@@ -68,6 +68,9 @@ pub enum RepairOutcome {
     /// The trace was finished already (closed on a full disk): its WAL, left beside it, is now folded
     /// into the file.
     WalFolded,
+    /// The trace was finished already and keeps a WAL beside it that could not be folded in now (no
+    /// room on the disk yet, or another program holds the file); it is consistent as it is.
+    WalKept,
     /// A writer holds the trace now: it is live, not left behind, and was not touched.
     BeingWritten,
     /// The trace was left live and is now finished, incomplete and marked interrupted — or it was
@@ -153,13 +156,13 @@ fn repair_with(path: &Path, reason: &str, fold_wal: bool) -> Result<RepairOutcom
         if fold_wal {
             make_self_contained(&conn);
         }
-        let folded = fold_wal && had_wal && !wal_path(path).exists();
+        let kept = wal_path(path).exists();
         drop(conn);
         drop(lock);
-        return Ok(if folded {
-            RepairOutcome::WalFolded
-        } else {
-            RepairOutcome::AlreadyFinished
+        return Ok(match (had_wal, kept) {
+            (true, false) if fold_wal => RepairOutcome::WalFolded,
+            (true, true) => RepairOutcome::WalKept,
+            _ => RepairOutcome::AlreadyFinished,
         });
     }
     let events_before: i64 = conn

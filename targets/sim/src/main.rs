@@ -274,7 +274,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         && let Some((reason, message)) = &state.refused
     {
         return Err(anyhow!(
-            "{target} refused the session ({reason}): {message}; {} of the board's records were sent before it, none stored after",
+            "{target} refused the session ({reason}): {message}; {} records were sent before the refusal came (see the summary)",
             summary.events
         ));
     }
