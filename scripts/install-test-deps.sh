@@ -10,6 +10,9 @@
 #   cc (gcc, on the machine already): examples/c/player.c and the C API's header checks (agent/capi)
 #   pajeng (pj_dump): reads socscope's Pajé exports back (analyzer/app/tests/import_export.rs); installed
 #     without its recommendations (R and a terminal emulator), which it does not need
+#   trace-cmd, babeltrace2: the reference readers of trace-cmd .dat files and CTF traces, which the
+#     binary importers are checked against (protocols/formats/tests/{tracecmd,ctf}_reference.rs,
+#     collector/tests/import_tracecmd.rs)
 set -euo pipefail
 packages=(rustc-web rust-web-src cargo-web xvfb x11-apps libgl1-mesa-dri libegl1 libxkbcommon-x11-0 mesa-vulkan-drivers)
 missing=()
@@ -34,3 +37,11 @@ if ! dpkg -s pajeng >/dev/null 2>&1; then
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends pajeng >/dev/null
 fi
+for p in trace-cmd babeltrace2; do
+  if ! dpkg -s "$p" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then sudo=(); else sudo=(sudo); fi
+    echo "install-test-deps: installing $p" >&2
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$p" >/dev/null
+  fi
+done

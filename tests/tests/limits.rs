@@ -435,7 +435,7 @@ fn peers_that_start_no_session_free_their_slots_for_a_good_board() {
 }
 
 /// Issue 27, row 6: a board refused for its token learns why over the link before it closes — a
-/// `Refusal` frame (wire SPEC 5.7) as the agent decodes it — and the collector then closes the link.
+/// `Refusal` frame (wire SPEC 5.8) as the agent decodes it — and the collector then closes the link.
 #[test]
 fn a_refused_board_is_told_why_before_the_link_closes() {
     let dir = tempfile::tempdir().unwrap();

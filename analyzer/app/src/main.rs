@@ -14,6 +14,8 @@ mod inspect;
 use socscope_analyzer::out::{self, errln};
 mod render;
 mod results;
+mod rig;
+mod trigger;
 mod view;
 
 use std::path::PathBuf;
@@ -48,9 +50,12 @@ enum Command {
         traces a crash left live in DIR are closed as interrupted when collect starts."
     )]
     Collect(collect::CollectArgs),
-    /// Import text captures (KPTrace, Pajé, ftrace / trace-cmd report, GST_DEBUG logs) as a trace.
+    /// Import captures (KPTrace, Pajé, ftrace / trace-cmd report text, GST_DEBUG logs; trace-cmd .dat,
+    /// CTF from LTTng or perf) as a trace.
     #[command(
         after_help = "Examples:\n  socscope import trace.txt                      (format detected from the first lines)\n  \
+        socscope import trace.dat                      (trace-cmd record's file, detected by its magic)\n  \
+        socscope import ~/lttng-traces/session-20260101  (an LTTng session: its kernel/ and ust/ traces)\n  \
         socscope import trace0 trace1 System.map --format kptrace -o stb.db\n  \
         socscope import post.txt kptrace.fmt --format kptrace   (post-processed form + format description)\n  \
         socscope import gst.log --dir traces --strict\n\
@@ -152,6 +157,14 @@ enum Command {
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Fire an external trigger in a running collector (annotates its traces; saves a flight-recorder window).
+    #[command(
+        after_help = "Examples:\n  socscope trigger --dir traces --reason \"picture froze\"\n  socscope trigger --control /run/rig.sock --token-file secret.txt"
+    )]
+    Trigger(trigger::TriggerCmdArgs),
+    /// Scripted runs with verdicts (JSON and JUnit XML) for stress-reproduction rigs.
+    #[command(subcommand)]
+    Rig(rig::RigCommand),
 }
 
 fn main() -> ExitCode {
@@ -195,6 +208,8 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),
+        Command::Trigger(args) => trigger::run_trigger(args),
+        Command::Rig(cmd) => rig::run(cmd),
     };
     // A finished trace this command saved results into is one self-contained file again (issue 27).
     for path in socscope_tracedb::settle_written_traces() {

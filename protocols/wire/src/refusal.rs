@@ -1,5 +1,5 @@
 //! The one frame a collector sends to a board: `Refusal` (kind 8), the reason it will not store the
-//! board's session, written just before it closes the link (SPEC.md, section 5.7). Encoding and
+//! board's session, written just before it closes the link (SPEC.md, section 5.8). Encoding and
 //! decoding are `no_std` and allocation-free, so the agent and its C API can read it.
 
 use crate::encode::{EncodeError, encode_frame_of_kind};
