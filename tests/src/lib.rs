@@ -1,5 +1,5 @@
 //! End-to-end tests across crates: sim → TCP/serial → collector → trace.db → analysis, fault injection, and
-//! the executable form of the dependency rules of ARCHITECTURE.md.
+//! the executable form of the dependency rules of docs/ARCHITECTURE.md.
 //!
 //! Start here: `tests/dependency_rules.rs`, and [`cargo_tree`] which it uses.
 

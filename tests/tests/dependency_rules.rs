@@ -1,4 +1,4 @@
-//! ARCHITECTURE.md's dependency rules, checked with `cargo tree` so a forbidden dependency fails the build.
+//! The dependency rules of docs/ARCHITECTURE.md, checked with `cargo tree` so a forbidden dependency fails the build.
 
 use std::collections::BTreeSet;
 

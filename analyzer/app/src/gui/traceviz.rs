@@ -1,4 +1,4 @@
-//! The TraceViz view (paper 003 §4-5): the actor tree on the left, one histogram row per visible
+//! The TraceViz view (TraceViz, IHM'16, §4-5): the actor tree on the left, one histogram row per visible
 //! actor or group at pixel resolution, the stacked outline on top with its Slick Graph shading, wheel
 //! zoom and drag pan in step on both, and the groups of similar actors proposed by clustering. A shell
 //! over `socscope_analysis::actors` and `socscope_analysis::traceviz`.
