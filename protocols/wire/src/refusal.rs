@@ -112,21 +112,24 @@ pub fn encode_refusal(out: &mut [u8], refusal: &Refusal<'_>) -> Result<usize, En
 /// Decodes the first frame of `bytes` (what a collector sent before it closed the link) in place and
 /// reads it as a `Refusal`. Bytes before a leading delimiter are skipped.
 pub fn decode_refusal(bytes: &mut [u8]) -> Result<Refusal<'_>, RefusalError> {
+    // Only checked accesses below: the agent's C API calls this and must link without any panicking
+    // path (scripts/build-bare-metal.sh proves it).
     let start = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len());
-    let bytes = &mut bytes[start..];
+    let bytes = bytes.get_mut(start..).ok_or(RefusalError::Incomplete)?;
     let end = bytes
         .iter()
         .position(|&b| b == 0)
         .ok_or(RefusalError::Incomplete)?;
-    let frame = &mut bytes[..end];
-    let n = cobs::decode_in_place(frame).map_err(|_| RefusalError::Cobs)?;
-    let frame = &frame[..n];
-    if frame.len() < 5 {
+    let frame = bytes.get_mut(..end).ok_or(RefusalError::Incomplete)?;
+    let n = cobs_decode_in_place(frame).ok_or(RefusalError::Cobs)?;
+    let frame = frame.get(..n).ok_or(RefusalError::Cobs)?;
+    let (data, crc) = frame
+        .split_last_chunk::<4>()
+        .ok_or(RefusalError::TooShort)?;
+    if data.is_empty() {
         return Err(RefusalError::TooShort);
     }
-    let (data, crc) = frame.split_at(frame.len() - 4);
-    let want = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    if crate::FRAME_CRC.checksum(data) != want {
+    if crate::FRAME_CRC.checksum(data) != u32::from_le_bytes(*crc) {
         return Err(RefusalError::Crc);
     }
     let (&kind, body) = data.split_first().ok_or(RefusalError::TooShort)?;
@@ -135,7 +138,7 @@ pub fn decode_refusal(bytes: &mut [u8]) -> Result<Refusal<'_>, RefusalError> {
     }
     let (&code, rest) = body.split_first().ok_or(RefusalError::Malformed)?;
     let (len, used) = read_varint(rest).ok_or(RefusalError::Malformed)?;
-    let text = &rest[used..];
+    let text = rest.get(used..).ok_or(RefusalError::Malformed)?;
     if len != text.len() as u64 || text.len() > MAX_REFUSAL_MESSAGE {
         return Err(RefusalError::Malformed);
     }
@@ -144,6 +147,32 @@ pub fn decode_refusal(bytes: &mut [u8]) -> Result<Refusal<'_>, RefusalError> {
         reason: RefusalReason::from_code(code),
         message,
     })
+}
+
+/// COBS-decodes `frame` (its delimiter excluded) in place; returns the decoded length, `None` when the
+/// encoding is broken. The `cobs` crate's decoder (used by the collector's stream decoder) indexes its
+/// buffer directly, which leaves panicking paths the C API may not contain; this one only uses
+/// checked accesses and decodes the same way.
+fn cobs_decode_in_place(frame: &mut [u8]) -> Option<usize> {
+    let mut read = 0;
+    let mut write = 0;
+    while let Some(&code) = frame.get(read) {
+        if code == 0 {
+            return None;
+        }
+        read += 1;
+        for _ in 1..code {
+            let b = *frame.get(read)?;
+            *frame.get_mut(write)? = b;
+            read += 1;
+            write += 1;
+        }
+        if code != 0xFF && read < frame.len() {
+            *frame.get_mut(write)? = 0;
+            write += 1;
+        }
+    }
+    Some(write)
 }
 
 /// A LEB128 varint at the start of `bytes`: its value and length.
@@ -161,6 +190,8 @@ fn read_varint(bytes: &[u8]) -> Option<(u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    extern crate std;
+    use std::{vec, vec::Vec};
 
     #[test]
     fn round_trip_and_damage() {
@@ -181,6 +212,47 @@ mod tests {
                 let mut bad = buf;
                 bad[i] ^= 0x20;
                 assert!(decode_refusal(&mut bad[..n]).is_err(), "byte {i}");
+            }
+        }
+    }
+
+    /// The checked COBS decoder agrees with the `cobs` crate on every input, valid or not: same length
+    /// and bytes when the crate decodes, an error when it refuses.
+    #[test]
+    fn cobs_decoding_agrees_with_the_cobs_crate() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..20_000 {
+            let len = (next() % 300) as usize;
+            let mut input: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if round % 2 == 0 {
+                // Valid encodings too: the crate's encoding of random data.
+                let mut enc = vec![0u8; cobs::max_encoding_length(len)];
+                let n = cobs::encode(&input, &mut enc);
+                enc.truncate(n);
+                input = enc;
+            }
+            input.retain(|&b| b != 0);
+            let mut ours = input.clone();
+            let mut theirs = input.clone();
+            let a = cobs_decode_in_place(&mut ours);
+            let b = if theirs.is_empty() {
+                Ok(0)
+            } else {
+                cobs::decode_in_place(&mut theirs)
+            };
+            match (a, b) {
+                (Some(x), Ok(y)) => {
+                    assert_eq!(x, y, "{input:?}");
+                    assert_eq!(ours[..x], theirs[..y], "{input:?}");
+                }
+                (None, Err(_)) => {}
+                (a, b) => panic!("{input:?}: ours {a:?}, the crate {b:?}"),
             }
         }
     }
