@@ -352,6 +352,10 @@ pub struct Ingest {
     /// The latest refusal not yet taken by the source ([`Ingest::take_refusal`]): a TCP link sends
     /// it to the board as a `Refusal` frame and closes.
     refusal: Option<(RefusalReason, String)>,
+    /// A flight recorder's window whose session the store cut short (a full disk): no `Hello` follows
+    /// in a window, so what is still fed is dropped rather than kept for a session that will not come
+    /// (the window's note says it was not saved whole).
+    window_cut_short: bool,
 }
 
 /// The most records kept while waiting for a `Hello` (a few MB decoded); the agent repeats its `Hello`
@@ -438,6 +442,7 @@ impl Ingest {
             orphan_drops: 0,
             sessions_unauthorised: 0,
             refusal: None,
+            window_cut_short: false,
             window: None,
             flight: crate::flight::FlightRecorder::new(config_for_flight, source_for_flight)
                 .map(Box::new),
@@ -594,6 +599,9 @@ impl Ingest {
         self.decoder.feed(bytes);
         let reserve = self.config.disk_reserve.clone();
         while let Some(result) = self.decoder.next_frame() {
+            if self.window_cut_short {
+                continue;
+            }
             // Every write happens with the right to write; once the reserve is spent, the open
             // session is closed first (outside it: the close is what the freed room is for).
             let mut writing = reserve.enter();
@@ -721,6 +729,9 @@ impl Ingest {
             format!("the collector cannot store the session: {error}"),
         );
         let Some(s) = self.session.take() else {
+            if self.window_cut_short {
+                return;
+            }
             self.orphan_frames += 1;
             self.notices.push(Notice::FrameDropped {
                 source: self.source.clone(),
@@ -730,6 +741,7 @@ impl Ingest {
             });
             return;
         };
+        self.window_cut_short |= s.window.is_some();
         let st = s.recon.stats();
         let end = SessionEnd {
             records: st.records_by_type.values().sum(),
