@@ -45,8 +45,9 @@ pub struct IngestConfig {
     /// no triggers.
     pub triggers: Option<crate::trigger::TriggerSet>,
     /// Keep only the last seconds of each board's stream and save windows of it when a trigger fires
-    /// (`--flight-recorder`); `None`: every session is stored whole.
-    pub flight: Option<crate::flight::FlightConfig>,
+    /// (`--flight-recorder`); `None`: every session is stored whole. Read by [`crate::intake::Intake`],
+    /// which hands such a stream to a flight recorder; an [`Ingest`] always stores what it is fed.
+    pub flight: Option<crate::window::FlightConfig>,
 }
 
 /// Session starts of every connection of one collector within the last minute, shared by them: a
@@ -256,7 +257,7 @@ pub enum Notice {
         message: String,
     },
     /// A flight recorder stopped watching a board's session (see [`crate::flight`]).
-    WatchEnded(crate::flight::WatchReport),
+    WatchEnded(crate::window::WatchReport),
     /// A board speaks a wire version this collector does not accept.
     VersionRejected {
         /// Source.
@@ -303,7 +304,7 @@ struct ActiveSession {
     /// The session's triggers ([`IngestConfig::triggers`]).
     triggers: Option<crate::trigger::TriggerEngine>,
     /// Firings to store with the trace that were found elsewhere (a flight recorder's window).
-    window: Option<crate::flight::WindowSpec>,
+    window: Option<crate::window::WindowSpec>,
 }
 
 /// Decodes one byte stream (a TCP connection, a serial port, a capture file) into traces.
@@ -323,9 +324,7 @@ pub struct Ingest {
     /// When the sessions of the last minute started.
     session_starts: std::collections::VecDeque<Instant>,
     /// This stream is a window of another one, saved by a flight recorder (see [`Ingest::window`]).
-    window: Option<crate::flight::WindowSpec>,
-    /// With [`IngestConfig::flight`], the stream goes to the flight recorder instead.
-    flight: Option<Box<crate::flight::FlightRecorder>>,
+    window: Option<crate::window::WindowSpec>,
     /// The collector-wide session rate limit, when one is shared with other connections.
     shared_sessions: Option<SessionWindow>,
     /// `Hello`s refused by the session rate limit.
@@ -419,7 +418,6 @@ impl Ingest {
         let mut decoder = StreamDecoder::new(&config.accepted_versions);
         decoder.set_max_decompressed(config.max_decompressed);
         let source = source.into();
-        let (config_for_flight, source_for_flight) = (config.clone(), source.clone());
         Self {
             config,
             source,
@@ -444,8 +442,6 @@ impl Ingest {
             refusal: None,
             window_cut_short: false,
             window: None,
-            flight: crate::flight::FlightRecorder::new(config_for_flight, source_for_flight)
-                .map(Box::new),
         }
     }
 
@@ -456,7 +452,7 @@ impl Ingest {
     pub fn window(
         config: IngestConfig,
         source: impl Into<String>,
-        spec: crate::flight::WindowSpec,
+        spec: crate::window::WindowSpec,
     ) -> Self {
         let mut ingest = Self::new(config, source);
         ingest.window = Some(spec);
@@ -464,7 +460,7 @@ impl Ingest {
     }
 
     /// The window's specification, to add firings or say how it ended before [`Ingest::finish`].
-    pub fn window_spec_mut(&mut self) -> Option<&mut crate::flight::WindowSpec> {
+    pub fn window_spec_mut(&mut self) -> Option<&mut crate::window::WindowSpec> {
         match self.session.as_mut() {
             Some(s) => s.window.as_mut(),
             None => self.window.as_mut(),
@@ -531,9 +527,6 @@ impl Ingest {
 
     /// Whether a session has started on this stream (one is open, or one ended).
     pub fn has_had_session(&self) -> bool {
-        if let Some(f) = &self.flight {
-            return f.has_had_session();
-        }
         self.session.is_some() || !self.reports.is_empty()
     }
 
@@ -591,11 +584,6 @@ impl Ingest {
     /// counted as dropped, and a later `Hello` starts a new trace if the store works again. So this never
     /// fails; the `Result` is kept for the sources' sake.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
-        if let Some(f) = self.flight.as_mut() {
-            f.feed(bytes);
-            self.notices.extend(f.take_notices());
-            return Ok(());
-        }
         self.decoder.feed(bytes);
         let reserve = self.config.disk_reserve.clone();
         while let Some(result) = self.decoder.next_frame() {
@@ -633,11 +621,6 @@ impl Ingest {
 
     /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
     pub fn tick(&mut self) -> Result<()> {
-        if let Some(f) = self.flight.as_mut() {
-            f.tick();
-            self.notices.extend(f.take_notices());
-            return Ok(());
-        }
         let reserve = self.config.disk_reserve.clone();
         let Some(writing) = reserve.enter() else {
             self.close_if_disk_full();
@@ -655,11 +638,6 @@ impl Ingest {
     /// The stream ended (EOF, disconnect, shutdown): a partial frame is counted, an open session is closed
     /// as incomplete. Returns every session report of the stream.
     pub fn finish(mut self) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
-        if let Some(f) = self.flight.take() {
-            let (reports, notices) = f.finish();
-            self.notices.extend(notices);
-            return Ok((reports, self.notices));
-        }
         let cut = self
             .decoder
             .truncated_events()
@@ -1368,7 +1346,7 @@ impl Ingest {
     fn final_stats(&self, s: &mut ActiveSession, end: u64) -> Result<()> {
         s.recon
             .finish(&mut Observed::new(&mut s.writer, s.triggers.as_mut()))?;
-        crate::flight::store_trigger_stats(&mut s.writer, s.triggers.as_ref(), s.window.as_ref())?;
+        crate::window::store_trigger_stats(&mut s.writer, s.triggers.as_ref(), s.window.as_ref())?;
         let st = s.recon.stats();
         let records: u64 = st.records_by_type.values().sum();
         let mut stats = vec![

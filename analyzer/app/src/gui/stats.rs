@@ -14,6 +14,8 @@ use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange};
 
 use super::session::TraceNames;
+use super::views::{GroupView, LoadContext};
+use socscope_tracedb::Timestamp;
 
 fn spawn(
     trace: std::path::PathBuf,
@@ -125,13 +127,11 @@ impl StatsView {
     pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) -> Option<ColourEdit> {
         ui.horizontal(|ui| {
             let mut op = self.settings.operator;
-            egui::ComboBox::from_label("Metric")
-                .selected_text(op.label())
-                .show_ui(ui, |ui| {
-                    for o in Operator::ALL {
-                        ui.selectable_value(&mut op, o, o.label());
-                    }
-                });
+            super::widgets::labelled_combo(ui, "Metric", op.label(), |ui| {
+                for o in Operator::ALL {
+                    ui.selectable_value(&mut op, o, o.label());
+                }
+            });
             if op != self.settings.operator {
                 self.settings.set_operator(op);
                 self.selected.clear();
@@ -406,5 +406,29 @@ impl StatsView {
             a(self);
         }
         colour_edit
+    }
+}
+
+impl GroupView for StatsView {
+    fn load(&mut self, cx: &LoadContext<'_>) {
+        StatsView::load(self, cx.trace, cx.interval, cx.filter.clone());
+    }
+    fn extend(&mut self, cx: &LoadContext<'_>) {
+        StatsView::extend(self, cx.trace, cx.interval, cx.filter.clone());
+    }
+    fn poll(&mut self) {
+        StatsView::poll(self);
+    }
+    fn busy(&self) -> bool {
+        StatsView::busy(self)
+    }
+    fn catching_up(&self, end: Timestamp) -> bool {
+        self.live.catching_up(end)
+    }
+    fn progress(&self) -> Option<Progress> {
+        StatsView::progress(self)
+    }
+    fn stop(&mut self) {
+        StatsView::stop(self);
     }
 }
