@@ -1013,7 +1013,8 @@ impl StreamDecoder {
             }
         }
         let (&kind, body) = raw.split_first()?;
-        if kind != FrameKind::Events as u8 {
+        // Both `Events` kinds (CRC-32C, and Fletcher-32 since wire v3) share the same header.
+        if kind != FrameKind::Events as u8 && kind != FrameKind::EventsFletcher as u8 {
             return None;
         }
         let (_, prefix) = events_prefix(body).ok()?;
