@@ -235,7 +235,7 @@ impl TraceMicroscopicModel {
             self.values.clone(),
         )?
         .with_type_names(self.types.iter().map(|t| t.name.clone()).collect())?
-        .with_slice_duration(d);
+        .with_rate_divisor(d);
         model.with_hierarchy(self.hierarchy().0)
     }
 }
@@ -1300,7 +1300,7 @@ pub(crate) mod tests {
         assert_eq!(nodes[0].name, "all");
         assert_eq!(h.leaf_count(h.root()), m.producers.len());
         let model = m.to_model().unwrap();
-        assert_eq!(model.slice_duration(), 250.0);
+        assert_eq!(model.rate_divisor(), 250.0);
         assert_eq!(model.type_names()[0], m.types[0].name);
         // Thread 11 (child of process 10) ran [100, 400): 150 ns in slice 0, 150 in slice 1.
         assert_eq!(m.get(0, 11, 1), 150.0);
