@@ -7,6 +7,7 @@ mod bench;
 mod collect;
 mod demo;
 mod export;
+mod fleet;
 mod format;
 mod import;
 mod input;
@@ -152,6 +153,10 @@ enum Command {
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Fleet scale: every trace of a rig or a fleet as one Parquet dataset (sync), queried in process
+    /// (sql, report, overview: built with the feature `fleet`) and by Spark, DuckDB, Trino.
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
 }
 
 fn main() -> ExitCode {
@@ -195,6 +200,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),
+        Command::Fleet(cmd) => fleet::run(cmd),
     };
     match result {
         Ok(code) => code,
