@@ -21,7 +21,8 @@ pub struct ReportOptions {
     pub where_sql: Option<String>,
     /// The trace id of the reference run; no departure section when `None`.
     pub reference: Option<String>,
-    /// The periodic event: events whose producer or type has this name.
+    /// The periodic event: the states and punctual events whose producer or type has this name (a vsync
+    /// IRQ's handler states, not the wake-ups it sends).
     pub periodic: String,
     /// An interval of the periodic event longer than this (ns) is a gap.
     pub gap_bound_ns: i64,
@@ -198,7 +199,7 @@ pub fn gaps_sql(options: &ReportOptions) -> String {
     format!(
         "WITH {sel},
 occ AS (SELECT e.board, e.date, e.trace_id, e.ts_ns FROM events e JOIN sel s ON e.trace_id = s.trace_id
-        WHERE e.producer = {name} OR e.type = {name}),
+        WHERE (e.producer = {name} OR e.type = {name}) AND e.category IN ('state', 'punctual')),
 iv AS (SELECT board, date, ts_ns - lag(ts_ns) OVER (PARTITION BY trace_id ORDER BY ts_ns) AS gap FROM occ)
 SELECT board, date, count(gap) AS intervals,
        sum(CASE WHEN gap > {bound} THEN 1 ELSE 0 END) AS beyond_bound,

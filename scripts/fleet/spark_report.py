@@ -60,7 +60,7 @@ def gaps_sql(o):
     name = quote(o.periodic)
     return f"""WITH {selection(o.where)},
 occ AS (SELECT e.board, e.date, e.trace_id, e.ts_ns FROM events e JOIN sel s ON e.trace_id = s.trace_id
-        WHERE e.producer = {name} OR e.type = {name}),
+        WHERE (e.producer = {name} OR e.type = {name}) AND e.category IN ('state', 'punctual')),
 iv AS (SELECT board, date, ts_ns - lag(ts_ns) OVER (PARTITION BY trace_id ORDER BY ts_ns) AS gap FROM occ)
 SELECT board, date, count(gap) AS intervals,
        sum(CASE WHEN gap > {o.gap_bound_ns} THEN 1 ELSE 0 END) AS beyond_bound,

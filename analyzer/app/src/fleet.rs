@@ -9,7 +9,6 @@ use anyhow::{Context, Result};
 use socscope_fleet::sync::{SyncOptions, SyncProgress, SyncSummary};
 use socscope_tracedb::units;
 
-use crate::input::bad_argument;
 use crate::out::{errln, outln};
 
 /// The fleet commands.
@@ -335,16 +334,6 @@ impl DatasetExporter {
     }
 }
 
-fn check_dataset_arg(path: &std::path::Path) -> Result<()> {
-    if !path.is_dir() {
-        return Err(bad_argument!(
-            "{}: no such dataset directory",
-            path.display()
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(feature = "fleet")]
 mod engine {
     use std::process::ExitCode;
@@ -359,13 +348,18 @@ mod engine {
     use socscope_fleet::{Dataset, overview};
     use socscope_tracedb::units;
 
-    use super::{OverviewArgs, ReportArgs, SqlArgs, check_dataset_arg};
+    use super::{OverviewArgs, ReportArgs, SqlArgs};
     use crate::format;
     use crate::input::bad_argument;
     use crate::out::outln;
 
     fn open(path: &std::path::Path) -> Result<Engine> {
-        check_dataset_arg(path)?;
+        if !path.is_dir() {
+            return Err(bad_argument!(
+                "{}: no such dataset directory",
+                path.display()
+            ));
+        }
         let ds = Dataset::open(path)?;
         Ok(Engine::open(&ds)?)
     }

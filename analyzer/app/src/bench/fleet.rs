@@ -20,6 +20,7 @@ use super::{file_size, rss_max_bytes, scratch_dir};
 use crate::out::outln;
 
 /// The three queries, in SQL every engine here reads as it is (DataFusion, DuckDB, Spark).
+#[cfg(feature = "fleet")]
 pub fn queries(board: &str, hour_start_ns: i64) -> Vec<(&'static str, String)> {
     vec![
         (
