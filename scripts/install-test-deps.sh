@@ -13,6 +13,9 @@
 #   openjdk-17-jre-headless and a Python virtual environment (target/python-venv) with pyspark: the fleet
 #     report on Spark in local mode (analyzer/app/tests/fleet_spark.rs, scripts/fleet/spark_report.py);
 #     python3-venv to create it. duckdb there too: the anchor of `socscope bench fleet`.
+#   trace-cmd, babeltrace2: the reference readers of trace-cmd .dat files and CTF traces, which the
+#     binary importers are checked against (protocols/formats/tests/{tracecmd,ctf}_reference.rs,
+#     collector/tests/import_tracecmd.rs)
 set -euo pipefail
 packages=(rustc-web rust-web-src cargo-web xvfb x11-apps libgl1-mesa-dri libegl1 libxkbcommon-x11-0 mesa-vulkan-drivers)
 missing=()
@@ -57,3 +60,11 @@ if ! "$venv/bin/python" -c 'import pyspark, duckdb' >/dev/null 2>&1; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check 'pyspark>=3.5,<5' 'duckdb>=1.1,<3'
 fi
+for p in trace-cmd babeltrace2; do
+  if ! dpkg -s "$p" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then sudo=(); else sudo=(sudo); fi
+    echo "install-test-deps: installing $p" >&2
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$p" >/dev/null
+  fi
+done

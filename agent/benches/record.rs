@@ -34,7 +34,7 @@ fn record_path(c: &mut Criterion) {
     g.throughput(Throughput::Elements(EVENTS));
     g.bench_function("record_and_frame_mix", |b| {
         let clock = Ticks::default();
-        let mut agent = Box::new(HostAgent::new(
+        let agent = Box::new(HostAgent::new(
             clock.clone(),
             Config {
                 board: "bench",

@@ -1,19 +1,26 @@
 //! The on-board recorder: it encodes KPTrace-like records into per-CPU rings of wire blocks without
-//! allocating, blocking or panicking, counts exactly what it has to drop, and streams frames through any
-//! transport.
+//! allocating, blocking or panicking, counts exactly what it has to drop (or, in post-mortem mode,
+//! overwrite), and streams frames through any transport.
 //!
 //! Start here: [`Agent`] (record with its typed methods or [`Agent::record`], then call [`Agent::poll`] from
-//! an idle loop or a task), the [`Clock`] and [`Transport`] traits a port implements, and [`Config`].
+//! an idle loop or the lowest-priority interrupt, or [`Agent::dump`] in post-mortem mode), the [`Clock`]
+//! and [`Transport`] traits a port implements, and [`Config`].
 //!
-//! The agent is a plain `&mut self` object: on a multi-core or interrupt-driven board, wrap it in the
-//! platform's critical section (per CPU rings make contention rare).
+//! Recording and draining take `&self`, so one agent in a `static` serves every context of a board: a
+//! record masks interrupts (a `critical-section` of the platform) for that record only; a drain masks them
+//! only to claim a finished block and to give it back, and frames it (header, CRC, COBS, in place in the
+//! block) with interrupts enabled. The platform provides the critical section (`cortex-m`'s
+//! `critical-section-single-core`, an RTOS's, or the firmware's own); hosted builds use a global mutex.
 #![no_std]
+
+use core::cell::UnsafeCell;
 
 use heapless::Vec;
 use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
-use socscope_wire::encode::{self, RecordEncoder};
+use socscope_wire::encode::{self, CRC_LEN, EVENTS_HEADER_MAX};
 use socscope_wire::frame::{
     Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
+    Window,
 };
 use socscope_wire::{MAX_NAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
@@ -21,14 +28,27 @@ use socscope_wire::{MAX_NAME_LEN, MAX_PARAMS, WIRE_VERSION};
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The longest `Events` header (kind byte, flags, CPU, sequence, base, count) plus the CRC.
-pub const EVENTS_OVERHEAD: usize = 1 + 1 + 3 + 10 + 10 + 5 + 4;
+pub const EVENTS_OVERHEAD: usize = EVENTS_HEADER_MAX + CRC_LEN;
 
-/// The output buffer an agent with `block`-byte blocks needs.
+/// A control-frame buffer that holds any frame a `block`-byte agent sends: more than needed (`Events`
+/// frames are built in their ring block; the buffer holds `Hello`, dictionary entries, `Loss`,
+/// `Heartbeat`, `Window`, `CpuTotal` and `Bye`), kept for the callers sized with it.
 pub const fn frame_buffer_len(block: usize) -> usize {
     encode::max_encoded_len(block + EVENTS_OVERHEAD + 16)
 }
 
-/// The board's time source.
+/// The bytes at the head of every ring block kept for the `Events` header (and COBS's first code byte),
+/// so the block is framed where it lies.
+const HEAD: usize = EVENTS_HEADER_MAX + 1;
+
+/// The bytes at the end of a `block`-byte ring block kept for the CRC, COBS's inserted code bytes (one
+/// per 254) and the delimiter.
+const fn tail(block: usize) -> usize {
+    CRC_LEN + block / 254 + 2
+}
+
+/// The board's time source. The agent calls it only inside its critical section (on a single-core board:
+/// with interrupts masked), so a clock that extends a hardware counter needs no lock of its own.
 pub trait Clock {
     /// The current time in ticks of the rate given in [`Config::tick_hz`]; should not go backwards.
     fn now(&mut self) -> u64;
@@ -52,7 +72,8 @@ pub trait Transport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TransportError {
-    /// Not now: try again later. The frame stays queued.
+    /// Not now: try again later. The frame stays queued. Also returned when another context is
+    /// draining the same agent at that moment.
     WouldBlock,
     /// The link is gone.
     Closed,
@@ -80,6 +101,8 @@ pub enum AgentError {
     BadCpu,
     /// The record is larger than a whole block.
     RecordTooLarge,
+    /// The declaration's `Dictionary` frame does not fit the agent's control-frame buffer (`OUT`).
+    DeclarationTooLarge,
 }
 
 /// What happened to one record.
@@ -87,8 +110,23 @@ pub enum AgentError {
 pub enum Recorded {
     /// In a ring, waiting to be sent.
     Stored,
-    /// Dropped because the CPU's ring is full; counted and reported in the next `Loss` frame.
+    /// Dropped because the CPU's ring is full (or, in post-mortem mode, its oldest block is being sent);
+    /// counted and reported in a `Loss` frame.
     Dropped,
+}
+
+/// What the agent does when a CPU's ring is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Streaming: [`Agent::poll`] sends the rings as they fill; a record that finds its ring full is
+    /// dropped and counted (a `Loss` frame says which).
+    #[default]
+    Stream,
+    /// Post-mortem, for boards with no link or one too slow for the rate: nothing is sent until
+    /// [`Agent::dump`]; a record that finds its ring full overwrites the ring's oldest block, and the
+    /// records overwritten are counted. The dump sends what the rings hold as a session of its own
+    /// whose records start with a `Window` frame per CPU.
+    PostMortem,
 }
 
 /// The identity and timing of a board.
@@ -124,7 +162,7 @@ pub struct Config {
 /// Counters since the session started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AgentStats {
-    /// Records accepted into the rings.
+    /// Records accepted into the rings (overwritten ones included).
     pub records: u64,
     /// Records dropped because a ring was full (all reported in `Loss` frames).
     pub dropped: u64,
@@ -136,87 +174,268 @@ pub struct AgentStats {
     pub frames: u64,
     /// Bytes written to the transport.
     pub bytes: u64,
+    /// Records overwritten in post-mortem mode before any dump could send them (part of `records`).
+    pub overwritten: u64,
 }
 
+/// Where a closed block's numbers are kept until it is framed: in the bytes reserved for its header.
+mod block_meta {
+    pub const FIRST_SEQ: usize = 0;
+    pub const BASE_TICKS: usize = 8;
+    pub const COUNT: usize = 16;
+    pub const END: usize = 20;
+}
+
+/// A closed block's numbers, read back from its head.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct LossRange {
-    first_seq: u64,
-    count: u64,
-}
-
-impl LossRange {
-    fn extend(range: &mut Option<LossRange>, seq: u64) {
-        match range {
-            Some(r) => r.count += 1,
-            None => {
-                *range = Some(LossRange {
-                    first_seq: seq,
-                    count: 1,
-                })
-            }
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Block<const N: usize> {
-    bytes: [u8; N],
-    len: usize,
+struct BlockMeta {
     first_seq: u64,
     base_ticks: u64,
     count: u32,
-    encoder: RecordEncoder,
-    loss_before: Option<LossRange>,
+    /// Where its records end (they start at [`HEAD`]).
+    end: u32,
 }
 
-impl<const N: usize> Block<N> {
-    const EMPTY: Self = Self {
-        bytes: [0; N],
-        len: 0,
-        first_seq: 0,
-        base_ticks: 0,
-        count: 0,
-        encoder: RecordEncoder::new(0),
-        loss_before: None,
-    };
-}
-
-/// One CPU's ring of blocks: `ready` closed blocks from `head`, then possibly one open block being filled.
-struct CpuRing<const N: usize, const B: usize> {
-    blocks: [Block<N>; B],
-    head: usize,
-    ready: usize,
-    open: bool,
-    next_seq: u64,
-    last_ticks: u64,
-    pending_loss: Option<LossRange>,
-}
-
-impl<const N: usize, const B: usize> CpuRing<N, B> {
-    const EMPTY: Self = Self {
-        blocks: [Block::EMPTY; B],
-        head: 0,
-        ready: 0,
-        open: false,
-        next_seq: 0,
-        last_ticks: 0,
-        pending_loss: None,
-    };
-
-    fn open_index(&self) -> usize {
-        (self.head + self.ready) % B
+impl BlockMeta {
+    fn write(&self, block: &mut [u8]) {
+        put(block, block_meta::FIRST_SEQ, self.first_seq.to_le_bytes());
+        put(block, block_meta::BASE_TICKS, self.base_ticks.to_le_bytes());
+        put(block, block_meta::COUNT, self.count.to_le_bytes());
+        put(block, block_meta::END, self.end.to_le_bytes());
     }
 
-    fn close_open(&mut self) {
-        if self.open {
-            self.open = false;
-            self.ready += 1;
+    fn read(block: &[u8]) -> Self {
+        Self {
+            first_seq: u64::from_le_bytes(get(block, block_meta::FIRST_SEQ)),
+            base_ticks: u64::from_le_bytes(get(block, block_meta::BASE_TICKS)),
+            count: u32::from_le_bytes(get(block, block_meta::COUNT)),
+            end: u32::from_le_bytes(get(block, block_meta::END)),
         }
     }
 }
 
-/// The recorder. `CPUS` rings of `BLOCKS` blocks of `BLOCK` bytes; `OUT` is the frame buffer (at least
-/// [`frame_buffer_len`]`(BLOCK)`); up to `PRODUCERS` declared producers and `TYPES` custom event types.
+fn put<const N: usize>(block: &mut [u8], at: usize, bytes: [u8; N]) {
+    // A fixed-size copy: plain stores, no `memcpy` call (this runs with interrupts masked).
+    if let Some(dst) = block
+        .get_mut(at..at + N)
+        .and_then(|s| <&mut [u8; N]>::try_from(s).ok())
+    {
+        *dst = bytes;
+    }
+}
+
+fn get<const N: usize>(block: &[u8], at: usize) -> [u8; N] {
+    block
+        .get(at..at + N)
+        .and_then(|s| s.try_into().ok())
+        .unwrap_or([0; N])
+}
+
+/// One CPU's ring, as the record path and the drain's claims see it (always under the critical section).
+///
+/// Blocks `oldest .. oldest + closed` (modulo `BLOCKS`) are closed and wait to be sent, the oldest first;
+/// the block after them is the open one when `open`. Sequence numbers: the open block's records are
+/// `first_seq .. first_seq + count`; `next_seq` is the next one given out when no block is open.
+#[derive(Clone, Copy, Debug)]
+struct RingState {
+    open: bool,
+    /// The bytes of records in the open block (they start at [`HEAD`]; zero here keeps the initial
+    /// state all zeros, so an agent in a `static` needs no initial image in flash).
+    len: usize,
+    count: u32,
+    first_seq: u64,
+    base_ticks: u64,
+    last_ticks: u64,
+    last_address: u64,
+    next_seq: u64,
+    oldest: usize,
+    closed: usize,
+    /// The drain is sending the oldest closed block: it is not overwritten.
+    in_flight: bool,
+    /// A dump is sending this ring's window: no block is overwritten until it is out.
+    dumping: bool,
+    /// Records of the blocks closed so far.
+    closed_records: u64,
+    dropped: u64,
+    /// Overwritten since the last dump, and since the start.
+    overwritten: u64,
+    overwritten_total: u64,
+}
+
+impl RingState {
+    const EMPTY: Self = Self {
+        open: false,
+        len: 0,
+        count: 0,
+        first_seq: 0,
+        base_ticks: 0,
+        last_ticks: 0,
+        last_address: 0,
+        next_seq: 0,
+        oldest: 0,
+        closed: 0,
+        in_flight: false,
+        dumping: false,
+        closed_records: 0,
+        dropped: 0,
+        overwritten: 0,
+        overwritten_total: 0,
+    };
+
+    /// The sequence number the next record gets.
+    fn next(&self) -> u64 {
+        if self.open {
+            self.first_seq + u64::from(self.count)
+        } else {
+            self.next_seq
+        }
+    }
+}
+
+/// The ring blocks of one CPU and its state.
+struct Ring<const BLOCK: usize, const BLOCKS: usize> {
+    blocks: [UnsafeCell<[u8; BLOCK]>; BLOCKS],
+    state: UnsafeCell<RingState>,
+}
+
+impl<const BLOCK: usize, const BLOCKS: usize> Ring<BLOCK, BLOCKS> {
+    const fn new() -> Self {
+        Self {
+            blocks: [const { UnsafeCell::new([0; BLOCK]) }; BLOCKS],
+            state: UnsafeCell::new(RingState::EMPTY),
+        }
+    }
+}
+
+/// What one record writes after its type and timestamp: a writer over the open block's free bytes.
+///
+/// The record path checks, before it hands a cursor out, that the block has room for the record's
+/// longest encoding (its `max_len`); every writer below stays within it.
+struct Cursor {
+    at: *mut u8,
+    #[cfg(debug_assertions)]
+    left: usize,
+}
+
+impl Cursor {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        #[cfg(debug_assertions)]
+        {
+            assert!(self.left > 0, "a record wrote past its bound");
+            self.left -= 1;
+        }
+        // SAFETY: the record path reserved `max_len` bytes from here in the open block, and the
+        // record's writers stay within `max_len` (checked in debug builds above).
+        unsafe {
+            self.at.write(b);
+            self.at = self.at.add(1);
+        }
+    }
+
+    #[inline(always)]
+    fn u32(&mut self, mut v: u32) {
+        while v >= 0x80 {
+            self.byte(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    #[inline(always)]
+    fn u64(&mut self, v: u64) {
+        if v >> 32 == 0 {
+            self.u32(v as u32);
+        } else {
+            self.u64_wide(v);
+        }
+    }
+
+    #[inline(never)]
+    fn u64_wide(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    fn bytes(&mut self, s: &[u8]) {
+        for &b in s {
+            self.byte(b);
+        }
+    }
+}
+
+/// A record being written: the critical section is held from [`Agent::begin`] to [`Agent::commit`].
+struct Open<'a> {
+    cursor: Cursor,
+    start: *mut u8,
+    state: &'a mut RingState,
+    delta: u64,
+    restore: critical_section::RestoreState,
+}
+
+/// The longest varint of a `u32`, a `u64`.
+const V32: usize = 5;
+const V64: usize = 10;
+/// A built-in record's type (one byte) and timestamp delta.
+const RECORD_HEAD: usize = 1 + V64;
+
+/// The drain's own state: only the context that holds the drain (see [`Shared::draining`]) touches it.
+struct Link<const CPUS: usize, const OUT: usize> {
+    hello_sent: bool,
+    producers_sent: usize,
+    types_sent: usize,
+    last_frame_ticks: u64,
+    last_hello_ticks: u64,
+    /// When the agent was created: the session's time origin that a streamed `Hello` announces, so
+    /// that every record (even one recorded before the first poll) is at or after zero.
+    session_start_ticks: u64,
+    /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
+    /// call finishes over several calls).
+    totals_sent: usize,
+    /// Per CPU: the next sequence number the collector expects (what the frames sent so far cover).
+    sent_seq: [u64; CPUS],
+    /// Per CPU: the block claimed and not yet taken by the transport (framed in place once).
+    claimed: [Option<Claim>; CPUS],
+    dump: DumpState<CPUS>,
+    frames: u64,
+    bytes: u64,
+    out: [u8; OUT],
+}
+
+/// Where a dump stands (a transport that takes one frame per call dumps over several calls).
+#[derive(Clone, Copy)]
+struct DumpState<const CPUS: usize> {
+    active: bool,
+    /// Per CPU: the window's end (the next sequence number when the dump started) and whether its
+    /// `Window` frame is out.
+    until: [u64; CPUS],
+    /// Per CPU: the window's first sequence number.
+    first: [u64; CPUS],
+    window_sent: [bool; CPUS],
+    overwritten: [u64; CPUS],
+    oldest_ticks: u64,
+    records: u64,
+    dropped: u64,
+    bye_ticks: u64,
+}
+
+/// What the record path and the drain share besides the rings (under the critical section).
+struct Shared {
+    rejected: u64,
+    clock_regressions: u64,
+    /// A context is draining (poll, flush, finish or dump): another gets `WouldBlock`.
+    draining: bool,
+    /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
+    restart: bool,
+}
+
+/// The recorder. `CPUS` rings of `BLOCKS` blocks of `BLOCK` bytes; `OUT` is the control-frame buffer
+/// (`Hello`, one dictionary entry, loss reports, totals; [`frame_buffer_len`]`(BLOCK)` is always enough,
+/// 128 bytes is for a small board's names); up to `PRODUCERS` declared producers and `TYPES` custom
+/// event types.
 ///
 /// On a host, put it in a `Box`: it holds all its buffers inline.
 pub struct Agent<
@@ -228,25 +447,55 @@ pub struct Agent<
     const PRODUCERS: usize,
     const TYPES: usize,
 > {
-    clock: C,
+    clock: UnsafeCell<C>,
     config: Config,
-    rings: [CpuRing<BLOCK, BLOCKS>; CPUS],
+    mode: Mode,
+    rings: [Ring<BLOCK, BLOCKS>; CPUS],
+    shared: UnsafeCell<Shared>,
+    link: UnsafeCell<Link<CPUS, OUT>>,
     producers: Vec<ProducerDef<'static>, PRODUCERS>,
     types: Vec<EventTypeDef<'static>, TYPES>,
-    hello_sent: bool,
-    producers_sent: usize,
-    types_sent: usize,
-    last_frame_ticks: u64,
-    last_hello_ticks: u64,
-    /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
-    /// call finishes over several calls).
-    totals_sent: usize,
-    stats: AgentStats,
-    out: [u8; OUT],
+}
+
+// SAFETY: the clock, the ring states and `shared` are only touched inside the platform's critical section
+// (which excludes every other context and core); a ring block's bytes are written by the record path only
+// while it is the ring's open block, and read or framed by the drain only while it is claimed (`in_flight`,
+// never the open block, never overwritten); `link` is only touched by the one context that set
+// `Shared::draining`. Configuration and dictionary change only through `&mut self`.
+unsafe impl<
+    C: Clock + Send,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const OUT: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+{
 }
 
 /// An agent sized for a small microcontroller: 2 CPUs × 4 blocks × 256 bytes.
 pub type SmallAgent<C> = Agent<C, 2, 256, 4, { frame_buffer_len(256) }, 16, 8>;
+
+/// Releases the drain when dropped.
+struct DrainGuard<'a>(&'a UnsafeCell<Shared>);
+
+impl Drop for DrainGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `shared` is only touched inside the critical section.
+        critical_section::with(|_| unsafe { (*self.0.get()).draining = false });
+    }
+}
+
+/// A claimed block: the oldest closed block of a ring, which the drain frames and sends.
+#[derive(Clone, Copy)]
+struct Claim {
+    slot: usize,
+    meta: BlockMeta,
+    /// Where its frame starts and ends once framed in place (its head then holds the header, no
+    /// longer its numbers).
+    frame: Option<(usize, usize)>,
+}
 
 impl<
     C: Clock,
@@ -259,53 +508,159 @@ impl<
 > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
 {
     const SIZES_OK: () = {
-        assert!(CPUS > 0 && BLOCKS > 0 && BLOCK >= 32);
-        assert!(OUT >= frame_buffer_len(BLOCK));
+        assert!(CPUS > 0 && BLOCKS > 0);
+        assert!(
+            BLOCK >= HEAD + tail(BLOCK) + 32,
+            "blocks of at least 72 bytes"
+        );
         assert!(BLOCK <= u32::MAX as usize);
+        assert!(OUT >= 48, "a control-frame buffer of at least 48 bytes");
     };
 
-    /// A new agent. Nothing is sent until [`Agent::poll`].
-    pub fn new(clock: C, config: Config) -> Self {
+    /// The bytes of records one block holds.
+    const CAPACITY_END: usize = BLOCK - tail(BLOCK);
+
+    /// A new agent, streaming ([`Mode::Stream`]). Nothing is sent until [`Agent::poll`]. Names longer
+    /// than [`MAX_NAME_LEN`] are cut, and cut further if the `Hello` would not fit the control-frame
+    /// buffer.
+    pub fn new(mut clock: C, config: Config) -> Self {
         let () = Self::SIZES_OK;
+        let session_start_ticks = clock.now();
         let mut config = config;
-        config.board = truncate_name(config.board);
-        config.soc = truncate_name(config.soc);
-        config.os = truncate_name(config.os);
-        config.application = truncate_name(config.application);
-        config.token = truncate_name(config.token);
+        config.board = truncate_name(config.board, MAX_NAME_LEN);
+        config.soc = truncate_name(config.soc, MAX_NAME_LEN);
+        config.os = truncate_name(config.os, MAX_NAME_LEN);
+        config.application = truncate_name(config.application, MAX_NAME_LEN);
+        config.token = truncate_name(config.token, MAX_NAME_LEN);
         config.cpu_count = config
             .cpu_count
             .clamp(1, CPUS.min(u16::MAX as usize) as u16);
-        Self {
-            clock,
+        let mut agent = Self {
+            clock: UnsafeCell::new(clock),
             config,
-            rings: [const { CpuRing::EMPTY }; CPUS],
+            mode: Mode::Stream,
+            rings: [const { Ring::new() }; CPUS],
+            shared: UnsafeCell::new(Shared {
+                rejected: 0,
+                clock_regressions: 0,
+                draining: false,
+                restart: false,
+            }),
+            link: UnsafeCell::new(Link {
+                hello_sent: false,
+                producers_sent: 0,
+                types_sent: 0,
+                last_frame_ticks: 0,
+                last_hello_ticks: 0,
+                session_start_ticks,
+                totals_sent: 0,
+                sent_seq: [0; CPUS],
+                claimed: [None; CPUS],
+                dump: DumpState {
+                    active: false,
+                    until: [0; CPUS],
+                    first: [0; CPUS],
+                    window_sent: [false; CPUS],
+                    overwritten: [0; CPUS],
+                    oldest_ticks: 0,
+                    records: 0,
+                    dropped: 0,
+                    bye_ticks: 0,
+                },
+                frames: 0,
+                bytes: 0,
+                out: [0; OUT],
+            }),
             producers: Vec::new(),
             types: Vec::new(),
-            hello_sent: false,
-            producers_sent: 0,
-            types_sent: 0,
-            last_frame_ticks: 0,
-            last_hello_ticks: 0,
-            totals_sent: 0,
-            stats: AgentStats::default(),
-            out: [0; OUT],
+        };
+        agent.fit_hello();
+        agent
+    }
+
+    /// Cuts the longest name until the `Hello` fits the control-frame buffer.
+    fn fit_hello(&mut self) {
+        loop {
+            let hello = self.hello(u64::MAX);
+            let link = self.link.get_mut();
+            if encode::encode_hello(&mut link.out, &hello).is_ok() {
+                return;
+            }
+            let c = &mut self.config;
+            let longest = [c.board, c.soc, c.os, c.application, c.token]
+                .iter()
+                .map(|s| s.len())
+                .max()
+                .unwrap_or(0);
+            if longest == 0 {
+                return;
+            }
+            let keep = longest.saturating_sub(8);
+            for name in [
+                &mut c.board,
+                &mut c.soc,
+                &mut c.os,
+                &mut c.application,
+                &mut c.token,
+            ] {
+                if name.len() == longest {
+                    *name = truncate_name(name, keep);
+                    break;
+                }
+            }
         }
     }
 
-    /// The configuration in force (with `cpu_count` clamped to `CPUS`).
+    /// The configuration in force (with `cpu_count` clamped to `CPUS`, names cut to fit).
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// Chooses what happens when a ring is full (before the agent is shared).
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+    }
+
+    /// What happens when a ring is full.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     /// Counters since the start.
     pub fn stats(&self) -> AgentStats {
-        self.stats
+        critical_section::with(|_| {
+            let mut s = AgentStats::default();
+            for ring in &self.rings {
+                // SAFETY: ring states are only touched inside the critical section.
+                let r = unsafe { &*ring.state.get() };
+                s.records += r.closed_records + u64::from(if r.open { r.count } else { 0 });
+                s.dropped += r.dropped;
+                s.overwritten += r.overwritten_total;
+            }
+            // SAFETY: as above.
+            let shared = unsafe { &*self.shared.get() };
+            s.rejected = shared.rejected;
+            s.clock_regressions = shared.clock_regressions;
+            // The drain's counters: only its holder writes them, and only the drain's own `u64`s.
+            if !shared.draining {
+                // SAFETY: no drain is running (checked under the critical section, which a drain must
+                // take to start).
+                let link = unsafe { &*self.link.get() };
+                s.frames = link.frames;
+                s.bytes = link.bytes;
+            }
+            s
+        })
     }
 
     /// The clock, e.g. for a simulator that drives it.
     pub fn clock_mut(&mut self) -> &mut C {
-        &mut self.clock
+        self.clock.get_mut()
+    }
+
+    /// The size of the agent's state besides its ring blocks, in bytes (for footprint reports).
+    pub const fn state_bytes() -> usize {
+        core::mem::size_of::<Self>() - CPUS * BLOCKS * BLOCK
     }
 
     /// Declares a producer; it goes out in the next `Dictionary` frame.
@@ -313,6 +668,9 @@ impl<
         if def.name.len() > MAX_NAME_LEN {
             return Err(AgentError::NameTooLong);
         }
+        let link = self.link.get_mut();
+        encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(def)])
+            .map_err(|_| AgentError::DeclarationTooLarge)?;
         self.producers
             .push(def)
             .map_err(|_| AgentError::DictionaryFull)
@@ -332,12 +690,15 @@ impl<
         if self.types.iter().any(|t| t.id == def.id) {
             return Err(AgentError::DuplicateType);
         }
+        let link = self.link.get_mut();
+        encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(def)])
+            .map_err(|_| AgentError::DeclarationTooLarge)?;
         self.types.push(def).map_err(|_| AgentError::DictionaryFull)
     }
 
     /// Records an event of any declared type, checking the values against the type's parameters.
     pub fn record(
-        &mut self,
+        &self,
         cpu: u16,
         type_id: u16,
         values: &[ParamValue<'_>],
@@ -346,10 +707,7 @@ impl<
             Some(b) => b.def().params,
             None => match self.types.iter().find(|t| t.id == type_id) {
                 Some(t) => t.params,
-                None => {
-                    self.stats.rejected += 1;
-                    return Err(AgentError::UnknownType);
-                }
+                None => return Err(self.reject(AgentError::UnknownType)),
             },
         };
         let matches = params.len() == values.len()
@@ -358,473 +716,882 @@ impl<
                 .zip(values)
                 .all(|(p, v)| p.ty == v.param_type());
         if !matches {
-            self.stats.rejected += 1;
-            return Err(AgentError::ParamMismatch);
+            return Err(self.reject(AgentError::ParamMismatch));
         }
-        self.push(cpu, type_id, values)
+        // Same bytes as the wire crate's `RecordEncoder`, written field by field into the block.
+        let mut max_len = 3 + V64;
+        for v in values {
+            max_len += match v {
+                ParamValue::Float(_) => 8,
+                ParamValue::Str(s) => V32 + s.len(),
+                _ => V64,
+            };
+        }
+        self.push(cpu, max_len, |c, ring, delta| {
+            c.u32(u32::from(type_id));
+            c.u64(delta);
+            for v in values {
+                match *v {
+                    ParamValue::Unsigned(x) => c.u64(x),
+                    ParamValue::Signed(x) => c.u64(socscope_wire::varint::zigzag(x)),
+                    ParamValue::Float(x) => c.bytes(&x.to_le_bytes()),
+                    ParamValue::Str(s) => {
+                        c.u32(s.len() as u32);
+                        c.bytes(s.as_bytes());
+                    }
+                    ParamValue::Address(a) => address(c, ring, a),
+                }
+            }
+        })
+    }
+
+    /// Counts a refused record.
+    #[cold]
+    #[inline(never)]
+    fn reject(&self, e: AgentError) -> AgentError {
+        // SAFETY: `shared` is only touched inside the critical section.
+        critical_section::with(|_| unsafe { (*self.shared.get()).rejected += 1 });
+        e
     }
 
     /// `C`: the running thread on `cpu` changes from `prev` to `next`.
-    #[inline]
-    pub fn context_switch(
-        &mut self,
-        cpu: u16,
-        prev: u32,
-        next: u32,
-    ) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::ContextSwitch.id(),
-            &[
-                ParamValue::Unsigned(prev.into()),
-                ParamValue::Unsigned(next.into()),
-            ],
-        )
+    #[inline(never)]
+    pub fn context_switch(&self, cpu: u16, prev: u32, next: u32) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::ContextSwitch, 2 * V32, |c, _| {
+            c.u32(prev);
+            c.u32(next);
+        })
     }
 
     /// `I`: interrupt `irq` starts.
-    #[inline]
-    pub fn irq_entry(&mut self, cpu: u16, irq: u32) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::IrqEntry.id(),
-            &[ParamValue::Unsigned(irq.into())],
-        )
+    #[inline(never)]
+    pub fn irq_entry(&self, cpu: u16, irq: u32) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::IrqEntry, V32, |c, _| c.u32(irq))
     }
 
     /// `i`: the current interrupt ends.
-    #[inline]
-    pub fn irq_exit(&mut self, cpu: u16) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::IrqExit.id(), &[])
+    #[inline(never)]
+    pub fn irq_exit(&self, cpu: u16) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::IrqExit, 0, |_, _| {})
     }
 
     /// `S`: a soft IRQ handler starts.
-    #[inline]
-    pub fn softirq_entry(&mut self, cpu: u16, handler: u64) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::SoftIrqEntry.id(),
-            &[ParamValue::Address(handler)],
-        )
+    #[inline(never)]
+    pub fn softirq_entry(&self, cpu: u16, handler: u64) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::SoftIrqEntry, V64, |c, ring| {
+            address(c, ring, handler)
+        })
     }
 
     /// `s`: the current soft IRQ ends.
-    #[inline]
-    pub fn softirq_exit(&mut self, cpu: u16) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::SoftIrqExit.id(), &[])
+    #[inline(never)]
+    pub fn softirq_exit(&self, cpu: u16) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::SoftIrqExit, 0, |_, _| {})
     }
 
     /// `E`: system call `nr` starts with arguments `args`.
-    #[inline]
-    pub fn syscall_entry(
-        &mut self,
-        cpu: u16,
-        nr: u32,
-        args: [u64; 4],
-    ) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::SyscallEntry.id(),
-            &[
-                ParamValue::Unsigned(nr.into()),
-                ParamValue::Unsigned(args[0]),
-                ParamValue::Unsigned(args[1]),
-                ParamValue::Unsigned(args[2]),
-                ParamValue::Unsigned(args[3]),
-            ],
-        )
+    #[inline(never)]
+    pub fn syscall_entry(&self, cpu: u16, nr: u32, args: [u64; 4]) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::SyscallEntry, V32 + 4 * V64, |c, _| {
+            c.u32(nr);
+            for a in args {
+                c.u64(a);
+            }
+        })
     }
 
     /// `X`: system call `nr` returns `ret`.
-    #[inline]
-    pub fn syscall_exit(&mut self, cpu: u16, nr: u32, ret: i64) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::SyscallExit.id(),
-            &[ParamValue::Unsigned(nr.into()), ParamValue::Signed(ret)],
-        )
+    #[inline(never)]
+    pub fn syscall_exit(&self, cpu: u16, nr: u32, ret: i64) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::SyscallExit, V32 + V64, |c, _| {
+            c.u32(nr);
+            c.u64(socscope_wire::varint::zigzag(ret));
+        })
     }
 
     /// `W`: the running thread wakes thread `pid`.
-    #[inline]
-    pub fn wakeup(&mut self, cpu: u16, pid: u32) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::Wakeup.id(),
-            &[ParamValue::Unsigned(pid.into())],
-        )
+    #[inline(never)]
+    pub fn wakeup(&self, cpu: u16, pid: u32) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::Wakeup, V32, |c, _| c.u32(pid))
     }
 
     /// `K`: a text marker.
-    #[inline]
-    pub fn marker(&mut self, cpu: u16, text: &str) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::Marker.id(), &[ParamValue::Str(text)])
+    #[inline(never)]
+    pub fn marker(&self, cpu: u16, text: &str) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::Marker, V32 + text.len(), |c, _| {
+            c.u32(text.len() as u32);
+            c.bytes(text.as_bytes());
+        })
     }
 
     /// `KM`: a numbered mark.
-    #[inline]
-    pub fn mark(&mut self, cpu: u16, id: u64) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::Mark.id(), &[ParamValue::Unsigned(id)])
+    #[inline(never)]
+    pub fn mark(&self, cpu: u16, id: u64) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::Mark, V64, |c, _| c.u64(id))
     }
 
     /// `U`: a user function at `address` starts.
-    #[inline]
-    pub fn user_entry(&mut self, cpu: u16, address: u64) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::UserEntry.id(),
-            &[ParamValue::Address(address)],
-        )
+    #[inline(never)]
+    pub fn user_entry(&self, cpu: u16, address: u64) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::UserEntry, V64, |c, ring| {
+            self::address(c, ring, address)
+        })
     }
 
     /// `u`: the current user function returns.
-    #[inline]
-    pub fn user_exit(&mut self, cpu: u16) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::UserExit.id(), &[])
+    #[inline(never)]
+    pub fn user_exit(&self, cpu: u16) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::UserExit, 0, |_, _| {})
     }
 
     /// `Kc`: thread `pid` named `name` is created.
-    #[inline]
-    pub fn thread_create(
-        &mut self,
-        cpu: u16,
-        pid: u32,
-        name: &str,
-    ) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::ThreadCreate.id(),
-            &[ParamValue::Unsigned(pid.into()), ParamValue::Str(name)],
-        )
+    #[inline(never)]
+    pub fn thread_create(&self, cpu: u16, pid: u32, name: &str) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::ThreadCreate, 2 * V32 + name.len(), |c, _| {
+            c.u32(pid);
+            c.u32(name.len() as u32);
+            c.bytes(name.as_bytes());
+        })
     }
 
     /// `KX`: thread `pid` exits.
-    #[inline]
-    pub fn thread_exit(&mut self, cpu: u16, pid: u32) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::ThreadExit.id(),
-            &[ParamValue::Unsigned(pid.into())],
-        )
+    #[inline(never)]
+    pub fn thread_exit(&self, cpu: u16, pid: u32) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::ThreadExit, V32, |c, _| c.u32(pid))
     }
 
     /// `MM`: `size` bytes allocated at `ptr`.
-    #[inline]
-    pub fn kmalloc(&mut self, cpu: u16, size: u64, ptr: u64) -> Result<Recorded, AgentError> {
-        self.push(
-            cpu,
-            Builtin::Kmalloc.id(),
-            &[ParamValue::Unsigned(size), ParamValue::Address(ptr)],
-        )
+    #[inline(never)]
+    pub fn kmalloc(&self, cpu: u16, size: u64, ptr: u64) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::Kmalloc, 2 * V64, |c, ring| {
+            c.u64(size);
+            address(c, ring, ptr);
+        })
     }
 
     /// `MF`: the allocation at `ptr` is freed.
-    #[inline]
-    pub fn kfree(&mut self, cpu: u16, ptr: u64) -> Result<Recorded, AgentError> {
-        self.push(cpu, Builtin::Kfree.id(), &[ParamValue::Address(ptr)])
+    #[inline(never)]
+    pub fn kfree(&self, cpu: u16, ptr: u64) -> Result<Recorded, AgentError> {
+        self.builtin(cpu, Builtin::Kfree, V64, |c, ring| address(c, ring, ptr))
     }
 
-    /// The record path: encode into the CPU's open block, or open the next free one, or drop and count.
-    #[inline]
-    fn push(
-        &mut self,
+    /// A built-in record: its one-byte type, its timestamp delta, then `params` (at most `params_len`
+    /// bytes).
+    #[inline(always)]
+    fn builtin(
+        &self,
         cpu: u16,
-        type_id: u16,
-        values: &[ParamValue<'_>],
+        ty: Builtin,
+        params_len: usize,
+        params: impl FnOnce(&mut Cursor, &mut RingState),
     ) -> Result<Recorded, AgentError> {
-        if cpu >= self.config.cpu_count {
-            self.stats.rejected += 1;
-            return Err(AgentError::BadCpu);
-        }
-        let now = self.clock.now();
-        let Some(ring) = self.rings.get_mut(usize::from(cpu)) else {
-            self.stats.rejected += 1;
-            return Err(AgentError::BadCpu);
+        self.push(cpu, RECORD_HEAD + params_len, |c, ring, delta| {
+            c.byte(ty.id() as u8);
+            c.u64(delta);
+            params(c, ring);
+        })
+    }
+
+    /// The record path: [`Self::begin`] masks interrupts and finds room for `max_len` bytes, `write`
+    /// encodes the record there (given the timestamp delta), [`Self::commit`] counts it and unmasks.
+    /// Each record kind is one function (not inlined into its callers, so flash grows with the kinds
+    /// used, not with the call sites), with this path inlined in it; full blocks and refusals go to
+    /// out-of-line code.
+    #[inline(always)]
+    fn push(
+        &self,
+        cpu: u16,
+        max_len: usize,
+        write: impl FnOnce(&mut Cursor, &mut RingState, u64),
+    ) -> Result<Recorded, AgentError> {
+        let mut open = match self.begin(cpu, max_len) {
+            Ok(open) => open,
+            Err(outcome) => return outcome,
         };
-        if now < ring.last_ticks {
-            self.stats.clock_regressions += 1;
+        write(&mut open.cursor, open.state, open.delta);
+        Self::commit(open)
+    }
+
+    /// Masks interrupts, reads the clock and returns where the record goes: the CPU's open block if it
+    /// has room for `max_len` bytes, or the next one ([`Self::next_block`]). `Err` with the outcome when
+    /// the record is dropped or refused (interrupts unmasked again).
+    #[inline(always)]
+    fn begin(&self, cpu: u16, max_len: usize) -> Result<Open<'_>, Result<Recorded, AgentError>> {
+        let Some(ring) = self.rings.get(usize::from(cpu)) else {
+            return Err(Err(self.reject(AgentError::BadCpu)));
+        };
+        if cpu >= self.config.cpu_count {
+            return Err(Err(self.reject(AgentError::BadCpu)));
         }
-        let ticks = now.max(ring.last_ticks);
-        let seq = ring.next_seq;
-        if ring.open {
-            let i = ring.open_index();
-            if let Some(block) = ring.blocks.get_mut(i) {
-                let free = block.bytes.get_mut(block.len..).unwrap_or_default();
-                if let Ok(n) = block.encoder.encode(free, ticks, type_id, values) {
-                    block.len += n;
-                    block.count += 1;
-                    ring.next_seq = seq.wrapping_add(1);
-                    ring.last_ticks = ticks;
-                    self.stats.records += 1;
-                    return Ok(Recorded::Stored);
+        if HEAD + max_len > Self::CAPACITY_END {
+            return Err(Err(self.reject(AgentError::RecordTooLarge)));
+        }
+        // SAFETY: released by `commit`, or below on every path that returns no `Open`.
+        let restore = unsafe { critical_section::acquire() };
+        // SAFETY: the clock and the ring's state are only touched inside the critical section; the
+        // open block's bytes only by the record path, inside it too (the drain never claims the open
+        // block).
+        let (clock, state) = unsafe { (&mut *self.clock.get(), &mut *ring.state.get()) };
+        let mut now = clock.now();
+        if now < state.last_ticks {
+            // SAFETY: as above.
+            unsafe { (*self.shared.get()).clock_regressions += 1 };
+            now = state.last_ticks;
+        }
+        if (!state.open || HEAD + state.len + max_len > Self::CAPACITY_END)
+            && self.next_block(ring, state, now) == Recorded::Dropped
+        {
+            // SAFETY: acquired above.
+            unsafe { critical_section::release(restore) };
+            return Err(Ok(Recorded::Dropped));
+        }
+        let slot = (state.oldest + state.closed) % BLOCKS;
+        let Some(block) = ring.blocks.get(slot) else {
+            // SAFETY: acquired above.
+            unsafe { critical_section::release(restore) };
+            return Err(Err(AgentError::RecordTooLarge));
+        };
+        // SAFETY: `slot` is the open block; `HEAD + len + max_len <= CAPACITY_END <= BLOCK` (checked
+        // above, or the block was just opened and `HEAD + max_len <= CAPACITY_END`).
+        let start = unsafe { block.get().cast::<u8>().add(HEAD + state.len) };
+        let delta = now - state.last_ticks;
+        state.last_ticks = now;
+        Ok(Open {
+            cursor: Cursor {
+                at: start,
+                #[cfg(debug_assertions)]
+                left: max_len,
+            },
+            start,
+            state,
+            delta,
+            restore,
+        })
+    }
+
+    /// Counts the record [`Self::begin`] opened and unmasks interrupts.
+    #[inline(always)]
+    fn commit(open: Open<'_>) -> Result<Recorded, AgentError> {
+        // SAFETY: the cursor moved forward from `start` within the same block.
+        open.state.len += unsafe { open.cursor.at.offset_from(open.start) } as usize;
+        open.state.count += 1;
+        // SAFETY: acquired by `begin`, released once here.
+        unsafe { critical_section::release(open.restore) };
+        Ok(Recorded::Stored)
+    }
+
+    /// Closes the open block (if any) and opens the next one at `now`; in post-mortem mode the oldest
+    /// closed block makes room when the ring is full; otherwise the record is dropped and counted.
+    #[cold]
+    #[inline(never)]
+    fn next_block(&self, ring: &Ring<BLOCK, BLOCKS>, state: &mut RingState, now: u64) -> Recorded {
+        close_open::<BLOCK, BLOCKS>(ring, state);
+        if state.closed >= BLOCKS {
+            let may_overwrite = self.mode == Mode::PostMortem && !state.in_flight && !state.dumping;
+            let oldest = ring.blocks.get(state.oldest);
+            match oldest {
+                Some(block) if may_overwrite => {
+                    // SAFETY: the oldest block is closed and not claimed by a drain: only the record
+                    // path (inside the critical section) may touch it.
+                    let meta = BlockMeta::read(unsafe { &*block.get() });
+                    state.overwritten += u64::from(meta.count);
+                    state.overwritten_total += u64::from(meta.count);
+                    state.oldest = (state.oldest + 1) % BLOCKS;
+                    state.closed -= 1;
+                }
+                _ => {
+                    state.next_seq += 1;
+                    state.dropped += 1;
+                    return Recorded::Dropped;
                 }
             }
-            ring.close_open();
         }
-        if ring.ready >= BLOCKS {
-            LossRange::extend(&mut ring.pending_loss, seq);
-            ring.next_seq = seq.wrapping_add(1);
-            self.stats.dropped += 1;
-            return Ok(Recorded::Dropped);
-        }
-        let i = ring.open_index();
-        let Some(block) = ring.blocks.get_mut(i) else {
-            self.stats.rejected += 1;
-            return Err(AgentError::RecordTooLarge);
-        };
-        let mut encoder = RecordEncoder::new(ticks);
-        match encoder.encode(&mut block.bytes, ticks, type_id, values) {
-            Ok(n) => {
-                block.len = n;
-                block.count = 1;
-                block.first_seq = seq;
-                block.base_ticks = ticks;
-                block.encoder = encoder;
-                block.loss_before = ring.pending_loss.take();
-                ring.open = true;
-                ring.next_seq = seq.wrapping_add(1);
-                ring.last_ticks = ticks;
-                self.stats.records += 1;
-                Ok(Recorded::Stored)
-            }
-            Err(_) => {
-                self.stats.rejected += 1;
-                Err(AgentError::RecordTooLarge)
-            }
-        }
+        state.open = true;
+        state.len = 0;
+        state.count = 0;
+        state.first_seq = state.next_seq;
+        state.base_ticks = now;
+        state.last_ticks = now;
+        state.last_address = 0;
+        Recorded::Stored
     }
 
     /// Sends what is due: `Hello` first, new dictionary entries, full blocks, blocks older than the flush
     /// latency, loss reports, and a `Heartbeat` when idle. Returns `Ok` when everything due was sent;
-    /// on `WouldBlock` the rest stays queued for the next call.
-    pub fn poll<T: Transport>(&mut self, transport: &mut T) -> Result<(), TransportError> {
+    /// on `WouldBlock` the rest stays queued for the next call. In post-mortem mode it sends nothing:
+    /// see [`Agent::dump`].
+    pub fn poll<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
+        let _drain = self.begin_drain()?;
         self.send_due(transport, false)
     }
 
-    /// Sends everything queued, partly filled blocks included.
-    pub fn flush<T: Transport>(&mut self, transport: &mut T) -> Result<(), TransportError> {
+    /// Sends everything queued, partly filled blocks included (nothing in post-mortem mode).
+    pub fn flush<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
+        let _drain = self.begin_drain()?;
         self.send_due(transport, true)
     }
 
     /// Flushes everything and ends the session with one `CpuTotal` per CPU the `Hello` announced,
     /// then `Bye`. On `WouldBlock`, call it again: it goes on where it stopped (each `CpuTotal` is
-    /// written once).
-    pub fn finish<T: Transport>(&mut self, transport: &mut T) -> Result<(), TransportError> {
+    /// written once). In post-mortem mode, it dumps the rings ([`Agent::dump`]), which ends the same way.
+    pub fn finish<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
+        if self.mode == Mode::PostMortem {
+            return self.dump(transport);
+        }
+        let _drain = self.begin_drain()?;
         self.send_due(transport, true)?;
+        // SAFETY: this context holds the drain.
+        let link = unsafe { &mut *self.link.get() };
         let cpus = CPUS.min(usize::from(self.config.cpu_count));
-        while self.totals_sent < cpus {
-            let cpu = self.totals_sent;
-            let (Ok(cpu_id), Some(ring)) = (u16::try_from(cpu), self.rings.get(cpu)) else {
-                break;
-            };
+        while link.totals_sent < cpus {
+            let cpu = link.totals_sent;
+            let sequences = self.with_ring(cpu, |_, s| s.next()).unwrap_or(0);
             let total = CpuTotal {
-                cpu: cpu_id,
-                sequences: ring.next_seq,
+                cpu: cpu as u16,
+                sequences,
             };
-            let n = encode::encode_cpu_total(&mut self.out, &total)
+            let n = encode::encode_cpu_total(&mut link.out, &total)
                 .map_err(|_| TransportError::Closed)?;
-            self.write(transport, n)?;
-            self.totals_sent += 1;
+            self.write_out(link, transport, n)?;
+            link.totals_sent += 1;
+        }
+        let stats = self.stats_unlocked();
+        let bye = Bye {
+            ticks: self.now(),
+            records: stats.0,
+            dropped: stats.1,
+        };
+        let n = encode::encode_bye(&mut link.out, &bye).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, n)
+    }
+
+    /// Post-mortem mode: sends what the rings hold now, as a session of its own — `Hello` (whose
+    /// `start_ticks` is the oldest record's time), the dictionary, then per CPU a `Window` frame and
+    /// the CPU's blocks, then `CpuTotal`s and `Bye` — from a watchdog, a fault handler or a deadline
+    /// check. Records made while the dump runs stay in the rings for the next dump. On `WouldBlock`, call
+    /// it again: it goes on where it stopped. In streaming mode, the same as [`Agent::flush`].
+    ///
+    /// A dump that interrupts a drain of the same agent (another context in `poll` or `dump`) gets
+    /// `WouldBlock`: call it from the drain's context (or a lower priority) when a drain may be running.
+    pub fn dump<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
+        let _drain = self.begin_drain()?;
+        if self.mode == Mode::Stream {
+            return self.send_due(transport, true);
+        }
+        // SAFETY: this context holds the drain.
+        let link = unsafe { &mut *self.link.get() };
+        if !link.dump.active {
+            self.start_dump(link);
+        }
+        if !link.hello_sent {
+            let hello = self.hello(link.dump.oldest_ticks);
+            let n =
+                encode::encode_hello(&mut link.out, &hello).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, n)?;
+            link.hello_sent = true;
+        }
+        self.send_dictionary(link, transport)?;
+        for cpu in 0..CPUS.min(usize::from(self.config.cpu_count)) {
+            let (Some(&sent), Some(&until)) = (link.window_sent(cpu), link.dump.until.get(cpu))
+            else {
+                continue;
+            };
+            if !sent {
+                let first_seq = link.dump.first.get(cpu).copied().unwrap_or(until);
+                let window = Window {
+                    cpu: cpu as u16,
+                    first_seq,
+                    overwritten: link.dump.overwritten.get(cpu).copied().unwrap_or(0),
+                };
+                let n = encode::encode_window(&mut link.out, &window)
+                    .map_err(|_| TransportError::Closed)?;
+                self.write_out(link, transport, n)?;
+                if let Some(s) = link.sent_seq.get_mut(cpu) {
+                    *s = first_seq;
+                }
+                if let Some(w) = link.dump.window_sent.get_mut(cpu) {
+                    *w = true;
+                }
+            }
+            self.send_ring(link, transport, cpu, 0, false, Some(until))?;
+        }
+        while link.totals_sent < CPUS.min(usize::from(self.config.cpu_count)) {
+            let cpu = link.totals_sent;
+            let total = CpuTotal {
+                cpu: cpu as u16,
+                sequences: link.dump.until.get(cpu).copied().unwrap_or(0),
+            };
+            let n = encode::encode_cpu_total(&mut link.out, &total)
+                .map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, n)?;
+            link.totals_sent += 1;
         }
         let bye = Bye {
-            ticks: self.clock.now(),
-            records: self.stats.records,
-            dropped: self.stats.dropped,
+            ticks: link.dump.bye_ticks,
+            records: link.dump.records,
+            dropped: link.dump.dropped,
         };
-        let n = encode::encode_bye(&mut self.out, &bye).map_err(|_| TransportError::Closed)?;
-        self.write(transport, n)
+        let n = encode::encode_bye(&mut link.out, &bye).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, n)?;
+        // The next dump is a session of its own: Hello and dictionary again.
+        critical_section::with(|_| {
+            for ring in &self.rings {
+                // SAFETY: ring states are only touched inside the critical section.
+                unsafe { (*ring.state.get()).dumping = false };
+            }
+        });
+        link.dump.active = false;
+        link.hello_sent = false;
+        link.producers_sent = 0;
+        link.types_sent = 0;
+        link.totals_sent = 0;
+        Ok(())
+    }
+
+    /// Takes the dump's snapshot: closes every open block, notes where each window ends and the
+    /// session's totals at that moment.
+    #[inline(never)]
+    fn start_dump(&self, link: &mut Link<CPUS, OUT>) {
+        let now = self.now();
+        let mut oldest_ticks = u64::MAX;
+        let mut totals = (0, 0);
+        let mut dump = link.dump;
+        critical_section::with(|_| {
+            for (cpu, ring) in self.rings.iter().enumerate() {
+                // SAFETY: ring states are only touched inside the critical section.
+                let s = unsafe { &mut *ring.state.get() };
+                close_open::<BLOCK, BLOCKS>(ring, s);
+                s.dumping = true;
+                // The window starts at the oldest block the ring holds (or is empty).
+                let claimed = link.claimed.get(cpu).copied().flatten();
+                let oldest = match (claimed, ring.blocks.get(s.oldest)) {
+                    (_, _) if s.closed == 0 => None,
+                    (Some(c), _) => Some(c.meta),
+                    // SAFETY: an unclaimed closed block's head holds its numbers, written when it
+                    // closed.
+                    (None, Some(b)) => Some(BlockMeta::read(unsafe { &*b.get() })),
+                    (None, None) => None,
+                };
+                if let Some(m) = oldest {
+                    oldest_ticks = oldest_ticks.min(m.base_ticks);
+                }
+                if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), dump.first.get_mut(cpu)) {
+                    *u = s.next_seq;
+                    *f = oldest.map_or(s.next_seq, |m| m.first_seq);
+                }
+                if let Some(o) = dump.overwritten.get_mut(cpu) {
+                    *o = s.overwritten;
+                }
+                s.overwritten = 0;
+                totals.0 += s.closed_records;
+                totals.1 += s.dropped;
+            }
+        });
+        dump.active = true;
+        dump.window_sent = [false; CPUS];
+        dump.oldest_ticks = if oldest_ticks == u64::MAX {
+            now
+        } else {
+            oldest_ticks
+        };
+        dump.records = totals.0;
+        dump.dropped = totals.1;
+        dump.bye_ticks = now;
+        link.dump = dump;
+        link.hello_sent = false;
+        link.producers_sent = 0;
+        link.types_sent = 0;
+        link.totals_sent = 0;
     }
 
     /// Re-sends `Hello` and the whole dictionary on the next poll (after the link was re-established).
-    pub fn restart_session(&mut self) {
-        self.hello_sent = false;
-        self.producers_sent = 0;
-        self.types_sent = 0;
+    pub fn restart_session(&self) {
+        // SAFETY: `shared` is only touched inside the critical section.
+        critical_section::with(|_| unsafe { (*self.shared.get()).restart = true });
     }
 
-    fn write<T: Transport>(&mut self, transport: &mut T, n: usize) -> Result<(), TransportError> {
-        let frame = self.out.get(..n).ok_or(TransportError::Closed)?;
+    /// Takes the drain for this context, or `WouldBlock` if another context holds it.
+    fn begin_drain(&self) -> Result<DrainGuard<'_>, TransportError> {
+        critical_section::with(|_| {
+            // SAFETY: `shared` is only touched inside the critical section.
+            let shared = unsafe { &mut *self.shared.get() };
+            if shared.draining {
+                return Err(TransportError::WouldBlock);
+            }
+            shared.draining = true;
+            Ok(DrainGuard(&self.shared))
+        })
+    }
+
+    /// The board's time, read under the critical section (the record path owns the clock).
+    fn now(&self) -> u64 {
+        // SAFETY: the clock is only touched inside the critical section.
+        critical_section::with(|_| unsafe { (*self.clock.get()).now() })
+    }
+
+    /// Runs `f` on a CPU's ring state under the critical section.
+    fn with_ring<R>(
+        &self,
+        cpu: usize,
+        f: impl FnOnce(&Ring<BLOCK, BLOCKS>, &mut RingState) -> R,
+    ) -> Option<R> {
+        let ring = self.rings.get(cpu)?;
+        // SAFETY: ring states are only touched inside the critical section.
+        Some(critical_section::with(|_| {
+            f(ring, unsafe { &mut *ring.state.get() })
+        }))
+    }
+
+    /// Records accepted and dropped so far, all CPUs.
+    fn stats_unlocked(&self) -> (u64, u64) {
+        let s = self.stats();
+        (s.records, s.dropped)
+    }
+
+    fn hello(&self, start_ticks: u64) -> Hello<'static> {
+        Hello {
+            wire_version: WIRE_VERSION,
+            agent_version: AGENT_VERSION,
+            board: self.config.board,
+            soc: self.config.soc,
+            os: self.config.os,
+            application: self.config.application,
+            cpu_count: self.config.cpu_count,
+            tick_hz: self.config.tick_hz,
+            session_id: self.config.session_id,
+            start_ticks,
+            token: self.config.token,
+        }
+    }
+
+    /// Writes the first `n` bytes of the control-frame buffer.
+    fn write_out<T: Transport>(
+        &self,
+        link: &mut Link<CPUS, OUT>,
+        transport: &mut T,
+        n: usize,
+    ) -> Result<(), TransportError> {
+        let frame = link.out.get(..n).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
-        self.stats.frames += 1;
-        self.stats.bytes += n as u64;
-        self.last_frame_ticks = self.clock.now();
+        link.frames += 1;
+        link.bytes += n as u64;
         Ok(())
     }
 
-    fn send_due<T: Transport>(
-        &mut self,
-        transport: &mut T,
-        all: bool,
-    ) -> Result<(), TransportError> {
-        let now = self.clock.now();
-        let frames_before = self.stats.frames;
-        if self.hello_sent
-            && self.config.hello_every_ticks > 0
-            && now.saturating_sub(self.last_hello_ticks) >= self.config.hello_every_ticks
+    #[inline(never)]
+    fn send_due<T: Transport>(&self, transport: &mut T, all: bool) -> Result<(), TransportError> {
+        if self.mode == Mode::PostMortem {
+            return Ok(());
+        }
+        // SAFETY: this context holds the drain.
+        let link = unsafe { &mut *self.link.get() };
+        let now = self.now();
+        let frames_before = link.frames;
+        let restart = critical_section::with(|_| {
+            // SAFETY: `shared` is only touched inside the critical section.
+            let shared = unsafe { &mut *self.shared.get() };
+            core::mem::replace(&mut shared.restart, false)
+        });
+        if restart
+            || (link.hello_sent
+                && self.config.hello_every_ticks > 0
+                && now.saturating_sub(link.last_hello_ticks) >= self.config.hello_every_ticks)
         {
             // The same session announced again (same id), with its whole dictionary.
-            self.restart_session();
+            link.hello_sent = false;
+            link.producers_sent = 0;
+            link.types_sent = 0;
         }
-        if !self.hello_sent {
-            let hello = Hello {
-                wire_version: WIRE_VERSION,
-                agent_version: AGENT_VERSION,
-                board: self.config.board,
-                soc: self.config.soc,
-                os: self.config.os,
-                application: self.config.application,
-                cpu_count: self.config.cpu_count,
-                tick_hz: self.config.tick_hz,
-                session_id: self.config.session_id,
-                start_ticks: now,
-                token: self.config.token,
-            };
-            let n =
-                encode::encode_hello(&mut self.out, &hello).map_err(|_| TransportError::Closed)?;
-            self.write(transport, n)?;
-            self.hello_sent = true;
-            self.last_hello_ticks = now;
+        if !link.hello_sent {
+            let n = encode::encode_hello(&mut link.out, &self.hello(link.session_start_ticks))
+                .map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, n)?;
+            link.hello_sent = true;
+            link.last_hello_ticks = now;
+            link.last_frame_ticks = now;
         }
-        self.send_dictionary(transport)?;
-        for cpu in 0..usize::from(self.config.cpu_count).min(CPUS) {
-            self.send_ring(transport, cpu, now, all)?;
+        self.send_dictionary(link, transport)?;
+        let sent = (0..usize::from(self.config.cpu_count).min(CPUS))
+            .try_for_each(|cpu| self.send_ring(link, transport, cpu, now, all, None));
+        if link.frames != frames_before {
+            // The time of this poll stands for its frames' (the clock is read once per poll).
+            link.last_frame_ticks = now;
         }
-        if self.stats.frames == frames_before
-            && now.saturating_sub(self.last_frame_ticks) >= self.config.heartbeat_ticks
+        sent?;
+        if link.frames == frames_before
+            && now.saturating_sub(link.last_frame_ticks) >= self.config.heartbeat_ticks
         {
+            let (records, dropped) = self.stats_unlocked();
             let hb = Heartbeat {
                 ticks: now,
-                records: self.stats.records,
-                dropped: self.stats.dropped,
+                records,
+                dropped,
             };
             let n =
-                encode::encode_heartbeat(&mut self.out, &hb).map_err(|_| TransportError::Closed)?;
-            self.write(transport, n)?;
+                encode::encode_heartbeat(&mut link.out, &hb).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, n)?;
+            link.last_frame_ticks = now;
         }
         Ok(())
     }
 
-    fn send_dictionary<T: Transport>(&mut self, transport: &mut T) -> Result<(), TransportError> {
+    #[inline(never)]
+    fn send_dictionary<T: Transport>(
+        &self,
+        link: &mut Link<CPUS, OUT>,
+        transport: &mut T,
+    ) -> Result<(), TransportError> {
         // One entry per frame keeps the buffer bound simple; dictionaries are small and sent once.
-        while self.producers_sent < self.producers.len() {
-            let Some(p) = self.producers.get(self.producers_sent) else {
-                break;
-            };
-            let n = encode::encode_dictionary(&mut self.out, &[DictEntry::Producer(*p)])
+        while let Some(p) = self.producers.get(link.producers_sent) {
+            let n = encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*p)])
                 .map_err(|_| TransportError::Closed)?;
-            self.write(transport, n)?;
-            self.producers_sent += 1;
+            self.write_out(link, transport, n)?;
+            link.producers_sent += 1;
         }
-        while self.types_sent < self.types.len() {
-            let Some(t) = self.types.get(self.types_sent) else {
-                break;
-            };
-            let n = encode::encode_dictionary(&mut self.out, &[DictEntry::EventType(*t)])
+        while let Some(t) = self.types.get(link.types_sent) {
+            let n = encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*t)])
                 .map_err(|_| TransportError::Closed)?;
-            self.write(transport, n)?;
-            self.types_sent += 1;
+            self.write_out(link, transport, n)?;
+            link.types_sent += 1;
         }
         Ok(())
     }
 
+    /// Sends a CPU's closed blocks, oldest first (and the open one when it is due: older than the flush
+    /// latency, or `all`), each after the `Loss` frame of the records dropped before it. With `until`
+    /// (a dump), only blocks of records before that sequence number, and no `Loss` for what precedes the
+    /// window.
+    #[inline(never)]
     fn send_ring<T: Transport>(
-        &mut self,
+        &self,
+        link: &mut Link<CPUS, OUT>,
         transport: &mut T,
         cpu: usize,
         now: u64,
         all: bool,
+        until: Option<u64>,
     ) -> Result<(), TransportError> {
+        let Some(ring) = self.rings.get(cpu) else {
+            return Ok(());
+        };
         loop {
-            let Some(ring) = self.rings.get_mut(cpu) else {
-                return Ok(());
-            };
-            if ring.ready == 0 && ring.open {
-                let i = ring.open_index();
-                let age = ring
-                    .blocks
-                    .get(i)
-                    .map_or(0, |b| now.saturating_sub(b.base_ticks));
-                if all || age >= self.config.flush_latency_ticks {
-                    ring.close_open();
-                }
-            }
-            if ring.ready == 0 {
-                if !ring.open
-                    && let Some(loss) = ring.pending_loss
-                {
-                    self.send_loss(transport, cpu, loss)?;
-                    if let Some(ring) = self.rings.get_mut(cpu) {
-                        ring.pending_loss = None;
+            let latency = self.config.flush_latency_ticks;
+            let pending = link.claimed.get(cpu).copied().flatten();
+            let claim = match pending {
+                Some(c) => Ok(c),
+                None => critical_section::with(|_| {
+                    // SAFETY: ring states are only touched inside the critical section.
+                    let s = unsafe { &mut *ring.state.get() };
+                    if until.is_none()
+                        && s.closed == 0
+                        && s.open
+                        && (all || now.saturating_sub(s.base_ticks) >= latency)
+                    {
+                        close_open::<BLOCK, BLOCKS>(ring, s);
                     }
-                }
-                return Ok(());
-            }
-            let head = ring.head;
-            let Some(block) = ring.blocks.get(head) else {
-                return Ok(());
+                    if s.closed == 0 {
+                        return Err((s.open, s.next()));
+                    }
+                    let slot = s.oldest;
+                    // SAFETY: an unclaimed closed block's head holds its numbers, written when it
+                    // closed.
+                    let meta = ring
+                        .blocks
+                        .get(slot)
+                        .map(|b| BlockMeta::read(unsafe { &*b.get() }))
+                        .unwrap_or_default();
+                    if until.is_some_and(|u| meta.first_seq >= u) {
+                        return Err((true, meta.first_seq));
+                    }
+                    s.in_flight = true;
+                    Ok(Claim {
+                        slot,
+                        meta,
+                        frame: None,
+                    })
+                }),
             };
-            if let Some(loss) = block.loss_before {
-                self.send_loss(transport, cpu, loss)?;
-                if let Some(b) = self.rings.get_mut(cpu).and_then(|r| r.blocks.get_mut(head)) {
-                    b.loss_before = None;
+            let sent = link.sent_seq.get(cpu).copied().unwrap_or(0);
+            let claim = match claim {
+                Ok(c) => c,
+                Err((open, next)) => {
+                    // Records dropped after the last block sent and before the next block (none yet,
+                    // or past a dump's window): a loss, once no open block can still hold them.
+                    let end = until.unwrap_or(next);
+                    if (!open || until.is_some()) && end > sent {
+                        self.send_loss(link, transport, cpu, sent, end - sent)?;
+                        if let Some(s) = link.sent_seq.get_mut(cpu) {
+                            *s = end;
+                        }
+                    }
+                    return Ok(());
+                }
+            };
+            if let Some(c) = link.claimed.get_mut(cpu) {
+                *c = Some(claim);
+            }
+            if claim.meta.first_seq > sent {
+                self.send_loss(link, transport, cpu, sent, claim.meta.first_seq - sent)?;
+                if let Some(s) = link.sent_seq.get_mut(cpu) {
+                    *s = claim.meta.first_seq;
                 }
             }
-            self.send_block(transport, cpu, head)?;
-            if let Some(ring) = self.rings.get_mut(cpu) {
-                ring.head = (ring.head + 1) % BLOCKS;
-                ring.ready -= 1;
+            self.send_block(link, transport, cpu, ring)?;
+            critical_section::with(|_| {
+                // SAFETY: ring states are only touched inside the critical section.
+                let s = unsafe { &mut *ring.state.get() };
+                s.in_flight = false;
+                s.oldest = (s.oldest + 1) % BLOCKS;
+                s.closed -= 1;
+            });
+            if let Some(c) = link.claimed.get_mut(cpu) {
+                *c = None;
+            }
+            if let Some(s) = link.sent_seq.get_mut(cpu) {
+                *s = claim.meta.first_seq + u64::from(claim.meta.count);
             }
         }
     }
 
     fn send_loss<T: Transport>(
-        &mut self,
+        &self,
+        link: &mut Link<CPUS, OUT>,
         transport: &mut T,
         cpu: usize,
-        loss: LossRange,
+        first_seq: u64,
+        count: u64,
     ) -> Result<(), TransportError> {
         let frame = Loss {
             cpu: cpu as u16,
-            first_seq: loss.first_seq,
-            count: loss.count,
+            first_seq,
+            count,
         };
-        let n = encode::encode_loss(&mut self.out, &frame).map_err(|_| TransportError::Closed)?;
-        self.write(transport, n)
+        let n = encode::encode_loss(&mut link.out, &frame).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, n)
     }
 
+    /// Frames the CPU's claimed block where it lies (once: a frame the transport refused stays framed)
+    /// and writes it.
+    #[inline(never)]
     fn send_block<T: Transport>(
-        &mut self,
+        &self,
+        link: &mut Link<CPUS, OUT>,
         transport: &mut T,
         cpu: usize,
-        index: usize,
+        ring: &Ring<BLOCK, BLOCKS>,
     ) -> Result<(), TransportError> {
-        let Some(block) = self.rings.get(cpu).and_then(|r| r.blocks.get(index)) else {
+        let Some(Some(claim)) = link.claimed.get_mut(cpu) else {
             return Ok(());
         };
-        let records = block.bytes.get(..block.len).unwrap_or_default();
-        let mut header = EventsHeader {
-            flags: 0,
-            cpu: cpu as u16,
-            first_seq: block.first_seq,
-            base_ticks: block.base_ticks,
-            count: block.count,
+        let Some(cell) = ring.blocks.get(claim.slot) else {
+            return Ok(());
         };
-        let n = match transport.compress(records) {
-            // Incompressible data would only grow: send it as it is.
-            Some(section) if section.len() < records.len() => {
-                header.flags = EVENTS_FLAG_ZSTD;
-                encode::encode_events(&mut self.out, &header, section)
+        // SAFETY: the block is claimed (`in_flight`): the record path neither writes nor overwrites it
+        // until the drain gives it back, and only this context holds the drain.
+        let block = unsafe { &mut *cell.get() };
+        let (start, end) = match claim.frame {
+            Some(range) => range,
+            None => {
+                let range = frame_block(block, cpu, &claim.meta, transport)
+                    .map_err(|_| TransportError::Closed)?;
+                claim.frame = Some(range);
+                range
             }
-            _ => encode::encode_events(&mut self.out, &header, records),
-        }
-        .map_err(|_| TransportError::Closed)?;
-        self.write(transport, n)
+        };
+        let frame = block.get(start..end).ok_or(TransportError::Closed)?;
+        transport.write_frame(frame)?;
+        link.frames += 1;
+        link.bytes += (end - start) as u64;
+        Ok(())
     }
 }
 
-/// Cuts a name to [`MAX_NAME_LEN`] bytes at a character boundary, so a `Hello` always fits the frame buffer.
-fn truncate_name(name: &'static str) -> &'static str {
-    let mut end = name.len().min(MAX_NAME_LEN);
+/// Closes a ring's open block: its numbers go into its head, it joins the closed blocks.
+fn close_open<const BLOCK: usize, const BLOCKS: usize>(
+    ring: &Ring<BLOCK, BLOCKS>,
+    s: &mut RingState,
+) {
+    if !s.open {
+        return;
+    }
+    let slot = (s.oldest + s.closed) % BLOCKS;
+    if let Some(b) = ring.blocks.get(slot) {
+        let meta = BlockMeta {
+            first_seq: s.first_seq,
+            base_ticks: s.base_ticks,
+            count: s.count,
+            end: (HEAD + s.len) as u32,
+        };
+        // SAFETY: the open block is the record path's, inside the critical section (this runs there).
+        meta.write(unsafe { &mut *b.get() });
+    }
+    s.open = false;
+    s.closed += 1;
+    s.closed_records += u64::from(s.count);
+    s.next_seq = s.first_seq + u64::from(s.count);
+}
+
+/// Builds a block's `Events` frame in place: the header just before its records, then the CRC and COBS.
+/// Returns where the frame starts and ends in the block.
+#[inline(never)]
+fn frame_block<T: Transport>(
+    block: &mut [u8],
+    cpu: usize,
+    meta: &BlockMeta,
+    transport: &mut T,
+) -> Result<(usize, usize), encode::EncodeError> {
+    let mut end = (meta.end as usize).min(block.len()).max(HEAD);
+    let mut flags = 0;
+    let records = block.get(HEAD..end).unwrap_or_default();
+    if let Some(section) = transport.compress(records)
+        && section.len() < records.len()
+        && let Some(dst) = block.get_mut(HEAD..HEAD + section.len())
+    {
+        // Incompressible data would only grow: only a smaller section replaces the records.
+        dst.copy_from_slice(section);
+        end = HEAD + section.len();
+        flags = EVENTS_FLAG_ZSTD;
+    }
+    let header = EventsHeader {
+        flags,
+        cpu: cpu as u16,
+        first_seq: meta.first_seq,
+        base_ticks: meta.base_ticks,
+        count: meta.count,
+    };
+    let mut head = [0u8; EVENTS_HEADER_MAX];
+    let n = encode::events_header(&mut head, &header)?;
+    let header = head.get(..n).ok_or(encode::EncodeError::BufferTooSmall)?;
+    let start = HEAD - header.len() - 1;
+    block
+        .get_mut(HEAD - header.len()..HEAD)
+        .ok_or(encode::EncodeError::BufferTooSmall)?
+        .copy_from_slice(header);
+    let frame = block
+        .get_mut(start..)
+        .ok_or(encode::EncodeError::BufferTooSmall)?;
+    let len = encode::seal_in_place(frame, end - start - 1)?;
+    Ok((start, start + len))
+}
+
+/// An address parameter: the zigzagged difference from the previous address of the block.
+#[inline(always)]
+fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
+    c.u64(socscope_wire::varint::zigzag(
+        a.wrapping_sub(ring.last_address) as i64,
+    ));
+    ring.last_address = a;
+}
+
+impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
+    fn window_sent(&self, cpu: usize) -> Option<&bool> {
+        self.dump.window_sent.get(cpu)
+    }
+}
+
+/// Cuts a name to `max` bytes at a character boundary.
+fn truncate_name(name: &'static str, max: usize) -> &'static str {
+    let mut end = name.len().min(max);
     while !name.is_char_boundary(end) {
         end -= 1;
     }

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use proptest::prelude::*;
-use socscope_agent::{Agent, AgentError, Clock, Config, Recorded, Transport, TransportError};
+use socscope_agent::{Agent, AgentError, Clock, Config, Mode, Recorded, Transport, TransportError};
 use socscope_wire::decode::{DecodeError, Frame, StreamDecoder};
 use socscope_wire::dict::{
     Builtin, Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind,
@@ -154,6 +154,33 @@ fn records_come_out_as_they_went_in() {
     assert_eq!((bye.records, bye.dropped), (6, 0));
 }
 
+/// The session's origin is when the agent started, not its first poll: a board that records while
+/// booting, before its link is up, gets no record before zero (the QEMU capture started at -2.7 ms).
+#[test]
+fn hello_origin_precedes_records_made_before_the_first_poll() {
+    let clock = SharedClock::default();
+    clock.0.set(1_000);
+    let agent = Box::new(TestAgent::new(clock.clone(), config()));
+    clock.0.set(1_200);
+    agent.context_switch(0, 0, 5).unwrap();
+    clock.0.set(4_000);
+    let mut out = Capture::default();
+    agent.finish(&mut out).unwrap();
+    let frames = decode_all(&out.bytes);
+    let Frame::Hello(h) = &frames[0] else {
+        panic!("Hello first, got {:?}", frames[0])
+    };
+    assert_eq!(h.start_ticks, 1_000);
+    let first = frames
+        .iter()
+        .find_map(|f| match f {
+            Frame::Events(b) => b.iter().next().map(|r| r.ticks()),
+            _ => None,
+        })
+        .expect("the switch is sent");
+    assert_eq!(first, 1_200);
+}
+
 #[test]
 fn invalid_records_are_refused_not_numbered() {
     let clock = SharedClock::default();
@@ -186,7 +213,7 @@ fn invalid_records_are_refused_not_numbered() {
 #[test]
 fn partial_block_waits_for_the_flush_latency_then_heartbeat_when_idle() {
     let clock = SharedClock::default();
-    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    let agent = Box::new(TestAgent::new(clock.clone(), config()));
     let mut out = Capture::default();
     clock.0.set(10);
     agent.wakeup(0, 12).unwrap();
@@ -215,7 +242,7 @@ fn partial_block_waits_for_the_flush_latency_then_heartbeat_when_idle() {
 #[test]
 fn clock_regressions_are_counted_and_sent_as_zero_delta() {
     let clock = SharedClock::default();
-    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    let agent = Box::new(TestAgent::new(clock.clone(), config()));
     clock.0.set(500);
     agent.mark(0, 1).unwrap();
     clock.0.set(400);
@@ -259,7 +286,7 @@ proptest! {
     #[test]
     fn loss_accounting_is_exact(ops in proptest::collection::vec(op(), 1..3000)) {
         let clock = SharedClock::default();
-        let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+        let agent = Box::new(TestAgent::new(clock.clone(), config()));
         let mut out = Capture::default();
         let mut attempted = [0u64; 2];
         let mut dropped_calls = 0u64;
@@ -337,7 +364,7 @@ impl Transport for OneFrame<'_> {
 #[test]
 fn finish_goes_on_where_a_one_frame_transport_stopped_it() {
     let clock = SharedClock::default();
-    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    let agent = Box::new(TestAgent::new(clock.clone(), config()));
     for i in 0..5u64 {
         clock.0.set(100 + i);
         agent.mark(0, i).unwrap();
@@ -369,4 +396,251 @@ fn finish_goes_on_where_a_one_frame_transport_stopped_it() {
         .collect();
     assert_eq!(totals, vec![(0, 5), (1, 6)], "each CPU's total once");
     assert!(matches!(frames.last(), Some(Frame::Bye(b)) if b.records == 11));
+}
+
+/// Runs `dump` to completion through a one-frame transport.
+fn dump_all(agent: &TestAgent) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..1000 {
+        let mut link = OneFrame {
+            bytes: &mut bytes,
+            sent: false,
+        };
+        match agent.dump(&mut link) {
+            Ok(()) => return bytes,
+            Err(TransportError::WouldBlock) => continue,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    panic!("dump never completes");
+}
+
+/// The records of the `Events` frames of `frames`, per CPU: (sequence number, ticks, mark id).
+fn marks(frames: &[Frame]) -> [Vec<(u64, u64, u64)>; 2] {
+    let mut out = [Vec::new(), Vec::new()];
+    for f in frames {
+        if let Frame::Events(b) = f {
+            for r in b.iter() {
+                let id = match r.value(0) {
+                    Some(ParamValue::Unsigned(v)) => v,
+                    other => panic!("a mark, got {other:?}"),
+                };
+                out[usize::from(b.cpu)].push((r.seq, r.ticks(), id));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn post_mortem_mode_overwrites_the_oldest_and_dumps_the_last_records() {
+    let clock = SharedClock::default();
+    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    agent.set_mode(Mode::PostMortem);
+    let mut out = Capture::default();
+    // Far more than the rings hold (4 blocks of 128 bytes per CPU), on CPU 0 only; nothing streams.
+    for i in 0..2000u64 {
+        clock.0.set(1000 + 10 * i);
+        assert_eq!(agent.mark(0, i).unwrap(), Recorded::Stored);
+        agent.poll(&mut out).unwrap();
+    }
+    assert!(
+        out.bytes.is_empty(),
+        "post-mortem mode sends nothing until a dump"
+    );
+    let stats = agent.stats();
+    assert_eq!(stats.records, 2000);
+    assert_eq!(stats.dropped, 0);
+    assert!(stats.overwritten > 1500, "{stats:?}");
+
+    let frames = decode_all(&dump_all(&agent));
+    let Frame::Hello(hello) = &frames[0] else {
+        panic!("the dump starts a session: {:?}", frames[0])
+    };
+    let windows: Vec<_> = frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Window(w) => Some(*w),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(windows.len(), 2, "one window per CPU: {windows:?}");
+    let w0 = windows[0];
+    assert_eq!(w0.cpu, 0);
+    assert_eq!(w0.overwritten, stats.overwritten);
+    assert_eq!(
+        w0.first_seq, stats.overwritten,
+        "the window starts after the overwritten records"
+    );
+    assert_eq!((windows[1].first_seq, windows[1].overwritten), (0, 0));
+    let got = marks(&frames);
+    // The window is the last records recorded, in order, each with its time and value.
+    let expected: Vec<(u64, u64, u64)> = (w0.first_seq..2000)
+        .map(|i| (i, 1000 + 10 * i, i))
+        .collect();
+    assert_eq!(got[0], expected);
+    assert!(got[1].is_empty());
+    assert_eq!(
+        hello.start_ticks,
+        1000 + 10 * w0.first_seq,
+        "the trace starts with the window"
+    );
+    assert!(!frames.iter().any(|f| matches!(f, Frame::Loss(_))));
+    let totals: Vec<(u16, u64)> = frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::CpuTotal(t) => Some((t.cpu, t.sequences)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(totals, vec![(0, 2000), (1, 0)]);
+    assert!(matches!(frames.last(), Some(Frame::Bye(b)) if b.records == 2000 && b.dropped == 0));
+
+    // Recording goes on; the next dump is a session of its own with only the new records.
+    for i in 2000..2010u64 {
+        clock.0.set(1000 + 10 * i);
+        agent.mark(0, i).unwrap();
+    }
+    let frames = decode_all(&dump_all(&agent));
+    assert!(matches!(frames[0], Frame::Hello(_)));
+    let got = marks(&frames);
+    assert_eq!(
+        got[0].iter().map(|r| r.0).collect::<Vec<_>>(),
+        (2000..2010).collect::<Vec<_>>()
+    );
+    let w = frames.iter().find_map(|f| match f {
+        Frame::Window(w) if w.cpu == 0 => Some(*w),
+        _ => None,
+    });
+    assert_eq!(w.map(|w| (w.first_seq, w.overwritten)), Some((2000, 0)));
+}
+
+#[test]
+fn records_made_during_a_dump_wait_for_the_next() {
+    let clock = SharedClock::default();
+    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    agent.set_mode(Mode::PostMortem);
+    for i in 0..30u64 {
+        clock.0.set(i);
+        agent.mark(0, i).unwrap();
+    }
+    let mut bytes = Vec::new();
+    let mut during = 30u64;
+    loop {
+        let mut link = OneFrame {
+            bytes: &mut bytes,
+            sent: false,
+        };
+        let r = agent.dump(&mut link);
+        // A record between two steps of the dump: not part of this window.
+        clock.0.set(during);
+        agent.mark(0, during).unwrap();
+        during += 1;
+        match r {
+            Ok(()) => break,
+            Err(TransportError::WouldBlock) => continue,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    let frames = decode_all(&bytes);
+    assert_eq!(
+        marks(&frames)[0].iter().map(|r| r.2).collect::<Vec<_>>(),
+        (0..30).collect::<Vec<_>>()
+    );
+    let frames = decode_all(&dump_all(&agent));
+    assert_eq!(
+        marks(&frames)[0].iter().map(|r| r.2).collect::<Vec<_>>(),
+        (30..during).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_declaration_larger_than_the_control_buffer_is_refused() {
+    type Tiny = Agent<SharedClock, 1, 128, 2, 64, 4, 4>;
+    let mut agent = Box::new(Tiny::new(SharedClock::default(), config()));
+    const MANY: &[ParamDef<'static>] = &[
+        ParamDef {
+            name: "a_rather_long_parameter_name",
+            ty: ParamType::Unsigned,
+        },
+        ParamDef {
+            name: "another_rather_long_parameter_name",
+            ty: ParamType::Unsigned,
+        },
+    ];
+    assert_eq!(
+        agent.register_type(EventTypeDef {
+            id: 64,
+            name: "big",
+            category: Category::Punctual,
+            params: MANY,
+        }),
+        Err(AgentError::DeclarationTooLarge)
+    );
+    // The Hello's names were cut to fit: the session still starts.
+    let mut out = Capture::default();
+    agent.poll(&mut out).unwrap();
+    assert!(matches!(decode_all(&out.bytes)[0], Frame::Hello(_)));
+}
+
+/// A clock several threads can read.
+#[derive(Clone, Default)]
+struct AtomicClock(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Clock for AtomicClock {
+    fn now(&mut self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Recording from two threads while a third drains, as interrupts and a drain task do on a board: every
+/// record is delivered once, in order, or counted in a loss range.
+#[test]
+fn records_from_several_contexts_while_another_drains() {
+    type SharedAgent = Agent<AtomicClock, 2, 128, 4, 160, 4, 4>;
+    let agent = std::sync::Arc::new(SharedAgent::new(AtomicClock::default(), config()));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drain = {
+        let (agent, done) = (agent.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut out = Capture::default();
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let _ = agent.poll(&mut out);
+            }
+            agent.finish(&mut out).unwrap();
+            out.bytes
+        })
+    };
+    let recorders: Vec<_> = (0..2u16)
+        .map(|cpu| {
+            let agent = agent.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000u64 {
+                    let _ = agent.mark(cpu, i).unwrap();
+                }
+            })
+        })
+        .collect();
+    for r in recorders {
+        r.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let frames = decode_all(&drain.join().unwrap());
+    let stats = agent.stats();
+    assert_eq!(stats.records + stats.dropped, 40_000);
+    let got = marks(&frames);
+    let mut lost = [Vec::new(), Vec::new()];
+    for f in &frames {
+        if let Frame::Loss(l) = f {
+            lost[usize::from(l.cpu)].extend(l.first_seq..l.first_seq + l.count);
+        }
+    }
+    for cpu in 0..2 {
+        let mut seqs: Vec<u64> = got[cpu].iter().map(|r| r.0).collect();
+        // A record's value is its sequence number: recorded in order on its CPU.
+        assert!(got[cpu].iter().all(|r| r.0 == r.2));
+        seqs.extend(&lost[cpu]);
+        seqs.sort_unstable();
+        assert_eq!(seqs, (0..20_000).collect::<Vec<_>>(), "cpu {cpu}");
+    }
 }

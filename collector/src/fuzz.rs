@@ -1,6 +1,7 @@
 //! A mutation fuzzer that runs on stable Rust, in the test suite and from `socscope bench fuzz`: inputs
 //! are real captures and trace files (seeds) mutated a few bytes at a time, fed to every decoder that
-//! reads data from outside — the wire stream decoder, each text importer, the chunk decoder — and every
+//! reads data from outside — the wire stream decoder, each text importer, the trace-cmd `.dat` and CTF
+//! readers, the chunk decoder — and every
 //! panic is caught, counted and kept. The cargo-fuzz targets beside the crates stay for coverage-guided
 //! runs on nightly.
 
@@ -8,10 +9,12 @@ use std::io::BufReader;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
+use socscope_formats::ctf::CtfReader;
 use socscope_formats::ftrace::{Body, FtraceReader, Line, Record};
 use socscope_formats::gst::GstReader;
 use socscope_formats::kptrace::{FormatDescription, KptraceMerge, RelayReader};
 use socscope_formats::paje::PajeReader;
+use socscope_formats::tracecmd::DatReader;
 use socscope_tracedb::ChunkFuzzer;
 use socscope_wire::decode::StreamDecoder;
 
@@ -30,17 +33,24 @@ pub enum Target {
     Gst,
     /// The chunk decoders of the trace store (whole and lazy).
     Chunk,
+    /// The trace-cmd `.dat` reader (header, sections, decompression, ring-buffer pages, print formats).
+    TraceCmd,
+    /// The CTF reader (TSDL metadata, packets, events): an input is a metadata file and a stream
+    /// ([`ctf_input`]).
+    Ctf,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 6] = [
+    pub const ALL: [Target; 8] = [
         Target::Wire,
         Target::Kptrace,
         Target::Paje,
         Target::Ftrace,
         Target::Gst,
         Target::Chunk,
+        Target::TraceCmd,
+        Target::Ctf,
     ];
 
     /// Its name on the command line.
@@ -52,6 +62,8 @@ impl Target {
             Target::Ftrace => "ftrace",
             Target::Gst => "gst",
             Target::Chunk => "chunk",
+            Target::TraceCmd => "trace-cmd",
+            Target::Ctf => "ctf",
         }
     }
 }
@@ -332,7 +344,150 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             Some(f) => f.run(input),
             None => false,
         },
+        Target::TraceCmd => {
+            let Ok(mut r) = DatReader::new(std::io::Cursor::new(input), "fuzz") else {
+                return false;
+            };
+            let mut any = false;
+            let mut text = String::new();
+            for _ in 0..100_000 {
+                match r.next_event() {
+                    Ok(Some(e)) => {
+                        any = true;
+                        text.clear();
+                        e.render(&mut text);
+                        let _ = (e.stack(), e.fields().count(), e.comm());
+                    }
+                    Err(_) => {}
+                    Ok(None) => break,
+                }
+            }
+            let _ = (r.take_losses(), r.lost());
+            any
+        }
+        Target::Ctf => {
+            let (metadata, stream) = split_ctf_input(input);
+            let Ok(mut r) = CtfReader::from_memory(metadata, vec![("s_0".into(), stream.to_vec())])
+            else {
+                return false;
+            };
+            let mut any = false;
+            for _ in 0..100_000 {
+                match r.next_event() {
+                    Ok(Some(e)) => {
+                        any = true;
+                        if let Some(f) = &e.fields {
+                            let _ = f.to_string();
+                        }
+                    }
+                    Err(_) => {}
+                    Ok(None) => break,
+                }
+            }
+            let _ = r.take_losses();
+            any
+        }
     }
+}
+
+/// A CTF fuzz input: a metadata file and one stream, the metadata's length first (4 bytes,
+/// little-endian).
+pub fn ctf_input(metadata: &[u8], stream: &[u8]) -> Vec<u8> {
+    let mut v = (metadata.len() as u32).to_le_bytes().to_vec();
+    v.extend_from_slice(metadata);
+    v.extend_from_slice(stream);
+    v
+}
+
+fn split_ctf_input(input: &[u8]) -> (&[u8], &[u8]) {
+    let Some(len) = input.get(..4) else {
+        return (input, &[]);
+    };
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    let rest = &input[4..];
+    rest.split_at(len.min(rest.len()))
+}
+
+/// Small `.dat` seeds from a real version-6 capture: two CPUs' first pages, the formats of the events
+/// in them and a few more, as version 6, and as version 7 with zstd and zlib.
+pub fn tracecmd_seeds(dat: &[u8]) -> Vec<Vec<u8>> {
+    use socscope_formats::tracecmd::Compression;
+    use socscope_formats::tracecmd::rewrite::{Rewrite, rewrite};
+    let formats = [
+        "print",
+        "bprint",
+        "kernel_stack",
+        "sched_switch",
+        "sched_wakeup",
+        "cpu_frequency",
+        "irq_handler_entry",
+        "softirq_entry",
+    ];
+    let symbols = [
+        "tracing_mark_write",
+        "enqueue_task_fair",
+        "dequeue_task_fair",
+        "dequeue_entity",
+        "schedule",
+    ];
+    let mut out = Vec::new();
+    for (version, compression) in [
+        (6, Compression::None),
+        (7, Compression::Zstd),
+        (7, Compression::Zlib),
+    ] {
+        let how = Rewrite {
+            version,
+            compression,
+            formats: Some(formats.iter().map(|s| s.to_string()).collect()),
+            symbols: Some(symbols.iter().map(|s| s.to_string()).collect()),
+            pages: Some(1),
+            cpus: Some(vec![2]),
+            chunk_pages: 1,
+            repeat: 1,
+        };
+        out.extend(rewrite(dat, &how));
+    }
+    out
+}
+
+/// A CTF seed from a real trace directory's metadata and one of its streams: the stream's first
+/// `window` bytes (a packet cut short, whose events before the cut are read), and the metadata with
+/// only the event classes those bytes use.
+pub fn ctf_seed(metadata: &[u8], stream: &[u8], window: usize) -> Vec<u8> {
+    let stream = &stream[..window.min(stream.len())];
+    let mut used = std::collections::HashSet::new();
+    if let Ok(mut r) = CtfReader::from_memory(metadata, vec![("s_0".into(), stream.to_vec())]) {
+        loop {
+            match r.next_event() {
+                Ok(Some(e)) => {
+                    used.insert(e.name.to_string());
+                }
+                Ok(None) => break,
+                Err(_) => {}
+            }
+        }
+    }
+    let text = socscope_formats::ctf::tsdl::metadata_text(metadata).unwrap_or_default();
+    // Event blocks (`event {` ... `};` at the start of lines) of events the window does not use: out.
+    let mut kept = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("\nevent {") {
+        kept.push_str(&rest[..start + 1]);
+        let block = &rest[start + 1..];
+        let end = block.find("\n};").map_or(block.len(), |e| e + 4);
+        let name = block[..end]
+            .split("name = \"")
+            .nth(1)
+            .and_then(|n| n.split('"').next())
+            .unwrap_or("");
+        if used.contains(name) {
+            kept.push_str(&block[..end]);
+        }
+        rest = &block[end..];
+    }
+    kept.push_str(rest);
+    ctf_input(kept.as_bytes(), stream)
 }
 
 thread_local! {

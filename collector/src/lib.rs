@@ -6,6 +6,8 @@
 //! [`reconstruct::Reconstructor`] (records → states, links, variables), and [`import::import`] (text
 //! captures: KPTrace, Pajé, ftrace, GST_DEBUG).
 
+pub mod control;
+pub mod flight;
 pub mod fuzz;
 pub mod import;
 pub mod naming;
@@ -16,6 +18,7 @@ pub mod serial;
 pub mod session;
 pub mod syscalls;
 pub mod tcp;
+pub mod trigger;
 
 use std::path::PathBuf;
 

@@ -5,14 +5,16 @@
 //! `read` keeps its syscall open across context switches); wake-ups become links from the waker to the
 //! wakee's next switch-in; kmalloc/kfree become a per-producer allocated-bytes variable. Whatever starts or
 //! ends outside the capture is clipped to the capture's edges and counted, never dropped.
+//! Each CPU producer gets the CPU's scheduling from the same switches: `on_cpu` slices naming the thread
+//! that ran, `cpu_idle` while the idle task did (the CPU tracks of `SCHEMA.md`).
 
 use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
 use socscope_tracedb::{
-    Event, EventCategory, EventKind, EventType, LossRecord, ParamDef, ParamType, ParamValue,
-    Producer, ProducerId, ProducerKind, Result, Timestamp, TypeId,
+    CPU_IDLE_TYPE, Event, EventCategory, EventKind, EventType, LossRecord, ON_CPU_TYPE, ParamDef,
+    ParamType, ParamValue, Producer, ProducerId, ProducerKind, Result, Timestamp, TypeId,
 };
 use socscope_wire::decode::{
     DecodedParamValue, Dictionary, OwnedEventTypeDef, ProducerInfo, RecordView,
@@ -27,6 +29,10 @@ pub const RUNNING_TYPE: TypeId = 100_001;
 pub const WAKEUP_TYPE: TypeId = 100_002;
 /// Store type id of the allocated-bytes variable.
 pub const ALLOCATED_TYPE: TypeId = 100_003;
+
+/// What the `closed_at_exit` ingest statistic counts (live captures and imports alike).
+pub const CLOSED_AT_EXIT: &str =
+    "states a thread still had open when it exited (thread_exit, sched_process_exit), closed then";
 
 /// A raw record as the reconstructor reads it: a type id of the [`TypeTable`] and parameter values in
 /// the type's order. Wire records and text importers' records both are.
@@ -115,6 +121,12 @@ pub trait Sink {
     fn event(&mut self, event: &Event) -> Result<()>;
     /// A loss.
     fn loss(&mut self, loss: &LossRecord) -> Result<()>;
+    /// A state opened on `cpu` at `start` (its event comes when it closes). For watchers that must
+    /// judge states still open (a hang); stores ignore it.
+    fn state_opened(&mut self, _start: Timestamp, _ty: TypeId, _producer: ProducerId, _cpu: u16) {}
+    /// A batch of `cpu`'s records was reconstructed: its first and last record times. For watchers
+    /// that judge the stream's time; stores ignore it.
+    fn batch_done(&mut self, _cpu: u16, _first: Timestamp, _last: Timestamp) {}
 }
 
 impl Sink for socscope_tracedb::TraceWriter {
@@ -161,9 +173,14 @@ pub struct ReconstructStats {
     /// Records the board's `Bye` totals say were sent whose sequence numbers never arrived after the last
     /// batch of their CPU (the end of a stream lost on the link); included in `lost_in_transit`.
     pub lost_at_end: u64,
-    /// States a thread still had open when it exited (text captures' `sched_process_exit`), closed
-    /// then.
+    /// States a thread still had open when it exited (a `thread_exit` record, or a text capture's
+    /// `sched_process_exit`), closed then.
     pub closed_at_exit: u64,
+    /// Records a board in post-mortem mode overwrote before its dump (from `Window` frames): outside
+    /// the window, not lost.
+    pub overwritten_on_board: u64,
+    /// `Window` frames: the session is a post-mortem dump.
+    pub windows: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -201,6 +218,35 @@ struct PendingWakeup {
     cpu: u16,
 }
 
+/// Linux's soft IRQ vectors by number, named as the kernel names them (`softirq_to_name`).
+const SOFTIRQ_VECTORS: [&str; 10] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+/// The vector a soft IRQ handler serves, from its symbol (each vector's `open_softirq` handler, old
+/// and new names), or the vector itself when the name already is one (ftrace's `action=`).
+fn softirq_vector_of(symbol: &str) -> Option<&'static str> {
+    const ACTIONS: [(&str, &str); 12] = [
+        ("tasklet_hi_action", "HI"),
+        ("run_timer_softirq", "TIMER"),
+        ("net_tx_action", "NET_TX"),
+        ("net_rx_action", "NET_RX"),
+        ("blk_done_softirq", "BLOCK"),
+        ("irq_poll_softirq", "IRQ_POLL"),
+        ("tasklet_action", "TASKLET"),
+        ("run_rebalance_domains", "SCHED"),
+        ("sched_balance_softirq", "SCHED"),
+        ("hrtimer_run_softirq", "HRTIMER"),
+        ("rcu_core_si", "RCU"),
+        ("rcu_process_callbacks", "RCU"),
+    ];
+    SOFTIRQ_VECTORS
+        .iter()
+        .find(|v| **v == symbol)
+        .copied()
+        .or_else(|| ACTIONS.iter().find(|(s, _)| *s == symbol).map(|(_, v)| *v))
+}
+
 /// Most parameter vectors kept for reuse (more are only ever needed while states nest deeply).
 const PARAM_POOL: usize = 64;
 
@@ -213,6 +259,8 @@ pub struct Reconstructor {
     processes: FxHashMap<u64, ProducerId>,
     irqs: FxHashMap<u64, ProducerId>,
     softirqs: FxHashMap<u64, ProducerId>,
+    /// Soft IRQ producers by name (a vector's), so that every handler of a vector shares one.
+    softirq_names: FxHashMap<String, ProducerId>,
     cpu_producers: Vec<ProducerId>,
     board_ids: FxHashMap<u32, ProducerId>,
     next_producer: ProducerId,
@@ -343,6 +391,7 @@ impl Reconstructor {
             processes: FxHashMap::default(),
             irqs: FxHashMap::default(),
             softirqs: FxHashMap::default(),
+            softirq_names: FxHashMap::default(),
             cpu_producers: Vec::new(),
             board_ids: FxHashMap::default(),
             next_producer: 1,
@@ -399,6 +448,21 @@ impl Reconstructor {
             id: WAKEUP_TYPE,
             name: "wakeup".into(),
             category: EventCategory::Link,
+            params: Vec::new(),
+        })?;
+        sink.event_type(&EventType {
+            id: ON_CPU_TYPE,
+            name: "on_cpu".into(),
+            category: EventCategory::State,
+            params: vec![
+                ParamDef::new("thread", ParamType::Unsigned),
+                ParamDef::new("tid", ParamType::Unsigned),
+            ],
+        })?;
+        sink.event_type(&EventType {
+            id: CPU_IDLE_TYPE,
+            name: "cpu_idle".into(),
+            category: EventCategory::State,
             params: Vec::new(),
         })?;
         sink.event_type(&EventType {
@@ -505,6 +569,7 @@ impl Reconstructor {
             }
             wdict::ProducerKind::SoftIrq => {
                 self.softirqs.insert(p.local_id, id);
+                self.softirq_names.insert(p.name.clone(), id);
             }
             wdict::ProducerKind::Cpu => {}
         }
@@ -593,6 +658,13 @@ impl Reconstructor {
         depth: usize,
         sink: &mut impl Sink,
     ) -> Result<()> {
+        // A state of a CPU's own context (before any thread is known on it) nests inside the CPU
+        // track's slice, which is at depth 0.
+        let depth = if self.cpu_producers.contains(&s.producer) {
+            depth + 1
+        } else {
+            depth
+        };
         self.scratch.ts = s.start;
         self.scratch.type_id = s.type_id;
         self.scratch.producer = s.producer;
@@ -627,6 +699,45 @@ impl Reconstructor {
         self.simple.kind = kind;
         self.stats.events += 1;
         sink.event(&self.simple)
+    }
+
+    /// The CPU track's slice for a thread's time on `cpu` (see `SCHEMA.md`, CPU tracks): `on_cpu`
+    /// naming the thread, or `cpu_idle` for the idle task (pid 0).
+    fn emit_cpu_slice(
+        &mut self,
+        cpu: usize,
+        pid: u64,
+        thread: ProducerId,
+        start: Timestamp,
+        end: Timestamp,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        // An empty slice says nothing (a capture's first switch at its first record), and would
+        // share its start with the next slice at the same depth.
+        let Some(&track) = self.cpu_producers.get(cpu).filter(|_| end > start) else {
+            return Ok(());
+        };
+        self.simple.ts = start;
+        self.simple.producer = track;
+        self.simple.cpu = Some(cpu as u16);
+        self.simple.kind = EventKind::State {
+            end: end.max(start),
+            depth: 0,
+        };
+        if pid == 0 {
+            self.simple.type_id = CPU_IDLE_TYPE;
+        } else {
+            self.simple.type_id = ON_CPU_TYPE;
+            self.simple.params.clear();
+            self.simple
+                .params
+                .push(ParamValue::Unsigned(u64::from(thread)));
+            self.simple.params.push(ParamValue::Unsigned(pid));
+        }
+        self.stats.events += 1;
+        let result = sink.event(&self.simple);
+        self.simple.params.clear();
+        result
     }
 
     /// Every CPU's records are numbered from `first` (0 for a live session after its `Hello`): a first
@@ -727,6 +838,18 @@ impl Reconstructor {
         Ok(())
     }
 
+    /// Records a `Window` frame (a post-mortem dump): the CPU's records start at `first_seq`; those
+    /// before were overwritten in the board's ring or sent by an earlier dump, and are not a loss.
+    /// Returns whether it is the session's first.
+    pub fn window(&mut self, cpu: u16, first_seq: u64, overwritten: u64) -> bool {
+        self.stats.overwritten_on_board += overwritten;
+        self.stats.windows += 1;
+        if let Some(c) = self.cpus.get_mut(usize::from(cpu)) {
+            c.expected_seq = Some(c.expected_seq.map_or(first_seq, |e| e.max(first_seq)));
+        }
+        self.stats.windows == 1
+    }
+
     /// Records a `Loss` frame.
     pub fn loss(
         &mut self,
@@ -790,8 +913,13 @@ impl Reconstructor {
             _ => {}
         }
         self.cpus[cpu].expected_seq = Some(batch.next_seq().max(expected.unwrap_or(0)));
+        let mut first = None;
         for record in batch.iter().skip(skip) {
+            first.get_or_insert(record.ticks());
             self.record(cpu, record.ticks(), &record, dict, sink)?;
+        }
+        if let Some(first) = first {
+            sink.batch_done(batch.cpu, self.ticks_to_ns(first), self.cpus[cpu].last_ts);
         }
         Ok(())
     }
@@ -924,10 +1052,16 @@ impl Reconstructor {
             Some(Builtin::ThreadCreate) => {
                 let pid = r.unsigned(0).unwrap_or(0);
                 let name = r.text(1).unwrap_or("").to_string();
+                // The process a thread belongs to: the one the board's dictionary gave it, else its
+                // creator's (a thread created before any switch, whose creator is unknown, keeps the
+                // dictionary's process instead of losing it).
+                let declared = self.threads.get(&pid).and_then(|t| t.parent);
                 let creator = self.cpus[cpu].running;
-                let parent = creator
-                    .and_then(|p| self.threads.get(&p))
-                    .and_then(|t| t.parent.or(Some(t.producer)));
+                let parent = declared.or_else(|| {
+                    creator
+                        .and_then(|p| self.threads.get(&p))
+                        .and_then(|t| t.parent.or(Some(t.producer)))
+                });
                 let id = self.thread(pid, sink)?;
                 if let Some(t) = self.threads.get_mut(&pid) {
                     t.parent = parent;
@@ -941,7 +1075,11 @@ impl Reconstructor {
                 })?;
                 self.punctual(cpu, ts, r, sink)
             }
-            Some(Builtin::ThreadExit) => self.punctual(cpu, ts, r, sink),
+            Some(Builtin::ThreadExit) => {
+                self.punctual(cpu, ts, r, sink)?;
+                let pid = r.unsigned(0).or(self.cpus[cpu].running).unwrap_or(0);
+                self.close_at_exit(pid, ts, sink)
+            }
             Some(Builtin::Kmalloc) => {
                 let size = r.unsigned(0).unwrap_or(0);
                 let ptr = r.unsigned(1).unwrap_or(0);
@@ -1091,20 +1229,9 @@ impl Reconstructor {
                     sink,
                 )?
             } else {
-                Self::named(
-                    ProducerKind::SoftIrq,
-                    &mut self.softirqs,
-                    &mut self.next_producer,
-                    key,
-                    || {
-                        self.name_hints
-                            .get(&(true, key))
-                            .cloned()
-                            .unwrap_or_else(|| format!("softirq {key:#x}"))
-                    },
-                    sink,
-                )?
+                self.softirq_producer(key, sink)?
             };
+            sink.state_opened(ts, TypeId::from(type_id), producer, cpu as u16);
             self.cpus[cpu].interrupts.push(OpenState {
                 type_id: TypeId::from(type_id),
                 enter: type_id,
@@ -1125,12 +1252,46 @@ impl Reconstructor {
             cpu: cpu as u16,
             params,
         };
+        sink.state_opened(ts, state.type_id, producer, cpu as u16);
         match pid.and_then(|p| self.threads.get_mut(&p)) {
             Some(t) => t.stack.push(state),
             // No thread known yet on this CPU: the state belongs to the CPU's context.
             None => self.cpus[cpu].interrupts.push(state),
         }
         Ok(())
+    }
+
+    /// The producer of soft IRQ `key` (the `handler` of its entry): the one the board declared with
+    /// that local id, else the vector's, found by the handler's symbol (`run_timer_softirq` is
+    /// `TIMER`) or, for small keys, as a vector number (ftrace's `vec=`). Handlers of one vector share
+    /// its producer; the handler stays a parameter of each state.
+    fn softirq_producer(&mut self, key: u64, sink: &mut impl Sink) -> Result<ProducerId> {
+        if let Some(&id) = self.softirqs.get(&key) {
+            return Ok(id);
+        }
+        let hint = self.name_hints.get(&(true, key));
+        let name = match hint {
+            Some(h) => softirq_vector_of(h).map_or_else(|| h.clone(), str::to_string),
+            None => usize::try_from(key)
+                .ok()
+                .and_then(|k| SOFTIRQ_VECTORS.get(k))
+                .map_or_else(|| format!("softirq {key:#x}"), |v| (*v).to_string()),
+        };
+        if let Some(&id) = self.softirq_names.get(&name) {
+            self.softirqs.insert(key, id);
+            return Ok(id);
+        }
+        let id = self.alloc_producer();
+        self.softirqs.insert(key, id);
+        self.softirq_names.insert(name.clone(), id);
+        sink.producer(&Producer {
+            id,
+            parent: None,
+            kind: ProducerKind::SoftIrq,
+            local_id: key as i64,
+            name,
+        })?;
+        Ok(id)
     }
 
     fn exit(
@@ -1269,6 +1430,25 @@ impl Reconstructor {
             prev
         });
         let producer = self.thread(outgoing, sink)?;
+        if current.is_none() {
+            // States entered before the CPU's first switch (a capture that starts mid-stream) were
+            // entered by the thread now switched out: they go on its stack, where their exits look
+            // for them, instead of staying on the CPU's context for the rest of the capture.
+            let c = &mut self.cpus[cpu];
+            if c.interrupts.iter().any(|s| !Self::is_interrupt(s.enter)) {
+                let (moved, kept): (Vec<OpenState>, Vec<OpenState>) =
+                    std::mem::take(&mut c.interrupts)
+                        .into_iter()
+                        .partition(|s| !Self::is_interrupt(s.enter));
+                c.interrupts = kept;
+                if let Some(t) = self.threads.get_mut(&outgoing) {
+                    t.stack.extend(moved.into_iter().map(|mut s| {
+                        s.producer = producer;
+                        s
+                    }));
+                }
+            }
+        }
         let since = self.cpus[cpu].running_since;
         self.emit_simple(
             since,
@@ -1278,11 +1458,21 @@ impl Reconstructor {
             EventKind::State { end: ts, depth: 0 },
             sink,
         )?;
+        self.emit_cpu_slice(cpu, outgoing, producer, since, ts, sink)?;
         // The incoming thread runs from now on; its pending wake-ups end here.
         let incoming = self.thread(next, sink)?;
         self.cpus[cpu].running = Some(next);
         self.cpus[cpu].running_since = ts;
-        if let Some(pending) = self.wakeups.remove(&next) {
+        sink.state_opened(ts, RUNNING_TYPE, incoming, cpu as u16);
+        if let Some(mut pending) = self.wakeups.remove(&next) {
+            // A wake-up later than this switch-in (another CPU's batch that arrived first, at a
+            // capture's start) is for a later switch-in: it stays pending, so no link ends before it
+            // starts.
+            let later: Vec<PendingWakeup> = pending.iter().filter(|w| w.ts > ts).copied().collect();
+            pending.retain(|w| w.ts <= ts);
+            if !later.is_empty() {
+                self.wakeups.insert(next, later);
+            }
             for w in pending {
                 self.emit_simple(
                     w.ts,
@@ -1300,11 +1490,18 @@ impl Reconstructor {
         Ok(())
     }
 
-    /// Thread `pid` exited at `ticks` (ftrace's `sched_process_exit`): the states it still had open
-    /// (syscalls, functions, user states: the exit path does not return from them) end there, innermost
-    /// first. Its running state goes on until it is switched out, as the kernel still runs it.
+    /// Thread `pid` exited at `ticks` (ftrace's `sched_process_exit`; a board's `thread_exit` record
+    /// does the same through [`Self::record_at`]): the states it still had open (syscalls, functions,
+    /// user states: the exit path does not return from them) end there, innermost first. Its running
+    /// state goes on until it is switched out, as the kernel still runs it.
     pub fn thread_exited(&mut self, pid: u64, ticks: u64, sink: &mut impl Sink) -> Result<()> {
         let ts = self.ticks_to_ns(ticks);
+        self.close_at_exit(pid, ts, sink)
+    }
+
+    /// The one rule for a thread's exit, for live captures and every importer: see
+    /// [`Self::thread_exited`]; each state closed is counted in `closed_at_exit`.
+    fn close_at_exit(&mut self, pid: u64, ts: Timestamp, sink: &mut impl Sink) -> Result<()> {
         let Some(t) = self.threads.get_mut(&pid) else {
             return Ok(());
         };
@@ -1338,6 +1535,7 @@ impl Reconstructor {
                     EventKind::State { end, depth: 0 },
                     sink,
                 )?;
+                self.emit_cpu_slice(cpu, pid, producer, since, end, sink)?;
             }
         }
         let mut pids: Vec<u64> = self.threads.keys().copied().collect();
@@ -1561,6 +1759,46 @@ mod tests {
             ]
         );
         assert_eq!(r.stats().clipped_open_states, 4 + 2);
+    }
+
+    #[test]
+    fn soft_irq_handlers_are_known_by_their_vector() {
+        assert_eq!(softirq_vector_of("run_timer_softirq"), Some("TIMER"));
+        assert_eq!(softirq_vector_of("net_rx_action"), Some("NET_RX"));
+        assert_eq!(softirq_vector_of("NET_RX"), Some("NET_RX"));
+        assert_eq!(softirq_vector_of("my_bottom_half"), None);
+        let mut r = Reconstructor::new(1_000_000_000, 0, 1);
+        let mut sink = Names::default();
+        r.name_hint(true, 0xc001, "run_timer_softirq");
+        r.name_hint(true, 0xc002, "run_timer_softirq");
+        let a = r.softirq_producer(0xc001, &mut sink).unwrap();
+        let b = r.softirq_producer(0xc002, &mut sink).unwrap();
+        let v = r.softirq_producer(3, &mut sink).unwrap();
+        assert_eq!(a, b, "two handlers of one vector share its row");
+        assert_eq!(
+            sink.0,
+            [(a, "TIMER".to_string()), (v, "NET_RX".to_string())]
+        );
+    }
+
+    /// The producers declared, in order.
+    #[derive(Default)]
+    struct Names(Vec<(ProducerId, String)>);
+
+    impl Sink for Names {
+        fn producer(&mut self, p: &Producer) -> Result<()> {
+            self.0.push((p.id, p.name.clone()));
+            Ok(())
+        }
+        fn event_type(&mut self, _: &EventType) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, _: &Event) -> Result<()> {
+            Ok(())
+        }
+        fn loss(&mut self, _: &LossRecord) -> Result<()> {
+            Ok(())
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use socscope_wire::decode::{DecodeError, Dictionary, Frame, HelloInfo, StreamDec
 use crate::naming::trace_file_name;
 use crate::reconstruct::Reconstructor;
 use crate::reserve::DiskReserve;
+use crate::trigger::Observed;
 use crate::{CollectorError, Result};
 
 /// Where and how sessions are stored.
@@ -39,6 +40,12 @@ pub struct IngestConfig {
     /// Room set aside in `dir` so that traces can be closed on a full disk (see [`crate::reserve`]);
     /// shared by every clone of this configuration.
     pub disk_reserve: DiskReserve,
+    /// Trigger rules checked on every session (`--trigger`): their firings annotate the trace; `None`:
+    /// no triggers.
+    pub triggers: Option<crate::trigger::TriggerSet>,
+    /// Keep only the last seconds of each board's stream and save windows of it when a trigger fires
+    /// (`--flight-recorder`); `None`: every session is stored whole.
+    pub flight: Option<crate::flight::FlightConfig>,
 }
 
 /// Session starts of every connection of one collector within the last minute, shared by them: a
@@ -144,6 +151,8 @@ impl IngestConfig {
             token: None,
             commit_interval: DEFAULT_COMMIT_INTERVAL,
             resume: ResumeTable::default(),
+            triggers: None,
+            flight: None,
         }
     }
 }
@@ -226,6 +235,27 @@ pub enum Notice {
         /// What the decoder said.
         message: String,
     },
+    /// A trigger rule fired in a session.
+    TriggerFired {
+        /// Source.
+        source: String,
+        /// Board.
+        board: String,
+        /// The trace it annotates (with a flight recorder: the stream's, not yet a file).
+        path: PathBuf,
+        /// What fired.
+        firing: crate::trigger::Firing,
+    },
+    /// Something about the triggers the operator should know (a rule naming a type the board never
+    /// announced, a window saved, saves exhausted).
+    TriggerNote {
+        /// Source.
+        source: String,
+        /// What happened.
+        message: String,
+    },
+    /// A flight recorder stopped watching a board's session (see [`crate::flight`]).
+    WatchEnded(crate::flight::WatchReport),
     /// A board speaks a wire version this collector does not accept.
     VersionRejected {
         /// Source.
@@ -265,6 +295,12 @@ struct ActiveSession {
     records_before_hello: u64,
     records_lost_before_hello: u64,
     frames_dropped_before_hello: u64,
+    /// Whether records arrived (the first batch is when the triggers' names are checked).
+    records_seen: bool,
+    /// The session's triggers ([`IngestConfig::triggers`]).
+    triggers: Option<crate::trigger::TriggerEngine>,
+    /// Firings to store with the trace that were found elsewhere (a flight recorder's window).
+    window: Option<crate::flight::WindowSpec>,
 }
 
 /// Decodes one byte stream (a TCP connection, a serial port, a capture file) into traces.
@@ -283,6 +319,10 @@ pub struct Ingest {
     sessions_per_minute: Option<usize>,
     /// When the sessions of the last minute started.
     session_starts: std::collections::VecDeque<Instant>,
+    /// This stream is a window of another one, saved by a flight recorder (see [`Ingest::window`]).
+    window: Option<crate::flight::WindowSpec>,
+    /// With [`IngestConfig::flight`], the stream goes to the flight recorder instead.
+    flight: Option<Box<crate::flight::FlightRecorder>>,
     /// The collector-wide session rate limit, when one is shared with other connections.
     shared_sessions: Option<SessionWindow>,
     /// `Hello`s refused by the session rate limit.
@@ -368,9 +408,11 @@ impl Ingest {
     pub fn new(config: IngestConfig, source: impl Into<String>) -> Self {
         let mut decoder = StreamDecoder::new(&config.accepted_versions);
         decoder.set_max_decompressed(config.max_decompressed);
+        let source = source.into();
+        let (config_for_flight, source_for_flight) = (config.clone(), source.clone());
         Self {
             config,
-            source: source.into(),
+            source,
             decoder,
             session: None,
             orphan_frames: 0,
@@ -389,6 +431,61 @@ impl Ingest {
             orphan_records: 0,
             orphan_drops: 0,
             sessions_unauthorised: 0,
+            window: None,
+            flight: crate::flight::FlightRecorder::new(config_for_flight, source_for_flight)
+                .map(Box::new),
+        }
+    }
+
+    /// An ingest of a window of another stream (a flight recorder's save): its session keeps the
+    /// description, parameters and wall-clock start of `spec`, does not count the sequence numbers before
+    /// its first records as lost (the window starts mid-stream), does not reconcile the board's totals,
+    /// and stores `spec`'s firings as its annotations.
+    pub fn window(
+        config: IngestConfig,
+        source: impl Into<String>,
+        spec: crate::flight::WindowSpec,
+    ) -> Self {
+        let mut ingest = Self::new(config, source);
+        ingest.window = Some(spec);
+        ingest
+    }
+
+    /// The window's specification, to add firings or say how it ended before [`Ingest::finish`].
+    pub fn window_spec_mut(&mut self) -> Option<&mut crate::flight::WindowSpec> {
+        match self.session.as_mut() {
+            Some(s) => s.window.as_mut(),
+            None => self.window.as_mut(),
+        }
+    }
+
+    /// The open session's trace file.
+    pub fn session_path(&self) -> Option<&Path> {
+        self.session.as_ref().map(|s| s.path.as_path())
+    }
+
+    /// After each frame: the triggers' new firings and warnings become notices.
+    fn triggers_after_frame(&mut self) {
+        let Some(s) = self.session.as_mut() else {
+            return;
+        };
+        let Some(t) = s.triggers.as_mut() else {
+            return;
+        };
+        t.frame_done();
+        for message in t.take_warnings() {
+            self.notices.push(Notice::TriggerNote {
+                source: self.source.clone(),
+                message,
+            });
+        }
+        for f in t.take_new() {
+            self.notices.push(Notice::TriggerFired {
+                source: self.source.clone(),
+                board: s.hello.board.clone(),
+                path: s.path.clone(),
+                firing: f.clone(),
+            });
         }
     }
 
@@ -412,6 +509,9 @@ impl Ingest {
 
     /// Whether a session has started on this stream (one is open, or one ended).
     pub fn has_had_session(&self) -> bool {
+        if let Some(f) = &self.flight {
+            return f.has_had_session();
+        }
         self.session.is_some() || !self.reports.is_empty()
     }
 
@@ -469,13 +569,20 @@ impl Ingest {
     /// counted as dropped, and a later `Hello` starts a new trace if the store works again. So this never
     /// fails; the `Result` is kept for the sources' sake.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
+        if let Some(f) = self.flight.as_mut() {
+            f.feed(bytes);
+            self.notices.extend(f.take_notices());
+            return Ok(());
+        }
         self.decoder.feed(bytes);
         while let Some(result) = self.decoder.next_frame() {
             self.close_if_disk_full();
             let handled = match result {
                 Ok(decoded) => {
                     self.frame_offset = decoded.offset;
-                    self.frame(decoded.frame)
+                    let handled = self.frame(decoded.frame);
+                    self.triggers_after_frame();
+                    handled
                 }
                 Err(e) => {
                     self.frame_offset = match &e {
@@ -493,6 +600,11 @@ impl Ingest {
 
     /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
     pub fn tick(&mut self) -> Result<()> {
+        if let Some(f) = self.flight.as_mut() {
+            f.tick();
+            self.notices.extend(f.take_notices());
+            return Ok(());
+        }
         self.close_if_disk_full();
         let committed = match self.session.as_mut() {
             Some(s) => s.writer.maybe_commit().map(|_| ()).map_err(Into::into),
@@ -505,6 +617,11 @@ impl Ingest {
     /// The stream ended (EOF, disconnect, shutdown): a partial frame is counted, an open session is closed
     /// as incomplete. Returns every session report of the stream.
     pub fn finish(mut self) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
+        if let Some(f) = self.flight.take() {
+            let (reports, notices) = f.finish();
+            self.notices.extend(notices);
+            return Ok((reports, self.notices));
+        }
         if let Some(e) = self.decoder.finish() {
             let dropped = self.dropped(e);
             self.guard(dropped);
@@ -727,7 +844,7 @@ impl Ingest {
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),
                         message: format!(
-                            "Hello of board '{}' refused: {} token (--token); {} refused so far, their frames are dropped",
+                            "Hello of board '{}' refused: {} token (the board's --token-file or --token); {} refused so far, their frames are dropped",
                             crate::naming::printable(&hello.board),
                             if hello.token.is_empty() { "no" } else { "a wrong" },
                             self.sessions_unauthorised
@@ -775,16 +892,45 @@ impl Ingest {
             Frame::Hello(_) => {}
             Frame::Dictionary(items) => {
                 let items = s.new_declarations(items);
-                s.recon.dictionary(&items, dict, &mut s.writer)?
+                let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
+                s.recon.dictionary(&items, dict, &mut sink)?
             }
-            Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
-            Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
-            Frame::Heartbeat(h) => s.board_totals = Some((h.records, h.dropped)),
+            Frame::Events(batch) => {
+                let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
+                s.recon.batch(&batch, dict, &mut sink)?;
+                if let Some(t) = s.triggers.as_mut()
+                    && !std::mem::replace(&mut s.records_seen, true)
+                {
+                    t.check_names();
+                }
+            }
+            Frame::Loss(l) => {
+                let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
+                s.recon.loss(l.cpu, l.first_seq, l.count, &mut sink)?
+            }
+            Frame::Heartbeat(h) => {
+                s.board_totals = Some((h.records, h.dropped));
+                if let Some(t) = s.triggers.as_mut() {
+                    t.heartbeat(s.recon.ticks_to_ns(h.ticks));
+                }
+            }
             Frame::CpuTotal(t) => s.recon.cpu_total(t.cpu, t.sequences),
+            Frame::Window(w) => {
+                if s.recon.window(w.cpu, w.first_seq, w.overwritten) {
+                    s.writer.set_param(
+                        socscope_tracedb::CAPTURE_WINDOW_PARAM,
+                        &ParamValue::String(socscope_tracedb::POST_MORTEM_RING.into()),
+                    )?;
+                }
+            }
             Frame::Bye(b) => {
                 s.board_totals = Some((b.records, b.dropped));
-                s.recon
-                    .reconcile_totals(b.records, b.dropped, &mut s.writer)?;
+                // A window of the stream cannot account for the whole session's totals.
+                if s.window.is_none() {
+                    let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
+                    s.recon.reconcile_totals(b.records, b.dropped, &mut sink)?;
+                }
+                self.triggers_after_frame();
                 // The session's bytes end with this frame.
                 let end = self.decoder.offset();
                 self.end_session(true, end)?;
@@ -830,6 +976,7 @@ impl Ingest {
                 self.pending.push(Frame::Dictionary(items));
             }
             Frame::Loss(l) => self.pending.push(Frame::Loss(l)),
+            Frame::Window(w) => self.pending.push(Frame::Window(w)),
             Frame::Bye(_) => {
                 // A session ended whose Hello never arrived: what was kept for it belongs to no trace.
                 self.orphan_records += self.pending_records;
@@ -872,10 +1019,25 @@ impl Ingest {
             match frame {
                 Frame::Dictionary(items) => {
                     let items = s.new_declarations(items);
-                    s.recon.dictionary(&items, dict, &mut s.writer)?
+                    let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
+                    s.recon.dictionary(&items, dict, &mut sink)?
                 }
-                Frame::Events(batch) => s.recon.batch(&batch, dict, &mut s.writer)?,
-                Frame::Loss(l) => s.recon.loss(l.cpu, l.first_seq, l.count, &mut s.writer)?,
+                Frame::Events(batch) => {
+                    let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
+                    s.recon.batch(&batch, dict, &mut sink)?
+                }
+                Frame::Loss(l) => {
+                    let mut sink = Observed::new(&mut s.writer, s.triggers.as_mut());
+                    s.recon.loss(l.cpu, l.first_seq, l.count, &mut sink)?
+                }
+                Frame::Window(w) => {
+                    if s.recon.window(w.cpu, w.first_seq, w.overwritten) {
+                        s.writer.set_param(
+                            socscope_tracedb::CAPTURE_WINDOW_PARAM,
+                            &ParamValue::String(socscope_tracedb::POST_MORTEM_RING.into()),
+                        )?;
+                    }
+                }
                 Frame::Hello(_) | Frame::Heartbeat(_) | Frame::Bye(_) | Frame::CpuTotal(_) => {}
             }
         }
@@ -913,10 +1075,15 @@ impl Ingest {
             source: e,
         })?;
         let now = SystemTime::now();
-        let unix_ns = now
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64);
-        let meta = TraceMeta {
+        let window = self.window.take();
+        let unix_ns = window.as_ref().map_or_else(
+            || {
+                now.duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
+            },
+            |w| w.start_unix_ns,
+        );
+        let mut meta = TraceMeta {
             trace_type: "socscope-live".into(),
             board: hello.board.clone(),
             soc: hello.soc.clone(),
@@ -940,6 +1107,10 @@ impl Ingest {
                 ("source".into(), ParamValue::String(self.source.clone())),
             ],
         };
+        if let Some(w) = &window {
+            meta.description = w.description.clone();
+            meta.params.extend(w.params.iter().cloned());
+        }
         // Room to close this trace even if the disk fills up under it; none: no trace is started.
         self.config
             .disk_reserve
@@ -959,14 +1130,26 @@ impl Ingest {
         recon.set_syscall_abi(crate::syscalls::SyscallAbi::for_board(
             &hello.soc, &hello.os,
         ));
-        recon.sequences_start_at(0);
+        if window.is_none() {
+            recon.sequences_start_at(0);
+        }
         // The same session again after its link dropped: its sequence numbers go on from there.
         let resumed = self.config.resume.take(&hello.board, hello.session_id);
         if let Some(next) = &resumed {
             recon.resume_sequences(next);
         }
+        // A saved window has no rules of its own, but an engine with none learns its producers' ids,
+        // which its firings (found by the watcher's reconstruction, numbered differently) are given.
+        let mut triggers = match (&self.config.triggers, &window) {
+            (Some(t), _) => Some(t.engine()),
+            (None, Some(_)) => Some(crate::trigger::TriggerSet::default().engine()),
+            (None, None) => None,
+        };
         let started = recon
-            .start(self.decoder.dictionary(), &mut writer)
+            .start(
+                self.decoder.dictionary(),
+                &mut Observed::new(&mut writer, triggers.as_mut()),
+            )
             .and_then(|()| writer.commit())
             .map_err(CollectorError::from)
             .and_then(|()| register(&self.config.dir, &db_file));
@@ -1010,6 +1193,9 @@ impl Ingest {
             records_before_hello: 0,
             records_lost_before_hello: 0,
             frames_dropped_before_hello: 0,
+            records_seen: false,
+            triggers,
+            window,
         });
         Ok(())
     }
@@ -1037,6 +1223,11 @@ impl Ingest {
         }
         let st = s.recon.stats();
         let records: u64 = st.records_by_type.values().sum();
+        // A saved window is complete when all of it arrived, whatever became of the board's session.
+        let complete = s
+            .window
+            .as_ref()
+            .map_or(complete, |w| w.cut_short.is_none());
         let info = match s.writer.finish(complete) {
             Ok(info) => info,
             Err(e) => {
@@ -1078,7 +1269,9 @@ impl Ingest {
 
     /// Closes the reconstruction and writes the session's ingest statistics (not yet committed).
     fn final_stats(&self, s: &mut ActiveSession, end: u64) -> Result<()> {
-        s.recon.finish(&mut s.writer)?;
+        s.recon
+            .finish(&mut Observed::new(&mut s.writer, s.triggers.as_mut()))?;
+        crate::flight::store_trigger_stats(&mut s.writer, s.triggers.as_ref(), s.window.as_ref())?;
         let st = s.recon.stats();
         let records: u64 = st.records_by_type.values().sum();
         let mut stats = vec![
@@ -1189,7 +1382,19 @@ impl Ingest {
                 st.unknown_frees as i64,
                 "kfree of pointers no kmalloc announced",
             ),
+            (
+                "closed_at_exit",
+                st.closed_at_exit as i64,
+                crate::reconstruct::CLOSED_AT_EXIT,
+            ),
         ];
+        if st.windows > 0 {
+            stats.push((
+                "records_overwritten_on_board",
+                st.overwritten_on_board as i64,
+                "records the board's post-mortem ring overwrote before its dump: outside the window, not lost",
+            ));
+        }
         if let Some((board_records, board_dropped)) = s.board_totals {
             stats.push((
                 "board_records",

@@ -81,28 +81,31 @@ fn ftrace_android_sched() {
     );
     assert!(w.is_empty());
     assert_eq!(r.records, 139);
-    assert_eq!(counts(&r.path).0, [0, 85, 57, 0]);
+    // Each running state is also a slice of its CPU's track.
+    assert_eq!(counts(&r.path).0, [0, 170, 57, 0]);
     assert_eq!(stat(&r.path, "clipped_open_states"), 3);
 }
 
 #[test]
 fn ftrace_android_sched_irq() {
     // One CPU ([000] on all 139 lines): 67 switches + 1 open running state + 9 softirq entry/exit pairs
-    // = 77 states; 45 wakeups → links; 9 softirq_raise → punctual events of their own type.
+    // = 77 states, and 67 slices of the CPU's track (one per running state but the empty one of the
+    // first switch); 45 wakeups → links;
+    // 9 softirq_raise → punctual events of their own type.
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = import_real(
         "ftrace/tci-trace-android-sched-irq.txt",
         Format::Ftrace,
         dir.path(),
     );
-    assert_eq!(counts(&r.path).0, [9, 77, 45, 0]);
+    assert_eq!(counts(&r.path).0, [9, 144, 45, 0]);
     let reader = TraceReader::open(&r.path).unwrap();
     assert!(
         reader
             .producers()
             .unwrap()
             .iter()
-            .any(|p| p.name == "softirq TIMER")
+            .any(|p| p.name == "TIMER")
     );
     assert!(
         reader
@@ -367,20 +370,23 @@ fn gst_logs() {
 fn kptrace_grammar_set() {
     // trace0 (a raw relay file: two sub-buffers with padding words), trace1 (plain), System.map.
     // States: CPU0 running(pid 0, clipped start), syscall, irq, running(10), running(11, open at the
-    // end); CPU1 running(0), softirq, running(20, open) = 8. Links: W 11 (time 0.000000) → 1.
+    // end); CPU1 running(0), softirq, running(20, open) = 8, and the running states again as slices
+    // of their CPU's track, but for the 2 empty ones (a switch at a CPU's first record) = 11. Links:
+    // W 11 (time 0.000000) → 1.
     // Variables: MM, MF = 2. Punctual: Kc, the user-space line, ZL, K = 4.
     let dir = tempfile::tempdir().unwrap();
     let files = [kp("trace0"), kp("trace1"), kp("System.map")];
     let (r, w) = run(&files, Format::Kptrace, dir.path(), true).unwrap();
     assert!(w.is_empty(), "{w:?}");
-    assert_eq!(counts(&r.path).0, [4, 8, 1, 2]);
+    assert_eq!(counts(&r.path).0, [4, 11, 1, 2]);
     assert_eq!(stat(&r.path, "callstack_lines"), 1);
     assert_eq!(stat(&r.path, "blank_lines"), 1);
     assert_eq!(stat(&r.path, "neighbour_times"), 2);
     assert_eq!(stat(&r.path, "unknown_mnemonics"), 1);
     let reader = TraceReader::open(&r.path).unwrap();
     let producers = reader.producers().unwrap();
-    assert!(producers.iter().any(|p| p.name == "run_timer_softirq"));
+    // The soft IRQ takes its vector's name from its handler's symbol (run_timer_softirq).
+    assert!(producers.iter().any(|p| p.name == "TIMER"));
     assert!(producers.iter().any(|p| p.name == "worker"));
     let link = reader
         .events(
@@ -413,7 +419,8 @@ fn kptrace_grammar_set() {
 
 #[test]
 fn kptrace_post_processed_form() {
-    // CS 0→21 and 21→0 on CPU 0: running(0) clipped, running(21), running(0) open = 3 states; MK on the
+    // CS 0→21 and 21→0 on CPU 0: running(0) clipped, running(21), running(0) open = 3 states, and
+    // cpu0's track's one non-empty slice (on_cpu 21; the two idle ones are empty) = 4; MK on the
     // CPU of its line (1) = 1 punctual event with its typed TEXT.
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = run(
@@ -423,7 +430,7 @@ fn kptrace_post_processed_form() {
         true,
     )
     .unwrap();
-    assert_eq!(counts(&r.path).0, [1, 3, 0, 0]);
+    assert_eq!(counts(&r.path).0, [1, 4, 0, 0]);
     let reader = TraceReader::open(&r.path).unwrap();
     let mk = reader.event_type_by_name("MK").unwrap().unwrap();
     let e = reader
@@ -737,4 +744,36 @@ fn ftrace_function_graph_nests_and_an_exiting_thread_closes_its_states() {
         "{states:?}"
     );
     assert_eq!(stat(&r.path, "closed_at_exit"), 2);
+}
+
+#[test]
+fn kptrace_thread_exit_closes_the_states_the_thread_had_open() {
+    // Thread 21 enters two user functions and exits (KX) inside them: both end at the exit, as
+    // ftrace's sched_process_exit ends them, not at the capture's end; its running state goes on to
+    // the switch-out.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace0");
+    std::fs::write(
+        &trace,
+        "1.000000 0 C 0 21\n1.000100 21 U 8000\n1.000200 21 U 8100\n1.000300 21 KX 21\n\
+         1.000400 21 C 21 0\n1.002000 0 C 0 22\n",
+    )
+    .unwrap();
+    let (r, w) = run(&[trace], Format::Kptrace, dir.path(), true).unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(stat(&r.path, "closed_at_exit"), 2);
+    let reader = TraceReader::open(&r.path).unwrap();
+    let user = reader.event_type_by_name("user_function").unwrap().unwrap();
+    let mut ends: Vec<(i64, i64)> = reader
+        .events(TimeRange::all(), &Filter::all().types([user.id]))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap().event;
+            (e.ts, e.end())
+        })
+        .collect();
+    ends.sort();
+    let t0 = ends[0].0 - 100_000;
+    let rel: Vec<(i64, i64)> = ends.iter().map(|(a, b)| (a - t0, b - t0)).collect();
+    assert_eq!(rel, [(100_000, 300_000), (200_000, 300_000)]);
 }

@@ -8,9 +8,12 @@ use socscope_agent::{Agent, Clock, Config, Transport, TransportError};
 use socscope_collector::reconstruct::{
     ALLOCATED_TYPE, RUNNING_TYPE, Reconstructor, Sink, WAKEUP_TYPE,
 };
-use socscope_tracedb::{Event, EventKind, EventType, LossRecord, ParamValue, Producer, Result};
+use socscope_tracedb::{
+    CPU_IDLE_TYPE, Event, EventKind, EventType, LossRecord, ON_CPU_TYPE, ParamValue, Producer,
+    Result,
+};
 use socscope_wire::decode::{Frame, StreamDecoder};
-use socscope_wire::dict::Builtin;
+use socscope_wire::dict::{Builtin, ProducerDef, ProducerKind};
 
 #[derive(Clone, Default)]
 struct SimClock(Rc<Cell<u64>>);
@@ -110,6 +113,11 @@ fn reconstruct(script: impl FnOnce(&mut TestAgent, &dyn Fn(u64))) -> (Collected,
                 .as_mut()
                 .unwrap()
                 .batch(&b, decoder.dictionary(), &mut sink)
+                .unwrap(),
+            Frame::Dictionary(items) => recon
+                .as_mut()
+                .unwrap()
+                .dictionary(&items, decoder.dictionary(), &mut sink)
                 .unwrap(),
             Frame::Loss(l) => recon
                 .as_mut()
@@ -311,8 +319,9 @@ fn hand_checked_scenario() {
     assert_eq!(st.records_by_type.values().sum::<u64>(), 15);
     assert_eq!(
         c.events.len(),
-        14,
-        "6 running, irq, read, clipped syscall, user function, wake-up, marker, 2 allocations"
+        19,
+        "6 running and the 5 of them that are not empty as CPU track slices, irq, read, clipped \
+         syscall, user function, wake-up, marker, 2 allocations"
     );
     assert!(c.losses.is_empty());
 }
@@ -378,4 +387,196 @@ fn nested_interrupts_and_a_lost_exit() {
         1 + 1,
         "the soft IRQ, and thread 7 at the end"
     );
+}
+
+#[test]
+fn a_thread_exit_closes_what_the_thread_had_open() {
+    // vdec (7) is in two user functions when it exits at 5 µs: both end there (not at the capture's
+    // end, 20 µs), innermost first; its running state ends when it is switched out at 6 µs.
+    let (c, recon) = reconstruct(|a, at| {
+        at(1);
+        a.context_switch(0, 0, 7).unwrap();
+        at(2);
+        a.user_entry(0, 0x8000).unwrap();
+        at(3);
+        a.user_entry(0, 0x8100).unwrap();
+        at(5);
+        a.thread_exit(0, 7).unwrap();
+        at(6);
+        a.context_switch(0, 7, 0).unwrap();
+        at(20);
+        a.marker(0, "end").unwrap();
+    });
+    let vdec = c.producer("pid 7");
+    let mut states: Vec<(i64, EventKind)> = c
+        .events
+        .iter()
+        .filter(|e| e.producer == vdec && e.type_id == u32::from(Builtin::UserEntry.id()))
+        .map(|e| (e.ts, e.kind))
+        .collect();
+    states.sort_by_key(|s| s.0);
+    assert_eq!(
+        states,
+        [
+            (
+                us(2),
+                EventKind::State {
+                    end: us(5),
+                    depth: 1
+                }
+            ),
+            (
+                us(3),
+                EventKind::State {
+                    end: us(5),
+                    depth: 2
+                }
+            ),
+        ]
+    );
+    let running = c
+        .events
+        .iter()
+        .find(|e| e.producer == vdec && e.type_id == RUNNING_TYPE)
+        .unwrap();
+    assert_eq!((running.ts, running.end()), (us(1), us(6)));
+    let st = recon.stats();
+    assert_eq!((st.closed_at_exit, st.clipped_open_states), (2, 1));
+    // cpu0's track: vdec (named by its producer and pid) from its switch-in at the capture's first
+    // record, then idle to the end (the empty idle slice before it is not written).
+    let cpu0 = c.producer("cpu0");
+    let mut track: Vec<(u32, i64, i64, Vec<ParamValue>)> = c
+        .events
+        .iter()
+        .filter(|e| e.producer == cpu0 && matches!(e.kind, EventKind::State { .. }))
+        .map(|e| (e.type_id, e.ts, e.end(), e.params.clone()))
+        .collect();
+    track.sort_by_key(|t| t.1);
+    assert_eq!(
+        track,
+        [
+            (
+                ON_CPU_TYPE,
+                us(1),
+                us(6),
+                vec![
+                    ParamValue::Unsigned(u64::from(vdec)),
+                    ParamValue::Unsigned(7)
+                ]
+            ),
+            (CPU_IDLE_TYPE, us(6), us(20), vec![]),
+        ]
+    );
+}
+
+#[test]
+fn a_thread_belongs_to_its_declared_process_from_its_first_record() {
+    // The board declares player (process 312) and its thread vdec (313), then records vdec's creation
+    // before any switch (no creator known): vdec stays in player, not at the top level.
+    let (c, _) = reconstruct(|a, at| {
+        a.register_producer(ProducerDef {
+            id: 1,
+            parent: None,
+            kind: ProducerKind::Process,
+            local_id: 312,
+            name: "player",
+        })
+        .unwrap();
+        a.register_producer(ProducerDef {
+            id: 2,
+            parent: Some(1),
+            kind: ProducerKind::Thread,
+            local_id: 313,
+            name: "vdec",
+        })
+        .unwrap();
+        at(1);
+        a.thread_create(0, 313, "vdec").unwrap();
+        at(2);
+        a.context_switch(0, 0, 313).unwrap();
+    });
+    let player = c.producer("player");
+    let vdec = c.producers.iter().find(|p| p.name == "vdec").unwrap();
+    assert_eq!(vdec.parent, Some(player));
+}
+
+#[test]
+fn soft_irqs_are_named_by_their_vector() {
+    // The board declares NET_RX by the handler its records carry: its states go to that row, with the
+    // handler kept as a parameter; an undeclared handler gets a row named by its address.
+    let (c, _) = reconstruct(|a, at| {
+        a.register_producer(ProducerDef {
+            id: 9,
+            parent: None,
+            kind: ProducerKind::SoftIrq,
+            local_id: 0xc03b_6a10,
+            name: "NET_RX",
+        })
+        .unwrap();
+        at(1);
+        a.context_switch(0, 0, 7).unwrap();
+        at(2);
+        a.softirq_entry(0, 0xc03b_6a10).unwrap();
+        at(3);
+        a.softirq_exit(0).unwrap();
+        at(4);
+        a.softirq_entry(0, 0xbeef).unwrap();
+        at(5);
+        a.softirq_exit(0).unwrap();
+    });
+    let net_rx = c.producer("NET_RX");
+    let s = c
+        .events
+        .iter()
+        .find(|e| e.producer == net_rx)
+        .expect("the NET_RX row holds its state");
+    assert_eq!((s.ts, s.end()), (us(2), us(3)));
+    assert_eq!(s.params, [ParamValue::Address(0xc03b_6a10)]);
+    assert!(
+        c.events
+            .iter()
+            .any(|e| e.producer == c.producer("softirq 0xbeef"))
+    );
+}
+
+#[test]
+fn a_state_entered_before_the_first_switch_belongs_to_the_thread_switched_out() {
+    // A capture that starts mid-stream (a flight-recorder window): thread 5 is in a function when the
+    // first record arrives; it is switched out, runs again, leaves the function and records a marker.
+    let (c, _) = reconstruct(|a, at| {
+        at(1);
+        a.user_entry(0, 0x1000).unwrap();
+        at(2);
+        a.context_switch(0, 5, 6).unwrap();
+        at(3);
+        a.context_switch(0, 6, 5).unwrap();
+        at(4);
+        a.user_exit(0).unwrap();
+        at(5);
+        a.marker(0, "after").unwrap();
+    });
+    let five = c.producer("pid 5");
+    let function = c
+        .events
+        .iter()
+        .find(|e| e.type_id == u32::from(Builtin::UserEntry.id()))
+        .unwrap();
+    assert_eq!(function.producer, five);
+    assert_eq!(
+        (function.ts, function.kind),
+        (
+            us(1),
+            EventKind::State {
+                end: us(4),
+                depth: 1
+            }
+        )
+    );
+    // Nothing was left open on the CPU: the marker is the running thread's.
+    let marker = c
+        .events
+        .iter()
+        .find(|e| e.type_id == u32::from(Builtin::Marker.id()))
+        .unwrap();
+    assert_eq!(marker.producer, five);
 }

@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
-# The figures of BENCHMARKS.md's issue 13 section, on the emulated mps2-an386:
-#   1. instructions per recorded event: the firmware's `bench` mode under QEMU -icount shift=0 (one
-#      instruction = 1 ns of board time; the timer counts 25 MHz, so one tick = 40 instructions);
-#   2. the agent's flash and RAM in the firmware image (symbol sizes, llvm-nm);
-#   3. the UART's sustained events/s: `flood` mode (thread mode records user-function entries, marks and
-#      exits as fast as it can) at 115 200 and 921 600 baud equivalents, 5 s of board time each, under
-#      -icount shift=4 (62.5 M instructions per second, near a Cortex-M4 at 64 MHz): records delivered / s.
+# The figures of BENCHMARKS.md's "Agent on the board" section, on the emulated mps2-an386:
+#   1. instructions per recorded event, by kind: the firmware's `bench` mode under QEMU -icount shift=0
+#      (one instruction = 1 ns of board time; the timer counts 25 MHz, so one tick = 40 instructions);
+#      the drain (framing: header, CRC-32C, COBS) per event; the firmware's path; and `loaded`: thread mode
+#      recording while SysTick and a 10 kHz timer interrupt record too and PendSV drains (all included);
+#   2. the agent's flash: the footprint image (targets/footprint: the agent alone, every record kind, the
+#      drain) and the agent's symbols in the firmware image; its RAM: the size of the firmware's agent
+#      (`size_of`, printed by the firmware) and of its state besides the ring blocks;
+#   3. the longest time interrupts stayed masked and the vsync interrupt's longest latency (the firmware
+#      times every masked section with its clock) in `run` mode, 3 s of board time at -icount shift=4;
+#   4. the UART's sustained events/s: `flood` mode at 115 200 and 921 600 baud equivalents, 5 s of board
+#      time each, under -icount shift=4 (62.5 M instructions per second, near a Cortex-M4 at 64 MHz).
 # Usage: targets/cortex-m/measure.sh [RUNS]   (default 3 runs of each measurement)
+# Environment: ELF=firmware image and FOOTPRINT=footprint image to measure another build (e.g. one built
+# from an earlier commit in another worktree); default: build this tree's.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs="${1:-3}"
-elf="$("$root/targets/cortex-m/build.sh")"
+elf="${ELF:-$("$root/targets/cortex-m/build.sh")}"
+footprint="${FOOTPRINT:-}"
+if [ -z "$footprint" ]; then
+  "$root/scripts/build-bare-metal.sh" >/dev/null
+  footprint="$root/target/bare-metal/thumbv7em-none-eabihf/release/socscope-footprint"
+fi
 qemu() {
   qemu-system-arm -M mps2-an386 -nographic -monitor none "$@" -kernel "$elf"
 }
@@ -22,22 +34,56 @@ for run in $(seq "$runs"); do
     awk -v run="$run" '
       /^bench empty-loop/ { empty = $6 / $4 }
       /^bench record / { printf "run %s  record %-20s %7.1f instructions/event\n", run, $3, ($7 / $5 - empty) * 40 }
-      /^bench drain / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(COBS, CRC, frame)", $7 / $5 * 40 }
-      /^bench firmware / { printf "run %s  firmware path (critical section + counters) %7.1f instructions/event\n", run, ($7 / $5 - empty) * 40 }'
+      /^bench drain / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(frame, CRC, COBS)", $7 / $5 * 40 }
+      /^bench firmware / { printf "run %s  firmware path (record + the firmware counters) %7.1f instructions/event\n", run, ($7 / $5 - empty) * 40 }
+      /^bench loaded / { printf "run %s  loaded (thread mode + SysTick + 10 kHz timer + PendSV drain) %7.1f instructions/event, %d events\n", run, $6 / $4 * 40, $4 }
+      /agent-ram/ { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1); ram = v["agent-ram"]; state = v["agent-state"] }
+      END { if (ram != "") printf "run %s  agent RAM (size_of, printed by the firmware): %d bytes, of which %d besides the ring blocks\n", run, ram, state }'
 done
 
-echo "== agent flash and RAM in $elf"
-llvm-size -A "$elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  image %-8s %6d bytes\n", $1, $2 }'
+echo "== post-mortem mode against streaming mode, record path per kind (-icount shift=0), same run"
+if strings "$elf" | grep -q 'player-post-mortem'; then
+  for m in 0 1; do
+    qemu -icount shift=0,sleep=off -serial null \
+      -semihosting-config "enable=on,target=native,arg=fw,arg=mode=bench,arg=postmortem=$m" 2>&1 |
+      awk -v m="$m" '
+        /^bench empty-loop/ { empty = $6 / $4 }
+        /^bench record / { n++; total += ($7 / $5 - empty) * 40; line = line sprintf(" %s %.0f", $3, ($7 / $5 - empty) * 40) }
+        /^bench firmware / { fw = ($7 / $5 - empty) * 40 }
+        END { printf "  %s: mean of the %d kinds %.1f instructions/event, firmware path %.1f;%s\n", m ? "post-mortem" : "streaming  ", n, total / n, fw, line }'
+  done
+else
+  echo "  (this build has no post-mortem mode)"
+fi
+
+echo "== agent flash"
+llvm-size -A "$footprint" | awk '$1 ~ /^\.(text|rodata)$/ { printf "  footprint image (the agent alone, every record kind) %-8s %6d bytes\n", $1, $2 }'
+llvm-nm -C --size-sort -S --radix=d "$footprint" | awk '
+  { size = $2 + 0; name = substr($0, index($0, $4)) }
+  name ~ /^reset$/ { printf "  of which the harness loop (16 record calls inlined) %d bytes\n", size }'
+llvm-size -A "$elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  firmware image %-8s %6d bytes\n", $1, $2 }'
 llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
   { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
-  kind ~ /[tT]/ && name ~ /socscope_agent|socscope_wire|postcard|serde|cobs|crc::/ { code += size }
+  # The agent's own functions (not the firmware closures whose signatures mention the agent's types).
+  kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire|postcard|serde|cobs|crc)::/ { code += size }
   kind ~ /[rR]/ && size == 1028 { table += size }
-  name == "socscope_cortex_m::AGENT" { agent = size }
+  name ~ /^socscope_cortex_m::AGENT$/ { agent = size }
   END {
-    printf "  agent code (agent, wire, postcard, cobs, crc symbols): %d bytes\n", code
-    printf "  agent constant data (CRC-32C table): %d bytes\n", table
-    printf "  agent state (one CPU ring of 8 x 256-byte blocks, frame buffer, dictionary): %d bytes of RAM (.bss)\n", agent
+    printf "  firmware: agent code (agent, wire, postcard, cobs, crc symbols): %d bytes\n", code
+    printf "  firmware: agent constant data (CRC-32C table): %d bytes\n", table
+    if (agent > 0) printf "  firmware: the AGENT static: %d bytes of RAM (.bss)\n", agent
   }'
+
+echo "== masked sections and interrupt latency (run, 3 s of board time, -icount shift=4: 16 ns/instruction), $runs runs"
+for run in $(seq "$runs"); do
+  qemu -icount shift=4,sleep=off -serial null \
+    -semihosting-config "enable=on,target=native,arg=fw,arg=mode=run,arg=seconds=3,arg=baud=921600" 2>&1 |
+    awk -v run="$run" '/^socscope-board: mode/ {
+      for (i = 2; i < NF; i += 2) v[$i] = $(i + 1)
+      m = ("masked-max-ticks" in v) ? v["masked-max-ticks"] : v["drain-masked-max-ticks"]
+      printf "run %s  longest masked section %d ticks = %.2f us; vsync latency max %s\n", run, m, m * 0.04,
+        ("irq-latency-max-ticks" in v) ? sprintf("%d ticks = %.2f us", v["irq-latency-max-ticks"], v["irq-latency-max-ticks"] * 0.04) : "(not measured)" }'
+done
 
 echo "== UART sustained events/s (flood, 5 s of board time, -icount shift=4), $runs runs"
 for baud in 115200 921600; do
@@ -46,7 +92,8 @@ for baud in 115200 921600; do
       -semihosting-config "enable=on,target=native,arg=fw,arg=mode=flood,arg=seconds=5,arg=baud=$baud" 2>&1 |
       awk -v baud="$baud" -v run="$run" '/^socscope-board: mode/ {
         for (i = 2; i < NF; i += 2) v[$i] = $(i + 1)
-        printf "run %s  %7d baud: %8.0f events/s delivered, %5.2f bytes/event on the wire, %d dropped of %d made\n",
-          run, baud, v["records"] / v["seconds"], v["bytes"] / v["records"], v["dropped"], v["records"] + v["dropped"] }'
+        m = ("masked-max-ticks" in v) ? v["masked-max-ticks"] : v["drain-masked-max-ticks"]
+        printf "run %s  %7d baud: %8.0f events/s delivered, %5.2f bytes/event on the wire, %d dropped of %d made, masked max %d ticks\n",
+          run, baud, v["records"] / v["seconds"], v["bytes"] / v["records"], v["dropped"], v["records"] + v["dropped"], m }'
   done
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the traced firmware on QEMU's mps2-an386 board and captures its UART with `socscope collect`.
 #
-#   targets/cortex-m/run.sh --seconds N --dir DIR [--tcp] [--baud B] [--mode run|flood] [--icount SHIFT]
+#   targets/cortex-m/run.sh --seconds N --dir DIR [--tcp] [--baud B] [--mode run|flood|postmortem]
+#                           [--dump-after S] [--icount SHIFT]
 #
 # Builds the image (installing Debian's rustc-web and qemu-system-arm if missing), starts QEMU with the UART
 # on a pseudo-terminal (default: `socscope collect --serial /dev/pts/N`, the serial port path) or, with
@@ -13,7 +14,10 @@
 #   --baud B      the UART's modelled speed (default 921600; 0: as fast as QEMU takes bytes). QEMU's UART
 #                 has no speed of its own: the firmware moves B/10 bytes per second into it.
 #   --mode M      run: the scheduler, tasks and interrupts (default); flood: thread mode records as fast
-#                 as it can (the UART's sustained event rate).
+#                 as it can (the UART's sustained event rate); postmortem: the agent's rings overwrite
+#                 their oldest records and nothing is sent until the vsync job's deadline check dumps
+#                 them (its first missed deadline after --dump-after S seconds, default 2); the run
+#                 ends there.
 #   --icount S    QEMU -icount shift=S,sleep=off: one instruction takes 2^S ns of board time, and the run is
 #                 deterministic and independent of the host's load (default: real time).
 #   --session N   the session id in Hello (default: the current time).
@@ -21,8 +25,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 
-seconds=5 dir=socscope-traces tcp=0 baud=921600 mode=run icount="" session="$(date +%s)"
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+seconds=5 dir=socscope-traces tcp=0 baud=921600 mode=run icount="" session="$(date +%s)" dump_after=2
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;
@@ -31,16 +35,17 @@ while [ $# -gt 0 ]; do
     --baud) baud="${2:?--baud needs a value}"; shift 2 ;;
     --mode) mode="${2:?--mode needs a value}"; shift 2 ;;
     --icount) icount="${2:?--icount needs a value}"; shift 2 ;;
+    --dump-after) dump_after="${2:?--dump-after needs a value}"; shift 2 ;;
     --session) session="${2:?--session needs a value}"; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-for v in seconds baud session; do
+for v in seconds baud session dump_after; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "run.sh: --$v '${!v}' is not a whole number" >&2; exit 2; }
 done
 [ "$seconds" -gt 0 ] || { echo "run.sh: --seconds must be at least 1" >&2; exit 2; }
-case "$mode" in run|flood) ;; *) echo "run.sh: --mode '$mode': expected run or flood" >&2; exit 2 ;; esac
+case "$mode" in run|flood|postmortem) ;; *) echo "run.sh: --mode '$mode': expected run, flood or postmortem" >&2; exit 2 ;; esac
 [ -z "$icount" ] || [[ "$icount" =~ ^[0-9]+$ ]] || { echo "run.sh: --icount '$icount' is not a whole number" >&2; exit 2; }
 
 if ! command -v qemu-system-arm >/dev/null; then
@@ -65,7 +70,7 @@ cleanup() {
 trap cleanup EXIT
 
 qemu=(qemu-system-arm -M mps2-an386 -nographic
-  -semihosting-config "enable=on,target=native,arg=socscope-board,arg=seconds=$seconds,arg=baud=$baud,arg=mode=$mode,arg=session=$session,arg=linger=1"
+  -semihosting-config "enable=on,target=native,arg=socscope-board,arg=seconds=$seconds,arg=baud=$baud,arg=mode=$mode,arg=session=$session,arg=dump_after=$dump_after,arg=linger=1"
   -kernel "$elf")
 [ -z "$icount" ] || qemu+=(-icount "shift=$icount,sleep=off")
 

@@ -86,7 +86,7 @@ fn a_stressed_board_is_captured_exactly_and_reconstructed_consistently() {
     assert_eq!(stats["clipped_exits"], cpus);
     assert_eq!(stats["switch_mismatches"], 0);
     assert_eq!(stats["sequence_overlaps"], 0);
-    let raw = |b: Builtin| summary.per_type[b.mnemonic()];
+    let raw = |b: Builtin| summary.per_type[b.def().name];
     // A running state per context switch, plus the one still running on each CPU at the end.
     assert_eq!(
         count_type(&reader, RUNNING_TYPE),

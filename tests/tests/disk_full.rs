@@ -276,3 +276,131 @@ fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
     );
     collector.stop();
 }
+
+/// A flight-recorder window far larger than the disk: its trace fills it while being saved. The
+/// collector's reserve rules apply as for any capture: the window's trace is closed as interrupted,
+/// readable, with what was committed, the firing that made it said in it; the recorder goes on watching
+/// the board; once there is room again, the next board is stored completely.
+#[test]
+fn a_full_disk_while_saving_a_flight_recorder_window_closes_it_readable_and_the_watch_goes_on() {
+    use socscope_collector::flight::FlightConfig;
+    use socscope_collector::trigger::TriggerSet;
+    let Some((disk, _unmount)) = small_disk_or_skip("3m") else {
+        return;
+    };
+    let mount = disk.path().to_path_buf();
+    let mut config = socscope_collector::IngestConfig::new(&mount);
+    config.disk_reserve = socscope_collector::DiskReserve::new(&mount, 256 << 10);
+    config.triggers = Some(
+        TriggerSet::new(
+            vec!["gap:running@vsync-cb>25ms".parse().unwrap()],
+            Vec::new(),
+        )
+        .unwrap(),
+    );
+    const S: i64 = 1_000_000_000;
+    // 2 s before the first late start of the vsync callback to 60 s after it: about 30 s of a
+    // 20 k events/s board, several times the disk.
+    config.flight = Some(FlightConfig::new(10 * S, 2 * S, 60 * S));
+    let mut collector = Collector::start_configured(
+        disk,
+        config,
+        socscope_collector::tcp::ServeLimits::default(),
+    );
+    let board = sim_over_tcp(
+        SimConfig {
+            seed: 8,
+            duration_s: 40.0,
+            board: "stressed",
+            io_stress: vec![socscope_sim::Scenario {
+                at: 4.0,
+                duration: 3.0,
+            }],
+            ..SimConfig::default()
+        },
+        collector.address(),
+    );
+    let reports = collector.wait_sessions(1);
+    let _ = board.join();
+    let r = &reports[0];
+    assert!(!r.complete);
+    let why = r
+        .interrupted
+        .as_deref()
+        .expect("interrupted, with a reason");
+    assert!(why.contains("full"), "{why}");
+    assert!(why.contains("closed as interrupted"), "{why}");
+    let info = TraceReader::open(&r.path).unwrap().info().unwrap();
+    assert!(info.finished, "closed, not left live: {why}");
+    assert!(!info.complete);
+    assert!(info.event_count > 0, "what was committed is kept");
+    assert_eq!(info.event_count, r.events);
+    assert!(info.meta.params.iter().any(|(n, _)| n == INTERRUPTED_PARAM));
+    assert!(
+        info.meta
+            .params
+            .iter()
+            .any(|(n, v)| n == "trigger" && v.to_string() == "gap:running@vsync-cb>25ms"),
+        "the window says which trigger it was saved for: {:?}",
+        info.meta.params
+    );
+    // The recorder watched the board to its end.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let watch = loop {
+        collector.poll();
+        if let Some(w) = collector.notices().iter().find_map(|n| match n {
+            Notice::WatchEnded(w) => Some(w.clone()),
+            _ => None,
+        }) {
+            break w;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:#?}",
+            collector.notices()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(watch.complete, "{watch:?}");
+    assert!(!watch.firings.is_empty());
+    // The window closed when its trace did: what came after was not fed to a session that was gone.
+    for n in collector.notices() {
+        if let Notice::FrameDropped { message, .. } = n {
+            assert!(!message.contains("without a readable Hello"), "{message}");
+        }
+    }
+    assert!(
+        collector.notices().iter().any(|n| matches!(n,
+            Notice::TriggerNote { message, .. } if message.contains("window not saved whole") && message.contains("full"))),
+        "{:#?}",
+        collector.notices()
+    );
+    // Room again (the operator deletes the window): the next window is saved whole.
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = r.path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+    let board = sim_over_tcp(
+        SimConfig {
+            seed: 9,
+            duration_s: 3.0,
+            rate: 5_000.0,
+            board: "after",
+            io_stress: vec![socscope_sim::Scenario {
+                at: 1.0,
+                duration: 1.0,
+            }],
+            ..SimConfig::default()
+        },
+        collector.address(),
+    );
+    let reports = collector.wait_sessions(2);
+    let _ = board.join();
+    let after = &reports[1];
+    assert_eq!(after.board, "after");
+    assert!(after.interrupted.is_none(), "{after:?}");
+    let info = TraceReader::open(&after.path).unwrap().info().unwrap();
+    assert!(info.finished && info.event_count > 0, "{info:?}");
+    collector.stop();
+}

@@ -1,6 +1,7 @@
 //! Fuzzing on stable (issue 10, row 14): the mutation runner of `socscope_collector::fuzz`, seeded from
 //! real captures (a simulated board's stream, the version-1 sample capture), the shared trace files
-//! (`shared/data/traces/`), the KPTrace sample set and the chunks of a real trace, drives 100 000 inputs
+//! (`shared/data/traces/`: text captures, trace-cmd `.dat`, CTF), the KPTrace sample set and the chunks of
+//! a real trace, drives 100 000 inputs
 //! through each decoder that reads outside data: no input may panic. `socscope bench fuzz --inputs N`
 //! runs the same for long runs.
 
@@ -89,18 +90,55 @@ fn seeds(target: Target) -> Vec<Vec<u8>> {
             // Chunks are small; keep them whole.
             return blobs;
         }
+        Target::TraceCmd => {
+            return fuzz::tracecmd_seeds(&read(shared("trace-cmd/lisa-example_rtapp-v6.dat")));
+        }
+        Target::Ctf => return ctf_seeds(),
     };
     fuzz::seed_windows(&whole, MAX_LEN)
 }
 
+/// Each shared CTF trace's metadata with the first 6 KB of one of its streams.
+fn ctf_seeds() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for dir in [
+        "lttng-kernel-arm-bug446190",
+        "lttng-ust-ros2",
+        "perf-ctf-taskset2",
+    ] {
+        let d = shared("ctf").join(dir);
+        let mut streams: Vec<PathBuf> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file() && !p.ends_with("metadata"))
+            .collect();
+        streams.sort();
+        out.push(fuzz::ctf_seed(
+            &read(d.join("metadata")),
+            &read(streams[0].clone()),
+            6000,
+        ));
+    }
+    out
+}
+
 fn no_panic(target: Target) {
+    no_panic_n(target, INPUTS);
+}
+
+/// The binary readers' inputs are whole small files (kilobytes: a header, formats, a page or a packet),
+/// each read whole: fewer of them keep the run's time that of the others (`socscope bench fuzz` runs
+/// millions).
+const BINARY_INPUTS: u64 = 30_000;
+
+fn no_panic_n(target: Target, inputs: u64) {
     let seeds = seeds(target);
     let max_len = seeds.iter().map(Vec::len).max().unwrap_or(0).max(MAX_LEN);
-    let report = fuzz::run(target, &seeds, INPUTS, max_len, 0x5eed_0010);
-    assert_eq!(report.inputs, INPUTS);
+    let report = fuzz::run(target, &seeds, inputs, max_len, 0x5eed_0010);
+    assert_eq!(report.inputs, inputs);
     if let Some((input, message)) = &report.first_panic {
         panic!(
-            "{}: {} of {INPUTS} inputs panicked; the first ({} bytes: {input:02x?}) said: {message}",
+            "{}: {} of {inputs} inputs panicked; the first said: {message} ({} bytes: {input:02x?})",
             target.name(),
             report.panics,
             input.len()
@@ -149,4 +187,14 @@ fn gst_importer_survives_100k_mutated_inputs() {
 #[test]
 fn chunk_decoder_survives_100k_mutated_chunks() {
     no_panic(Target::Chunk);
+}
+
+#[test]
+fn trace_cmd_reader_survives_30k_mutated_inputs() {
+    no_panic_n(Target::TraceCmd, BINARY_INPUTS);
+}
+
+#[test]
+fn ctf_reader_survives_30k_mutated_inputs() {
+    no_panic_n(Target::Ctf, BINARY_INPUTS);
 }

@@ -4,7 +4,10 @@
  * records events into per-CPU rings in memory you provide, never allocates, never blocks, and counts
  * exactly what it has to drop; you drain it into any transport (TCP socket, UART, file) with a callback.
  *
- * One agent is not thread-safe: serialise the calls (a mutex, or interrupts masked on a microcontroller).
+ * Record and drain calls may come from any context (threads, interrupts): each record masks interrupts
+ * (PRIMASK on Cortex-M; a global mutex on a host) for that record only, and a drain only to claim a
+ * finished block. A drain called while another runs returns SOCSCOPE_ERR_WOULD_BLOCK. Set-up calls
+ * (init, register, set_mode) come before any other.
  * Strings given to socscope_agent_init, socscope_register_producer and socscope_register_type are not
  * copied and must outlive the agent (string literals do); record strings are copied.
  *
@@ -20,6 +23,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Version 2: post-mortem mode (socscope_set_mode, socscope_agent_dump, socscope_stats.overwritten), and
+ * records from any context (interrupts included) without a lock of yours. */
+#define SOCSCOPE_AGENT_API_VERSION 2
 
 /* Memory socscope_agent_init needs at most on any target (socscope_agent_size() gives this build's exact
  * figure), and its alignment. */
@@ -54,6 +61,11 @@ extern "C" {
 #define SOCSCOPE_ERR_BAD_ARGUMENT (-14)
 #define SOCSCOPE_ERR_WOULD_BLOCK (-15)
 #define SOCSCOPE_ERR_CLOSED (-16)
+#define SOCSCOPE_ERR_DECLARATION_TOO_LARGE (-17)
+
+/* What a full ring does (socscope_set_mode). */
+#define SOCSCOPE_MODE_STREAM 0
+#define SOCSCOPE_MODE_POST_MORTEM 1
 
 /* What a socscope_write_fn returns. */
 #define SOCSCOPE_WRITE_OK 0
@@ -126,6 +138,7 @@ typedef struct socscope_stats {
     uint64_t clock_regressions; /* records whose timestamp went backwards on their CPU */
     uint64_t frames;            /* frames written to the transport */
     uint64_t bytes;             /* bytes written to the transport */
+    uint64_t overwritten;       /* records overwritten in post-mortem mode before a dump sent them */
 } socscope_stats;
 
 /* Setting up. */
@@ -163,6 +176,8 @@ int socscope_poll(socscope_agent *agent, socscope_write_fn write, void *user);
 int socscope_flush(socscope_agent *agent, socscope_write_fn write, void *user);
 int socscope_finish(socscope_agent *agent, socscope_write_fn write, void *user);
 int socscope_restart_session(socscope_agent *agent);
+int socscope_set_mode(socscope_agent *agent, uint32_t mode);
+int socscope_agent_dump(socscope_agent *agent, socscope_write_fn write, void *user);
 int socscope_get_stats(socscope_agent *agent, socscope_stats *stats);
 
 /* Values for socscope_record. */

@@ -8,8 +8,10 @@
 //! calls an undefined symbol, so linking the library fails if any panicking path is reachable
 //! (`scripts/build-bare-metal.sh` links it with every exported function kept).
 //!
-//! One agent is not thread-safe: callers serialise their calls (a mutex, or interrupts masked on a
-//! microcontroller). Strings handed to `socscope_agent_init`, `socscope_register_producer` and
+//! Record and drain calls may come from any context: each record masks interrupts for that record only
+//! (PRIMASK on an Arm microcontroller, provided here; a global mutex on a host), a drain only to claim a
+//! finished block; a drain called while another runs returns `SOCSCOPE_ERR_WOULD_BLOCK`. Set-up calls
+//! (`socscope_agent_init`, `socscope_register_*`, `socscope_set_mode`) come before any other. Strings handed to `socscope_agent_init`, `socscope_register_producer` and
 //! `socscope_register_type` are not copied: they must outlive the agent (string literals do).
 #![no_std]
 
@@ -20,7 +22,7 @@ use core::ffi::{CStr, c_char, c_int, c_void};
 use core::mem::{align_of, size_of};
 
 use socscope_agent::{
-    Agent, AgentError, AgentStats, Clock, Config, Recorded, Transport, TransportError,
+    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, Transport, TransportError,
     frame_buffer_len,
 };
 use socscope_wire::MAX_PARAMS;
@@ -81,6 +83,19 @@ pub const ERR_BAD_ARGUMENT: c_int = -14;
 pub const ERR_WOULD_BLOCK: c_int = -15;
 /// `SOCSCOPE_ERR_CLOSED`: the transport is closed.
 pub const ERR_CLOSED: c_int = -16;
+/// `SOCSCOPE_ERR_DECLARATION_TOO_LARGE`: the declaration's frame is larger than the agent's control-frame
+/// buffer.
+pub const ERR_DECLARATION_TOO_LARGE: c_int = -17;
+
+/// `SOCSCOPE_AGENT_API_VERSION`: 2 added post-mortem mode (`socscope_set_mode`, `socscope_agent_dump`,
+/// `socscope_stats.overwritten`), and recording from any context without the caller's lock.
+pub const API_VERSION: c_int = 2;
+
+/// `SOCSCOPE_MODE_STREAM`: a full ring drops the newest records (counted, reported in `Loss` frames).
+pub const MODE_STREAM: u32 = 0;
+/// `SOCSCOPE_MODE_POST_MORTEM`: a full ring overwrites its oldest block (counted); nothing is sent until
+/// `socscope_agent_dump`.
+pub const MODE_POST_MORTEM: u32 = 1;
 
 /// `socscope_write_fn` returns this when it sent the whole frame.
 pub const WRITE_OK: c_int = 0;
@@ -166,6 +181,8 @@ pub struct CStats {
     pub frames: u64,
     /// Bytes written to the transport.
     pub bytes: u64,
+    /// Records overwritten in post-mortem mode before a dump could send them (part of `records`).
+    pub overwritten: u64,
 }
 
 struct CClock {
@@ -232,6 +249,7 @@ fn status(e: AgentError) -> c_int {
         AgentError::ParamMismatch => ERR_PARAM_MISMATCH,
         AgentError::BadCpu => ERR_BAD_CPU,
         AgentError::RecordTooLarge => ERR_RECORD_TOO_LARGE,
+        AgentError::DeclarationTooLarge => ERR_DECLARATION_TOO_LARGE,
         _ => ERR_BAD_ARGUMENT,
     }
 }
@@ -702,6 +720,42 @@ pub unsafe extern "C" fn socscope_finish(
     sent(inst.agent.finish(&mut CTransport { write, user }))
 }
 
+/// Chooses what a full ring does (before recording starts): `SOCSCOPE_MODE_STREAM` (drop the newest,
+/// counted) or `SOCSCOPE_MODE_POST_MORTEM` (overwrite the oldest, counted; nothing is sent until
+/// `socscope_agent_dump`).
+///
+/// # Safety
+/// `agent` comes from `socscope_agent_init`, and no other call on it runs at the same time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn socscope_set_mode(agent: *mut Instance, mode: u32) -> c_int {
+    let mode = match mode {
+        MODE_STREAM => Mode::Stream,
+        MODE_POST_MORTEM => Mode::PostMortem,
+        _ => return ERR_BAD_ARGUMENT,
+    };
+    let inst = agent!(agent);
+    inst.agent.set_mode(mode);
+    OK
+}
+
+/// Post-mortem mode: sends what the rings hold now through `write`, as a session of its own (Hello, the
+/// dictionary, a Window frame and the records per CPU, the totals and Bye), e.g. from a watchdog, a
+/// fault handler or a deadline check. Returns `SOCSCOPE_OK` when all of it is out, or
+/// `SOCSCOPE_ERR_WOULD_BLOCK`: call it again, it goes on where it stopped. In streaming mode, the same as
+/// `socscope_flush`.
+///
+/// # Safety
+/// As `socscope_poll`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn socscope_agent_dump(
+    agent: *mut Instance,
+    write: WriteFn,
+    user: *mut c_void,
+) -> c_int {
+    let inst = agent!(agent);
+    sent(inst.agent.dump(&mut CTransport { write, user }))
+}
+
 /// Sends Hello and the whole dictionary again at the next poll (after a reconnection).
 ///
 /// # Safety
@@ -733,9 +787,39 @@ pub unsafe extern "C" fn socscope_get_stats(agent: *mut Instance, stats: *mut CS
             clock_regressions: s.clock_regressions,
             frames: s.frames,
             bytes: s.bytes,
+            overwritten: s.overwritten,
         };
     }
     OK
+}
+
+/// On an Arm microcontroller the library masks interrupts itself (PRIMASK) for the agent's short critical
+/// sections: one record, or a drain's claim of a block. Other bare-metal targets provide the
+/// `critical-section` crate's `_critical_section_1_0_acquire`/`_release` symbols.
+#[cfg(all(target_os = "none", target_arch = "arm"))]
+mod primask {
+    struct Primask;
+    critical_section::set_impl!(Primask);
+
+    // SAFETY: masking interrupts with `cpsid i` excludes every other context on a single-core
+    // Cortex-M, and `release` restores PRIMASK as `acquire` found it, so sections nest.
+    unsafe impl critical_section::Impl for Primask {
+        unsafe fn acquire() -> critical_section::RawRestoreState {
+            let primask: u32;
+            // SAFETY: reads PRIMASK and masks interrupts; no memory is touched.
+            unsafe {
+                core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack, preserves_flags));
+            }
+            primask & 1 == 0
+        }
+
+        unsafe fn release(was_active: critical_section::RawRestoreState) {
+            if was_active {
+                // SAFETY: unmasks interrupts that were unmasked when the section started.
+                unsafe { core::arch::asm!("cpsie i", options(nomem, nostack, preserves_flags)) };
+            }
+        }
+    }
 }
 
 #[cfg(target_os = "none")]

@@ -248,3 +248,59 @@ fn records_are_checked_and_drops_are_counted() {
     assert_eq!(lost, dropped);
     assert_eq!(bye, Some((stored, dropped)));
 }
+
+#[test]
+fn post_mortem_mode_overwrites_and_dumps_on_demand() {
+    let mut memory = Box::new(Memory([0; AGENT_SIZE + 8]));
+    let mut ticks = 0u64;
+    let a = agent(&mut memory, &mut ticks);
+    // SAFETY: `a` is a live agent.
+    unsafe {
+        assert_eq!(socscope_set_mode(a, 7), ERR_BAD_ARGUMENT);
+        assert_eq!(socscope_set_mode(a, MODE_POST_MORTEM), OK);
+    }
+    let mut sink = Sink {
+        bytes: Vec::new(),
+        refuse: 0,
+    };
+    for i in 0..5000u64 {
+        // SAFETY: as above; `sink` outlives the calls.
+        unsafe {
+            assert_eq!(socscope_mark(a, 0, i), STORED);
+            assert_eq!(
+                socscope_poll(a, Some(write), (&mut sink as *mut Sink).cast()),
+                OK
+            );
+        }
+    }
+    assert!(sink.bytes.is_empty(), "nothing is sent before the dump");
+    let s = stats(a);
+    assert_eq!((s.records, s.dropped), (5000, 0));
+    assert!(s.overwritten > 3000, "{s:?}");
+    // A transport that pushes back: the dump goes on where it stopped.
+    sink.refuse = 3;
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        // SAFETY: as above.
+        match unsafe { socscope_agent_dump(a, Some(write), (&mut sink as *mut Sink).cast()) } {
+            OK => break,
+            ERR_WOULD_BLOCK => assert!(calls < 10),
+            other => panic!("dump: {other}"),
+        }
+    }
+    let mut d = StreamDecoder::default();
+    d.feed(&sink.bytes);
+    let mut marks = Vec::new();
+    let mut window = None;
+    while let Some(f) = d.next_frame() {
+        match f.unwrap().frame {
+            Frame::Window(w) => window = Some(w),
+            Frame::Events(b) => marks.extend(b.iter().map(|r| r.unsigned(0).unwrap())),
+            _ => {}
+        }
+    }
+    let w = window.expect("a Window frame");
+    assert_eq!((w.first_seq, w.overwritten), (s.overwritten, s.overwritten));
+    assert_eq!(marks, (s.overwritten..5000).collect::<Vec<_>>());
+}

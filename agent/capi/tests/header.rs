@@ -278,6 +278,13 @@ fn every_constant_has_the_same_value_on_both_sides() {
         ("ERR_BAD_ARGUMENT", c::ERR_BAD_ARGUMENT.into()),
         ("ERR_WOULD_BLOCK", c::ERR_WOULD_BLOCK.into()),
         ("ERR_CLOSED", c::ERR_CLOSED.into()),
+        (
+            "ERR_DECLARATION_TOO_LARGE",
+            c::ERR_DECLARATION_TOO_LARGE.into(),
+        ),
+        ("AGENT_API_VERSION", c::API_VERSION.into()),
+        ("MODE_STREAM", c::MODE_STREAM.into()),
+        ("MODE_POST_MORTEM", c::MODE_POST_MORTEM.into()),
         ("WRITE_OK", c::WRITE_OK.into()),
         ("WRITE_WOULD_BLOCK", c::WRITE_WOULD_BLOCK.into()),
         ("PRODUCER_PROCESS", ProducerKind::Process as i64),
@@ -361,7 +368,8 @@ fn c_sees_the_same_struct_layouts() {
         hello_every_ticks => "hello_every_ticks");
     layout!("socscope_param", CParam, name => "name", ty => "type");
     layout!("socscope_stats", CStats, records => "records", dropped => "dropped", rejected => "rejected",
-        clock_regressions => "clock_regressions", frames => "frames", bytes => "bytes");
+        clock_regressions => "clock_regressions", frames => "frames", bytes => "bytes",
+        overwritten => "overwritten");
     layout!("socscope_value", CValue, ty => "type", i => "i", u => "u", f => "f", s => "s");
     let sorted = |s: &str| {
         let mut v: Vec<String> = s.lines().map(String::from).collect();

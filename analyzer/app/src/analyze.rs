@@ -198,6 +198,11 @@ pub struct AggregateArgs {
     /// Bisection threshold of the p list.
     #[arg(long)]
     pub threshold: Option<f32>,
+    /// Memory the aggregation may use (e.g. 512MiB, 4GiB): a spatiotemporal aggregation keeps
+    /// its qualities when they fit and recomputes them at every p when not; a run that cannot
+    /// fit is refused before it starts.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+    pub memory_budget: u64,
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -212,6 +217,81 @@ pub struct AggregateArgs {
     /// state per part and producer with its values, linked from TRACE) instead of annotations.
     #[arg(long, requires = "save")]
     pub processed_trace: bool,
+}
+
+/// `SIZE`: bytes, or a number with a unit of K, M, G (powers of 1024, with or without `iB`/`B`).
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a size such as 1GiB, 512MiB or 2000000000"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1u64,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "{s:?}: unknown unit {other:?}; expected K, M, G or T (KiB, MiB, GiB, TiB)"
+            ));
+        }
+    };
+    let bytes = n * scale as f64;
+    if !(1.0..2f64.powi(63)).contains(&bytes) {
+        return Err(format!("{s:?}: expected a size of at least one byte"));
+    }
+    Ok(bytes as u64)
+}
+
+/// The progress of a long aggregation on stderr (when it is a terminal): each evaluated p and
+/// how far the current evaluation is. Ctrl-C stops it.
+struct AggregateProgress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl AggregateProgress {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new(1000);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg} {wide_bar}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b.set_message("aggregating: first p");
+            b
+        });
+        Self { bar }
+    }
+}
+
+impl Drop for AggregateProgress {
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl ocelotl::Observer<()> for AggregateProgress {
+    fn evaluated(&self, p: f32, q: ocelotl::Quality, _: &(), evaluations: usize) {
+        if let Some(b) = &self.bar {
+            b.set_message(format!(
+                "{evaluations} p evaluated, last p = {p} (gain {:.6e}, loss {:.6e})",
+                q.gain, q.loss
+            ));
+        }
+    }
+    fn working(&self, fraction: f64) {
+        if let Some(b) = &self.bar {
+            b.set_position((fraction * 1000.0) as u64);
+        }
+    }
 }
 
 fn parse_mode(s: &str) -> std::result::Result<AggregationMode, String> {
@@ -429,6 +509,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             };
         }
     }
+    let cpu = socscope_analysis::cpu::cpu_utilisation(&reader, range)?;
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }
@@ -459,6 +540,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             "unit": snap.unit,
             "total": snap.total,
             "slices": snap.slices,
+            "cpu_utilisation": cpu,
             "first_result_ms": progress.first_result_ms,
             "chunks": progress.chunks,
             "events": progress.events,
@@ -466,8 +548,8 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     } else {
         let unit = snap.unit;
         outln!(
-            "{:?} over {} ({} chunks, first result after {:.1} ms)",
-            snap.operator,
+            "{} over {} ({} chunks, first result after {:.1} ms)",
+            snap.operator.label(),
             units::duration(range.len()),
             progress.chunks,
             progress.first_result_ms.unwrap_or(0.0)
@@ -485,10 +567,47 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             };
             outln!("  {:<32} {:>12}  {share:5.1} %", s.label, v);
         }
+        print_cpu_utilisation(&cpu)?;
         wrote(&c.png, false)?;
         said_saved(saved_id.as_slice(), "grouping", &c.trace)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The CPU section of `stats`: each CPU's busy share, then the threads that used the most CPU.
+fn print_cpu_utilisation(cpu: &socscope_analysis::cpu::CpuUtilisation) -> Result<()> {
+    if cpu.cpus.iter().all(|c| c.busy_ns + c.idle_ns == 0) {
+        outln!("CPU utilisation: no CPU tracks in this trace (no context switches)");
+        return Ok(());
+    }
+    outln!("CPU utilisation over {}", units::duration(cpu.interval_ns));
+    for c in &cpu.cpus {
+        outln!(
+            "  {:<32} {:>12}  {:5.1} % busy",
+            c.cpu,
+            units::duration(c.busy_ns),
+            c.busy_percent
+        );
+    }
+    const TOP: usize = 10;
+    outln!(
+        "Threads by CPU time (top {} of {})",
+        TOP.min(cpu.threads.len()),
+        cpu.threads.len()
+    );
+    for t in cpu.threads.iter().take(TOP) {
+        let label = match &t.process {
+            Some(p) => format!("{} ({p})", t.thread),
+            None => t.thread.clone(),
+        };
+        outln!(
+            "  {:<32} {:>12}  {:5.1} % of a CPU",
+            label,
+            units::duration(t.cpu_ns),
+            t.percent
+        );
+    }
+    Ok(())
 }
 
 fn parse_colour(s: &str) -> Result<[u8; 3]> {
@@ -562,7 +681,8 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             ));
         }
         crate::input::require_file(model)?;
-        let report = ocelotl::run_model_file(
+        let progress = AggregateProgress::new();
+        let report = ocelotl::run_model_file_with(
             model,
             &RunOptions {
                 mode: args.mode,
@@ -570,7 +690,12 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
                 ps: args.p.clone(),
                 threshold: args.threshold,
             },
+            &ocelotl::RunControl {
+                memory_budget: args.memory_budget,
+                observer: &progress,
+            },
         )?;
+        drop(progress);
         if args.json {
             print_json(&serde_json::to_value(&report)?)?;
         } else {
@@ -605,7 +730,8 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         threshold: args.threshold.unwrap_or(ocelotl::DEFAULT_THRESHOLD),
         p_values: args.p.clone(),
     };
-    let report = ocelotl::run_model(
+    let progress = AggregateProgress::new();
+    let report = ocelotl::run_model_with(
         &file,
         &RunOptions {
             mode: args.mode,
@@ -613,7 +739,12 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             ps: args.p.clone(),
             threshold: args.threshold,
         },
+        &ocelotl::RunControl {
+            memory_budget: args.memory_budget,
+            observer: &progress,
+        },
     )?;
+    drop(progress);
     let (_, nodes) = m.hierarchy();
     if let Some(png) = &args.png {
         let p = args.p.first().copied().unwrap_or(report.ocelotl_default_p);
@@ -754,6 +885,14 @@ fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) -> Result
             String::new()
         }
     };
+    let e = &report.engine;
+    outln!(
+        "engine: qualities {}, {} p evaluated, estimated peak {} MiB of a {} MiB budget",
+        e.qualities,
+        e.evaluations,
+        e.memory_estimate_bytes.div_ceil(1 << 20),
+        e.memory_budget_bytes.div_ceil(1 << 20)
+    );
     if plist {
         outln!(
             "significant p ({}; Ocelotl's default p = {}):",
@@ -986,6 +1125,21 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("2000").unwrap(), 2000);
+        assert!(
+            parse_size("12parsecs")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_size("GiB").is_err());
+        assert!(parse_size("0").is_err());
+    }
 
     #[test]
     fn colours_parse() {

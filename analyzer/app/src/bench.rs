@@ -18,6 +18,7 @@ mod fleet;
 mod fuzz;
 mod import;
 mod overview;
+mod rig;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
@@ -31,7 +32,7 @@ pub enum BenchCommand {
         /// Inputs per target.
         #[arg(long, default_value_t = 1_000_000)]
         inputs: u64,
-        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk); repeatable.
+        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk, trace-cmd, ctf); repeatable.
         #[arg(long = "target", value_name = "NAME")]
         targets: Vec<String>,
         /// Seed of the mutations (a run is reproducible from it).
@@ -126,6 +127,28 @@ pub enum BenchCommand {
         #[arg(long, hide = true, value_name = "WIRE")]
         replay_one: Option<std::path::PathBuf>,
     },
+    /// Rigs: ingest with triggers and with the flight recorder against plain collect (same run,
+    /// alternated), the recorder's memory for 1 and 16 boards, saved windows' completeness, trigger latency.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench rig --json"
+    )]
+    Rig {
+        /// Seconds of the 20 k events/s stream replayed in each round.
+        #[arg(long, default_value_t = 180.0)]
+        seconds: f64,
+        /// Seconds of the stream each of the 16 boards replays.
+        #[arg(long, default_value_t = 90.0)]
+        boards_seconds: f64,
+        /// Rounds of (plain, triggers, flight recorder), alternated.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Where to write the stream and traces (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// The analysis numbers: microscopic model (T = 1000) of a whole trace, first partial
     /// statistics and density, temporal (T = 1000, S = 100, U = 5) and spatiotemporal (T = 200,
     /// 4×4×4 hierarchy, U = 4) qualities with the full bisection.
@@ -146,6 +169,39 @@ pub enum BenchCommand {
         /// One JSON object.
         #[arg(long)]
         json: bool,
+        /// Instead: the large Ocelotl cases (spatiotemporal on a 10×10×10 producer tree, U = 4,
+        /// and temporal S = 100, U = 5), each run as a child `socscope aggregate`, alternated
+        /// with --anchor's build; wall, CPU and peak RSS of every run.
+        #[arg(long)]
+        scale: bool,
+        /// With --scale: the previous build's socscope, measured in the same run.
+        #[arg(long, requires = "scale", value_name = "SOCSCOPE")]
+        anchor: Option<std::path::PathBuf>,
+        /// With --scale: slice counts of the spatiotemporal case.
+        #[arg(
+            long,
+            requires = "scale",
+            value_delimiter = ',',
+            default_value = "250,500,1000"
+        )]
+        st_slices: Vec<usize>,
+        /// With --scale: runs of each spatiotemporal case per build.
+        #[arg(long, requires = "scale", default_value_t = 2)]
+        runs: usize,
+        /// With --scale: slice counts of the temporal case.
+        #[arg(
+            long,
+            requires = "scale",
+            value_delimiter = ',',
+            default_value = "1000,5000"
+        )]
+        temporal_slices: Vec<usize>,
+        /// With --scale: runs of each temporal case per build.
+        #[arg(long, requires = "scale", default_value_t = 5)]
+        temporal_runs: usize,
+        /// With --scale: passed to this build's `aggregate --memory-budget`.
+        #[arg(long, requires = "scale")]
+        memory_budget: Option<String>,
     },
     /// The first picture of the Ocelotl and TraceViz views: the Ocelotl pipeline (T = 200, temporal,
     /// event count, cold cache) to its first published overview and to the whole one, and the TraceViz
@@ -260,6 +316,13 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             dir,
             json,
         } => read(events, reads, trace, dir, json),
+        BenchCommand::Rig {
+            seconds,
+            boards_seconds,
+            rounds,
+            dir,
+            json,
+        } => rig::run(seconds, boards_seconds, rounds, dir, json),
         BenchCommand::Capture {
             replay_one: Some(wire),
             dir,
@@ -284,10 +347,30 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             json,
         } => import::run(bytes, kptrace_bytes, gst_bytes, ftrace_sample, dir, json),
         BenchCommand::Aggregate {
+            scale: true,
+            anchor,
+            st_slices,
+            runs,
+            temporal_slices,
+            temporal_runs,
+            memory_budget,
+            dir,
+            ..
+        } => aggregate::scale(aggregate::ScaleArgs {
+            slices: st_slices,
+            anchor,
+            runs,
+            temporal_slices,
+            temporal_runs,
+            memory_budget,
+            dir,
+        }),
+        BenchCommand::Aggregate {
             events,
             trace,
             dir,
             json,
+            ..
         } => aggregate::run(events, trace, dir, json),
         BenchCommand::Fleet(a) => {
             if let Some(catalog) = a.sync_one {

@@ -82,6 +82,8 @@ pub struct CollectArgs {
     /// that a rig's dataset is always current.
     #[arg(long, value_name = "DATASET")]
     pub dataset: Option<PathBuf>,
+    #[command(flatten)]
+    pub rig: crate::trigger::TriggerArgs,
 }
 
 pub fn print_notice(n: &Notice, json: bool) {
@@ -107,6 +109,25 @@ pub fn print_notice(n: &Notice, json: bool) {
             Notice::VersionRejected { source, message } => {
                 json!({"event": "version_rejected", "source": source, "message": message})
             }
+            Notice::TriggerFired {
+                source,
+                board,
+                path,
+                firing,
+            } => json!({
+                "event": "trigger_fired", "source": source, "board": board, "file": path,
+                "rule": firing.rule, "at_ns": firing.at, "start_ns": firing.start, "end_ns": firing.end,
+                "who": firing.who, "value": firing.value, "detail": firing.detail,
+            }),
+            Notice::TriggerNote { source, message } => {
+                json!({"event": "trigger_note", "source": source, "message": message})
+            }
+            Notice::WatchEnded(r) => json!({
+                "event": "watch_ended", "source": r.source, "board": r.board, "complete": r.complete,
+                "records": r.records, "lost_on_board": r.lost_on_board, "lost_in_transit": r.lost_in_transit,
+                "firings": r.firings.len(), "windows_saved": r.saved, "not_saved": r.not_saved,
+                "peak_ring_bytes": r.peak_ring_bytes, "trace_seconds": r.trace_seconds,
+            }),
         };
         // A closed standard output stops the capture loop (see `run`); the notice itself is not an error.
         let _ = crate::out::line(format_args!("{v}"));
@@ -151,6 +172,46 @@ pub fn print_notice(n: &Notice, json: bool) {
         }
         Notice::VersionRejected { source, message } => {
             errln!("error: {source}: {}", printable(message))
+        }
+        Notice::TriggerFired {
+            board,
+            path,
+            firing,
+            ..
+        } => {
+            let _ = crate::out::line(format_args!(
+                "trigger:         {} at {} s on {}: {}{}",
+                printable(&firing.rule),
+                units::timestamp(firing.at),
+                printable(board),
+                printable(&firing.detail),
+                if path.as_os_str().is_empty() {
+                    String::new()
+                } else {
+                    format!(" -> {}", path.display())
+                }
+            ));
+        }
+        Notice::TriggerNote { source, message } => {
+            let _ = crate::out::line(format_args!("{source}: {}", printable(message)));
+        }
+        Notice::WatchEnded(r) => {
+            let _ = crate::out::line(format_args!(
+                "session ended:   {} ({}): {} records in {:.2} s of trace, {}, {} trigger firing(s), {} window(s) saved{}, ring peak {}",
+                printable(&r.board),
+                r.source,
+                r.records,
+                r.trace_seconds,
+                if r.complete { "complete" } else { "incomplete" },
+                r.firings.len(),
+                r.saved.len(),
+                if r.not_saved > 0 {
+                    format!(" ({} not saved: --max-saves)", r.not_saved)
+                } else {
+                    String::new()
+                },
+                units::bytes(r.peak_ring_bytes as u64)
+            ));
         }
     }
 }
@@ -249,6 +310,9 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         }
         (None, None) => None,
     };
+    let rig = crate::trigger::setup(&args.rig, &args.dir)?;
+    config.triggers = rig.triggers.clone();
+    config.flight = rig.flight.clone();
     let specs: Vec<SerialSpec> = args
         .serial
         .iter()
@@ -299,6 +363,30 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
+        // External triggers: the control socket (`socscope trigger`) and SIGUSR1.
+        let external = config.triggers.as_ref().map(|t| t.external.clone());
+        let mut usr1 = match &external {
+            Some(_) => Some(
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+                    .context("cannot watch for SIGUSR1")?,
+            ),
+            None => None,
+        };
+        if let (Some(external), Some(path)) = (&external, &rig.control) {
+            let listener = socscope_collector::control::bind_control(path).await?;
+            if args.json {
+                outln!("{}", json!({"event": "control", "socket": path}));
+            } else {
+                outln!("external triggers: socscope trigger --control {} (or SIGUSR1 to pid {})", path.display(), std::process::id());
+            }
+            tokio::spawn(socscope_collector::control::serve_control(
+                listener,
+                path.clone(),
+                config.token.clone(),
+                external.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
         if let Some(l) = std_listener {
             let listener = tokio::net::TcpListener::from_std(l)
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -311,9 +399,9 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 .is_ok_and(|a| !a.ip().is_loopback());
             if open_to_others && config.token.is_none() {
                 errln!(
-                    "warning: listening on {addr}, reachable from other hosts, without --token: anyone who can \
-                     connect can store traces in {}; give the boards a secret (--token-file FILE here, \
-                     --token on the boards)",
+                    "warning: listening on {addr}, reachable from other hosts, without a token: anyone who can \
+                     connect can store traces in {}; give the boards a secret (--token-file FILE here \
+                     and on the boards)",
                     args.dir.display()
                 );
             }
@@ -400,9 +488,19 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                         // Nobody reads the notices any more (`socscope collect … | head`): stop as on Ctrl-C.
                         if crate::out::closed() { break; }
                         if let Notice::SessionEnded(r) = &n {
+                            // Every finished trace goes to the dataset, a flight recorder's saved windows too.
                             if let Some(x) = &exporter { x.export(r.path.clone()); }
-                            ended += 1;
                             cut_short += u64::from(r.interrupted.is_some());
+                        }
+                        // With a flight recorder a board's session ends as a watch; its saved windows
+                        // are sessions of their own that do not count.
+                        let board_ended = match &n {
+                            Notice::SessionEnded(_) => rig.flight.is_none(),
+                            Notice::WatchEnded(_) => true,
+                            _ => false,
+                        };
+                        if board_ended {
+                            ended += 1;
                             if args.sessions.is_some_and(|limit| ended >= limit) { break; }
                         }
                     }
@@ -420,6 +518,12 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 _ = terminate.recv() => {
                     if !args.json { errln!("stopping (SIGTERM): closing every open trace"); }
                     break;
+                }
+                Some(_) = async { match usr1.as_mut() { Some(s) => s.recv().await, None => std::future::pending().await } } => {
+                    if let Some(external) = &external {
+                        let n = external.fire("SIGUSR1");
+                        if !args.json { errln!("SIGUSR1: external trigger {n} fired on every board"); }
+                    }
                 }
             }
         }

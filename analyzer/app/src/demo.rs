@@ -210,6 +210,7 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
         exit_after_frames: None,
         frame_log: None,
         script: None,
+        no_cpu_tracks: false,
     })?;
     options.dir = Some(args.dir.clone());
     if let Err(e) = socscope_analyzer::gui::run(options) {

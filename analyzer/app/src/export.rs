@@ -12,7 +12,8 @@ use anyhow::{Context, Result};
 use crate::input::{RangeArg, open_trace};
 use crate::out::outln;
 use socscope_formats::export::{
-    self, Category, EventView, ExportError, Kind, ProducerView, TraceView, TypeView, Value,
+    self, Category, ContainerTypeView, EventView, ExportError, Kind, ProducerView, TraceView,
+    TypeView, Value,
 };
 use socscope_tracedb::{
     EventCategory, EventKind, Filter, ParamValue, TimeRange, Timestamp, TraceReader,
@@ -48,6 +49,9 @@ pub struct StoreView {
     reader: TraceReader,
     types: Vec<TypeView>,
     producers: Vec<ProducerView>,
+    /// The Pajé container types an import kept, and each producer's.
+    container_types: Vec<ContainerTypeView>,
+    container_of: std::collections::HashMap<u32, String>,
     range: TimeRange,
     t_min: Timestamp,
 }
@@ -92,6 +96,9 @@ impl StoreView {
             .map(|p| ProducerView {
                 id: p.id,
                 parent: p.parent,
+                cpu: (p.kind == socscope_tracedb::ProducerKind::Cpu)
+                    .then(|| u32::try_from(p.local_id).ok())
+                    .flatten(),
                 name: p.name,
             })
             .collect();
@@ -102,10 +109,26 @@ impl StoreView {
                 r.end.map_or(i64::MAX, |b| info.t_min.saturating_add(b)),
             ),
         };
+        let param = |name: &str| {
+            info.meta.params.iter().find_map(|(n, v)| match v {
+                ParamValue::String(s) if n == name => Some(s.as_str()),
+                _ => None,
+            })
+        };
+        let container_types = param(export::paje::CONTAINER_TYPES)
+            .map(export::paje::decode_container_types)
+            .unwrap_or_default();
+        let container_of = param(export::paje::CONTAINERS)
+            .map(export::paje::decode_containers)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         Ok(Self {
             reader,
             types,
             producers,
+            container_types,
+            container_of,
             range,
             t_min: info.t_min,
         })
@@ -124,6 +147,12 @@ impl TraceView for StoreView {
     }
     fn producers(&self) -> &[ProducerView] {
         &self.producers
+    }
+    fn container_types(&self) -> &[ContainerTypeView] {
+        &self.container_types
+    }
+    fn container_type(&self, id: u32) -> Option<&str> {
+        self.container_of.get(&id).map(String::as_str)
     }
     fn for_each_event(
         &self,

@@ -1,4 +1,5 @@
-//! `socscope import`: text captures into a trace of the catalog.
+//! `socscope import`: text captures and binary Linux captures (trace-cmd `.dat`, CTF directories) into a
+//! trace of the catalog.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -17,16 +18,21 @@ pub enum FormatArg {
     Paje,
     Ftrace,
     Gst,
+    /// trace-cmd's binary `trace.dat` (versions 6 and 7, compressed or not).
+    #[value(name = "trace-cmd")]
+    TraceCmd,
+    /// A CTF 1.8 trace directory (LTTng, perf), or an LTTng session directory of them.
+    Ctf,
     Auto,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
-    /// The files: one trace file, or KPTrace per-CPU files (`trace0`, `trace1`, ...) with an optional
-    /// System.map and format-description file.
+    /// The files: one trace file (a CTF trace: its directory), or KPTrace per-CPU files (`trace0`,
+    /// `trace1`, ...) with an optional System.map and format-description file.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// The format; `auto` tells it from the first lines.
+    /// The format; `auto` tells it from the file's magic or its first lines.
     #[arg(long, value_enum, default_value = "auto")]
     pub format: FormatArg,
     /// The trace file to write (registered in the catalog of its directory).
@@ -64,6 +70,8 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         FormatArg::Paje => Format::Paje,
         FormatArg::Ftrace => Format::Ftrace,
         FormatArg::Gst => Format::Gst,
+        FormatArg::TraceCmd => Format::TraceCmd,
+        FormatArg::Ctf => Format::Ctf,
         FormatArg::Auto => detect_format(&args.files)?,
     };
     // One trace for KPTrace (all its files), one per file otherwise.
@@ -132,6 +140,13 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         let report = import(&group, format, &out, &mut opts)
             .with_context(|| format!("while importing {}", names.join(", ")))?;
         done_before += report.bytes;
+        for w in &report.warnings {
+            let line = format!("warning: {w} (the events before it were kept)");
+            match &bar {
+                Some(b) => b.println(line),
+                None => errln!("{line}"),
+            }
+        }
         let line = format!(
             "imported {} ({}): {} records -> {} events, {} lines skipped -> {}",
             names.join(", "),

@@ -261,9 +261,10 @@ pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
             format!(" (tracer {})", printable(&v.to_string()))
         });
     outln!(
-        "  type         {}{tracer}, {} CPUs, clock {} Hz",
+        "  type         {}{tracer}, {} CPU{}, clock {} Hz",
         m.trace_type,
         m.cpus,
+        if m.cpus == 1 { "" } else { "s" },
         m.tick_rate_hz
     );
     outln!(
@@ -388,6 +389,54 @@ const FUNCTIONS_REFUSED: &[&str] = &[
 /// those of [`FUNCTIONS_REFUSED`]), recursive CTEs and the pragmas that only read; it refuses every
 /// write, schema change, ATTACH/DETACH, transaction, VACUUM and pragma assignment. `refused` keeps the
 /// first refusal for the error message.
+/// What a refused statement would do, in SQL's words (`DELETE FROM producer`), not rusqlite's
+/// (`Delete { table_name: "producer" }`).
+fn sql_action(action: &rusqlite::hooks::AuthAction<'_>) -> String {
+    use rusqlite::hooks::AuthAction as A;
+    match action {
+        A::Delete { table_name } => format!("DELETE FROM {table_name}"),
+        A::Insert { table_name } => format!("INSERT INTO {table_name}"),
+        A::Update {
+            table_name,
+            column_name,
+        } => format!("UPDATE {table_name} (column {column_name})"),
+        A::DropTable { table_name } | A::DropTempTable { table_name } => {
+            format!("DROP TABLE {table_name}")
+        }
+        A::CreateTable { table_name } | A::CreateTempTable { table_name } => {
+            format!("CREATE TABLE {table_name}")
+        }
+        A::AlterTable { table_name, .. } => format!("ALTER TABLE {table_name}"),
+        A::CreateIndex { index_name, .. } | A::CreateTempIndex { index_name, .. } => {
+            format!("CREATE INDEX {index_name}")
+        }
+        A::DropIndex { index_name, .. } | A::DropTempIndex { index_name, .. } => {
+            format!("DROP INDEX {index_name}")
+        }
+        A::CreateView { view_name } | A::CreateTempView { view_name } => {
+            format!("CREATE VIEW {view_name}")
+        }
+        A::DropView { view_name } | A::DropTempView { view_name } => {
+            format!("DROP VIEW {view_name}")
+        }
+        A::CreateTrigger { trigger_name, .. } | A::CreateTempTrigger { trigger_name, .. } => {
+            format!("CREATE TRIGGER {trigger_name}")
+        }
+        A::DropTrigger { trigger_name, .. } | A::DropTempTrigger { trigger_name, .. } => {
+            format!("DROP TRIGGER {trigger_name}")
+        }
+        A::Attach { filename } => format!("ATTACH {filename:?}"),
+        A::Detach { database_name } => format!("DETACH {database_name}"),
+        A::Transaction { .. } => "a transaction statement".into(),
+        A::Savepoint { .. } => "a savepoint".into(),
+        A::Reindex { .. } => "REINDEX".into(),
+        A::Analyze { .. } => "ANALYZE".into(),
+        A::CreateVtable { table_name, .. } => format!("CREATE VIRTUAL TABLE {table_name}"),
+        A::DropVtable { table_name, .. } => format!("DROP VIRTUAL TABLE {table_name}"),
+        _ => "a statement that writes".into(),
+    }
+}
+
 fn reading_only(
     refused: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 ) -> impl for<'r> FnMut(rusqlite::hooks::AuthContext<'r>) -> rusqlite::hooks::Authorization
@@ -413,7 +462,7 @@ fn reading_only(
                     None => format!("PRAGMA {pragma_name}"),
                 })
             }
-            other => Some(format!("{other:?}")),
+            other => Some(sql_action(&other)),
         };
         match verdict {
             None => Authorization::Allow,
@@ -521,7 +570,11 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
             .collect();
         let header: Vec<&str> = names.iter().map(String::as_str).collect();
         outln!("{}", format::table(&header, &cells));
-        errln!("({} rows)", cells.len());
+        errln!(
+            "({} {})",
+            cells.len(),
+            if cells.len() == 1 { "row" } else { "rows" }
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -15,6 +15,8 @@ mod inspect;
 use socscope_analyzer::out::{self, errln};
 mod render;
 mod results;
+mod rig;
+mod trigger;
 mod view;
 
 use std::path::PathBuf;
@@ -49,9 +51,12 @@ enum Command {
         traces a crash left live in DIR are closed as interrupted when collect starts."
     )]
     Collect(collect::CollectArgs),
-    /// Import text captures (KPTrace, Pajé, ftrace / trace-cmd report, GST_DEBUG logs) as a trace.
+    /// Import captures (KPTrace, Pajé, ftrace / trace-cmd report text, GST_DEBUG logs; trace-cmd .dat,
+    /// CTF from LTTng or perf) as a trace.
     #[command(
         after_help = "Examples:\n  socscope import trace.txt                      (format detected from the first lines)\n  \
+        socscope import trace.dat                      (trace-cmd record's file, detected by its magic)\n  \
+        socscope import ~/lttng-traces/session-20260101  (an LTTng session: its kernel/ and ust/ traces)\n  \
         socscope import trace0 trace1 System.map --format kptrace -o stb.db\n  \
         socscope import post.txt kptrace.fmt --format kptrace   (post-processed form + format description)\n  \
         socscope import gst.log --dir traces --strict\n\
@@ -157,6 +162,14 @@ enum Command {
     /// (sql, report, overview: built with the feature `fleet`) and by Spark, DuckDB, Trino.
     #[command(subcommand)]
     Fleet(fleet::FleetCommand),
+    /// Fire an external trigger in a running collector (annotates its traces; saves a flight-recorder window).
+    #[command(
+        after_help = "Examples:\n  socscope trigger --dir traces --reason \"picture froze\"\n  socscope trigger --control /run/rig.sock --token-file secret.txt"
+    )]
+    Trigger(trigger::TriggerCmdArgs),
+    /// Scripted runs with verdicts (JSON and JUnit XML) for stress-reproduction rigs.
+    #[command(subcommand)]
+    Rig(rig::RigCommand),
 }
 
 fn main() -> ExitCode {
@@ -201,6 +214,8 @@ fn main() -> ExitCode {
         Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),
         Command::Fleet(cmd) => fleet::run(cmd),
+        Command::Trigger(args) => trigger::run_trigger(args),
+        Command::Rig(cmd) => rig::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -9,6 +9,8 @@ use anyhow::{Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
+use plotters::style::text_anchor;
+use plotters_backend::{BackendColor, BackendCoord, BackendTextStyle, DrawingErrorKind};
 use socscope_analysis::compare::Comparison;
 use socscope_analysis::density::Density;
 use socscope_analysis::micro::TraceMicroscopicModel;
@@ -30,6 +32,158 @@ fn fonts() {
         // An invalid font would leave text undrawn, never fail the picture.
         let _ = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT);
     });
+}
+
+/// plotters' bitmap backend with text laid out here: plotters 0.3.7 draws each glyph's outline
+/// at the pen position without the glyph's left side bearing (and rounds the pen per glyph), so
+/// letters drift apart or together ("user_fun ction", "runnin g"); here each outline goes where the
+/// font puts it, kerned, at its fractional pen position. Everything else is the bitmap backend's.
+struct Typeset<'a>(BitMapBackend<'a>);
+
+impl<'a> DrawingBackend for Typeset<'a> {
+    type ErrorType = <BitMapBackend<'a> as DrawingBackend>::ErrorType;
+
+    fn get_size(&self) -> (u32, u32) {
+        self.0.get_size()
+    }
+
+    fn ensure_prepared(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.ensure_prepared()
+    }
+
+    fn present(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.present()
+    }
+
+    fn draw_pixel(
+        &mut self,
+        point: BackendCoord,
+        color: BackendColor,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_pixel(point, color)
+    }
+
+    fn draw_line<S: plotters_backend::BackendStyle>(
+        &mut self,
+        from: BackendCoord,
+        to: BackendCoord,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_line(from, to, style)
+    }
+
+    fn draw_rect<S: plotters_backend::BackendStyle>(
+        &mut self,
+        upper_left: BackendCoord,
+        bottom_right: BackendCoord,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_rect(upper_left, bottom_right, style, fill)
+    }
+
+    fn draw_path<S: plotters_backend::BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        path: I,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_path(path, style)
+    }
+
+    fn draw_circle<S: plotters_backend::BackendStyle>(
+        &mut self,
+        center: BackendCoord,
+        radius: u32,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_circle(center, radius, style, fill)
+    }
+
+    fn fill_polygon<S: plotters_backend::BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        vert: I,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.fill_polygon(vert, style)
+    }
+
+    fn blit_bitmap(
+        &mut self,
+        pos: BackendCoord,
+        size: (u32, u32),
+        src: &[u8],
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.blit_bitmap(pos, size, src)
+    }
+
+    fn draw_text<S: BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &S,
+        pos: BackendCoord,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        use ab_glyph::{Font, ScaleFont};
+        let color = style.color();
+        let Ok(font) = ab_glyph::FontRef::try_from_slice(FONT) else {
+            return self.0.draw_text(text, style, pos);
+        };
+        if color.alpha == 0.0 {
+            return Ok(());
+        }
+        // Anchored and rotated as plotters does, from the same layout box (whose width, the sum of
+        // the advances and kerning, was right: only the glyphs were misplaced).
+        let ((min_x, min_y), (max_x, max_y)) = style
+            .layout_box(text)
+            .map_err(|e| DrawingErrorKind::FontError(Box::new(e)))?;
+        let (width, height) = (max_x - min_x, max_y - min_y);
+        let anchor = style.anchor();
+        let dx = match anchor.h_pos {
+            text_anchor::HPos::Left => 0,
+            text_anchor::HPos::Right => -width,
+            text_anchor::HPos::Center => -width / 2,
+        };
+        let dy = match anchor.v_pos {
+            text_anchor::VPos::Top => 0,
+            text_anchor::VPos::Center => -height / 2,
+            text_anchor::VPos::Bottom => -height,
+        };
+        let transform = style.transform();
+        let (w, h) = self.get_size();
+        let size = style.size() as f32;
+        let scaled = font.as_scaled(size);
+        let mut pen = 0f32;
+        let mut prev = None;
+        let mut pixels = Vec::new();
+        for c in text.chars() {
+            let id = scaled.glyph_id(c);
+            if let Some(p) = prev {
+                pen += scaled.kern(p, id);
+            }
+            prev = Some(id);
+            let glyph = id.with_scale_and_position(scaled.scale(), ab_glyph::point(pen, 0.0));
+            if let Some(outline) = font.outline_glyph(glyph) {
+                let r = outline.px_bounds();
+                // Vertically as plotters places it (half the size above the glyph's top).
+                let (x0, y0) = (r.min.x as i32, (size / 2.0 + r.min.y) as i32);
+                outline
+                    .draw(|x, y, coverage| pixels.push((x0 + x as i32, y0 + y as i32, coverage)));
+            }
+            pen += scaled.h_advance(id);
+        }
+        for (x, y, coverage) in pixels {
+            let (x, y) = transform.transform(x + dx - min_x, y + dy - min_y);
+            let (x, y) = (pos.0 + x, pos.1 + y);
+            if x >= 0 && x < w as i32 && y >= 0 && y < h as i32 {
+                let c = BackendColor {
+                    alpha: color.alpha * f64::from(coverage),
+                    rgb: color.rgb,
+                };
+                self.0.draw_pixel((x, y), c)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
@@ -62,11 +216,11 @@ fn font(size: u32) -> TextStyle<'static> {
     (FAMILY, size).into_font().color(&BLACK)
 }
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+type Area<'a> = DrawingArea<Typeset<'a>, Shift>;
 
 fn canvas(path: &Path, w: u32, h: u32) -> Result<Area<'_>> {
     fonts();
-    let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
+    let root = Typeset(BitMapBackend::new(path, (w, h))).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     Ok(root)
 }

@@ -31,6 +31,9 @@ pub struct ViewArgs {
     /// Drive the app with a scripted interaction, then exit: pan-zoom.
     #[arg(long, value_name = "NAME")]
     pub script: Option<String>,
+    /// Open the Gantt charts without their CPU tracks (the toolbar's "CPUs" shows them again).
+    #[arg(long)]
+    pub no_cpu_tracks: bool,
 }
 
 #[cfg(feature = "gui")]
@@ -80,6 +83,7 @@ pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
             .or(args.screenshot.as_ref().map(|_| 10)),
         frame_log: args.frame_log.clone(),
         script,
+        cpu_tracks: !args.no_cpu_tracks,
     })
 }
 

@@ -306,3 +306,41 @@ fn bad_arguments_give_one_line_and_a_non_zero_status() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// `aggregate --memory-budget`: a run that cannot fit is refused at once with what it needs;
+/// a size that is not one is a usage error; the text report names how the engine ran.
+#[test]
+fn aggregate_memory_budget_refuses_before_it_starts() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/ocelotl/v04_perturbation.input.json");
+    let m = s(&model);
+    let started = std::time::Instant::now();
+    let out = socscope(&[
+        "aggregate",
+        "--model",
+        m,
+        "--mode",
+        "spatiotemporal",
+        "--memory-budget",
+        "64KiB",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("needs about") && err.contains("more than the memory budget of 1 MiB"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let out = socscope(&["aggregate", "--model", m, "--memory-budget", "12parsecs"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = socscope(&["aggregate", "--model", m, "--mode", "spatiotemporal"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("engine: qualities stored,")
+                && l.contains("of a 1024 MiB budget")),
+        "{text}"
+    );
+}

@@ -437,7 +437,7 @@ fn listening_beyond_loopback_without_a_token_is_warned_about() {
     let warning = collect_warning("0.0.0.0:0", &[]);
     assert!(
         warning.starts_with("warning: listening on 0.0.0.0:")
-            && warning.contains("without --token"),
+            && warning.contains("without a token"),
         "{warning:?}"
     );
     let secret = tempfile::NamedTempFile::new().unwrap();
@@ -446,9 +446,9 @@ fn listening_beyond_loopback_without_a_token_is_warned_about() {
         "0.0.0.0:0",
         &["--token-file", secret.path().to_str().unwrap()],
     );
-    assert!(!quiet.contains("without --token"), "{quiet:?}");
+    assert!(!quiet.contains("without a token"), "{quiet:?}");
     let local = collect_warning("127.0.0.1:0", &[]);
-    assert!(!local.contains("without --token"), "{local:?}");
+    assert!(!local.contains("without a token"), "{local:?}");
 }
 
 /// A temporary directory with a tmpfs of `size` mounted on it (unmounted when dropped), or `None`

@@ -130,7 +130,7 @@ fn demo_ls_info_and_sql_agree() {
     let table = stdout(&out);
     let lines: Vec<&str> = table.lines().map(str::trim).collect();
     assert_eq!(lines, ["n", &events.to_string()]);
-    assert_eq!(stderr(&out).trim(), "(1 rows)");
+    assert_eq!(stderr(&out).trim(), "(1 row)");
 
     // The same trace, with a schema version this build does not read.
     let conn = rusqlite::Connection::open(&trace).unwrap();

@@ -88,8 +88,14 @@ fn run(dir: &Path, args: &[&str]) -> Board {
                 board.stored.insert(name.clone(), s.parse().unwrap());
                 board.dropped_per_type.insert(name, d.parse().unwrap());
             }
-            ["mode", ..] => {
-                for pair in words.chunks(2) {
+            ["mode", ..] | ["dump", ..] | ["masked-sections", ..] => {
+                // `mode NAME key value...`, `masked-sections N key value...`, `dump key value...`.
+                let pairs = if words[0] == "dump" {
+                    &words[1..]
+                } else {
+                    &words[..]
+                };
+                for pair in pairs.chunks(2) {
                     if let [k, v] = pair {
                         board.summary.insert(k.to_string(), v.to_string());
                     }
@@ -180,6 +186,19 @@ fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
         );
     }
     assert_eq!(board.total("dropped"), 0, "a fast UART keeps up");
+    // Interrupts are masked for one record at most (the longest, a system call with four 64-bit
+    // arguments, about 4 µs at the emulated 62.5 M instructions/s), never for a frame: so the vsync
+    // interrupt, the most urgent, starts within that and its own entry while PendSV drains.
+    let masked = board.total("masked-max-ticks");
+    let latency = board.total("irq-latency-max-ticks");
+    assert!(
+        masked > 0 && masked <= 125,
+        "masked {masked} ticks of 40 ns"
+    );
+    assert!(
+        latency <= masked + 50,
+        "vsync latency {latency} ticks, masked at most {masked}"
+    );
     assert!(reader.losses().unwrap().is_empty());
     let producers = reader.producers().unwrap();
     let named =
@@ -241,4 +260,69 @@ fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
         assert_eq!(to - from + 1, l.count, "{l:?}");
         assert_eq!(l.cpu, Some(0));
     }
+}
+
+#[test]
+fn a_post_mortem_dump_on_qemu_is_stored_as_the_window_of_the_ring() {
+    // The agent in post-mortem mode: nothing streams; the vsync job's deadline check dumps the rings
+    // at its first missed deadline after 2 s, over the UART (pty, `collect --serial`).
+    let dir = tempfile::tempdir().unwrap();
+    let board = run(
+        dir.path(),
+        &[
+            "--mode",
+            "postmortem",
+            "--seconds",
+            "4",
+            "--dump-after",
+            "2",
+            "--baud",
+            "921600",
+            "--icount",
+            "4",
+        ],
+    );
+    let reader = TraceReader::open(only_trace(dir.path())).expect("the trace opens");
+    let info = reader.info().unwrap();
+    assert!(info.complete, "the dump ends with Bye");
+    assert!(
+        info.meta
+            .params
+            .iter()
+            .any(|(n, v)| n == socscope_tracedb::CAPTURE_WINDOW_PARAM
+                && v.to_string() == socscope_tracedb::POST_MORTEM_RING),
+        "marked as a post-mortem window: {:?}",
+        info.meta.params
+    );
+    let stats = stats(&reader);
+    let overwritten = board.total("overwritten");
+    assert!(
+        overwritten > 1000,
+        "the ring went round many times: {overwritten}"
+    );
+    assert_eq!(stats["records_overwritten_on_board"] as u64, overwritten);
+    assert_eq!(stats["records_lost_in_transit"], 0);
+    assert_eq!(stats["records_lost_on_board"], 0);
+    assert!(
+        reader.losses().unwrap().is_empty(),
+        "what the ring overwrote is not a loss"
+    );
+    // The window is the ring's last records before the dump, by the firmware's own numbering: its
+    // Bye counts every record numbered up to the dump, the window holds the last of them, and the
+    // dump's marker (numbered by the firmware in the same masked section) is among the last.
+    let given_out = stats["board_records"] as u64 + stats["board_dropped"] as u64;
+    let marker_seq = board.total("marker-seq");
+    assert!(
+        marker_seq < given_out && given_out <= marker_seq + 16,
+        "the dump's snapshot follows its marker: marker {marker_seq}, given out {given_out}"
+    );
+    assert!(given_out <= board.total("numbered"));
+    assert_eq!(stats["records"] as u64, given_out - overwritten);
+    let marker = socscope_tracedb::ParamValue::String("deadline missed: post-mortem dump".into());
+    let found = reader
+        .events(TimeRange::all(), &Filter::all())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .any(|e| e.params.contains(&marker));
+    assert!(found, "the dump's own marker is in the window");
 }

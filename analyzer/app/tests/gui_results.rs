@@ -589,3 +589,44 @@ fn an_ocelotl_partition_is_saved_as_a_processed_trace_and_opened_as_bands() {
     assert_eq!(s.results.applied, Some(stored[0].id));
     assert!(!band_columns(&mut h, 100, "processed_gantt").is_empty());
 }
+
+/// A trace the collector's triggers annotated opens with its firings drawn as bands, said in the
+/// toolbar.
+#[test]
+fn a_trace_with_trigger_firings_opens_with_them_drawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let wire = dir.path().join("stress.wire");
+    let config = socscope_sim::SimConfig {
+        duration_s: 3.0,
+        io_stress: vec![socscope_sim::Scenario {
+            at: 1.0,
+            duration: 1.0,
+        }],
+        ..socscope_sim::SimConfig::default()
+    };
+    let mut file = socscope_sim::transport::file(&wire).unwrap();
+    socscope_sim::run(&config, &mut file).unwrap();
+    file.finish().unwrap();
+    let mut ingest = socscope_collector::IngestConfig::new(dir.path().join("traces"));
+    ingest.triggers = Some(
+        socscope_collector::trigger::TriggerSet::new(
+            vec!["gap:running@vsync-cb>25ms".parse().unwrap()],
+            Vec::new(),
+        )
+        .unwrap(),
+    );
+    let (reports, _) = socscope_collector::replay::replay_file(&wire, ingest).unwrap();
+    let mut h = open(&reports[0].path, ViewKind::Gantt);
+    let s = &h.state().sessions[0];
+    let bands = &s.views[0].gantt.bands;
+    assert!(!bands.is_empty());
+    assert!(
+        bands
+            .iter()
+            .all(|b| b.label.contains("vsync-cb") && b.end - b.start > 25_000_000),
+        "{bands:?}"
+    );
+    assert!(s.results.applied.is_some());
+    h.run();
+    assert!(h.query_by_label_contains("bands: triggers:").is_some());
+}

@@ -116,10 +116,20 @@ fn chrome_json_has_what_perfetto_needs() {
             assert!(e["id"].is_u64(), "{e}");
         }
     }
-    // The import's counts (collector/tests/import.rs): 77 states, 45 links, 9 punctual events.
+    // The import's counts (collector/tests/import.rs): 77 states and 67 CPU track slices, 45 links,
+    // 9 punctual events; the 9 soft IRQs are also slices of their CPU's track.
     assert_eq!(
         (by_ph["X"], by_ph["s"], by_ph["f"], by_ph["i"]),
-        (77, 45, 45, 9)
+        (144 + 9, 45, 45, 9)
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+            .filter(|e| e["args"]["name"] == "CPUs")
+            .count(),
+        1,
+        "the CPU tracks are one process"
     );
 }
 
@@ -158,8 +168,8 @@ fn skipped_lines_warn_once_each_and_strict_fails() {
     );
 }
 
-/// `pj_dump`'s entities of a Pajé file, sorted: states, events and links whole; containers by parent
-/// and name (the export names container types by level); variables by container, type, start and value
+/// `pj_dump`'s entities of a Pajé file, sorted: states, events and links whole; containers by parent,
+/// type and name (the export keeps the container types); variables by container, type, start and value
 /// (not the end of their interval: the last one ends where the file ends, and a trace keeps no container
 /// destruction times), the value to 6 significant digits apart (PajeNG adds `PajeAddVariable`s in single
 /// precision, socscope in double).
@@ -180,7 +190,7 @@ fn pj_dump(file: &Path) -> (Vec<String>, Vec<(String, f64)>) {
         let f: Vec<&str> = l.split(", ").collect();
         match f[0] {
             "Variable" => variables.push(([f[1], f[2], f[3]].join(", "), f[6].parse().unwrap())),
-            "Container" => rows.push([f[0], f[1], f[6]].join(", ")),
+            "Container" => rows.push([f[0], f[1], f[2], f[6]].join(", ")),
             _ => rows.push(l.to_string()),
         }
     }
@@ -230,6 +240,76 @@ fn two_state_types_file(dir: &Path) -> PathBuf {
     f
 }
 
+/// A SimGrid platform as its Pajé output has it: zones holding hosts, routers and links (three container
+/// types on one level), variables on hosts and links, and 240 links of four link types between typed
+/// containers (host → link, link → router, router → link, link → host), each inside its zone.
+fn simgrid_platform_file(dir: &Path) -> PathBuf {
+    let mut t = String::from(
+        "%EventDef PajeDefineContainerType 0\n% Alias string\n% Type string\n% Name string\n%EndEventDef
+%EventDef PajeDefineVariableType 1\n% Alias string\n% Type string\n% Name string\n%EndEventDef
+%EventDef PajeDefineStateType 2\n% Alias string\n% Type string\n% Name string\n%EndEventDef
+%EventDef PajeDefineLinkType 3\n% Alias string\n% Type string\n% StartContainerType string\n% EndContainerType string\n% Name string\n%EndEventDef
+%EventDef PajeCreateContainer 4\n% Time date\n% Alias string\n% Type string\n% Container string\n% Name string\n%EndEventDef
+%EventDef PajeSetVariable 5\n% Time date\n% Type string\n% Container string\n% Value double\n%EndEventDef
+%EventDef PajeSetState 6\n% Time date\n% Type string\n% Container string\n% Value string\n%EndEventDef
+%EventDef PajeStartLink 7\n% Time date\n% Type string\n% Container string\n% StartContainer string\n% Value string\n% Key string\n%EndEventDef
+%EventDef PajeEndLink 8\n% Time date\n% Type string\n% Container string\n% EndContainer string\n% Value string\n% Key string\n%EndEventDef
+0 ZONE 0 Zone
+0 HOST ZONE Host
+0 ROUTER ZONE Router
+0 LINK ZONE Link
+1 power HOST power
+1 bw LINK bandwidth
+2 HS HOST HostState
+3 HL ZONE HOST LINK host-link
+3 LR ZONE LINK ROUTER link-router
+3 RL ZONE ROUTER LINK router-link
+3 LH ZONE LINK HOST link-host
+",
+    );
+    for z in 0..2 {
+        t.push_str(&format!("4 0 z{z} ZONE 0 zone{z}\n"));
+        for h in 0..3 {
+            t.push_str(&format!("4 0 h{z}_{h} HOST z{z} host{z}-{h}\n"));
+            t.push_str(&format!("5 0 power h{z}_{h} {}\n", 1e9 * f64::from(h + 1)));
+            t.push_str(&format!("6 0 HS h{z}_{h} idle\n"));
+        }
+        for r in 0..2 {
+            t.push_str(&format!("4 0 r{z}_{r} ROUTER z{z} router{z}-{r}\n"));
+        }
+        for l in 0..4 {
+            t.push_str(&format!("4 0 l{z}_{l} LINK z{z} link{z}-{l}\n"));
+            t.push_str(&format!("5 0 bw l{z}_{l} 125000000\n"));
+        }
+    }
+    for i in 0..240u32 {
+        let z = i % 2;
+        let (ty, from, to) = match i % 4 {
+            0 => ("HL", format!("h{z}_{}", i % 3), format!("l{z}_{}", i % 4)),
+            1 => ("LR", format!("l{z}_{}", i % 4), format!("r{z}_{}", i % 2)),
+            2 => (
+                "RL",
+                format!("r{z}_{}", i % 2),
+                format!("l{z}_{}", (i + 1) % 4),
+            ),
+            _ => (
+                "LH",
+                format!("l{z}_{}", (i + 2) % 4),
+                format!("h{z}_{}", (i + 1) % 3),
+            ),
+        };
+        let start = 1.0 + f64::from(i) * 0.01;
+        t.push_str(&format!("7 {start:.3} {ty} z{z} {from} msg k{i}\n"));
+        t.push_str(&format!("8 {:.3} {ty} z{z} {to} msg k{i}\n", start + 0.005));
+        if i % 10 == 0 {
+            t.push_str(&format!("6 {start:.3} HS h{z}_{} compute\n", i % 3));
+        }
+    }
+    let f = dir.join("simgrid-platform.trace");
+    std::fs::write(&f, t).unwrap();
+    f
+}
+
 #[test]
 fn paje_exports_read_back_by_pj_dump_as_their_source() {
     let dir = tempfile::tempdir().unwrap();
@@ -242,6 +322,7 @@ fn paje_exports_read_back_by_pj_dump_as_their_source() {
     .map(|r| PathBuf::from(real(r)))
     .collect();
     files.push(two_state_types_file(dir.path()));
+    files.push(simgrid_platform_file(dir.path()));
     for (i, src) in files.iter().enumerate() {
         let db = dir.path().join(format!("{i}.db"));
         let p = dir.path().join(format!("{i}.paje"));
@@ -263,6 +344,37 @@ fn paje_exports_read_back_by_pj_dump_as_their_source() {
         ]));
         let ((a, va), (b, vb)) = (pj_dump(src), pj_dump(&p));
         assert!(a.len() + va.len() > 10, "{}: {a:?}", src.display());
+        // By count per kind and type first (what is lost shows here), then entity by entity.
+        let per_type = |rows: &[String]| {
+            let mut m = std::collections::BTreeMap::<(String, String), usize>::new();
+            for r in rows {
+                let f: Vec<&str> = r.split(", ").collect();
+                let ty = if f[0] == "Container" {
+                    f[2]
+                } else {
+                    f.get(2).copied().unwrap_or("")
+                };
+                *m.entry((f[0].to_string(), ty.to_string())).or_default() += 1;
+            }
+            m
+        };
+        assert_eq!(
+            per_type(&a),
+            per_type(&b),
+            "{}: entities per kind and type",
+            src.display()
+        );
+        if src.ends_with("simgrid-platform.trace") {
+            let links = a.iter().filter(|r| r.starts_with("Link")).count();
+            assert_eq!(links, 240);
+            let containers: std::collections::BTreeSet<String> = a
+                .iter()
+                .filter(|r| r.starts_with("Container"))
+                .map(|r| r.split(", ").nth(2).unwrap().to_string())
+                .collect();
+            // Zone, Host, Router, Link, and pj_dump's root container `0`.
+            assert_eq!(containers.len(), 5, "{containers:?}");
+        }
         assert_eq!(va.len(), vb.len(), "{}: variables", src.display());
         for (x, y) in va.iter().zip(&vb) {
             let close = (x.1 - y.1).abs() <= 1e-6 * x.1.abs().max(y.1.abs()).max(1.0);
@@ -392,7 +504,7 @@ fn imports_that_keep_nothing_fail_and_binary_input_is_named() {
             "trace.dat",
             b"\x17\x08\x44tracing6\0\0\0\x08\0\0\0".to_vec(),
             "ftrace",
-            "binary input, a trace-cmd .dat file, not ftrace text: convert it with `trace-cmd report",
+            "binary input, a trace-cmd .dat file, not ftrace text: import it with --format trace-cmd",
         ),
         (
             "stream_0",
@@ -598,10 +710,22 @@ fn every_trace_file_round_trips_through_paje_and_chrome_json() {
                 .sum()
         };
         let ph = |k: &str| by_ph.get(k).copied().unwrap_or(0);
+        // With CPU tracks, an interrupt is also a slice of its CPU's track.
+        let typed = |name: &str| -> u64 {
+            ta.iter()
+                .filter(|r| r["type"] == name)
+                .map(|r| r["n"].as_u64().unwrap())
+                .sum()
+        };
+        let on_tracks = if typed("on_cpu") + typed("cpu_idle") > 0 {
+            typed("irq") + typed("softirq")
+        } else {
+            0
+        };
         assert_eq!(
             (ph("X"), ph("i"), ph("s"), ph("f"), ph("C")),
             (
-                count("state"),
+                count("state") + on_tracks,
                 count("punctual"),
                 count("link"),
                 count("link"),

@@ -97,6 +97,59 @@ pub enum CompareError {
     Invalid(String),
 }
 
+/// The score of a window: the dissimilarity of the state times of the same (producer, type) keys in
+/// the reference and in the run, `Σ_k |x_k − r_k| / Σ_k max(x_k, r_k)` (0: the same, 1: nothing in
+/// common; 0 when neither has any state time). Scale-free: proportions or sums give the same score.
+pub fn dissimilarity(reference: &[f64], run: &[f64]) -> f64 {
+    let (mut diff, mut both) = (0.0, 0.0);
+    for (r, x) in reference.iter().zip(run) {
+        diff += (x - r).abs();
+        both += x.max(*r);
+    }
+    if both > 0.0 { diff / both } else { 0.0 }
+}
+
+/// A reference trace's state time per slice keyed by (producer name, type name), for comparing a run
+/// with it as the run arrives ([`crate::online_compare`]).
+pub struct ReferenceProfile {
+    /// Slice length, ns.
+    pub slice_ns: f64,
+    /// The keys, sorted.
+    pub keys: Vec<(String, String)>,
+    /// State time per key (same order) per slice, ns.
+    pub values: Vec<Vec<f64>>,
+}
+
+impl ReferenceProfile {
+    /// The profile of `reference` cut into `slices` slices from its first event.
+    pub fn load(reference: &TraceReader, slices: usize) -> Result<Self, CompareError> {
+        let slices = slices.max(1);
+        let range = micro::trace_range(reference)?;
+        let len = range.len().max(slices as i64);
+        let side = side(
+            reference,
+            TimeRange::new(range.start, range.start + len),
+            slices,
+        )?;
+        let mut keys: Vec<(String, String)> = side.keys.keys().cloned().collect();
+        keys.sort();
+        let values = keys
+            .iter()
+            .map(|k| side.keys.get(k).cloned().unwrap_or_default())
+            .collect();
+        Ok(Self {
+            slice_ns: len as f64 / slices as f64,
+            keys,
+            values,
+        })
+    }
+
+    /// Slices in the profile.
+    pub fn slices(&self) -> usize {
+        self.values.first().map_or(0, Vec::len)
+    }
+}
+
 /// One run's state time per slice (ns), keyed by (producer name, state type name): what [`compare`]
 /// compares, built here from a trace file or elsewhere (the fleet report builds it with SQL over its
 /// dataset) and compared by [`compare_state_time`].
@@ -217,12 +270,7 @@ pub fn compare_state_time(
                 .collect()
         };
         let (rs, xs) = (sums(&rv), sums(&xv));
-        let (mut diff, mut both) = (0.0, 0.0);
-        for (r, x) in rs.iter().zip(&xs) {
-            diff += (x - r).abs();
-            both += x.max(*r);
-        }
-        let score = if both > 0.0 { diff / both } else { 0.0 };
+        let score = dissimilarity(&rs, &xs);
         let mut by_producer: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         let mut by_type: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         for (k, (p, ty)) in names.iter().enumerate() {

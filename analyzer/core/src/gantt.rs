@@ -23,8 +23,8 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use socscope_tracedb::{
-    Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ParamValue, ProducerId,
-    StoredEvent, TimeRange, Timestamp, TypeId,
+    Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ON_CPU_TYPE, ParamValue,
+    ProducerId, StoredEvent, TimeRange, Timestamp, TypeId,
 };
 
 use crate::loader::Consumer;
@@ -61,6 +61,83 @@ pub const NO_LANE: Lane = 0;
 /// The parameter naming a state's lane: the Pajé state type the importer keeps on each state.
 pub const LANE_PARAM: &str = "paje_type";
 
+/// The lane of a CPU track holding the IRQs that CPU served (see [`CpuTracks`]).
+pub const IRQ_LANE: Lane = Lane::MAX;
+
+/// The lane of a CPU track holding the soft IRQs that CPU served.
+pub const SOFTIRQ_LANE: Lane = Lane::MAX - 1;
+
+/// In a frame, the "type" of a CPU track's `on_cpu` state is this bit with the thread's producer
+/// id: such states are drawn, and aggregated per pixel, by thread (coloured by its process), not by
+/// type. See [`thread_of_key`].
+pub const THREAD_KEY: TypeId = 1 << 31;
+
+/// The thread a CPU track's span ran ([`THREAD_KEY`]), or `None` for a plain type.
+pub const fn thread_of_key(key: TypeId) -> Option<ProducerId> {
+    if key & THREAD_KEY != 0 {
+        Some(key & !THREAD_KEY)
+    } else {
+        None
+    }
+}
+
+/// What makes the CPU section of a chart: the CPU producers (`cpu0`, `cpu1`...), whose `on_cpu`
+/// states the collector wrote from the context switches, and the IRQ and soft IRQ state types, whose
+/// states are also shown nested under the CPU they ran on ([`IRQ_LANE`], [`SOFTIRQ_LANE`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuTracks {
+    /// `by_cpu[n]`: the producer of CPU `n`.
+    by_cpu: Vec<Option<ProducerId>>,
+    /// Interrupt state types and their lane.
+    interrupts: Vec<(TypeId, Lane)>,
+}
+
+impl CpuTracks {
+    /// The CPU tracks of a trace with these producers and types.
+    pub fn new(producers: &[socscope_tracedb::Producer], types: &[EventType]) -> Self {
+        let mut by_cpu = Vec::new();
+        for p in producers
+            .iter()
+            .filter(|p| p.kind == socscope_tracedb::ProducerKind::Cpu)
+        {
+            let Ok(n) = usize::try_from(p.local_id) else {
+                continue;
+            };
+            if n >= by_cpu.len() {
+                by_cpu.resize(n + 1, None);
+            }
+            by_cpu[n] = Some(p.id);
+        }
+        let interrupts = types
+            .iter()
+            .filter(|t| t.category == EventCategory::State)
+            .filter_map(|t| match t.name.as_str() {
+                "irq" => Some((t.id, IRQ_LANE)),
+                "softirq" => Some((t.id, SOFTIRQ_LANE)),
+                _ => None,
+            })
+            .collect();
+        Self { by_cpu, interrupts }
+    }
+
+    /// The producer of CPU `cpu`'s track.
+    pub fn producer(&self, cpu: Cpu) -> Option<ProducerId> {
+        self.by_cpu.get(usize::from(cpu)).copied().flatten()
+    }
+
+    /// Whether `p` is a CPU's track.
+    pub fn is_track(&self, p: ProducerId) -> bool {
+        self.by_cpu.contains(&Some(p))
+    }
+
+    fn interrupt_lane(&self, t: TypeId) -> Option<Lane> {
+        self.interrupts
+            .iter()
+            .find(|(id, _)| *id == t)
+            .map(|(_, l)| *l)
+    }
+}
+
 /// The lanes of a trace: which parameter of a state type names its lane, and the lanes' names, shared by
 /// the loaders of one chart (so that a lane keeps its index from one load to the next).
 #[derive(Debug, Default)]
@@ -93,6 +170,11 @@ impl Lanes {
 
     /// The name of `lane` (its parameter value); empty for [`NO_LANE`] and unknown lanes.
     pub fn name(&self, lane: Lane) -> String {
+        match lane {
+            IRQ_LANE => return "IRQ".into(),
+            SOFTIRQ_LANE => return "softirq".into(),
+            _ => {}
+        }
         let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
         usize::from(lane)
             .checked_sub(1)
@@ -115,8 +197,11 @@ impl Lanes {
         if let Some(&l) = names.ids.get(v.as_str()) {
             return l;
         }
-        // More lanes than a u16 holds (not a real trace): the rest share no lane.
-        let Ok(l) = Lane::try_from(names.names.len() + 1) else {
+        // More lanes than a u16 holds, less the CPU tracks' (not a real trace): the rest share no lane.
+        let Some(l) = Lane::try_from(names.names.len() + 1)
+            .ok()
+            .filter(|&l| l < SOFTIRQ_LANE)
+        else {
             return NO_LANE;
         };
         names.names.push(v.clone());
@@ -164,6 +249,11 @@ impl ReducedEvent {
     pub fn of(e: &StoredEvent) -> Self {
         let target = match e.kind {
             EventKind::Link { target, .. } => target,
+            // A CPU track's slice points at the thread that ran.
+            _ if e.type_id == ON_CPU_TYPE => match e.params.first() {
+                Some(ParamValue::Unsigned(t)) => ProducerId::try_from(*t).unwrap_or(e.producer),
+                _ => e.producer,
+            },
             _ => e.producer,
         };
         Self {
@@ -481,22 +571,34 @@ pub struct GanttFrame {
     pub losses: Vec<LossGap>,
 }
 
+/// The fewest columns per link drawn, on average, for links to stay legible
+/// ([`GanttFrame::links_legible`]).
+pub const LINK_SPACING_PX: u32 = 6;
+
 impl GanttFrame {
-    /// The share of links drawn, in percent (100 when there are none), as the chart's label shows it.
-    /// The event types drawn in this frame (states, ticks and links): what the legend lists.
+    /// The event types drawn in this frame (states, ticks and links): what the legend lists (a CPU
+    /// track's spans, drawn by thread, as `on_cpu`).
     pub fn types(&self) -> std::collections::BTreeSet<TypeId> {
         self.rows
             .iter()
             .flat_map(|r| {
                 r.spans
                     .iter()
-                    .map(|s| s.type_id)
+                    .map(|s| thread_of_key(s.type_id).map_or(s.type_id, |_| ON_CPU_TYPE))
                     .chain(r.ticks.iter().map(|t| t.type_id))
             })
             .chain(self.links.iter().map(|l| l.type_id))
             .collect()
     }
 
+    /// Whether the links drawn stay legible: at most one per [`LINK_SPACING_PX`] columns on
+    /// average. Past that they would cover whole blocks of rows (zoomed out on a busy trace) and hide
+    /// the states: the chart leaves them out and says how many there are, until the user zooms in.
+    pub fn links_legible(&self) -> bool {
+        self.links.len() as u64 * u64::from(LINK_SPACING_PX) <= u64::from(self.width.max(1))
+    }
+
+    /// The share of links drawn, in percent (100 when there are none), as the chart's label shows it.
     pub fn links_drawn_percent(&self) -> f64 {
         if self.links_total == 0 {
             100.0
@@ -535,12 +637,27 @@ pub struct GanttModel {
     losses: Vec<(LossRecord, Option<Timestamp>)>,
     /// Losses not closed yet, per CPU (indices into `losses`).
     open_losses: HashMap<Cpu, Vec<usize>>,
+    cpu_tracks: CpuTracks,
 }
 
 impl GanttModel {
     /// An empty model.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The producers with events loaded (states, punctual events, links from or to them).
+    pub fn producers_with_events(&self) -> FxHashSet<ProducerId> {
+        let mut out: FxHashSet<ProducerId> = self.rows.keys().map(|(p, _)| *p).collect();
+        for class in &self.link_classes {
+            out.extend(class.producers.iter().copied());
+        }
+        out
+    }
+
+    /// Shows the interrupts of `tracks`' CPUs under each CPU's track (set before loading).
+    pub fn set_cpu_tracks(&mut self, tracks: CpuTracks) {
+        self.cpu_tracks = tracks;
     }
 
     /// Events absorbed so far.
@@ -595,19 +712,24 @@ impl GanttModel {
         }
         match e.category {
             EventCategory::State => {
-                let lanes = self.lanes.entry(e.producer).or_default();
-                if !lanes.contains(&e.lane) {
-                    lanes.push(e.lane);
+                let type_id = if e.type_id == ON_CPU_TYPE && e.target != e.producer {
+                    THREAD_KEY | e.target
+                } else {
+                    e.type_id
+                };
+                let item = StateItem {
+                    ts: e.ts,
+                    end: e.end,
+                    type_id,
+                    id: e.id,
+                };
+                self.push_state(e.producer, e.lane, item);
+                // An interrupt is also shown under the CPU it ran on.
+                if let Some(lane) = self.cpu_tracks.interrupt_lane(e.type_id)
+                    && let Some(track) = e.cpu.and_then(|c| self.cpu_tracks.producer(c))
+                {
+                    self.push_state(track, lane, item);
                 }
-                self.rows
-                    .entry((e.producer, e.lane))
-                    .or_default()
-                    .push_state(StateItem {
-                        ts: e.ts,
-                        end: e.end,
-                        type_id: e.type_id,
-                        id: e.id,
-                    })
             }
             EventCategory::Link => {
                 let len = e.end - e.ts;
@@ -644,6 +766,17 @@ impl GanttModel {
                 row.ticks.push((e.ts, e.type_id, e.id));
             }
         }
+    }
+
+    fn push_state(&mut self, producer: ProducerId, lane: Lane, item: StateItem) {
+        let lanes = self.lanes.entry(producer).or_default();
+        if !lanes.contains(&lane) {
+            lanes.push(lane);
+        }
+        self.rows
+            .entry((producer, lane))
+            .or_default()
+            .push_state(item);
     }
 
     /// The trace's recorded losses; each becomes a gap from its timestamp (the last event seen on its
@@ -873,14 +1006,18 @@ impl GanttModel {
             .or_else(|| carry.filter(|&j| data.states[j].end > t));
         let i = covering.or((hi > lo).then_some(lo))?;
         let s = data.states[i];
+        let (type_id, target) = match thread_of_key(s.type_id) {
+            Some(thread) => (ON_CPU_TYPE, thread),
+            None => (s.type_id, producer),
+        };
         Some(HoveredEvent {
             event: ReducedEvent {
                 id: s.id,
                 ts: s.ts,
                 end: s.end,
-                type_id: s.type_id,
+                type_id,
                 producer,
-                target: producer,
+                target,
                 cpu: None,
                 category: EventCategory::State,
                 lane: row.lane.unwrap_or(NO_LANE),

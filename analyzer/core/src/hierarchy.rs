@@ -22,7 +22,8 @@ pub struct TreeNode {
     pub parent: Option<ProducerId>,
 }
 
-/// The producers of a trace as a forest, in display order (depth first, siblings by kind then local id).
+/// The producers of a trace as a forest, in display order (depth first, siblings by kind — CPUs,
+/// processes (the kernel last), threads, IRQs, soft IRQs — then local id).
 #[derive(Clone, Debug, Default)]
 pub struct ProducerTree {
     nodes: Vec<TreeNode>,
@@ -32,7 +33,15 @@ pub struct ProducerTree {
 impl ProducerTree {
     /// Builds the forest; producers whose parent is unknown (or that form a cycle) become roots.
     pub fn new(producers: &[Producer]) -> Self {
-        Self::with_sibling_order(producers, |p| (kind_rank(p), p.local_id, p.id))
+        // The kernel (process 0) after the applications: a zap's pipeline threads come first.
+        Self::with_sibling_order(producers, |p| {
+            (
+                kind_rank(p),
+                p.kind == socscope_tracedb::ProducerKind::Process && p.local_id == 0,
+                p.local_id,
+                p.id,
+            )
+        })
     }
 
     /// [`ProducerTree::new`] with siblings sorted by `key` instead of by kind then local id (the
@@ -179,11 +188,12 @@ impl ProducerTree {
 fn kind_rank(p: &Producer) -> u8 {
     use socscope_tracedb::ProducerKind::*;
     match p.kind {
+        // The CPU tracks first, then what runs on them, then the interrupts.
         Cpu => 0,
-        Irq => 1,
-        SoftIrq => 2,
-        Process => 3,
-        Thread => 4,
+        Process => 1,
+        Thread => 2,
+        Irq => 3,
+        SoftIrq => 4,
         Other => 5,
     }
 }
@@ -287,6 +297,17 @@ mod tests {
     }
 
     #[test]
+    fn the_kernel_comes_after_the_applications() {
+        let kernel = Producer {
+            local_id: 0,
+            ..p(1, None, ProducerKind::Process, "kernel")
+        };
+        let t = ProducerTree::new(&[kernel, p(2, None, ProducerKind::Process, "player")]);
+        let ids: Vec<u32> = t.nodes().iter().map(|n| n.id).collect();
+        assert_eq!(ids, [2, 1]);
+    }
+
+    #[test]
     fn shared_names_get_their_ids() {
         assert_eq!(
             distinct_names(&[(27, "cpu-burn"), (3, "vdec"), (28, "cpu-burn")]),
@@ -299,7 +320,8 @@ mod tests {
     fn depth_first_with_kinds_first_and_orphans_as_roots() {
         let t = tree();
         let order: Vec<(u32, usize)> = t.nodes().iter().map(|n| (n.id, n.depth)).collect();
-        assert_eq!(order, vec![(3, 0), (4, 0), (1, 0), (2, 1), (5, 1)]);
+        // CPUs, then the processes and their threads, then the interrupts.
+        assert_eq!(order, vec![(3, 0), (1, 0), (2, 1), (5, 1), (4, 0)]);
         assert_eq!(t.node(1).unwrap().label, "app (10)");
         assert_eq!(t.subtree(1), vec![1, 2, 5]);
         assert_eq!((t.root(5), t.depth(5)), (1, 1));
@@ -312,9 +334,9 @@ mod tests {
         let t = tree();
         let ids = |rows: Vec<&TreeNode>| rows.iter().map(|n| n.id).collect::<Vec<_>>();
         let none = BTreeSet::new();
-        assert_eq!(ids(t.visible_rows(&none, &none)), vec![3, 4, 1, 2, 5]);
+        assert_eq!(ids(t.visible_rows(&none, &none)), vec![3, 1, 2, 5, 4]);
         let collapsed: BTreeSet<u32> = [1].into();
-        assert_eq!(ids(t.visible_rows(&collapsed, &none)), vec![3, 4, 1]);
+        assert_eq!(ids(t.visible_rows(&collapsed, &none)), vec![3, 1, 4]);
         let hidden: BTreeSet<u32> = [1, 4].into();
         assert_eq!(ids(t.visible_rows(&none, &hidden)), vec![3, 2, 5]);
     }

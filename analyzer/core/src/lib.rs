@@ -9,6 +9,7 @@
 pub mod actors;
 pub mod bench;
 pub mod compare;
+pub mod cpu;
 pub mod density;
 pub mod gantt;
 pub mod hierarchy;
@@ -16,6 +17,7 @@ pub mod live;
 pub mod loader;
 pub mod micro;
 pub mod ocelotl;
+pub mod online_compare;
 pub mod overview;
 pub mod palette;
 pub mod processed;

@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -230,16 +231,43 @@ impl Partition {
     }
 }
 
-/// The aggregation of one microscopic model.
+/// The aggregation of one microscopic model. The aggregation is shared by the overviews
+/// published while its bisection runs (each with the p list found so far) and the final one.
 pub enum AggregationResult {
     Temporal {
-        agg: TemporalAggregation,
+        agg: Arc<TemporalAggregation>,
         plist: PList<TemporalPartition>,
     },
     Spatiotemporal {
-        agg: SpatiotemporalAggregation,
+        agg: Arc<SpatiotemporalAggregation>,
         plist: PList<SpatiotemporalPartition>,
     },
+}
+
+/// How far the bisection of an aggregation is, shared live with the view while it runs.
+#[derive(Debug, Default)]
+pub struct BisectionProgress {
+    evaluations: AtomicUsize,
+    /// Fraction of the current evaluation, as f64 bits.
+    fraction: AtomicU64,
+    done: AtomicBool,
+}
+
+impl BisectionProgress {
+    /// p values evaluated so far.
+    pub fn evaluations(&self) -> usize {
+        self.evaluations.load(Ordering::Relaxed)
+    }
+
+    /// How far the evaluation under way is, 0 to 1.
+    pub fn fraction(&self) -> f64 {
+        f64::from_bits(self.fraction.load(Ordering::Relaxed))
+    }
+
+    /// The bisection finished: the p list is complete.
+    pub fn done(&self) -> bool {
+        self.done.load(Ordering::Relaxed)
+    }
 }
 
 /// The engine's input and output for one overview.
@@ -251,6 +279,57 @@ pub struct Aggregated {
     /// Per node, its first and last leaf (producers are in leaf order).
     pub spans: Vec<(usize, usize)>,
     pub result: AggregationResult,
+    /// The bisection behind `result`, live.
+    pub bisection: Arc<BisectionProgress>,
+    /// Whether `result` holds the whole p list; `false` for the overviews published while the
+    /// bisection runs, which list the p evaluated so far.
+    pub complete: bool,
+}
+
+/// Sends the overviews of a running bisection: the first evaluated p at once (a coarse
+/// overview), then at most one a second, each with the p list found so far.
+struct Preliminary<'a, P> {
+    progress: Arc<BisectionProgress>,
+    cancelled: &'a (dyn Fn() -> bool + Sync),
+    found: Mutex<(Vec<ocelotl::PEntry<P>>, Option<Instant>)>,
+    publish: &'a (dyn Fn(Vec<ocelotl::PEntry<P>>) + Sync),
+}
+
+impl<P: Clone + Send> ocelotl::Observer<P> for Preliminary<'_, P> {
+    fn evaluated(&self, p: f32, quality: ocelotl::Quality, partition: &P, evaluations: usize) {
+        self.progress
+            .evaluations
+            .fetch_max(evaluations, Ordering::Relaxed);
+        self.progress
+            .fraction
+            .store(0f64.to_bits(), Ordering::Relaxed);
+        let Ok(mut found) = self.found.lock() else {
+            return;
+        };
+        found.0.push(ocelotl::PEntry {
+            p,
+            quality,
+            partition: partition.clone(),
+        });
+        // Published under the lock, and not once stopped: a stopped run says nothing more.
+        let due = found
+            .1
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if due && !(self.cancelled)() {
+            found.1 = Some(Instant::now());
+            let mut entries = found.0.clone();
+            entries.sort_by(|a, b| a.p.total_cmp(&b.p));
+            (self.publish)(entries);
+        }
+    }
+    fn working(&self, fraction: f64) {
+        self.progress
+            .fraction
+            .store(fraction.to_bits(), Ordering::Relaxed);
+    }
+    fn cancelled(&self) -> bool {
+        (self.cancelled)()
+    }
 }
 
 /// One point of the gain/loss curves: a listed p and its partition's quality.
@@ -267,28 +346,79 @@ impl Aggregated {
         micro: &TraceMicroscopicModel,
         settings: &OcelotlSettings,
     ) -> Result<Self, String> {
+        Self::compute_observed(micro, settings, &|| false, &|_| {})
+            .map(|a| a.expect("an uncancelled run finishes"))
+    }
+
+    /// [`Self::compute`] for the pipeline: `publish` gets the overviews of the bisection while
+    /// it runs (the coarse one first), and `cancelled` stops it (`Ok(None)`).
+    pub fn compute_observed(
+        micro: &TraceMicroscopicModel,
+        settings: &OcelotlSettings,
+        cancelled: &(dyn Fn() -> bool + Sync),
+        publish: &(dyn Fn(Aggregated) + Sync),
+    ) -> Result<Option<Self>, String> {
         let model = micro.to_model().map_err(|e| e.to_string())?;
         let (hierarchy, nodes) = micro.hierarchy();
+        let spans = node_spans(&hierarchy);
+        let bisection = Arc::new(BisectionProgress::default());
+        let shell = |result, complete| Aggregated {
+            model: model.clone(),
+            hierarchy: hierarchy.clone(),
+            nodes: nodes.clone(),
+            spans: spans.clone(),
+            result,
+            bisection: bisection.clone(),
+            complete,
+        };
         let result = match settings.aggregation {
             Aggregation::Temporal => {
-                let agg = TemporalAggregation::new(&model, settings.normalize);
-                let plist = agg.significant_ps(settings.threshold);
-                AggregationResult::Temporal { agg, plist }
+                let agg = Arc::new(TemporalAggregation::new(&model, settings.normalize));
+                let send = |entries| {
+                    publish(shell(
+                        AggregationResult::Temporal {
+                            agg: agg.clone(),
+                            plist: PList::from_entries(entries),
+                        },
+                        false,
+                    ))
+                };
+                let observer = Preliminary {
+                    progress: bisection.clone(),
+                    cancelled,
+                    found: Mutex::new((Vec::new(), None)),
+                    publish: &send,
+                };
+                match agg.significant_ps_observed(settings.threshold, &observer) {
+                    Ok(plist) => AggregationResult::Temporal { agg, plist },
+                    Err(ocelotl::Cancelled) => return Ok(None),
+                }
             }
             Aggregation::Spatiotemporal => {
-                let agg = SpatiotemporalAggregation::new(&model, &hierarchy);
-                let plist = agg.significant_ps(settings.threshold);
-                AggregationResult::Spatiotemporal { agg, plist }
+                let agg = Arc::new(SpatiotemporalAggregation::new(&model, &hierarchy));
+                let send = |entries| {
+                    publish(shell(
+                        AggregationResult::Spatiotemporal {
+                            agg: agg.clone(),
+                            plist: PList::from_entries(entries),
+                        },
+                        false,
+                    ))
+                };
+                let observer = Preliminary {
+                    progress: bisection.clone(),
+                    cancelled,
+                    found: Mutex::new((Vec::new(), None)),
+                    publish: &send,
+                };
+                match agg.significant_ps_observed(settings.threshold, &observer) {
+                    Ok(plist) => AggregationResult::Spatiotemporal { agg, plist },
+                    Err(ocelotl::Cancelled) => return Ok(None),
+                }
             }
         };
-        let spans = node_spans(&hierarchy);
-        Ok(Self {
-            model,
-            hierarchy,
-            nodes,
-            spans,
-            result,
-        })
+        bisection.done.store(true, Ordering::Relaxed);
+        Ok(Some(shell(result, true)))
     }
 
     /// The significant p values, increasing.
@@ -322,12 +452,21 @@ impl Aggregated {
         }
     }
 
-    /// The best partition at any p (not only the listed ones).
+    /// The best partition at any p (not only the listed ones). A listed p's partition is the
+    /// one the bisection found there (the same DP at the same p), so it is not recomputed.
     pub fn partition(&self, p: f64) -> Partition {
+        fn listed<P: Clone>(l: &PList<P>, p: f64) -> Option<P> {
+            l.entries()
+                .iter()
+                .find(|e| f64::from(e.p) == p)
+                .map(|e| e.partition.clone())
+        }
         match &self.result {
-            AggregationResult::Temporal { agg, .. } => Partition::Temporal(agg.best_partition(p)),
-            AggregationResult::Spatiotemporal { agg, .. } => {
-                Partition::Spatiotemporal(agg.best_partition(p))
+            AggregationResult::Temporal { agg, plist } => {
+                Partition::Temporal(listed(plist, p).unwrap_or_else(|| agg.best_partition(p)))
+            }
+            AggregationResult::Spatiotemporal { agg, plist } => {
+                Partition::Spatiotemporal(listed(plist, p).unwrap_or_else(|| agg.best_partition(p)))
             }
         }
     }
@@ -437,8 +576,8 @@ fn step_slices(total: usize, done: usize) -> usize {
 pub fn run(
     request: &OcelotlRequest,
     cache: &ModelCache,
-    cancelled: &dyn Fn() -> bool,
-    publish: &mut dyn FnMut(Overview, usize) -> Result<(), String>,
+    cancelled: &(dyn Fn() -> bool + Sync),
+    publish: &mut (dyn FnMut(Overview, usize) -> Result<(), String> + Send),
 ) -> Result<(), String> {
     let reader = TraceReader::open(&request.key.trace).map_err(|e| e.to_string())?;
     let Some((mut pm, reuse)) = cache.start(&request.key, &request.filter) else {
@@ -459,18 +598,43 @@ pub fn run(
         let due = last.is_none_or(|t| t.elapsed() >= Duration::from_millis(100));
         if complete || due {
             let micro = pm.model(&reader).map_err(|e| e.to_string())?;
+            let micro = Arc::new(micro);
+            let done = pm.done();
+            // Overviews of the bisection under way go out as they come (the coarse one
+            // first); a failure to publish them only loses a preliminary picture.
+            let preliminary = Mutex::new(&mut *publish);
+            let send = |a: Aggregated| {
+                if let Ok(mut guard) = preliminary.lock() {
+                    let publish: &mut (dyn FnMut(Overview, usize) -> Result<(), String> + Send) =
+                        &mut **guard;
+                    let _ = publish(
+                        Overview {
+                            micro: micro.clone(),
+                            slices_total: total,
+                            aggregated: Some(Arc::new(a)),
+                            reuse,
+                            error: None,
+                        },
+                        done,
+                    );
+                }
+            };
             let (aggregated, error) = if micro.is_empty() {
                 (None, None)
             } else {
-                match Aggregated::compute(&micro, &request.settings) {
-                    Ok(a) => (Some(Arc::new(a)), None),
+                match Aggregated::compute_observed(&micro, &request.settings, cancelled, &send) {
+                    Ok(Some(a)) => (Some(Arc::new(a)), None),
+                    // Stopped: what was read is cached, the last overview stays on screen.
+                    Ok(None) => break,
                     Err(e) => (None, Some(e)),
                 }
             };
-            let done = pm.done();
+            let publish = preliminary
+                .into_inner()
+                .map_err(|_| "the pipeline's publisher was poisoned".to_string())?;
             publish(
                 Overview {
-                    micro: Arc::new(micro),
+                    micro,
                     slices_total: total,
                     aggregated,
                     reuse,
@@ -746,11 +910,66 @@ mod tests {
         let a = last.aggregated.as_ref().unwrap();
         assert_eq!(a.curve(), direct.curve());
         assert_eq!(a.default_p(), direct.default_p());
-        // Again: from the cache, nothing read.
+        // Again: from the cache, nothing read; the bisection's first overview comes before
+        // the finished one.
         let again = run_all(&request, &cache);
-        assert_eq!(again.len(), 1);
-        assert_eq!(again[0].reuse, Reuse::Exact);
+        let (done, running): (Vec<&Overview>, Vec<&Overview>) = again
+            .iter()
+            .partition(|o| o.aggregated.as_ref().is_some_and(|a| a.complete));
+        assert_eq!(done.len(), 1);
+        assert!(!running.is_empty());
+        assert!(again.iter().all(|o| o.reuse == Reuse::Exact));
+        assert!(again.last().unwrap().aggregated.as_ref().unwrap().complete);
         assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn a_long_bisection_shows_the_coarse_partition_first_and_can_be_stopped() {
+        let (_dir, path) = testutil::write_spec(&Spec::small());
+        let request = OcelotlRequest {
+            key: key(&path, TimeRange::new(0, 1000), 40, ViewFilter::default()),
+            filter: Filter::all(),
+            settings: OcelotlSettings {
+                slices: 40,
+                aggregation: Aggregation::Spatiotemporal,
+                ..OcelotlSettings::default()
+            },
+        };
+        let micro = {
+            let reader = TraceReader::open(&path).unwrap();
+            let grid = SliceGrid::new(TimeRange::new(0, 1000), 40).unwrap();
+            crate::micro::build(&reader, grid, Metric::Count, &Filter::all()).unwrap()
+        };
+        // The first overview a spatiotemporal bisection publishes is p = 1 alone, the coarsest.
+        let first = Mutex::new(None::<Aggregated>);
+        let finished = Aggregated::compute_observed(&micro, &request.settings, &|| false, &|a| {
+            let mut f = first.lock().unwrap();
+            if f.is_none() {
+                *f = Some(a);
+            }
+        })
+        .unwrap()
+        .unwrap();
+        let first = first.into_inner().unwrap().expect("a preliminary overview");
+        assert_eq!(first.ps(), vec![1.0]);
+        assert!(!first.complete && finished.complete);
+        assert!(finished.bisection.done());
+        assert!(finished.bisection.evaluations() >= 2);
+        let areas = |a: &Aggregated| match a.partition(1.0) {
+            Partition::Spatiotemporal(s) => s.aggregates().to_vec(),
+            Partition::Temporal(_) => panic!("a spatiotemporal run"),
+        };
+        assert_eq!(areas(&first), areas(&finished));
+        // Stopped at its first evaluated p: no result, and the pipeline keeps the model read.
+        let stop = AtomicBool::new(false);
+        let stopped = Aggregated::compute_observed(
+            &micro,
+            &request.settings,
+            &|| stop.load(Ordering::Relaxed),
+            &|_| stop.store(true, Ordering::Relaxed),
+        )
+        .unwrap();
+        assert!(stopped.is_none());
     }
 
     #[test]
@@ -871,12 +1090,17 @@ mod tests {
         };
         // Stop after the first published overview.
         let mut published = 0;
-        let stop = std::cell::Cell::new(false);
-        run(&request, &cache, &|| stop.get(), &mut |_, _| {
-            published += 1;
-            stop.set(true);
-            Ok(())
-        })
+        let stop = AtomicBool::new(false);
+        run(
+            &request,
+            &cache,
+            &|| stop.load(Ordering::Relaxed),
+            &mut |_, _| {
+                published += 1;
+                stop.store(true, Ordering::Relaxed);
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(published, 1);
         let out = run_all(&request, &cache);

@@ -43,8 +43,12 @@ const PALETTE: [Rgb; 24] = [
 ];
 
 /// Fixed colours of the types the collector reconstructs.
-const KNOWN: [(&str, Rgb); 9] = [
+const KNOWN: [(&str, Rgb); 11] = [
     ("running", [0x2c, 0xa0, 0x2c]),
+    // A CPU track draws `on_cpu` in each thread's process colour; this one is its legend's.
+    ("on_cpu", [0x3c, 0xb4, 0x4b]),
+    // The idle task on a CPU track, dimmed.
+    ("cpu_idle", [0xdc, 0xdc, 0xdc]),
     ("irq", [0xd6, 0x27, 0x28]),
     ("softirq", [0xff, 0x7f, 0x0e]),
     ("syscall", [0x1f, 0x77, 0xb4]),

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use socscope_analysis::ocelotl::{
-    AggregationMode, Area, ModelFile, RunOptions, SpatiotemporalAggregation, TemporalAggregation,
-    run_model, spatiotemporal_modes, stacked_proportions,
+    AggregationMode, Area, MemoryPlan, ModelFile, RunControl, RunOptions,
+    SpatiotemporalAggregation, TemporalAggregation, run_model, run_model_with,
+    spatiotemporal_modes, stacked_proportions,
 };
 
 fn vector_dir() -> PathBuf {
@@ -230,6 +231,61 @@ fn spatiotemporal_sections_match_the_original_exactly() {
         );
     }
     diffs.assert_none("spatiotemporal");
+}
+
+/// Recomputing the qualities at every p instead of keeping them (what a budget too small for
+/// the tables chooses) must not change a bit of any result.
+#[test]
+fn spatiotemporal_sections_match_with_recomputed_qualities() {
+    let mut diffs = Diffs(Vec::new());
+    for (name, file, expected) in vectors() {
+        let want = &expected["spatiotemporal"];
+        if want.get("omitted").is_some() {
+            continue;
+        }
+        let m = &file.model;
+        let h = m.hierarchy().unwrap();
+        let plan = MemoryPlan::choose(m.slices(), h, m.types(), u64::MAX).unwrap();
+        assert!(
+            plan.recomputed_bytes < plan.stored_bytes,
+            "{name}: recomputing should need less memory: {plan:?}"
+        );
+        let report = run_model_with(
+            &file,
+            &options(AggregationMode::Spatiotemporal, false, &file),
+            &RunControl {
+                memory_budget: plan.recomputed_bytes,
+                ..RunControl::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(report.engine.qualities, "recomputed", "{name}");
+        let got = serde_json::to_value(&report).unwrap();
+        compare_section(
+            &mut diffs,
+            &name,
+            "spatiotemporal",
+            &got,
+            want,
+            &["node_parts", "aggregates", "aggregates_canonical"],
+        );
+        // One byte less and it cannot run: refused before anything is computed.
+        let refused = run_model_with(
+            &file,
+            &options(AggregationMode::Spatiotemporal, false, &file),
+            &RunControl {
+                memory_budget: plan.recomputed_bytes - 1,
+                ..RunControl::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            refused.contains("more than the memory budget"),
+            "{name}: {refused}"
+        );
+    }
+    diffs.assert_none("spatiotemporal, recomputed qualities");
 }
 
 /// `visual_derived` comes from a reading of Ocelotl's Java views, so the README asks for a

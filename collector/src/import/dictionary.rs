@@ -116,6 +116,11 @@ impl ImportTypes {
         Ok(Some(id))
     }
 
+    /// The id of the type named `name`, once declared.
+    pub fn id_of(&self, name: &str) -> Option<u16> {
+        self.by_name.get(name).copied()
+    }
+
     /// How many custom types were declared.
     pub fn custom_count(&self) -> usize {
         usize::from(self.next - FIRST_CUSTOM_TYPE)

@@ -44,7 +44,7 @@ struct ReadBatch {
 /// thread, which reconstructs and stores, is the busier one): per record of a batch, the first four
 /// values of a syscall's arguments and the `key=value` pairs of an event.
 #[derive(Default)]
-struct Prepared {
+pub(super) struct Prepared {
     /// Per record, in batch order: its syscall values, and the range of its pairs in `pairs`.
     records: Vec<([u64; 4], usize, usize)>,
     /// Each pair's key and value, as byte ranges of its record's arguments.
@@ -56,28 +56,40 @@ impl Prepared {
         self.records.clear();
         self.pairs.clear();
         for r in lines.records() {
-            let start = self.pairs.len();
-            let mut values = [0; 4];
-            match r.body {
-                ftrace::Body::SyscallEnter { args, .. } => values = syscall_values(args),
-                ftrace::Body::Event { name, args } if name.starts_with("sys_enter_") => {
-                    values = syscall_values(args);
-                }
-                ftrace::Body::Event { args, .. } => {
-                    let at = |s: &str| (s.as_ptr() as usize).saturating_sub(args.as_ptr() as usize);
-                    self.pairs.extend(
-                        ftrace::Record::pairs(args)
-                            .map(|(k, v)| [at(k), at(k) + k.len(), at(v), at(v) + v.len()]),
-                    );
-                }
-                ftrace::Body::SyscallExit { .. } => {}
-            }
-            self.records.push((values, start, self.pairs.len()));
+            self.push(&r);
         }
     }
 
+    /// Prepares `r` alone (a binary capture's importer hands its records one at a time); then
+    /// `get(0, args)`.
+    pub(super) fn prepare_one(&mut self, r: &ftrace::Record<'_>) {
+        self.records.clear();
+        self.pairs.clear();
+        self.push(r);
+    }
+
+    fn push(&mut self, r: &ftrace::Record<'_>) {
+        let start = self.pairs.len();
+        let mut values = [0; 4];
+        match r.body {
+            ftrace::Body::SyscallEnter { args, .. } => values = syscall_values(args),
+            ftrace::Body::Event { name, args } if name.starts_with("sys_enter_") => {
+                values = syscall_values(args);
+            }
+            ftrace::Body::Event { args, .. } => {
+                let at = |s: &str| (s.as_ptr() as usize).saturating_sub(args.as_ptr() as usize);
+                self.pairs.extend(
+                    ftrace::Record::pairs(args)
+                        .map(|(k, v)| [at(k), at(k) + k.len(), at(v), at(v) + v.len()]),
+                );
+            }
+            ftrace::Body::SyscallExit { .. } => {}
+        }
+        self.records.push((values, start, self.pairs.len()));
+    }
+
     /// Record `i` of the batch, whose arguments are `args`.
-    fn get<'a>(&'a self, i: usize, args: &'a str) -> PreparedRecord<'a> {
+    pub(super) fn get<'a>(&'a self, i: usize, args: &'a str) -> PreparedRecord<'a> {
         let (values, from, to) = self.records.get(i).copied().unwrap_or_default();
         PreparedRecord {
             values,
@@ -89,7 +101,7 @@ impl Prepared {
 
 /// What the reading thread prepared for one record.
 #[derive(Clone, Copy)]
-struct PreparedRecord<'a> {
+pub(super) struct PreparedRecord<'a> {
     /// A syscall entry's first four argument values.
     values: [u64; 4],
     args: &'a str,
@@ -231,8 +243,9 @@ pub(super) fn run(
     importer.finish(writer)
 }
 
-/// What an ftrace import keeps from line to line.
-struct FtraceImporter {
+/// What an ftrace import keeps from line to line (the trace-cmd `.dat` importer hands it its records
+/// too, rendered as `trace-cmd report` prints them, so both give the same trace).
+pub(super) struct FtraceImporter {
     types: ImportTypes,
     recon: Reconstructor,
     names: FxHashMap<u64, (String, Option<u64>)>,
@@ -255,7 +268,7 @@ struct FtraceImporter {
 }
 
 impl FtraceImporter {
-    fn new(writer: &mut TraceWriter) -> Result<Self> {
+    pub(super) fn new(writer: &mut TraceWriter) -> Result<Self> {
         let mut types = ImportTypes::new();
         let mut recon = Reconstructor::new(1_000_000_000, 0, 1);
         recon.start(&types, writer)?;
@@ -422,7 +435,7 @@ impl FtraceImporter {
     }
 
     /// One line: its thread named, its record made by the method of its kind, then reconstructed.
-    fn record(
+    pub(super) fn record(
         &mut self,
         line: &ftrace::Record<'_>,
         prepared: &PreparedRecord<'_>,
@@ -490,10 +503,19 @@ impl FtraceImporter {
                 let arg = |k: &str| prepared.arg(k);
                 match name {
                     "sched_switch" => {
-                        let [prev_pid, next_pid, prev_comm, next_comm] =
+                        let [prev_pid, next_pid, mut prev_comm, mut next_comm] =
                             prepared.args_of(["prev_pid", "next_pid", "prev_comm", "next_comm"]);
-                        let prev = prev_pid.and_then(parse_num).unwrap_or(line.pid);
-                        let next = next_pid.and_then(parse_num).unwrap_or(0);
+                        let mut prev = prev_pid.and_then(parse_num).unwrap_or(line.pid);
+                        let mut next = next_pid.and_then(parse_num).unwrap_or(0);
+                        // trace-cmd's plugin: `prev:1 [120] S ==> next:2 [120]`.
+                        if prev_pid.is_none()
+                            && next_pid.is_none()
+                            && let Some((p, n)) = args.split_once(" ==> ")
+                            && let (Some((pc, pp)), Some((nc, np))) =
+                                (plugin_task(p), plugin_task(n))
+                        {
+                            (prev, next, prev_comm, next_comm) = (pp, np, Some(pc), Some(nc));
+                        }
                         if let Some(c) = prev_comm {
                             self.name_thread(prev, c, None, writer)?;
                         }
@@ -503,10 +525,15 @@ impl FtraceImporter {
                         self.rec.set(Builtin::ContextSwitch).u(prev).u(next);
                     }
                     "sched_wakeup" | "sched_waking" | "sched_wakeup_new"
-                        if arg("pid").and_then(parse_num).is_some() =>
+                        if arg("pid").and_then(parse_num).is_some()
+                            || plugin_task(args).is_some() =>
                     {
-                        let pid = arg("pid").and_then(parse_num).unwrap_or(0);
-                        if let Some(c) = arg("comm") {
+                        // `comm=a pid=1 ...`, or trace-cmd's plugin: `a:1 [120] success=1 CPU:002`.
+                        let (comm, pid) = match arg("pid").and_then(parse_num) {
+                            Some(pid) => (arg("comm"), pid),
+                            None => plugin_task(args).map_or((None, 0), |(c, p)| (Some(c), p)),
+                        };
+                        if let Some(c) = comm {
                             self.name_thread(pid, c, None, writer)?;
                         }
                         // A kernel with both tracepoints reports one wake-up twice: waking, then wakeup.
@@ -533,7 +560,7 @@ impl FtraceImporter {
                     "softirq_entry" => {
                         let vec = arg("vec").and_then(parse_num).unwrap_or(0);
                         if let Some(n) = arg("action") {
-                            self.recon.name_hint(true, vec, format!("softirq {n}"));
+                            self.recon.name_hint(true, vec, n);
                         }
                         rec.set(Builtin::SoftIrqEntry).a(vec);
                     }
@@ -601,8 +628,15 @@ impl FtraceImporter {
         Ok(())
     }
 
+    /// The parameter names of the punctual type of events `name`, once it is declared (on first sight,
+    /// from that event's `key=value` pairs).
+    pub(super) fn params_of(&self, name: &str) -> Option<&[String]> {
+        let id = self.types.id_of(name)?;
+        self.keys.get(&id).map(Vec::as_slice)
+    }
+
     /// Closes what is still open; the import's statistics.
-    fn finish(mut self, writer: &mut TraceWriter) -> Result<Vec<IngestStat>> {
+    pub(super) fn finish(mut self, writer: &mut TraceWriter) -> Result<Vec<IngestStat>> {
         let mut cpus: Vec<u16> = self.leaf_ends.keys().copied().collect();
         cpus.sort_unstable();
         for cpu in cpus {
@@ -622,6 +656,14 @@ impl FtraceImporter {
         ));
         Ok(stats)
     }
+}
+
+/// `comm:pid [prio]...` of trace-cmd's `sched_switch` plugin (the comm may hold `:` and spaces): the
+/// comm and the pid.
+fn plugin_task(s: &str) -> Option<(&str, u64)> {
+    let head = &s[..s.rfind(" [")?];
+    let (comm, pid) = head.trim().rsplit_once(':')?;
+    Some((comm, pid.parse().ok()?))
 }
 
 /// A syscall entry, `sys_x(a: 1, b: 2)` or `sys_enter_x: a: 0x1, b: 0x2`, whose first four argument

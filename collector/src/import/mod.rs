@@ -10,11 +10,13 @@
 //! its ingest statistics returned). A module's `run` drives its reader into its importer;
 //! [`dictionary`] holds the types and the record buffer the importers share.
 
+mod ctf;
 mod dictionary;
 mod ftrace;
 mod gst;
 mod kptrace;
 mod paje;
+mod tracecmd;
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -51,6 +53,9 @@ pub struct ImportReport {
     pub records: u64,
     /// Bad lines skipped.
     pub lines_skipped: u64,
+    /// Damage met and read past (a binary capture's stream cut short: its events before the damage
+    /// kept), one message each.
+    pub warnings: Vec<String>,
     /// The trace as finished.
     pub info: TraceInfo,
 }
@@ -94,17 +99,17 @@ fn known_binary(head: &[u8]) -> Option<(&'static str, &'static str)> {
         (
             b"\x17\x08\x44tracing",
             "a trace-cmd .dat file",
-            "convert it with `trace-cmd report -i FILE > FILE.txt` and import the text (--format ftrace)",
+            "import it with --format trace-cmd (or auto)",
         ),
         (
             &[0xc1, 0x1f, 0xfc, 0xc1],
             "a CTF stream (LTTng, barectf)",
-            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+            "import its trace directory with --format ctf (or auto)",
         ),
         (
             &[0xc1, 0xfc, 0x1f, 0xc1],
             "a CTF stream (LTTng, barectf)",
-            "convert it with `babeltrace2 FILE` to text; socscope does not read CTF",
+            "import its trace directory with --format ctf (or auto)",
         ),
         (
             b"PERFILE2",
@@ -150,6 +155,10 @@ fn looks_binary(head: &[u8]) -> bool {
 /// Refuses a binary file (a text format was expected), naming it and what to do when it is a known one.
 /// KPTrace relay files are binary-padded, so only known formats are refused for them.
 fn refuse_binary(f: &Path, format: Format) -> Result<()> {
+    if matches!(format, Format::TraceCmd | Format::Ctf) {
+        // A binary format: its reader checks the magic.
+        return Ok(());
+    }
     let head = head_of(f, 4096)?;
     if let Some((what, hint)) = known_binary(&head) {
         return Err(CollectorError::Invalid(format!(
@@ -216,6 +225,28 @@ impl Header {
                     }
                 }
             }
+            Format::TraceCmd => {
+                let d = tracecmd::header(&files[0])?;
+                h.board = d.board;
+                h.os = d.os;
+                h.cpus = d.cpus;
+                h.params = d
+                    .params
+                    .into_iter()
+                    .map(|(k, v)| (k, ParamValue::String(escaped(&v))))
+                    .collect();
+            }
+            Format::Ctf => {
+                let d = ctf::header(&files[0])?;
+                h.board = d.board;
+                h.os = d.os;
+                h.cpus = d.cpus;
+                h.params = d
+                    .params
+                    .into_iter()
+                    .map(|(k, v)| (k, ParamValue::String(escaped(&v))))
+                    .collect();
+            }
             Format::Paje | Format::Gst => {}
         }
         Ok(h)
@@ -262,7 +293,23 @@ pub fn head_of(path: &Path, n: usize) -> Result<Vec<u8>> {
 /// word, so its first sub-buffer's text is what is sniffed).
 pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
     for f in files {
+        // A CTF trace is a directory (of traces, for an LTTng session).
+        if f.is_dir() {
+            if socscope_formats::ctf::trace_dirs(f).is_ok_and(|d| !d.is_empty()) {
+                return Ok(Format::Ctf);
+            }
+            return Err(CollectorError::Invalid(format!(
+                "{}: a directory, and not a CTF trace (no `metadata` file in it or below it)",
+                escaped(&display(f))
+            )));
+        }
         let head = head_of(f, 16 * 1024)?;
+        if socscope_formats::tracecmd::sniff(&head) {
+            return Ok(Format::TraceCmd);
+        }
+        if socscope_formats::ctf::sniff(&head) {
+            return Ok(Format::Ctf);
+        }
         if let Some((what, hint)) = known_binary(&head) {
             return Err(CollectorError::Invalid(format!(
                 "{}: binary input, {what}: {hint}",
@@ -302,6 +349,7 @@ pub(crate) struct Lines<'o, 'a> {
     opts: &'o mut ImportOptions<'a>,
     skipped: u64,
     records: u64,
+    warnings: Vec<String>,
     /// Bytes read so far (set by the importer's `run` at the end).
     pub(crate) bytes: u64,
 }
@@ -317,6 +365,15 @@ impl Lines<'_, '_> {
             }
             other => Err(format_err(other)),
         }
+    }
+    /// Damage in a binary capture (a stream cut short) that the reader read past: a warning, or the
+    /// import's error when it is strict.
+    pub(crate) fn damaged(&mut self, e: FormatError) -> Result<()> {
+        if self.opts.strict {
+            return Err(format_err(e));
+        }
+        self.warnings.push(escaped(&e.to_string()));
+        Ok(())
     }
     /// One more record read, `bytes` into the input.
     pub(crate) fn progress(&mut self, bytes: u64) {
@@ -356,6 +413,22 @@ pub fn import(
     if files.is_empty() {
         return Err(CollectorError::Invalid("no file to import".into()));
     }
+    // A CTF trace is its directory: a file of it (its metadata, a stream) names it.
+    let dirs;
+    let files = if format == Format::Ctf && files[0].is_file() {
+        let dir = files[0].parent().unwrap_or(Path::new(".")).to_path_buf();
+        if !dir.join("metadata").is_file() {
+            return Err(CollectorError::Invalid(format!(
+                "{}: a CTF stream file, and its directory holds no CTF `metadata`: import the trace's \
+                 directory",
+                escaped(&display(&files[0]))
+            )));
+        }
+        dirs = vec![dir];
+        &dirs[..]
+    } else {
+        files
+    };
     if out.exists() {
         return Err(CollectorError::Invalid(format!(
             "{} exists already; choose another -o",
@@ -420,6 +493,7 @@ pub fn import(
         opts,
         skipped: 0,
         records: 0,
+        warnings: Vec::new(),
         bytes: 0,
     };
     let stats = match format {
@@ -427,6 +501,8 @@ pub fn import(
         Format::Kptrace => kptrace::run(files, &mut writer, &mut lines)?,
         Format::Paje => paje::run(&files[0], &mut writer, &mut lines)?,
         Format::Gst => gst::run(&files[0], &mut writer, &mut lines)?,
+        Format::TraceCmd => tracecmd::run(&files[0], &mut writer, &mut lines)?,
+        Format::Ctf => ctf::run(&files[0], &mut writer, &mut lines)?,
     };
     let common = [
         stat("bytes", lines.bytes, "bytes read from the imported files"),
@@ -442,7 +518,13 @@ pub fn import(
     }
     let info = writer.finish(true)?;
     if info.event_count == 0 {
-        let what = if lines.bytes == 0 && lines.records == 0 && lines.skipped == 0 {
+        let what = if matches!(format, Format::TraceCmd | Format::Ctf) {
+            // A binary capture's header was read: what it lacks is events.
+            match lines.warnings.first() {
+                Some(w) => format!("no event could be read: {w}"),
+                None => "the capture holds no events".to_string(),
+            }
+        } else if lines.bytes == 0 && lines.records == 0 && lines.skipped == 0 {
             "the file is empty".to_string()
         } else {
             format!(
@@ -469,6 +551,7 @@ pub fn import(
         bytes: lines.bytes,
         records: lines.records,
         lines_skipped: lines.skipped,
+        warnings: lines.warnings,
         info,
     })
 }
@@ -524,7 +607,7 @@ pub(crate) fn recon_stats(recon: &Reconstructor, types: &ImportTypes) -> Vec<Ing
         (
             "closed_at_exit",
             st.closed_at_exit,
-            "states a thread still had open when it exited (sched_process_exit), closed then",
+            crate::reconstruct::CLOSED_AT_EXIT,
         ),
     ];
     stats.extend(rows.into_iter().map(|(n, v, d)| stat(n, v, d)));

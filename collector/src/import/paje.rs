@@ -8,7 +8,10 @@
 //! the Pajé exporter needs to write the file back with the same types (`pj_dump` agrees).
 
 /// The parameter carrying a state's or event's Pajé type.
-use socscope_formats::export::paje::PAJE_TYPE;
+use socscope_formats::export::ContainerTypeView;
+use socscope_formats::export::paje::{
+    CONTAINER_TYPES, CONTAINERS, PAJE_TYPE, encode_container_types, encode_containers,
+};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -71,6 +74,12 @@ struct PajeImporter {
     unknown_containers: u64,
     unknown_kinds: u64,
     bad_times: u64,
+    /// The container types, in definition order (parents first), kept for the export.
+    container_types: Vec<ContainerTypeView>,
+    /// A container type's alias by its alias or name.
+    container_type_alias: HashMap<String, String>,
+    /// Each container's type alias.
+    container_of: Vec<(u32, String)>,
 }
 
 fn paje_type_def() -> ParamDef {
@@ -115,6 +124,9 @@ impl PajeImporter {
             unknown_containers: 0,
             unknown_kinds: 0,
             bad_times: 0,
+            container_types: Vec::new(),
+            container_type_alias: HashMap::new(),
+            container_of: Vec::new(),
         }
     }
 
@@ -197,6 +209,27 @@ impl PajeImporter {
     /// `PajeDefine*Type`.
     fn define_type(&mut self, r: &paje::Record<'_>) {
         let name = r.get("Name").or(r.get("Alias")).unwrap_or("").to_string();
+        if r.def.kind == paje::Kind::DefineContainerType {
+            let alias = r.get("Alias").unwrap_or(&name).to_string();
+            let parent = match field(r, "Type") {
+                "0" | "" => None,
+                p => Some(
+                    self.container_type_alias
+                        .get(p)
+                        .cloned()
+                        .unwrap_or_else(|| p.to_string()),
+                ),
+            };
+            self.container_type_alias
+                .insert(alias.clone(), alias.clone());
+            self.container_type_alias
+                .insert(name.clone(), alias.clone());
+            self.container_types.push(ContainerTypeView {
+                alias,
+                name: name.clone(),
+                parent,
+            });
+        }
         if let Some(a) = r.get("Alias") {
             self.ptypes
                 .insert(a.to_string(), (r.def.kind, name.clone()));
@@ -248,6 +281,9 @@ impl PajeImporter {
             self.aliases.insert(a.to_string(), id);
         }
         self.containers.insert(name, id);
+        if let Some(a) = self.container_type_alias.get(field(r, "Type")) {
+            self.container_of.push((id, a.clone()));
+        }
         Ok(())
     }
 
@@ -439,6 +475,17 @@ impl PajeImporter {
             }
         }
         self.unmatched_links += (self.start_links.len() + self.end_links.len()) as u64;
+        // The container types and each container's, for an export to write them back.
+        if !self.container_types.is_empty() {
+            writer.set_param(
+                CONTAINER_TYPES,
+                &ParamValue::String(encode_container_types(&self.container_types)),
+            )?;
+            writer.set_param(
+                CONTAINERS,
+                &ParamValue::String(encode_containers(&self.container_of)),
+            )?;
+        }
         let mut stats = vec![
             stat(
                 "clipped_open_states",

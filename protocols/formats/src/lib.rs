@@ -1,17 +1,21 @@
-//! Text trace formats: streaming nom parsers for KPTrace, Pajé, ftrace/trace-cmd text and GST_DEBUG logs,
-//! readers in, records out; and the exporters (Chrome/Perfetto JSON, Pajé, CSV) over a read-only view
+//! Trace formats: streaming nom parsers for KPTrace, Pajé, ftrace/trace-cmd text and GST_DEBUG logs,
+//! streaming readers of binary Linux captures (trace-cmd `.dat`, CTF 1.8), readers in, records out; and
+//! the exporters (Chrome/Perfetto JSON, Pajé, CSV) over a read-only view
 //! of a trace ([`export::TraceView`]).
 //!
 //! Start here: [`LineReader`] (a `BufRead` as numbered lines, in constant memory), the four record readers
 //! [`kptrace::KptraceReader`], [`paje::PajeReader`], [`ftrace::FtraceReader`], [`gst::GstReader`], and
-//! [`detect`] (which format a file is, from its first lines). Mapping records to stored events is the
+//! [`tracecmd::DatReader`] and [`ctf::CtfReader`] for the binary captures, and
+//! [`detect`] (which format a file is, from its magic or its first lines). Mapping records to stored events is the
 //! importer's business (`socscope-collector`), not this crate's.
 
+pub mod ctf;
 pub mod export;
 pub mod ftrace;
 pub mod gst;
 pub mod kptrace;
 pub mod paje;
+pub mod tracecmd;
 
 use std::io::BufRead;
 
@@ -38,6 +42,9 @@ pub enum FormatError {
     /// A line does not follow the grammar (the caller may skip it and go on).
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// Binary data that does not follow its format (the reader may go on with the other streams).
+    #[error(transparent)]
+    Binary(#[from] BinaryError),
     /// The file could not be read.
     #[error("{file}: {source}")]
     Io {
@@ -47,6 +54,32 @@ pub enum FormatError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Binary data that does not follow its format: where (file, stream, byte offset) and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {}byte {offset}: {what}", place.as_ref().map(|p| format!("{p}, ")).unwrap_or_default())]
+pub struct BinaryError {
+    /// The file (as the caller named it).
+    pub file: String,
+    /// The part of the file, when it has several (`CPU 2`, `stream channel0_1`).
+    pub place: Option<String>,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// What was expected, and what was found.
+    pub what: String,
+}
+
+impl BinaryError {
+    /// An error at `offset` of `file`.
+    pub fn new(file: &str, place: Option<String>, offset: u64, what: impl Into<String>) -> Self {
+        Self {
+            file: file.to_string(),
+            place,
+            offset,
+            what: what.into(),
+        }
+    }
 }
 
 impl ParseError {
@@ -183,7 +216,7 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
-/// The text formats this crate reads.
+/// The formats this crate reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     /// STLinux KPTrace relay output (or its post-processed form).
@@ -194,6 +227,10 @@ pub enum Format {
     Ftrace,
     /// GStreamer GST_DEBUG log.
     Gst,
+    /// trace-cmd's binary `trace.dat` (file versions 6 and 7).
+    TraceCmd,
+    /// A CTF 1.8 trace directory (LTTng, perf, barectf), or a session directory of them.
+    Ctf,
 }
 
 impl Format {
@@ -204,12 +241,20 @@ impl Format {
             Format::Paje => "paje",
             Format::Ftrace => "ftrace",
             Format::Gst => "gst",
+            Format::TraceCmd => "trace-cmd",
+            Format::Ctf => "ctf",
         }
     }
 }
 
 /// Which format `head` (the first few kilobytes of a file) is in, if any line is recognisable.
 pub fn detect(head: &[u8]) -> Option<Format> {
+    if tracecmd::sniff(head) {
+        return Some(Format::TraceCmd);
+    }
+    if ctf::sniff(head) {
+        return Some(Format::Ctf);
+    }
     let text = String::from_utf8_lossy(head);
     // Android's systrace (and catapult's trace2html) HTML: ftrace text inside a page of scripts.
     let lower = text.to_ascii_lowercase();

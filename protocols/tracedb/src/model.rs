@@ -16,6 +16,15 @@ pub type ProducerId = u32;
 /// Identifier of a CPU (core) of the traced board.
 pub type Cpu = u16;
 
+/// The state type of a CPU's scheduling (`on_cpu`): on a CPU producer, while a thread other than
+/// the idle task runs on that CPU; its parameters are the thread's producer id (`thread`) and its id
+/// on the board (`tid`). Written by the collector from the context switches (`SCHEMA.md`, CPU
+/// tracks).
+pub const ON_CPU_TYPE: TypeId = 100_004;
+
+/// The state type of an idle CPU (`cpu_idle`): on a CPU producer, while its idle task (pid 0) runs.
+pub const CPU_IDLE_TYPE: TypeId = 100_005;
+
 /// Stable identifier of a stored event: `chunk_id * 4096 + index in chunk` (see `SCHEMA.md`).
 pub type EventId = i64;
 
@@ -522,6 +531,12 @@ pub struct TraceMeta {
     /// Type-specific parameters (e.g. `output_device`, `agent_version`).
     pub params: Vec<(String, ParamValue)>,
 }
+
+/// The trace parameter that says which part of a board's run a capture holds (see `SCHEMA.md`).
+pub const CAPTURE_WINDOW_PARAM: &str = "capture_window";
+/// [`CAPTURE_WINDOW_PARAM`]'s value for the window of a post-mortem ring: what the board's rings held
+/// when it dumped them; what came before is outside the window, not lost.
+pub const POST_MORTEM_RING: &str = "post-mortem ring";
 
 /// A trace's metadata plus what the writer learnt while writing.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -213,124 +213,7 @@ impl ResultStore {
     pub fn save(&self, header: &AnalysisResult, data: &AnalysisData) -> Result<i64> {
         let p = &self.path;
         let tx = self.conn.unchecked_transaction().ctx(p)?;
-        self.conn
-            .execute(
-                "INSERT INTO analysis_result (tool_id, tool_name, kind, date_unix_ns, description)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    header.tool_id,
-                    header.tool_name,
-                    data.kind().name(),
-                    header.date_unix_ns,
-                    header.description
-                ],
-            )
-            .ctx(p)?;
-        let id = self.conn.last_insert_rowid();
-        match data {
-            AnalysisData::Search {
-                command,
-                target,
-                ids,
-            } => {
-                self.conn
-                    .execute(
-                        "INSERT INTO search_result (result_id, command, target_entity) VALUES (?1, ?2, ?3)",
-                        params![id, command, target.name()],
-                    )
-                    .ctx(p)?;
-                let mut st = self
-                    .conn
-                    .prepare("INSERT OR IGNORE INTO search_mapping (result_id, target_id) VALUES (?1, ?2)")
-                    .ctx(p)?;
-                for t in ids {
-                    st.execute(params![id, t]).ctx(p)?;
-                }
-            }
-            AnalysisData::Grouping { groups } => {
-                for g in groups {
-                    self.conn
-                        .execute(
-                            "INSERT INTO result_group (result_id, group_id, parent_group_id, name, target_entity,
-                                operator, ordered, sequence) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                            params![
-                                id,
-                                g.id,
-                                g.parent,
-                                g.name,
-                                g.target.name(),
-                                if g.and { "AND" } else { "OR" },
-                                g.ordered,
-                                g.sequence
-                            ],
-                        )
-                        .ctx(p)?;
-                    for (pos, m) in g.members.iter().enumerate() {
-                        self.conn
-                            .execute(
-                                "INSERT OR IGNORE INTO group_mapping (result_id, group_id, target_id, position)
-                                 VALUES (?1, ?2, ?3, ?4)",
-                                params![id, g.id, m, pos as i64],
-                            )
-                            .ctx(p)?;
-                    }
-                }
-            }
-            AnalysisData::Annotation { types, annotations } => {
-                for t in types {
-                    self.conn
-                        .execute(
-                            "INSERT INTO annotation_type (result_id, id, name) VALUES (?1, ?2, ?3)",
-                            params![id, t.id, t.name],
-                        )
-                        .ctx(p)?;
-                    for (pos, d) in t.params.iter().enumerate() {
-                        self.conn
-                            .execute(
-                                "INSERT INTO annotation_param_type (result_id, annotation_type_id, position, name, type)
-                                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                                params![id, t.id, pos as i64, d.name, d.ty.name()],
-                            )
-                            .ctx(p)?;
-                    }
-                }
-                for a in annotations {
-                    self.conn
-                        .execute(
-                            "INSERT INTO annotation (result_id, id, annotation_type_id, name) VALUES (?1, ?2, ?3, ?4)",
-                            params![id, a.id, a.type_id, a.name],
-                        )
-                        .ctx(p)?;
-                    for (pos, v) in a.values.iter().enumerate() {
-                        self.conn
-                            .execute(
-                                "INSERT INTO annotation_param (result_id, annotation_id, position, value)
-                                 VALUES (?1, ?2, ?3, ?4)",
-                                params![id, a.id, pos as i64, v.to_string()],
-                            )
-                            .ctx(p)?;
-                    }
-                }
-            }
-            AnalysisData::ResultFiles { paths } => {
-                for (pos, path) in paths.iter().enumerate() {
-                    self.conn
-                        .execute(
-                            "INSERT INTO result_file (result_id, position, path) VALUES (?1, ?2, ?3)",
-                            params![id, pos as i64, path],
-                        )
-                        .ctx(p)?;
-                }
-            }
-            AnalysisData::ProcessedTrace { trace_db } => {
-                self.conn
-                    .execute(
-                        "INSERT INTO processed_trace (result_id, trace_db) VALUES (?1, ?2)",
-                        params![id, trace_db],
-                    )
-                    .ctx(p)?;
-            }
-        }
+        let id = insert_result(&self.conn, p, header, data)?;
         tx.commit().ctx(p)?;
         Ok(id)
     }
@@ -379,6 +262,129 @@ impl ResultStore {
         tx.commit().ctx(p)?;
         Ok(n > 0)
     }
+}
+
+/// Inserts a result in the transaction open on `conn` (the result tables must exist); returns its id.
+pub(crate) fn insert_result(
+    conn: &Connection,
+    p: &Path,
+    header: &AnalysisResult,
+    data: &AnalysisData,
+) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO analysis_result (tool_id, tool_name, kind, date_unix_ns, description)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            header.tool_id,
+            header.tool_name,
+            data.kind().name(),
+            header.date_unix_ns,
+            header.description
+        ],
+    )
+    .ctx(p)?;
+    let id = conn.last_insert_rowid();
+    match data {
+        AnalysisData::Search {
+            command,
+            target,
+            ids,
+        } => {
+            conn.execute(
+                "INSERT INTO search_result (result_id, command, target_entity) VALUES (?1, ?2, ?3)",
+                params![id, command, target.name()],
+            )
+            .ctx(p)?;
+            let mut st = conn
+                .prepare(
+                    "INSERT OR IGNORE INTO search_mapping (result_id, target_id) VALUES (?1, ?2)",
+                )
+                .ctx(p)?;
+            for t in ids {
+                st.execute(params![id, t]).ctx(p)?;
+            }
+        }
+        AnalysisData::Grouping { groups } => {
+            for g in groups {
+                conn
+                        .execute(
+                            "INSERT INTO result_group (result_id, group_id, parent_group_id, name, target_entity,
+                                operator, ordered, sequence) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                            params![
+                                id,
+                                g.id,
+                                g.parent,
+                                g.name,
+                                g.target.name(),
+                                if g.and { "AND" } else { "OR" },
+                                g.ordered,
+                                g.sequence
+                            ],
+                        )
+                        .ctx(p)?;
+                for (pos, m) in g.members.iter().enumerate() {
+                    conn
+                            .execute(
+                                "INSERT OR IGNORE INTO group_mapping (result_id, group_id, target_id, position)
+                                 VALUES (?1, ?2, ?3, ?4)",
+                                params![id, g.id, m, pos as i64],
+                            )
+                            .ctx(p)?;
+                }
+            }
+        }
+        AnalysisData::Annotation { types, annotations } => {
+            for t in types {
+                conn.execute(
+                    "INSERT INTO annotation_type (result_id, id, name) VALUES (?1, ?2, ?3)",
+                    params![id, t.id, t.name],
+                )
+                .ctx(p)?;
+                for (pos, d) in t.params.iter().enumerate() {
+                    conn
+                            .execute(
+                                "INSERT INTO annotation_param_type (result_id, annotation_type_id, position, name, type)
+                                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                                params![id, t.id, pos as i64, d.name, d.ty.name()],
+                            )
+                            .ctx(p)?;
+                }
+            }
+            for a in annotations {
+                conn
+                        .execute(
+                            "INSERT INTO annotation (result_id, id, annotation_type_id, name) VALUES (?1, ?2, ?3, ?4)",
+                            params![id, a.id, a.type_id, a.name],
+                        )
+                        .ctx(p)?;
+                for (pos, v) in a.values.iter().enumerate() {
+                    conn.execute(
+                        "INSERT INTO annotation_param (result_id, annotation_id, position, value)
+                                 VALUES (?1, ?2, ?3, ?4)",
+                        params![id, a.id, pos as i64, v.to_string()],
+                    )
+                    .ctx(p)?;
+                }
+            }
+        }
+        AnalysisData::ResultFiles { paths } => {
+            for (pos, path) in paths.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO result_file (result_id, position, path) VALUES (?1, ?2, ?3)",
+                    params![id, pos as i64, path],
+                )
+                .ctx(p)?;
+            }
+        }
+        AnalysisData::ProcessedTrace { trace_db } => {
+            conn.execute(
+                "INSERT INTO processed_trace (result_id, trace_db) VALUES (?1, ?2)",
+                params![id, trace_db],
+            )
+            .ctx(p)?;
+        }
+    }
+    Ok(id)
 }
 
 /// Whether the file has its result tables (they are created with the first result saved).

@@ -395,6 +395,38 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Sets a trace parameter (replacing its previous value): what the catalog lists for the trace
+    /// when it is registered next, e.g. the collector's `trigger` tag once a trigger fired.
+    pub fn set_param(&mut self, name: &str, value: &crate::model::ParamValue) -> Result<()> {
+        self.begin()?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, ?2, ?3)",
+                params![name, value.param_type().name(), value.to_string()],
+            )
+            .ctx(&self.path)?;
+        let params = &mut self.committed.meta.params;
+        match params.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v = value.clone(),
+            None => params.push((name.to_string(), value.clone())),
+        }
+        Ok(())
+    }
+
+    /// Saves an analysis result in the trace being written (committed with its events): what the
+    /// collector found while capturing, e.g. the firings of its triggers.
+    pub fn save_result(
+        &mut self,
+        header: &crate::results::AnalysisResult,
+        data: &crate::results::AnalysisData,
+    ) -> Result<i64> {
+        self.begin()?;
+        self.conn
+            .execute_batch(schema::RESULTS_DDL)
+            .ctx(&self.path)?;
+        crate::results::insert_result(&self.conn, &self.path, header, data)
+    }
+
     /// Records a file related to the trace; returns its id.
     pub fn add_file(&mut self, path: &str, description: &str) -> Result<i64> {
         self.begin()?;

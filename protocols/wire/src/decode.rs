@@ -14,7 +14,7 @@ use nom::Parser;
 use nom::error::{ErrorKind, ParseError};
 
 use crate::dict::{Builtin, Category, FIRST_CUSTOM_TYPE, ParamType, ProducerKind};
-use crate::frame::{Bye, CpuTotal, EVENTS_FLAG_ZSTD, FrameKind, Heartbeat, Loss};
+use crate::frame::{Bye, CpuTotal, EVENTS_FLAG_ZSTD, FrameKind, Heartbeat, Loss, Window};
 use crate::varint::unzigzag;
 use crate::{FRAME_CRC, MAX_FRAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
@@ -385,6 +385,8 @@ pub enum Frame {
     Bye(Bye),
     /// One CPU's total of sequence numbers, before `Bye`.
     CpuTotal(CpuTotal),
+    /// The start of one CPU's post-mortem window (a dump of the board's rings).
+    Window(Window),
 }
 
 impl Frame {
@@ -398,6 +400,7 @@ impl Frame {
             Self::Heartbeat(_) => FrameKind::Heartbeat,
             Self::Bye(_) => FrameKind::Bye,
             Self::CpuTotal(_) => FrameKind::CpuTotal,
+            Self::Window(_) => FrameKind::Window,
         }
     }
 }
@@ -758,6 +761,21 @@ fn cpu_total(input: &[u8]) -> BodyResult<'_, CpuTotal> {
     let (input, cpu) = context("a CPU number", varint_u16).parse(input)?;
     let (input, sequences) = context("a sequence-number total", varint).parse(input)?;
     Ok((input, CpuTotal { cpu, sequences }))
+}
+
+fn window(input: &[u8]) -> BodyResult<'_, Window> {
+    use nom::error::context;
+    let (input, cpu) = context("a CPU number", varint_u16).parse(input)?;
+    let (input, first_seq) = context("the window's first sequence number", varint).parse(input)?;
+    let (input, overwritten) = context("the overwritten record count", varint).parse(input)?;
+    Ok((
+        input,
+        Window {
+            cpu,
+            first_seq,
+            overwritten,
+        },
+    ))
 }
 
 fn counters(input: &[u8]) -> BodyResult<'_, (u64, u64, u64)> {
@@ -1178,6 +1196,10 @@ impl StreamDecoder {
             },
             FrameKind::CpuTotal => match complete(cpu_total(body)) {
                 Ok(t) => Frame::CpuTotal(t),
+                Err(e) => return Err(self.dropped(offset, encoded_len, malformed(e))),
+            },
+            FrameKind::Window => match complete(window(body)) {
+                Ok(w) => Frame::Window(w),
                 Err(e) => return Err(self.dropped(offset, encoded_len, malformed(e))),
             },
             FrameKind::Bye => match complete(counters(body)) {

@@ -1,9 +1,13 @@
 //! The `no_std`, allocation-free encoder: frames into the caller's buffer, records into the caller's buffer.
+//!
+//! Every frame is built the same way: its decoded bytes (kind, body) are written from the buffer's second
+//! byte, then [`seal_in_place`] appends the CRC and COBS-encodes the whole in place (COBS only rewrites the
+//! zero bytes, so the data never moves, except by one byte per 254 non-zero bytes in a row). The agent
+//! builds its `Events` frames this way inside its ring blocks, with no second buffer and no copy.
 
-use serde::Serialize;
-
+use crate::dict::{Category, EventTypeDef, ProducerDef};
 use crate::frame::{
-    Bye, CpuTotal, DictEntry, EventsHeader, FrameKind, Heartbeat, Hello, Loss, ParamValue,
+    Bye, CpuTotal, DictEntry, EventsHeader, FrameKind, Heartbeat, Hello, Loss, ParamValue, Window,
 };
 use crate::varint;
 use crate::{FRAME_CRC, MAX_FRAME_LEN};
@@ -16,7 +20,7 @@ pub enum EncodeError {
     BufferTooSmall,
     /// The frame would exceed [`MAX_FRAME_LEN`] once decoded.
     FrameTooLong,
-    /// A value could not be serialized (postcard refused it).
+    /// A value could not be serialized.
     Serialize,
 }
 
@@ -31,7 +35,7 @@ impl core::fmt::Display for EncodeError {
 }
 
 /// The bytes of the CRC that ends every frame.
-const CRC_LEN: usize = 4;
+pub const CRC_LEN: usize = 4;
 
 /// The worst-case encoded size of a frame whose kind, body and CRC total `decoded_len` bytes: COBS adds one
 /// byte per 254 and one more, then the `0x00` delimiter.
@@ -39,153 +43,160 @@ pub const fn max_encoded_len(decoded_len: usize) -> usize {
     decoded_len + decoded_len / 254 + 2
 }
 
-/// Feeds a frame's bytes through the CRC and the COBS encoder. Handed to the body-writing closure of
-/// [`encode_frame`]; also a postcard serializer flavor.
-pub struct FrameBody<'o> {
-    cobs: CobsWriter<'o>,
-    crc: FrameDigest,
-    len: usize,
-}
-
-#[cfg(target_os = "none")]
-type FrameDigest = crc::Digest<'static, u32>;
-#[cfg(not(target_os = "none"))]
-type FrameDigest = crc::Digest<'static, u32, crc::Table<16>>;
-
-/// COBS-encodes into the caller's buffer run by run (a byte-at-a-time state machine costs several
-/// nanoseconds per byte, which is most of a record's budget). Its output is byte for byte that of the
-/// `cobs` crate: a block of 254 non-zero bytes at the very end is not followed by an empty block.
-struct CobsWriter<'o> {
-    out: &'o mut [u8],
-    /// Where the current block's code byte goes.
-    code_at: usize,
-    /// The next free byte.
-    pos: usize,
-}
-
-impl<'o> CobsWriter<'o> {
-    fn new(out: &'o mut [u8]) -> Self {
-        Self {
-            out,
-            code_at: 0,
-            pos: 1,
+/// Finishes a frame in place. `buf[1..1 + decoded_len]` holds the frame's kind and body (`buf[0]` is
+/// reserved for COBS's first code byte); this appends the CRC-32C, COBS-encodes kind, body and CRC where
+/// they lie, and writes the `0x00` delimiter. Returns the encoded length (delimiter included), which starts
+/// at `buf[0]`. Byte for byte the output of the `cobs` crate (a final block of 254 non-zero bytes is not
+/// followed by an empty one). `buf` needs at most [`max_encoded_len`]`(decoded_len + CRC_LEN)` bytes; less
+/// when the frame has fewer runs of 254 non-zero bytes.
+pub fn seal_in_place(buf: &mut [u8], decoded_len: usize) -> Result<usize, EncodeError> {
+    if decoded_len + CRC_LEN > MAX_FRAME_LEN {
+        return Err(EncodeError::FrameTooLong);
+    }
+    let crc = FRAME_CRC.checksum(
+        buf.get(1..1 + decoded_len)
+            .ok_or(EncodeError::BufferTooSmall)?,
+    );
+    let end = 1 + decoded_len + CRC_LEN;
+    buf.get_mut(1 + decoded_len..end)
+        .ok_or(EncodeError::BufferTooSmall)?
+        .copy_from_slice(&crc.to_le_bytes());
+    let splits = if end > 255 {
+        count_full_runs(buf, end)?
+    } else {
+        0
+    };
+    if splits == 0 {
+        // COBS without a run of 254 non-zero bytes: the code byte of each block goes where the zero
+        // that ends the previous block was (`buf[0]` for the first); the data stays where it is.
+        let mut code_at = 0;
+        loop {
+            let run = buf
+                .get(code_at + 1..end)
+                .ok_or(EncodeError::BufferTooSmall)?;
+            let Some(k) = run.iter().position(|&b| b == 0) else {
+                break;
+            };
+            set(buf, code_at, (k + 1) as u8)?;
+            code_at += k + 1;
         }
+        set(buf, code_at, (end - code_at) as u8)?;
+        set(buf, end, 0)?;
+        return Ok(end + 1);
     }
-
-    #[inline]
-    fn run(&self) -> usize {
-        self.pos - self.code_at - 1
+    // Each run of 254 non-zero bytes needs a code byte of its own: move the data up by that many bytes
+    // once, then encode it downwards into place (the write position never passes the read position).
+    if end + splits >= buf.len() {
+        return Err(EncodeError::BufferTooSmall);
     }
-
-    /// Closes the current block with `code` and opens the next at the write position.
-    #[inline]
-    fn close_block(&mut self, code: u8) -> Result<(), EncodeError> {
-        *self
-            .out
-            .get_mut(self.code_at)
-            .ok_or(EncodeError::BufferTooSmall)? = code;
-        self.code_at = self.pos;
-        self.pos += 1;
-        Ok(())
+    let mut j = end;
+    while j > 1 {
+        j -= 1;
+        let b = buf.get(j).copied().unwrap_or(0);
+        set(buf, j + splits, b)?;
     }
-
-    // Not inlined: postcard writes field by field, and inlining this loop into every field write would
-    // triple the agent's flash footprint for nothing (the hot path is one push per records block).
-    #[inline(never)]
-    fn push(&mut self, mut data: &[u8]) -> Result<(), EncodeError> {
-        while !data.is_empty() {
-            if self.run() == 254 {
-                self.close_block(0xFF)?;
+    let data_end = end + splits;
+    let (mut r, mut w, mut code_at) = (1 + splits, 1, 0);
+    loop {
+        let mut run = 0;
+        while r < data_end && run < 254 {
+            let b = buf.get(r).copied().unwrap_or(0);
+            if b == 0 {
+                break;
             }
-            let room = 254 - self.run();
-            let window = data.get(..data.len().min(room)).unwrap_or(data);
-            let zero = window.iter().position(|&b| b == 0);
-            let copy = zero.unwrap_or(window.len());
-            let end = self.pos + copy;
-            self.out
-                .get_mut(self.pos..end)
-                .ok_or(EncodeError::BufferTooSmall)?
-                .copy_from_slice(window.get(..copy).unwrap_or_default());
-            self.pos = end;
-            match zero {
-                Some(_) => {
-                    let code = (self.run() + 1) as u8;
-                    self.close_block(code)?;
-                    data = data.get(copy + 1..).unwrap_or_default();
-                }
-                None => data = data.get(copy..).unwrap_or_default(),
-            }
+            set(buf, w, b)?;
+            w += 1;
+            r += 1;
+            run += 1;
         }
-        Ok(())
-    }
-
-    /// Writes the last code byte and the `0x00` delimiter; returns the frame's encoded length.
-    fn finish(self) -> Result<usize, EncodeError> {
-        let code = if self.run() == 254 {
-            0xFF
+        if r == data_end {
+            set(buf, code_at, (run + 1) as u8)?;
+            break;
+        }
+        if run == 254 {
+            set(buf, code_at, 0xFF)?;
         } else {
-            (self.run() + 1) as u8
-        };
-        *self
-            .out
-            .get_mut(self.code_at)
-            .ok_or(EncodeError::BufferTooSmall)? = code;
-        *self
-            .out
-            .get_mut(self.pos)
-            .ok_or(EncodeError::BufferTooSmall)? = 0;
-        Ok(self.pos + 1)
+            // The zero that ends this block.
+            set(buf, code_at, (run + 1) as u8)?;
+            r += 1;
+        }
+        code_at = w;
+        w += 1;
     }
+    set(buf, w, 0)?;
+    Ok(w + 1)
+}
+
+/// How many code bytes COBS inserts into `buf[1..end]`: one per run of 254 non-zero bytes that more
+/// data follows.
+fn count_full_runs(buf: &[u8], end: usize) -> Result<usize, EncodeError> {
+    let data = buf.get(1..end).ok_or(EncodeError::BufferTooSmall)?;
+    let (mut at, mut splits) = (0, 0);
+    loop {
+        let window = data.get(at..(at + 254).min(data.len())).unwrap_or_default();
+        match window.iter().position(|&b| b == 0) {
+            Some(k) => at += k + 1,
+            None if at + 254 >= data.len() => return Ok(splits),
+            None => {
+                splits += 1;
+                at += 254;
+            }
+        }
+    }
+}
+
+#[inline]
+fn set(buf: &mut [u8], at: usize, value: u8) -> Result<(), EncodeError> {
+    *buf.get_mut(at).ok_or(EncodeError::BufferTooSmall)? = value;
+    Ok(())
+}
+
+/// Writes a frame's decoded bytes (kind, then body) into the buffer [`seal_in_place`] finishes. Handed to
+/// the body-writing closure of [`encode_frame`].
+pub struct FrameBody<'o> {
+    out: &'o mut [u8],
+    /// The next free byte (`out[0]` is COBS's first code byte).
+    at: usize,
 }
 
 impl FrameBody<'_> {
     /// Appends raw bytes to the frame body.
-    #[inline(never)]
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
-        self.len += bytes.len();
+        let end = self.at + bytes.len();
         // The CRC still follows, and MAX_FRAME_LEN bounds kind, body and CRC together.
-        if self.len + CRC_LEN > MAX_FRAME_LEN {
+        if end + CRC_LEN > MAX_FRAME_LEN + 1 {
             return Err(EncodeError::FrameTooLong);
         }
-        self.crc.update(bytes);
-        self.cobs.push(bytes)
+        self.out
+            .get_mut(self.at..end)
+            .ok_or(EncodeError::BufferTooSmall)?
+            .copy_from_slice(bytes);
+        self.at = end;
+        Ok(())
     }
 
     /// Appends an unsigned LEB128 varint.
-    #[inline]
     pub fn push_varint(&mut self, value: u64) -> Result<(), EncodeError> {
         let mut buf = [0u8; varint::MAX_VARINT_LEN];
         let n = varint::encode_u64(value, &mut buf).ok_or(EncodeError::BufferTooSmall)?;
-        self.push(&buf[..n])
+        self.push(buf.get(..n).unwrap_or_default())
     }
 
-    /// Appends a postcard-serialized value.
-    pub fn push_postcard<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
-        postcard::serialize_with_flavor(value, PostcardSink(self)).map_err(|e| match e {
-            postcard::Error::SerializeBufferFull => EncodeError::BufferTooSmall,
-            _ => EncodeError::Serialize,
-        })
-    }
-}
-
-struct PostcardSink<'b, 'o>(&'b mut FrameBody<'o>);
-
-impl postcard::ser_flavors::Flavor for PostcardSink<'_, '_> {
-    type Output = ();
-
-    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        self.0.push(data).map_err(|e| match e {
-            EncodeError::BufferTooSmall => postcard::Error::SerializeBufferFull,
-            _ => postcard::Error::SerdeSerCustom,
-        })
+    /// Appends a string: its varint byte length, then its bytes.
+    pub fn push_str(&mut self, s: &str) -> Result<(), EncodeError> {
+        self.push_varint(s.len() as u64)?;
+        self.push(s.as_bytes())
     }
 
-    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
-        self.try_extend(&[data])
-    }
-
-    fn finalize(self) -> postcard::Result<()> {
-        Ok(())
+    /// Appends an `Option<u32>` as postcard writes it: `00`, or `01` then the value.
+    fn push_option(&mut self, value: Option<u32>) -> Result<(), EncodeError> {
+        match value {
+            None => self.push(&[0]),
+            Some(v) => {
+                self.push(&[1])?;
+                self.push_varint(u64::from(v))
+            }
+        }
     }
 }
 
@@ -196,46 +207,137 @@ pub fn encode_frame(
     kind: FrameKind,
     body: impl FnOnce(&mut FrameBody<'_>) -> Result<(), EncodeError>,
 ) -> Result<usize, EncodeError> {
-    let mut frame = FrameBody {
-        cobs: CobsWriter::new(out),
-        crc: FRAME_CRC.digest(),
-        len: 0,
-    };
+    let mut frame = FrameBody { out, at: 1 };
     frame.push(&[kind as u8])?;
     body(&mut frame)?;
-    let crc = frame.crc.finalize();
-    frame.cobs.push(&crc.to_le_bytes())?;
-    frame.cobs.finish()
+    let decoded = frame.at - 1;
+    seal_in_place(frame.out, decoded)
 }
 
 /// Encodes a `Hello` frame.
 pub fn encode_hello(out: &mut [u8], hello: &Hello<'_>) -> Result<usize, EncodeError> {
-    encode_frame(out, FrameKind::Hello, |f| f.push_postcard(hello))
+    encode_frame(out, FrameKind::Hello, |f| {
+        f.push_varint(u64::from(hello.wire_version))?;
+        for s in [
+            hello.agent_version,
+            hello.board,
+            hello.soc,
+            hello.os,
+            hello.application,
+        ] {
+            f.push_str(s)?;
+        }
+        f.push_varint(u64::from(hello.cpu_count))?;
+        f.push_varint(hello.tick_hz)?;
+        f.push_varint(hello.session_id)?;
+        f.push_varint(hello.start_ticks)?;
+        f.push_str(hello.token)
+    })
 }
 
 /// Encodes a `Dictionary` frame holding `entries`.
 pub fn encode_dictionary(out: &mut [u8], entries: &[DictEntry<'_>]) -> Result<usize, EncodeError> {
-    encode_frame(out, FrameKind::Dictionary, |f| f.push_postcard(entries))
+    encode_frame(out, FrameKind::Dictionary, |f| {
+        f.push_varint(entries.len() as u64)?;
+        for entry in entries {
+            match entry {
+                DictEntry::Producer(p) => push_producer(f, p)?,
+                DictEntry::EventType(t) => push_event_type(f, t)?,
+            }
+        }
+        Ok(())
+    })
+}
+
+fn push_producer(f: &mut FrameBody<'_>, p: &ProducerDef<'_>) -> Result<(), EncodeError> {
+    f.push(&[0])?;
+    f.push_varint(u64::from(p.id))?;
+    f.push_option(p.parent)?;
+    f.push_varint(p.kind as u64)?;
+    f.push_varint(p.local_id)?;
+    f.push_str(p.name)
+}
+
+fn push_event_type(f: &mut FrameBody<'_>, t: &EventTypeDef<'_>) -> Result<(), EncodeError> {
+    f.push(&[1])?;
+    f.push_varint(u64::from(t.id))?;
+    f.push_str(t.name)?;
+    match t.category {
+        Category::Punctual => f.push(&[0])?,
+        Category::StateEnter => f.push(&[1])?,
+        Category::StateExit { enter } => {
+            f.push(&[2])?;
+            f.push_varint(u64::from(enter))?;
+        }
+        Category::Variable => f.push(&[3])?,
+        Category::Special => f.push(&[4])?,
+    }
+    f.push_varint(t.params.len() as u64)?;
+    for p in t.params {
+        f.push_str(p.name)?;
+        f.push_varint(p.ty as u64)?;
+    }
+    Ok(())
 }
 
 /// Encodes a `Loss` frame.
 pub fn encode_loss(out: &mut [u8], loss: &Loss) -> Result<usize, EncodeError> {
-    encode_frame(out, FrameKind::Loss, |f| f.push_postcard(loss))
+    encode_frame(out, FrameKind::Loss, |f| {
+        f.push_varint(u64::from(loss.cpu))?;
+        f.push_varint(loss.first_seq)?;
+        f.push_varint(loss.count)
+    })
 }
 
 /// Encodes a `Heartbeat` frame.
 pub fn encode_heartbeat(out: &mut [u8], heartbeat: &Heartbeat) -> Result<usize, EncodeError> {
-    encode_frame(out, FrameKind::Heartbeat, |f| f.push_postcard(heartbeat))
+    encode_frame(out, FrameKind::Heartbeat, |f| {
+        f.push_varint(heartbeat.ticks)?;
+        f.push_varint(heartbeat.records)?;
+        f.push_varint(heartbeat.dropped)
+    })
 }
 
 /// Encodes a `CpuTotal` frame.
 pub fn encode_cpu_total(out: &mut [u8], total: &CpuTotal) -> Result<usize, EncodeError> {
-    encode_frame(out, FrameKind::CpuTotal, |f| f.push_postcard(total))
+    encode_frame(out, FrameKind::CpuTotal, |f| {
+        f.push_varint(u64::from(total.cpu))?;
+        f.push_varint(total.sequences)
+    })
+}
+
+/// Encodes a `Window` frame.
+pub fn encode_window(out: &mut [u8], window: &Window) -> Result<usize, EncodeError> {
+    encode_frame(out, FrameKind::Window, |f| {
+        f.push_varint(u64::from(window.cpu))?;
+        f.push_varint(window.first_seq)?;
+        f.push_varint(window.overwritten)
+    })
 }
 
 /// Encodes a `Bye` frame.
 pub fn encode_bye(out: &mut [u8], bye: &Bye) -> Result<usize, EncodeError> {
-    encode_frame(out, FrameKind::Bye, |f| f.push_postcard(bye))
+    encode_frame(out, FrameKind::Bye, |f| {
+        f.push_varint(bye.ticks)?;
+        f.push_varint(bye.records)?;
+        f.push_varint(bye.dropped)
+    })
+}
+
+/// The longest `Events` header: kind byte, flags, CPU, first sequence number, base timestamp, count.
+pub const EVENTS_HEADER_MAX: usize = 1 + 1 + 3 + 10 + 10 + 5;
+
+/// Writes an `Events` frame's kind byte and header into `out` (at least [`EVENTS_HEADER_MAX`] bytes);
+/// returns its length. The agent writes it just before a ring block's records, then seals the block in
+/// place.
+pub fn events_header(out: &mut [u8], header: &EventsHeader) -> Result<usize, EncodeError> {
+    let mut f = FrameBody { out, at: 0 };
+    f.push(&[FrameKind::Events as u8, header.flags])?;
+    f.push_varint(u64::from(header.cpu))?;
+    f.push_varint(header.first_seq)?;
+    f.push_varint(header.base_ticks)?;
+    f.push_varint(u64::from(header.count))?;
+    Ok(f.at)
 }
 
 /// Encodes an `Events` frame: the header, then `records` verbatim. `records` are the bytes a
@@ -246,14 +348,13 @@ pub fn encode_events(
     header: &EventsHeader,
     records: &[u8],
 ) -> Result<usize, EncodeError> {
-    encode_frame(out, FrameKind::Events, |f| {
-        f.push(&[header.flags])?;
-        f.push_varint(u64::from(header.cpu))?;
-        f.push_varint(header.first_seq)?;
-        f.push_varint(header.base_ticks)?;
-        f.push_varint(u64::from(header.count))?;
-        f.push(records)
-    })
+    let mut head = [0u8; EVENTS_HEADER_MAX];
+    let n = events_header(&mut head, header)?;
+    let mut frame = FrameBody { out, at: 1 };
+    frame.push(head.get(..n).unwrap_or_default())?;
+    frame.push(records)?;
+    let decoded = frame.at - 1;
+    seal_in_place(frame.out, decoded)
 }
 
 /// Packs records for one `Events` frame: each record is the type id (varint), the timestamp delta in ticks
@@ -338,9 +439,9 @@ fn put_bytes(out: &mut [u8], at: &mut usize, bytes: &[u8]) -> Result<(), EncodeE
 mod tests {
     use super::*;
 
-    /// The run-based encoder must produce exactly what the `cobs` crate produces, pushes split anywhere.
+    /// Sealing in place must produce exactly what the `cobs` crate produces over kind, body and CRC.
     #[test]
-    fn cobs_writer_matches_the_cobs_crate() {
+    fn seal_in_place_matches_the_cobs_crate() {
         let mut seed = 0x1234_5678_u64;
         let mut next = || {
             seed ^= seed << 13;
@@ -348,7 +449,20 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for case in 0..3000 {
+        let check = |data: &[u8]| {
+            let mut decoded = [0u8; 1300];
+            decoded[..data.len()].copy_from_slice(data);
+            let crc = FRAME_CRC.checksum(data);
+            decoded[data.len()..data.len() + 4].copy_from_slice(&crc.to_le_bytes());
+            let mut expected = [0u8; 1400];
+            let n = cobs::encode(&decoded[..data.len() + 4], &mut expected);
+            let mut buf = [0xAAu8; 1400];
+            buf[1..1 + data.len()].copy_from_slice(data);
+            let m = seal_in_place(&mut buf[..max_encoded_len(data.len() + 4)], data.len()).unwrap();
+            assert_eq!(&buf[..m - 1], &expected[..n], "len {}", data.len());
+            assert_eq!(buf[m - 1], 0);
+        };
+        for _ in 0..3000 {
             let len = (next() % 1200) as usize;
             let zero_every = 1 + (next() % 600);
             let data: [u8; 1200] = core::array::from_fn(|_| {
@@ -358,32 +472,24 @@ mod tests {
                     (next() % 255 + 1) as u8
                 }
             });
-            let data = &data[..len];
-            let mut expected = [0u8; 1300];
-            let n = cobs::encode(data, &mut expected);
-            let mut out = [0xAAu8; 1300];
-            let mut w = CobsWriter::new(&mut out);
-            let mut rest = data;
-            while !rest.is_empty() {
-                let k = (1 + next() % 300) as usize;
-                let (a, b) = rest.split_at(k.min(rest.len()));
-                w.push(a).unwrap();
-                rest = b;
-            }
-            let m = w.finish().unwrap();
-            assert_eq!(&out[..m - 1], &expected[..n], "case {case}, len {len}");
-            assert_eq!(out[m - 1], 0);
+            check(&data[..len]);
         }
-        // Exact block boundaries.
-        for len in [0usize, 1, 253, 254, 255, 508, 509] {
-            let data = [7u8; 600];
-            let mut expected = [0u8; 700];
-            let n = cobs::encode(&data[..len], &mut expected);
-            let mut out = [0u8; 700];
-            let mut w = CobsWriter::new(&mut out);
-            w.push(&data[..len]).unwrap();
-            let m = w.finish().unwrap();
-            assert_eq!(&out[..m - 1], &expected[..n], "len {len}");
+        // Exact block boundaries, a zero right after a full block, zeros only.
+        for len in [0usize, 1, 249, 250, 251, 253, 254, 255, 504, 505, 508, 509] {
+            check(&[7u8; 600][..len]);
+        }
+        let mut data = [7u8; 300];
+        data[254] = 0;
+        check(&data);
+        check(&[0u8; 40]);
+    }
+
+    #[test]
+    fn seal_in_place_refuses_a_short_buffer() {
+        let mut buf = [0x11u8; 600];
+        for len in 0..600 {
+            let r = seal_in_place(&mut buf[..len], 300);
+            assert!(r.is_err() || len >= 300 + 6, "len {len}: {r:?}");
         }
     }
 

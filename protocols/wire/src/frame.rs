@@ -27,6 +27,9 @@ pub enum FrameKind {
     Bye = 6,
     /// How many sequence numbers one CPU gave out, sent before `Bye`.
     CpuTotal = 7,
+    /// The records of one CPU that follow are the window a post-mortem ring held (kind 8 is the
+    /// collector's `Refusal`).
+    Window = 9,
 }
 
 impl FrameKind {
@@ -40,6 +43,7 @@ impl FrameKind {
             5 => Self::Heartbeat,
             6 => Self::Bye,
             7 => Self::CpuTotal,
+            9 => Self::Window,
             _ => return None,
         })
     }
@@ -54,6 +58,7 @@ impl FrameKind {
             Self::Heartbeat => "Heartbeat",
             Self::Bye => "Bye",
             Self::CpuTotal => "CpuTotal",
+            Self::Window => "Window",
         }
     }
 }
@@ -126,6 +131,21 @@ pub struct CpuTotal {
     /// Sequence numbers the CPU gave out during the session (`0..sequences`): its records,
     /// kept or dropped.
     pub sequences: u64,
+}
+
+/// Sent by an agent in post-mortem mode when it dumps its rings ([`FrameKind::Window`]), once per CPU
+/// before that CPU's records: they are the window the ring held when the dump was asked for, and the
+/// sequence numbers before `first_seq` are outside the window (overwritten in the ring, or sent by an
+/// earlier dump), not lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Window {
+    /// The CPU.
+    pub cpu: u16,
+    /// The sequence number of the first record of the window (the next one the CPU gives out when its
+    /// ring is empty).
+    pub first_seq: u64,
+    /// Records the ring overwrote (oldest first) since the previous dump, or since the session started.
+    pub overwritten: u64,
 }
 
 /// The last frame of a session.

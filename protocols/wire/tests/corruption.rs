@@ -13,7 +13,7 @@ use socscope_wire::decode::{
     StreamDecoder,
 };
 use socscope_wire::dict::{BUILTINS, Category, ParamType, ProducerKind};
-use socscope_wire::frame::{Bye, CpuTotal, Heartbeat, Loss};
+use socscope_wire::frame::{Bye, CpuTotal, Heartbeat, Loss, Window};
 
 fn value(ty: ParamType) -> BoxedStrategy<Val> {
     match ty {
@@ -111,6 +111,9 @@ fn frame() -> impl Strategy<Value = Model> {
             .prop_map(|(ticks, records)| Model::Bye(Bye { ticks, records, dropped: 3 })),
         1 => (0u16..4, any::<u64>())
             .prop_map(|(cpu, sequences)| Model::CpuTotal(CpuTotal { cpu, sequences })),
+        1 => (0u16..4, any::<u64>(), any::<u64>()).prop_map(|(cpu, first_seq, overwritten)| {
+            Model::Window(Window { cpu, first_seq, overwritten })
+        }),
     ]
 }
 

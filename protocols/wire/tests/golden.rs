@@ -9,7 +9,9 @@ use socscope_wire::decode::{
     HelloInfo, OwnedDictEntry, OwnedEventTypeDef, OwnedParamDef, ProducerInfo, StreamDecoder,
 };
 use socscope_wire::dict::{Builtin, Category, ParamType, ProducerKind};
-use socscope_wire::frame::{Bye, CpuTotal, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Loss};
+use socscope_wire::frame::{
+    Bye, CpuTotal, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Loss, Window,
+};
 
 const HELLO: &str = "36 01 02 05 30 2e 31 2e 30 06 69 6d 78 38 2d 61 06 69 2e 4d 58 38 4d 05 4c 69 6e 75 78 04 64 65 6d 6f 04 80 ec b8 0b b4 24 e8 07 06 73 33 63 72 65 74 ae ca 18 0e 00";
 const DICTIONARY: &str = "03 02 04 02 01 01 07 64 04 64 65 6d 6f 1a 02 01 01 01 65 06 77 6f 72 6b 65 72 01 40 05 66 72 61 6d 65 01 05 02 64 78 23 01 6e 01 04 67 61 69 6e 02 03 74 61 67 03 03 62 75 66 04 01 41 0a 66 72 61 6d 65 5f 65 78 69 74 02 40 05 7e e2 d8 46 00";
@@ -22,6 +24,7 @@ const LOSS: &str = "09 04 01 2a 07 f5 9c 14 87 00";
 const HEARTBEAT: &str = "0b 05 c0 96 b1 02 d2 09 07 de fe 02 8a 00";
 const BYE: &str = "0d 06 80 9b ee 02 d0 0f 07 2b 37 f2 e5 00";
 const CPU_TOTAL: &str = "09 07 01 eb 07 46 b1 40 f2 00";
+const WINDOW: &str = "02 09 09 ba 22 ba 22 7e 6f af 93 00";
 
 fn hello() -> Model {
     Model::Hello(HelloInfo {
@@ -169,6 +172,14 @@ fn cpu_total() -> Model {
     })
 }
 
+fn window() -> Model {
+    Model::Window(Window {
+        cpu: 0,
+        first_seq: 4410,
+        overwritten: 4410,
+    })
+}
+
 /// Decodes `prefix` frames then `golden`, and returns the model of the last frame.
 fn decode_after(prefix: &[Model], golden: &[u8]) -> Model {
     let mut stream: Vec<u8> = prefix.iter().flat_map(encode).collect();
@@ -221,6 +232,11 @@ fn bye_golden() {
 #[test]
 fn cpu_total_golden() {
     check(cpu_total(), &[hello()], CPU_TOTAL);
+}
+
+#[test]
+fn window_golden() {
+    check(window(), &[hello()], WINDOW);
 }
 
 /// zstd's output is not pinned by the format (any valid zstd frame is fine), so the compressed section is
@@ -277,6 +293,7 @@ fn spec_shows_the_pinned_bytes() {
             LOSS,
             HEARTBEAT,
             CPU_TOTAL,
+            WINDOW,
             BYE
         ]
     );
@@ -301,6 +318,7 @@ fn print_golden() {
         ("EVENTS_ZSTD", encode(&Model::Events(value))),
         ("LOSS", encode(&loss())),
         ("CPU_TOTAL", encode(&cpu_total())),
+        ("WINDOW", encode(&window())),
         ("HEARTBEAT", encode(&heartbeat())),
         ("BYE", encode(&bye())),
     ] {

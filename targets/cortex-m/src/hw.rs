@@ -86,6 +86,12 @@ pub fn vsync_timer_stop() {
     unsafe { write_volatile(reg(TIMER0, 0x00), 0) }
 }
 
+/// Timer 0's count (down from its period; it reloads when it expires and interrupts).
+pub fn vsync_timer_value() -> u32 {
+    // SAFETY: reads timer 0's VALUE register.
+    unsafe { read_volatile(reg(TIMER0, 0x04)) }
+}
+
 /// Acknowledges timer 0's interrupt.
 pub fn vsync_timer_clear() {
     // SAFETY: writes timer 0's INTCLEAR register.
@@ -140,7 +146,7 @@ pub fn exit(ok: bool) -> ! {
 
 /// A line of text built without formatting machinery (no panicking paths), printed with [`host_print`].
 pub struct Line {
-    buf: [u8; 192],
+    buf: [u8; 320],
     len: usize,
 }
 
@@ -148,7 +154,7 @@ impl Line {
     /// An empty line.
     pub const fn new() -> Self {
         Self {
-            buf: [0; 192],
+            buf: [0; 320],
             len: 0,
         }
     }

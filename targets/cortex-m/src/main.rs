@@ -20,18 +20,18 @@
 
 mod hw;
 
-use core::cell::{Cell, RefCell};
+use core::cell::{Cell, UnsafeCell};
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
-use cortex_m::interrupt::{self, InterruptNumber, Mutex};
+use cortex_m::interrupt::InterruptNumber;
 use cortex_m::peripheral::scb::SystemHandler;
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::{NVIC, SCB};
 use cortex_m_rt::{entry, exception};
+use critical_section::Mutex;
 use socscope_agent::{
-    Agent, AgentError, AgentStats, Clock, Config, Recorded, Transport, TransportError,
-    frame_buffer_len,
+    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, Transport, TransportError,
 };
 use socscope_wire::dict::{Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind};
 use socscope_wire::frame::ParamValue;
@@ -41,8 +41,13 @@ use hw::{Line, SYSCLK_HZ};
 /// Bytes per ring block, blocks per ring.
 const BLOCK: usize = 256;
 const BLOCKS: usize = 8;
-/// One CPU; the board's threads and interrupts share its ring under a critical section.
-type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, { frame_buffer_len(BLOCK) }, 16, 8>;
+/// The control-frame buffer: the board's `Hello` and its longest declaration fit in it.
+const CONTROL: usize = 96;
+/// One CPU; the board's threads and interrupts share its ring (each record masks interrupts for that
+/// record only).
+/// Room for the board's 11 producers and 5 event types, no more: the dictionary is part of the agent's
+/// RAM.
+type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, 11, 5>;
 
 /// Thread ids (also their bit in `READY`; a lower id runs first).
 const PID_IDLE: u32 = 0;
@@ -127,82 +132,239 @@ static TYPES: [EventTypeDef<'static>; 5] = [
 ];
 
 // ---------------------------------------------------------------------------------------------------------
-// The clock: timer 1 extended to 64 bits (read at least every 171 s, which the firmware always does).
+// The critical section (PRIMASK), which the agent and the firmware use: every outermost masked section is
+// timed with the board clock, so the firmware reports the longest time interrupts waited.
 
-static CLOCK: Mutex<Cell<(u32, u32)>> = Mutex::new(Cell::new((0, 0)));
+struct MeasuredPrimask;
+critical_section::set_impl!(MeasuredPrimask);
 
-/// Board time in 25 MHz ticks.
-fn now() -> u64 {
-    interrupt::free(|cs| {
-        let cell = CLOCK.borrow(cs);
-        let (mut high, last) = cell.get();
-        let low = hw::clock_raw();
-        if low < last {
-            high = high.wrapping_add(1);
+/// Whether masked sections are timed (not in `bench` mode, whose figures are the agent's alone).
+static TIME_MASKING: AtomicBool = AtomicBool::new(true);
+/// When the current outermost masked section started (timer 1).
+static MASKED_SINCE: AtomicU32 = AtomicU32::new(0);
+/// The longest masked section so far, in clock ticks, and how many were timed.
+static MASKED_MAX: AtomicU32 = AtomicU32::new(0);
+static MASKED_SECTIONS: AtomicU32 = AtomicU32::new(0);
+/// Where the current outermost masked section started, and the longest one (a code address, printed for
+/// `llvm-addr2line`/`llvm-objdump`: which section is the longest).
+static MASKED_SINCE_PC: AtomicU32 = AtomicU32::new(0);
+static MASKED_MAX_PC: AtomicU32 = AtomicU32::new(0);
+
+// SAFETY: `cpsid i` excludes every other context on this single-core board; `release` restores PRIMASK
+// as `acquire` found it, so sections nest.
+unsafe impl critical_section::Impl for MeasuredPrimask {
+    #[inline(always)]
+    unsafe fn acquire() -> critical_section::RawRestoreState {
+        let primask: u32;
+        // SAFETY: reads PRIMASK and masks interrupts; no memory is touched.
+        unsafe {
+            core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack, preserves_flags));
         }
-        cell.set((high, low));
-        (u64::from(high) << 32) | u64::from(low)
-    })
-}
+        let was_active = primask & 1 == 0;
+        if was_active && TIME_MASKING.load(Ordering::Relaxed) {
+            let pc: u32;
+            // SAFETY: reads the program counter (this function is inlined where the section starts).
+            unsafe {
+                core::arch::asm!("mov {}, pc", out(reg) pc, options(nomem, nostack, preserves_flags))
+            };
+            MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
+            MASKED_SINCE.store(hw::clock_raw(), Ordering::Relaxed);
+        }
+        was_active
+    }
 
-struct BoardClock;
-
-impl Clock for BoardClock {
-    fn now(&mut self) -> u64 {
-        now()
+    #[inline(always)]
+    unsafe fn release(was_active: critical_section::RawRestoreState) {
+        if was_active {
+            if TIME_MASKING.load(Ordering::Relaxed) {
+                // Interrupts are masked: plain loads and stores are atomic here.
+                let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
+                if d > MASKED_MAX.load(Ordering::Relaxed) {
+                    MASKED_MAX.store(d, Ordering::Relaxed);
+                    MASKED_MAX_PC.store(MASKED_SINCE_PC.load(Ordering::Relaxed), Ordering::Relaxed);
+                }
+                MASKED_SECTIONS.store(
+                    MASKED_SECTIONS.load(Ordering::Relaxed).wrapping_add(1),
+                    Ordering::Relaxed,
+                );
+            }
+            // SAFETY: interrupts were enabled when the outermost section started.
+            unsafe { core::arch::asm!("cpsie i", options(nomem, nostack, preserves_flags)) };
+        }
     }
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The UART: the agent's frames go into a byte queue; SysTick moves bytes into the UART at the modelled rate.
+// The clock: timer 1 extended to 64 bits (read at least every 171 s, which the firmware always does).
+
+/// The clock's high word and last low word. Touched only with interrupts masked.
+struct ClockState(UnsafeCell<(u32, u32)>);
+
+// SAFETY: only `now_masked` touches it, and only with interrupts masked (single core).
+unsafe impl Sync for ClockState {}
+
+static CLOCK: ClockState = ClockState(UnsafeCell::new((0, 0)));
+
+/// Board time in 25 MHz ticks; the caller has masked interrupts.
+///
+/// # Safety
+/// Interrupts are masked (the caller is inside a critical section).
+unsafe fn now_masked() -> u64 {
+    // SAFETY: interrupts are masked: no other context touches the state now.
+    let state = unsafe { &mut *CLOCK.0.get() };
+    let low = hw::clock_raw();
+    if low < state.1 {
+        state.0 = state.0.wrapping_add(1);
+    }
+    state.1 = low;
+    (u64::from(state.0) << 32) | u64::from(low)
+}
+
+/// Board time in 25 MHz ticks.
+fn now() -> u64 {
+    // SAFETY: inside the critical section.
+    critical_section::with(|_| unsafe { now_masked() })
+}
+
+/// The agent's clock. The agent reads its clock only inside its own critical section (interrupts
+/// masked), so this one does not mask them again.
+struct BoardClock;
+
+impl Clock for BoardClock {
+    fn now(&mut self) -> u64 {
+        // SAFETY: the agent calls its clock with interrupts masked (`Clock`'s contract).
+        unsafe { now_masked() }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The UART: the agent's frames go into a lock-free byte queue (PendSV produces); SysTick moves bytes into
+// the UART at the modelled rate. Neither end masks interrupts while it copies.
 
 const TXQ_LEN: usize = 1024;
 
-struct TxQueue {
-    buf: [u8; TXQ_LEN],
-    head: usize,
-    len: usize,
+/// A single-producer single-consumer byte ring (indices run freely; `TXQ_LEN` is a power of two, so an
+/// index is masked into the buffer). Not heapless's `spsc::Queue`: its 0.9 ends index modulo a capacity
+/// known only at run time, a division-by-zero panic path the link-time proof refuses.
+struct TxRing {
+    buf: UnsafeCell<[u8; TXQ_LEN]>,
+    /// Bytes taken out so far (the consumer's), and put in (the producer's).
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    /// Which context holds each end now.
+    producing: AtomicBool,
+    consuming: AtomicBool,
 }
 
-impl TxQueue {
-    const fn new() -> Self {
-        Self {
-            buf: [0; TXQ_LEN],
-            head: 0,
-            len: 0,
-        }
+// SAFETY: the producer writes only the free bytes between `tail` and `head + TXQ_LEN` and publishes them
+// by storing `tail` (Release); the consumer reads only bytes between `head` and `tail` (Acquire) and frees
+// them by storing `head`; `producing` and `consuming` let one context at a time hold each end.
+unsafe impl Sync for TxRing {}
+
+const _: () = assert!(TXQ_LEN.is_power_of_two());
+
+static TXQ: TxRing = TxRing {
+    buf: UnsafeCell::new([0; TXQ_LEN]),
+    head: AtomicUsize::new(0),
+    tail: AtomicUsize::new(0),
+    producing: AtomicBool::new(false),
+    consuming: AtomicBool::new(false),
+};
+
+/// The producing end, held by one context.
+struct TxProducer(&'static TxRing);
+
+/// The consuming end, held by one context.
+struct TxConsumer(&'static TxRing);
+
+impl TxProducer {
+    fn free(&self) -> usize {
+        TXQ_LEN
+            - self
+                .0
+                .tail
+                .load(Ordering::Relaxed)
+                .wrapping_sub(self.0.head.load(Ordering::Acquire))
     }
 
-    fn push_frame(&mut self, frame: &[u8]) -> bool {
-        if TXQ_LEN - self.len < frame.len() {
+    /// Appends `bytes` whole, or nothing when they do not fit.
+    fn push(&mut self, bytes: &[u8]) -> bool {
+        if self.free() < bytes.len() {
             return false;
         }
-        for &b in frame {
-            if let Some(slot) = self.buf.get_mut((self.head + self.len) % TXQ_LEN) {
-                *slot = b;
+        let tail = self.0.tail.load(Ordering::Relaxed);
+        for (i, &b) in bytes.iter().enumerate() {
+            // SAFETY: the byte is free (checked above) and only the producer writes free bytes.
+            unsafe {
+                (*self.0.buf.get())[tail.wrapping_add(i) & (TXQ_LEN - 1)] = b;
             }
-            self.len += 1;
         }
+        self.0
+            .tail
+            .store(tail.wrapping_add(bytes.len()), Ordering::Release);
         true
-    }
-
-    /// Moves up to `budget` bytes into the UART; returns how many.
-    fn pump(&mut self, budget: u32) -> u32 {
-        let mut sent = 0;
-        while sent < budget && self.len > 0 && !hw::uart_busy() {
-            let b = self.buf.get(self.head).copied().unwrap_or(0);
-            if !hw::uart_try_send(b) {
-                break;
-            }
-            self.head = (self.head + 1) % TXQ_LEN;
-            self.len -= 1;
-            sent += 1;
-        }
-        sent
     }
 }
 
-static TXQ: Mutex<RefCell<TxQueue>> = Mutex::new(RefCell::new(TxQueue::new()));
+impl TxConsumer {
+    fn len(&self) -> usize {
+        self.0
+            .tail
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.0.head.load(Ordering::Relaxed))
+    }
+
+    fn peek(&self) -> Option<u8> {
+        if self.len() == 0 {
+            return None;
+        }
+        let head = self.0.head.load(Ordering::Relaxed);
+        // SAFETY: the byte was published by the producer and is not freed until `pop`.
+        Some(unsafe { (*self.0.buf.get())[head & (TXQ_LEN - 1)] })
+    }
+
+    fn pop(&mut self) {
+        let head = self.0.head.load(Ordering::Relaxed);
+        self.0.head.store(head.wrapping_add(1), Ordering::Release);
+    }
+}
+
+/// Runs `f` with the producing end, unless another context holds it.
+fn with_producer<R>(f: impl FnOnce(&mut TxProducer) -> R) -> Option<R> {
+    if TXQ.producing.swap(true, Ordering::Acquire) {
+        return None;
+    }
+    let r = f(&mut TxProducer(&TXQ));
+    TXQ.producing.store(false, Ordering::Release);
+    Some(r)
+}
+
+/// Runs `f` with the consuming end, unless another context holds it.
+fn with_consumer<R>(f: impl FnOnce(&mut TxConsumer) -> R) -> Option<R> {
+    if TXQ.consuming.swap(true, Ordering::Acquire) {
+        return None;
+    }
+    let r = f(&mut TxConsumer(&TXQ));
+    TXQ.consuming.store(false, Ordering::Release);
+    Some(r)
+}
+
+/// Moves up to `budget` bytes into the UART; returns how many.
+fn pump(queue: &mut TxConsumer, budget: u32) -> u32 {
+    let mut sent = 0;
+    while sent < budget && !hw::uart_busy() {
+        let Some(b) = queue.peek() else {
+            break;
+        };
+        if !hw::uart_try_send(b) {
+            break;
+        }
+        queue.pop();
+        sent += 1;
+    }
+    sent
+}
+
 /// Modelled UART speed in baud (10 bits per byte); 0: as fast as QEMU takes bytes.
 static BAUD: AtomicU32 = AtomicU32::new(0);
 /// Bits the UART may still send (SysTick adds `BAUD / 1000` per millisecond, capped at 4 ms worth).
@@ -211,140 +373,119 @@ static UART_CREDIT: AtomicU32 = AtomicU32::new(0);
 /// One millisecond of UART time (from SysTick).
 fn uart_tick() {
     let baud = BAUD.load(Ordering::Relaxed);
-    interrupt::free(|cs| {
-        let Ok(mut q) = TXQ.borrow(cs).try_borrow_mut() else {
-            return;
-        };
+    with_consumer(|q| {
         if baud == 0 {
-            q.pump(u32::MAX);
+            pump(q, u32::MAX);
             return;
         }
         let credit = UART_CREDIT
             .load(Ordering::Relaxed)
             .saturating_add(baud / 1000)
             .min(baud / 250);
-        let sent = q.pump(credit / 10);
+        let sent = pump(q, credit / 10);
         UART_CREDIT.store(credit - sent * 10, Ordering::Relaxed);
     });
 }
 
-/// The longest a drain kept interrupts masked, in clock ticks (printed at the end).
-static DRAIN_MASKED_MAX: AtomicU32 = AtomicU32::new(0);
+/// The agent's transport: whole frames into the UART queue, `WouldBlock` when one does not fit.
+struct Uart<'a>(&'a mut TxProducer);
 
-/// The agent's transport: one whole frame per `poll` into the UART queue (`WouldBlock` after it, or when
-/// the queue is full), so that each critical section of the drain encodes at most one frame.
-struct OneFrame<'a> {
-    queue: &'a mut TxQueue,
-    sent: bool,
-}
-
-impl Transport for OneFrame<'_> {
+impl Transport for Uart<'_> {
     fn write_frame(&mut self, frame: &[u8]) -> Result<(), TransportError> {
-        if self.sent || !self.queue.push_frame(frame) {
-            return Err(TransportError::WouldBlock);
+        if self.0.push(frame) {
+            Ok(())
+        } else {
+            Err(TransportError::WouldBlock)
         }
-        self.sent = true;
-        Ok(())
     }
 }
 
-/// Encodes what the agent has due into the queue (PendSV, the lowest priority): one frame per critical
-/// section, so interrupts wait for one frame's encoding at most, not for a whole `Hello` and dictionary.
+/// Whether the drain discards frames (the `bench` mode's loaded run).
+static DRAIN_DISCARDS: AtomicBool = AtomicBool::new(false);
+
+/// Sends what the agent has due into the UART queue (PendSV, the lowest priority), with interrupts
+/// enabled: the agent masks them only to claim a finished block and to give it back.
 fn drain() {
-    loop {
-        let sent = interrupt::free(|cs| {
-            let (Ok(mut agent), Ok(mut q)) = (
-                AGENT.borrow(cs).try_borrow_mut(),
-                TXQ.borrow(cs).try_borrow_mut(),
-            ) else {
-                return false;
-            };
-            let start = hw::clock_raw();
-            let mut link = OneFrame {
-                queue: &mut q,
-                sent: false,
-            };
-            if let Some(agent) = agent.get() {
-                // WouldBlock after the frame (or with the queue full): the rest goes at the next call.
-                let _ = agent.poll(&mut link);
-            }
-            let sent = link.sent;
-            if BAUD.load(Ordering::Relaxed) == 0 {
-                q.pump(u32::MAX);
-            }
-            DRAIN_MASKED_MAX.fetch_max(hw::clock_raw().wrapping_sub(start), Ordering::Relaxed);
-            sent
-        });
-        if !sent {
-            break;
-        }
+    let Some(agent) = agent() else {
+        return;
+    };
+    if DRAIN_DISCARDS.load(Ordering::Relaxed) {
+        let _ = agent.poll(&mut Discard);
+        return;
     }
+    with_producer(|p| {
+        // WouldBlock with the queue full: the rest goes at the next call.
+        let _ = agent.poll(&mut Uart(p));
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // The agent and the firmware's own counters of what it recorded.
 
-/// The agent, set once at start. Not an `Option`: `None` of an `Option<Agent>` is not all zeros, which
-/// would put the agent in `.data` and its initial image in flash; this slot is zeros, in `.bss`.
+/// The agent, set once at start and then shared by every context. Not an `Option`: `None` of an
+/// `Option<Agent>` is not all zeros, which would put the agent in `.data` and its initial image in
+/// flash; this slot is zeros, in `.bss`.
 struct AgentSlot {
-    ready: bool,
-    agent: MaybeUninit<BoardAgent>,
+    ready: AtomicBool,
+    agent: UnsafeCell<MaybeUninit<BoardAgent>>,
 }
 
-impl AgentSlot {
-    fn set(&mut self, agent: BoardAgent) {
-        self.agent.write(agent);
-        self.ready = true;
+// SAFETY: the agent is written once, before `ready` is set (and before any interrupt that reads it is
+// enabled), and only read (shared) after; the agent itself is `Sync`.
+unsafe impl Sync for AgentSlot {}
+
+static AGENT: AgentSlot = AgentSlot {
+    ready: AtomicBool::new(false),
+    agent: UnsafeCell::new(MaybeUninit::uninit()),
+};
+
+/// Installs the agent (once, from `main`).
+fn install(agent: BoardAgent) {
+    if AGENT.ready.load(Ordering::Acquire) {
+        return;
     }
-
-    fn get(&mut self) -> Option<&mut BoardAgent> {
-        // SAFETY: `ready` is set only once `agent` was written.
-        self.ready.then(|| unsafe { self.agent.assume_init_mut() })
-    }
+    // SAFETY: not ready yet: nothing else reads the slot.
+    unsafe { (*AGENT.agent.get()).write(agent) };
+    AGENT.ready.store(true, Ordering::Release);
 }
 
-static AGENT: Mutex<RefCell<AgentSlot>> = Mutex::new(RefCell::new(AgentSlot {
-    ready: false,
-    agent: MaybeUninit::uninit(),
-}));
-
-struct Counts {
-    stored: [u32; TYPE_SLOTS],
-    dropped: [u32; TYPE_SLOTS],
-    rejected: u32,
+/// The shared agent, once installed.
+fn agent() -> Option<&'static BoardAgent> {
+    // SAFETY: `ready` is set only once the agent was written; it is never written again.
+    AGENT
+        .ready
+        .load(Ordering::Acquire)
+        .then(|| unsafe { (*AGENT.agent.get()).assume_init_ref() })
 }
 
-static COUNTS: Mutex<RefCell<Counts>> = Mutex::new(RefCell::new(Counts {
-    stored: [0; TYPE_SLOTS],
-    dropped: [0; TYPE_SLOTS],
-    rejected: 0,
-}));
+/// Records stored and dropped, per type, as the firmware counts them; records refused; and every
+/// record given a sequence number (stored or dropped), the board having one CPU.
+static STORED: [AtomicU32; TYPE_SLOTS] = [const { AtomicU32::new(0) }; TYPE_SLOTS];
+static DROPPED: [AtomicU32; TYPE_SLOTS] = [const { AtomicU32::new(0) }; TYPE_SLOTS];
+static REJECTED: AtomicU32 = AtomicU32::new(0);
+static NUMBERED: AtomicU32 = AtomicU32::new(0);
 
 /// Records one event of type `type_id` with `f`, from any context, and counts the outcome.
 #[inline(never)]
-fn rec(type_id: u16, f: impl FnOnce(&mut BoardAgent) -> Result<Recorded, AgentError>) {
-    interrupt::free(|cs| {
-        let Ok(mut agent) = AGENT.borrow(cs).try_borrow_mut() else {
-            return;
-        };
-        let Some(agent) = agent.get() else {
-            return;
-        };
-        let outcome = f(agent);
-        let Ok(mut c) = COUNTS.borrow(cs).try_borrow_mut() else {
-            return;
-        };
-        let slot = usize::from(type_id);
-        let counter = match outcome {
-            Ok(Recorded::Stored) => c.stored.get_mut(slot),
-            Ok(Recorded::Dropped) => c.dropped.get_mut(slot),
-            Err(_) => None,
-        };
-        match counter {
-            Some(n) => *n += 1,
-            None => c.rejected += 1,
+fn rec(type_id: u16, f: impl FnOnce(&BoardAgent) -> Result<Recorded, AgentError>) {
+    let Some(agent) = agent() else {
+        return;
+    };
+    let slot = usize::from(type_id);
+    let counter = match f(agent) {
+        Ok(Recorded::Stored) => STORED.get(slot),
+        Ok(Recorded::Dropped) => DROPPED.get(slot),
+        Err(_) => None,
+    };
+    match counter {
+        Some(n) => {
+            n.fetch_add(1, Ordering::Relaxed);
+            NUMBERED.fetch_add(1, Ordering::Relaxed);
         }
-    });
+        None => {
+            REJECTED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 fn switch(prev: u32, next: u32) {
@@ -417,7 +558,7 @@ fn SysTick() {
     SYSTICKS.fetch_add(1, Ordering::Relaxed);
     // Milliseconds come from the clock, not from counting interrupts: a tick that comes while the last
     // one is still pending is lost (QEMU loses some when the host is busy), so catch up here.
-    let start = interrupt::free(|cs| STARTED_AT.borrow(cs).get());
+    let start = critical_section::with(|cs| STARTED_AT.borrow(cs).get());
     let target = (now().saturating_sub(start) / u64::from(TICKS_PER_MS)).min(u64::from(u32::MAX));
     let mut ms = MS.load(Ordering::Relaxed);
     while u64::from(ms) < target {
@@ -442,17 +583,28 @@ static SYSTICKS: AtomicU32 = AtomicU32::new(0);
 /// When the scheduler started.
 static STARTED_AT: Mutex<Cell<u64>> = Mutex::new(Cell::new(0));
 
+/// The vsync timer's period in ticks, and the longest its interrupt waited to start.
+static VSYNC_TICKS: AtomicU32 = AtomicU32::new(VSYNC_PERIOD);
+static IRQ_LATENCY_MAX: AtomicU32 = AtomicU32::new(0);
+
 /// Only the vsync timer is enabled in the NVIC.
 #[exception]
 unsafe fn DefaultHandler(irqn: i16) {
     if irqn != hw::TIMER0_IRQ as i16 {
         return;
     }
+    // How long after the timer expired this handler started: the interrupt's latency.
+    let latency = VSYNC_TICKS
+        .load(Ordering::Relaxed)
+        .wrapping_sub(hw::vsync_timer_value());
+    if latency > IRQ_LATENCY_MAX.load(Ordering::Relaxed) {
+        IRQ_LATENCY_MAX.store(latency, Ordering::Relaxed);
+    }
     irq_entry(IRQ_VSYNC);
     hw::vsync_timer_clear();
     let frame = FRAME.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
     let t = now();
-    interrupt::free(|cs| VSYNC_AT.borrow(cs).set(t));
+    critical_section::with(|cs| VSYNC_AT.borrow(cs).set(t));
     rec(10, |a| a.mark(0, u64::from(frame)));
     BOTTOM_HALF.store(true, Ordering::Release);
     SCB::set_pendsv();
@@ -553,7 +705,7 @@ impl Tasks {
     #[inline(never)]
     fn render(&mut self) {
         let frame = FRAME.load(Ordering::Relaxed);
-        let vsync = interrupt::free(|cs| VSYNC_AT.borrow(cs).get());
+        let vsync = critical_section::with(|cs| VSYNC_AT.borrow(cs).get());
         let deadline = vsync + u64::from(VSYNC_PERIOD);
         custom(T_VSYNC_JOB, &[ParamValue::Unsigned(u64::from(frame))]);
         // Usually 3 to 9 ms; one frame in 40 takes 18 ms and misses its deadline.
@@ -576,6 +728,12 @@ impl Tasks {
                 ],
             );
             marker("vsync deadline missed");
+            if POST_MORTEM.load(Ordering::Relaxed)
+                && MS.load(Ordering::Relaxed) >= DUMP_AFTER_MS.load(Ordering::Relaxed)
+                && !DUMPED.load(Ordering::Relaxed)
+            {
+                dump_now();
+            }
         }
         if let Some((ptr, size)) = self.frame_buffer.take() {
             syscall_entry(215, [ptr, size, 0, 0]);
@@ -627,13 +785,19 @@ fn main() -> ! {
     let session = number("session", 1);
     let linger = number("linger", 0) != 0;
     let mode = hw::arg(cmdline, "mode").unwrap_or(b"run");
+    let dump_after = number("dump_after", 2);
     BAUD.store(baud.min(u64::from(u32::MAX)) as u32, Ordering::Relaxed);
+    DUMP_AFTER_MS.store(
+        (dump_after * 1000).min(u64::from(u32::MAX)) as u32,
+        Ordering::Relaxed,
+    );
 
     hw::clock_init();
     hw::uart_init();
     let application = match mode {
         b"bench" => "bench",
         b"flood" => "flood",
+        b"postmortem" => "player-post-mortem",
         _ => "player",
     };
     let mut agent = BoardAgent::new(
@@ -715,11 +879,13 @@ fn main() -> ! {
     for t in &TYPES {
         ok &= agent.register_type(*t).is_ok();
     }
-    interrupt::free(|cs| {
-        if let Ok(mut slot) = AGENT.borrow(cs).try_borrow_mut() {
-            slot.set(agent);
-        }
-    });
+    // `postmortem=1` with `mode=bench`: the record path's cost in post-mortem mode (full rings overwrite
+    // their oldest block), against the same bench in streaming mode.
+    if mode == b"postmortem" || number("postmortem", 0) == 1 {
+        agent.set_mode(Mode::PostMortem);
+        POST_MORTEM.store(true, Ordering::Relaxed);
+    }
+    install(agent);
     if !ok {
         Line::new()
             .text("socscope-board: dictionary refused")
@@ -727,11 +893,25 @@ fn main() -> ! {
         hw::exit(false);
     }
 
-    match mode {
-        b"bench" => bench(),
-        b"flood" => scheduled(seconds, true),
-        _ => scheduled(seconds, false),
-    }
+    let seconds = match mode {
+        b"bench" => {
+            bench();
+            seconds
+        }
+        b"flood" => {
+            scheduled(seconds, true);
+            seconds
+        }
+        // Post-mortem: the run ends at its dump (the first missed deadline after `dump_after` s).
+        b"postmortem" => {
+            scheduled(seconds.max(dump_after + 2), false);
+            u64::from(MS.load(Ordering::Relaxed)) / 1000
+        }
+        _ => {
+            scheduled(seconds, false);
+            seconds
+        }
+    };
     let ok = finish(application, seconds, baud);
     if linger {
         // The host stops QEMU once its collector has read everything: QEMU exiting at once could close a
@@ -757,7 +937,7 @@ fn scheduled(seconds: u64, flood: bool) {
     }
     let start = now();
     let end = start + seconds * u64::from(SYSCLK_HZ);
-    interrupt::free(|cs| STARTED_AT.borrow(cs).set(start));
+    critical_section::with(|cs| STARTED_AT.borrow(cs).set(start));
     let mut tasks = Tasks {
         current: PID_IDLE,
         rng: 0x2545_f491,
@@ -780,13 +960,15 @@ fn scheduled(seconds: u64, flood: bool) {
     core.SYST.clear_current();
     core.SYST.enable_interrupt();
     core.SYST.enable_counter();
-    if !flood {
-        hw::vsync_timer_start(VSYNC_PERIOD);
-        // SAFETY: the vsync handler is ready (DefaultHandler).
-        unsafe { NVIC::unmask(Irq(hw::TIMER0_IRQ)) };
-    }
+    // In flood mode the timer interrupts 997 times a second (a prime, so it drifts across SysTick): its
+    // latency is measured while thread mode records and PendSV drains as fast as they can.
+    let period = if flood { SYSCLK_HZ / 997 } else { VSYNC_PERIOD };
+    VSYNC_TICKS.store(period, Ordering::Relaxed);
+    hw::vsync_timer_start(period);
+    // SAFETY: the vsync handler is ready (DefaultHandler).
+    unsafe { NVIC::unmask(Irq(hw::TIMER0_IRQ)) };
     let mut n: u64 = 0;
-    while now() < end {
+    while now() < end && !DUMPED.load(Ordering::Relaxed) {
         if flood {
             tasks.switch_to(PID_AUDIO);
             user_entry(scheduled as *const () as usize);
@@ -815,72 +997,82 @@ fn scheduled(seconds: u64, flood: bool) {
     marker("scheduler stopped");
 }
 
-/// Sends everything and `Bye`, then prints the firmware's own counters on the semihosting console.
-fn finish(application: &str, seconds: u64, baud: u64) -> bool {
-    let mut stats = AgentStats::default();
+/// Post-mortem mode: the run dumps once, at its first missed deadline after this many milliseconds.
+static POST_MORTEM: AtomicBool = AtomicBool::new(false);
+static DUMP_AFTER_MS: AtomicU32 = AtomicU32::new(2000);
+static DUMPED: AtomicBool = AtomicBool::new(false);
+/// The sequence number of the marker recorded just before the dump (the firmware's own count).
+static DUMP_MARKER_SEQ: AtomicU32 = AtomicU32::new(0);
+/// The board time the dump took, in clock ticks.
+static DUMP_TICKS: AtomicU32 = AtomicU32::new(0);
+
+/// The deadline check's dump: a marker (numbered by the firmware's own count, in the same masked
+/// section, so no interrupt record comes between), then the agent's rings through the UART, from thread
+/// mode while the interrupts go on.
+fn dump_now() {
+    let Some(agent) = agent() else {
+        return;
+    };
+    DUMPED.store(true, Ordering::Relaxed);
+    critical_section::with(|_| {
+        DUMP_MARKER_SEQ.store(NUMBERED.load(Ordering::Relaxed), Ordering::Relaxed);
+        marker("deadline missed: post-mortem dump");
+    });
+    let start = hw::clock_raw();
     loop {
-        let done = interrupt::free(|cs| {
-            let (Ok(mut agent), Ok(mut q)) = (
-                AGENT.borrow(cs).try_borrow_mut(),
-                TXQ.borrow(cs).try_borrow_mut(),
-            ) else {
-                return true;
-            };
-            let Some(agent) = agent.get() else {
-                return true;
-            };
-            // One frame per call (the drain's transport), until Bye is out.
-            let sent = agent
-                .finish(&mut OneFrame {
-                    queue: &mut q,
-                    sent: false,
-                })
-                .is_ok();
-            stats = agent.stats();
-            q.pump(u32::MAX);
-            sent
-        });
-        if done {
-            break;
+        match with_producer(|p| agent.dump(&mut Uart(p))) {
+            Some(Ok(())) => break,
+            Some(Err(TransportError::Closed)) => break,
+            // The queue is full (SysTick empties it) or the drain holds the agent: try again.
+            _ => {}
         }
     }
+    DUMP_TICKS.store(hw::clock_raw().wrapping_sub(start), Ordering::Relaxed);
+}
+
+/// Sends everything and `Bye` (in post-mortem mode the dump did), then prints the firmware's own
+/// counters on the semihosting console.
+fn finish(application: &str, seconds: u64, baud: u64) -> bool {
+    let Some(agent) = agent() else {
+        return false;
+    };
+    if !POST_MORTEM.load(Ordering::Relaxed) {
+        // Until Bye is out, the UART queue emptied in between.
+        loop {
+            match with_producer(|p| agent.finish(&mut Uart(p))) {
+                Some(Ok(())) | Some(Err(TransportError::Closed)) => break,
+                _ => {
+                    with_consumer(|q| pump(q, u32::MAX));
+                }
+            }
+        }
+    }
+    let stats: AgentStats = agent.stats();
     // The rest of the queue, then the UART's own byte.
     loop {
-        let left = interrupt::free(|cs| match TXQ.borrow(cs).try_borrow_mut() {
-            Ok(mut q) => {
-                q.pump(u32::MAX);
-                q.len
-            }
-            Err(_) => 0,
-        });
+        let left = with_consumer(|q| {
+            pump(q, u32::MAX);
+            q.len()
+        })
+        .unwrap_or(0);
         if left == 0 && !hw::uart_busy() {
             break;
         }
     }
-    let (stored, dropped, rejected, per_type) = interrupt::free(|cs| {
-        let Ok(c) = COUNTS.borrow(cs).try_borrow() else {
-            return (0, 0, u64::MAX, [(0u32, 0u32); TYPE_SLOTS]);
-        };
-        let mut per_type = [(0, 0); TYPE_SLOTS];
-        for (i, slot) in per_type.iter_mut().enumerate() {
-            *slot = (
-                c.stored.get(i).copied().unwrap_or(0),
-                c.dropped.get(i).copied().unwrap_or(0),
-            );
-        }
-        let stored: u64 = c.stored.iter().map(|&n| u64::from(n)).sum();
-        let dropped: u64 = c.dropped.iter().map(|&n| u64::from(n)).sum();
-        (stored, dropped, u64::from(c.rejected), per_type)
-    });
-    for (type_id, (s, d)) in per_type.iter().enumerate() {
-        if *s > 0 || *d > 0 {
+    let count = |c: &AtomicU32| u64::from(c.load(Ordering::Relaxed));
+    let stored: u64 = STORED.iter().map(count).sum();
+    let dropped: u64 = DROPPED.iter().map(count).sum();
+    let rejected = count(&REJECTED);
+    for (type_id, (s, d)) in STORED.iter().zip(DROPPED.iter()).enumerate() {
+        let (s, d) = (count(s), count(d));
+        if s > 0 || d > 0 {
             Line::new()
                 .text("socscope-board: type ")
                 .num(type_id as u64)
                 .text(" stored ")
-                .num(u64::from(*s))
+                .num(s)
                 .text(" dropped ")
-                .num(u64::from(*d))
+                .num(d)
                 .print();
         }
     }
@@ -900,16 +1092,18 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
         .num(dropped)
         .text(" rejected ")
         .num(rejected)
+        .text(" overwritten ")
+        .num(stats.overwritten)
         .text(" frames ")
         .num(stats.frames)
         .text(" bytes ")
         .num(stats.bytes)
-        .text(" systicks ")
-        .num(u64::from(SYSTICKS.load(Ordering::Relaxed)))
         .text(" ms ")
         .num(u64::from(MS.load(Ordering::Relaxed)))
-        .text(" drain-masked-max-ticks ")
-        .num(u64::from(DRAIN_MASKED_MAX.load(Ordering::Relaxed)))
+        .text(" masked-max-ticks ")
+        .num(count(&MASKED_MAX))
+        .text(" irq-latency-max-ticks ")
+        .num(count(&IRQ_LATENCY_MAX))
         .text(if application == "bench" {
             " not-compared"
         } else if agrees {
@@ -918,6 +1112,28 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
             " agent-disagrees"
         })
         .print();
+    Line::new()
+        .text("socscope-board: masked-sections ")
+        .num(count(&MASKED_SECTIONS))
+        .text(" systicks ")
+        .num(count(&SYSTICKS))
+        .text(" agent-ram ")
+        .num(core::mem::size_of::<BoardAgent>() as u64)
+        .text(" agent-state ")
+        .num(BoardAgent::state_bytes() as u64)
+        .text(" masked-max-at ")
+        .num(count(&MASKED_MAX_PC))
+        .print();
+    if DUMPED.load(Ordering::Relaxed) {
+        Line::new()
+            .text("socscope-board: dump marker-seq ")
+            .num(count(&DUMP_MARKER_SEQ))
+            .text(" numbered ")
+            .num(count(&NUMBERED))
+            .text(" dump-ticks ")
+            .num(count(&DUMP_TICKS))
+            .print();
+    }
     agrees
 }
 
@@ -936,13 +1152,18 @@ impl Transport for Discard {
 const BENCH_ROUNDS: u32 = 64;
 const BENCH_BATCH: u32 = 32;
 
-type RecordFn = fn(&mut BoardAgent, u32) -> Result<Recorded, AgentError>;
+type RecordFn = fn(&BoardAgent, u32) -> Result<Recorded, AgentError>;
 
-/// Prints `bench <what> events N ticks T` for each record kind: the agent's record path alone, all
-/// records of a batch in one critical section; `firmware` is the path the firmware uses (a critical
-/// section and the firmware's counters per record); `drain` is the cost of encoding the frames (COBS,
-/// CRC) per record, into a transport that discards them.
+/// Prints `bench <what> events N ticks T` for each record kind: the agent's record path alone (its own
+/// masked section included, the firmware's timing of masked sections off); `firmware` is the path the
+/// firmware uses (its per-type counters too); `drain` is the cost of framing the blocks (header, CRC,
+/// COBS in place) per record, into a transport that discards them; `loaded` is thread mode recording while
+/// SysTick and a 10 kHz timer interrupt record too and PendSV drains (everything included, per event).
 fn bench() {
+    TIME_MASKING.store(false, Ordering::Relaxed);
+    let Some(agent) = agent() else {
+        return;
+    };
     let kinds: [(&str, RecordFn); 18] = [
         ("context_switch", |a, i| {
             a.context_switch(0, i & 7, (i + 1) & 7)
@@ -1007,25 +1228,17 @@ fn bench() {
         let mut ticks: u64 = 0;
         let mut stored: u64 = 0;
         for _ in 0..BENCH_ROUNDS {
-            interrupt::free(|cs| {
-                let Ok(mut agent) = AGENT.borrow(cs).try_borrow_mut() else {
-                    return;
-                };
-                let Some(agent) = agent.get() else {
-                    return;
-                };
-                let before = agent.stats().records;
-                let t0 = hw::clock_raw();
-                for i in 0..BENCH_BATCH {
-                    let _ = f(core::hint::black_box(&mut *agent), i);
-                }
-                ticks += u64::from(hw::clock_raw().wrapping_sub(t0));
-                stored += agent.stats().records - before;
-                let t1 = hw::clock_raw();
-                let _ = agent.flush(&mut Discard);
-                drain_ticks += u64::from(hw::clock_raw().wrapping_sub(t1));
-                drained += agent.stats().records - before;
-            });
+            let before = agent.stats().records;
+            let t0 = hw::clock_raw();
+            for i in 0..BENCH_BATCH {
+                let _ = f(core::hint::black_box(agent), i);
+            }
+            ticks += u64::from(hw::clock_raw().wrapping_sub(t0));
+            stored += agent.stats().records - before;
+            let t1 = hw::clock_raw();
+            let _ = agent.flush(&mut Discard);
+            drain_ticks += u64::from(hw::clock_raw().wrapping_sub(t1));
+            drained += agent.stats().records - before;
         }
         Line::new()
             .text("bench record ")
@@ -1042,7 +1255,7 @@ fn bench() {
         .text(" ticks ")
         .num(drain_ticks)
         .print();
-    // The firmware's own path: one critical section and its counters per record.
+    // The firmware's own path: its counters around each record.
     let mut ticks: u64 = 0;
     let mut events: u64 = 0;
     for round in 0..BENCH_ROUNDS {
@@ -1056,13 +1269,7 @@ fn bench() {
         }
         ticks += u64::from(hw::clock_raw().wrapping_sub(t0));
         events += u64::from(BENCH_BATCH);
-        interrupt::free(|cs| {
-            if let Ok(mut agent) = AGENT.borrow(cs).try_borrow_mut()
-                && let Some(agent) = agent.get()
-            {
-                let _ = agent.flush(&mut Discard);
-            }
-        });
+        let _ = agent.flush(&mut Discard);
     }
     Line::new()
         .text("bench firmware user_function+exit events ")
@@ -1070,6 +1277,65 @@ fn bench() {
         .text(" ticks ")
         .num(ticks)
         .print();
+    bench_loaded(agent);
+}
+
+/// Thread mode records user-function entries and exits while SysTick (1 kHz) and the timer (10 kHz)
+/// interrupt and record, and PendSV drains into a discarding transport: the board's cost per event
+/// with everything running.
+fn bench_loaded(agent: &BoardAgent) {
+    // SAFETY: the firmware owns the core peripherals; nothing else takes them.
+    let mut core = unsafe { cortex_m::Peripherals::steal() };
+    // SAFETY: priorities are set before the interrupts are enabled.
+    unsafe {
+        core.SCB.set_priority(SystemHandler::SysTick, 0x40);
+        core.SCB.set_priority(SystemHandler::PendSV, 0xf0);
+        core.NVIC.set_priority(Irq(hw::TIMER0_IRQ), 0x20);
+    }
+    DRAIN_DISCARDS.store(true, Ordering::Relaxed);
+    let _ = agent.flush(&mut Discard);
+    let before = agent.stats();
+    let start = now();
+    critical_section::with(|cs| STARTED_AT.borrow(cs).set(start));
+    core.SYST.set_clock_source(SystClkSource::Core);
+    core.SYST.set_reload(TICKS_PER_MS - 1);
+    core.SYST.clear_current();
+    core.SYST.enable_interrupt();
+    core.SYST.enable_counter();
+    VSYNC_TICKS.store(SYSCLK_HZ / 10_000, Ordering::Relaxed);
+    hw::vsync_timer_start(SYSCLK_HZ / 10_000);
+    // SAFETY: the vsync handler is ready (DefaultHandler).
+    unsafe { NVIC::unmask(Irq(hw::TIMER0_IRQ)) };
+    let t0 = hw::clock_raw();
+    let mut thread_events: u64 = 0;
+    for round in 0..BENCH_ROUNDS * 16 {
+        for i in 0..BENCH_BATCH {
+            if i % 2 == 0 {
+                user_entry(0x0000_0400 + (round as usize & 15) * 64);
+            } else {
+                user_exit();
+            }
+        }
+        thread_events += u64::from(BENCH_BATCH);
+    }
+    let ticks = hw::clock_raw().wrapping_sub(t0);
+    NVIC::mask(Irq(hw::TIMER0_IRQ));
+    hw::vsync_timer_stop();
+    core.SYST.disable_interrupt();
+    core.SYST.disable_counter();
+    let after = agent.stats();
+    let events = (after.records + after.dropped) - (before.records + before.dropped);
+    Line::new()
+        .text("bench loaded events ")
+        .num(events)
+        .text(" ticks ")
+        .num(u64::from(ticks))
+        .text(" thread-events ")
+        .num(thread_events)
+        .text(" dropped ")
+        .num(after.dropped - before.dropped)
+        .print();
+    DRAIN_DISCARDS.store(false, Ordering::Relaxed);
 }
 
 unsafe extern "C" {

@@ -11,6 +11,9 @@ use core::ptr::{read_volatile, write_volatile};
 
 use socscope_agent::{Clock, Config, SmallAgent, Transport, TransportError};
 
+// The agent masks interrupts through the `critical-section` crate; cortex-m provides its PRIMASK one.
+use cortex_m as _;
+
 /// DWT cycle counter of a Cortex-M.
 const DWT_CYCCNT: *const u32 = 0xE000_1004 as *const u32;
 /// A UART data register (the address of a typical STM32 USART).
@@ -69,7 +72,7 @@ static RESET_VECTOR: extern "C" fn() -> ! = reset;
 
 #[unsafe(no_mangle)]
 extern "C" fn reset() -> ! {
-    let mut agent = SmallAgent::new(
+    let agent = SmallAgent::new(
         CycleCounter { high: 0, last: 0 },
         Config {
             board: "footprint",

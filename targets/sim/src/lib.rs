@@ -205,7 +205,7 @@ pub struct SimSummary {
     pub frames_pushed: u64,
     /// Zaps done.
     pub zaps: u64,
-    /// Records per KPTrace mnemonic.
+    /// Records per type, by the name the collector gives them (`context_switch`, not `C`).
     pub per_type: BTreeMap<&'static str, u64>,
 }
 

@@ -395,12 +395,17 @@ impl<'c> Board<'c> {
                 name,
             });
         }
-        for (vec, name) in [(1, "TIMER"), (3, "NET_RX"), (4, "BLOCK")] {
+        // A soft IRQ is known by the handler its `S` records carry, named by its vector.
+        for (vec, handler, name) in [
+            (1, K_RUN_TIMER_SOFTIRQ, "TIMER"),
+            (3, K_NET_RX_ACTION, "NET_RX"),
+            (4, K_BLK_DONE_SOFTIRQ, "BLOCK"),
+        ] {
             self.producer(ProducerDef {
                 id: SOFTIRQ_ID + vec,
                 parent: None,
                 kind: ProducerKind::SoftIrq,
-                local_id: vec.into(),
+                local_id: handler,
                 name,
             });
         }
@@ -633,7 +638,7 @@ impl<'c> Board<'c> {
         let stats = self.agent.stats();
         let mut per_type = BTreeMap::new();
         for b in BUILTINS {
-            per_type.insert(b.mnemonic(), self.counts[usize::from(b.id())]);
+            per_type.insert(b.def().name, self.counts[usize::from(b.id())]);
         }
         let duration_s = self.config.duration_s;
         Ok(SimSummary {

@@ -25,7 +25,7 @@ fn summary_counts_match_the_decoded_capture() {
     for b in socscope_wire::dict::BUILTINS {
         let decoded = cap.records.iter().filter(|r| r.is(b)).count() as u64;
         assert_eq!(
-            summary["per_type"][b.mnemonic()].as_u64(),
+            summary["per_type"][b.def().name].as_u64(),
             Some(decoded),
             "{}",
             b.mnemonic()

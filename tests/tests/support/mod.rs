@@ -16,7 +16,7 @@ use socscope_sim::{SimConfig, SimSummary};
 use socscope_tracedb::{Catalog, Filter, TimeRange, TraceReader, TypeId};
 use socscope_wire::WIRE_VERSION;
 use socscope_wire::decode::{Frame, StreamDecoder};
-use socscope_wire::dict::{BUILTINS, Builtin};
+use socscope_wire::dict::Builtin;
 use tokio::sync::{mpsc, watch};
 
 /// How long a test waits for sessions before it fails (generous: debug builds on a loaded 2-core box).
@@ -214,16 +214,6 @@ pub fn capture_file(config: &SimConfig, path: &Path) -> SimSummary {
     summary
 }
 
-/// The wire name of a KPTrace mnemonic, e.g. `C` → `context_switch`.
-pub fn wire_name(mnemonic: &str) -> &'static str {
-    BUILTINS
-        .iter()
-        .find(|b| b.mnemonic() == mnemonic)
-        .unwrap_or_else(|| panic!("{mnemonic:?} is not a built-in mnemonic"))
-        .def()
-        .name
-}
-
 /// A trace's `ingest_stat` rows as a map.
 pub fn ingest_stats(reader: &TraceReader) -> BTreeMap<String, i64> {
     reader
@@ -242,14 +232,14 @@ pub fn records_by_type(stats: &BTreeMap<String, i64>) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// A sim summary's per-type counts as the collector names them (types never recorded left out, as the
+/// A sim summary's per-type counts (named as the collector names them) (types never recorded left out, as the
 /// collector writes no row for them).
 pub fn expected_records_by_type(summary: &SimSummary) -> BTreeMap<String, u64> {
     summary
         .per_type
         .iter()
         .filter(|(_, n)| **n > 0)
-        .map(|(m, n)| (wire_name(m).to_string(), *n))
+        .map(|(m, n)| (m.to_string(), *n))
         .collect()
 }
 
@@ -335,6 +325,7 @@ pub fn inventory(bytes: &[u8]) -> Vec<FrameInfo> {
             Frame::Heartbeat(_) => ("Heartbeat", None, BTreeMap::new()),
             Frame::Bye(_) => ("Bye", None, BTreeMap::new()),
             Frame::CpuTotal(t) => ("CpuTotal", Some(t.cpu), BTreeMap::new()),
+            Frame::Window(w) => ("Window", Some(w.cpu), BTreeMap::new()),
         };
         frames.push(FrameInfo {
             offset: d.offset as usize,

@@ -1,11 +1,11 @@
 //! `socscope bench aggregate`: the analysis numbers of BENCHMARKS.md — microscopic model, first partial
 //! statistics and density, and the Ocelotl qualities with their bisection.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
 use socscope_analysis::density;
 use socscope_analysis::loader;
@@ -117,6 +117,291 @@ pub fn run(
             "total_ms": ms(spatio.total()),
             "significant_ps": spatio.significant_ps,
         },
+    });
+    outln!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Arguments of the scale cases of `socscope bench aggregate --scale`.
+pub struct ScaleArgs {
+    /// Slice counts of the spatiotemporal case on the 10×10×10 tree.
+    pub slices: Vec<usize>,
+    /// The previous build's `socscope`, run on the same models in alternation.
+    pub anchor: Option<PathBuf>,
+    pub runs: usize,
+    /// Slice counts of the temporal case (S = 100, U = 5).
+    pub temporal_slices: Vec<usize>,
+    pub temporal_runs: usize,
+    pub memory_budget: Option<String>,
+    pub dir: Option<PathBuf>,
+}
+
+/// What one child `socscope aggregate` cost.
+#[derive(Debug, Clone, serde::Serialize)]
+struct ChildRun {
+    build: &'static str,
+    wall_s: f64,
+    cpu_s: f64,
+    peak_rss_mib: f64,
+    loadavg: String,
+    ok: bool,
+    /// The first lines of what it said when it failed, or its summary (p list) when not.
+    said: String,
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// `(peak RSS bytes, user + system CPU seconds, zombie)` of a running child, from /proc.
+fn child_usage(pid: u32) -> Option<(u64, f64, bool)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state is the first, utime and stime the
+    // 12th and 13th (clock ticks of 1/100 s on Linux).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let zombie = f.first() == Some(&"Z");
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024);
+    Some((rss, ticks / 100.0, zombie))
+}
+
+/// Runs `bin aggregate --model FILE ...` and measures it: wall time, CPU time and peak RSS
+/// (polled from /proc every 20 ms until the child is a zombie, before it is reaped).
+fn measure(build: &'static str, bin: &Path, args: &[String]) -> Result<ChildRun> {
+    use std::process::{Command, Stdio};
+    let load = loadavg();
+    let started = Instant::now();
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {}", bin.display()))?;
+    let pid = child.id();
+    // Drain the pipes on threads so a chatty child never blocks on a full pipe.
+    let mut out = child.stdout.take().context("child stdout")?;
+    let mut err = child.stderr.take().context("child stderr")?;
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let (mut rss, mut cpu) = (0u64, 0f64);
+    let wall = loop {
+        match child_usage(pid) {
+            Some((r, c, zombie)) => {
+                rss = rss.max(r);
+                cpu = cpu.max(c);
+                if zombie {
+                    break started.elapsed();
+                }
+            }
+            None => break started.elapsed(),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let status = child.wait()?;
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    let said = if status.success() {
+        // The engine line exists only in the new build; the rest must be the same.
+        stdout
+            .lines()
+            .filter(|l| !l.starts_with("engine:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    } else {
+        stderr.lines().take(3).collect::<Vec<_>>().join(" / ")
+    };
+    Ok(ChildRun {
+        build,
+        wall_s: wall.as_secs_f64(),
+        cpu_s: cpu,
+        peak_rss_mib: rss as f64 / f64::from(1 << 20),
+        loadavg: load,
+        ok: status.success(),
+        said,
+    })
+}
+
+/// Writes a model in the reference vectors' input format (with its hierarchy, if any).
+fn write_model(
+    path: &Path,
+    name: &str,
+    m: &socscope_analysis::ocelotl::MicroscopicModel,
+) -> Result<()> {
+    use std::io::Write;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    let (t, s, u) = (m.slices(), m.producers(), m.types());
+    write!(
+        w,
+        "{{\"name\":\"{name}\",\"T\":{t},\"S\":{s},\"U\":{u},\"threshold\":0.001,\"p_values\":[],\"values\":["
+    )?;
+    for ti in 0..t {
+        w.write_all(if ti == 0 { b"[" } else { b",[" })?;
+        for si in 0..s {
+            w.write_all(if si == 0 { b"[" } else { b",[" })?;
+            for ui in 0..u {
+                if ui > 0 {
+                    w.write_all(b",")?;
+                }
+                // Display prints the shortest text that parses back to the same double.
+                write!(w, "{}", m.value(ti, si, ui))?;
+            }
+            w.write_all(b"]")?;
+        }
+        w.write_all(b"]")?;
+    }
+    w.write_all(b"]")?;
+    if let Some(h) = m.hierarchy() {
+        let parent: Vec<i64> = (0..h.len())
+            .map(|v| h.parent(v).map_or(-1, |p| p as i64))
+            .collect();
+        let leaf: Vec<i64> = (0..h.len())
+            .map(|v| h.leaf_producer(v).map_or(-1, |p| p as i64))
+            .collect();
+        let children: Vec<&[usize]> = (0..h.len()).map(|v| h.children(v)).collect();
+        write!(
+            w,
+            ",\"hierarchy\":{}",
+            json!({"parent": parent, "leaf_resource": leaf, "children": children})
+        )?;
+    }
+    w.write_all(b"}")?;
+    w.flush()?;
+    Ok(())
+}
+
+/// `socscope bench aggregate --scale`: the large cases of issue 29, each build in its own
+/// child process (the only fair way to read a peak RSS), alternated run by run.
+pub fn scale(args: ScaleArgs) -> Result<ExitCode> {
+    let (dir, _guard) = super::scratch_dir(args.dir.clone())?;
+    let me = std::env::current_exe().context("cannot find this executable")?;
+    let mut builds: Vec<(&'static str, PathBuf)> = Vec::new();
+    if let Some(a) = &args.anchor {
+        crate::input::require_file(a)?;
+        builds.push(("before", a.clone()));
+    }
+    builds.push(("after", me));
+    let budget: Vec<String> = args
+        .memory_budget
+        .iter()
+        .flat_map(|b| ["--memory-budget".to_owned(), b.clone()])
+        .collect();
+    let mut cases = Vec::new();
+    let mut plan: Vec<(String, PathBuf, &'static str, usize)> = Vec::new();
+    for &t in &args.slices {
+        let path = dir.join(format!("scale-st-t{t}.json"));
+        let m = socscope_analysis::bench::synthetic_hierarchical_model(t, &[10, 10, 10], 4, 29);
+        write_model(&path, &format!("10x10x10 T={t}"), &m)?;
+        plan.push((
+            format!("spatiotemporal 10x10x10 U=4 T={t}"),
+            path,
+            "spatiotemporal",
+            args.runs,
+        ));
+    }
+    for &t in &args.temporal_slices {
+        let path = dir.join(format!("scale-temporal-t{t}.json"));
+        let m = socscope_analysis::bench::synthetic_model(t, 100, 5, 1);
+        write_model(&path, &format!("temporal T={t} S=100 U=5"), &m)?;
+        plan.push((
+            format!("temporal T={t} S=100 U=5"),
+            path,
+            "temporal",
+            args.temporal_runs,
+        ));
+    }
+    for (name, path, mode, runs) in plan {
+        let mut runs_out = Vec::new();
+        let base = vec![
+            "aggregate".to_owned(),
+            "--model".to_owned(),
+            path.display().to_string(),
+            "--mode".to_owned(),
+            mode.to_owned(),
+        ];
+        for run in 0..runs {
+            // Alternate which build goes first, so a trend in the machine's load hits both.
+            let order: Vec<&(&'static str, PathBuf)> = if run % 2 == 0 {
+                builds.iter().collect()
+            } else {
+                builds.iter().rev().collect()
+            };
+            for (build, bin) in order {
+                let mut a = base.clone();
+                if *build == "after" {
+                    a.extend(budget.iter().cloned());
+                }
+                let r = measure(build, bin, &a)?;
+                errln!(
+                    "{name} run {}: {build}: {:.2} s wall, {:.2} s CPU, {:.0} MiB peak, load {}{}",
+                    run + 1,
+                    r.wall_s,
+                    r.cpu_s,
+                    r.peak_rss_mib,
+                    r.loadavg,
+                    if r.ok {
+                        String::new()
+                    } else {
+                        format!(" — failed: {}", r.said)
+                    }
+                );
+                runs_out.push(r);
+            }
+        }
+        // Both builds must say the same (p list, qualities, areas) where both finished.
+        let said: Vec<&str> = runs_out
+            .iter()
+            .filter(|r| r.ok)
+            .map(|r| r.said.as_str())
+            .collect();
+        let same = said.windows(2).all(|w| w[0] == w[1]);
+        let summary = |b: &str| {
+            let xs: Vec<&ChildRun> = runs_out.iter().filter(|r| r.build == b && r.ok).collect();
+            let range = |f: fn(&ChildRun) -> f64| {
+                let v: Vec<f64> = xs.iter().map(|r| f(r)).collect();
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(0.0, f64::max);
+                json!([lo, hi])
+            };
+            json!({
+                "ok_runs": xs.len(),
+                "wall_s": range(|r| r.wall_s),
+                "cpu_s": range(|r| r.cpu_s),
+                "peak_rss_mib": range(|r| r.peak_rss_mib),
+            })
+        };
+        cases.push(json!({
+            "case": name,
+            "before": summary("before"),
+            "after": summary("after"),
+            "same_output": same,
+            "runs": runs_out.iter().map(|r| json!({"build": r.build, "wall_s": r.wall_s, "cpu_s": r.cpu_s, "peak_rss_mib": r.peak_rss_mib, "loadavg": r.loadavg, "ok": r.ok, "error": if r.ok { None } else { Some(&r.said) }})).collect::<Vec<_>>(),
+        }));
+    }
+    let v = json!({
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "anchor": args.anchor,
+        "cases": cases,
     });
     outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,7 @@
 //! `socscope bench fuzz`: the stable mutation fuzzer of the test suite, for long runs — every decoder
-//! that reads outside data (wire, each importer, the chunk decoder), seeded from a simulated board's
-//! capture, the shared trace files, the KPTrace sample set and the chunks of a real trace.
+//! that reads outside data (wire, each importer, the trace-cmd and CTF readers, the chunk decoder),
+//! seeded from a simulated board's capture, the shared trace files, the KPTrace sample set and the
+//! chunks of a real trace.
 
 use crate::out::outln;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,38 @@ fn seeds(target: Target) -> Result<Vec<Vec<u8>>> {
             MAX_LEN,
         ),
         Target::Chunk => chunk_seeds()?,
+        Target::TraceCmd => fuzz::tracecmd_seeds(
+            &std::fs::read(
+                locate("shared/data/traces/trace-cmd")?.join("lisa-example_rtapp-v6.dat"),
+            )
+            .context("while reading the shared trace-cmd capture")?,
+        ),
+        Target::Ctf => {
+            let mut out = Vec::new();
+            let root = locate("shared/data/traces/ctf")?;
+            for dir in [
+                "lttng-kernel-arm-bug446190",
+                "lttng-ust-ros2",
+                "perf-ctf-taskset2",
+            ] {
+                let d = root.join(dir);
+                let mut streams: Vec<PathBuf> = std::fs::read_dir(&d)
+                    .with_context(|| format!("while listing {}", d.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file() && !p.ends_with("metadata"))
+                    .collect();
+                streams.sort();
+                let Some(first) = streams.first() else {
+                    bail!("{}: no stream file", d.display());
+                };
+                let metadata = std::fs::read(d.join("metadata"))
+                    .with_context(|| format!("while reading {}/metadata", d.display()))?;
+                let stream = std::fs::read(first)
+                    .with_context(|| format!("while reading {}", first.display()))?;
+                out.push(fuzz::ctf_seed(&metadata, &stream, 6000));
+            }
+            out
+        }
     })
 }
 

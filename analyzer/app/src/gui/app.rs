@@ -79,6 +79,8 @@ pub struct TraceSession {
     types_dialog: bool,
     producers_dialog: bool,
     pub results: ResultsPanel,
+    /// Whether the trace's trigger firings were looked for (once, when it opens).
+    triggers_checked: bool,
 }
 
 impl TraceSession {
@@ -100,7 +102,13 @@ impl TraceSession {
             types_dialog: false,
             producers_dialog: false,
             results: ResultsPanel::default(),
+            triggers_checked: false,
         }
+    }
+
+    /// Marks the trace's trigger firings as looked for; whether they were not yet.
+    pub fn first_look_for_triggers(&mut self) -> bool {
+        !std::mem::replace(&mut self.triggers_checked, true)
     }
 
     /// The whole trace: up to and including its last event.
@@ -567,6 +575,7 @@ fn session_ui(
         });
         return None;
     }
+    results::show_trigger_firings_once(s);
     let whole = s.whole();
     let gi = s.active_group.min(s.groups.len() - 1);
     let mut new_group = false;
@@ -618,12 +627,24 @@ fn session_ui(
                     s.results.refresh(&s.path);
                 }
             }
+            if let Some(d) = s.results.applied_description() {
+                let short: String = d.chars().take(36).collect();
+                let more = if short.len() < d.len() { "…" } else { "" };
+                ui.colored_label(results::BAND, format!("bands: {short}{more}"))
+                    .on_hover_text(format!("{d}\nResults… → Clear bands removes them"));
+            }
             ui.separator();
             let v = &mut s.views[gi];
             let kind = active.unwrap_or(ViewKind::Gantt);
             if kind == ViewKind::Gantt {
                 ui.toggle_value(&mut v.gantt.follow, "Follow")
                     .on_hover_text("Keep the newest data in view");
+                ui.toggle_value(&mut v.gantt.cpu_tracks, "CPUs")
+                    .on_hover_text(
+                        "The CPU tracks: which thread ran on each CPU, and its interrupts",
+                    );
+                ui.toggle_value(&mut v.gantt.show_empty, "Empty rows")
+                    .on_hover_text("Also show the producers without events in the loaded interval");
             }
             let p = v.view(kind).progress();
             // A view that stopped at its cap says so (the rest of the interval is not on screen).

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use rayon::prelude::*;
 use socscope_analysis::gantt::{
-    GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LinkArrow, LossGap,
+    CpuTracks, GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LinkArrow,
+    LossGap,
 };
 use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
@@ -18,6 +19,10 @@ use socscope_tracedb::{Filter, ProducerId, TimeRange, TypeId};
 use super::session::{TraceDescription, TraceNames};
 use super::theme;
 use super::theme::ColourEdit;
+
+/// Whether new charts show their CPU tracks (`socscope view --no-cpu-tracks` clears it).
+pub static CPU_TRACKS_SHOWN: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(true);
 
 const ROW_H: f32 = 18.0;
 const LABEL_W: f32 = 190.0;
@@ -59,6 +64,11 @@ pub struct GanttView {
     /// The lanes of the trace's states (a producer's Pajé state types get a row each).
     pub lanes: Arc<Lanes>,
     pub follow: bool,
+    /// Show the rows of producers without events too (off: they are left out).
+    pub show_empty: bool,
+    /// Show the CPU tracks (the CPU producers' rows, with the interrupts each CPU served).
+    pub cpu_tracks: bool,
+    tracks: CpuTracks,
     row_offset: usize,
     cache: Option<(FrameKey, GanttFrame)>,
     /// The chart's shapes for the cached frame, drawn again as long as nothing they show changes.
@@ -101,6 +111,9 @@ impl GanttView {
             collapsed: BTreeSet::new(),
             lanes: Arc::default(),
             follow: false,
+            show_empty: false,
+            cpu_tracks: CPU_TRACKS_SHOWN.load(std::sync::atomic::Ordering::Relaxed),
+            tracks: CpuTracks::default(),
             row_offset: 0,
             cache: None,
             drawn: None,
@@ -120,6 +133,8 @@ impl GanttView {
     ) {
         self.model = GanttModel::new();
         self.model.set_losses(meta.losses.clone());
+        self.tracks = CpuTracks::new(&meta.producers, &meta.types);
+        self.model.set_cpu_tracks(self.tracks.clone());
         self.lanes = Arc::new(Lanes::new(&meta.types));
         self.view = range;
         self.cache = None;
@@ -251,7 +266,7 @@ impl GanttView {
         pixels_per_point: f32,
         dark: bool,
         names: &TraceNames,
-    ) -> (&[Shape], f64, Vec<LossGap>) {
+    ) -> (&[Shape], String, Vec<LossGap>) {
         let width = chart.width().max(1.0) as u32;
         self.frame(rows, width);
         let (frame_key, frame) = self.cache.as_ref().expect("just filled");
@@ -293,7 +308,15 @@ impl GanttView {
             self.drawn = Some((key, shapes));
         }
         let shapes = &self.drawn.as_ref().expect("just filled").1;
-        (shapes, frame.links_drawn_percent(), frame.losses.clone())
+        let header = if frame.links_legible() {
+            links_drawn_text(frame.links_drawn_percent())
+        } else {
+            format!(
+                "{} links in view, too dense to draw over the states: zoom in",
+                frame.links_total
+            )
+        };
+        (shapes, header, frame.losses.clone())
     }
 
     /// The event types of the chart on screen (empty before its first frame).
@@ -306,9 +329,18 @@ impl GanttView {
 
     /// The chart's rows, top to bottom: the visible producers, each followed by its lanes when its
     /// states fall into several (see [`GanttModel::lanes`]).
+    /// Unless [`Self::show_empty`], rows without any event loaded (nor any below them) are left out.
     pub fn rows<'a>(&self, names: &'a TraceNames, hidden: &BTreeSet<ProducerId>) -> Vec<Line<'a>> {
         let mut out = Vec::new();
+        let empty = if self.show_empty {
+            BTreeSet::new()
+        } else {
+            self.empty_producers(names)
+        };
         for node in names.tree.visible_rows(&self.collapsed, hidden) {
+            if empty.contains(&node.id) || (!self.cpu_tracks && self.tracks.is_track(node.id)) {
+                continue;
+            }
             out.push(Line {
                 row: GanttRow::producer(node.id),
                 node,
@@ -319,6 +351,26 @@ impl GanttView {
             }));
         }
         out
+    }
+
+    /// The producers with no event loaded, themselves or below them in the tree.
+    fn empty_producers(&self, names: &TraceNames) -> BTreeSet<ProducerId> {
+        let with = self.model.producers_with_events();
+        let nodes = names.tree.nodes();
+        let mut used: std::collections::HashSet<ProducerId> = with.iter().copied().collect();
+        // Depth first: every node comes after its parent, so walking back carries use upwards.
+        for n in nodes.iter().rev() {
+            if used.contains(&n.id)
+                && let Some(p) = n.parent
+            {
+                used.insert(p);
+            }
+        }
+        nodes
+            .iter()
+            .map(|n| n.id)
+            .filter(|id| !used.contains(id))
+            .collect()
     }
 
     /// The name of a row: its producer's label, or its lane's name.
@@ -409,7 +461,7 @@ impl GanttView {
                 ui.visuals().text_color(),
             );
         }
-        let (shapes, links_percent, losses) =
+        let (shapes, links_header, losses) =
             self.chart_shapes(ui.ctx(), &rows, chart, ppp, dark, names);
         let cp = ui.painter_at(chart);
         cp.extend(shapes.iter().cloned());
@@ -419,7 +471,7 @@ impl GanttView {
         painter.text(
             Pos2::new(outer.left() + 4.0, outer.top() + 2.0),
             egui::Align2::LEFT_TOP,
-            links_drawn_text(links_percent),
+            links_header,
             egui::FontId::proportional(12.0),
             ui.visuals().weak_text_color(),
         );
@@ -495,14 +547,20 @@ impl GanttView {
                 let lane = r
                     .lane
                     .map_or(String::new(), |l| format!(" / {}", self.lanes.name(l)));
+                // A CPU track's slice names the thread that ran.
+                let thread = if e.target != e.producer {
+                    format!("\nthread: {}", names.tree.label(e.target))
+                } else {
+                    String::new()
+                };
                 let text = format!(
-                    "{}  ({})\nproducer: {}{lane}\nstart: {}\nend: {}\nduration: {} ns{}",
+                    "{}  ({})\nproducer: {}{lane}{thread}\nstart: {}\nend: {}\nduration: {}{}",
                     names.type_name(e.type_id),
                     e.category.name(),
                     names.tree.label(e.producer),
                     units::timestamp(e.ts),
                     units::timestamp(e.end),
-                    e.end - e.ts,
+                    units::duration(e.end - e.ts),
                     if h.in_pixel > 1 {
                         format!("\n{} events in this pixel: zoom in", h.in_pixel)
                     } else {
@@ -627,8 +685,15 @@ fn chart_drawing(
         pixels_per_point,
     );
     let row_y = |r: usize| r as f32 * ROW_H + ROW_H / 2.0;
+    // Links never hide states: too many to read, none is drawn (the header says so).
+    let no_links: &[LinkArrow] = &[];
+    let links = if frame.links_legible() {
+        frame.links.as_slice()
+    } else {
+        no_links
+    };
     // A band of short links is see-through, so the states it crosses still show; a lone link is a line.
-    let runs: Vec<(ShortLinkRun, Color32)> = short_link_runs(&frame.links)
+    let runs: Vec<(ShortLinkRun, Color32)> = short_link_runs(links)
         .into_iter()
         .map(|run| {
             let c = colour(run.type_id);
@@ -686,7 +751,7 @@ fn chart_drawing(
             c,
         );
     };
-    for l in frame.links.iter().filter(|l| !is_short(l)) {
+    for l in links.iter().filter(|l| !is_short(l)) {
         let c = colour(l.type_id);
         let a = Pos2::new(chart.left() + l.x0, snap(chart.top() + row_y(l.row0)));
         let b = Pos2::new(chart.left() + l.x1, snap(chart.top() + row_y(l.row1)));

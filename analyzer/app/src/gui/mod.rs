@@ -48,6 +48,8 @@ pub struct ViewOptions {
     pub frame_log: Option<PathBuf>,
     /// A scripted interaction driven by the app itself.
     pub script: Option<Script>,
+    /// Gantt charts open with their CPU tracks shown.
+    pub cpu_tracks: bool,
 }
 
 /// Opens the window and runs until it is closed. Without a display it fails at once with one line saying
@@ -56,6 +58,7 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
     if let Some(why) = display::unavailable() {
         anyhow::bail!("cannot open a window: {why}; {}", display::HINT);
     }
+    gantt::CPU_TRACKS_SHOWN.store(options.cpu_tracks, std::sync::atomic::Ordering::Relaxed);
     let mut native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("socscope")

@@ -214,6 +214,32 @@ impl OcelotlView {
         }
     }
 
+    /// While the bisection over p runs, what is shown is the p list found so far (the first
+    /// overview is the coarse p = 1): say so, and how far it is; Stop keeps what was found.
+    fn bisection_ui(&self, ui: &mut Ui, a: &socscope_analysis::overview::Aggregated) {
+        let b = &a.bisection;
+        if a.complete {
+            return;
+        }
+        ui.horizontal(|ui| {
+            if self.state.busy() {
+                ui.spinner();
+                ui.label(format!(
+                    "bisection over p: {} p evaluated, {:.0}% of the next; the partitions found so far are shown",
+                    b.evaluations(),
+                    100.0 * b.fraction()
+                ));
+                ui.ctx()
+                    .request_repaint_after(std::time::Duration::from_millis(200));
+            } else {
+                ui.weak(format!(
+                    "bisection stopped after {} p: the p list is partial",
+                    b.evaluations()
+                ));
+            }
+        });
+    }
+
     /// Draws the view; returns what the user asked of the group.
     pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) -> Option<OcelotlAction> {
         self.settings_ui(ui);
@@ -236,6 +262,7 @@ impl OcelotlView {
             });
             return None;
         };
+        self.bisection_ui(ui, &a);
         let part = self.state.partition()?;
         let overview = self.state.overview.clone()?;
         let grid = overview.micro.grid;

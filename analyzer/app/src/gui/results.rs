@@ -45,6 +45,15 @@ impl ResultsPanel {
         self.status = Some((ok, text.into()));
     }
 
+    /// What the bands drawn now are (the applied result's description), for the toolbar.
+    pub fn applied_description(&self) -> Option<&str> {
+        let id = self.applied?;
+        self.list
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.description.as_str())
+    }
+
     /// Reads the list again.
     pub fn refresh(&mut self, trace: &std::path::Path) {
         match TraceReader::open(trace).and_then(|r| r.analysis_results(None, None)) {
@@ -198,6 +207,32 @@ pub fn take_saves(s: &mut TraceSession, gi: usize) {
         );
         let data = saved::table_search(&saved::TableSearch { interval, filters }, ids);
         save(s, description, data);
+    }
+}
+
+/// A trace the collector's triggers annotated (a flight-recorder window, a capture with `--trigger`)
+/// opens with its firings drawn as bands, at them: they are why the trace is being looked at. Once per
+/// trace, when its first group is ready (a live trace has none yet: they are stored when it closes).
+pub fn show_trigger_firings_once(s: &mut TraceSession) {
+    if !s.first_look_for_triggers() || s.live() {
+        return;
+    }
+    let Ok(list) = TraceReader::open(&s.path).and_then(|r| r.analysis_results(None, None)) else {
+        return;
+    };
+    let firings = list.iter().rev().find(|r| {
+        r.kind == AnalysisKind::Annotation
+            && r.tool_name == socscope_collector::trigger::TRIGGER_TOOL
+    });
+    if let Some((id, description)) = firings.map(|r| (r.id, r.description.clone())) {
+        s.results.list = list;
+        open_result(s, id);
+        if s.results.applied == Some(id) {
+            s.results.say(
+                true,
+                format!("{description}: drawn as bands (Results… to clear them)"),
+            );
+        }
     }
 }
 
@@ -496,6 +531,19 @@ pub fn draw_bands(
         iv.sort_unstable();
         iv.windows(2).any(|w| w[1].0 < w[0].1)
     };
+    // Where each band's label may run to: a narrow band (a trigger firing) is labelled over the room
+    // up to the next band, not only over its own width.
+    let mut starts: Vec<f32> = bands.iter().map(|b| x_of(b.start)).collect();
+    starts.sort_unstable_by(f32::total_cmp);
+    let room_after = |x0: f32, x1: f32| {
+        let next = starts
+            .iter()
+            .copied()
+            .find(|s| *s > x0 + 0.5)
+            .unwrap_or(chart.right())
+            .min(chart.right());
+        (next - 6.0).max(x1) - x0
+    };
     let hover = ui.ctx().pointer_hover_pos().filter(|h| chart.contains(*h));
     let mut tip = None;
     let font = egui::FontId::proportional(11.0);
@@ -564,8 +612,14 @@ pub fn draw_bands(
             }
         };
         let Some(label) = label_at else { continue };
-        if x1 - x0 > 40.0 {
-            p.text(
+        let room = if overlapping {
+            x1 - x0
+        } else {
+            room_after(x0, x1)
+        };
+        if room > 40.0 {
+            let clip = Rect::from_x_y_ranges(x0..=x0 + room, label.y_range());
+            p.with_clip_rect(clip.intersect(chart)).text(
                 Pos2::new(x0 + 3.0, label.top() + 2.0),
                 egui::Align2::LEFT_TOP,
                 &b.label,

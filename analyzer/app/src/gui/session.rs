@@ -83,7 +83,16 @@ impl TraceNames {
         }
     }
 
+    /// The colour of type `t`; a CPU track's thread (see `gantt::THREAD_KEY`) takes its process's.
     pub fn colour(&self, t: TypeId) -> egui::Color32 {
+        if let Some(thread) = socscope_analysis::gantt::thread_of_key(t) {
+            let process = self
+                .tree
+                .node(thread)
+                .and_then(|n| n.parent)
+                .unwrap_or(thread);
+            return self.producer_colour(process);
+        }
         self.colours.get(&t).copied().unwrap_or(egui::Color32::GRAY)
     }
 

@@ -68,6 +68,21 @@ pub enum InitialP {
 }
 
 impl<P> PList<P> {
+    /// A list of evaluated p in increasing order, deduplicated as the DLP does (for the
+    /// overviews published while a bisection runs).
+    pub(crate) fn from_entries(entries: Vec<PEntry<P>>) -> Self {
+        let mut out: Vec<PEntry<P>> = Vec::with_capacity(entries.len());
+        for e in entries {
+            if out
+                .last()
+                .is_none_or(|l| !l.quality.nearly_equal(e.quality))
+            {
+                out.push(e);
+            }
+        }
+        PList { entries: out }
+    }
+
     pub fn entries(&self) -> &[PEntry<P>] {
         &self.entries
     }
@@ -139,83 +154,198 @@ impl<P> PList<P> {
     }
 }
 
+/// What a long bisection tells whoever waits for it, and how they can stop it.
+///
+/// The GUI and `socscope aggregate` use it for a progress bar, a Cancel button and a first,
+/// coarse overview: every evaluated p is handed over with its partition as soon as it is known.
+pub trait Observer<P>: Sync {
+    /// One more p was evaluated (`evaluations` so far, this one included).
+    fn evaluated(&self, _p: f32, _quality: Quality, _partition: &P, _evaluations: usize) {}
+    /// Progress inside the current evaluation, as a fraction in [0, 1].
+    fn working(&self, _fraction: f64) {}
+    /// Polled between evaluations and between steps of one; `true` stops the bisection.
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+/// The observer of a run nobody watches.
+pub struct Unobserved;
+
+impl<P> Observer<P> for Unobserved {}
+
+/// The bisection was stopped by its observer before it finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the aggregation was cancelled")]
+pub struct Cancelled;
+
+/// How the evaluations of a bisection are scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Schedule {
+    /// The two halves of an interval side by side: for cheap evaluations.
+    Parallel,
+    /// One evaluation at a time, in the original's order, each using every core itself: for
+    /// evaluations whose working memory must not be held twice.
+    Sequential,
+}
+
 /// Runs lpaggreg's dichotomy: evaluate p = 0 and p = 1, then recursively halve every interval
 /// whose ends differ until it is no wider than `threshold`, all in float arithmetic.
 ///
-/// The two halves of an interval are independent, so they are evaluated in parallel; the list
-/// is still assembled in the original in-order sequence, so the result does not depend on it.
+/// With [`Schedule::Parallel`] the two halves of an interval are evaluated side by side; the
+/// list is still assembled in the original in-order sequence, so the result does not depend
+/// on the schedule.
 pub(crate) fn bisect<P, F>(threshold: f32, rule: Bisection, eval: &F) -> PList<P>
 where
     P: Send,
     F: Fn(f32) -> (Quality, P) + Sync,
 {
-    let ((q0, part0), (q1, part1)) = rayon::join(|| eval(0.0), || eval(1.0));
-    let mut raw = vec![PEntry {
-        p: 0.0,
-        quality: q0,
-        partition: part0,
-    }];
-    raw.extend(explore(0.0, 1.0, q0, q1, threshold, rule, eval));
-    raw.push(PEntry {
-        p: 1.0,
-        quality: q1,
-        partition: part1,
-    });
-    // Each entry is compared with its original left neighbour, and dropped if equal: that
-    // keeps the smallest p of every run, as the original's backward deletion loop does.
-    let keep: Vec<bool> = (0..raw.len())
-        .map(|i| {
-            i == 0 || {
-                let (a, b) = (raw[i - 1].quality, raw[i].quality);
-                match rule {
-                    Bisection::Temporal => !(a.gain == b.gain && a.loss == b.loss),
-                    Bisection::Spatiotemporal => !a.nearly_equal(b),
-                }
-            }
-        })
-        .collect();
-    let entries = raw
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(e, k)| k.then_some(e))
-        .collect();
-    PList { entries }
+    let run = Run {
+        threshold,
+        rule,
+        schedule: Schedule::Parallel,
+        eval: &|p| Ok(eval(p)),
+        observer: &Unobserved,
+        evaluations: std::sync::atomic::AtomicUsize::new(0),
+    };
+    match run.list() {
+        Ok(list) => list,
+        Err(Cancelled) => unreachable!("an unobserved bisection is never cancelled"),
+    }
 }
 
-fn explore<P, F>(
-    p1: f32,
-    p2: f32,
-    qa: Quality,
-    qb: Quality,
-    thr: f32,
+/// [`bisect`] with a schedule, an observer, and evaluations that can be stopped.
+pub(crate) fn bisect_observed<P, F>(
+    threshold: f32,
     rule: Bisection,
+    schedule: Schedule,
     eval: &F,
-) -> Vec<PEntry<P>>
+    observer: &dyn Observer<P>,
+) -> Result<PList<P>, Cancelled>
 where
     P: Send,
-    F: Fn(f32) -> (Quality, P) + Sync,
+    F: Fn(f32) -> Result<(Quality, P), Cancelled> + Sync,
 {
-    let width = p2 - p1;
-    let go = match rule {
-        Bisection::Temporal => !((qa.gain == qb.gain && qa.loss == qb.loss) || width <= thr),
-        Bisection::Spatiotemporal => qa.gain != qb.gain && qa.loss != qb.loss && width > thr,
-    };
-    if !go {
-        return Vec::new();
+    Run {
+        threshold,
+        rule,
+        schedule,
+        eval,
+        observer,
+        evaluations: std::sync::atomic::AtomicUsize::new(0),
     }
-    let pm = p1 + width / 2.0;
-    let (qm, part) = eval(pm);
-    let (mut left, right) = rayon::join(
-        || explore(p1, pm, qa, qm, thr, rule, eval),
-        || explore(pm, p2, qm, qb, thr, rule, eval),
-    );
-    left.push(PEntry {
-        p: pm,
-        quality: qm,
-        partition: part,
-    });
-    left.extend(right);
-    left
+    .list()
+}
+
+type Eval<'a, P> = &'a (dyn Fn(f32) -> Result<(Quality, P), Cancelled> + Sync);
+
+struct Run<'a, P> {
+    threshold: f32,
+    rule: Bisection,
+    schedule: Schedule,
+    eval: Eval<'a, P>,
+    observer: &'a dyn Observer<P>,
+    evaluations: std::sync::atomic::AtomicUsize,
+}
+
+impl<P: Send> Run<'_, P> {
+    fn eval(&self, p: f32) -> Result<(Quality, P), Cancelled> {
+        if self.observer.cancelled() {
+            return Err(Cancelled);
+        }
+        let (q, part) = (self.eval)(p)?;
+        let n = self
+            .evaluations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        self.observer.evaluated(p, q, &part, n);
+        Ok((q, part))
+    }
+
+    fn both<A: Send, B: Send>(
+        &self,
+        a: impl FnOnce() -> A + Send,
+        b: impl FnOnce() -> B + Send,
+    ) -> (A, B) {
+        match self.schedule {
+            Schedule::Parallel => rayon::join(a, b),
+            Schedule::Sequential => (a(), b()),
+        }
+    }
+
+    fn list(&self) -> Result<PList<P>, Cancelled> {
+        // p = 1 first when one at a time: its partition is the coarsest, the first overview.
+        let (r0, r1) = match self.schedule {
+            Schedule::Parallel => rayon::join(|| self.eval(0.0), || self.eval(1.0)),
+            Schedule::Sequential => {
+                let r1 = self.eval(1.0);
+                (self.eval(0.0), r1)
+            }
+        };
+        let ((q0, part0), (q1, part1)) = (r0?, r1?);
+        let mut raw = vec![PEntry {
+            p: 0.0,
+            quality: q0,
+            partition: part0,
+        }];
+        raw.extend(self.explore(0.0, 1.0, q0, q1)?);
+        raw.push(PEntry {
+            p: 1.0,
+            quality: q1,
+            partition: part1,
+        });
+        // Each entry is compared with its original left neighbour, and dropped if equal: that
+        // keeps the smallest p of every run, as the original's backward deletion loop does.
+        let keep: Vec<bool> = (0..raw.len())
+            .map(|i| {
+                i == 0 || {
+                    let (a, b) = (raw[i - 1].quality, raw[i].quality);
+                    match self.rule {
+                        Bisection::Temporal => !(a.gain == b.gain && a.loss == b.loss),
+                        Bisection::Spatiotemporal => !a.nearly_equal(b),
+                    }
+                }
+            })
+            .collect();
+        let entries = raw
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(e, k)| k.then_some(e))
+            .collect();
+        Ok(PList { entries })
+    }
+
+    fn explore(
+        &self,
+        p1: f32,
+        p2: f32,
+        qa: Quality,
+        qb: Quality,
+    ) -> Result<Vec<PEntry<P>>, Cancelled> {
+        let width = p2 - p1;
+        let thr = self.threshold;
+        let go = match self.rule {
+            Bisection::Temporal => !((qa.gain == qb.gain && qa.loss == qb.loss) || width <= thr),
+            Bisection::Spatiotemporal => qa.gain != qb.gain && qa.loss != qb.loss && width > thr,
+        };
+        if !go {
+            return Ok(Vec::new());
+        }
+        let pm = p1 + width / 2.0;
+        let (qm, part) = self.eval(pm)?;
+        let (left, right) = self.both(
+            || self.explore(p1, pm, qa, qm),
+            || self.explore(pm, p2, qm, qb),
+        );
+        let mut left = left?;
+        left.push(PEntry {
+            p: pm,
+            quality: qm,
+            partition: part,
+        });
+        left.extend(right?);
+        Ok(left)
+    }
 }
 
 #[cfg(test)]

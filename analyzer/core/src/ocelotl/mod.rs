@@ -7,9 +7,14 @@
 //! list of significant p is to reproduce what the original tool shows: rounding residues of
 //! ±1e-15 decide some partitions, and reassociating a sum would change them.
 //!
-//! Work is spread over threads only where it is independent (interval starts, subtrees of the
-//! hierarchy, the two halves of a bisection interval); no sum is ever split or reordered, so
-//! results are the same bits whatever the thread count.
+//! Work is spread over threads only where it is independent (interval starts, the rows of a
+//! node's DP, the two halves of a temporal bisection interval); no sum is ever split or
+//! reordered, so results are the same bits whatever the thread count.
+//!
+//! Memory is bounded by a budget ([`DEFAULT_MEMORY_BUDGET`] unless the caller sets one): the
+//! spatiotemporal qualities are kept when they fit and recomputed at every evaluated p when
+//! they do not (same arithmetic, same bits), and a run that cannot fit either way is refused
+//! before it starts.
 
 mod complexity;
 mod dichotomy;
@@ -19,14 +24,16 @@ mod spatiotemporal;
 mod temporal;
 mod view;
 
-pub use dichotomy::{InitialP, PEntry, PList, Quality};
+pub use dichotomy::{Cancelled, InitialP, Observer, PEntry, PList, Quality, Unobserved};
 pub use model::{MicroscopicModel, ModelError, ModelFile, ProducerHierarchy};
 pub use report::{
-    AggregationMode, AggregationReport, NodeParts, PartitionEntry, RunOptions, SpatiotemporalEntry,
-    TemporalEntry, run_model, run_model_file,
+    AggregationMode, AggregationReport, EngineReport, NodeParts, PartitionEntry, RunControl,
+    RunOptions, SpatiotemporalEntry, TemporalEntry, run_model, run_model_file, run_model_file_with,
+    run_model_with,
 };
 pub use spatiotemporal::{
-    Area, SpatiotemporalAggregation, SpatiotemporalPartition, SpatiotemporalQualities,
+    Area, DEFAULT_MEMORY_BUDGET, MemoryPlan, QualityStore, SpatiotemporalAggregation,
+    SpatiotemporalPartition, SpatiotemporalQualities,
 };
 pub use temporal::{TemporalAggregation, TemporalPartition, TemporalQualities};
 pub use view::{

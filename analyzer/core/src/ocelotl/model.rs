@@ -39,14 +39,19 @@ pub enum ModelError {
     #[error("p = {p}: expected a number in [0, 1]")]
     BadP { p: f64 },
     #[error(
-        "{origin}: the {mode} aggregation of T = {slices} slices needs about {gib} GiB of quality tables; expected fewer slices"
+        "{origin}: the {mode} aggregation of T = {slices} slices needs about {needed_mib} MiB{how}, more than the memory budget of {budget_mib} MiB; raise the budget (--memory-budget) or use fewer slices"
     )]
     TooLarge {
         origin: String,
         mode: &'static str,
         slices: usize,
-        gib: u64,
+        /// How the estimate was made, e.g. " even with its qualities recomputed at every p".
+        how: String,
+        needed_mib: u64,
+        budget_mib: u64,
     },
+    #[error("the aggregation was cancelled")]
+    Cancelled,
 }
 
 fn shape(

@@ -6,9 +6,11 @@ use std::path::Path;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use super::dichotomy::Quality;
-use super::model::{ModelError, ModelFile};
-use super::spatiotemporal::{Area, SpatiotemporalAggregation, SpatiotemporalPartition};
+use super::dichotomy::{Cancelled, Observer, Quality, Unobserved};
+use super::model::{MicroscopicModel, ModelError, ModelFile};
+use super::spatiotemporal::{
+    Area, DEFAULT_MEMORY_BUDGET, MemoryPlan, SpatiotemporalAggregation, SpatiotemporalPartition,
+};
 use super::temporal::{TemporalAggregation, TemporalPartition};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -95,6 +97,71 @@ pub struct AggregationReport {
     /// The p Ocelotl would show first.
     pub ocelotl_default_p: f64,
     pub at_p: Vec<PartitionEntry>,
+    /// How the engine ran: where the qualities lived and what memory it planned for.
+    pub engine: EngineReport,
+}
+
+/// How a run used memory: the budget, the estimate, and for the spatiotemporal aggregation
+/// whether the qualities were kept or recomputed at every p (the same numbers either way).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineReport {
+    /// `"stored"` or `"recomputed"`.
+    pub qualities: &'static str,
+    pub memory_budget_bytes: u64,
+    pub memory_estimate_bytes: u64,
+    /// DP evaluations the bisection ran.
+    pub evaluations: usize,
+}
+
+/// What a caller can set beyond the computation itself: the memory budget, and an observer
+/// for progress, the partitions as they are found, and cancellation.
+pub struct RunControl<'a> {
+    pub memory_budget: u64,
+    pub observer: &'a dyn Observer<()>,
+}
+
+impl Default for RunControl<'_> {
+    fn default() -> Self {
+        Self {
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            observer: &Unobserved,
+        }
+    }
+}
+
+/// Hands a run's observer the events of a bisection over any partition type.
+struct Forward<'a>(&'a dyn Observer<()>);
+
+impl<P> Observer<P> for Forward<'_> {
+    fn evaluated(&self, p: f32, quality: Quality, _: &P, evaluations: usize) {
+        self.0.evaluated(p, quality, &(), evaluations);
+    }
+    fn working(&self, fraction: f64) {
+        self.0.working(fraction);
+    }
+    fn cancelled(&self) -> bool {
+        self.0.cancelled()
+    }
+}
+
+/// Counts evaluations for the report while forwarding.
+struct Counting<'a> {
+    inner: Forward<'a>,
+    evaluations: std::sync::atomic::AtomicUsize,
+}
+
+impl<P> Observer<P> for Counting<'_> {
+    fn evaluated(&self, p: f32, quality: Quality, part: &P, evaluations: usize) {
+        self.evaluations
+            .fetch_max(evaluations, std::sync::atomic::Ordering::Relaxed);
+        self.inner.evaluated(p, quality, part, evaluations);
+    }
+    fn working(&self, fraction: f64) {
+        Observer::<P>::working(&self.inner, fraction);
+    }
+    fn cancelled(&self) -> bool {
+        Observer::<P>::cancelled(&self.inner)
+    }
 }
 
 fn temporal_entry(p: f64, p_used: Option<f64>, part: &TemporalPartition) -> PartitionEntry {
@@ -128,40 +195,47 @@ fn spatiotemporal_entry(
     })
 }
 
-/// Memory the quality tables would take beyond which we refuse rather than abort on a failed
-/// allocation: the tables are quadratic in T (and linear in the nodes for spatiotemporal).
-const TABLE_LIMIT_BYTES: u128 = 16 << 30;
+fn mib(bytes: u64) -> u64 {
+    bytes.div_ceil(1 << 20)
+}
 
-fn check_size(
-    model: &super::model::MicroscopicModel,
-    mode: AggregationMode,
-) -> Result<(), ModelError> {
-    let n = model.slices() as u128;
-    let cells = n * (n + 1) / 2;
-    let (bytes, name) = match mode {
-        // gain + loss, twice while the per-start rows are transposed.
-        AggregationMode::Temporal => (cells * 32, "temporal"),
-        // gain + loss per node, plus a DP's tables (3 compromises and a cut) per node.
-        AggregationMode::Spatiotemporal => {
-            let nodes = model.hierarchy().map_or(1, |h| h.len()) as u128;
-            (cells * nodes * (16 + 3 * 8 * 3 + 4), "spatiotemporal")
-        }
-    };
-    if bytes > TABLE_LIMIT_BYTES {
-        return Err(ModelError::TooLarge {
-            origin: model.name().unwrap_or("model").to_owned(),
-            mode: name,
-            slices: model.slices(),
-            gib: (bytes >> 30) as u64,
-        });
+/// Peak bytes of the temporal tables: gain and loss of every interval, and the per-start rows
+/// they are computed in before being packed.
+fn temporal_bytes(model: &MicroscopicModel) -> u64 {
+    let n = model.slices() as u64;
+    n * (n + 1) / 2 * 32
+}
+
+fn too_large(
+    model: &MicroscopicModel,
+    mode: &'static str,
+    how: &str,
+    needed: u64,
+    budget: u64,
+) -> ModelError {
+    ModelError::TooLarge {
+        origin: model.name().unwrap_or("model").to_owned(),
+        mode,
+        slices: model.slices(),
+        how: how.to_owned(),
+        needed_mib: mib(needed),
+        budget_mib: mib(budget),
     }
-    Ok(())
 }
 
 /// Loads a model file (reference-vector input format) and runs [`run_model`] on it.
 pub fn run_model_file(path: &Path, options: &RunOptions) -> Result<AggregationReport, ModelError> {
+    run_model_file_with(path, options, &RunControl::default())
+}
+
+/// [`run_model_file`] with a memory budget and an observer (see [`run_model_with`]).
+pub fn run_model_file_with(
+    path: &Path,
+    options: &RunOptions,
+    control: &RunControl,
+) -> Result<AggregationReport, ModelError> {
     let file = ModelFile::load(path)?;
-    run_model(&file, options).map_err(|e| match e {
+    run_model_with(&file, options, control).map_err(|e| match e {
         ModelError::MissingHierarchy { .. } => ModelError::MissingHierarchy {
             origin: path.display().to_string(),
         },
@@ -172,16 +246,38 @@ pub fn run_model_file(path: &Path, options: &RunOptions) -> Result<AggregationRe
 /// Aggregates a loaded model: qualities, the full bisection with its partitions, Ocelotl's
 /// default p, and the partition at every requested p.
 pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationReport, ModelError> {
+    run_model_with(file, options, &RunControl::default())
+}
+
+/// [`run_model`] within a memory budget, observed: refuses before computing anything when the
+/// estimate exceeds the budget, and stops with [`ModelError::Cancelled`] when the observer
+/// asks.
+pub fn run_model_with(
+    file: &ModelFile,
+    options: &RunOptions,
+    control: &RunControl,
+) -> Result<AggregationReport, ModelError> {
     if let Some(&p) = options.ps.iter().find(|p| !(0.0..=1.0).contains(*p)) {
         return Err(ModelError::BadP { p });
     }
     let threshold = options.threshold.unwrap_or(file.threshold);
     let model = &file.model;
-    check_size(model, options.mode)?;
-    let (normalized, whole, dichotomy, default_p, at_p) = match options.mode {
+    let budget = control.memory_budget;
+    let observer = Counting {
+        inner: Forward(control.observer),
+        evaluations: std::sync::atomic::AtomicUsize::new(0),
+    };
+    let cancelled = |_: Cancelled| ModelError::Cancelled;
+    let (normalized, whole, dichotomy, default_p, at_p, plan) = match options.mode {
         AggregationMode::Temporal => {
+            let needed = temporal_bytes(model);
+            if needed > budget {
+                return Err(too_large(model, "temporal", "", needed, budget));
+            }
             let agg = TemporalAggregation::new(model, options.normalize);
-            let list = agg.significant_ps(threshold);
+            let list = agg
+                .significant_ps_observed(threshold, &observer)
+                .map_err(cancelled)?;
             let dichotomy = list
                 .entries()
                 .iter()
@@ -193,7 +289,15 @@ pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationRe
                 .map(|&p| temporal_entry(p, Some(f64::from(p as f32)), &agg.best_partition(p)))
                 .collect();
             let whole = agg.qualities().quality(0, model.slices() - 1);
-            (options.normalize, whole, dichotomy, list.default_p(), at_p)
+            let plan = ("stored", needed);
+            (
+                options.normalize,
+                whole,
+                dichotomy,
+                list.default_p(),
+                at_p,
+                plan,
+            )
         }
         AggregationMode::Spatiotemporal => {
             let hierarchy = model
@@ -201,8 +305,23 @@ pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationRe
                 .ok_or_else(|| ModelError::MissingHierarchy {
                     origin: model.name().unwrap_or("model").to_owned(),
                 })?;
-            let agg = SpatiotemporalAggregation::new(model, hierarchy);
-            let list = agg.significant_ps(threshold);
+            let (agg, plan): (_, MemoryPlan) =
+                SpatiotemporalAggregation::within(model, hierarchy, budget).map_err(|plan| {
+                    too_large(
+                        model,
+                        "spatiotemporal",
+                        &format!(
+                            " over {} hierarchy nodes even with its qualities recomputed at every p (kept, they would need {} MiB)",
+                            hierarchy.len(),
+                            mib(plan.stored_bytes)
+                        ),
+                        plan.recomputed_bytes,
+                        budget,
+                    )
+                })?;
+            let list = agg
+                .significant_ps_observed(threshold, &observer)
+                .map_err(cancelled)?;
             let dichotomy = list
                 .entries()
                 .iter()
@@ -216,7 +335,8 @@ pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationRe
             let whole: Quality = agg
                 .qualities()
                 .quality(hierarchy.root(), 0, model.slices() - 1);
-            (false, whole, dichotomy, list.default_p(), at_p)
+            let plan = (plan.store.name(), plan.bytes);
+            (false, whole, dichotomy, list.default_p(), at_p, plan)
         }
     };
     Ok(AggregationReport {
@@ -229,6 +349,14 @@ pub fn run_model(file: &ModelFile, options: &RunOptions) -> Result<AggregationRe
         dichotomy,
         ocelotl_default_p: default_p,
         at_p,
+        engine: EngineReport {
+            qualities: plan.0,
+            memory_budget_bytes: budget,
+            memory_estimate_bytes: plan.1,
+            evaluations: observer
+                .evaluations
+                .load(std::sync::atomic::Ordering::Relaxed),
+        },
     })
 }
 

@@ -1,11 +1,28 @@
 //! Spatiotemporal aggregation (lpaggreg `DLPAggreg2`): areas are (hierarchy node, time
 //! interval); each node either aggregates a time segment over all its leaves or hands the
 //! segment down to its children, which partition it independently.
+//!
+//! One evaluation at p walks the hierarchy in post-order, one node at a time, and keeps only
+//! what the parent's dynamic programme will read: the running sum of its children's best
+//! compromises (and, when the qualities are not kept, of their per-type sums), plus the cut
+//! tables of internal nodes for reading the partition back. Leaves keep no cut table: the few
+//! rows the partition walks through are recomputed afterwards from the leaf's qualities.
+//! Within a node the DP rows (interval starts) are independent; they run in parallel, in
+//! blocks of rows that share one sweep over the ends, so each end's candidates are read from
+//! memory once per block instead of once per row.
+//!
+//! Every sum is still made in the original's order, so all of this gives lpaggreg's bits.
+
+use std::collections::HashMap;
+use std::ops::Range;
 
 use rayon::prelude::*;
+use serde::Serialize;
 
 use super::complexity::{divergence, entropy_reduction, ln_table};
-use super::dichotomy::{Bisection, PList, Quality, bisect};
+use super::dichotomy::{
+    Bisection, Cancelled, Observer, PList, Quality, Schedule, Unobserved, bisect_observed,
+};
 use super::model::{MicroscopicModel, ProducerHierarchy};
 
 /// Index of the interval `[start, end]` in a packed lower triangle, rows by end: the DP's
@@ -15,152 +32,192 @@ fn at(end: usize, start: usize) -> usize {
     end * (end + 1) / 2 + start
 }
 
-/// Cut tables of a subtree, by node id.
-type SubtreeCuts = Vec<(usize, Vec<u32>)>;
+/// Number of intervals of `n` slices.
+fn intervals(n: usize) -> usize {
+    n * (n + 1) / 2
+}
+
+/// DP rows per block: a block sweeps the ends once, so its rows share each end's candidates
+/// while they are in cache; 16 rows of T = 1000 prefixes are 128 KiB.
+const ROWS_PER_BLOCK: usize = 16;
+
+/// Marks a cut whose last segment is aggregated at the node rather than delegated.
+const AGGREGATED: u32 = 1 << 31;
+
+/// The memory the engine may use unless told otherwise.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 1 << 30;
+
+/// How the gain and loss of every area are held during the bisection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QualityStore {
+    /// Computed once and kept for every node and interval: `|V|·T(T+1)/2·16` bytes.
+    Stored,
+    /// Recomputed node by node in every DP evaluation, in the same arithmetic order (so to the
+    /// same bits): memory grows with the depth of the hierarchy instead of its size, time by
+    /// `U` logarithms per node and interval per evaluated p.
+    Recomputed,
+}
+
+impl QualityStore {
+    pub fn name(self) -> &'static str {
+        match self {
+            QualityStore::Stored => "stored",
+            QualityStore::Recomputed => "recomputed",
+        }
+    }
+}
+
+/// What a spatiotemporal aggregation of a given shape needs, and how it will run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemoryPlan {
+    pub store: QualityStore,
+    /// Estimated peak of the engine's own tables, in bytes.
+    pub bytes: u64,
+    /// What the other store would need, for messages.
+    pub stored_bytes: u64,
+    pub recomputed_bytes: u64,
+}
+
+impl MemoryPlan {
+    /// The estimate for `slices` × the hierarchy × `types`: stored qualities if they fit in
+    /// `budget`, else recomputed ones; `None` when even those do not fit.
+    pub fn choose(
+        slices: usize,
+        hierarchy: &ProducerHierarchy,
+        types: usize,
+        budget: u64,
+    ) -> Result<Self, Self> {
+        let stored = estimate(slices, hierarchy, types, QualityStore::Stored);
+        let recomputed = estimate(slices, hierarchy, types, QualityStore::Recomputed);
+        let plan = |store, bytes| MemoryPlan {
+            store,
+            bytes,
+            stored_bytes: stored,
+            recomputed_bytes: recomputed,
+        };
+        if stored <= budget {
+            Ok(plan(QualityStore::Stored, stored))
+        } else if recomputed <= budget {
+            Ok(plan(QualityStore::Recomputed, recomputed))
+        } else {
+            Err(plan(QualityStore::Recomputed, recomputed))
+        }
+    }
+}
+
+/// Bytes the engine's tables take at their peak, for one store (see the module notes): the
+/// stored qualities, the accumulators of the internal nodes on the deepest path, one node's
+/// working tables, the internal nodes' cut tables, the partitions the bisection keeps, and
+/// the leaf rows recomputed for the walk, one per thread.
+fn estimate(slices: usize, h: &ProducerHierarchy, types: usize, store: QualityStore) -> u64 {
+    let n = slices as u64;
+    let cells = n * (n + 1) / 2;
+    let nodes = h.len() as u64;
+    let internal = (0..h.len()).filter(|&v| !h.is_leaf(v)).count() as u64;
+    let depth = internal_depth(h) as u64;
+    let types = types as u64;
+    let threads = rayon::current_num_threads() as u64;
+    let sums = cells * types * 16;
+    // Per internal level: the children's compromise sum, plus the per-type sums when recomputing.
+    let level = cells * 24
+        + match store {
+            QualityStore::Stored => 0,
+            QualityStore::Recomputed => sums,
+        };
+    // The node being solved: gain + loss, candidates, the DP's output rows and cuts.
+    let working = cells * (16 + 24 + 28);
+    // The leaf rows recomputed for the walk: local qualities and candidates, per thread.
+    let walk = threads * cells * (16 + 24);
+    let (kept, build) = match store {
+        // Building them holds one level of sums per internal level on the path.
+        QualityStore::Stored => (nodes * cells * 16, (depth + 1) * sums),
+        QualityStore::Recomputed => (n * h.leaf_count(h.root()) as u64 * types * 8, 0),
+    };
+    let cuts = internal * cells * 4;
+    // Partitions of the evaluated p: a per-node part id per slice; the bisection rarely
+    // evaluates more than 48 of them.
+    let partitions = 48 * nodes * n * 4;
+    kept + build.max(depth * level + working + cuts + walk) + partitions
+}
+
+/// Internal nodes on the longest root-to-leaf path.
+fn internal_depth(h: &ProducerHierarchy) -> usize {
+    let mut depth = vec![0usize; h.len()];
+    for &v in h.post_order() {
+        depth[v] = if h.is_leaf(v) {
+            0
+        } else {
+            1 + h.children(v).iter().map(|&c| depth[c]).max().unwrap_or(0)
+        };
+    }
+    depth[h.root()]
+}
 
 /// The largest `values[i] + prefixes[i]`, NaN ignored. Max is order-independent (±0 compare
-/// equal, NaN never wins), so lanes run side by side and the compiler vectorises them.
-#[inline]
-fn sum_max(values: &[f64], prefixes: &[f64]) -> f64 {
-    // Eight lanes: four independent max chains of two, enough to hide maxpd's latency.
-    let mut lanes = [f64::NEG_INFINITY; 8];
-    let (mut vs, mut ps) = (values.chunks_exact(8), prefixes.chunks_exact(8));
-    for (v8, p8) in (&mut vs).zip(&mut ps) {
-        for l in 0..8 {
-            let x = v8[l] + p8[l];
+/// equal, NaN never wins), so `L` lanes run side by side and the compiler vectorises them.
+#[inline(always)]
+fn sum_max<const L: usize>(values: &[f64], prefixes: &[f64]) -> f64 {
+    let (bulk, rest) = lane_max::<L>(values, prefixes);
+    // The tail is shorter than L: eight lanes for it, then one by one (rows are short, and a
+    // wide vector's tail would otherwise be most of the work).
+    let (tail, last) = lane_max::<8>(&values[rest..], &prefixes[rest..]);
+    let mut top = if tail > bulk { tail } else { bulk };
+    for (a, b) in values[rest + last..].iter().zip(&prefixes[rest + last..]) {
+        let x = a + b;
+        if x > top {
+            top = x;
+        }
+    }
+    top
+}
+
+/// The largest `values[i] + prefixes[i]` over the whole chunks of `L`, and where they end.
+#[inline(always)]
+fn lane_max<const L: usize>(values: &[f64], prefixes: &[f64]) -> (f64, usize) {
+    let mut lanes = [f64::NEG_INFINITY; L];
+    let chunks = values.len().min(prefixes.len()) / L;
+    for (v, p) in values
+        .chunks_exact(L)
+        .zip(prefixes.chunks_exact(L))
+        .take(chunks)
+    {
+        for l in 0..L {
+            let x = v[l] + p[l];
             if x > lanes[l] {
                 lanes[l] = x;
             }
         }
     }
-    for (l, (a, b)) in vs.remainder().iter().zip(ps.remainder()).enumerate() {
-        let x = a + b;
-        if x > lanes[l] {
-            lanes[l] = x;
+    let top = lanes
+        .into_iter()
+        .fold(f64::NEG_INFINITY, |m, x| if x > m { x } else { m });
+    (top, chunks * L)
+}
+
+/// Calls `f` with every index where `values[i] + prefixes[i] == top`, in increasing order;
+/// tested eight at a time because matches are rare.
+#[inline(always)]
+fn for_each_tie(values: &[f64], prefixes: &[f64], top: f64, mut f: impl FnMut(usize)) {
+    let chunks = values.len() / 8;
+    for q in 0..chunks {
+        let (v, p) = (&values[8 * q..8 * q + 8], &prefixes[8 * q..8 * q + 8]);
+        let mut any = false;
+        for l in 0..8 {
+            any |= v[l] + p[l] == top;
+        }
+        if any {
+            for l in 0..8 {
+                if v[l] + p[l] == top {
+                    f(8 * q + l);
+                }
+            }
         }
     }
-    lanes
-        .into_iter()
-        .fold(f64::NEG_INFINITY, |m, x| if x > m { x } else { m })
-}
-
-/// Indices where `values[i] + prefixes[i] == top`, in increasing order, tested four at a
-/// time because matches are rare.
-fn positions_of<'a>(
-    values: &'a [f64],
-    prefixes: &'a [f64],
-    top: f64,
-) -> impl Iterator<Item = usize> + 'a {
-    let quads = values.len() / 4;
-    (0..quads)
-        .filter(move |&q| {
-            let (v, p) = (&values[4 * q..4 * q + 4], &prefixes[4 * q..4 * q + 4]);
-            (v[0] + p[0] == top)
-                | (v[1] + p[1] == top)
-                | (v[2] + p[2] == top)
-                | (v[3] + p[3] == top)
-        })
-        .flat_map(|q| 4 * q..4 * q + 4)
-        .chain(4 * quads..values.len())
-        .filter(move |&i| values[i] + prefixes[i] == top)
-}
-
-/// Marks a cut whose last segment is aggregated at the node rather than delegated.
-const AGGREGATED: u32 = 1 << 31;
-
-/// Gain and loss of every (node, interval) area.
-#[derive(Debug, Clone)]
-pub struct SpatiotemporalQualities {
-    slices: usize,
-    hierarchy: ProducerHierarchy,
-    /// Per node, packed by end (see [`at`]).
-    gain: Vec<Vec<f64>>,
-    loss: Vec<Vec<f64>>,
-}
-
-/// Per-type running sums of a node over every interval, handed to the parent and then dropped.
-struct Sums {
-    sum: Vec<f64>,
-    micro: Vec<f64>,
-}
-
-struct QualityJob<'a> {
-    model: &'a MicroscopicModel,
-    hierarchy: &'a ProducerHierarchy,
-    ln: Vec<f64>,
-}
-
-type NodeQualities = Vec<(usize, Vec<f64>, Vec<f64>)>;
-
-impl QualityJob<'_> {
-    /// Post-order, children in parallel; each node's arithmetic is the original's sequence.
-    fn node(&self, node: usize) -> (Sums, NodeQualities) {
-        let n = self.model.slices();
-        let types = self.model.types();
-        let cells = n * (n + 1) / 2;
-        let mut sum = vec![0.0; cells * types];
-        let mut micro = vec![0.0; cells * types];
-        let mut gain = vec![0.0; cells];
-        let mut loss = vec![0.0; cells];
-        let mut done = Vec::new();
-        if let Some(producer) = self.hierarchy.leaf_producer(node) {
-            let v = |t: usize, k: usize| self.model.value(t, producer, k);
-            for start in 0..n {
-                let first = at(start, start) * types;
-                for k in 0..types {
-                    sum[first + k] = v(start, k);
-                    micro[first + k] = entropy_reduction(v(start, k), 0.0);
-                }
-                for end in start + 1..n {
-                    let (prev, cur) = (at(end - 1, start) * types, at(end, start) * types);
-                    let (mut g, mut l) = (0.0, 0.0);
-                    for k in 0..types {
-                        let s = sum[prev + k] + v(end, k);
-                        let m = micro[prev + k] + entropy_reduction(v(end, k), 0.0);
-                        sum[cur + k] = s;
-                        micro[cur + k] = m;
-                        let reduction = entropy_reduction(s, m);
-                        g += reduction;
-                        l += divergence(self.ln[end - start + 1], s, reduction);
-                    }
-                    gain[at(end, start)] = g;
-                    loss[at(end, start)] = l;
-                }
-            }
-        } else {
-            let kids: Vec<(Sums, NodeQualities)> = self
-                .hierarchy
-                .children(node)
-                .par_iter()
-                .map(|&c| self.node(c))
-                .collect();
-            let size = self.hierarchy.leaf_count(node);
-            for end in 0..n {
-                for start in 0..=end {
-                    let cell = at(end, start);
-                    let (mut g, mut l) = (0.0, 0.0);
-                    for k in 0..types {
-                        let (mut s, mut m) = (0.0, 0.0);
-                        for (kid, _) in &kids {
-                            s += kid.sum[cell * types + k];
-                            m += kid.micro[cell * types + k];
-                        }
-                        sum[cell * types + k] = s;
-                        micro[cell * types + k] = m;
-                        let reduction = entropy_reduction(s, m);
-                        g += reduction;
-                        l += divergence(self.ln[(end - start + 1) * size], s, reduction);
-                    }
-                    gain[cell] = g;
-                    loss[cell] = l;
-                }
-            }
-            for (_, q) in kids {
-                done.extend(q);
-            }
+    for i in 8 * chunks..values.len() {
+        if values[i] + prefixes[i] == top {
+            f(i);
         }
-        done.push((node, gain, loss));
-        (Sums { sum, micro }, done)
     }
 }
 
@@ -174,11 +231,22 @@ struct Compromise {
 }
 
 impl Compromise {
+    #[cfg(test)]
     const ZERO: Compromise = Compromise {
         value: 0.0,
         gain: 0.0,
         loss: 0.0,
     };
+
+    /// pIC = p·gain − (1−p)·loss, in double as the spatiotemporal path computes it.
+    #[inline]
+    fn pic(p: f64, gain: f64, loss: f64) -> Compromise {
+        Compromise {
+            value: p * gain - ((1.0 - p) * loss),
+            gain,
+            loss,
+        }
+    }
 
     #[inline]
     fn add(self, o: Compromise) -> Compromise {
@@ -204,8 +272,9 @@ impl Compromise {
     }
 }
 
-/// Structure-of-arrays compromises over the packed triangle; the DP's hot loop only reads
-/// values, so keeping them contiguous pays.
+/// Structure-of-arrays compromises; the DP's hot loop only reads values, so keeping them
+/// contiguous pays.
+#[derive(Debug, Clone, Default)]
 struct Table {
     value: Vec<f64>,
     gain: Vec<f64>,
@@ -221,6 +290,14 @@ impl Table {
         }
     }
 
+    fn with_capacity(cells: usize) -> Self {
+        Table {
+            value: Vec::with_capacity(cells),
+            gain: Vec::with_capacity(cells),
+            loss: Vec::with_capacity(cells),
+        }
+    }
+
     #[inline]
     fn get(&self, i: usize) -> Compromise {
         Compromise {
@@ -231,34 +308,374 @@ impl Table {
     }
 
     #[inline]
-    fn set(&mut self, i: usize, c: Compromise) {
-        self.value[i] = c.value;
-        self.gain[i] = c.gain;
-        self.loss[i] = c.loss;
+    fn push(&mut self, c: Compromise) {
+        self.value.push(c.value);
+        self.gain.push(c.gain);
+        self.loss.push(c.loss);
     }
 }
 
+/// Gain and loss of every interval of one node, by end.
+struct NodeQualities {
+    gain: Vec<f64>,
+    loss: Vec<f64>,
+}
+
+/// Per-type running sums of a node over every interval (by end, `types` values per cell):
+/// what a parent's sums are made of.
+struct Sums {
+    sum: Vec<f64>,
+    micro: Vec<f64>,
+}
+
+impl Sums {
+    fn zeroed(values: usize) -> Self {
+        Sums {
+            sum: vec![0.0; values],
+            micro: vec![0.0; values],
+        }
+    }
+
+    /// `self += child`, value by value: children added one after the other, in order, make
+    /// the original's `s = 0; for c in children: s += c.sum`.
+    fn add(&mut self, child: &Sums) {
+        let pairs = [(&mut self.sum, &child.sum), (&mut self.micro, &child.micro)];
+        pairs.into_par_iter().for_each(|(mine, theirs)| {
+            mine.par_chunks_mut(1 << 16)
+                .zip(theirs.par_chunks(1 << 16))
+                .for_each(|(a, b)| {
+                    for (a, b) in a.iter_mut().zip(b) {
+                        *a += *b;
+                    }
+                });
+        });
+    }
+}
+
+/// Ends `0..n` cut into contiguous ranges of roughly equal numbers of intervals, for parallel
+/// passes over by-end tables.
+fn end_ranges(n: usize, parts: usize) -> Vec<Range<usize>> {
+    let total = intervals(n);
+    let per = total.div_ceil(parts.max(1)).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let mut end = start + 1;
+        while end < n && intervals(end) - intervals(start) < per {
+            end += 1;
+        }
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+/// Splits a by-end table with `stride` values per interval into the slices of `ranges`.
+fn split_by_ends<'a, T>(
+    mut data: &'a mut [T],
+    ranges: &[Range<usize>],
+    stride: usize,
+) -> Vec<&'a mut [T]> {
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let len = (intervals(r.end) - intervals(r.start)) * stride;
+        let (head, tail) = data.split_at_mut(len);
+        out.push(head);
+        data = tail;
+    }
+    out
+}
+
+/// Gain and loss of every interval of a node from its per-type sums, in the original's
+/// per-interval order (types in order, gain and loss accumulated from 0). A leaf's single
+/// slices are never computed: they stay exactly 0.
+fn qualities_from_sums(
+    sums: &Sums,
+    types: usize,
+    n: usize,
+    size: usize,
+    leaf: bool,
+    ln: &[f64],
+) -> NodeQualities {
+    let cells = intervals(n);
+    let mut gain = vec![0.0; cells];
+    let mut loss = vec![0.0; cells];
+    let ranges = end_ranges(n, 4 * rayon::current_num_threads());
+    let gains = split_by_ends(&mut gain, &ranges, 1);
+    let losses = split_by_ends(&mut loss, &ranges, 1);
+    ranges
+        .par_iter()
+        .zip(gains)
+        .zip(losses)
+        .for_each(|((ends, g), l)| {
+            let offset = intervals(ends.start);
+            for end in ends.clone() {
+                for start in 0..=end {
+                    if leaf && start == end {
+                        continue;
+                    }
+                    let cell = at(end, start);
+                    let (mut cg, mut cl) = (0.0, 0.0);
+                    let ln_size = ln[(end - start + 1) * size];
+                    for k in 0..types {
+                        let s = sums.sum[cell * types + k];
+                        let m = sums.micro[cell * types + k];
+                        let reduction = entropy_reduction(s, m);
+                        cg += reduction;
+                        cl += divergence(ln_size, s, reduction);
+                    }
+                    g[cell - offset] = cg;
+                    l[cell - offset] = cl;
+                }
+            }
+        });
+    NodeQualities { gain, loss }
+}
+
+/// A leaf's per-type running sums over every interval of slices `from..from + n`, as the
+/// original computes them: `sum[i][j] = sum[i][j-1] + v[i+j]` from each start.
+fn leaf_sums(model: &MicroscopicModel, producer: usize, from: usize, n: usize) -> Sums {
+    let types = model.types();
+    let mut sums = Sums::zeroed(intervals(n) * types);
+    for end in 0..n {
+        let row = at(end, 0) * types;
+        for k in 0..types {
+            let v = model.value(from + end, producer, k);
+            let micro = entropy_reduction(v, 0.0);
+            sums.sum[row + end * types + k] = v;
+            sums.micro[row + end * types + k] = micro;
+            if end > 0 {
+                let prev = at(end - 1, 0) * types;
+                for start in 0..end {
+                    sums.sum[row + start * types + k] = sums.sum[prev + start * types + k] + v;
+                    sums.micro[row + start * types + k] =
+                        sums.micro[prev + start * types + k] + micro;
+                }
+            }
+        }
+    }
+    sums
+}
+
+/// Where the qualities come from during an evaluation.
+#[derive(Debug, Clone)]
+enum Store {
+    Stored {
+        gain: Vec<Vec<f64>>,
+        loss: Vec<Vec<f64>>,
+    },
+    Recomputed {
+        model: MicroscopicModel,
+    },
+}
+
+/// Gain and loss of every (node, interval) area: kept, or recomputed on demand (see
+/// [`QualityStore`]); either way the same numbers.
+#[derive(Debug, Clone)]
+pub struct SpatiotemporalQualities {
+    slices: usize,
+    types: usize,
+    hierarchy: ProducerHierarchy,
+    store: Store,
+    ln: Vec<f64>,
+}
+
+/// One node's qualities during an evaluation: borrowed from the store, or just computed.
+enum Own<'a> {
+    Borrowed(&'a [f64], &'a [f64]),
+    Computed(NodeQualities),
+}
+
+impl Own<'_> {
+    fn tables(&self) -> (&[f64], &[f64]) {
+        match self {
+            Own::Borrowed(g, l) => (g, l),
+            Own::Computed(q) => (&q.gain, &q.loss),
+        }
+    }
+}
+
+/// What a node adds to its parent while being solved.
+struct ParentAcc {
+    /// Sum of the children's best compromises, per interval (`CS` in the notes).
+    split: Table,
+    /// Sum of the children's per-type sums, when the qualities are recomputed.
+    sums: Option<Sums>,
+}
+
+/// The DP's output for one block of rows: per row `k`, per end `e ≥ k` (index `e − k`), the
+/// best compromise of `[k, e]` and its cut.
+struct RowBlock {
+    first: usize,
+    rows: Vec<(Table, Vec<u32>)>,
+}
+
+/// What one evaluation at p works from.
+struct Evaluation<'a> {
+    p: f64,
+    observer: &'a dyn Progress,
+    nodes_done: std::sync::atomic::AtomicUsize,
+}
+
+/// What an evaluation reports while it runs.
+trait Progress: Sync {
+    fn cancelled(&self) -> bool;
+    fn working(&self, fraction: f64);
+}
+
+struct ObserverProgress<'a, P>(&'a dyn Observer<P>);
+
+impl<P> Progress for ObserverProgress<'_, P> {
+    fn cancelled(&self) -> bool {
+        self.0.cancelled()
+    }
+    fn working(&self, fraction: f64) {
+        self.0.working(fraction);
+    }
+}
+
+/// Inputs of the DP kernel for one node.
+struct DpInput<'a> {
+    n: usize,
+    p: f64,
+    /// The candidates for every segment (pIC of a leaf; the better of pIC and the children's
+    /// sum for an internal node).
+    cand: &'a Table,
+    /// An internal node's own gain and loss, for the aggregation flag; `None` for a leaf.
+    own: Option<(&'a [f64], &'a [f64])>,
+}
+
+/// The DP of lpaggreg's `computeBestCuts` for rows `rows` (interval starts), all ends: rows
+/// are independent, the ends are swept once for the whole block.
+#[inline(always)]
+fn dp_rows<const L: usize>(inp: &DpInput, rows: Range<usize>) -> RowBlock {
+    let (n, cand) = (inp.n, inp.cand);
+    let first = rows.start;
+    let mut out: Vec<(Table, Vec<u32>)> = rows
+        .clone()
+        .map(|k| (Table::with_capacity(n - k), Vec::with_capacity(n - k)))
+        .collect();
+    let own = |i: usize| inp.own.map(|(g, l)| Compromise::pic(inp.p, g[i], l[i]));
+    for e in first..n {
+        let base = at(e, 0);
+        for k in rows.start..rows.end.min(e + 1) {
+            let (row, cuts) = &mut out[k - first];
+            let j = e - k;
+            let mut cur = cand.get(base + k);
+            let mut cc = k;
+            let mut agg = own(base + k).is_none_or(|pic| pic == cur);
+            // Strict improvement only, so the winner is the first candidate that is greatest
+            // in (value, gain, −loss) order: it has the largest value. One vectorisable pass
+            // finds that value; only if it can beat the current best are the candidates that
+            // reach it looked at, in the original's order and arithmetic.
+            if j > 0 {
+                let values = &cand.value[base + k + 1..=base + e];
+                let prefixes = &row.value[..j];
+                let top = sum_max::<L>(values, prefixes);
+                if top >= cur.value {
+                    for_each_tie(values, prefixes, top, |c| {
+                        let prefix = row.get(c);
+                        let next = cand.get(base + k + 1 + c).add(prefix);
+                        if next.beats(cur) {
+                            cur = next;
+                            cc = k + 1 + c;
+                            agg = own(base + k + 1 + c).is_none_or(|pic| pic.add(prefix) == next);
+                        }
+                    });
+                }
+            }
+            row.push(cur);
+            cuts.push(cc as u32 | if agg { AGGREGATED } else { 0 });
+        }
+    }
+    RowBlock { first, rows: out }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn dp_rows_avx512(inp: &DpInput, rows: Range<usize>) -> RowBlock {
+    dp_rows::<32>(inp, rows)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dp_rows_avx2(inp: &DpInput, rows: Range<usize>) -> RowBlock {
+    dp_rows::<16>(inp, rows)
+}
+
+/// [`dp_rows`] compiled for the widest vectors this CPU has: the same operations on the
+/// same values, so the same results, only more lanes of the max at once.
+fn dp_block(inp: &DpInput, rows: Range<usize>) -> RowBlock {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just above.
+            return unsafe { dp_rows_avx512(inp, rows) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { dp_rows_avx2(inp, rows) };
+        }
+    }
+    dp_rows::<8>(inp, rows)
+}
+
+/// All rows of one node's DP, blocks in parallel (the heaviest, early starts, first).
+fn dp_all(inp: &DpInput) -> Vec<RowBlock> {
+    let blocks: Vec<Range<usize>> = (0..inp.n)
+        .step_by(ROWS_PER_BLOCK)
+        .map(|k| k..(k + ROWS_PER_BLOCK).min(inp.n))
+        .collect();
+    blocks.into_par_iter().map(|r| dp_block(inp, r)).collect()
+}
+
 impl SpatiotemporalQualities {
-    /// Θ(|V|·U·T²); subtrees are computed in parallel.
+    /// Θ(|V|·U·T²), kept for every node: the store of the original.
     pub fn compute(model: &MicroscopicModel, hierarchy: &ProducerHierarchy) -> Self {
-        let n = model.slices();
-        let job = QualityJob {
-            model,
-            hierarchy,
-            ln: ln_table(n * hierarchy.leaf_count(hierarchy.root())),
-        };
-        let (_, done) = job.node(hierarchy.root());
+        let mut q = Self::recomputed(model, hierarchy);
         let mut gain = vec![Vec::new(); hierarchy.len()];
         let mut loss = vec![Vec::new(); hierarchy.len()];
-        for (node, g, l) in done {
-            gain[node] = g;
-            loss[node] = l;
-        }
+        q.store_pass(hierarchy.root(), None, &mut |node, nq| {
+            gain[node] = nq.gain;
+            loss[node] = nq.loss;
+        });
+        q.store = Store::Stored { gain, loss };
+        q
+    }
+
+    /// Qualities that are recomputed, node by node, whenever a partition is evaluated.
+    pub fn recomputed(model: &MicroscopicModel, hierarchy: &ProducerHierarchy) -> Self {
+        let n = model.slices();
         Self {
             slices: n,
+            types: model.types(),
             hierarchy: hierarchy.clone(),
-            gain,
-            loss,
+            store: Store::Recomputed {
+                model: model.clone(),
+            },
+            ln: ln_table(n * hierarchy.leaf_count(hierarchy.root())),
+        }
+    }
+
+    /// Stored qualities if they fit in `budget`, else recomputed ones; an error naming both
+    /// needs if not even those fit.
+    pub fn within(
+        model: &MicroscopicModel,
+        hierarchy: &ProducerHierarchy,
+        budget: u64,
+    ) -> Result<(Self, MemoryPlan), MemoryPlan> {
+        let plan = MemoryPlan::choose(model.slices(), hierarchy, model.types(), budget)?;
+        let q = match plan.store {
+            QualityStore::Stored => Self::compute(model, hierarchy),
+            QualityStore::Recomputed => Self::recomputed(model, hierarchy),
+        };
+        Ok((q, plan))
+    }
+
+    pub fn store(&self) -> QualityStore {
+        match self.store {
+            Store::Stored { .. } => QualityStore::Stored,
+            Store::Recomputed { .. } => QualityStore::Recomputed,
         }
     }
 
@@ -277,110 +694,332 @@ impl SpatiotemporalQualities {
             "interval [{start}, {end}] outside 0..{}",
             self.slices
         );
-        Quality {
-            gain: self.gain[node][at(end, start)],
-            loss: self.loss[node][at(end, start)],
+        match &self.store {
+            Store::Stored { gain, loss } => Quality {
+                gain: gain[node][at(end, start)],
+                loss: loss[node][at(end, start)],
+            },
+            Store::Recomputed { model } => self.quality_of(model, node, start, end),
         }
     }
 
-    /// Best cuts of one node for `p`, after its children's (post-order, children in parallel).
-    /// Returns the node's best compromises and the cut tables of its whole subtree.
-    fn solve(&self, node: usize, p: f64) -> (Table, SubtreeCuts) {
-        let n = self.slices;
-        let cells = n * (n + 1) / 2;
-        let (gain, loss) = (&self.gain[node], &self.loss[node]);
-        let mut pic = Table::zeroed(cells);
-        for i in 0..cells {
-            pic.set(
-                i,
-                Compromise {
-                    value: p * gain[i] - ((1.0 - p) * loss[i]),
-                    gain: gain[i],
-                    loss: loss[i],
-                },
-            );
+    /// One area's quality from the model, in the table's arithmetic: each leaf's running
+    /// sums over the interval, added up the tree child by child.
+    fn quality_of(
+        &self,
+        model: &MicroscopicModel,
+        node: usize,
+        start: usize,
+        end: usize,
+    ) -> Quality {
+        let h = &self.hierarchy;
+        if h.is_leaf(node) && start == end {
+            return Quality::ZERO;
         }
-        let children = self.hierarchy.children(node);
-        let mut cuts_below = Vec::new();
+        let (sum, micro) = self.interval_sums(model, node, start, end);
+        let ln_size = self.ln[(end - start + 1) * h.leaf_count(node)];
+        let mut q = Quality::ZERO;
+        for (s, m) in sum.into_iter().zip(micro) {
+            let reduction = entropy_reduction(s, m);
+            q.gain += reduction;
+            q.loss += divergence(ln_size, s, reduction);
+        }
+        q
+    }
+
+    fn interval_sums(
+        &self,
+        model: &MicroscopicModel,
+        node: usize,
+        start: usize,
+        end: usize,
+    ) -> (Vec<f64>, Vec<f64>) {
+        let h = &self.hierarchy;
+        let types = self.types;
+        if let Some(producer) = h.leaf_producer(node) {
+            let mut sum: Vec<f64> = (0..types)
+                .map(|k| model.value(start, producer, k))
+                .collect();
+            let mut micro: Vec<f64> = sum.iter().map(|&v| entropy_reduction(v, 0.0)).collect();
+            for t in start + 1..=end {
+                for k in 0..types {
+                    let v = model.value(t, producer, k);
+                    sum[k] += v;
+                    micro[k] += entropy_reduction(v, 0.0);
+                }
+            }
+            return (sum, micro);
+        }
+        let (mut sum, mut micro) = (vec![0.0; types], vec![0.0; types]);
+        for &kid in h.children(node) {
+            let (s, m) = self.interval_sums(model, kid, start, end);
+            for k in 0..types {
+                sum[k] += s[k];
+                micro[k] += m[k];
+            }
+        }
+        (sum, micro)
+    }
+
+    /// Post-order pass computing every node's qualities from the model, handing each to
+    /// `keep`; the per-type sums of a node live only until its parent has added them.
+    fn store_pass(
+        &self,
+        node: usize,
+        parent: Option<&mut Sums>,
+        keep: &mut dyn FnMut(usize, NodeQualities),
+    ) {
+        let Store::Recomputed { model } = &self.store else {
+            unreachable!("the store pass reads the model");
+        };
+        let nq = self.node_sums_and_qualities(model, node, parent, &mut |kid, acc| {
+            self.store_pass(kid, Some(acc), &mut *keep);
+        });
+        keep(node, nq);
+    }
+
+    /// A node's qualities from the model: a leaf from its values, an internal node from its
+    /// children's sums (visited through `visit`, which must add them into the accumulator it
+    /// is given, in child order). The node's own sums are then added into `parent`'s.
+    fn node_sums_and_qualities(
+        &self,
+        model: &MicroscopicModel,
+        node: usize,
+        parent: Option<&mut Sums>,
+        visit: &mut dyn FnMut(usize, &mut Sums),
+    ) -> NodeQualities {
+        let h = &self.hierarchy;
+        let (n, types) = (self.slices, self.types);
+        let sums = match h.leaf_producer(node) {
+            Some(producer) => leaf_sums(model, producer, 0, n),
+            None => {
+                let mut acc = Sums::zeroed(intervals(n) * types);
+                for &kid in h.children(node) {
+                    visit(kid, &mut acc);
+                }
+                acc
+            }
+        };
+        let nq = qualities_from_sums(
+            &sums,
+            types,
+            n,
+            h.leaf_count(node),
+            h.is_leaf(node),
+            &self.ln,
+        );
+        if let Some(parent) = parent {
+            parent.add(&sums);
+        }
+        nq
+    }
+
+    /// Solves one node at p after its children, adding its best compromises (and sums) into
+    /// its parent's accumulator and keeping its cut table if it is internal.
+    fn solve(
+        &self,
+        ev: &Evaluation,
+        node: usize,
+        parent: Option<&mut ParentAcc>,
+        cuts: &mut [Vec<u32>],
+    ) -> Result<(), Cancelled> {
+        if ev.observer.cancelled() {
+            return Err(Cancelled);
+        }
+        let h = &self.hierarchy;
+        let n = self.slices;
+        let cells = intervals(n);
+        let leaf = h.is_leaf(node);
+        // The children first, into this node's accumulator.
+        let mut mine = (!leaf).then(|| ParentAcc {
+            split: Table::zeroed(cells),
+            sums: match self.store {
+                Store::Stored { .. } => None,
+                Store::Recomputed { .. } => Some(Sums::zeroed(cells * self.types)),
+            },
+        });
+        if let Some(acc) = mine.as_mut() {
+            for &kid in h.children(node) {
+                self.solve(ev, kid, Some(&mut *acc), cuts)?;
+            }
+        }
+        let (parent_split, parent_sums) = match parent {
+            Some(ParentAcc { split, sums }) => (Some(split), sums.as_mut()),
+            None => (None, None),
+        };
+        let own = match &self.store {
+            Store::Stored { gain, loss } => Own::Borrowed(&gain[node], &loss[node]),
+            Store::Recomputed { model } => {
+                let sums = match mine.as_mut().and_then(|m| m.sums.take()) {
+                    Some(s) => s,
+                    None => leaf_sums(
+                        model,
+                        h.leaf_producer(node)
+                            .expect("a node without children is a leaf"),
+                        0,
+                        n,
+                    ),
+                };
+                let nq =
+                    qualities_from_sums(&sums, self.types, n, h.leaf_count(node), leaf, &self.ln);
+                if let Some(ps) = parent_sums {
+                    ps.add(&sums);
+                }
+                Own::Computed(nq)
+            }
+        };
+        let (gain, loss) = own.tables();
+        let p = ev.p;
         // The candidate for a segment: the node's own pIC, or, for an internal node, the
         // better of that and the children's best partitions of the segment.
-        let candidate = if children.is_empty() {
-            None
-        } else {
-            let solved: Vec<(Table, SubtreeCuts)> =
-                children.par_iter().map(|&c| self.solve(c, p)).collect();
-            let mut best_of = Table::zeroed(cells);
-            for i in 0..cells {
-                let mut split = Compromise::ZERO;
-                for (kid, _) in &solved {
-                    split = split.add(kid.get(i));
+        let cand = match &mine {
+            None => {
+                let mut t = Table::with_capacity(cells);
+                for i in 0..cells {
+                    t.push(Compromise::pic(p, gain[i], loss[i]));
                 }
-                best_of.set(i, Compromise::greatest(pic.get(i), split));
+                t
             }
-            for (_, cuts) in solved {
-                cuts_below.extend(cuts);
+            Some(acc) => {
+                let mut t = Table::with_capacity(cells);
+                for i in 0..cells {
+                    t.push(Compromise::greatest(
+                        Compromise::pic(p, gain[i], loss[i]),
+                        acc.split.get(i),
+                    ));
+                }
+                t
             }
-            Some(best_of)
         };
-        let cand = candidate.as_ref().unwrap_or(&pic);
-        let leaf = candidate.is_none();
-        let mut best = Table::zeroed(cells);
-        let mut cut = vec![0u32; cells];
-        let mut row = Table::zeroed(n);
-        for k in (0..n).rev() {
-            for j in 0..n - k {
-                let e = k + j;
-                let base = at(e, 0);
-                let mut cur = cand.get(base + k);
-                let mut cc = k;
-                let mut agg = leaf || pic.get(base + k) == cur;
-                // Strict improvement only, so the winner is the first candidate that is
-                // greatest in (value, gain, −loss) order: it has the largest value. One
-                // vectorisable pass finds that value; only if it can beat the current best is
-                // a second pass made, looking at the candidates that reach it, in the
-                // original's order and arithmetic.
-                let values = &cand.value[base + k + 1..=base + k + j];
-                let prefixes = &row.value[..j];
-                let top = sum_max(values, prefixes);
-                if top >= cur.value {
-                    for c in positions_of(values, prefixes, top) {
-                        let prefix = row.get(c);
-                        let next = cand.get(base + k + 1 + c).add(prefix);
-                        if next.beats(cur) {
-                            cur = next;
-                            cc = k + 1 + c;
-                            agg = leaf || pic.get(base + k + 1 + c).add(prefix) == next;
-                        }
+        drop(mine);
+        let input = DpInput {
+            n,
+            p,
+            cand: &cand,
+            own: (!leaf).then_some((gain, loss)),
+        };
+        let blocks = dp_all(&input);
+        drop(cand);
+        if let Some(split) = parent_split {
+            for block in &blocks {
+                for (r, (best, _)) in block.rows.iter().enumerate() {
+                    let k = block.first + r;
+                    for e in k..n {
+                        let i = at(e, k);
+                        split.value[i] += best.value[e - k];
+                        split.gain[i] += best.gain[e - k];
+                        split.loss[i] += best.loss[e - k];
                     }
                 }
-                row.set(j, cur);
-                best.set(base + k, cur);
-                cut[base + k] = cc as u32 | if agg { AGGREGATED } else { 0 };
             }
         }
-        cuts_below.push((node, cut));
-        (best, cuts_below)
+        if !leaf {
+            let mut cut = vec![0u32; cells];
+            for block in &blocks {
+                for (r, (_, row)) in block.rows.iter().enumerate() {
+                    let k = block.first + r;
+                    for e in k..n {
+                        cut[at(e, k)] = row[e - k];
+                    }
+                }
+            }
+            cuts[node] = cut;
+        }
+        let done = ev
+            .nodes_done
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        ev.observer.working(done as f64 / h.len() as f64);
+        Ok(())
+    }
+
+    /// The cuts of a leaf's row `start`, up to `end`: for every `x` in `start..=end`, the cut
+    /// of `[start, x]` (global slice numbers), computed as the node's DP computes that row.
+    fn leaf_row(&self, leaf: usize, start: usize, end: usize, p: f64) -> Vec<u32> {
+        let len = end - start + 1;
+        let cells = intervals(len);
+        let mut cand = Table::with_capacity(cells);
+        match &self.store {
+            Store::Stored { gain, loss } => {
+                for e in 0..len {
+                    for s in 0..=e {
+                        let i = at(start + e, start + s);
+                        cand.push(Compromise::pic(p, gain[leaf][i], loss[leaf][i]));
+                    }
+                }
+            }
+            Store::Recomputed { model } => {
+                let producer = self.hierarchy.leaf_producer(leaf).expect("a leaf");
+                let sums = leaf_sums(model, producer, start, len);
+                let nq = qualities_from_sums(&sums, self.types, len, 1, true, &self.ln);
+                for i in 0..cells {
+                    cand.push(Compromise::pic(p, nq.gain[i], nq.loss[i]));
+                }
+            }
+        }
+        let input = DpInput {
+            n: len,
+            p,
+            cand: &cand,
+            own: None,
+        };
+        let block = dp_block(&input, 0..1);
+        let (_, row) = block.rows.into_iter().next().expect("one row");
+        row.into_iter()
+            .map(|code| ((code & !AGGREGATED) + start as u32) | (code & AGGREGATED))
+            .collect()
     }
 
     /// The partition maximising `p·gain − (1−p)·loss` over the hierarchy, with the
     /// original's tie rules and part numbering.
     pub fn best_partition(&self, p: f64) -> SpatiotemporalPartition {
+        match self.evaluate(p, &NeverCancelled) {
+            Ok(part) => part,
+            Err(Cancelled) => unreachable!("nothing cancels this evaluation"),
+        }
+    }
+
+    fn evaluate(
+        &self,
+        p: f64,
+        observer: &dyn Progress,
+    ) -> Result<SpatiotemporalPartition, Cancelled> {
         let h = &self.hierarchy;
-        let (_, solved) = self.solve(h.root(), p);
+        let n = self.slices;
+        let ev = Evaluation {
+            p,
+            observer,
+            nodes_done: std::sync::atomic::AtomicUsize::new(0),
+        };
         let mut cuts = vec![Vec::new(); h.len()];
-        for (node, cut) in solved {
-            cuts[node] = cut;
+        self.solve(&ev, h.root(), None, &mut cuts)?;
+        // The leaf rows the partition goes through: found by walking the internal nodes'
+        // cuts, then recomputed side by side.
+        let mut wanted: HashMap<(usize, usize), usize> = HashMap::new();
+        if h.is_leaf(h.root()) {
+            wanted.insert((h.root(), 0), n - 1);
+        } else {
+            leaf_requests(h, &cuts, h.root(), 0, n - 1, &mut wanted);
+        }
+        let requests: Vec<((usize, usize), usize)> = wanted.into_iter().collect();
+        let rows: HashMap<(usize, usize), Vec<u32>> = requests
+            .into_par_iter()
+            .map(|((leaf, start), end)| ((leaf, start), self.leaf_row(leaf, start, end, p)))
+            .collect();
+        if observer.cancelled() {
+            return Err(Cancelled);
         }
         let mut walk = Walk {
             q: self,
             cuts: &cuts,
-            node_parts: vec![vec![-1; self.slices]; h.len()],
+            leaf_rows: &rows,
+            node_parts: vec![vec![-1; n]; h.len()],
             aggregates: Vec::new(),
             counter: 0,
             quality: Quality::ZERO,
         };
-        walk.fill(h.root(), 0, self.slices - 1);
-        walk.accumulate(h.root(), 0, self.slices - 1);
+        walk.fill(h.root(), 0, n - 1);
+        walk.accumulate(h.root(), 0, n - 1);
         let Walk {
             node_parts,
             mut aggregates,
@@ -396,12 +1035,50 @@ impl SpatiotemporalQualities {
             })
             .collect();
         canonical.sort_by_key(|a| (a.start, a.node));
-        SpatiotemporalPartition {
+        Ok(SpatiotemporalPartition {
             node_parts,
             aggregates,
             canonical,
             quality,
+        })
+    }
+}
+
+struct NeverCancelled;
+
+impl Progress for NeverCancelled {
+    fn cancelled(&self) -> bool {
+        false
+    }
+    fn working(&self, _: f64) {}
+}
+
+/// The (leaf, start) rows the walk of `fill` will read, each with the last end it needs.
+fn leaf_requests(
+    h: &ProducerHierarchy,
+    cuts: &[Vec<u32>],
+    node: usize,
+    start: usize,
+    mut end: usize,
+    out: &mut HashMap<(usize, usize), usize>,
+) {
+    loop {
+        let code = cuts[node][at(end, start)];
+        let (c, agg) = ((code & !AGGREGATED) as usize, code & AGGREGATED != 0);
+        if !agg {
+            for &kid in h.children(node) {
+                if h.is_leaf(kid) {
+                    let e = out.entry((kid, c)).or_insert(end);
+                    *e = (*e).max(end);
+                } else {
+                    leaf_requests(h, cuts, kid, c, end, out);
+                }
+            }
         }
+        if c == start {
+            break;
+        }
+        end = c - 1;
     }
 }
 
@@ -409,6 +1086,7 @@ impl SpatiotemporalQualities {
 struct Walk<'a> {
     q: &'a SpatiotemporalQualities,
     cuts: &'a [Vec<u32>],
+    leaf_rows: &'a HashMap<(usize, usize), Vec<u32>>,
     node_parts: Vec<Vec<i32>>,
     aggregates: Vec<Area>,
     counter: i32,
@@ -417,7 +1095,11 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn cut(&self, node: usize, start: usize, end: usize) -> (usize, bool) {
-        let code = self.cuts[node][at(end, start)];
+        let code = if self.q.hierarchy.is_leaf(node) {
+            self.leaf_rows[&(node, start)][end - start]
+        } else {
+            self.cuts[node][at(end, start)]
+        };
         ((code & !AGGREGATED) as usize, code & AGGREGATED != 0)
     }
 
@@ -533,12 +1215,40 @@ pub struct SpatiotemporalAggregation {
 }
 
 impl SpatiotemporalAggregation {
-    /// Computes the qualities. There is no normalisation: Ocelotl's spatiotemporal path
-    /// always disables it.
+    /// Computes the qualities, kept if they fit in [`DEFAULT_MEMORY_BUDGET`], else
+    /// recomputed at every evaluation (the same numbers either way). There is no
+    /// normalisation: Ocelotl's spatiotemporal path always disables it.
     pub fn new(model: &MicroscopicModel, hierarchy: &ProducerHierarchy) -> Self {
-        Self {
-            qualities: SpatiotemporalQualities::compute(model, hierarchy),
+        match SpatiotemporalQualities::within(model, hierarchy, DEFAULT_MEMORY_BUDGET) {
+            Ok((qualities, _)) => Self { qualities },
+            Err(_) => Self {
+                qualities: SpatiotemporalQualities::recomputed(model, hierarchy),
+            },
         }
+    }
+
+    /// Like [`Self::new`] within `budget` bytes, or the plan that does not fit (before
+    /// anything is computed).
+    pub fn within(
+        model: &MicroscopicModel,
+        hierarchy: &ProducerHierarchy,
+        budget: u64,
+    ) -> Result<(Self, MemoryPlan), MemoryPlan> {
+        SpatiotemporalQualities::within(model, hierarchy, budget)
+            .map(|(qualities, plan)| (Self { qualities }, plan))
+    }
+
+    /// With a given quality store, whatever its size (tests compare the two).
+    pub fn with_store(
+        model: &MicroscopicModel,
+        hierarchy: &ProducerHierarchy,
+        store: QualityStore,
+    ) -> Self {
+        let qualities = match store {
+            QualityStore::Stored => SpatiotemporalQualities::compute(model, hierarchy),
+            QualityStore::Recomputed => SpatiotemporalQualities::recomputed(model, hierarchy),
+        };
+        Self { qualities }
     }
 
     pub fn qualities(&self) -> &SpatiotemporalQualities {
@@ -552,10 +1262,31 @@ impl SpatiotemporalAggregation {
 
     /// The significant p values and their partitions (DLP dichotomy, float p).
     pub fn significant_ps(&self, threshold: f32) -> PList<SpatiotemporalPartition> {
-        bisect(threshold, Bisection::Spatiotemporal, &|p| {
-            let part = self.qualities.best_partition(f64::from(p));
-            (part.quality(), part)
-        })
+        match self.significant_ps_observed(threshold, &Unobserved) {
+            Ok(list) => list,
+            Err(Cancelled) => unreachable!("an unobserved bisection is never cancelled"),
+        }
+    }
+
+    /// [`Self::significant_ps`], telling `observer` of every evaluated p and of progress
+    /// within one, and stopping when it asks. Evaluations run one at a time, each on every
+    /// core, so their working memory is held once.
+    pub fn significant_ps_observed(
+        &self,
+        threshold: f32,
+        observer: &dyn Observer<SpatiotemporalPartition>,
+    ) -> Result<PList<SpatiotemporalPartition>, Cancelled> {
+        let progress = ObserverProgress(observer);
+        bisect_observed(
+            threshold,
+            Bisection::Spatiotemporal,
+            Schedule::Sequential,
+            &|p| {
+                let part = self.qualities.evaluate(f64::from(p), &progress)?;
+                Ok((part.quality(), part))
+            },
+            observer,
+        )
     }
 }
 
@@ -648,12 +1379,8 @@ mod tests {
         let mut cuts = vec![Vec::new(); h.len()];
         for &node in h.post_order() {
             let pic = |i: usize, j: usize| {
-                let (g, l) = (q.gain[node][at(i + j, i)], q.loss[node][at(i + j, i)]);
-                Compromise {
-                    value: p * g - ((1.0 - p) * l),
-                    gain: g,
-                    loss: l,
-                }
+                let ql = q.quality(node, i, i + j);
+                Compromise::pic(p, ql.gain, ql.loss)
             };
             let kids = h.children(node);
             let cs = |i: usize, j: usize| {
@@ -717,12 +1444,43 @@ mod tests {
 
         #[test]
         fn fast_dp_is_the_literal_dp((m, h) in tree_model(), p in prop_oneof![Just(0.0), Just(1.0), Just(0.0009765625), 0.0..=1.0f64]) {
-            let q = SpatiotemporalQualities::compute(&m, &h);
-            let (_, fast) = q.solve(h.root(), p);
-            let literal = literal_cuts(&q, p);
-            for (node, cut) in fast {
-                prop_assert_eq!(&cut, &literal[node], "node {}", node);
+            let n = m.slices();
+            for q in [SpatiotemporalQualities::compute(&m, &h), SpatiotemporalQualities::recomputed(&m, &h)] {
+                let ev = Evaluation { p, observer: &NeverCancelled, nodes_done: Default::default() };
+                let mut fast = vec![Vec::new(); h.len()];
+                q.solve(&ev, h.root(), None, &mut fast).unwrap();
+                let literal = literal_cuts(&q, p);
+                for node in 0..h.len() {
+                    if h.is_leaf(node) {
+                        // Leaves keep no table: every row is recomputed on demand.
+                        for k in 0..n {
+                            let row = q.leaf_row(node, k, n - 1, p);
+                            for e in k..n {
+                                prop_assert_eq!(row[e - k], literal[node][at(e, k)], "leaf {} [{}, {}]", node, k, e);
+                            }
+                        }
+                    } else {
+                        prop_assert_eq!(&fast[node], &literal[node], "node {}", node);
+                    }
+                }
             }
+        }
+
+        #[test]
+        fn recomputed_qualities_are_the_stored_ones((m, h) in tree_model(), p in 0.0..=1.0f64) {
+            let stored = SpatiotemporalQualities::compute(&m, &h);
+            let recomputed = SpatiotemporalQualities::recomputed(&m, &h);
+            let n = m.slices();
+            for node in 0..h.len() {
+                for s in 0..n {
+                    for e in s..n {
+                        let (a, b) = (stored.quality(node, s, e), recomputed.quality(node, s, e));
+                        prop_assert_eq!(a.gain.to_bits(), b.gain.to_bits());
+                        prop_assert_eq!(a.loss.to_bits(), b.loss.to_bits());
+                    }
+                }
+            }
+            prop_assert_eq!(stored.best_partition(p), recomputed.best_partition(p));
         }
     }
 }

@@ -4,7 +4,9 @@
 use rayon::prelude::*;
 
 use super::complexity::{divergence, entropy_reduction, ln_table};
-use super::dichotomy::{Bisection, PList, Quality, bisect};
+use super::dichotomy::{
+    Bisection, Cancelled, Observer, PList, Quality, Schedule, bisect, bisect_observed,
+};
 use super::model::MicroscopicModel;
 
 /// Index of the interval `[start, end]` in the packed lower triangle, rows by end.
@@ -226,6 +228,25 @@ impl TemporalAggregation {
             let part = self.qualities.best_partition(p);
             (part.quality(), part)
         })
+    }
+
+    /// [`Self::significant_ps`], telling `observer` of every evaluated p and stopping when it
+    /// asks.
+    pub fn significant_ps_observed(
+        &self,
+        threshold: f32,
+        observer: &dyn Observer<TemporalPartition>,
+    ) -> Result<PList<TemporalPartition>, Cancelled> {
+        bisect_observed(
+            threshold,
+            Bisection::Temporal,
+            Schedule::Parallel,
+            &|p| {
+                let part = self.qualities.best_partition(p);
+                Ok((part.quality(), part))
+            },
+            observer,
+        )
     }
 }
 

@@ -62,6 +62,20 @@ pub struct ProducerView {
     pub parent: Option<u32>,
     /// Its name.
     pub name: String,
+    /// For the producer of a CPU (`cpu0`...), that CPU's number: its states are the CPU's track.
+    pub cpu: Option<u32>,
+}
+
+/// A Pajé container type an import kept: its alias, its name and its parent type's alias (`None`: the
+/// root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerTypeView {
+    /// Its alias.
+    pub alias: String,
+    /// Its name.
+    pub name: String,
+    /// Its parent type's alias.
+    pub parent: Option<String>,
 }
 
 /// A parameter value.
@@ -166,6 +180,15 @@ pub trait TraceView {
     fn types(&self) -> &[TypeView];
     /// Its producers.
     fn producers(&self) -> &[ProducerView];
+    /// The Pajé container types the trace keeps (those of an imported Pajé file), parents first.
+    fn container_types(&self) -> &[ContainerTypeView] {
+        &[]
+    }
+    /// The alias of producer `id`'s container type, when the trace keeps one.
+    fn container_type(&self, id: u32) -> Option<&str> {
+        let _ = id;
+        None
+    }
     /// Calls `each` with every event to export, by start time; the number of events.
     fn for_each_event(
         &self,
@@ -261,6 +284,12 @@ impl<'v> Index<'v> {
             cur = p;
         }
         out
+    }
+
+    /// The nearest producer that holds both `a` and `b` (each excluded), if any.
+    pub(crate) fn common_ancestor(&self, a: u32, b: u32) -> Option<u32> {
+        let of_b = self.ancestors(b);
+        self.ancestors(a).into_iter().find(|p| of_b.contains(p))
     }
 
     /// The root of `id`'s hierarchy.

@@ -1,4 +1,5 @@
-//! Pajé (socscope, PajeNG, ViTE): the producer hierarchy as containers (one container type per level),
+//! Pajé (socscope, PajeNG, ViTE): the producer hierarchy as containers — of the container types an
+//! imported Pajé file had ([`CONTAINER_TYPES`], names and hierarchy kept), else one per level —
 //! states as Push/Pop, events, variables and links with their type as value, so that importing the
 //! file back gives the same events per type. States and events that carry their Pajé type
 //! ([`PAJE_TYPE`]) are written under it (a state type's stack then gives back their nesting), and links
@@ -6,14 +7,72 @@
 //! imported Pajé file as it reads the source.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::io::Write;
 
-use super::{EventView, ExportError, Index, Kind, Time, TraceView, Value};
+use super::{ContainerTypeView, EventView, ExportError, Index, Kind, Time, TraceView, Value};
 
 /// The parameter in which an import keeps a state's or an event's Pajé type (the Pajé importer of
 /// `socscope-collector` writes it): states and events that have it are written under that type.
 pub const PAJE_TYPE: &str = "paje_type";
+
+/// The trace parameter in which a Pajé import keeps the file's container types
+/// ([`encode_container_types`]).
+pub const CONTAINER_TYPES: &str = "paje.container_types";
+/// The trace parameter in which a Pajé import keeps each container's type ([`encode_containers`]).
+pub const CONTAINERS: &str = "paje.containers";
+
+fn clean(s: &str) -> String {
+    s.replace(['\t', '\n', '\r'], " ")
+}
+
+/// Container types as text: one `alias TAB parent TAB name` line each (`0` for the root), parents
+/// first.
+pub fn encode_container_types(types: &[ContainerTypeView]) -> String {
+    types
+        .iter()
+        .map(|t| {
+            format!(
+                "{}\t{}\t{}\n",
+                clean(&t.alias),
+                clean(t.parent.as_deref().unwrap_or("0")),
+                clean(&t.name)
+            )
+        })
+        .collect()
+}
+
+/// [`encode_container_types`] read back (lines that do not have three fields are left out).
+pub fn decode_container_types(text: &str) -> Vec<ContainerTypeView> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let (alias, parent, name) = (f.next()?, f.next()?, f.next()?);
+            Some(ContainerTypeView {
+                alias: alias.to_string(),
+                name: name.to_string(),
+                parent: (parent != "0").then(|| parent.to_string()),
+            })
+        })
+        .collect()
+}
+
+/// Each container's type as text: one `producer id TAB type alias` line each.
+pub fn encode_containers(of: &[(u32, String)]) -> String {
+    of.iter()
+        .map(|(p, a)| format!("{p}\t{}\n", clean(a)))
+        .collect()
+}
+
+/// [`encode_containers`] read back.
+pub fn decode_containers(text: &str) -> Vec<(u32, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (p, a) = l.split_once('\t')?;
+            Some((p.parse().ok()?, a.to_string()))
+        })
+        .collect()
+}
 
 /// `ns` as Pajé seconds.
 pub fn time(ns: Time) -> String {
@@ -49,35 +108,69 @@ pub fn write(view: &dyn TraceView, out: &mut dyn Write) -> Result<u64, ExportErr
     let t0 = view.t_min();
     let mut producers: Vec<_> = view.producers().iter().collect();
     producers.sort_by_key(|p| (index.depth(p.id), p.id));
-    let mut levels = 0;
-    for p in &producers {
-        let d = index.depth(p.id);
-        while levels <= d {
-            let parent = if levels == 0 {
-                "0".to_string()
-            } else {
-                format!("L{}", levels - 1)
-            };
+    // The container types an imported Pajé file had, when every producer has one of them; else one
+    // type per level of the producer tree.
+    let kept = view.container_types();
+    let known: HashSet<&str> = kept.iter().map(|t| t.alias.as_str()).collect();
+    let typed = !kept.is_empty()
+        && producers
+            .iter()
+            .all(|p| view.container_type(p.id).is_some_and(|a| known.contains(a)));
+    let mut ctype: HashMap<u32, String> = HashMap::new();
+    if typed {
+        for t in kept {
+            let parent = t
+                .parent
+                .as_deref()
+                .filter(|p| known.contains(p))
+                .map_or_else(|| "0".to_string(), |p| format!("T{}", alias_of(p)));
             writeln!(
                 out,
-                "0 L{levels} {parent} {}",
-                quoted(&format!("level {levels}"))
+                "0 T{} {parent} {}",
+                alias_of(&t.alias),
+                quoted(&t.name)
             )?;
-            levels += 1;
         }
+        for p in &producers {
+            let a = view.container_type(p.id).unwrap_or_default();
+            ctype.insert(p.id, format!("T{}", alias_of(a)));
+        }
+    } else {
+        let mut levels = 0;
+        for p in &producers {
+            let d = index.depth(p.id);
+            while levels <= d {
+                let parent = if levels == 0 {
+                    "0".to_string()
+                } else {
+                    format!("L{}", levels - 1)
+                };
+                writeln!(
+                    out,
+                    "0 L{levels} {parent} {}",
+                    quoted(&format!("level {levels}"))
+                )?;
+                levels += 1;
+            }
+            ctype.insert(p.id, format!("L{d}"));
+        }
+    }
+    for p in &producers {
         let parent = index
             .parent(p.id)
             .map_or_else(|| "0".to_string(), |q| format!("p{q}"));
         writeln!(
             out,
-            "5 {} p{} L{d} {parent} {}",
+            "5 {} p{} {} {parent} {}",
             time(t0),
             p.id,
+            ctype[&p.id],
             quoted(&p.name)
         )?;
     }
     let mut w = Writer {
         index: &index,
+        ctype: &ctype,
         declared: HashSet::new(),
         pending: BinaryHeap::new(),
         seq: 0,
@@ -115,6 +208,8 @@ fn param<'e>(index: &Index<'_>, e: &'e EventView, name: &str) -> Option<&'e str>
 /// What the event loop keeps.
 struct Writer<'i, 'v> {
     index: &'i Index<'v>,
+    /// Each producer's container type alias.
+    ctype: &'i HashMap<u32, String>,
     declared: HashSet<String>,
     /// Ends to write once the events before them are out: (time, inner first, order, line).
     pending: BinaryHeap<Reverse<(Time, u32, u64, String)>>,
@@ -123,6 +218,14 @@ struct Writer<'i, 'v> {
 }
 
 impl Writer<'_, '_> {
+    /// The container type alias of producer `p`.
+    fn type_of(&self, p: u32) -> String {
+        self.ctype
+            .get(&p)
+            .cloned()
+            .unwrap_or_else(|| format!("L{}", self.index.depth(p)))
+    }
+
     /// Writes `line` the first time `alias` is seen; `alias`.
     fn declare(
         &mut self,
@@ -165,7 +268,7 @@ impl Writer<'_, '_> {
 
     fn event(&mut self, e: &EventView, out: &mut dyn Write) -> Result<(), ExportError> {
         let index = self.index;
-        let level = index.depth(e.producer);
+        let level = self.type_of(e.producer);
         let c = format!("p{}", e.producer);
         let type_name = index.type_name(e.type_id);
         let value = quoted(&type_name);
@@ -177,15 +280,13 @@ impl Writer<'_, '_> {
                 // one state type per depth (states of different types may share a depth).
                 let ty = match paje_type {
                     Some(name) => {
-                        let a = format!("L{level}S{}", alias_of(name));
-                        self.declare(out, a.clone(), || {
-                            format!("1 {a} L{level} {}", quoted(name))
-                        })?
+                        let a = format!("{level}S{}", alias_of(name));
+                        self.declare(out, a.clone(), || format!("1 {a} {level} {}", quoted(name)))?
                     }
                     None => {
-                        let a = format!("L{level}s{depth}");
+                        let a = format!("{level}s{depth}");
                         self.declare(out, a.clone(), || {
-                            format!("1 {a} L{level} {}", quoted(&format!("depth {depth}")))
+                            format!("1 {a} {level} {}", quoted(&format!("depth {depth}")))
                         })?
                     }
                 };
@@ -200,36 +301,41 @@ impl Writer<'_, '_> {
             }
             Kind::Punctual => {
                 let name = paje_type.unwrap_or("event");
-                let a = format!("L{level}E{}", alias_of(name));
-                let ty = self.declare(out, a.clone(), || {
-                    format!("2 {a} L{level} {}", quoted(name))
-                })?;
+                let a = format!("{level}E{}", alias_of(name));
+                let ty =
+                    self.declare(out, a.clone(), || format!("2 {a} {level} {}", quoted(name)))?;
                 writeln!(out, "8 {at} {ty} {c} {value}")?;
             }
             Kind::Variable { value: v } => {
-                let a = format!("L{level}v{}", e.type_id);
-                let ty = self.declare(out, a.clone(), || format!("3 {a} L{level} {value}"))?;
+                let a = format!("{level}v{}", e.type_id);
+                let ty = self.declare(out, a.clone(), || format!("3 {a} {level} {value}"))?;
                 writeln!(out, "9 {at} {ty} {c} {v}")?;
             }
             Kind::Link { end, target } => {
-                // One Pajé link type per stored link type (and pair of container levels), its value
-                // and key those the import kept, if any.
-                let tl = index.depth(target);
-                let a = format!("link{level}_{tl}_{}", e.type_id);
-                let ty =
-                    self.declare(out, a.clone(), || format!("4 {a} 0 L{level} L{tl} {value}"))?;
+                // One Pajé link type per stored link type and its containers' types, its value and
+                // key those the import kept, if any; in the nearest container holding both ends (a
+                // SimGrid zone), or the root.
+                let tl = self.type_of(target);
+                let (lc, lt) = match index.common_ancestor(e.producer, target) {
+                    Some(a) => (format!("p{a}"), self.type_of(a)),
+                    None => ("0".to_string(), "0".to_string()),
+                };
+                let a = format!("link{lt}_{level}_{tl}_{}", e.type_id);
+                let ty = self.declare(out, a.clone(), || {
+                    format!("4 {a} {lt} {level} {tl} {value}")
+                })?;
                 let v = param(index, e, "value").map_or_else(|| value.clone(), quoted);
                 self.key += 1;
                 let key = param(index, e, "key")
                     .filter(|k| !k.is_empty())
                     .map_or_else(|| format!("k{}", self.key), quoted);
-                writeln!(out, "10 {at} {ty} 0 {c} {v} {key}")?;
+                writeln!(out, "10 {at} {ty} {lc} {c} {v} {key}")?;
                 self.seq += 1;
                 self.pending.push(Reverse((
                     end,
                     0,
                     self.seq,
-                    format!("11 {} {ty} 0 p{target} {v} {key}", time(end)),
+                    format!("11 {} {ty} {lc} p{target} {v} {key}", time(end)),
                 )));
             }
         }

@@ -9,6 +9,7 @@ use socscope_wire::dict::{EventTypeDef, ParamDef, ParamType, ProducerDef};
 use socscope_wire::encode::{self, RecordEncoder, max_encoded_len};
 use socscope_wire::frame::{
     Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
+    Window,
 };
 use socscope_wire::varint;
 
@@ -72,6 +73,7 @@ pub enum Model {
     Heartbeat(Heartbeat),
     Bye(Bye),
     CpuTotal(CpuTotal),
+    Window(Window),
 }
 
 /// The records section of `events` as [`RecordEncoder`] packs it (uncompressed).
@@ -231,6 +233,10 @@ pub fn encode(model: &Model) -> Vec<u8> {
             out = vec![0u8; 64];
             encode::encode_cpu_total(&mut out, t)
         }
+        Model::Window(w) => {
+            out = vec![0u8; 64];
+            encode::encode_window(&mut out, w)
+        }
     };
     let n = n.expect("frame fits its buffer");
     out.truncate(n);
@@ -282,6 +288,7 @@ pub fn model_of(frame: &Frame) -> Model {
         Frame::Heartbeat(h) => Model::Heartbeat(*h),
         Frame::Bye(b) => Model::Bye(*b),
         Frame::CpuTotal(t) => Model::CpuTotal(*t),
+        Frame::Window(w) => Model::Window(*w),
     }
 }
 

@@ -94,7 +94,7 @@ pub fn decode(bytes: &[u8]) -> Capture {
                     cap.lost += l.count;
                     *cap.lost_per_cpu.entry(l.cpu).or_default() += l.count;
                 }
-                Frame::Heartbeat(_) | Frame::CpuTotal(_) => {}
+                Frame::Heartbeat(_) | Frame::CpuTotal(_) | Frame::Window(_) => {}
                 Frame::Bye(b) => {
                     cap.bye_records = Some(b.records);
                     cap.bye_dropped = Some(b.dropped);

@@ -1,0 +1,933 @@
+//! The flight recorder: per board, only the last seconds of the stream, kept compressed in bounded
+//! memory, and a trace written only when a trigger fires — the window from `pre` before the trigger to
+//! `post` after it.
+//!
+//! What is kept is the stream itself: the wire frames as they arrived (COBS-encoded, as on the link),
+//! appended to a segment of [`SEGMENT_BYTES`] that is zstd-compressed (level 1) when full, with each
+//! frame's length and latest record time beside it. Segments older than the window, or beyond the
+//! memory limit, are dropped oldest first. The session's `Hello` and every `Dictionary` frame that
+//! declared something new are kept outside the ring, for the whole session.
+//!
+//! A save is a replay: a new [`Ingest`] (in window mode) is fed the `Hello`, the dictionaries, the ring's
+//! frames from the window's start on, then the live frames until the stream passes the window's end. So
+//! a saved window is exactly what a full capture of the same frames stores, on the session's own clock
+//! (same `Hello`, same origin), with whatever crossed the window's start clipped at it and counted, as
+//! at any capture's edges. Triggers that fire while a window is open extend it and are stored in it.
+//!
+//! Meanwhile the stream is decoded and reconstructed once, into no store, only for the triggers.
+//!
+//! Start here: [`FlightConfig`], [`FlightRecorder`], [`WindowSpec`].
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use socscope_tracedb::{
+    AnalysisKind, AnalysisResult, IngestStat, ParamValue, Timestamp, TraceWriter, units,
+};
+use socscope_wire::decode::{Frame, HelloInfo, OwnedDictEntry, StreamDecoder};
+
+use crate::reconstruct::Reconstructor;
+use crate::session::{Ingest, IngestConfig, Notice, ResumeTable, SessionReport};
+use crate::trigger::{
+    Discard, Firing, Observed, TRIGGER_PARAM, TRIGGER_TOOL, TriggerEngine, firings_as_annotations,
+    trigger_tag,
+};
+
+/// Raw bytes gathered before a segment is compressed: large enough for zstd to find the stream's
+/// repetitions, small enough that the window's edge is dropped in fine steps.
+pub const SEGMENT_BYTES: usize = 64 * 1024;
+
+/// How far past a window's end the fastest CPU may be before the window closes without a CPU that has
+/// sent nothing since.
+pub const SILENT_CPU_GRACE: Timestamp = 1_000_000_000;
+
+/// Default of [`FlightConfig::memory`]: 16 MiB per board.
+pub const DEFAULT_FLIGHT_MEMORY: usize = 16 << 20;
+
+/// How a collector keeps the last seconds of every board's stream.
+#[derive(Clone, Debug)]
+pub struct FlightConfig {
+    /// How much of the stream is kept, in trace ns (`--flight-recorder SECONDS`).
+    pub window: Timestamp,
+    /// The most bytes one board's ring may take (`--flight-memory`); older segments go first.
+    pub memory: usize,
+    /// How much before a trigger a saved window starts, trace ns (`--pre`).
+    pub pre: Timestamp,
+    /// How long after a trigger a saved window goes on, trace ns (`--post`).
+    pub post: Timestamp,
+    /// The most windows the collector saves, all boards together (`--max-saves`); `None`: no limit.
+    pub max_saves: Option<u64>,
+    /// Windows saved so far, shared by every board of the collector.
+    pub saves: Arc<AtomicU64>,
+}
+
+impl FlightConfig {
+    /// A recorder of `window` ns saving `pre` ns before and `post` ns after each trigger.
+    pub fn new(window: Timestamp, pre: Timestamp, post: Timestamp) -> Self {
+        Self {
+            window,
+            memory: DEFAULT_FLIGHT_MEMORY,
+            pre,
+            post,
+            max_saves: None,
+            saves: Arc::default(),
+        }
+    }
+
+    /// Takes one save from the budget; `false` when it is spent.
+    fn take_save(&self) -> bool {
+        self.saves
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (self.max_saves.is_none_or(|max| n < max)).then_some(n + 1)
+            })
+            .is_ok()
+    }
+}
+
+/// What makes a trace a saved window: its description and parameters, the firings it holds, and how
+/// it ended.
+#[derive(Clone, Debug, Default)]
+pub struct WindowSpec {
+    /// Wall-clock start of the session the window comes from (so its times and date match a full
+    /// capture's).
+    pub start_unix_ns: i64,
+    /// The trace's description.
+    pub description: String,
+    /// Trace parameters added to the usual ones.
+    pub params: Vec<(String, ParamValue)>,
+    /// The firings it holds (stored as its annotations).
+    pub firings: Vec<Firing>,
+    /// The window asked for, trace ns: `pre` before the first trigger to `post` after the last.
+    pub start: Timestamp,
+    /// End of the window asked for.
+    pub end: Timestamp,
+    /// Time of the oldest record the ring still had when the window was saved (later than `start`
+    /// when the ring held less than `pre`).
+    pub first_kept: Option<Timestamp>,
+    /// Why the window ended before its end (the board said `Bye`, the link died), if it did.
+    pub cut_short: Option<String>,
+}
+
+/// Writes the triggers' counters and the `trigger` tag into a session's trace (not yet committed).
+pub(crate) fn store_trigger_stats(
+    writer: &mut TraceWriter,
+    engine: Option<&TriggerEngine>,
+    window: Option<&WindowSpec>,
+) -> socscope_tracedb::Result<()> {
+    let firings: Vec<Firing> = match (window, engine) {
+        // The watcher numbered producers in its own reconstruction of the whole stream: the window's
+        // are found by name.
+        (Some(w), _) => w
+            .firings
+            .iter()
+            .map(|f| Firing {
+                producer: f
+                    .producer
+                    .and_then(|_| engine.and_then(|e| e.producer_named(&f.who))),
+                ..f.clone()
+            })
+            .collect(),
+        (None, Some(e)) => e.firings().to_vec(),
+        (None, None) => return Ok(()),
+    };
+    let firings = firings.as_slice();
+    // A window's engine has no rules (see `Ingest::window`): its counters are not the watcher's.
+    let mut stats: Vec<(String, i64, String)> = match window {
+        Some(_) => Vec::new(),
+        None => engine.map(TriggerEngine::stats).unwrap_or_default(),
+    };
+    if let Some(w) = window {
+        stats.push((
+            "window_start_ns".into(),
+            w.start,
+            "start of the saved window asked for (trace ns): pre before the first trigger".into(),
+        ));
+        stats.push((
+            "window_end_ns".into(),
+            w.end,
+            "end of the saved window asked for (trace ns): post after the last trigger".into(),
+        ));
+        stats.push((
+            "window_triggers".into(),
+            w.firings.len() as i64,
+            "trigger firings in the window (annotations of this trace)".into(),
+        ));
+        stats.push((
+            "window_pre_missing_ns".into(),
+            w.first_kept.map_or(0, |t| (t - w.start).max(0)),
+            "how much of the pre window the flight recorder no longer held (--flight-recorder or --flight-memory too small)".into(),
+        ));
+        stats.push((
+            "window_cut_short".into(),
+            i64::from(w.cut_short.is_some()),
+            w.cut_short
+                .clone()
+                .unwrap_or_else(|| "1: the stream ended before the window's end".into()),
+        ));
+    }
+    for (name, value, description) in stats {
+        writer.set_ingest_stat(&IngestStat {
+            name,
+            value,
+            description,
+        })?;
+    }
+    if !firings.is_empty() {
+        writer.set_param(TRIGGER_PARAM, &ParamValue::String(trigger_tag(firings)))?;
+        save_firings(writer, firings)?;
+    }
+    Ok(())
+}
+
+/// Stores `firings` as one annotation result of the trace being written.
+fn save_firings(writer: &mut TraceWriter, firings: &[Firing]) -> socscope_tracedb::Result<()> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64);
+    writer.save_result(
+        &AnalysisResult {
+            id: 0,
+            tool_id: None,
+            tool_name: TRIGGER_TOOL.into(),
+            kind: AnalysisKind::Annotation,
+            date_unix_ns: now,
+            description: format!(
+                "triggers: {} firing(s) of {}",
+                firings.len(),
+                trigger_tag(firings)
+            ),
+        },
+        &firings_as_annotations(firings),
+    )?;
+    Ok(())
+}
+
+/// A frame in the ring: its encoded length and the latest trace time when it arrived.
+#[derive(Clone, Copy, Debug)]
+struct FrameMeta {
+    len: u32,
+    t: Timestamp,
+}
+
+/// Compressed frames.
+struct Segment {
+    data: Vec<u8>,
+    raw_len: usize,
+    frames: Vec<FrameMeta>,
+}
+
+impl Segment {
+    fn last_t(&self) -> Timestamp {
+        self.frames.last().map_or(i64::MIN, |f| f.t)
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.capacity() + self.frames.capacity() * std::mem::size_of::<FrameMeta>()
+    }
+}
+
+/// The last seconds of one stream, compressed.
+struct Ring {
+    segments: VecDeque<Segment>,
+    open: Vec<u8>,
+    open_frames: Vec<FrameMeta>,
+    /// Bytes held by the sealed segments.
+    sealed_bytes: usize,
+    window: Timestamp,
+    memory: usize,
+    /// Frames dropped from the ring (older than the window or beyond the memory).
+    evicted_frames: u64,
+    /// Most bytes held at once.
+    peak_bytes: usize,
+}
+
+impl Ring {
+    fn new(window: Timestamp, memory: usize) -> Self {
+        Self {
+            segments: VecDeque::new(),
+            open: Vec::with_capacity(SEGMENT_BYTES + 4096),
+            open_frames: Vec::new(),
+            sealed_bytes: 0,
+            window,
+            memory,
+            evicted_frames: 0,
+            peak_bytes: 0,
+        }
+    }
+
+    /// Bytes held now (segments, frame index, the open segment).
+    fn bytes(&self) -> usize {
+        self.sealed_bytes
+            + self.open.capacity()
+            + self.open_frames.capacity() * std::mem::size_of::<FrameMeta>()
+    }
+
+    fn push(&mut self, raw: &[u8], t: Timestamp, head: Timestamp) {
+        self.open.extend_from_slice(raw);
+        self.open_frames.push(FrameMeta {
+            len: raw.len() as u32,
+            t,
+        });
+        if self.open.len() >= SEGMENT_BYTES {
+            self.seal();
+        }
+        while let Some(oldest) = self.segments.front() {
+            let too_old = oldest.last_t() < head.saturating_sub(self.window);
+            if !too_old && self.bytes() <= self.memory {
+                break;
+            }
+            self.drop_oldest();
+        }
+        self.peak_bytes = self.peak_bytes.max(self.bytes());
+    }
+
+    fn drop_oldest(&mut self) {
+        if let Some(s) = self.segments.pop_front() {
+            self.sealed_bytes -= s.bytes();
+            self.evicted_frames += s.frames.len() as u64;
+        }
+    }
+
+    fn seal(&mut self) {
+        if self.open_frames.is_empty() {
+            return;
+        }
+        // zstd cannot fail on a buffer in memory short of running out of it; then the segment is kept
+        // uncompressed rather than lost.
+        let data = zstd::bulk::compress(&self.open, 1).unwrap_or_else(|_| self.open.clone());
+        let mut data = data;
+        data.shrink_to_fit();
+        let segment = Segment {
+            raw_len: self.open.len(),
+            data,
+            frames: std::mem::take(&mut self.open_frames),
+        };
+        self.sealed_bytes += segment.bytes();
+        self.segments.push_back(segment);
+        self.open.clear();
+    }
+
+    /// The frames whose time is at or after `from`, oldest first, and the time of the oldest frame
+    /// held (to say how much of the window was no longer there).
+    fn frames_from(&self, from: Timestamp, mut each: impl FnMut(&[u8])) -> Option<Timestamp> {
+        let oldest = self
+            .segments
+            .front()
+            .and_then(|s| s.frames.first())
+            .or(self.open_frames.first())
+            .map(|f| f.t);
+        let mut walk = |raw: &[u8], frames: &[FrameMeta]| {
+            let mut at = 0usize;
+            for f in frames {
+                let end = at + f.len as usize;
+                if f.t >= from
+                    && let Some(bytes) = raw.get(at..end)
+                {
+                    each(bytes);
+                }
+                at = end;
+            }
+        };
+        for s in &self.segments {
+            if s.last_t() < from {
+                continue;
+            }
+            let raw = if s.raw_len == s.data.len() {
+                // Kept uncompressed (see `seal`), or zstd gave no gain: try as it is first.
+                zstd::bulk::decompress(&s.data, s.raw_len).unwrap_or_else(|_| s.data.clone())
+            } else {
+                match zstd::bulk::decompress(&s.data, s.raw_len) {
+                    Ok(raw) => raw,
+                    Err(_) => continue,
+                }
+            };
+            walk(&raw, &s.frames);
+        }
+        walk(&self.open, &self.open_frames);
+        oldest
+    }
+}
+
+/// A window being saved.
+struct OpenSave {
+    ingest: Ingest,
+    /// The window's end so far (post after the last trigger), trace ns.
+    end: Timestamp,
+}
+
+/// One board's session as the flight recorder watches it.
+struct Watch {
+    hello: HelloInfo,
+    hello_frame: Vec<u8>,
+    dictionaries: Vec<u8>,
+    declared: std::collections::HashSet<(bool, u32)>,
+    recon: Reconstructor,
+    triggers: TriggerEngine,
+    ring: Ring,
+    start_unix_ns: i64,
+    save: Option<OpenSave>,
+    saved: Vec<PathBuf>,
+    records_seen: bool,
+    not_saved: u64,
+    /// The latest record time of each CPU seen (a window ends when every CPU has passed its end: CPUs
+    /// send their batches independently).
+    cpu_heads: Vec<Option<Timestamp>>,
+}
+
+impl Watch {
+    /// The time every CPU's stream has reached (the slowest CPU's latest record).
+    fn all_cpus_at(&self) -> Timestamp {
+        self.cpu_heads
+            .iter()
+            .flatten()
+            .copied()
+            .min()
+            .unwrap_or(i64::MIN)
+    }
+}
+
+/// What the flight recorder did with one board's session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchReport {
+    /// Source.
+    pub source: String,
+    /// Board.
+    pub board: String,
+    /// Whether the board said `Bye`.
+    pub complete: bool,
+    /// Raw records decoded.
+    pub records: u64,
+    /// Records lost on the board.
+    pub lost_on_board: u64,
+    /// Records lost in transit.
+    pub lost_in_transit: u64,
+    /// Trigger firings (recorded, after rate limiting).
+    pub firings: Vec<Firing>,
+    /// The windows saved.
+    pub saved: Vec<PathBuf>,
+    /// Firings that found the save budget spent (`--max-saves`).
+    pub not_saved: u64,
+    /// Most bytes the ring held at once.
+    pub peak_ring_bytes: usize,
+    /// Latest trace time seen.
+    pub trace_seconds: f64,
+}
+
+/// The flight recorder of one byte stream (one board's connection, serial port or replayed file).
+pub struct FlightRecorder {
+    config: IngestConfig,
+    flight: FlightConfig,
+    source: String,
+    decoder: StreamDecoder,
+    /// Bytes fed and not yet decoded, from stream offset `staged_at`.
+    staged: Vec<u8>,
+    staged_at: u64,
+    watch: Option<Watch>,
+    notices: Vec<Notice>,
+    reports: Vec<SessionReport>,
+    had_session: bool,
+    /// Frames that came with no session to belong to, or were dropped by the decoder.
+    orphan_frames: u64,
+    unauthorised: u64,
+}
+
+impl FlightRecorder {
+    /// A recorder for the stream from `source`; `config.flight` must be set.
+    pub fn new(config: IngestConfig, source: impl Into<String>) -> Option<Self> {
+        let flight = config.flight.clone()?;
+        let mut decoder = StreamDecoder::new(&config.accepted_versions);
+        decoder.set_max_decompressed(config.max_decompressed);
+        Some(Self {
+            config,
+            flight,
+            source: source.into(),
+            decoder,
+            staged: Vec::new(),
+            staged_at: 0,
+            watch: None,
+            notices: Vec::new(),
+            reports: Vec::new(),
+            had_session: false,
+            orphan_frames: 0,
+            unauthorised: 0,
+        })
+    }
+
+    /// Whether a session started on the stream.
+    pub fn has_had_session(&self) -> bool {
+        self.had_session
+    }
+
+    /// Notices since the last call.
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Bytes the ring of the open session holds now.
+    pub fn ring_bytes(&self) -> usize {
+        self.watch.as_ref().map_or(0, |w| w.ring.bytes())
+    }
+
+    /// Feeds bytes from the stream.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.decoder.feed(bytes);
+        self.staged.extend_from_slice(bytes);
+        while let Some(result) = self.decoder.next_frame() {
+            match result {
+                Ok(decoded) => {
+                    let from = (decoded.offset.saturating_sub(self.staged_at)) as usize;
+                    let raw = self
+                        .staged
+                        .get(from..from + decoded.len)
+                        .map(<[u8]>::to_vec)
+                        .unwrap_or_default();
+                    self.frame(decoded.frame, &raw);
+                }
+                Err(e) => {
+                    self.orphan_frames += 1;
+                    if self.orphan_frames <= 20 {
+                        self.notices.push(Notice::FrameDropped {
+                            source: self.source.clone(),
+                            message: e.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        // Keep only what the decoder has not consumed.
+        let consumed = (self.decoder.offset() - self.staged_at) as usize;
+        if consumed > 0 {
+            self.staged.drain(..consumed.min(self.staged.len()));
+            self.staged_at = self.decoder.offset();
+        }
+        self.tick();
+    }
+
+    /// Commits the window being saved, if any, when its interval has passed.
+    pub fn tick(&mut self) {
+        if let Some(save) = self.watch.as_mut().and_then(|w| w.save.as_mut()) {
+            let _ = save.ingest.tick();
+            self.notices.extend(save.ingest.take_notices());
+        }
+    }
+
+    /// The stream ended: a window being saved is closed with what arrived (and says so).
+    pub fn finish(mut self) -> (Vec<SessionReport>, Vec<Notice>) {
+        self.end_watch(
+            false,
+            "the link ended (disconnect, shutdown or end of file)",
+        );
+        (self.reports, self.notices)
+    }
+
+    fn frame(&mut self, frame: Frame, raw: &[u8]) {
+        if let Frame::Hello(hello) = frame {
+            if let Some(w) = &self.watch
+                && w.hello.board == hello.board
+                && w.hello.session_id == hello.session_id
+                && w.hello.tick_hz == hello.tick_hz
+            {
+                // The session's periodic Hello (wire version 2): the same session goes on.
+                return;
+            }
+            self.end_watch(false, "the board started a new session");
+            if let Some(token) = &self.config.token
+                && !same_secret(token.as_bytes(), hello.token.as_bytes())
+            {
+                self.unauthorised += 1;
+                if self.unauthorised <= 20 {
+                    self.notices.push(Notice::FrameDropped {
+                        source: self.source.clone(),
+                        message: format!(
+                            "Hello of board '{}' refused: {} token (--token); its frames are dropped",
+                            crate::naming::printable(&hello.board),
+                            if hello.token.is_empty() { "no" } else { "a wrong" },
+                        ),
+                    });
+                }
+                return;
+            }
+            self.start_watch(hello, raw);
+            return;
+        }
+        let Some(w) = self.watch.as_mut() else {
+            self.orphan_frames += 1;
+            return;
+        };
+        let dict = self.decoder.dictionary();
+        let mut sink = Discard;
+        let mut keep = true;
+        let mut bye = false;
+        // The recorder's reconstruction stores nothing: a store error cannot happen.
+        match &frame {
+            Frame::Dictionary(items) => {
+                let new: Vec<OwnedDictEntry> = items
+                    .iter()
+                    .filter(|item| {
+                        w.declared.insert(match item {
+                            OwnedDictEntry::Producer(p) => (false, p.id),
+                            OwnedDictEntry::EventType(t) => (true, u32::from(t.id)),
+                        })
+                    })
+                    .cloned()
+                    .collect();
+                if !new.is_empty() {
+                    w.dictionaries.extend_from_slice(raw);
+                    let _ = w.recon.dictionary(
+                        &new,
+                        dict,
+                        &mut Observed::new(&mut sink, Some(&mut w.triggers)),
+                    );
+                }
+                // Declarations are replayed from `dictionaries`, before the window's frames.
+                keep = false;
+            }
+            Frame::Events(batch) => {
+                let _ = w.recon.batch(
+                    batch,
+                    dict,
+                    &mut Observed::new(&mut sink, Some(&mut w.triggers)),
+                );
+                if !std::mem::replace(&mut w.records_seen, true) {
+                    w.triggers.check_names();
+                }
+                if let Some(last) = batch.records.last() {
+                    let cpu = usize::from(batch.cpu);
+                    if w.cpu_heads.len() <= cpu {
+                        w.cpu_heads.resize(cpu + 1, None);
+                    }
+                    let t = w.recon.ticks_to_ns(last.ticks);
+                    w.cpu_heads[cpu] = Some(w.cpu_heads[cpu].map_or(t, |h| h.max(t)));
+                }
+            }
+            Frame::Loss(l) => {
+                let _ = w.recon.loss(
+                    l.cpu,
+                    l.first_seq,
+                    l.count,
+                    &mut Observed::new(&mut sink, Some(&mut w.triggers)),
+                );
+            }
+            Frame::CpuTotal(t) => w.recon.cpu_total(t.cpu, t.sequences),
+            // A board's post-mortem dump: kept (and replayed into a saved window) like a `Loss`.
+            Frame::Window(win) => {
+                w.recon.window(win.cpu, win.first_seq, win.overwritten);
+            }
+            Frame::Heartbeat(h) => {
+                w.triggers.heartbeat(w.recon.ticks_to_ns(h.ticks));
+                keep = false;
+            }
+            Frame::Bye(_) => bye = true,
+            Frame::Hello(_) => keep = false,
+        }
+        let head = w.recon.last_ts();
+        if keep && !bye {
+            w.ring.push(raw, head, head);
+        }
+        if let Some(save) = w.save.as_mut() {
+            if bye
+                && head < save.end
+                && let Some(spec) = save.ingest.window_spec_mut()
+            {
+                spec.cut_short = Some(format!(
+                    "the board ended its session (Bye) at {} s, before the window's end at {} s",
+                    units::timestamp(head),
+                    units::timestamp(save.end)
+                ));
+            }
+            if keep || bye {
+                let _ = save.ingest.feed(raw);
+            }
+        }
+        w.triggers.frame_done();
+        for message in w.triggers.take_warnings() {
+            self.notices.push(Notice::TriggerNote {
+                source: self.source.clone(),
+                message,
+            });
+        }
+        let new: Vec<Firing> = w.triggers.take_new().to_vec();
+        for f in new {
+            self.fired(f);
+        }
+        self.revised();
+        if bye {
+            self.end_watch(true, "");
+            return;
+        }
+        self.close_save_if_done();
+    }
+
+    fn start_watch(&mut self, hello: HelloInfo, raw: &[u8]) {
+        let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
+        recon.set_syscall_abi(crate::syscalls::SyscallAbi::for_board(
+            &hello.soc, &hello.os,
+        ));
+        recon.sequences_start_at(0);
+        let mut triggers = match &self.config.triggers {
+            Some(t) => t.engine(),
+            None => crate::trigger::TriggerSet::default().engine(),
+        };
+        let _ = recon.start(
+            self.decoder.dictionary(),
+            &mut Observed::new(&mut Discard, Some(&mut triggers)),
+        );
+        let start_unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64);
+        self.notices.push(Notice::TriggerNote {
+            source: self.source.clone(),
+            message: format!(
+                "flight recorder: watching board '{}' (session {}), keeping its last {} in at most {}",
+                crate::naming::printable(&hello.board),
+                hello.session_id,
+                units::duration(self.flight.window),
+                units::bytes(self.flight.memory as u64)
+            ),
+        });
+        self.had_session = true;
+        self.watch = Some(Watch {
+            hello,
+            hello_frame: raw.to_vec(),
+            dictionaries: Vec::new(),
+            declared: std::collections::HashSet::new(),
+            recon,
+            triggers,
+            ring: Ring::new(self.flight.window, self.flight.memory),
+            start_unix_ns,
+            save: None,
+            saved: Vec::new(),
+            records_seen: false,
+            not_saved: 0,
+            cpu_heads: Vec::new(),
+        });
+    }
+
+    /// Firings completed since they fired (a state that fired while open has closed): the window
+    /// holding them gets their final extent.
+    fn revised(&mut self) {
+        let Some(w) = self.watch.as_mut() else { return };
+        let revised = w.triggers.take_revised();
+        let Some(spec) = w.save.as_mut().and_then(|s| s.ingest.window_spec_mut()) else {
+            return;
+        };
+        for r in revised {
+            if let Some(f) = spec.firings.iter_mut().find(|f| {
+                f.rule == r.rule && f.at == r.at && f.start == r.start && f.producer == r.producer
+            }) {
+                *f = r;
+            }
+        }
+    }
+
+    /// A trigger fired: it joins the window being saved, or starts one.
+    fn fired(&mut self, f: Firing) {
+        let Some(w) = self.watch.as_mut() else { return };
+        let source = self.source.clone();
+        let post_end = f.at.saturating_add(self.flight.post);
+        if let Some(save) = w.save.as_mut() {
+            save.end = save.end.max(post_end);
+            let path = save.ingest.session_path().map(Path::to_path_buf);
+            if let Some(spec) = save.ingest.window_spec_mut() {
+                spec.firings.push(f.clone());
+                spec.end = save.end;
+            }
+            self.notices.push(Notice::TriggerFired {
+                source,
+                board: w.hello.board.clone(),
+                path: path.unwrap_or_default(),
+                firing: f,
+            });
+            return;
+        }
+        if !self.flight.take_save() {
+            w.not_saved += 1;
+            if w.not_saved == 1 {
+                self.notices.push(Notice::TriggerNote {
+                    source: source.clone(),
+                    message: format!(
+                        "flight recorder: trigger `{}` fired but {} windows were saved already (--max-saves): not saved; later ones are counted",
+                        f.rule,
+                        self.flight.saves.load(Ordering::Acquire)
+                    ),
+                });
+            }
+            self.notices.push(Notice::TriggerFired {
+                source,
+                board: w.hello.board.clone(),
+                path: PathBuf::new(),
+                firing: f,
+            });
+            return;
+        }
+        let start = f.at.saturating_sub(self.flight.pre);
+        let spec = WindowSpec {
+            start_unix_ns: w.start_unix_ns,
+            description: format!(
+                "flight-recorder window of {} (from {} before trigger `{}` to {} after the last trigger)",
+                source,
+                units::duration(self.flight.pre),
+                f.rule,
+                units::duration(self.flight.post)
+            ),
+            params: vec![
+                (
+                    "window_of".into(),
+                    ParamValue::String("flight recorder".into()),
+                ),
+                (TRIGGER_PARAM.into(), ParamValue::String(f.rule.clone())),
+            ],
+            firings: vec![f.clone()],
+            start,
+            end: post_end,
+            first_kept: None,
+            cut_short: None,
+        };
+        let mut config = self.config.clone();
+        config.flight = None;
+        config.triggers = None;
+        // The window's session must not resume the stream's, nor leave a resume point behind.
+        config.resume = ResumeTable::default();
+        let mut ingest = Ingest::window(config, source.clone(), spec);
+        let _ = ingest.feed(&w.hello_frame);
+        let _ = ingest.feed(&w.dictionaries);
+        let mut batch = Vec::with_capacity(SEGMENT_BYTES);
+        let first_kept = w.ring.frames_from(start, |raw| {
+            batch.extend_from_slice(raw);
+            if batch.len() >= SEGMENT_BYTES {
+                let _ = ingest.feed(&batch);
+                batch.clear();
+            }
+        });
+        let _ = ingest.feed(&batch);
+        if let Some(spec) = ingest.window_spec_mut() {
+            spec.first_kept = first_kept;
+        }
+        let path = ingest
+            .session_path()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        self.notices.extend(ingest.take_notices());
+        self.notices.push(Notice::TriggerFired {
+            source,
+            board: w.hello.board.clone(),
+            path,
+            firing: f,
+        });
+        w.save = Some(OpenSave {
+            ingest,
+            end: post_end,
+        });
+    }
+
+    fn close_save_if_done(&mut self) {
+        let Some(w) = self.watch.as_mut() else { return };
+        // Every CPU past the end; or, should one CPU fall silent, the others a while past it; or the
+        // store ended the window's session (a full disk: it was closed as interrupted, and what comes
+        // next has nowhere to go).
+        let done = w.save.as_ref().is_some_and(|s| {
+            w.all_cpus_at() >= s.end
+                || w.recon.last_ts() >= s.end.saturating_add(SILENT_CPU_GRACE)
+                || s.ingest.session_path().is_none()
+        });
+        if done && let Some(save) = w.save.take() {
+            self.finish_save(save);
+        }
+    }
+
+    fn finish_save(&mut self, save: OpenSave) {
+        match save.ingest.finish() {
+            Ok((reports, notices)) => {
+                self.notices.extend(notices);
+                for r in &reports {
+                    if let Some(w) = self.watch.as_mut() {
+                        w.saved.push(r.path.clone());
+                    }
+                    let message = match &r.interrupted {
+                        Some(why) => format!(
+                            "flight recorder: window not saved whole: {} ({} events): {why}",
+                            r.path.display(),
+                            r.events,
+                        ),
+                        None => format!(
+                            "flight recorder: window saved: {} ({} events{})",
+                            r.path.display(),
+                            r.events,
+                            if r.complete {
+                                ""
+                            } else {
+                                ", cut short: see window_cut_short"
+                            }
+                        ),
+                    };
+                    self.notices.push(Notice::TriggerNote {
+                        source: self.source.clone(),
+                        message,
+                    });
+                }
+                self.reports.extend(reports);
+            }
+            Err(e) => self.notices.push(Notice::TriggerNote {
+                source: self.source.clone(),
+                message: format!("flight recorder: the window could not be saved: {e}"),
+            }),
+        }
+    }
+
+    /// Ends the watched session (the board's `Bye`, a new session, the end of the stream).
+    fn end_watch(&mut self, complete: bool, why_cut: &str) {
+        let Some(mut w) = self.watch.take() else {
+            return;
+        };
+        if let Some(save) = w.save.take() {
+            let mut save = save;
+            if !complete {
+                let head = w.recon.last_ts();
+                if let Some(spec) = save.ingest.window_spec_mut()
+                    && spec.cut_short.is_none()
+                {
+                    spec.cut_short = Some(format!(
+                        "{why_cut} at {} s, before the window's end at {} s: saved with what arrived",
+                        units::timestamp(head),
+                        units::timestamp(save.end)
+                    ));
+                }
+            }
+            // Put the watch back while the save is finished, so its path is recorded in it.
+            let saved_before = w.saved.len();
+            self.watch = Some(w);
+            self.finish_save(save);
+            w = match self.watch.take() {
+                Some(w) => w,
+                None => return,
+            };
+            debug_assert!(w.saved.len() >= saved_before);
+        }
+        let _ = w
+            .recon
+            .finish(&mut Observed::new(&mut Discard, Some(&mut w.triggers)));
+        let st = w.recon.stats();
+        let report = WatchReport {
+            source: self.source.clone(),
+            board: w.hello.board.clone(),
+            complete,
+            records: st.records_by_type.values().sum(),
+            lost_on_board: st.lost_on_board,
+            lost_in_transit: st.lost_in_transit,
+            firings: w.triggers.firings().to_vec(),
+            saved: w.saved,
+            not_saved: w.not_saved,
+            peak_ring_bytes: w.ring.peak_bytes,
+            trace_seconds: w.recon.last_ts() as f64 / 1e9,
+        };
+        self.notices.push(Notice::WatchEnded(report));
+    }
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
