@@ -171,6 +171,11 @@ fn sync_only(
                 continue;
             }
             let path = catalog.resolve(&rec);
+            // A trace file removed by hand (`rm`) is a trace deleted from the catalog, as the GUI's delete
+            // is: its dataset files stay unless --prune, instead of failing every later sync.
+            if only.is_none() && !path.exists() {
+                continue;
+            }
             let trace_id = trace_id_of(&path);
             if let Some(first) = sources.get(&trace_id) {
                 let e = FleetError::DuplicateTraceId {

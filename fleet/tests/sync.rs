@@ -280,6 +280,25 @@ fn a_second_sync_writes_only_what_changed_and_live_traces_wait() {
     assert_eq!(s.traces_pruned, 1);
     assert!(!a_file.exists());
     assert!(!out.join("events/board=stb-1").exists());
+
+    // A trace file removed by hand while its catalog still lists it is deleted too, not a failure.
+    let b_file = out.join("traces/board=stb-2/date=2026-03-02/live.parquet");
+    assert!(b_file.is_file());
+    std::fs::remove_file(cat.join("live.db")).unwrap();
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!((s.traces_not_in_catalog, s.traces_pruned), (1, 0));
+    assert!(b_file.is_file());
+    let s = run(
+        &[&cat],
+        &out,
+        SyncOptions {
+            prune: true,
+            ..SyncOptions::default()
+        },
+    );
+    assert_eq!(s.traces_pruned, 1);
+    assert!(!b_file.exists());
 }
 
 #[test]
