@@ -1,7 +1,8 @@
 //! The host half of capture: TCP, serial and replay sources, nom decoding, per-session clock mapping, loss
 //! accounting and state reconstruction, written incrementally into the trace store.
 //!
-//! Start here: [`session::Ingest`] (one byte stream → traces; every source uses it), [`tcp::serve`] (many
+//! Start here: [`intake::Intake`] (one byte stream → traces, stored whole by a [`session::Ingest`] or
+//! watched by a [`flight::FlightRecorder`]; every source uses it), [`tcp::serve`] (many
 //! boards at once over TCP), [`serial::capture`] and [`replay::replay_file`], and
 //! [`reconstruct::Reconstructor`] (records → states, links, variables), and [`import::import`] (text
 //! captures: KPTrace, Pajé, ftrace, GST_DEBUG).
@@ -10,6 +11,7 @@ pub mod control;
 pub mod flight;
 pub mod fuzz;
 pub mod import;
+pub mod intake;
 pub mod naming;
 pub mod reconstruct;
 pub mod replay;
@@ -19,6 +21,7 @@ pub mod session;
 pub mod syscalls;
 pub mod tcp;
 pub mod trigger;
+pub mod window;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,8 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::session::{Ingest, IngestConfig, Notice, SessionReport};
+use crate::intake::Intake;
+use crate::session::{IngestConfig, Notice, SessionReport};
 use crate::{CollectorError, Result};
 
 /// Ingests a capture file; returns its sessions and the notices (drops, version errors) it produced.
@@ -13,7 +14,7 @@ pub fn replay_file(path: &Path, config: IngestConfig) -> Result<(Vec<SessionRepo
         source,
     };
     let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut ingest = Ingest::new(config, format!("file {}", path.display()));
+    let mut ingest = Intake::new(config, format!("file {}", path.display()));
     let mut buf = vec![0u8; 1 << 20];
     let mut notices = Vec::new();
     loop {

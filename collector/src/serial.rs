@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::session::{Ingest, IngestConfig, Notice, SessionReport};
+use crate::intake::Intake;
+use crate::session::{IngestConfig, Notice, SessionReport};
 use crate::{CollectorError, Result};
 
 /// A serial source: `PATH` or `PATH:BAUD` (115200 when not given).
@@ -67,7 +68,7 @@ pub fn capture(
     stop: Arc<AtomicBool>,
     mut notify: impl FnMut(Notice),
 ) -> Result<Vec<SessionReport>> {
-    let mut ingest = Ingest::new(config, format!("serial {}", spec.path));
+    let mut ingest = Intake::new(config, format!("serial {}", spec.path));
     let mut buf = vec![0u8; 64 * 1024];
     while !stop.load(Ordering::Relaxed) {
         match port.read(&mut buf) {

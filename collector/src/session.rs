@@ -44,8 +44,9 @@ pub struct IngestConfig {
     /// no triggers.
     pub triggers: Option<crate::trigger::TriggerSet>,
     /// Keep only the last seconds of each board's stream and save windows of it when a trigger fires
-    /// (`--flight-recorder`); `None`: every session is stored whole.
-    pub flight: Option<crate::flight::FlightConfig>,
+    /// (`--flight-recorder`); `None`: every session is stored whole. Read by [`crate::intake::Intake`],
+    /// which hands such a stream to a flight recorder; an [`Ingest`] always stores what it is fed.
+    pub flight: Option<crate::window::FlightConfig>,
 }
 
 /// Session starts of every connection of one collector within the last minute, shared by them: a
@@ -255,7 +256,7 @@ pub enum Notice {
         message: String,
     },
     /// A flight recorder stopped watching a board's session (see [`crate::flight`]).
-    WatchEnded(crate::flight::WatchReport),
+    WatchEnded(crate::window::WatchReport),
     /// A board speaks a wire version this collector does not accept.
     VersionRejected {
         /// Source.
@@ -300,7 +301,7 @@ struct ActiveSession {
     /// The session's triggers ([`IngestConfig::triggers`]).
     triggers: Option<crate::trigger::TriggerEngine>,
     /// Firings to store with the trace that were found elsewhere (a flight recorder's window).
-    window: Option<crate::flight::WindowSpec>,
+    window: Option<crate::window::WindowSpec>,
 }
 
 /// Decodes one byte stream (a TCP connection, a serial port, a capture file) into traces.
@@ -320,9 +321,7 @@ pub struct Ingest {
     /// When the sessions of the last minute started.
     session_starts: std::collections::VecDeque<Instant>,
     /// This stream is a window of another one, saved by a flight recorder (see [`Ingest::window`]).
-    window: Option<crate::flight::WindowSpec>,
-    /// With [`IngestConfig::flight`], the stream goes to the flight recorder instead.
-    flight: Option<Box<crate::flight::FlightRecorder>>,
+    window: Option<crate::window::WindowSpec>,
     /// The collector-wide session rate limit, when one is shared with other connections.
     shared_sessions: Option<SessionWindow>,
     /// `Hello`s refused by the session rate limit.
@@ -409,7 +408,6 @@ impl Ingest {
         let mut decoder = StreamDecoder::new(&config.accepted_versions);
         decoder.set_max_decompressed(config.max_decompressed);
         let source = source.into();
-        let (config_for_flight, source_for_flight) = (config.clone(), source.clone());
         Self {
             config,
             source,
@@ -432,8 +430,6 @@ impl Ingest {
             orphan_drops: 0,
             sessions_unauthorised: 0,
             window: None,
-            flight: crate::flight::FlightRecorder::new(config_for_flight, source_for_flight)
-                .map(Box::new),
         }
     }
 
@@ -444,7 +440,7 @@ impl Ingest {
     pub fn window(
         config: IngestConfig,
         source: impl Into<String>,
-        spec: crate::flight::WindowSpec,
+        spec: crate::window::WindowSpec,
     ) -> Self {
         let mut ingest = Self::new(config, source);
         ingest.window = Some(spec);
@@ -452,7 +448,7 @@ impl Ingest {
     }
 
     /// The window's specification, to add firings or say how it ended before [`Ingest::finish`].
-    pub fn window_spec_mut(&mut self) -> Option<&mut crate::flight::WindowSpec> {
+    pub fn window_spec_mut(&mut self) -> Option<&mut crate::window::WindowSpec> {
         match self.session.as_mut() {
             Some(s) => s.window.as_mut(),
             None => self.window.as_mut(),
@@ -509,9 +505,6 @@ impl Ingest {
 
     /// Whether a session has started on this stream (one is open, or one ended).
     pub fn has_had_session(&self) -> bool {
-        if let Some(f) = &self.flight {
-            return f.has_had_session();
-        }
         self.session.is_some() || !self.reports.is_empty()
     }
 
@@ -569,11 +562,6 @@ impl Ingest {
     /// counted as dropped, and a later `Hello` starts a new trace if the store works again. So this never
     /// fails; the `Result` is kept for the sources' sake.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
-        if let Some(f) = self.flight.as_mut() {
-            f.feed(bytes);
-            self.notices.extend(f.take_notices());
-            return Ok(());
-        }
         self.decoder.feed(bytes);
         while let Some(result) = self.decoder.next_frame() {
             self.close_if_disk_full();
@@ -600,11 +588,6 @@ impl Ingest {
 
     /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
     pub fn tick(&mut self) -> Result<()> {
-        if let Some(f) = self.flight.as_mut() {
-            f.tick();
-            self.notices.extend(f.take_notices());
-            return Ok(());
-        }
         self.close_if_disk_full();
         let committed = match self.session.as_mut() {
             Some(s) => s.writer.maybe_commit().map(|_| ()).map_err(Into::into),
@@ -617,11 +600,6 @@ impl Ingest {
     /// The stream ended (EOF, disconnect, shutdown): a partial frame is counted, an open session is closed
     /// as incomplete. Returns every session report of the stream.
     pub fn finish(mut self) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
-        if let Some(f) = self.flight.take() {
-            let (reports, notices) = f.finish();
-            self.notices.extend(notices);
-            return Ok((reports, self.notices));
-        }
         if let Some(e) = self.decoder.finish() {
             let dropped = self.dropped(e);
             self.guard(dropped);
@@ -1271,7 +1249,7 @@ impl Ingest {
     fn final_stats(&self, s: &mut ActiveSession, end: u64) -> Result<()> {
         s.recon
             .finish(&mut Observed::new(&mut s.writer, s.triggers.as_mut()))?;
-        crate::flight::store_trigger_stats(&mut s.writer, s.triggers.as_ref(), s.window.as_ref())?;
+        crate::window::store_trigger_stats(&mut s.writer, s.triggers.as_ref(), s.window.as_ref())?;
         let st = s.recon.stats();
         let records: u64 = st.records_by_type.values().sum();
         let mut stats = vec![

@@ -11,7 +11,8 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use crate::session::{Ingest, IngestConfig, Notice};
+use crate::intake::Intake;
+use crate::session::{IngestConfig, Notice};
 use crate::{CollectorError, Result};
 
 /// Byte chunks in flight per connection (each at most [`READ_CHUNK`] bytes).
@@ -161,10 +162,10 @@ fn spawn_connection(
     let ingest_thread = std::thread::Builder::new()
         .name(format!("ingest {peer}"))
         .spawn(move || {
-            let mut ingest = Ingest::new(config, source.clone());
+            let mut ingest = Intake::new(config, source.clone());
             ingest.limit_sessions(sessions_per_minute);
             ingest.limit_sessions_shared(sessions);
-            let forward = |ingest: &mut Ingest| {
+            let forward = |ingest: &mut Intake| {
                 for n in ingest.take_notices() {
                     let _ = ingest_notices.send(n);
                 }

@@ -1,8 +1,10 @@
-//! ARCHITECTURE.md's dependency rules, checked with `cargo tree` so a forbidden dependency fails the build.
+//! The dependency rules of docs/ARCHITECTURE.md, checked with `cargo tree` so a forbidden dependency fails the build.
 
 use std::collections::BTreeSet;
 
-use socscope_tests::{cargo_tree, dependency_path, workspace_packages};
+use socscope_tests::{
+    cargo_tree, dependency_path, modules, workspace_packages, workspace_source_dirs,
+};
 
 /// (package, extra cargo-tree arguments, crates it must never pull in)
 const RULES: &[(&str, &[&str], &[&str])] = &[
@@ -185,4 +187,68 @@ fn the_rule_checker_sees_real_dependencies() {
     // Guards the checker itself: the decoder feature must pull in nom and zstd, or the rules above prove nothing.
     let deps = cargo_tree("socscope-wire", &["--features", "decode"]).expect("cargo tree");
     assert!(deps.contains("nom") && deps.contains("zstd"), "{deps:?}");
+}
+
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    let mut cycles = Vec::new();
+    let dirs = workspace_source_dirs().expect("cargo metadata");
+    assert!(
+        dirs.iter().any(|(p, _)| p == "socscope-tracedb"),
+        "the store's sources are among {dirs:?}"
+    );
+    for (package, dir) in dirs {
+        let graph = modules::crate_module_graph(&dir).expect("readable sources");
+        for cycle in modules::import_cycles(&graph) {
+            let edges: Vec<String> = cycle
+                .iter()
+                .flat_map(|m| {
+                    graph[m]
+                        .iter()
+                        .filter(|t| cycle.contains(t))
+                        .map(move |t| format!("{m} → {t}"))
+                })
+                .collect();
+            cycles.push(format!("{package}: {}", edges.join(", ")));
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "modules that import each other (move what both need into a module of its own):\n{}",
+        cycles.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_checker_sees_cycles_through_grouped_imports_and_not_through_comments() {
+    use std::collections::BTreeMap;
+    let sources: BTreeMap<String, String> = [
+        ("", "mod a; mod b; mod c; mod d;"),
+        ("a", "use crate::{b::Thing, c};"),
+        ("b", "pub struct Thing; fn f() { super::c::g(); }"),
+        (
+            "c",
+            "// crate::d::x() is only a comment\nfn g() { let s = \"crate::d\"; crate::a::h(); }",
+        ),
+        (
+            "d",
+            "/// See [`crate::a`].\nfn x() {} #[cfg(test)] mod tests { use crate::a; }",
+        ),
+        ("d::inner", "use super::x; use crate::d::x as y;"),
+    ]
+    .into_iter()
+    .map(|(m, s)| (m.to_string(), modules::code_only(s)))
+    .collect();
+    let graph = modules::graph_of_sources(&sources);
+    assert_eq!(graph["a"], ["b", "c"].map(String::from).into());
+    assert!(graph["d"].is_empty(), "{:?}", graph["d"]);
+    assert!(
+        graph["d::inner"].is_empty(),
+        "a child using its parent: {:?}",
+        graph["d::inner"]
+    );
+    assert_eq!(
+        modules::import_cycles(&graph),
+        vec![vec!["a".to_string(), "b".into(), "c".into()]]
+    );
 }

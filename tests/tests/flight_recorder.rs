@@ -416,7 +416,7 @@ fn hanging_board() -> (Vec<u8>, Vec<(u64, usize)>) {
     }
 
     let time = Time::default();
-    let mut agent = Box::new(SmallAgent::new(
+    let agent = Box::new(SmallAgent::new(
         time.clone(),
         Config {
             board: "hang",
@@ -483,7 +483,7 @@ fn a_hang_and_a_periodic_event_that_stops_fire_while_the_stream_goes_on_once_eac
     // A full capture: the stream fed as it arrives.
     let mut config = IngestConfig::new(tmp.path().join("full"));
     config.triggers = Some(triggers(&HANG_RULES));
-    let mut ingest = socscope_collector::session::Ingest::new(config, "hang");
+    let mut ingest = socscope_collector::intake::Intake::new(config, "hang");
     // 0.3 s in: the state is open 290 ms (past its 100 ms limit), but the stream's time is judged
     // 250 ms behind its latest record: not yet.
     ingest.feed(&bytes[..upto(300_000)]).unwrap();
@@ -525,7 +525,7 @@ fn a_hang_and_a_periodic_event_that_stops_fire_while_the_stream_goes_on_once_eac
     config.triggers = Some(triggers(&HANG_RULES));
     // The pre window longer than the state limit: the hung IRQ's entry is in the window.
     config.flight = Some(FlightConfig::new(3 * S, 200 * MS, 200 * MS));
-    let mut ingest = socscope_collector::session::Ingest::new(config, "hang");
+    let mut ingest = socscope_collector::intake::Intake::new(config, "hang");
     ingest.feed(&bytes[..upto(2_000_000)]).unwrap();
     notices.extend(ingest.take_notices());
     assert_eq!(fired(&notices).len(), 2, "{notices:?}");

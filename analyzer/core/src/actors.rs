@@ -1,4 +1,4 @@
-//! The TraceViz view's model (paper 003 §4-5), with no GUI: the actor tree (the producer hierarchy,
+//! The TraceViz view's model (TraceViz, IHM'16, §4-5), with no GUI: the actor tree (the producer hierarchy,
 //! hidden actors, selection, the user's row order, named groups aggregated per pixel), the rows and
 //! the stacked outline drawn from a [`Timeline`], the timeline's load on a loader thread, and the
 //! clustering that proposes groups of similar actors.

@@ -1,4 +1,4 @@
-//! The Ocelotl view's model (papers 002 §3-4.1, 004 §4-5), with no GUI: settings, the pipeline from
+//! The Ocelotl view's model ("Ocelotl: Large Trace Overviews" §3-4.1, RR-8524 §4-5), with no GUI: settings, the pipeline from
 //! the trace to the aggregated overview on a loader thread (microscopic model a few slices at a time,
 //! then the aggregation of what is read), the cache of microscopic models, the partition at any p, the
 //! gain/loss curves, and what the view draws and tells on hover.

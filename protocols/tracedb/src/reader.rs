@@ -14,9 +14,9 @@ use crate::model::{
     Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceInfo, TraceMeta,
     TypeId,
 };
+use crate::schema::parse_ids;
 use crate::schema::{self, TRACE_APPLICATION_ID};
 use crate::summary::{self, OpenStates, Resolution, RowCell, Summary, SummaryBucket, SummaryCell};
-use crate::writer::parse_ids;
 
 mod counts;
 

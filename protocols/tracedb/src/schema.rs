@@ -432,3 +432,21 @@ pub(crate) fn open(
         .map_err(|e| not_store(e.to_string()))?;
     Ok(conn)
 }
+
+/// The comma-separated id list stored in a chunk row's `types`/`producers` columns.
+pub(crate) fn join_ids(ids: &[u32]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(ids.len() * 4);
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let _ = write!(s, "{id}");
+    }
+    s
+}
+
+/// The ids of a comma-separated id column (see [`join_ids`]); a malformed item is left out.
+pub(crate) fn parse_ids(s: &str) -> Vec<u32> {
+    s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}

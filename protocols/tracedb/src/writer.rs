@@ -570,8 +570,8 @@ impl TraceWriter {
             path: self.path.clone(),
             source,
         })?;
-        let types = join_ids(&meta.types);
-        let producers = join_ids(&meta.producers);
+        let types = schema::join_ids(&meta.types);
+        let producers = schema::join_ids(&meta.producers);
         let p = &self.path;
         // The tail chunk's row is replaced under the same id; a new chunk gets the next id.
         self.conn
@@ -999,22 +999,6 @@ pub(crate) fn summary_widening(events: u64, cells: &[u64], base: u32, span: i64,
         .last()
         .unwrap_or(0);
     (1..=most).find(|&k| fits(k)).unwrap_or(most)
-}
-
-pub(crate) fn join_ids(ids: &[u32]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(ids.len() * 4);
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        let _ = write!(s, "{id}");
-    }
-    s
-}
-
-pub(crate) fn parse_ids(s: &str) -> Vec<u32> {
-    s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
 }
 
 #[cfg(test)]

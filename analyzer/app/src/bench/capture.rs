@@ -112,8 +112,21 @@ fn print_row(r: &Value) -> Result<()> {
         f("wire_bytes_per_record"),
         units::bytes(f("replay_rss_max_bytes") as u64),
     );
+    outln!(
+        "{:<10} anchor, plain SQLite row inserts of the same events: {} rows/s ({} rows), {:.2} B/event; \
+         here {:.2}x its rate, {:.1}x smaller",
+        "",
+        units::count(f("anchor_rows_per_s")),
+        f("anchor_rows") as u64,
+        f("anchor_bytes_per_event"),
+        f("ratio_to_anchor"),
+        f("size_ratio_anchor_over_trace"),
+    );
     Ok(())
 }
+
+/// The most events the anchor inserts as plain rows.
+const ANCHOR_ROWS: u64 = 10_000_000;
 
 fn capture(shape: &Shape, dir: &Path, keep: bool) -> Result<Value> {
     let wire = dir.join(format!("{}.wire", shape.name));
@@ -160,8 +173,22 @@ fn capture(shape: &Shape, dir: &Path, keep: bool) -> Result<Value> {
     let (summary_bytes, chunk_bytes, chunks) = table_bytes(&trace)?;
     let stored = child["stored_events"].as_u64().unwrap_or(0);
     let records = child["records"].as_u64().unwrap_or(0);
+    // The anchor: the same events inserted as plain SQLite rows (at most ANCHOR_ROWS of them, so that
+    // the longest capture's anchor takes a minute, not an hour).
+    let plain_path = dir.join(format!("{}-plain-sqlite.db", shape.name));
+    let plain = super::plain_sqlite::write(&trace, &plain_path, Some(ANCHOR_ROWS))?;
+    let _ = std::fs::remove_file(&plain_path);
+    let events_per_s = stored as f64 / child["wall_s"].as_f64().unwrap_or(f64::NAN);
+    let anchor_bpe = plain.bytes as f64 / plain.rows.max(1) as f64;
     let row = json!({
         "capture": shape.name,
+        "anchor": "plain SQLite row inserts of the same events (one transaction, prepared statement, index on time)",
+        "anchor_rows": plain.rows,
+        "anchor_rows_per_s": plain.rows_per_second(),
+        "anchor_bytes_per_event": anchor_bpe,
+        "stored_events_per_s": events_per_s,
+        "ratio_to_anchor": events_per_s / plain.rows_per_second(),
+        "size_ratio_anchor_over_trace": anchor_bpe / (file_bytes as f64 / stored.max(1) as f64),
         "rate": shape.rate,
         "simulated_s": shape.seconds,
         "records": records,

@@ -11,6 +11,9 @@ use socscope_analysis::live::{Growth, LiveLoad, Step};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, TimeRange};
+
+use super::views::{GroupView, LoadContext};
+use socscope_tracedb::Timestamp;
 use std::sync::Arc;
 
 pub struct DensityView {
@@ -248,7 +251,7 @@ impl DensityView {
             );
         }
         p.add(egui::Shape::mesh(mesh));
-        super::results::draw_bands(ui, plot, view, &self.bands, None);
+        super::bands::draw_bands(ui, plot, view, &self.bands, None);
         if cols.iter().all(|v| *v <= 0.0) {
             let msg = if self.busy() || self.hist.is_none() {
                 "loading…"
@@ -451,6 +454,30 @@ fn nice_ceil(v: f64) -> f64 {
         .map(|m| m * p)
         .find(|c| *c >= v)
         .unwrap_or(10.0 * p)
+}
+
+impl GroupView for DensityView {
+    fn load(&mut self, cx: &LoadContext<'_>) {
+        DensityView::load(self, cx.trace, cx.interval, cx.filter.clone());
+    }
+    fn extend(&mut self, cx: &LoadContext<'_>) {
+        DensityView::extend(self, cx.trace, cx.interval, cx.filter.clone());
+    }
+    fn poll(&mut self) {
+        DensityView::poll(self);
+    }
+    fn busy(&self) -> bool {
+        DensityView::busy(self)
+    }
+    fn catching_up(&self, end: Timestamp) -> bool {
+        self.live.catching_up(end)
+    }
+    fn progress(&self) -> Option<Progress> {
+        DensityView::progress(self)
+    }
+    fn stop(&mut self) {
+        DensityView::stop(self);
+    }
 }
 
 #[cfg(test)]

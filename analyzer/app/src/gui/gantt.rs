@@ -19,6 +19,9 @@ use socscope_tracedb::{Filter, ProducerId, TimeRange, TypeId};
 use super::session::{TraceDescription, TraceNames};
 use super::theme;
 use super::theme::ColourEdit;
+use super::views::{GroupView, LoadContext};
+use socscope_analysis::loader::Progress;
+use socscope_tracedb::Timestamp;
 
 /// Whether new charts show their CPU tracks (`socscope view --no-cpu-tracks` clears it).
 pub static CPU_TRACKS_SHOWN: std::sync::atomic::AtomicBool =
@@ -465,7 +468,7 @@ impl GanttView {
             self.chart_shapes(ui.ctx(), &rows, chart, ppp, dark, names);
         let cp = ui.painter_at(chart);
         cp.extend(shapes.iter().cloned());
-        super::results::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
+        super::bands::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
         let px_ns = view.len() as f64 / width as f64;
         // Header: the interval and the share of links drawn (top left, as in Framesoc).
         painter.text(
@@ -1069,6 +1072,44 @@ pub fn legend(
         }
     });
     edit
+}
+
+impl GroupView for GanttView {
+    fn load(&mut self, cx: &LoadContext<'_>) {
+        GanttView::load(self, cx.trace, cx.interval, cx.filter.clone(), cx.meta);
+    }
+    fn extend(&mut self, cx: &LoadContext<'_>) {
+        GanttView::extend(self, cx.trace, cx.interval.end, cx.filter.clone(), cx.meta);
+    }
+    fn poll(&mut self) {
+        GanttView::poll(self);
+        if self.follow {
+            let len = self.view.len();
+            let end = self.loaded().end.max(self.view.start + 1);
+            self.view = TimeRange::new(end - len, end);
+        }
+    }
+    fn busy(&self) -> bool {
+        GanttView::busy(self)
+    }
+    fn catching_up(&self, end: Timestamp) -> bool {
+        self.live.catching_up(end)
+    }
+    fn progress(&self) -> Option<Progress> {
+        GanttView::progress(self)
+    }
+    fn stop(&mut self) {
+        GanttView::stop(self);
+    }
+    fn capped(&self) -> Option<String> {
+        self.truncated().then(|| {
+            format!(
+                "showing the first {} events of the interval (up to {} s); zoom in to see the rest",
+                self.model.events(),
+                units::timestamp(self.loaded().end)
+            )
+        })
+    }
 }
 
 #[cfg(test)]

@@ -5,12 +5,14 @@
 //! it), [`ViewOptions`].
 
 mod app;
+mod bands;
 mod density;
 pub mod display;
 mod gantt;
 mod results;
 
 mod ocelotl;
+mod open_trace;
 mod script;
 mod session;
 mod stats;
@@ -22,7 +24,8 @@ mod views;
 
 use std::path::PathBuf;
 
-pub use app::{GuiApp, TraceSession};
+pub use app::GuiApp;
+pub use open_trace::TraceSession;
 pub use script::Script;
 use socscope_analysis::sync::ViewKind;
 pub use theme::{ColourEdit, Colours};

@@ -1,4 +1,4 @@
-//! The Ocelotl view (papers 002 §3-4.1, 004 §4-5): settings, the aggregated overview at pixel
+//! The Ocelotl view ("Ocelotl: Large Trace Overviews" §3-4.1, RR-8524 §4-5): settings, the aggregated overview at pixel
 //! resolution (visual aggregation where producers outnumber pixels), the producer hierarchy beside the
 //! spatiotemporal overview, hover details, gain/loss curves over p, and zoom by re-running the
 //! pipeline on a selected interval. A shell over `socscope_analysis::overview`.

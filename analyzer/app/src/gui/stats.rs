@@ -14,6 +14,8 @@ use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange};
 
 use super::session::TraceNames;
+use super::views::{GroupView, LoadContext};
+use socscope_tracedb::Timestamp;
 
 fn spawn(
     trace: std::path::PathBuf,
@@ -406,5 +408,29 @@ impl StatsView {
             a(self);
         }
         colour_edit
+    }
+}
+
+impl GroupView for StatsView {
+    fn load(&mut self, cx: &LoadContext<'_>) {
+        StatsView::load(self, cx.trace, cx.interval, cx.filter.clone());
+    }
+    fn extend(&mut self, cx: &LoadContext<'_>) {
+        StatsView::extend(self, cx.trace, cx.interval, cx.filter.clone());
+    }
+    fn poll(&mut self) {
+        StatsView::poll(self);
+    }
+    fn busy(&self) -> bool {
+        StatsView::busy(self)
+    }
+    fn catching_up(&self, end: Timestamp) -> bool {
+        self.live.catching_up(end)
+    }
+    fn progress(&self) -> Option<Progress> {
+        StatsView::progress(self)
+    }
+    fn stop(&mut self) {
+        StatsView::stop(self);
     }
 }

@@ -10,7 +10,10 @@ use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_analysis::table::{
     Column, ColumnFilters, TableConsumer, TableModel, TableNames, TableSnapshot,
 };
-use socscope_tracedb::{Filter, TimeRange, Timestamp};
+use socscope_tracedb::{Filter, TimeRange, Timestamp, units};
+
+use super::views::{GroupView, LoadContext};
+use socscope_analysis::loader::Progress;
 
 /// Above this many rows the table stops loading and asks for a shorter interval.
 const MAX_ROWS: u64 = 20_000_000;
@@ -230,5 +233,50 @@ impl TableView {
             return Some(ts);
         }
         None
+    }
+}
+
+impl GroupView for TableView {
+    fn load(&mut self, cx: &LoadContext<'_>) {
+        TableView::load(
+            self,
+            cx.trace,
+            cx.interval,
+            cx.filter.clone(),
+            cx.names.table.clone(),
+        );
+    }
+    fn extend(&mut self, cx: &LoadContext<'_>) {
+        TableView::extend(
+            self,
+            cx.trace,
+            cx.interval.end,
+            cx.filter.clone(),
+            cx.names.table.clone(),
+        );
+    }
+    fn poll(&mut self) {
+        TableView::poll(self);
+    }
+    fn busy(&self) -> bool {
+        TableView::busy(self) || self.model.filtering()
+    }
+    fn catching_up(&self, end: Timestamp) -> bool {
+        self.live.catching_up(end)
+    }
+    fn progress(&self) -> Option<Progress> {
+        TableView::progress(self)
+    }
+    fn stop(&mut self) {
+        TableView::stop(self);
+    }
+    fn capped(&self) -> Option<String> {
+        self.truncated().then(|| {
+            format!(
+                "showing the first {} events of the interval (up to {} s); select a shorter interval to see the rest",
+                self.model.loaded_rows(),
+                units::timestamp(self.loaded().end)
+            )
+        })
     }
 }

@@ -1,4 +1,4 @@
-//! The TraceViz view (paper 003 §4-5): the actor tree on the left, one histogram row per visible
+//! The TraceViz view (TraceViz, IHM'16, §4-5): the actor tree on the left, one histogram row per visible
 //! actor or group at pixel resolution, the stacked outline on top with its Slick Graph shading, wheel
 //! zoom and drag pan in step on both, and the groups of similar actors proposed by clustering. A shell
 //! over `socscope_analysis::actors` and `socscope_analysis::traceviz`.
@@ -721,7 +721,7 @@ impl TraceVizView {
         // Bands of an opened annotation result, over the outline and over the rows (the rows of
         // their producers tinted).
         if !self.bands.is_empty() {
-            super::results::draw_bands(ui, outline_rect, view, &self.bands, None);
+            super::bands::draw_bands(ui, outline_rect, view, &self.bands, None);
             let ids: Vec<ProducerId> = all_rows
                 .iter()
                 .skip(self.row_offset)
@@ -732,7 +732,7 @@ impl TraceVizView {
                     Row::Group(_) => ProducerId::MAX,
                 })
                 .collect();
-            super::results::draw_bands(ui, rows_rect, view, &self.bands, Some((&ids, row_h)));
+            super::bands::draw_bands(ui, rows_rect, view, &self.bands, Some((&ids, row_h)));
         }
         // The outline's scale is the images': the top of the timeline's outline of the shown rows.
         let top = {

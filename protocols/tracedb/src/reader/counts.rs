@@ -14,8 +14,8 @@ use crate::codec::ChunkCursor;
 use crate::error::{Result, SqlContext};
 use crate::filter::{CompiledFilter, Filter};
 use crate::model::{EventCategory, TimeRange, Timestamp};
+use crate::schema::parse_ids;
 use crate::summary::{self, SummaryCell};
-use crate::writer::parse_ids;
 use rustc_hash::FxHashMap;
 
 /// A stream's cursor between intervals: the chunk it holds, the time before which it has
