@@ -9,7 +9,7 @@
 //! Recording and draining take `&self`, so one agent in a `static` serves every context of a board: a
 //! record masks interrupts (a `critical-section` of the platform) for that record only; a drain masks them
 //! only to claim a finished block and to give it back, and frames it (header, CRC, COBS, in place in the
-//! block) with interrupts enabled. The platform provides the critical section (`cortex-m`'s
+//! block; `Events` frames checked with Fletcher-32, wire version 3) with interrupts enabled. The platform provides the critical section (`cortex-m`'s
 //! `critical-section-single-core`, an RTOS's, or the firmware's own); hosted builds use a global mutex.
 #![no_std]
 
@@ -19,8 +19,8 @@ use heapless::Vec;
 use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
 use socscope_wire::encode::{self, CRC_LEN, EVENTS_HEADER_MAX};
 use socscope_wire::frame::{
-    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
-    Window,
+    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, FrameCheck, FrameKind, Heartbeat,
+    Hello, Loss, ParamValue, Window,
 };
 use socscope_wire::{MAX_NAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
@@ -234,19 +234,24 @@ fn get<const N: usize>(block: &[u8], at: usize) -> [u8; N] {
 /// One CPU's ring, as the record path and the drain's claims see it (always under the critical section).
 ///
 /// Blocks `oldest .. oldest + closed` (modulo `BLOCKS`) are closed and wait to be sent, the oldest first;
-/// the block after them is the open one when `open`. Sequence numbers: the open block's records are
-/// `first_seq .. first_seq + count`; `next_seq` is the next one given out when no block is open.
+/// the block after them is the open one when `limit` is not zero. Sequence numbers: the open block's
+/// records are `first_seq .. first_seq + count`; `next_seq` is the next one given out when no block is
+/// open. The record path's fields come first (one cache line, loaded together).
 #[derive(Clone, Copy, Debug)]
 struct RingState {
-    open: bool,
-    /// The bytes of records in the open block (they start at [`HEAD`]; zero here keeps the initial
-    /// state all zeros, so an agent in a `static` needs no initial image in flash).
-    len: usize,
+    /// Where the next record goes: a byte offset from the ring's first block (the open block's
+    /// `slot * BLOCK + HEAD + ` its records' bytes).
+    wr: u32,
+    /// The offset where the open block's records must end (its `slot * BLOCK + CAPACITY_END`), 0 when no
+    /// block is open: a record fits when `wr + its longest encoding <= limit`, one comparison for "a
+    /// block is open and has room". Zero here keeps the initial state all zeros, so an agent in a
+    /// `static` needs no initial image in flash.
+    limit: u32,
     count: u32,
-    first_seq: u64,
-    base_ticks: u64,
     last_ticks: u64,
     last_address: u64,
+    first_seq: u64,
+    base_ticks: u64,
     next_seq: u64,
     oldest: usize,
     closed: usize,
@@ -264,13 +269,13 @@ struct RingState {
 
 impl RingState {
     const EMPTY: Self = Self {
-        open: false,
-        len: 0,
+        wr: 0,
+        limit: 0,
         count: 0,
-        first_seq: 0,
-        base_ticks: 0,
         last_ticks: 0,
         last_address: 0,
+        first_seq: 0,
+        base_ticks: 0,
         next_seq: 0,
         oldest: 0,
         closed: 0,
@@ -282,9 +287,14 @@ impl RingState {
         overwritten_total: 0,
     };
 
+    /// Whether a block is open.
+    fn open(&self) -> bool {
+        self.limit != 0
+    }
+
     /// The sequence number the next record gets.
     fn next(&self) -> u64 {
-        if self.open {
+        if self.open() {
             self.first_seq + u64::from(self.count)
         } else {
             self.next_seq
@@ -307,10 +317,10 @@ impl<const BLOCK: usize, const BLOCKS: usize> Ring<BLOCK, BLOCKS> {
     }
 }
 
-/// What one record writes after its type and timestamp: a writer over the open block's free bytes.
+/// What a record writes after its type: a writer over the open block's free bytes.
 ///
 /// The record path checks, before it hands a cursor out, that the block has room for the record's
-/// longest encoding (its `max_len`); every writer below stays within it.
+/// longest encoding; every writer below stays within it.
 struct Cursor {
     at: *mut u8,
     #[cfg(debug_assertions)]
@@ -325,8 +335,8 @@ impl Cursor {
             assert!(self.left > 0, "a record wrote past its bound");
             self.left -= 1;
         }
-        // SAFETY: the record path reserved `max_len` bytes from here in the open block, and the
-        // record's writers stay within `max_len` (checked in debug builds above).
+        // SAFETY: the record path reserved the record's longest encoding from here in the open block,
+        // and the record's writers stay within it (checked in debug builds above).
         unsafe {
             self.at.write(b);
             self.at = self.at.add(1);
@@ -347,7 +357,14 @@ impl Cursor {
         if v >> 32 == 0 {
             self.u32(v as u32);
         } else {
-            self.u64_wide(v);
+            // By value, so the cursor stays in a register on the common path.
+            let mut wide = Cursor {
+                at: self.at,
+                #[cfg(debug_assertions)]
+                left: self.left,
+            };
+            wide.u64_wide(v);
+            *self = wide;
         }
     }
 
@@ -360,27 +377,90 @@ impl Cursor {
         self.byte(v as u8);
     }
 
+    /// Copies `s`, four bytes at a time (a marker's text is copied with interrupts masked).
+    #[inline(always)]
     fn bytes(&mut self, s: &[u8]) {
-        for &b in s {
-            self.byte(b);
+        #[cfg(debug_assertions)]
+        {
+            assert!(self.left >= s.len(), "a record wrote past its bound");
+            self.left -= s.len();
+        }
+        let mut words = s.chunks_exact(4);
+        for w in &mut words {
+            // SAFETY: as in `byte`: the record reserved `s.len()` bytes from here.
+            unsafe {
+                self.at
+                    .cast::<[u8; 4]>()
+                    .write_unaligned(<[u8; 4]>::try_from(w).unwrap_or_default());
+                self.at = self.at.add(4);
+            }
+        }
+        for &b in words.remainder() {
+            // SAFETY: as above.
+            unsafe {
+                self.at.write(b);
+                self.at = self.at.add(1);
+            }
         }
     }
-}
-
-/// A record being written: the critical section is held from [`Agent::begin`] to [`Agent::commit`].
-struct Open<'a> {
-    cursor: Cursor,
-    start: *mut u8,
-    state: &'a mut RingState,
-    delta: u64,
-    restore: critical_section::RestoreState,
 }
 
 /// The longest varint of a `u32`, a `u64`.
 const V32: usize = 5;
 const V64: usize = 10;
-/// A built-in record's type (one byte) and timestamp delta.
-const RECORD_HEAD: usize = 1 + V64;
+/// A record's type (one byte for the built-ins, up to three for a custom id) and its timestamp delta
+/// (at most 32 bits: a longer gap opens a new block, whose base carries the time).
+const RECORD_HEAD: usize = 3 + V32;
+
+/// The first argument of [`Agent::push_values`]: the CPU (bits 0–15), the record type (bits 16–23) and
+/// whether the last value is an address (bit 24), in one register.
+const fn record_head(cpu: u16, ty: Builtin, address_last: bool) -> u32 {
+    cpu as u32 | (ty.id() as u32) << 16 | (address_last as u32) << 24
+}
+
+/// How the record path keeps other contexts out of a ring while it writes.
+trait Exclusion {
+    type Token: Copy;
+    /// # Safety
+    /// Paired with one [`Exclusion::leave`] with the token it returns.
+    unsafe fn enter() -> Self::Token;
+    /// # Safety
+    /// `token` comes from the matching [`Exclusion::enter`].
+    unsafe fn leave(token: Self::Token);
+}
+
+/// The platform's critical section: records come from any context ([`Agent`]'s methods).
+struct Masked;
+
+impl Exclusion for Masked {
+    type Token = critical_section::RestoreState;
+
+    #[inline(always)]
+    unsafe fn enter() -> Self::Token {
+        // SAFETY: per the trait's contract, released once by `leave`.
+        unsafe { critical_section::acquire() }
+    }
+
+    #[inline(always)]
+    unsafe fn leave(token: Self::Token) {
+        // SAFETY: per the trait's contract.
+        unsafe { critical_section::release(token) }
+    }
+}
+
+/// Nothing to do: the caller borrows the agent mutably ([`Exclusive`]), so no other context can touch
+/// it.
+struct Borrowed;
+
+impl Exclusion for Borrowed {
+    type Token = ();
+
+    #[inline(always)]
+    unsafe fn enter() {}
+
+    #[inline(always)]
+    unsafe fn leave(_: ()) {}
+}
 
 /// The drain's own state: only the context that holds the drain (see [`Shared::draining`]) touches it.
 struct Link<const CPUS: usize, const OUT: usize> {
@@ -453,6 +533,10 @@ pub struct Agent<
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
     shared: UnsafeCell<Shared>,
     link: UnsafeCell<Link<CPUS, OUT>>,
+    /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
+    static_producers: &'static [ProducerDef<'static>],
+    static_types: &'static [EventTypeDef<'static>],
+    /// Declarations registered one by one (copied: up to `PRODUCERS` and `TYPES`).
     producers: Vec<ProducerDef<'static>, PRODUCERS>,
     types: Vec<EventTypeDef<'static>, TYPES>,
 }
@@ -571,6 +655,8 @@ impl<
                 bytes: 0,
                 out: [0; OUT],
             }),
+            static_producers: &[],
+            static_types: &[],
             producers: Vec::new(),
             types: Vec::new(),
         };
@@ -633,7 +719,7 @@ impl<
             for ring in &self.rings {
                 // SAFETY: ring states are only touched inside the critical section.
                 let r = unsafe { &*ring.state.get() };
-                s.records += r.closed_records + u64::from(if r.open { r.count } else { 0 });
+                s.records += r.closed_records + u64::from(if r.open() { r.count } else { 0 });
                 s.dropped += r.dropped;
                 s.overwritten += r.overwritten_total;
             }
@@ -665,12 +751,7 @@ impl<
 
     /// Declares a producer; it goes out in the next `Dictionary` frame.
     pub fn register_producer(&mut self, def: ProducerDef<'static>) -> Result<(), AgentError> {
-        if def.name.len() > MAX_NAME_LEN {
-            return Err(AgentError::NameTooLong);
-        }
-        let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(def)])
-            .map_err(|_| AgentError::DeclarationTooLarge)?;
+        self.check_producer(&def)?;
         self.producers
             .push(def)
             .map_err(|_| AgentError::DictionaryFull)
@@ -678,6 +759,61 @@ impl<
 
     /// Declares a custom event type (id ≥ [`FIRST_CUSTOM_TYPE`]); it goes out in the next `Dictionary` frame.
     pub fn register_type(&mut self, def: EventTypeDef<'static>) -> Result<(), AgentError> {
+        self.check_type(&def)?;
+        self.types.push(def).map_err(|_| AgentError::DictionaryFull)
+    }
+
+    /// Declares a board's whole dictionary at once, from tables in flash: the agent keeps references to
+    /// them, not copies, so they cost it no RAM (an agent with `PRODUCERS` and `TYPES` of 0 holds no
+    /// dictionary storage at all). Checked like [`Agent::register_producer`] and
+    /// [`Agent::register_type`], entry by entry; on an error nothing is declared. Replaces the tables of
+    /// an earlier call; entries registered one by one stay, sent after these.
+    pub fn declare_static(
+        &mut self,
+        producers: &'static [ProducerDef<'static>],
+        types: &'static [EventTypeDef<'static>],
+    ) -> Result<(), AgentError> {
+        for p in producers {
+            self.check_producer(p)?;
+        }
+        // Checked against the types registered one by one and those before it in `types`.
+        let previous = core::mem::take(&mut self.static_types);
+        let checked = types.iter().enumerate().try_for_each(|(i, t)| {
+            self.check_type(t)?;
+            match types
+                .get(..i)
+                .is_some_and(|before| before.iter().any(|b| b.id == t.id))
+            {
+                true => Err(AgentError::DuplicateType),
+                false => Ok(()),
+            }
+        });
+        if let Err(e) = checked {
+            self.static_types = previous;
+            return Err(e);
+        }
+        self.static_producers = producers;
+        self.static_types = types;
+        Ok(())
+    }
+
+    /// Every custom event type declared: the static tables', then those registered one by one.
+    fn custom_types(&self) -> impl Iterator<Item = &EventTypeDef<'static>> {
+        self.static_types.iter().chain(self.types.iter())
+    }
+
+    fn check_producer(&mut self, def: &ProducerDef<'static>) -> Result<(), AgentError> {
+        if def.name.len() > MAX_NAME_LEN {
+            return Err(AgentError::NameTooLong);
+        }
+        let link = self.link.get_mut();
+        encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*def)])
+            .map_err(|_| AgentError::DeclarationTooLarge)?;
+        Ok(())
+    }
+
+    /// Checks a custom type against the rules and the types declared so far.
+    fn check_type(&mut self, def: &EventTypeDef<'static>) -> Result<(), AgentError> {
         if def.id < FIRST_CUSTOM_TYPE {
             return Err(AgentError::ReservedTypeId);
         }
@@ -687,13 +823,13 @@ impl<
         if def.name.len() > MAX_NAME_LEN || def.params.iter().any(|p| p.name.len() > MAX_NAME_LEN) {
             return Err(AgentError::NameTooLong);
         }
-        if self.types.iter().any(|t| t.id == def.id) {
+        if self.custom_types().any(|t| t.id == def.id) {
             return Err(AgentError::DuplicateType);
         }
         let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(def)])
+        encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*def)])
             .map_err(|_| AgentError::DeclarationTooLarge)?;
-        self.types.push(def).map_err(|_| AgentError::DictionaryFull)
+        Ok(())
     }
 
     /// Records an event of any declared type, checking the values against the type's parameters.
@@ -703,9 +839,18 @@ impl<
         type_id: u16,
         values: &[ParamValue<'_>],
     ) -> Result<Recorded, AgentError> {
+        self.record_via::<Masked>(cpu, type_id, values)
+    }
+
+    fn record_via<X: Exclusion>(
+        &self,
+        cpu: u16,
+        type_id: u16,
+        values: &[ParamValue<'_>],
+    ) -> Result<Recorded, AgentError> {
         let params = match Builtin::from_id(type_id) {
             Some(b) => b.def().params,
-            None => match self.types.iter().find(|t| t.id == type_id) {
+            None => match self.custom_types().find(|t| t.id == type_id) {
                 Some(t) => t.params,
                 None => return Err(self.reject(AgentError::UnknownType)),
             },
@@ -719,7 +864,7 @@ impl<
             return Err(self.reject(AgentError::ParamMismatch));
         }
         // Same bytes as the wire crate's `RecordEncoder`, written field by field into the block.
-        let mut max_len = 3 + V64;
+        let mut max_len = 0;
         for v in values {
             max_len += match v {
                 ParamValue::Float(_) => 8,
@@ -727,9 +872,7 @@ impl<
                 _ => V64,
             };
         }
-        self.push(cpu, max_len, |c, ring, delta| {
-            c.u32(u32::from(type_id));
-            c.u64(delta);
+        self.push_with::<X>(cpu, type_id, max_len, |c, ring| {
             for v in values {
                 match *v {
                     ParamValue::Unsigned(x) => c.u64(x),
@@ -745,6 +888,13 @@ impl<
         })
     }
 
+    /// Records through `&mut self`, with no critical section: for a single context that owns the agent
+    /// (a simulator, a host program, a board that records from one context only), the borrow already
+    /// keeps every other context out.
+    pub fn exclusive(&mut self) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES> {
+        Exclusive { agent: self }
+    }
+
     /// Counts a refused record.
     #[cold]
     #[inline(never)]
@@ -754,236 +904,153 @@ impl<
         e
     }
 
-    /// `C`: the running thread on `cpu` changes from `prev` to `next`.
+    /// The record path of the built-in kinds without a string, shared by all of them (one copy in
+    /// flash): `head` is [`record_head`], `values` the parameters as varints (signed ones zigzagged by
+    /// the kind), the last one an address delta when `head` says so.
     #[inline(never)]
-    pub fn context_switch(&self, cpu: u16, prev: u32, next: u32) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::ContextSwitch, 2 * V32, |c, _| {
-            c.u32(prev);
-            c.u32(next);
-        })
-    }
-
-    /// `I`: interrupt `irq` starts.
-    #[inline(never)]
-    pub fn irq_entry(&self, cpu: u16, irq: u32) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::IrqEntry, V32, |c, _| c.u32(irq))
-    }
-
-    /// `i`: the current interrupt ends.
-    #[inline(never)]
-    pub fn irq_exit(&self, cpu: u16) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::IrqExit, 0, |_, _| {})
-    }
-
-    /// `S`: a soft IRQ handler starts.
-    #[inline(never)]
-    pub fn softirq_entry(&self, cpu: u16, handler: u64) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::SoftIrqEntry, V64, |c, ring| {
-            address(c, ring, handler)
-        })
-    }
-
-    /// `s`: the current soft IRQ ends.
-    #[inline(never)]
-    pub fn softirq_exit(&self, cpu: u16) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::SoftIrqExit, 0, |_, _| {})
-    }
-
-    /// `E`: system call `nr` starts with arguments `args`.
-    #[inline(never)]
-    pub fn syscall_entry(&self, cpu: u16, nr: u32, args: [u64; 4]) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::SyscallEntry, V32 + 4 * V64, |c, _| {
-            c.u32(nr);
-            for a in args {
-                c.u64(a);
+    fn push_values<X: Exclusion>(&self, head: u32, values: &[u64]) -> Result<Recorded, AgentError> {
+        let address_last = head >> 24 != 0;
+        // Built-in ids are below 128: one byte.
+        let ty = u16::from((head >> 16) as u8 & 0x7f);
+        self.push_with::<X>(head as u16, ty, values.len() * V64, |c, ring| {
+            if let Some((&last, rest)) = values.split_last() {
+                for &v in rest {
+                    c.u64(v);
+                }
+                if address_last {
+                    address(c, ring, last);
+                } else {
+                    c.u64(last);
+                }
             }
         })
     }
 
-    /// `X`: system call `nr` returns `ret`.
+    /// The record path of the built-in kinds with a string (`marker`, `thread_create`): an optional
+    /// number, then the string.
     #[inline(never)]
-    pub fn syscall_exit(&self, cpu: u16, nr: u32, ret: i64) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::SyscallExit, V32 + V64, |c, _| {
-            c.u32(nr);
-            c.u64(socscope_wire::varint::zigzag(ret));
-        })
+    fn push_string<X: Exclusion>(
+        &self,
+        head: u32,
+        number: Option<u32>,
+        text: &str,
+    ) -> Result<Recorded, AgentError> {
+        self.push_with::<X>(
+            head as u16,
+            u16::from((head >> 16) as u8 & 0x7f),
+            2 * V32 + text.len(),
+            |c, _| {
+                if let Some(n) = number {
+                    c.u32(n);
+                }
+                c.u32(text.len() as u32);
+                c.bytes(text.as_bytes());
+            },
+        )
     }
 
-    /// `W`: the running thread wakes thread `pid`.
-    #[inline(never)]
-    pub fn wakeup(&self, cpu: u16, pid: u32) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::Wakeup, V32, |c, _| c.u32(pid))
-    }
-
-    /// `K`: a text marker.
-    #[inline(never)]
-    pub fn marker(&self, cpu: u16, text: &str) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::Marker, V32 + text.len(), |c, _| {
-            c.u32(text.len() as u32);
-            c.bytes(text.as_bytes());
-        })
-    }
-
-    /// `KM`: a numbered mark.
-    #[inline(never)]
-    pub fn mark(&self, cpu: u16, id: u64) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::Mark, V64, |c, _| c.u64(id))
-    }
-
-    /// `U`: a user function at `address` starts.
-    #[inline(never)]
-    pub fn user_entry(&self, cpu: u16, address: u64) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::UserEntry, V64, |c, ring| {
-            self::address(c, ring, address)
-        })
-    }
-
-    /// `u`: the current user function returns.
-    #[inline(never)]
-    pub fn user_exit(&self, cpu: u16) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::UserExit, 0, |_, _| {})
-    }
-
-    /// `Kc`: thread `pid` named `name` is created.
-    #[inline(never)]
-    pub fn thread_create(&self, cpu: u16, pid: u32, name: &str) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::ThreadCreate, 2 * V32 + name.len(), |c, _| {
-            c.u32(pid);
-            c.u32(name.len() as u32);
-            c.bytes(name.as_bytes());
-        })
-    }
-
-    /// `KX`: thread `pid` exits.
-    #[inline(never)]
-    pub fn thread_exit(&self, cpu: u16, pid: u32) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::ThreadExit, V32, |c, _| c.u32(pid))
-    }
-
-    /// `MM`: `size` bytes allocated at `ptr`.
-    #[inline(never)]
-    pub fn kmalloc(&self, cpu: u16, size: u64, ptr: u64) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::Kmalloc, 2 * V64, |c, ring| {
-            c.u64(size);
-            address(c, ring, ptr);
-        })
-    }
-
-    /// `MF`: the allocation at `ptr` is freed.
-    #[inline(never)]
-    pub fn kfree(&self, cpu: u16, ptr: u64) -> Result<Recorded, AgentError> {
-        self.builtin(cpu, Builtin::Kfree, V64, |c, ring| address(c, ring, ptr))
-    }
-
-    /// A built-in record: its one-byte type, its timestamp delta, then `params` (at most `params_len`
-    /// bytes).
+    /// The record path: excludes other contexts, reads the clock, finds room for the record's longest
+    /// encoding (`params_len` after its type and delta) in the CPU's open block (or opens the next one,
+    /// out of line), writes the type and delta and lets `write` write the parameters, counts the
+    /// record.
     #[inline(always)]
-    fn builtin(
+    fn push_with<X: Exclusion>(
         &self,
         cpu: u16,
-        ty: Builtin,
+        ty: u16,
         params_len: usize,
-        params: impl FnOnce(&mut Cursor, &mut RingState),
+        write: impl FnOnce(&mut Cursor, &mut RingState),
     ) -> Result<Recorded, AgentError> {
-        self.push(cpu, RECORD_HEAD + params_len, |c, ring, delta| {
-            c.byte(ty.id() as u8);
-            c.u64(delta);
-            params(c, ring);
-        })
+        let Some(ring) = self.rings.get(usize::from(cpu)) else {
+            return Err(self.reject(AgentError::BadCpu));
+        };
+        // A CPU at or past `cpu_count` is refused where a block would be opened (`make_room`): its ring
+        // never has one, so its records always get there.
+        let max_len = RECORD_HEAD + params_len;
+        // SAFETY: left below on every path.
+        let token = unsafe { X::enter() };
+        // SAFETY: the clock and the ring's state are only touched inside the exclusion; the open
+        // block's bytes only by the record path, inside it too (the drain never claims the open block).
+        let (clock, state) = unsafe { (&mut *self.clock.get(), &mut *ring.state.get()) };
+        let mut now = clock.now();
+        let mut delta = now.wrapping_sub(state.last_ticks);
+        // One test for the common case: a block is open, has room, and the time went forward by less
+        // than 2^32 ticks. Anything else (no block, a full one, a clock that went back, a long gap, a
+        // record too large) is sorted out of line.
+        if delta >> 32 != 0 || state.wr as usize + max_len > state.limit as usize {
+            match self.make_room(cpu, ring, state, now, max_len) {
+                Ok((t, d)) => (now, delta) = (t, d),
+                Err(outcome) => {
+                    // SAFETY: entered above.
+                    unsafe { X::leave(token) };
+                    return outcome;
+                }
+            }
+        }
+        // Stored now rather than after the record: fewer values live across the encoding.
+        state.last_ticks = now;
+        // SAFETY: `wr + max_len <= limit <= BLOCKS * BLOCK`: the record's bytes are in the open block.
+        let base = UnsafeCell::raw_get(ring.blocks.as_ptr()).cast::<u8>();
+        let start = unsafe { base.add(state.wr as usize) };
+        let mut c = Cursor {
+            at: start,
+            #[cfg(debug_assertions)]
+            left: max_len,
+        };
+        if ty < 0x80 {
+            c.byte(ty as u8);
+        } else {
+            c.u32(u32::from(ty));
+        }
+        c.u32(delta as u32);
+        write(&mut c, state);
+        // SAFETY: the cursor moved forward from `base` within the block.
+        state.wr = unsafe { c.at.offset_from(base) } as u32;
+        state.count += 1;
+        // SAFETY: entered above.
+        unsafe { X::leave(token) };
+        Ok(Recorded::Stored)
     }
 
-    /// The record path: [`Self::begin`] masks interrupts and finds room for `max_len` bytes, `write`
-    /// encodes the record there (given the timestamp delta), [`Self::commit`] counts it and unmasks.
-    /// Each record kind is one function (not inlined into its callers, so flash grows with the kinds
-    /// used, not with the call sites), with this path inlined in it; full blocks and refusals go to
-    /// out-of-line code.
-    #[inline(always)]
-    fn push(
+    /// The record path's slow cases: a clock that went back (counted; the record takes the previous
+    /// time), a gap of 2^32 ticks or more, no open block or no room in it (the next block is opened at
+    /// `now`), a record larger than a block or for a CPU past `cpu_count` (refused). Returns the record's time and timestamp delta, or the
+    /// record's outcome when it is dropped or refused.
+    #[cold]
+    #[inline(never)]
+    fn make_room(
         &self,
         cpu: u16,
+        ring: &Ring<BLOCK, BLOCKS>,
+        state: &mut RingState,
+        mut now: u64,
         max_len: usize,
-        write: impl FnOnce(&mut Cursor, &mut RingState, u64),
-    ) -> Result<Recorded, AgentError> {
-        let mut open = match self.begin(cpu, max_len) {
-            Ok(open) => open,
-            Err(outcome) => return outcome,
-        };
-        write(&mut open.cursor, open.state, open.delta);
-        Self::commit(open)
-    }
-
-    /// Masks interrupts, reads the clock and returns where the record goes: the CPU's open block if it
-    /// has room for `max_len` bytes, or the next one ([`Self::next_block`]). `Err` with the outcome when
-    /// the record is dropped or refused (interrupts unmasked again).
-    #[inline(always)]
-    fn begin(&self, cpu: u16, max_len: usize) -> Result<Open<'_>, Result<Recorded, AgentError>> {
-        let Some(ring) = self.rings.get(usize::from(cpu)) else {
-            return Err(Err(self.reject(AgentError::BadCpu)));
-        };
+    ) -> Result<(u64, u64), Result<Recorded, AgentError>> {
         if cpu >= self.config.cpu_count {
             return Err(Err(self.reject(AgentError::BadCpu)));
         }
         if HEAD + max_len > Self::CAPACITY_END {
             return Err(Err(self.reject(AgentError::RecordTooLarge)));
         }
-        // SAFETY: released by `commit`, or below on every path that returns no `Open`.
-        let restore = unsafe { critical_section::acquire() };
-        // SAFETY: the clock and the ring's state are only touched inside the critical section; the
-        // open block's bytes only by the record path, inside it too (the drain never claims the open
-        // block).
-        let (clock, state) = unsafe { (&mut *self.clock.get(), &mut *ring.state.get()) };
-        let mut now = clock.now();
         if now < state.last_ticks {
-            // SAFETY: as above.
+            // SAFETY: inside the record path's exclusion; the rejected and regression counters are
+            // only touched there or inside the critical section, which the record path also holds
+            // or (`Exclusive`) makes unnecessary by the borrow.
             unsafe { (*self.shared.get()).clock_regressions += 1 };
             now = state.last_ticks;
         }
-        if (!state.open || HEAD + state.len + max_len > Self::CAPACITY_END)
-            && self.next_block(ring, state, now) == Recorded::Dropped
-        {
-            // SAFETY: acquired above.
-            unsafe { critical_section::release(restore) };
+        let delta = now - state.last_ticks;
+        if delta >> 32 == 0 && state.wr as usize + max_len <= state.limit as usize {
+            return Ok((now, delta));
+        }
+        if self.next_block(ring, state, now) == Recorded::Dropped {
             return Err(Ok(Recorded::Dropped));
         }
-        let slot = (state.oldest + state.closed) % BLOCKS;
-        let Some(block) = ring.blocks.get(slot) else {
-            // SAFETY: acquired above.
-            unsafe { critical_section::release(restore) };
-            return Err(Err(AgentError::RecordTooLarge));
-        };
-        // SAFETY: `slot` is the open block; `HEAD + len + max_len <= CAPACITY_END <= BLOCK` (checked
-        // above, or the block was just opened and `HEAD + max_len <= CAPACITY_END`).
-        let start = unsafe { block.get().cast::<u8>().add(HEAD + state.len) };
-        let delta = now - state.last_ticks;
-        state.last_ticks = now;
-        Ok(Open {
-            cursor: Cursor {
-                at: start,
-                #[cfg(debug_assertions)]
-                left: max_len,
-            },
-            start,
-            state,
-            delta,
-            restore,
-        })
-    }
-
-    /// Counts the record [`Self::begin`] opened and unmasks interrupts.
-    #[inline(always)]
-    fn commit(open: Open<'_>) -> Result<Recorded, AgentError> {
-        // SAFETY: the cursor moved forward from `start` within the same block.
-        open.state.len += unsafe { open.cursor.at.offset_from(open.start) } as usize;
-        open.state.count += 1;
-        // SAFETY: acquired by `begin`, released once here.
-        unsafe { critical_section::release(open.restore) };
-        Ok(Recorded::Stored)
+        Ok((now, 0))
     }
 
     /// Closes the open block (if any) and opens the next one at `now`; in post-mortem mode the oldest
     /// closed block makes room when the ring is full; otherwise the record is dropped and counted.
-    #[cold]
-    #[inline(never)]
     fn next_block(&self, ring: &Ring<BLOCK, BLOCKS>, state: &mut RingState, now: u64) -> Recorded {
         close_open::<BLOCK, BLOCKS>(ring, state);
         if state.closed >= BLOCKS {
@@ -1006,8 +1073,9 @@ impl<
                 }
             }
         }
-        state.open = true;
-        state.len = 0;
+        let slot = (state.oldest + state.closed) % BLOCKS;
+        state.wr = (slot * BLOCK + HEAD) as u32;
+        state.limit = (slot * BLOCK + Self::CAPACITY_END) as u32;
         state.count = 0;
         state.first_seq = state.next_seq;
         state.base_ticks = now;
@@ -1342,13 +1410,27 @@ impl<
         transport: &mut T,
     ) -> Result<(), TransportError> {
         // One entry per frame keeps the buffer bound simple; dictionaries are small and sent once.
-        while let Some(p) = self.producers.get(link.producers_sent) {
+        let (static_producers, static_types) =
+            (self.static_producers.len(), self.static_types.len());
+        while let Some(p) = link
+            .producers_sent
+            .checked_sub(static_producers)
+            .map_or(self.static_producers.get(link.producers_sent), |i| {
+                self.producers.get(i)
+            })
+        {
             let n = encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*p)])
                 .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, n)?;
             link.producers_sent += 1;
         }
-        while let Some(t) = self.types.get(link.types_sent) {
+        while let Some(t) = link
+            .types_sent
+            .checked_sub(static_types)
+            .map_or(self.static_types.get(link.types_sent), |i| {
+                self.types.get(i)
+            })
+        {
             let n = encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*t)])
                 .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, n)?;
@@ -1384,13 +1466,13 @@ impl<
                     let s = unsafe { &mut *ring.state.get() };
                     if until.is_none()
                         && s.closed == 0
-                        && s.open
+                        && s.open()
                         && (all || now.saturating_sub(s.base_ticks) >= latency)
                     {
                         close_open::<BLOCK, BLOCKS>(ring, s);
                     }
                     if s.closed == 0 {
-                        return Err((s.open, s.next()));
+                        return Err((s.open(), s.next()));
                     }
                     let slot = s.oldest;
                     // SAFETY: an unclaimed closed block's head holds its numbers, written when it
@@ -1511,7 +1593,7 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     ring: &Ring<BLOCK, BLOCKS>,
     s: &mut RingState,
 ) {
-    if !s.open {
+    if !s.open() {
         return;
     }
     let slot = (s.oldest + s.closed) % BLOCKS;
@@ -1520,12 +1602,14 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
             first_seq: s.first_seq,
             base_ticks: s.base_ticks,
             count: s.count,
-            end: (HEAD + s.len) as u32,
+            // `wr` is within the open block: `slot * BLOCK + HEAD ..= slot * BLOCK + CAPACITY_END`.
+            end: (s.wr as usize).saturating_sub(slot * BLOCK).max(HEAD) as u32,
         };
         // SAFETY: the open block is the record path's, inside the critical section (this runs there).
         meta.write(unsafe { &mut *b.get() });
     }
-    s.open = false;
+    s.wr = 0;
+    s.limit = 0;
     s.closed += 1;
     s.closed_records += u64::from(s.count);
     s.next_seq = s.first_seq + u64::from(s.count);
@@ -1559,18 +1643,21 @@ fn frame_block<T: Transport>(
         base_ticks: meta.base_ticks,
         count: meta.count,
     };
-    let mut head = [0u8; EVENTS_HEADER_MAX];
-    let n = encode::events_header(&mut head, &header)?;
-    let header = head.get(..n).ok_or(encode::EncodeError::BufferTooSmall)?;
-    let start = HEAD - header.len() - 1;
-    block
-        .get_mut(HEAD - header.len()..HEAD)
-        .ok_or(encode::EncodeError::BufferTooSmall)?
-        .copy_from_slice(header);
+    // The header goes right before the records, written in place (no copy). Kind 0A: checked with
+    // Fletcher-32, a few instructions per byte on the board (SPEC.md §4).
+    let n = encode::events_header_len(&header).min(HEAD - 1);
+    let start = HEAD - n - 1;
+    encode::events_header_for(
+        block
+            .get_mut(HEAD - n..HEAD)
+            .ok_or(encode::EncodeError::BufferTooSmall)?,
+        &header,
+        FrameKind::EventsFletcher,
+    )?;
     let frame = block
         .get_mut(start..)
         .ok_or(encode::EncodeError::BufferTooSmall)?;
-    let len = encode::seal_in_place(frame, end - start - 1)?;
+    let len = encode::seal_in_place_with(frame, end - start - 1, FrameCheck::Fletcher32)?;
     Ok((start, start + len))
 }
 
@@ -1581,6 +1668,127 @@ fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
         a.wrapping_sub(ring.last_address) as i64,
     ));
     ring.last_address = a;
+}
+
+/// The built-in record kinds, once for the shared agent (`&self`, any context, each record under the
+/// platform's critical section) and once for [`Exclusive`] (`&mut`, no critical section). Each kind
+/// hands its values to the shared record path; on the shared agent each kind is a few instructions (not
+/// inlined into its callers, so flash grows with the kinds used, not with the call sites).
+macro_rules! record_kinds {
+    ($( $(#[$doc:meta])* $name:ident ( $($arg:ident : $t:ty),* ) => $path:ident($kind:ident, $addr:expr, $($v:expr),*); )*) => {
+        impl<
+            C: Clock,
+            const CPUS: usize,
+            const BLOCK: usize,
+            const BLOCKS: usize,
+            const OUT: usize,
+            const PRODUCERS: usize,
+            const TYPES: usize,
+        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+        {
+            $(
+                $(#[$doc])*
+                #[inline]
+                pub fn $name(&self, cpu: u16 $(, $arg: $t)*) -> Result<Recorded, AgentError> {
+                    self.$path::<Masked>(record_head(cpu, Builtin::$kind, $addr), $($v),*)
+                }
+            )*
+        }
+
+        impl<
+            C: Clock,
+            const CPUS: usize,
+            const BLOCK: usize,
+            const BLOCKS: usize,
+            const OUT: usize,
+            const PRODUCERS: usize,
+            const TYPES: usize,
+        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+        {
+            $(
+                $(#[$doc])*
+                #[inline]
+                pub fn $name(&mut self, cpu: u16 $(, $arg: $t)*) -> Result<Recorded, AgentError> {
+                    self.agent.$path::<Borrowed>(record_head(cpu, Builtin::$kind, $addr), $($v),*)
+                }
+            )*
+        }
+    };
+}
+
+record_kinds! {
+    /// `C`: the running thread on `cpu` changes from `prev` to `next`.
+    context_switch(prev: u32, next: u32) =>
+        push_values(ContextSwitch, false, &[u64::from(prev), u64::from(next)]);
+    /// `I`: interrupt `irq` starts.
+    irq_entry(irq: u32) => push_values(IrqEntry, false, &[u64::from(irq)]);
+    /// `i`: the current interrupt ends.
+    irq_exit() => push_values(IrqExit, false, &[]);
+    /// `S`: a soft IRQ handler starts.
+    softirq_entry(handler: u64) => push_values(SoftIrqEntry, true, &[handler]);
+    /// `s`: the current soft IRQ ends.
+    softirq_exit() => push_values(SoftIrqExit, false, &[]);
+    /// `E`: system call `nr` starts with arguments `args`.
+    syscall_entry(nr: u32, args: [u64; 4]) =>
+        push_values(SyscallEntry, false, &[u64::from(nr), args[0], args[1], args[2], args[3]]);
+    /// `X`: system call `nr` returns `ret`.
+    syscall_exit(nr: u32, ret: i64) =>
+        push_values(SyscallExit, false, &[u64::from(nr), socscope_wire::varint::zigzag(ret)]);
+    /// `W`: the running thread wakes thread `pid`.
+    wakeup(pid: u32) => push_values(Wakeup, false, &[u64::from(pid)]);
+    /// `K`: a text marker.
+    marker(text: &str) => push_string(Marker, false, None, text);
+    /// `KM`: a numbered mark.
+    mark(id: u64) => push_values(Mark, false, &[id]);
+    /// `U`: a user function at `address` starts.
+    user_entry(address: u64) => push_values(UserEntry, true, &[address]);
+    /// `u`: the current user function returns.
+    user_exit() => push_values(UserExit, false, &[]);
+    /// `Kc`: thread `pid` named `name` is created.
+    thread_create(pid: u32, name: &str) => push_string(ThreadCreate, false, Some(pid), name);
+    /// `KX`: thread `pid` exits.
+    thread_exit(pid: u32) => push_values(ThreadExit, false, &[u64::from(pid)]);
+    /// `MM`: `size` bytes allocated at `ptr`.
+    kmalloc(size: u64, ptr: u64) => push_values(Kmalloc, true, &[size, ptr]);
+    /// `MF`: the allocation at `ptr` is freed.
+    kfree(ptr: u64) => push_values(Kfree, true, &[ptr]);
+}
+
+/// The agent borrowed by one context ([`Agent::exclusive`]): the same record methods with no critical
+/// section, since the mutable borrow keeps every other context out. A host program or simulator that
+/// owns its agent records through it at the cost of the encoding alone.
+pub struct Exclusive<
+    'a,
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const OUT: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+> {
+    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>,
+}
+
+impl<
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const OUT: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+{
+    /// Records an event of any declared type, checking the values against the type's parameters.
+    pub fn record(
+        &mut self,
+        cpu: u16,
+        type_id: u16,
+        values: &[ParamValue<'_>],
+    ) -> Result<Recorded, AgentError> {
+        self.agent.record_via::<Borrowed>(cpu, type_id, values)
+    }
 }
 
 impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {

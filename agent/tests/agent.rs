@@ -644,3 +644,223 @@ fn records_from_several_contexts_while_another_drains() {
         assert_eq!(seqs, (0..20_000).collect::<Vec<_>>(), "cpu {cpu}");
     }
 }
+
+/// The lock-free path for one owning context (`Agent::exclusive`) writes the same bytes as the shared
+/// one, through every case of the record path: every kind, custom records, full blocks (drops), a clock
+/// that goes back, gaps of 2^32 ticks and more (a new block carries the time), a CPU past `cpu_count`.
+#[test]
+fn the_exclusive_path_writes_the_same_stream_as_the_shared_one() {
+    static PARAMS: [ParamDef<'static>; 2] = [
+        ParamDef {
+            name: "n",
+            ty: ParamType::Unsigned,
+        },
+        ParamDef {
+            name: "at",
+            ty: ParamType::Address,
+        },
+    ];
+    let custom = EventTypeDef {
+        id: 200,
+        name: "custom",
+        category: Category::Punctual,
+        params: &PARAMS,
+    };
+    let run = |exclusive: bool| {
+        let clock = SharedClock::default();
+        let mut agent = Box::new(TestAgent::new(
+            clock.clone(),
+            Config {
+                cpu_count: 1,
+                ..config()
+            },
+        ));
+        agent.register_type(custom).unwrap();
+        let mut out = Capture::default();
+        let mut outcomes = Vec::new();
+        let mut times = Vec::new();
+        let mut t = 0u64;
+        for i in 0..400u64 {
+            t = match i % 97 {
+                13 => t.saturating_sub(50),
+                50 => t + (1 << 32) + 5,
+                51 => t + (1 << 33),
+                _ => t + 1 + i % 300,
+            };
+            clock.0.set(t);
+            let cpu = if i % 89 == 7 { 1 } else { 0 };
+            let v = i as u32;
+            macro_rules! each {
+                ($r:expr) => {
+                    match i % 18 {
+                        0 => $r.context_switch(cpu, v, v + 1),
+                        1 => $r.irq_entry(cpu, v % 64),
+                        2 => $r.irq_exit(cpu),
+                        3 => $r.softirq_entry(cpu, 0x8000_0000 + i * 16),
+                        4 => $r.softirq_exit(cpu),
+                        5 => $r.syscall_entry(cpu, v, [i, u64::MAX - i, 1 << 40, 0]),
+                        6 => $r.syscall_exit(cpu, v, -(i as i64)),
+                        7 => $r.wakeup(cpu, v),
+                        8 => $r.marker(cpu, "a marker"),
+                        9 => $r.mark(cpu, i << 35),
+                        10 => $r.user_entry(cpu, 0x0800_0000 + (i % 7) * 4),
+                        11 => $r.user_exit(cpu),
+                        12 => $r.thread_create(cpu, v, "worker"),
+                        13 => $r.thread_exit(cpu, v),
+                        14 => $r.kmalloc(cpu, i * 64, 0x2000_0000 - i * 64),
+                        15 => $r.kfree(cpu, 0x2000_0000 - i * 64),
+                        16 => $r.record(
+                            cpu,
+                            200,
+                            &[ParamValue::Unsigned(i), ParamValue::Address(i * 8)],
+                        ),
+                        _ => $r.marker(cpu, &"x".repeat(200)),
+                    }
+                };
+            }
+            let r = if exclusive {
+                let mut rec = agent.exclusive();
+                each!(rec)
+            } else {
+                each!(agent)
+            };
+            if cpu == 0 && r == Ok(Recorded::Stored) {
+                // A clock that went back records the previous time.
+                let last = times.last().copied().unwrap_or(0);
+                times.push(t.max(last));
+            }
+            outcomes.push(r);
+            if i % 40 == 39 {
+                agent.poll(&mut out).unwrap();
+            }
+        }
+        agent.finish(&mut out).unwrap();
+        (outcomes, agent.stats(), out.bytes, times)
+    };
+    let shared = run(false);
+    let exclusive = run(true);
+    assert!(
+        shared.0.contains(&Ok(Recorded::Dropped)),
+        "some records find the ring full"
+    );
+    assert!(shared.0.contains(&Err(AgentError::BadCpu)));
+    assert!(shared.0.contains(&Err(AgentError::RecordTooLarge)));
+    assert!(shared.1.clock_regressions > 0);
+    assert_eq!(shared.0, exclusive.0);
+    assert_eq!(shared.1, exclusive.1);
+    assert_eq!(shared.2, exclusive.2);
+    // And the stream decodes: every record's time is what the clock said (gaps of 2^32 ticks included).
+    let frames = decode_all(&shared.2);
+    let decoded: Vec<u64> = frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Events(b) if b.cpu == 0 => {
+                Some(b.records.iter().map(|r| r.ticks).collect::<Vec<_>>())
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(decoded, shared.3);
+}
+
+/// A board's dictionary from tables in flash (`Agent::declare_static`): sent like registered entries
+/// (the tables first), checked the same way, and all or nothing.
+#[test]
+fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
+    static PRODUCERS: [ProducerDef<'static>; 2] = [
+        ProducerDef {
+            id: 1,
+            parent: None,
+            kind: ProducerKind::Process,
+            local_id: 300,
+            name: "player",
+        },
+        ProducerDef {
+            id: 2,
+            parent: Some(1),
+            kind: ProducerKind::Thread,
+            local_id: 301,
+            name: "decoder",
+        },
+    ];
+    static PARAMS: [ParamDef<'static>; 1] = [ParamDef {
+        name: "n",
+        ty: ParamType::Unsigned,
+    }];
+    static TYPES: [EventTypeDef<'static>; 1] = [EventTypeDef {
+        id: 70,
+        name: "frame",
+        category: Category::Punctual,
+        params: &PARAMS,
+    }];
+    static DUPLICATES: [EventTypeDef<'static>; 2] = [TYPES[0], TYPES[0]];
+    static RESERVED: [EventTypeDef<'static>; 1] = [EventTypeDef {
+        id: 5,
+        name: "mine",
+        category: Category::Punctual,
+        params: &[],
+    }];
+    // No dictionary storage of its own: PRODUCERS and TYPES of 0 still take the static tables.
+    type Lean = Agent<SharedClock, 1, 128, 4, { socscope_agent::frame_buffer_len(128) }, 0, 0>;
+    let clock = SharedClock::default();
+    let mut agent = Box::new(Lean::new(
+        clock.clone(),
+        Config {
+            cpu_count: 1,
+            ..config()
+        },
+    ));
+    assert_eq!(
+        agent.declare_static(&PRODUCERS, &DUPLICATES),
+        Err(AgentError::DuplicateType)
+    );
+    assert_eq!(
+        agent.declare_static(&PRODUCERS, &RESERVED),
+        Err(AgentError::ReservedTypeId)
+    );
+    assert_eq!(
+        agent.record(0, 70, &[ParamValue::Unsigned(1)]),
+        Err(AgentError::UnknownType),
+        "nothing declared by a refused call"
+    );
+    agent.declare_static(&PRODUCERS, &TYPES).unwrap();
+    assert_eq!(
+        agent.register_producer(PRODUCERS[0]),
+        Err(AgentError::DictionaryFull),
+        "no room for copies"
+    );
+    assert_eq!(
+        agent.register_type(TYPES[0]),
+        Err(AgentError::DuplicateType)
+    );
+    clock.0.set(10);
+    agent.record(0, 70, &[ParamValue::Unsigned(7)]).unwrap();
+    let mut out = Capture::default();
+    agent.finish(&mut out).unwrap();
+    let frames = decode_all(&out.bytes);
+    let mut producers = Vec::new();
+    let mut types = Vec::new();
+    let mut records = 0;
+    for f in &frames {
+        match f {
+            Frame::Dictionary(entries) => {
+                for e in entries {
+                    match e {
+                        socscope_wire::decode::OwnedDictEntry::Producer(p) => {
+                            producers.push(p.name.clone())
+                        }
+                        socscope_wire::decode::OwnedDictEntry::EventType(t) => {
+                            types.push(t.name.clone())
+                        }
+                    }
+                }
+            }
+            Frame::Events(b) => records += b.len(),
+            _ => {}
+        }
+    }
+    assert_eq!(producers, ["player", "decoder"]);
+    assert_eq!(types, ["frame"]);
+    assert_eq!(records, 1);
+}

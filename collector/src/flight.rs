@@ -446,7 +446,7 @@ impl FlightRecorder {
                     units::timestamp(save.end)
                 ));
             }
-            if keep || bye {
+            if (keep || bye) && save.ingest.session_path().is_some() {
                 let _ = save.ingest.feed(raw);
             }
         }
@@ -602,15 +602,13 @@ impl FlightRecorder {
         let mut ingest = Ingest::window(config, source.clone(), spec);
         let _ = ingest.feed(&w.hello_frame);
         let _ = ingest.feed(&w.dictionaries);
-        let mut batch = Vec::with_capacity(SEGMENT_BYTES);
+        // Frame by frame: should the store close the window's session (a full disk), what follows has
+        // nowhere to go and is not fed (it would count as records without a Hello).
         let first_kept = w.ring.frames_from(start, |raw| {
-            batch.extend_from_slice(raw);
-            if batch.len() >= SEGMENT_BYTES {
-                let _ = ingest.feed(&batch);
-                batch.clear();
+            if ingest.session_path().is_some() {
+                let _ = ingest.feed(raw);
             }
         });
-        let _ = ingest.feed(&batch);
         if let Some(spec) = ingest.window_spec_mut() {
             spec.first_kept = first_kept;
         }

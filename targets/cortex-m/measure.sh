@@ -34,7 +34,8 @@ for run in $(seq "$runs"); do
     awk -v run="$run" '
       /^bench empty-loop/ { empty = $6 / $4 }
       /^bench record / { printf "run %s  record %-20s %7.1f instructions/event\n", run, $3, ($7 / $5 - empty) * 40 }
-      /^bench drain / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(frame, CRC, COBS)", $7 / $5 * 40 }
+      /^bench drain / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(header, check, COBS; a frame per 32 records)", $7 / $5 * 40 }
+      /^bench drain-full / { printf "run %s  drain  %-20s %7.1f instructions/event\n", run, "(full blocks)", $6 / $4 * 40 }
       /^bench firmware / { printf "run %s  firmware path (record + the firmware counters) %7.1f instructions/event\n", run, ($7 / $5 - empty) * 40 }
       /^bench loaded / { printf "run %s  loaded (thread mode + SysTick + 10 kHz timer + PendSV drain) %7.1f instructions/event, %d events\n", run, $6 / $4 * 40, $4 }
       /agent-ram/ { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1); ram = v["agent-ram"]; state = v["agent-state"] }
@@ -42,7 +43,8 @@ for run in $(seq "$runs"); do
 done
 
 echo "== post-mortem mode against streaming mode, record path per kind (-icount shift=0), same run"
-if strings "$elf" | grep -q 'player-post-mortem'; then
+# Not grep -q: it would stop reading early, and strings killed by SIGPIPE fails the pipeline (pipefail).
+if strings "$elf" | grep 'player-post-mortem' >/dev/null; then
   for m in 0 1; do
     qemu -icount shift=0,sleep=off -serial null \
       -semihosting-config "enable=on,target=native,arg=fw,arg=mode=bench,arg=postmortem=$m" 2>&1 |
@@ -64,7 +66,7 @@ llvm-nm -C --size-sort -S --radix=d "$footprint" | awk '
 llvm-size -A "$elf" | awk '$1 ~ /^\.(text|rodata|data|bss)$/ { printf "  firmware image %-8s %6d bytes\n", $1, $2 }'
 llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
   { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
-  # The agent's own functions (not the firmware closures whose signatures mention the agent's types).
+  # The agent code: its own functions, not the firmware closures whose signatures mention its types.
   kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire|postcard|serde|cobs|crc)::/ { code += size }
   kind ~ /[rR]/ && size == 1028 { table += size }
   name ~ /^socscope_cortex_m::AGENT$/ { agent = size }

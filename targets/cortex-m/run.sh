@@ -2,7 +2,7 @@
 # Runs the traced firmware on QEMU's mps2-an386 board and captures its UART with `socscope collect`.
 #
 #   targets/cortex-m/run.sh --seconds N --dir DIR [--tcp] [--baud B] [--mode run|flood|postmortem]
-#                           [--dump-after S] [--icount SHIFT]
+#                           [--dump-after S] [--icount SHIFT] [--uart-log FILE]
 #
 # Builds the image (installing Debian's rustc-web and qemu-system-arm if missing), starts QEMU with the UART
 # on a pseudo-terminal (default: `socscope collect --serial /dev/pts/N`, the serial port path) or, with
@@ -20,13 +20,17 @@
 #                 ends there.
 #   --icount S    QEMU -icount shift=S,sleep=off: one instruction takes 2^S ns of board time, and the run is
 #                 deterministic and independent of the host's load (default: real time).
+#   --uart-log F  also write every byte the board's UART sent to F (QEMU's chardev log, written as the
+#                 UART hands bytes to the pty): what the board sent, whatever the host's pty then delivers;
+#                 except that QEMU 7.2 logs a byte twice when its write to a full pty was retried (a
+#                 stalled reader; the board prints `uart-bytes`, the count it sent, to tell).
 #   --session N   the session id in Hello (default: the current time).
 # Environment: SOCSCOPE=path of a socscope binary (default: built with cargo, release).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 
-seconds=5 dir=socscope-traces tcp=0 baud=921600 mode=run icount="" session="$(date +%s)" dump_after=2
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+seconds=5 dir=socscope-traces tcp=0 baud=921600 mode=run icount="" session="$(date +%s)" dump_after=2 uart_log=""
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
     --icount) icount="${2:?--icount needs a value}"; shift 2 ;;
     --dump-after) dump_after="${2:?--dump-after needs a value}"; shift 2 ;;
     --session) session="${2:?--session needs a value}"; shift 2 ;;
+    --uart-log) uart_log="${2:?--uart-log needs a file}"; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -101,7 +106,9 @@ else
   port=""
   for _ in $(seq 20); do
     candidate=$((20000 + RANDOM % 40000))
-    "${qemu[@]}" -S -monitor "tcp:127.0.0.1:$candidate,server=on,wait=off" -serial pty \
+    serial=(-serial pty)
+    [ -z "$uart_log" ] || serial=(-chardev "pty,id=uart0,logfile=$uart_log,logappend=off" -serial chardev:uart0)
+    "${qemu[@]}" -S -monitor "tcp:127.0.0.1:$candidate,server=on,wait=off" "${serial[@]}" \
       >"$work/qemu.out" 2>&1 &
     qemu_pid=$!
     if wait_line "$work/qemu.out" 'char device redirected to /dev/pts/[0-9]+' "$qemu_pid" >/dev/null; then

@@ -206,7 +206,7 @@ fn corrupt_frames_are_dropped_counted_and_the_session_goes_on() {
     assert_eq!(w.len(), 3, "{w:#?}");
     for (message, v) in w.iter().zip(&victims) {
         let head = format!(
-            "dropped {} bytes at stream offset {}: CRC mismatch: the frame carries 0x",
+            "dropped {} bytes at stream offset {}: check mismatch: the frame carries 0x",
             v.len - 1,
             v.offset
         );
@@ -330,7 +330,7 @@ fn frames_but_hellos(c: &Capture) -> (Vec<u8>, usize) {
 fn a_board_of_another_wire_version_is_refused_with_advice_and_the_next_session_is_read() {
     let c = capture();
     // A newer board's session (its Hello, then frames it would send: the capture's, without its repeated
-    // version-2 Hellos), then a current board's whole session.
+    // Hellos), then a current board's whole session.
     let mut bytes = hello_frame(99, "new-stb");
     let rest = frames_but_hellos(&c);
     bytes.extend_from_slice(&rest.0);
@@ -343,7 +343,7 @@ fn a_board_of_another_wire_version_is_refused_with_advice_and_the_next_session_i
         Some(&Notice::VersionRejected {
             source: "fault injection".into(),
             message:
-                "board 'new-stb' speaks wire version 99, but this collector accepts only [1, 2]: \
+                "board 'new-stb' speaks wire version 99, but this collector accepts only [1, 2, 3]: \
                       upgrade socscope on the host to a release that reads wire version 99"
                     .into()
         })
@@ -391,8 +391,8 @@ fn an_old_board_alone_ends_cleanly_without_a_trace() {
     };
     assert_eq!(
         message,
-        "board 'old-stb' speaks wire version 0, but this collector accepts only [1, 2]: \
-         upgrade the agent firmware on 'old-stb' to wire version 2"
+        "board 'old-stb' speaks wire version 0, but this collector accepts only [1, 2, 3]: \
+         upgrade the agent firmware on 'old-stb' to wire version 3"
     );
     assert!(
         !notices

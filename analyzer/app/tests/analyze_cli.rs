@@ -182,6 +182,32 @@ fn stats_density_timeline_json_and_png() {
         (running["value"].as_f64().unwrap() - 4e9).abs() < 1e7,
         "{running}"
     );
+    // The CPU tracks over the same 2 s: each CPU busy or idle the whole time, the CPU stress
+    // (4 s to 6 s) keeping both busy, and the threads' CPU time adding up to the CPUs' busy time.
+    let cpu = &v["cpu_utilisation"];
+    assert_eq!(cpu["interval_ns"], 2_000_000_000i64);
+    let cpus = cpu["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 2, "{cpu}");
+    let ns = |x: &Value, k: &str| x[k].as_i64().unwrap();
+    for c in cpus {
+        assert!(
+            (ns(c, "busy_ns") + ns(c, "idle_ns") - 2_000_000_000).abs() < 10_000_000,
+            "{c}"
+        );
+        assert!(c["busy_percent"].as_f64().unwrap() > 90.0, "stressed: {c}");
+    }
+    let threads = cpu["threads"].as_array().unwrap();
+    let thread_ns: i64 = threads.iter().map(|t| ns(t, "cpu_ns")).sum();
+    let busy_ns: i64 = cpus.iter().map(|c| ns(c, "busy_ns")).sum();
+    assert_eq!(thread_ns, busy_ns);
+    assert!(
+        threads[0]["thread"]
+            .as_str()
+            .unwrap()
+            .starts_with("cpu-burn"),
+        "{}",
+        threads[0]
+    );
     assert!(v["first_result_ms"].as_f64().is_some());
     assert_png(&png);
 

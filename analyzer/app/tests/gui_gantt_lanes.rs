@@ -134,3 +134,62 @@ fn two_state_types_of_one_container_get_a_gantt_row_each_named_after_the_type() 
         HashSet::from(["on".to_string(), "sleep".to_string()])
     );
 }
+
+#[test]
+fn the_legend_lists_every_type_loaded_and_a_click_on_a_name_hides_or_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = import(dir.path());
+    let app = GuiApp::new(None, &[db], ViewKind::Gantt, false);
+    let mut h = Harness::builder()
+        .with_size(egui::Vec2::new(1100.0, 640.0))
+        .with_max_steps(16)
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app);
+    settle(&mut h);
+    let hidden = |h: &Harness<'_, GuiApp>| -> Vec<String> {
+        let s = &h.state().sessions[0];
+        let names = s.names.as_ref().unwrap();
+        s.groups.groups()[0]
+            .filter
+            .hidden_types
+            .iter()
+            .map(|t| names.type_name(*t))
+            .collect()
+    };
+    // `io` is only ever nested under `compute`: no frame draws it, the legend still lists it.
+    for t in ["on", "sleep", "compute", "io"] {
+        h.get_by_label(t);
+    }
+    assert!(hidden(&h).is_empty());
+    h.get_by_label("compute").click();
+    settle(&mut h);
+    assert_eq!(hidden(&h), ["compute"]);
+    settle(&mut h);
+    // Reloaded without it, and still in the legend (struck through) to be shown again.
+    let s = &h.state().sessions[0];
+    let compute = s
+        .names
+        .as_ref()
+        .unwrap()
+        .type_names
+        .iter()
+        .find(|(_, n)| *n == "compute");
+    let compute = *compute.unwrap().0;
+    assert!(!s.views[0].gantt.types_loaded().contains(&compute));
+    h.get_by_label("compute").click();
+    settle(&mut h);
+    assert!(hidden(&h).is_empty());
+    // The reload the filter's change starts may begin a frame after the click: wait for it.
+    let t = Instant::now();
+    while !h.state().sessions[0].views[0]
+        .gantt
+        .types_loaded()
+        .contains(&compute)
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "compute never reloaded"
+        );
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -438,6 +438,9 @@ fn an_ocelotl_partition_is_saved_from_its_view_and_drawn_on_traceviz() {
         .unwrap()
         .switch_to(ViewKind::TraceViz);
     settle(&mut h);
+    // The picture without the pointer left over the last button clicked.
+    h.remove_cursor();
+    h.run();
     h.snapshot("traceviz_bands_light");
     // The parts tile the interval: their edges are columns of band colour down the outline and
     // the rows, from the first part's start to the last one's end.

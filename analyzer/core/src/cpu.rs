@@ -137,3 +137,128 @@ pub fn cpu_utilisation(reader: &TraceReader, range: TimeRange) -> Result<CpuUtil
         threads,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socscope_tracedb::{
+        Event, EventCategory, EventType, ParamDef, ParamType, Producer, TraceMeta, TraceWriter,
+    };
+
+    /// Two CPUs over [0, 400): cpu0 runs demux (21) 0–150, idles 150–250, runs vdec (23) 250–400;
+    /// cpu1 runs the other demux (22) 50–120, vdec 120–180, then idles 180–400.
+    fn two_cpus() -> (tempfile::TempDir, TraceReader) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cpu.db");
+        let mut w = TraceWriter::create(&path, &TraceMeta::default()).unwrap();
+        let on_cpu = EventType {
+            id: ON_CPU_TYPE,
+            name: "on_cpu".into(),
+            category: EventCategory::State,
+            params: vec![
+                ParamDef::new("thread", ParamType::Unsigned),
+                ParamDef::new("tid", ParamType::Unsigned),
+            ],
+        };
+        let idle = EventType {
+            id: CPU_IDLE_TYPE,
+            name: "cpu_idle".into(),
+            category: EventCategory::State,
+            params: vec![],
+        };
+        w.add_event_type(&on_cpu).unwrap();
+        w.add_event_type(&idle).unwrap();
+        let p = |id, parent, kind, local_id, name: &str| Producer {
+            id,
+            parent,
+            kind,
+            local_id,
+            name: name.into(),
+        };
+        for producer in [
+            p(1, None, ProducerKind::Cpu, 0, "cpu0"),
+            p(2, None, ProducerKind::Cpu, 1, "cpu1"),
+            p(10, None, ProducerKind::Process, 300, "player"),
+            p(21, Some(10), ProducerKind::Thread, 318, "demux"),
+            p(22, Some(10), ProducerKind::Thread, 330, "demux"),
+            p(23, Some(10), ProducerKind::Thread, 319, "vdec"),
+        ] {
+            w.add_producer(&producer).unwrap();
+        }
+        let ran = |ts, end, cpu: u32, thread: u64| {
+            Event::state(ts, end, 0, ON_CPU_TYPE, cpu, None)
+                .with_params(vec![ParamValue::Unsigned(thread), ParamValue::Unsigned(0)])
+        };
+        let idled = |ts, end, cpu| Event::state(ts, end, 0, CPU_IDLE_TYPE, cpu, None);
+        for e in [
+            ran(0, 150, 1, 21),
+            ran(50, 120, 2, 22),
+            ran(120, 180, 2, 23),
+            idled(150, 250, 1),
+            idled(180, 400, 2),
+            ran(250, 400, 1, 23),
+        ] {
+            w.push(&e).unwrap();
+        }
+        w.finish(true).unwrap();
+        let reader = TraceReader::open(&path).unwrap();
+        (dir, reader)
+    }
+
+    #[test]
+    fn cpu_and_thread_time_over_an_interval_are_counted_by_hand() {
+        let (_dir, reader) = two_cpus();
+        // Over [100, 300): cpu0 runs demux 100–150 and vdec 250–300 (100 ns), idles 150–250 (100 ns);
+        // cpu1 runs demux 100–120 and vdec 120–180 (80 ns), idles 180–300 (120 ns).
+        let u = cpu_utilisation(&reader, TimeRange::new(100, 300)).unwrap();
+        assert_eq!(u.interval_ns, 200);
+        assert_eq!(
+            u.cpus,
+            [
+                CpuUse {
+                    cpu: "cpu0".into(),
+                    busy_ns: 100,
+                    idle_ns: 100,
+                    busy_percent: 50.0,
+                },
+                CpuUse {
+                    cpu: "cpu1".into(),
+                    busy_ns: 80,
+                    idle_ns: 120,
+                    busy_percent: 40.0,
+                },
+            ]
+        );
+        // vdec: 50 ns on cpu0 and 60 on cpu1; the two demux threads told apart by id.
+        let threads: Vec<_> = u
+            .threads
+            .iter()
+            .map(|t| (t.thread.as_str(), t.process.as_deref(), t.cpu_ns, t.percent))
+            .collect();
+        assert_eq!(
+            threads,
+            [
+                ("vdec", Some("player"), 110, 55.0),
+                ("demux #21", Some("player"), 50, 25.0),
+                ("demux #22", Some("player"), 20, 10.0),
+            ]
+        );
+        // Over the whole trace every CPU's time is accounted for, busy or idle.
+        let all = cpu_utilisation(&reader, TimeRange::new(0, 400)).unwrap();
+        assert_eq!(
+            all.cpus
+                .iter()
+                .map(|c| (c.busy_ns, c.idle_ns))
+                .collect::<Vec<_>>(),
+            [(300, 100), (130, 220)]
+        );
+        // An interval where only one demux ran names it plainly.
+        let early = cpu_utilisation(&reader, TimeRange::new(0, 50)).unwrap();
+        assert_eq!(early.threads.len(), 1);
+        assert_eq!(
+            (early.threads[0].thread.as_str(), early.threads[0].cpu_ns),
+            ("demux", 50)
+        );
+        assert_eq!(early.cpus[1].busy_ns + early.cpus[1].idle_ns, 0);
+    }
+}

@@ -23,8 +23,8 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use socscope_tracedb::{
-    Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ON_CPU_TYPE, ParamValue,
-    ProducerId, StoredEvent, TimeRange, Timestamp, TypeId,
+    CPU_IDLE_TYPE, Cpu, EventCategory, EventId, EventKind, EventType, LossRecord, ON_CPU_TYPE,
+    ParamValue, ProducerId, StoredEvent, TimeRange, Timestamp, TypeId,
 };
 
 use crate::loader::Consumer;
@@ -500,6 +500,25 @@ pub struct StateSpan {
     pub aggregated: bool,
     /// The state drawn, when it is a single one.
     pub event: Option<EventId>,
+    /// How much of each pixel column the states cover, in quarters rounded up (1 to
+    /// [`FULL_COVERAGE`]): zoomed out, a row of sparse short states (interrupts of a few µs in a
+    /// pixel of a millisecond) is drawn as low as it is busy, not as a solid bar. Summed over the
+    /// states in the column, so nested states can make it higher than the row's busy time.
+    pub coverage: u8,
+}
+
+/// [`StateSpan::coverage`] of a column the states cover whole.
+pub const FULL_COVERAGE: u8 = 4;
+
+/// `covered` ns of a column `len` ns long, in quarters rounded up (at least 1: a state in the column
+/// is never drawn as nothing).
+fn coverage(covered: i64, len: i64) -> u8 {
+    if len <= 0 {
+        return FULL_COVERAGE;
+    }
+    let covered = covered.clamp(1, len) as u128;
+    let quarters = (covered * u128::from(FULL_COVERAGE)).div_ceil(len as u128);
+    quarters.clamp(1, u128::from(FULL_COVERAGE)) as u8
 }
 
 /// Punctual events in one pixel column.
@@ -638,6 +657,8 @@ pub struct GanttModel {
     /// Losses not closed yet, per CPU (indices into `losses`).
     open_losses: HashMap<Cpu, Vec<usize>>,
     cpu_tracks: CpuTracks,
+    /// The types of the events absorbed (what the legend lists, nested states included).
+    types_loaded: FxHashSet<TypeId>,
 }
 
 impl GanttModel {
@@ -663,6 +684,13 @@ impl GanttModel {
     /// Events absorbed so far.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// The types of the events absorbed so far, in type order: every type of the loaded interval,
+    /// those a frame draws ([`GanttFrame::types`]) and those it cannot at this zoom (states nested
+    /// under others, punctual events behind a busier one).
+    pub fn types_loaded(&self) -> std::collections::BTreeSet<TypeId> {
+        self.types_loaded.iter().copied().collect()
     }
 
     /// Takes the batches of `snapshot` not seen yet. Returns whether anything changed.
@@ -696,6 +724,7 @@ impl GanttModel {
 
     fn add(&mut self, e: &ReducedEvent) {
         self.events += 1;
+        self.types_loaded.insert(e.type_id);
         if let Some(cpu) = e.cpu
             && let Some(open) = self.open_losses.get_mut(&cpu)
         {
@@ -1117,22 +1146,21 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
         let t1 = px.time(c + 1);
         let hi = data.first_start_from(lo, t1);
         let count = (hi - lo) + usize::from(carried.is_some());
-        let (type_id, aggregated, event) = if count == 1 {
+        let (type_id, aggregated, event, covered) = if count == 1 {
             let s = states[carried.unwrap_or(lo)];
-            (s.type_id, false, Some(s.id))
+            (s.type_id, false, Some(s.id), s.end.min(t1) - s.ts.max(t0))
         } else {
-            (
-                dominant(data, carried, lo, hi, t0, t1, &mut acc),
-                true,
-                None,
-            )
+            let (type_id, covered) = dominant(data, carried, lo, hi, t0, t1, &mut acc);
+            (type_id, true, None, covered)
         };
+        let coverage = coverage(covered, t1 - t0);
         match spans.last_mut() {
             Some(last)
                 if last.x1 == c
                     && last.type_id == type_id
                     && last.aggregated == aggregated
-                    && last.event == event =>
+                    && last.event == event
+                    && last.coverage == coverage =>
             {
                 last.x1 = c + 1
             }
@@ -1142,6 +1170,7 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
                 type_id,
                 aggregated,
                 event,
+                coverage,
             }),
         }
         // A single long state: skip straight to the column where it ends.
@@ -1153,7 +1182,10 @@ fn state_spans(data: &RowData, px: &Pixels) -> Vec<StateSpan> {
             let until = end.min(next_start).min(px.view.end);
             let last_col = px.column(until.saturating_sub(1));
             if last_col > c + 1 {
+                // The state began before column `c` and runs past it, so it covers `c` and every
+                // column up to `last_col` whole: the span pushed or extended above is full.
                 if let Some(s) = spans.last_mut() {
+                    debug_assert_eq!(s.coverage, FULL_COVERAGE);
                     s.x1 = last_col;
                 }
                 c = last_col;
@@ -1182,7 +1214,9 @@ fn gallop<T>(items: &[T], mut pred: impl FnMut(&T) -> bool) -> usize {
 }
 
 /// The type covering most of `[t0, t1)` among the carried state and those starting in it (each
-/// counting at least 1 ns; the smallest type id among equals). When they are many (over
+/// counting at least 1 ns; the smallest type id among equals), and the time of all of them.
+/// On a CPU track, the idle task's time counts as free time when a thread ran too: zoomed out, a
+/// CPU busy a fifth of the time is drawn as a fifth-high bar of its busiest thread, not as idle. When they are many (over
 /// [`DOMINANT_SAMPLE`]), the whole blocks in between the partial ones at both ends count by their
 /// times per type ([`RowData::block_times`]; a block with a state running past the column counts
 /// state by state): the same sums, from a compact summary rather than the states.
@@ -1194,7 +1228,7 @@ fn dominant(
     t0: Timestamp,
     t1: Timestamp,
     acc: &mut Vec<(TypeId, i64)>,
-) -> TypeId {
+) -> (TypeId, i64) {
     let states = &data.states;
     acc.clear();
     let add = |acc: &mut Vec<(TypeId, i64)>, s: &StateItem| {
@@ -1231,7 +1265,12 @@ fn dominant(
             add(acc, s);
         }
     }
-    top_type(acc)
+    if acc.len() > 1
+        && let Some(idle) = acc.iter().position(|&(t, _)| t == CPU_IDLE_TYPE)
+    {
+        acc.swap_remove(idle);
+    }
+    (top_type(acc), acc.iter().map(|&(_, time)| time).sum())
 }
 
 fn ticks(data: &RowData, px: &Pixels) -> Vec<Tick> {
@@ -1358,7 +1397,8 @@ mod tests {
                 x1: 100,
                 type_id: 1,
                 aggregated: false,
-                event: Some(1)
+                event: Some(1),
+                coverage: FULL_COVERAGE
             }]
         );
         assert!(f.rows[1].ticks.is_empty());
@@ -1389,6 +1429,149 @@ mod tests {
         );
     }
 
+    /// Two CPUs (producers 1 and 2), a thread 20 (tid 200) and the idle task 10, IRQ 30 and soft IRQ 31:
+    /// the CPU tracks the collector writes, and the interrupts each CPU served.
+    fn cpu_track_trace() -> (Vec<StoredEvent>, CpuTracks) {
+        use socscope_tracedb::{CPU_IDLE_TYPE, ParamDef, ParamType, Producer, ProducerKind};
+        let producer = |id, kind, local_id, name: &str| Producer {
+            id,
+            parent: None,
+            kind,
+            local_id,
+            name: name.into(),
+        };
+        let producers = [
+            producer(1, ProducerKind::Cpu, 0, "cpu0"),
+            producer(2, ProducerKind::Cpu, 1, "cpu1"),
+            producer(10, ProducerKind::Thread, 0, "swapper"),
+            producer(20, ProducerKind::Thread, 200, "demux"),
+            producer(30, ProducerKind::Irq, 42, "eth0"),
+            producer(31, ProducerKind::SoftIrq, 3, "NET_RX"),
+        ];
+        let ty = |id, name: &str, category| EventType {
+            id,
+            name: name.into(),
+            category,
+            params: vec![],
+        };
+        let mut on_cpu = ty(ON_CPU_TYPE, "on_cpu", EventCategory::State);
+        on_cpu.params = vec![
+            ParamDef::new("thread", ParamType::Unsigned),
+            ParamDef::new("tid", ParamType::Unsigned),
+        ];
+        let types = [
+            on_cpu,
+            ty(CPU_IDLE_TYPE, "cpu_idle", EventCategory::State),
+            ty(2, "irq", EventCategory::State),
+            ty(4, "softirq", EventCategory::State),
+            ty(5, "running", EventCategory::State),
+        ];
+        let ran = |id, ts, end, cpu_producer, thread: u32, tid| {
+            stored(
+                id,
+                Event::state(ts, end, 0, ON_CPU_TYPE, cpu_producer, None).with_params(vec![
+                    ParamValue::Unsigned(u64::from(thread)),
+                    ParamValue::Unsigned(tid),
+                ]),
+            )
+        };
+        let events = vec![
+            // cpu0: demux 0-40, idle 40-100; an IRQ at 10-12 and its soft IRQ at 12-20.
+            ran(1, 0, 40, 1, 20, 200),
+            stored(2, Event::state(0, 40, 0, 5, 20, Some(0))),
+            stored(3, Event::state(10, 12, 0, 2, 30, Some(0))),
+            stored(4, Event::state(12, 20, 0, 4, 31, Some(0))),
+            stored(5, Event::state(40, 100, 0, CPU_IDLE_TYPE, 1, None)),
+            // cpu1: demux 50-100 and an IRQ at 60-61.
+            ran(6, 50, 100, 2, 20, 200),
+            stored(7, Event::state(60, 61, 0, 2, 30, Some(1))),
+        ];
+        (events, CpuTracks::new(&producers, &types))
+    }
+
+    #[test]
+    fn a_cpu_track_draws_its_threads_and_nests_the_interrupts_it_served() {
+        let (events, tracks) = cpu_track_trace();
+        assert_eq!((tracks.producer(0), tracks.producer(1)), (Some(1), Some(2)));
+        assert!(tracks.is_track(2) && !tracks.is_track(20));
+        let mut c = GanttConsumer::new();
+        c.consume(&events);
+        let mut m = GanttModel::new();
+        m.set_cpu_tracks(tracks);
+        m.absorb(&c.snapshot());
+        // cpu0 served an IRQ and a soft IRQ, cpu1 an IRQ only.
+        assert_eq!(m.lanes(1), [IRQ_LANE, SOFTIRQ_LANE]);
+        assert_eq!(m.lanes(2), [IRQ_LANE]);
+        let lanes = Lanes::default();
+        assert_eq!(
+            (lanes.name(IRQ_LANE), lanes.name(SOFTIRQ_LANE)),
+            ("IRQ".to_string(), "softirq".to_string())
+        );
+        let rows = [
+            GanttRow::producer(1),
+            GanttRow::lane(1, IRQ_LANE),
+            GanttRow::lane(1, SOFTIRQ_LANE),
+            GanttRow::producer(2),
+            GanttRow::lane(2, IRQ_LANE),
+            GanttRow::producer(30),
+        ];
+        let f = m.frame(&rows, TimeRange::new(0, 100), 100);
+        let spans = |r: usize| {
+            f.rows[r]
+                .spans
+                .iter()
+                .map(|s| (s.x0, s.x1, s.type_id, s.event))
+                .collect::<Vec<_>>()
+        };
+        // A CPU's row: the thread that ran (by thread, not by type: coloured by its process), then idle.
+        let demux = THREAD_KEY | 20;
+        assert_eq!(thread_of_key(demux), Some(20));
+        assert_eq!(thread_of_key(ON_CPU_TYPE), None);
+        assert_eq!(
+            spans(0),
+            [
+                (0, 40, demux, Some(1)),
+                (40, 100, socscope_tracedb::CPU_IDLE_TYPE, Some(5))
+            ]
+        );
+        // Zoomed out to one pixel, cpu0 (demux 40 ns, idle 60 ns) is demux, as high as it was busy;
+        // cpu1 (idle 0-50 is not written: no state) is demux for half the pixel.
+        let whole = m.frame(&rows, TimeRange::new(0, 100), 1);
+        let top = |r: usize| {
+            let s = &whole.rows[r].spans[0];
+            (s.type_id, s.coverage)
+        };
+        assert_eq!((top(0), top(3)), ((demux, 2), (demux, 2)));
+        // Its lanes: the interrupts it served, each also still in its own producer's row.
+        assert_eq!(spans(1), [(10, 12, 2, Some(3))]);
+        assert_eq!(spans(2), [(12, 20, 4, Some(4))]);
+        assert_eq!(spans(3), [(50, 100, demux, Some(6))]);
+        assert_eq!(spans(4), [(60, 61, 2, Some(7))]);
+        assert_eq!(spans(5), [(10, 12, 2, Some(3)), (60, 61, 2, Some(7))]);
+        // The legend lists the slices as `on_cpu`, not as one type per thread.
+        assert!(f.types().contains(&ON_CPU_TYPE));
+        assert!(!f.types().iter().any(|&t| thread_of_key(t).is_some()));
+        // Hovering a slice names the thread that ran.
+        let hovered = m.event_at(rows[0], 20, f.view, 100).unwrap().event;
+        assert_eq!(
+            (
+                hovered.id,
+                hovered.type_id,
+                hovered.producer,
+                hovered.target
+            ),
+            (1, ON_CPU_TYPE, 1, 20)
+        );
+        // Every type loaded is listed, whether drawn or not.
+        assert_eq!(
+            m.types_loaded().into_iter().collect::<Vec<_>>(),
+            [2, 4, 5, ON_CPU_TYPE, socscope_tracedb::CPU_IDLE_TYPE]
+        );
+        // Without the CPU tracks set, the interrupts stay in their own rows only.
+        let plain = model(events);
+        assert!(plain.lanes(1).is_empty());
+    }
+
     #[test]
     fn one_state_per_pixel_is_drawn_exactly() {
         // 100 ns over 10 px: 10 ns per pixel; states of 20 and 30 ns.
@@ -1405,14 +1588,16 @@ mod tests {
                     x1: 2,
                     type_id: 1,
                     aggregated: false,
-                    event: Some(1)
+                    event: Some(1),
+                    coverage: FULL_COVERAGE
                 },
                 StateSpan {
                     x0: 2,
                     x1: 5,
                     type_id: 2,
                     aggregated: false,
-                    event: Some(2)
+                    event: Some(2),
+                    coverage: FULL_COVERAGE
                 },
             ]
         );
@@ -1435,14 +1620,16 @@ mod tests {
                     x1: 1,
                     type_id: 2,
                     aggregated: true,
-                    event: None
+                    event: None,
+                    coverage: FULL_COVERAGE
                 },
                 StateSpan {
                     x0: 1,
                     x1: 2,
                     type_id: 1,
                     aggregated: false,
-                    event: Some(3)
+                    event: Some(3),
+                    coverage: FULL_COVERAGE
                 },
             ]
         );
@@ -1450,6 +1637,59 @@ mod tests {
         let f = m.frame(&rows(&[7]), TimeRange::new(0, 20), 20);
         assert!(f.rows[0].spans.iter().all(|s| !s.aggregated));
         assert_eq!(f.rows[0].spans.len(), 3);
+    }
+
+    #[test]
+    fn sparse_short_states_are_drawn_as_low_as_their_pixels_are_busy() {
+        // 10 ns per pixel. An interrupt of 1 ns in each of the first three pixels, one of 5 ns in
+        // the fourth, then a state from 40 to 65: pixels 4 and 5 whole, pixel 6 half.
+        let mut events: Vec<_> = (0..3)
+            .map(|k| {
+                stored(
+                    k + 1,
+                    Event::state(k * 10 + 2, k * 10 + 3, 0, 1, 7, Some(0)),
+                )
+            })
+            .collect();
+        events.push(stored(4, Event::state(31, 36, 0, 1, 7, Some(0))));
+        events.push(stored(5, Event::state(40, 65, 0, 2, 7, Some(0))));
+        let m = model(events);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
+        let got: Vec<_> = f.rows[0]
+            .spans
+            .iter()
+            .map(|s| (s.x0, s.x1, s.type_id, s.coverage))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, 1, 1, 1),
+                (1, 2, 1, 1),
+                (2, 3, 1, 1),
+                (3, 4, 1, 2),
+                (4, 6, 2, 4),
+                (6, 7, 2, 2)
+            ]
+        );
+        // Several states in a pixel: their times add up (8 of 10 ns: four quarters rounded up).
+        let m = model(vec![
+            stored(1, Event::state(0, 3, 0, 1, 7, Some(0))),
+            stored(2, Event::state(4, 9, 0, 2, 7, Some(0))),
+        ]);
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 100), 10);
+        assert_eq!(
+            f.rows[0].spans,
+            [StateSpan {
+                x0: 0,
+                x1: 1,
+                type_id: 2,
+                aggregated: true,
+                event: None,
+                coverage: FULL_COVERAGE,
+            }]
+        );
+        let f = m.frame(&rows(&[7]), TimeRange::new(0, 200), 10);
+        assert_eq!(f.rows[0].spans[0].coverage, 2);
     }
 
     #[test]
@@ -1466,7 +1706,8 @@ mod tests {
                 x1: 100,
                 type_id: 4,
                 aggregated: false,
-                event: Some(1)
+                event: Some(1),
+                coverage: FULL_COVERAGE
             }]
         );
     }
@@ -1772,7 +2013,8 @@ mod tests {
             }
             if !want.is_empty() {
                 let got = dominant(&d, carried, lo, hi, t0, t1, &mut Vec::new());
-                proptest::prop_assert_eq!(got, top_type(&want));
+                proptest::prop_assert_eq!(got.0, top_type(&want));
+                proptest::prop_assert_eq!(got.1, want.iter().map(|&(_, time)| time).sum::<i64>());
             }
         }
     }

@@ -14,9 +14,11 @@ use nom::Parser;
 use nom::error::{ErrorKind, ParseError};
 
 use crate::dict::{Builtin, Category, FIRST_CUSTOM_TYPE, ParamType, ProducerKind};
-use crate::frame::{Bye, CpuTotal, EVENTS_FLAG_ZSTD, FrameKind, Heartbeat, Loss, Window};
+use crate::frame::{
+    Bye, CpuTotal, EVENTS_FLAG_ZSTD, FrameCheck, FrameKind, Heartbeat, Loss, Window,
+};
 use crate::varint::unzigzag;
-use crate::{FRAME_CRC, MAX_FRAME_LEN, MAX_PARAMS, WIRE_VERSION};
+use crate::{MAX_FRAME_LEN, MAX_PARAMS, WIRE_VERSION};
 
 /// The most bytes a zstd-compressed records section may expand to.
 pub const MAX_DECOMPRESSED_LEN: usize = 16 << 20;
@@ -34,12 +36,12 @@ pub enum DropReason {
         /// Decoded length.
         len: usize,
     },
-    /// The CRC does not match the bytes.
-    #[error("CRC mismatch: the frame carries {carried:#010x}, its bytes give {computed:#010x}")]
+    /// The frame's check (CRC-32C; Fletcher-32 for kind `0A`) does not match the bytes.
+    #[error("check mismatch: the frame carries {carried:#010x}, its bytes give {computed:#010x}")]
     Crc {
-        /// The CRC at the end of the frame.
+        /// The check at the end of the frame.
         carried: u32,
-        /// The CRC of the frame's bytes.
+        /// The check of the frame's bytes.
         computed: u32,
     },
     /// The kind byte is not a known frame kind.
@@ -1098,13 +1100,17 @@ impl StreamDecoder {
             ));
         };
         let carried = u32::from_le_bytes(*crc);
-        let computed = FRAME_CRC.checksum(body);
+        let Some(&kind_byte) = body.first() else {
+            return Err(self.dropped(offset, encoded_len, DropReason::TooShort { len: 4 }));
+        };
+        // The kind byte says which check the frame carries (Fletcher-32 for kind 0A, CRC-32C for every
+        // other); a damaged kind byte picks the wrong one, which fails like a damaged body.
+        let check = FrameKind::from_byte(kind_byte).map_or(FrameCheck::Crc32c, FrameKind::check);
+        let computed = check.compute(body);
         if carried != computed {
             return Err(self.dropped(offset, encoded_len, DropReason::Crc { carried, computed }));
         }
-        let Some((&kind_byte, body)) = body.split_first() else {
-            return Err(self.dropped(offset, encoded_len, DropReason::TooShort { len: 4 }));
-        };
+        let body = body.get(1..).unwrap_or_default();
         let Some(kind) = FrameKind::from_byte(kind_byte) else {
             return Err(self.dropped(offset, encoded_len, DropReason::UnknownKind(kind_byte)));
         };
@@ -1210,7 +1216,7 @@ impl StreamDecoder {
                 }),
                 Err(e) => return Err(self.dropped(offset, encoded_len, malformed(e))),
             },
-            FrameKind::Events => {
+            FrameKind::Events | FrameKind::EventsFletcher => {
                 let (rest, prefix) = match events_prefix(body) {
                     Ok(v) => v,
                     Err(nom::Err::Error(e) | nom::Err::Failure(e)) => {

@@ -30,6 +30,9 @@ pub enum FrameKind {
     /// The records of one CPU that follow are the window a post-mortem ring held (kind 8 is the
     /// collector's `Refusal`).
     Window = 9,
+    /// An `Events` frame whose check is Fletcher-32 instead of CRC-32C (wire version 3): what an agent
+    /// frames on its board at a few instructions per byte. Same body as [`FrameKind::Events`].
+    EventsFletcher = 10,
 }
 
 impl FrameKind {
@@ -44,8 +47,17 @@ impl FrameKind {
             6 => Self::Bye,
             7 => Self::CpuTotal,
             9 => Self::Window,
+            10 => Self::EventsFletcher,
             _ => return None,
         })
+    }
+
+    /// The check that ends a frame of this kind.
+    pub const fn check(self) -> FrameCheck {
+        match self {
+            Self::EventsFletcher => FrameCheck::Fletcher32,
+            _ => FrameCheck::Crc32c,
+        }
     }
 
     /// The kind's name, as in the spec.
@@ -59,6 +71,26 @@ impl FrameKind {
             Self::Bye => "Bye",
             Self::CpuTotal => "CpuTotal",
             Self::Window => "Window",
+            Self::EventsFletcher => "Events",
+        }
+    }
+}
+
+/// The check at the end of a frame (SPEC.md §4): over its kind byte and body, 4 bytes little-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameCheck {
+    /// CRC-32C (Castagnoli): every kind but [`FrameKind::EventsFletcher`].
+    Crc32c,
+    /// Fletcher-32 ([`crate::check::fletcher32`]): [`FrameKind::EventsFletcher`].
+    Fletcher32,
+}
+
+impl FrameCheck {
+    /// The check of `data` (a frame's kind byte and body).
+    pub fn compute(self, data: &[u8]) -> u32 {
+        match self {
+            Self::Crc32c => crate::FRAME_CRC.checksum(data),
+            Self::Fletcher32 => crate::check::fletcher32(data),
         }
     }
 }

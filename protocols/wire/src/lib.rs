@@ -1,4 +1,4 @@
-//! The agent↔collector wire format: COBS-framed, CRC-checked frames carrying a session's hello, its
+//! The agent↔collector wire format: COBS-framed, checked (CRC-32C or Fletcher-32) frames carrying a session's hello, its
 //! dictionary of producers and event types, batches of compact event records, loss reports and heartbeats.
 //!
 //! Start here: [`encode::FrameEncoder`] and [`encode::RecordEncoder`] (the `no_std`, allocation-free
@@ -11,6 +11,7 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod check;
 pub mod dict;
 pub mod encode;
 pub mod frame;
@@ -20,22 +21,25 @@ pub mod varint;
 pub mod decode;
 
 /// The version of the wire format this crate writes. Carried in band, in the `Hello` frame.
-pub const WIRE_VERSION: u16 = 2;
+pub const WIRE_VERSION: u16 = 3;
 
-/// The wire versions this build's collector reads: 2, and 1 (the same bytes; a version-1 agent never
-/// repeats its `Hello`).
-pub const READ_WIRE_VERSIONS: &[u16] = &[1, 2];
+/// The wire versions this build's collector reads: 3; 2 (the same frames, `Events` only with CRC-32C);
+/// and 1 (the same bytes as 2; a version-1 agent never repeats its `Hello`).
+pub const READ_WIRE_VERSIONS: &[u16] = &[1, 2, 3];
 
 /// The CRC appended to every frame: CRC-32C (Castagnoli), little-endian, over the kind byte and body.
 ///
-/// Bare-metal builds use the 1 KiB byte-wise table; hosted builds (the simulator, the collector) the
-/// 16 KiB slice-by-16 table, several times faster. Both compute the same CRC.
+/// Bare-metal builds compute it bit by bit, with no table: a board's agent checks only its control frames
+/// with it (a few hundred bytes a second; its `Events` frames use Fletcher-32), so 1 KiB of flash for a
+/// table would not pay. Hosted builds (the simulator, the collector) use the 16 KiB slice-by-16 table.
+/// Both compute the same CRC.
 #[cfg(target_os = "none")]
-pub const FRAME_CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+pub const FRAME_CRC: crc::Crc<u32, crc::NoTable> =
+    crc::Crc::<u32, crc::NoTable>::new(&crc::CRC_32_ISCSI);
 /// The CRC appended to every frame: CRC-32C (Castagnoli), little-endian, over the kind byte and body.
 ///
-/// Bare-metal builds use the 1 KiB byte-wise table; hosted builds (the simulator, the collector) the
-/// 16 KiB slice-by-16 table, several times faster. Both compute the same CRC.
+/// Bare-metal builds compute it bit by bit (no table); hosted builds (the simulator, the collector) use
+/// the 16 KiB slice-by-16 table, many times faster. Both compute the same CRC.
 #[cfg(not(target_os = "none"))]
 pub const FRAME_CRC: crc::Crc<u32, crc::Table<16>> =
     crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISCSI);

@@ -188,7 +188,7 @@ fn malformed_frames_are_dropped_with_reason_and_offset() {
     assert_eq!(
         expected[1].clone().unwrap_err().to_string(),
         format!(
-            "dropped {} bytes at stream offset {}: CRC mismatch: the frame carries {:#010x}, its bytes give {:#010x}",
+            "dropped {} bytes at stream offset {}: check mismatch: the frame carries {:#010x}, its bytes give {:#010x}",
             bad_crc.len() - 1,
             at[1],
             crc ^ 0x10,
@@ -309,8 +309,8 @@ fn a_newer_board_is_refused_until_a_supported_hello() {
     };
     assert_eq!(
         rejected.to_string(),
-        "board 'cam-7' speaks wire version 3, but this collector accepts only [2]: upgrade socscope on \
-         the host to a release that reads wire version 3"
+        "board 'cam-7' speaks wire version 4, but this collector accepts only [3]: upgrade socscope on \
+         the host to a release that reads wire version 4"
     );
     let at_hb = |n: usize| hb.len() + newer.len() + n * hb.len();
     let got: Vec<Result<Frame, DecodeError>> =

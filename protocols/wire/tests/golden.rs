@@ -3,19 +3,23 @@
 
 mod common;
 
-use common::{Events, Model, Rec, Val, decode_split, encode, encode_events_section, hex, unhex};
+use common::{
+    Events, Model, Rec, Val, decode_split, encode, encode_events_section, encode_events_section_as,
+    hex, unhex,
+};
 use socscope_wire::WIRE_VERSION;
 use socscope_wire::decode::{
     HelloInfo, OwnedDictEntry, OwnedEventTypeDef, OwnedParamDef, ProducerInfo, StreamDecoder,
 };
 use socscope_wire::dict::{Builtin, Category, ParamType, ProducerKind};
 use socscope_wire::frame::{
-    Bye, CpuTotal, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Loss, Window,
+    Bye, CpuTotal, EVENTS_FLAG_ZSTD, EventsHeader, FrameKind, Heartbeat, Loss, Window,
 };
 
-const HELLO: &str = "36 01 02 05 30 2e 31 2e 30 06 69 6d 78 38 2d 61 06 69 2e 4d 58 38 4d 05 4c 69 6e 75 78 04 64 65 6d 6f 04 80 ec b8 0b b4 24 e8 07 06 73 33 63 72 65 74 ae ca 18 0e 00";
+const HELLO: &str = "36 01 03 05 30 2e 31 2e 30 06 69 6d 78 38 2d 61 06 69 2e 4d 58 38 4d 05 4c 69 6e 75 78 04 64 65 6d 6f 04 80 ec b8 0b b4 24 e8 07 06 73 33 63 72 65 74 aa d7 31 12 00";
 const DICTIONARY: &str = "03 02 04 02 01 01 07 64 04 64 65 6d 6f 1a 02 01 01 01 65 06 77 6f 72 6b 65 72 01 40 05 66 72 61 6d 65 01 05 02 64 78 23 01 6e 01 04 67 61 69 6e 02 03 74 61 67 03 03 62 75 66 04 01 41 0a 66 72 61 6d 65 5f 65 78 69 74 02 40 05 7e e2 d8 46 00";
 const EVENTS: &str = "02 03 22 01 0a e8 07 06 01 0a 64 65 0b 02 80 c0 80 80 01 0b 08 1f 09 05 06 68 c3 a9 6c 6c 6f 40 05 05 ac 02 01 01 01 01 01 0d f8 3f 02 6f 6b 20 0c 0a 5b b7 02 06 00";
+const EVENTS_FLETCHER: &str = "02 0a 22 01 0a e8 07 06 01 0a 64 65 0b 02 80 c0 80 80 01 0b 08 1f 09 05 06 68 c3 a9 6c 6c 6f 40 05 05 ac 02 01 01 01 01 01 0d f8 3f 02 6f 6b 20 0c 0a 7a 5e 78 25 00";
 const EVENTS_ZSTD_RAW: &str = "02 00 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07 02 5d 1b 03 07";
 const EVENTS_ZSTD_SECTION: &str =
     "28 28 b5 2f fd 20 28 6d 00 00 38 02 00 1b 03 07 02 5d 01 00 18 8b 11";
@@ -239,6 +243,44 @@ fn window_golden() {
     check(window(), &[hello()], WINDOW);
 }
 
+/// The same batch as `events_golden`, as the agent writes it since wire version 3: kind 0A, Fletcher-32.
+#[test]
+fn events_fletcher_golden() {
+    let value = events();
+    let raw = common::raw_records(&value);
+    let header = EventsHeader {
+        flags: 0,
+        cpu: value.cpu,
+        first_seq: value.first_seq,
+        base_ticks: value.base_ticks,
+        count: value.records.len() as u32,
+    };
+    let bytes = encode_events_section_as(&header, &raw, FrameKind::EventsFletcher);
+    assert_eq!(hex(&bytes), EVENTS_FLETCHER);
+    assert_eq!(
+        decode_after(&[hello(), dictionary()], &unhex(EVENTS_FLETCHER)),
+        Model::Events(value)
+    );
+    // One bit flipped anywhere in the decoded frame (kind byte included) is caught by the check.
+    let mut buf = [0u8; 256];
+    let n = cobs::decode(&bytes[..bytes.len() - 1], &mut buf).unwrap();
+    let decoded = &mut buf[..n.frame_size()];
+    for bit in 0..decoded.len() * 8 {
+        decoded[bit / 8] ^= 1 << (bit % 8);
+        let mut wire = vec![0u8; 300];
+        let m = cobs::encode(decoded, &mut wire);
+        wire.truncate(m);
+        wire.push(0);
+        let mut stream: Vec<u8> = [hello(), dictionary()].iter().flat_map(encode).collect();
+        let prefix = stream.len();
+        stream.extend_from_slice(&wire);
+        let out = decode_split(&mut StreamDecoder::default(), &stream, &[]);
+        assert_eq!(out.errors.len(), 1, "bit {bit} flipped is dropped");
+        assert!(out.frames.iter().all(|f| f.offset < prefix as u64));
+        decoded[bit / 8] ^= 1 << (bit % 8);
+    }
+}
+
 /// zstd's output is not pinned by the format (any valid zstd frame is fine), so the compressed section is
 /// pinned as an input: the raw records it holds, the frame built around it, and the decoded value are checked.
 #[test]
@@ -289,6 +331,7 @@ fn spec_shows_the_pinned_bytes() {
             HELLO,
             DICTIONARY,
             EVENTS,
+            EVENTS_FLETCHER,
             EVENTS_ZSTD,
             LOSS,
             HEARTBEAT,
@@ -313,6 +356,17 @@ fn print_golden() {
         ("HELLO", encode(&hello())),
         ("DICTIONARY", encode(&dictionary())),
         ("EVENTS", encode(&Model::Events(events()))),
+        ("EVENTS_FLETCHER", {
+            let v = events();
+            let header = EventsHeader {
+                flags: 0,
+                cpu: v.cpu,
+                first_seq: v.first_seq,
+                base_ticks: v.base_ticks,
+                count: v.records.len() as u32,
+            };
+            encode_events_section_as(&header, &common::raw_records(&v), FrameKind::EventsFletcher)
+        }),
         ("EVENTS_ZSTD_RAW", raw.clone()),
         ("EVENTS_ZSTD_SECTION", section.clone()),
         ("EVENTS_ZSTD", encode(&Model::Events(value))),

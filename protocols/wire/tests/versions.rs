@@ -1,5 +1,5 @@
-//! Wire versions: a version-1 sample capture (written by the version-1 agent before the bump) still
-//! decodes, and a version-1 collector refuses a version-2 board with the message SPEC.md promises.
+//! Wire versions: version-1 and version-2 sample captures (written by those agents before each bump) still
+//! decode, and an older collector refuses a newer board with the message SPEC.md promises.
 
 use socscope_wire::decode::{DecodeError, Frame, StreamDecoder};
 use socscope_wire::encode::encode_hello;
@@ -30,9 +30,32 @@ fn a_version_1_capture_still_decodes() {
     );
 }
 
+/// `socscope-sim --duration 0.2 --seed 1 --out v2-sim.wire`, built from commit c612609 (wire version 2:
+/// `Events` frames of kind 03 with CRC-32C).
 #[test]
-fn a_version_1_collector_refuses_a_version_2_board_with_the_promised_message() {
-    assert_eq!(WIRE_VERSION, 2);
+fn a_version_2_capture_still_decodes() {
+    let bytes = include_bytes!("data/v2-sim.wire");
+    let mut decoder = StreamDecoder::new(READ_WIRE_VERSIONS);
+    decoder.feed(bytes);
+    let (mut hellos, mut records) = (0, 0u64);
+    while let Some(frame) = decoder.next_frame() {
+        match frame.expect("every frame decodes").frame {
+            Frame::Hello(h) => {
+                assert_eq!(h.wire_version, 2);
+                hellos += 1;
+            }
+            Frame::Events(b) => records += b.len() as u64,
+            _ => {}
+        }
+    }
+    assert!(decoder.finish().is_none());
+    assert!(hellos >= 1);
+    assert_eq!(records, 4055, "socscope-sim --duration 0.2 --seed 1");
+}
+
+#[test]
+fn a_version_2_collector_refuses_a_version_3_board_with_the_promised_message() {
+    assert_eq!(WIRE_VERSION, 3);
     let mut frame = vec![0u8; 256];
     let n = encode_hello(
         &mut frame,
@@ -51,14 +74,14 @@ fn a_version_1_collector_refuses_a_version_2_board_with_the_promised_message() {
         },
     )
     .unwrap();
-    let mut old = StreamDecoder::new(&[1]);
+    let mut old = StreamDecoder::new(&[1, 2]);
     old.feed(&frame[..n]);
     let Some(Err(e @ DecodeError::UnsupportedVersion { .. })) = old.next_frame() else {
         panic!("refused");
     };
     assert_eq!(
         e.to_string(),
-        "board 'cam-7' speaks wire version 2, but this collector accepts only [1]: upgrade socscope on the host to a release that reads wire version 2"
+        "board 'cam-7' speaks wire version 3, but this collector accepts only [1, 2]: upgrade socscope on the host to a release that reads wire version 3"
     );
     let spec = include_str!("../SPEC.md")
         .split_whitespace()

@@ -451,7 +451,7 @@ impl<'c> Board<'c> {
             if th.role != Role::Idle {
                 let (pid, name) = (th.pid, th.name);
                 self.at(0, Builtin::ThreadCreate);
-                let _ = self.agent.thread_create(0, pid, name);
+                let _ = self.agent.exclusive().thread_create(0, pid, name);
             }
         }
         self.process(600, "stress");
@@ -540,43 +540,46 @@ impl<'c> Board<'c> {
     #[inline]
     fn rec_switch(&mut self, cpu: usize, t: u64, prev: u32, next: u32) {
         self.at(t, Builtin::ContextSwitch);
-        let _ = self.agent.context_switch(cpu as u16, prev, next);
+        let _ = self
+            .agent
+            .exclusive()
+            .context_switch(cpu as u16, prev, next);
     }
 
     #[inline]
     fn rec_wakeup(&mut self, cpu: usize, t: u64, pid: u32) {
         self.at(t, Builtin::Wakeup);
-        let _ = self.agent.wakeup(cpu as u16, pid);
+        let _ = self.agent.exclusive().wakeup(cpu as u16, pid);
     }
 
     #[inline]
     fn rec_syscall(&mut self, cpu: usize, t: u64, nr: u32, args: [u64; 4]) {
         self.at(t, Builtin::SyscallEntry);
-        let _ = self.agent.syscall_entry(cpu as u16, nr, args);
+        let _ = self.agent.exclusive().syscall_entry(cpu as u16, nr, args);
     }
 
     #[inline]
     fn rec_sysret(&mut self, cpu: usize, t: u64, nr: u32, ret: i64) {
         self.at(t, Builtin::SyscallExit);
-        let _ = self.agent.syscall_exit(cpu as u16, nr, ret);
+        let _ = self.agent.exclusive().syscall_exit(cpu as u16, nr, ret);
     }
 
     #[inline]
     fn rec_user(&mut self, cpu: usize, t: u64, address: u64) {
         self.at(t, Builtin::UserEntry);
-        let _ = self.agent.user_entry(cpu as u16, address);
+        let _ = self.agent.exclusive().user_entry(cpu as u16, address);
     }
 
     #[inline]
     fn rec_user_exit(&mut self, cpu: usize, t: u64) {
         self.at(t, Builtin::UserExit);
-        let _ = self.agent.user_exit(cpu as u16);
+        let _ = self.agent.exclusive().user_exit(cpu as u16);
     }
 
     #[inline]
     fn rec_marker(&mut self, cpu: usize, t: u64, text: &str) {
         self.at(t, Builtin::Marker);
-        let _ = self.agent.marker(cpu as u16, text);
+        let _ = self.agent.exclusive().marker(cpu as u16, text);
     }
 
     // ----- the main loop -----
@@ -893,16 +896,19 @@ impl<'c> Board<'c> {
     fn timer(&mut self, cpu: usize, t: u64) {
         let s = t.max(self.cpus[cpu].free_at);
         self.at(s, Builtin::IrqEntry);
-        let _ = self.agent.irq_entry(cpu as u16, IRQ_TIMER);
+        let _ = self.agent.exclusive().irq_entry(cpu as u16, IRQ_TIMER);
         let mut e = s + self.jitter(2, 5);
         self.at(e, Builtin::IrqExit);
-        let _ = self.agent.irq_exit(cpu as u16);
+        let _ = self.agent.exclusive().irq_exit(cpu as u16);
         e += 1;
         self.at(e, Builtin::SoftIrqEntry);
-        let _ = self.agent.softirq_entry(cpu as u16, K_RUN_TIMER_SOFTIRQ);
+        let _ = self
+            .agent
+            .exclusive()
+            .softirq_entry(cpu as u16, K_RUN_TIMER_SOFTIRQ);
         e += self.jitter(2, 8);
         self.at(e, Builtin::SoftIrqExit);
-        let _ = self.agent.softirq_exit(cpu as u16);
+        let _ = self.agent.exclusive().softirq_exit(cpu as u16);
         self.irq_span(cpu, s, e + 1);
         let next = t + self.us(TIMER_PERIOD);
         self.push(next, EvKind::Timer { cpu: cpu as u8 });
@@ -914,13 +920,13 @@ impl<'c> Board<'c> {
         let cpu = 0;
         let s = t.max(self.cpus[cpu].free_at);
         self.at(s, Builtin::IrqEntry);
-        let _ = self.agent.irq_entry(cpu as u16, IRQ_VSYNC);
+        let _ = self.agent.exclusive().irq_entry(cpu as u16, IRQ_VSYNC);
         let w = s + self.jitter(2, 4);
         let cb = self.vsync_cb;
         self.wake(cpu, w, cb);
         let e = w + self.jitter(1, 3);
         self.at(e, Builtin::IrqExit);
-        let _ = self.agent.irq_exit(cpu as u16);
+        let _ = self.agent.exclusive().irq_exit(cpu as u16);
         self.irq_span(cpu, s, e + 1);
         let next = t + self.us(VSYNC_PERIOD);
         self.push(next, EvKind::Vsync);
@@ -930,13 +936,16 @@ impl<'c> Board<'c> {
         let cpu = 1 % self.cpus.len();
         let s = t.max(self.cpus[cpu].free_at);
         self.at(s, Builtin::IrqEntry);
-        let _ = self.agent.irq_entry(cpu as u16, IRQ_ETH);
+        let _ = self.agent.exclusive().irq_entry(cpu as u16, IRQ_ETH);
         let mut e = s + self.jitter(2, 5);
         self.at(e, Builtin::IrqExit);
-        let _ = self.agent.irq_exit(cpu as u16);
+        let _ = self.agent.exclusive().irq_exit(cpu as u16);
         e += 1;
         self.at(e, Builtin::SoftIrqEntry);
-        let _ = self.agent.softirq_entry(cpu as u16, K_NET_RX_ACTION);
+        let _ = self
+            .agent
+            .exclusive()
+            .softirq_entry(cpu as u16, K_NET_RX_ACTION);
         e += self.jitter(4, 12);
         self.packets = (self.packets + 1).min(256);
         let demux = self.pipeline.demux;
@@ -946,7 +955,7 @@ impl<'c> Board<'c> {
             e += 1;
         }
         self.at(e, Builtin::SoftIrqExit);
-        let _ = self.agent.softirq_exit(cpu as u16);
+        let _ = self.agent.exclusive().softirq_exit(cpu as u16);
         self.irq_span(cpu, s, e + 1);
         let next = t + self.jitter(NET_PERIOD * 3 / 4, NET_PERIOD * 5 / 4);
         self.push(next, EvKind::NetRx);
@@ -956,13 +965,13 @@ impl<'c> Board<'c> {
         let cpu = 0;
         let s = t.max(self.cpus[cpu].free_at);
         self.at(s, Builtin::IrqEntry);
-        let _ = self.agent.irq_entry(cpu as u16, IRQ_VDEC);
+        let _ = self.agent.exclusive().irq_entry(cpu as u16, IRQ_VDEC);
         let w = s + self.jitter(2, 4);
         let vdec = self.pipeline.vdec;
         self.wake(cpu, w, vdec);
         let e = w + 1;
         self.at(e, Builtin::IrqExit);
-        let _ = self.agent.irq_exit(cpu as u16);
+        let _ = self.agent.exclusive().irq_exit(cpu as u16);
         self.irq_span(cpu, s, e + 1);
     }
 
@@ -970,20 +979,23 @@ impl<'c> Board<'c> {
         let cpu = 0;
         let s = t.max(self.cpus[cpu].free_at);
         self.at(s, Builtin::IrqEntry);
-        let _ = self.agent.irq_entry(cpu as u16, IRQ_MMC);
+        let _ = self.agent.exclusive().irq_entry(cpu as u16, IRQ_MMC);
         let mut e = s + self.jitter(2, 6);
         self.at(e, Builtin::IrqExit);
-        let _ = self.agent.irq_exit(cpu as u16);
+        let _ = self.agent.exclusive().irq_exit(cpu as u16);
         e += 1;
         self.at(e, Builtin::SoftIrqEntry);
-        let _ = self.agent.softirq_entry(cpu as u16, K_BLK_DONE_SOFTIRQ);
+        let _ = self
+            .agent
+            .exclusive()
+            .softirq_entry(cpu as u16, K_BLK_DONE_SOFTIRQ);
         e += self.jitter(5, 20);
         if let Some(dd) = self.dd {
             self.wake(cpu, e, dd);
             e += 1;
         }
         self.at(e, Builtin::SoftIrqExit);
-        let _ = self.agent.softirq_exit(cpu as u16);
+        let _ = self.agent.exclusive().softirq_exit(cpu as u16);
         self.irq_span(cpu, s, e + 1);
     }
 
@@ -999,7 +1011,10 @@ impl<'c> Board<'c> {
                 let pid = self.new_pid();
                 let tid = self.spawn(pid, 600, "cpu-burn", Role::Burn, 15, cpu);
                 self.at(at, Builtin::ThreadCreate);
-                let _ = self.agent.thread_create(creator as u16, pid, "cpu-burn");
+                let _ = self
+                    .agent
+                    .exclusive()
+                    .thread_create(creator as u16, pid, "cpu-burn");
                 at += 1;
                 self.wake(creator, at, tid);
                 at += 1;
@@ -1024,7 +1039,10 @@ impl<'c> Board<'c> {
             let pid = self.new_pid();
             let tid = self.spawn(pid, 610, "dd", Role::Dd, 8, creator);
             self.at(at, Builtin::ThreadCreate);
-            let _ = self.agent.thread_create(creator as u16, pid, "dd");
+            let _ = self
+                .agent
+                .exclusive()
+                .thread_create(creator as u16, pid, "dd");
             at += 1;
             self.wake(creator, at, tid);
             at += 1;
@@ -1052,7 +1070,7 @@ impl<'c> Board<'c> {
             *t += 1;
         }
         self.at(*t, Builtin::ThreadExit);
-        let _ = self.agent.thread_exit(cpu as u16, pid);
+        let _ = self.agent.exclusive().thread_exit(cpu as u16, pid);
         *t += 1;
         Next::Exit
     }
@@ -1091,14 +1109,14 @@ impl<'c> Board<'c> {
                         + 0x40 * u64::from(self.rng.gen_range(0..64u32));
                     self.threads[tid].scratch = ptr;
                     self.at(*t, Builtin::Kmalloc);
-                    let _ = self.agent.kmalloc(cpu as u16, size, ptr);
+                    let _ = self.agent.exclusive().kmalloc(cpu as u16, size, ptr);
                     *t += 1;
                     Next::Compute(self.jitter(40, 200))
                 } else {
                     self.threads[tid].phase = 0;
                     let ptr = self.threads[tid].scratch;
                     self.at(*t, Builtin::Kfree);
-                    let _ = self.agent.kfree(cpu as u16, ptr);
+                    let _ = self.agent.exclusive().kfree(cpu as u16, ptr);
                     *t += 1;
                     Next::Sleep(self.jitter(8_000, 30_000))
                 }
@@ -1109,7 +1127,7 @@ impl<'c> Board<'c> {
                     let ptr = KHEAP + 0x1_0000 + 0x100 * u64::from(self.rng.gen_range(0..16u32));
                     self.threads[tid].scratch = ptr;
                     self.at(*t, Builtin::Kmalloc);
-                    let _ = self.agent.kmalloc(cpu as u16, 4096, ptr);
+                    let _ = self.agent.exclusive().kmalloc(cpu as u16, 4096, ptr);
                     *t += 1;
                     // A commit's length grows with the dirty data behind it.
                     let dirty = u64::from(std::mem::take(&mut self.dirty));
@@ -1119,7 +1137,7 @@ impl<'c> Board<'c> {
                     self.threads[tid].phase = 0;
                     let ptr = self.threads[tid].scratch;
                     self.at(*t, Builtin::Kfree);
-                    let _ = self.agent.kfree(cpu as u16, ptr);
+                    let _ = self.agent.exclusive().kfree(cpu as u16, ptr);
                     *t += 1;
                     if self.io_stress {
                         Next::Block
@@ -1207,7 +1225,7 @@ impl<'c> Board<'c> {
                         self.pushed_frames += 1;
                         let frame = self.shown_frame;
                         self.at(*t, Builtin::Mark);
-                        let _ = self.agent.mark(cpu as u16, frame);
+                        let _ = self.agent.exclusive().mark(cpu as u16, frame);
                         *t += 1;
                         self.threads[tid].phase = 2;
                         // FBIOPAN_DISPLAY
@@ -1319,7 +1337,7 @@ impl<'c> Board<'c> {
                     let pid = self.new_pid();
                     let th = self.spawn(pid, 312, name, role, prio, on);
                     self.at(*t, Builtin::ThreadCreate);
-                    let _ = self.agent.thread_create(cpu as u16, pid, name);
+                    let _ = self.agent.exclusive().thread_create(cpu as u16, pid, name);
                     *t += 1;
                     self.wake(cpu, *t, th);
                     *t += 1;
@@ -1431,7 +1449,7 @@ impl<'c> Board<'c> {
                 let n = self.threads[tid].counter;
                 let ptr = KHEAP + 0x20_0000 + 0x8_0000 * u64::from(n % 4);
                 self.at(*t, Builtin::Kmalloc);
-                let _ = self.agent.kmalloc(cpu as u16, 0x7_e900, ptr);
+                let _ = self.agent.exclusive().kmalloc(cpu as u16, 0x7_e900, ptr);
                 *t += 1;
                 self.rec_user(cpu, *t, U_VDEC_HEADER);
                 *t += 1;
@@ -1476,7 +1494,7 @@ impl<'c> Board<'c> {
                 if n >= 2 {
                     let old = KHEAP + 0x20_0000 + 0x8_0000 * u64::from((n + 2) % 4);
                     self.at(*t, Builtin::Kfree);
-                    let _ = self.agent.kfree(cpu as u16, old);
+                    let _ = self.agent.exclusive().kfree(cpu as u16, old);
                     *t += 1;
                 }
                 self.threads[tid].counter = n + 1;

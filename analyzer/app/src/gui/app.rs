@@ -339,7 +339,7 @@ fn session_ui(
     let mut switch_to = None;
     let frame = side_frame(ui, cleared);
     egui::Panel::top("toolbar").frame(frame).show(ui, |ui| {
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             for (i, g) in s.groups.groups().iter().enumerate() {
                 if ui
                     .selectable_label(i == gi, format!("Group {}", g.number))
@@ -424,10 +424,14 @@ fn session_ui(
                         .view(kind)
                         .summary()
                         .unwrap_or_else(|| format!("{} events", p.events));
-                    ui.label(format!(
-                        "{what}{}",
-                        if p.cancelled { " (stopped)" } else { "" }
-                    ));
+                    // Whole on the next line of the toolbar when it does not fit on this one.
+                    ui.add(
+                        egui::Label::new(format!(
+                            "{what}{}",
+                            if p.cancelled { " (stopped)" } else { "" }
+                        ))
+                        .extend(),
+                    );
                 }
             }
             if s.meta.as_ref().is_some_and(|m| !m.info.finished) {
@@ -501,11 +505,16 @@ fn session_ui(
     }
     let names = s.names.as_ref().expect("checked above");
     let mut colour_edit = None;
+    let mut legend_toggle = None;
     if kind == ViewKind::Gantt {
-        let shown = v.gantt.types_shown();
+        let loaded = v.gantt.types_loaded();
         let frame = side_frame(ui, cleared);
         egui::Panel::bottom("legend").frame(frame).show(ui, |ui| {
-            colour_edit = super::gantt::legend(ui, names, &shown);
+            match super::gantt::legend(ui, names, &loaded, &group.filter.hidden_types) {
+                Some(super::gantt::LegendAction::Colour(e)) => colour_edit = Some(e),
+                Some(super::gantt::LegendAction::Toggle(t)) => legend_toggle = Some(t),
+                None => {}
+            }
             if let Some(e) = &colours.error {
                 ui.colored_label(ui.visuals().warn_fg_color, format!("colours: {e}"));
             }
@@ -555,6 +564,13 @@ fn session_ui(
     if let Some(g) = s.groups.get_mut(gi) {
         if let Some(r) = load {
             g.set_interval(r);
+        }
+        if let Some(t) = legend_toggle {
+            let mut filter = g.filter.clone();
+            if !filter.hidden_types.remove(&t) {
+                filter.hidden_types.insert(t);
+            }
+            g.set_filter(filter);
         }
         if let Some(t) = cursor {
             g.cursor = Some(t);

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, Vec2};
 use rayon::prelude::*;
 use socscope_analysis::gantt::{
-    CpuTracks, GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot, Lanes, LinkArrow,
-    LossGap,
+    CpuTracks, FULL_COVERAGE, GanttConsumer, GanttFrame, GanttModel, GanttRow, GanttSnapshot,
+    Lanes, LinkArrow, LossGap,
 };
 use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
@@ -330,6 +330,11 @@ impl GanttView {
             .unwrap_or_default()
     }
 
+    /// The event types loaded for the chart's interval, drawn at this zoom or not (the legend's).
+    pub fn types_loaded(&self) -> std::collections::BTreeSet<socscope_tracedb::TypeId> {
+        self.model.types_loaded()
+    }
+
     /// The chart's rows, top to bottom: the visible producers, each followed by its lanes when its
     /// states fall into several (see [`GanttModel::lanes`]).
     /// Unless [`Self::show_empty`], rows without any event loaded (nor any below them) are left out.
@@ -471,7 +476,7 @@ impl GanttView {
         super::bands::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
         let px_ns = view.len() as f64 / width as f64;
         // Header: the interval and the share of links drawn (top left, as in Framesoc).
-        painter.text(
+        let header_rect = painter.text(
             Pos2::new(outer.left() + 4.0, outer.top() + 2.0),
             egui::Align2::LEFT_TOP,
             links_header,
@@ -479,7 +484,7 @@ impl GanttView {
             ui.visuals().weak_text_color(),
         );
         // Time axis: round ticks, about one per 110 points, in a unit that fits the zoom; labels that would
-        // run into the links share at the top left are left out.
+        // run into the header at the top left (as long as the links' message is) are left out.
         let weak = ui.visuals().weak_text_color();
         let axis = TimeAxis::new(
             view.start,
@@ -493,14 +498,11 @@ impl GanttView {
             } else {
                 egui::Align2::CENTER_TOP
             };
-            if tx - outer.left() > 150.0 {
-                painter.text(
-                    Pos2::new(tx, outer.top() + 2.0),
-                    align,
-                    axis.label(t),
-                    egui::FontId::proportional(11.5),
-                    weak,
-                );
+            let label =
+                painter.layout_no_wrap(axis.label(t), egui::FontId::proportional(11.5), weak);
+            let at = align.anchor_size(Pos2::new(tx, outer.top() + 2.0), label.size());
+            if at.left() > header_rect.right() + 8.0 {
+                painter.galley(at.min, label, weak);
             }
             painter.line_segment(
                 [Pos2::new(tx, chart.top() - 3.0), Pos2::new(tx, chart.top())],
@@ -722,11 +724,19 @@ fn chart_drawing(
                 band.fill(0.0, frame.width as f32, y, y + ROW_H, theme::stripe(dark));
             }
             let (y0, y1) = (y + 2.0, y + ROW_H - 2.0);
-            let spans = row.spans.iter().map(|s| (s.x0, s.x1, colour(s.type_id)));
-            for (a, b, c) in colour_runs(spans) {
-                band.fill(a as f32, b as f32, y0, y1, c);
+            // A span as high as its pixels are busy, from the row's bottom: zoomed out, sparse short
+            // states (interrupts) are low strokes, not a solid bar that reads as always busy.
+            for q in 1..=FULL_COVERAGE {
+                let top = y1 - (y1 - y0) * f32::from(q) / f32::from(FULL_COVERAGE);
+                let spans = row.spans.iter().filter(|s| s.coverage == q);
+                for (a, b, c) in colour_runs(spans.map(|s| (s.x0, s.x1, colour(s.type_id)))) {
+                    band.fill(a as f32, b as f32, top, y1, c);
+                }
             }
-            for s in row.spans.iter().filter(|s| s.aggregated) {
+            // The aggregation marker on full spans only: over a low one it would float above the
+            // bar, and a row of sparse interrupts would be a dotted line of markers.
+            let marked = row.spans.iter().filter(|s| s.aggregated);
+            for s in marked.filter(|s| s.coverage == FULL_COVERAGE) {
                 let cx = (s.x0 + s.x1) as f32 / 2.0;
                 band.fill(cx - 1.0, cx + 2.0, y0 + 1.0, y0 + 4.0, theme::marker(dark));
             }
@@ -1045,33 +1055,81 @@ fn hatch(mesh: &mut Mesh, r: Rect, c: Color32, px: f32) {
     }
 }
 
-/// The legend under the chart: a swatch and the name of every type on screen; a click on a swatch picks
-/// another colour for that type (kept per user, in every trace).
+/// What a click in the Gantt's legend asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LegendAction {
+    /// A new colour for a type (kept per user, in every trace).
+    Colour(ColourEdit),
+    /// Hide the type if shown, show it if hidden (the group's type filter, as the Types… dialog).
+    Toggle(socscope_tracedb::TypeId),
+}
+
+/// The legend under the chart: a swatch and the name of every type loaded for the view, then the types
+/// the group's filter hides (struck through), wrapped over as many lines as they need. A click on a
+/// swatch picks another colour for that type; a click on a name hides or shows the type.
 pub fn legend(
     ui: &mut Ui,
     names: &TraceNames,
-    shown: &std::collections::BTreeSet<socscope_tracedb::TypeId>,
-) -> Option<ColourEdit> {
-    let mut edit = None;
+    loaded: &BTreeSet<socscope_tracedb::TypeId>,
+    hidden: &BTreeSet<socscope_tracedb::TypeId>,
+) -> Option<LegendAction> {
+    let mut action = None;
     ui.horizontal_wrapped(|ui| {
-        ui.weak("Types:");
-        if shown.is_empty() {
-            ui.weak("none on screen");
+        ui.weak("Types:").on_hover_text(
+            "The types of the events loaded for this interval; click a name to hide or show it",
+        );
+        if loaded.is_empty() && hidden.is_empty() {
+            ui.weak("none loaded");
         }
-        for &t in shown {
+        let listed = loaded.iter().filter(|t| !hidden.contains(t));
+        for (t, is_hidden) in listed
+            .map(|t| (*t, false))
+            .chain(hidden.iter().map(|t| (*t, true)))
+        {
             let name = names.type_name(t);
+            let text = if is_hidden {
+                egui::RichText::new(&name).strikethrough().weak()
+            } else {
+                egui::RichText::new(&name)
+            };
+            // An entry (swatch and name) never splits over two lines, nor does a name wrap: an entry
+            // that does not fit starts the next line.
+            let galley = egui::WidgetText::from(text).into_galley(
+                ui,
+                Some(egui::TextWrapMode::Extend),
+                f32::INFINITY,
+                egui::TextStyle::Body,
+            );
+            let spacing = ui.spacing().item_spacing.x;
+            let need = ui.spacing().interact_size.x + spacing + galley.size().x;
+            if ui.available_size_before_wrap().x < need
+                && ui.cursor().left() > ui.max_rect().left() + spacing
+            {
+                ui.end_row();
+            }
             let mut c = names.colour(t);
             let resp = ui
                 .color_edit_button_srgba(&mut c)
                 .on_hover_text(format!("Colour of {name} (saved for this user)"));
             if resp.changed() {
-                edit = Some(ColourEdit::Type(name.clone(), c));
+                action = Some(LegendAction::Colour(ColourEdit::Type(name.clone(), c)));
             }
-            ui.label(name);
+            let hint = if is_hidden {
+                format!("{name} is hidden: click to show it")
+            } else {
+                format!("Click to hide {name} (the Types… dialog shows it again)")
+            };
+            if ui
+                .add(egui::Label::new(galley).sense(egui::Sense::click()))
+                .on_hover_text(hint)
+                .clicked()
+            {
+                action = Some(LegendAction::Toggle(t));
+            }
             ui.add_space(6.0);
         }
     });
-    edit
+    action
 }
 
 impl GroupView for GanttView {
@@ -1275,6 +1333,7 @@ mod tests {
             type_id,
             aggregated,
             event: None,
+            coverage: FULL_COVERAGE,
         };
         let link = |x0: f32, x1: f32, row0, row1| LinkArrow {
             x0,
@@ -1288,7 +1347,19 @@ mod tests {
             width: 100,
             rows: vec![
                 RowFrame {
-                    spans: vec![span(0, 10, 1, false), span(10, 40, 2, true)],
+                    spans: vec![
+                        span(0, 10, 1, false),
+                        span(10, 40, 2, true),
+                        // Busy a quarter of each pixel at most (sparse interrupts zoomed out).
+                        StateSpan {
+                            coverage: 1,
+                            ..span(45, 50, 1, false)
+                        },
+                        StateSpan {
+                            coverage: 3,
+                            ..span(52, 57, 1, true)
+                        },
+                    ],
                     ticks: vec![Tick {
                         x: 60,
                         type_id: 1,
@@ -1317,6 +1388,14 @@ mod tests {
         let (row0, row1) = (ROW_H / 2.0, ROW_H * 1.5);
         assert_eq!(at(3, row0), Color32::RED);
         assert_eq!(at(30, row0), Color32::GREEN);
+        // A span that covers a quarter of its pixels is a quarter of the row's height, from its bottom.
+        let (y0, y1) = (2.0, ROW_H - 2.0);
+        assert_eq!(at(47, y1 - 1.0), Color32::RED);
+        assert_eq!(at(47, y1 - (y1 - y0) / 4.0 + 0.5), Color32::RED);
+        assert_eq!(at(47, y1 - (y1 - y0) / 4.0 - 1.0), Color32::TRANSPARENT);
+        assert_eq!(at(47, row0), Color32::TRANSPARENT);
+        // No aggregation marker over a low span.
+        assert_eq!(at(54, 3.0), Color32::TRANSPARENT);
         // The aggregation marker: a small square at the top of the span's middle column.
         assert_eq!(at(25, 3.0), theme::marker(true));
         // The tick reaches one point above the states; nothing else is drawn at the row's edge.
@@ -1360,6 +1439,7 @@ mod tests {
                         type_id: TypeId::from(k % 3 + 1),
                         aggregated: false,
                         event: None,
+                        coverage: FULL_COVERAGE,
                     })
                     .collect(),
                 ..Default::default()
@@ -1386,18 +1466,22 @@ mod tests {
             }));
         }
         links.sort_by(|a, b| a.x0.total_cmp(&b.x0));
+        // The bands sit in the chart's first 120 columns, dense there, on a chart wide enough for the
+        // frame's links to be legible on average (denser, none is drawn: see the check below).
+        let width = links.len() as u32 * socscope_analysis::gantt::LINK_SPACING_PX;
         let frame = GanttFrame {
-            view: socscope_tracedb::TimeRange::new(0, 120),
-            width: 120,
+            view: socscope_tracedb::TimeRange::new(0, i64::from(width)),
+            width,
             links_total: links.len() as u64,
             links,
             rows,
             losses: vec![],
         };
+        assert!(frame.links_legible());
         let runs = short_link_runs(&frame.links);
         assert_eq!(runs.len(), 7, "{runs:?}");
         for ppp in [1.0f32, 1.25, 1.5, 2.0] {
-            let chart = Rect::from_min_size(Pos2::ZERO, Vec2::new(120.0, 6.0 * ROW_H));
+            let chart = Rect::from_min_size(Pos2::ZERO, Vec2::new(width as f32, 6.0 * ROW_H));
             let got = chart_drawing(&frame, chart, ppp, false, &colour)
                 .image
                 .expect("an image");
@@ -1427,6 +1511,29 @@ mod tests {
                 want.fill(run.x0 as f32, run.x1 as f32, ya.min(yb), ya.max(yb), fill);
             }
             assert_eq!(got.pixels, want.pixels, "at {ppp} pixels per point");
+            // The same links on a chart one column narrower are too dense to read: the chart is
+            // the rows alone, no band hides their states.
+            let narrow = GanttFrame {
+                width: width - 1,
+                ..frame.clone()
+            };
+            assert!(!narrow.links_legible());
+            let chart = Rect::from_min_size(Pos2::ZERO, Vec2::new((width - 1) as f32, 6.0 * ROW_H));
+            let drawn = |f: &GanttFrame| {
+                chart_drawing(f, chart, ppp, false, &colour)
+                    .image
+                    .expect("an image")
+                    .pixels
+            };
+            let narrow_rows_only = GanttFrame {
+                links: vec![],
+                ..narrow.clone()
+            };
+            assert_eq!(
+                drawn(&narrow),
+                drawn(&narrow_rows_only),
+                "at {ppp} pixels per point"
+            );
         }
     }
 

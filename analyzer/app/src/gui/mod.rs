@@ -21,6 +21,7 @@ mod theme;
 mod timebar;
 mod traceviz;
 mod views;
+mod widgets;
 
 use std::path::PathBuf;
 

@@ -127,34 +127,37 @@ impl OcelotlView {
     fn settings_ui(&mut self, ui: &mut Ui) {
         let mut s = self.state.settings.clone();
         ui.horizontal_wrapped(|ui| {
-            egui::ComboBox::from_label("Metric")
-                .selected_text(metric_label(s.metric))
-                .show_ui(ui, |ui| {
-                    for m in [Metric::Count, Metric::Duration, Metric::Mean] {
-                        ui.selectable_value(&mut s.metric, m, metric_label(m));
-                    }
-                });
-            egui::ComboBox::from_label("Aggregation")
-                .selected_text(match s.aggregation {
+            super::widgets::labelled_combo(ui, "Metric", metric_label(s.metric), |ui| {
+                for m in [Metric::Count, Metric::Duration, Metric::Mean] {
+                    ui.selectable_value(&mut s.metric, m, metric_label(m));
+                }
+            });
+            super::widgets::labelled_combo(
+                ui,
+                "Aggregation",
+                match s.aggregation {
                     Aggregation::Temporal => "temporal",
                     Aggregation::Spatiotemporal => "spatiotemporal",
-                })
-                .show_ui(ui, |ui| {
+                },
+                |ui| {
                     ui.selectable_value(&mut s.aggregation, Aggregation::Temporal, "temporal");
                     ui.selectable_value(
                         &mut s.aggregation,
                         Aggregation::Spatiotemporal,
                         "spatiotemporal",
                     );
-                });
+                },
+            );
             match s.aggregation {
                 Aggregation::Temporal => {
-                    egui::ComboBox::from_label("Drawing")
-                        .selected_text(match s.temporal {
+                    super::widgets::labelled_combo(
+                        ui,
+                        "Drawing",
+                        match s.temporal {
                             TemporalDrawing::Partition => "partition",
                             TemporalDrawing::Stacked => "stacked proportions",
-                        })
-                        .show_ui(ui, |ui| {
+                        },
+                        |ui| {
                             ui.selectable_value(
                                 &mut s.temporal,
                                 TemporalDrawing::Partition,
@@ -165,16 +168,19 @@ impl OcelotlView {
                                 TemporalDrawing::Stacked,
                                 "stacked proportions",
                             );
-                        });
+                        },
+                    );
                     ui.checkbox(&mut s.normalize, "Normalize");
                 }
                 Aggregation::Spatiotemporal => {
-                    egui::ComboBox::from_label("Drawing")
-                        .selected_text(match s.spatial {
+                    super::widgets::labelled_combo(
+                        ui,
+                        "Drawing",
+                        match s.spatial {
                             SpatialDrawing::Areas => "aggregated areas",
                             SpatialDrawing::Mode => "mode colour",
-                        })
-                        .show_ui(ui, |ui| {
+                        },
+                        |ui| {
                             ui.selectable_value(
                                 &mut s.spatial,
                                 SpatialDrawing::Areas,
@@ -185,24 +191,33 @@ impl OcelotlView {
                                 SpatialDrawing::Mode,
                                 "mode colour",
                             );
-                        });
+                        },
+                    );
                 }
             }
-            ui.label("Slices");
-            ui.add(
-                egui::DragValue::new(&mut s.slices)
-                    .range(2..=2000)
-                    .speed(1.0)
-                    .prefix("slices "),
-            );
-            ui.label("Threshold");
-            ui.add(
-                egui::DragValue::new(&mut s.threshold)
-                    .range(0.0001..=0.1)
-                    .speed(0.0001)
-                    .max_decimals(4)
-                    .prefix("threshold "),
-            );
+            ui.horizontal(|ui| {
+                let l = ui.label("Slices");
+                ui.add(
+                    egui::DragValue::new(&mut s.slices)
+                        .range(2..=2000)
+                        .speed(1.0),
+                )
+                .labelled_by(l.id)
+                .on_hover_text("Time slices the interval is cut into");
+            });
+            ui.horizontal(|ui| {
+                let l = ui.label("Threshold");
+                ui.add(
+                    egui::DragValue::new(&mut s.threshold)
+                        .range(0.0001..=0.1)
+                        .speed(0.0001)
+                        .max_decimals(4),
+                )
+                .labelled_by(l.id)
+                .on_hover_text(
+                    "The finest step in p of the bisection that finds the significant p values",
+                );
+            });
             ui.weak("types and producers: the group's filters (Types…, Producers…)");
         });
         if s != self.state.settings {

@@ -194,6 +194,12 @@ impl eframe::App for Shell {
         visuals.panel_fill.to_normalized_gamma_f32()
     }
 
+    fn raw_input_hook(&mut self, _ctx: &egui::Context, raw_input: &mut egui::RawInput) {
+        if self.screenshot.is_some() {
+            without_pointer(raw_input);
+        }
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         let now = Instant::now();
         let interval = self.last.map(|l| (now - l).as_secs_f64() * 1e3);
@@ -245,6 +251,23 @@ impl eframe::App for Shell {
     }
 }
 
+/// Takes the pointer out of the window for a screenshot: wherever the X server's pointer happens to be
+/// (Xvfb puts it at the screen's centre, often inside the window), the picture shows no hovered
+/// widget, tooltip or crosshair.
+fn without_pointer(raw_input: &mut egui::RawInput) {
+    raw_input.events.retain(|e| {
+        !matches!(
+            e,
+            egui::Event::PointerMoved(_)
+                | egui::Event::MouseMoved(_)
+                | egui::Event::PointerButton { .. }
+                | egui::Event::MouseWheel { .. }
+                | egui::Event::Touch { .. }
+        )
+    });
+    raw_input.events.push(egui::Event::PointerGone);
+}
+
 /// CPU time used so far by every thread of this process (the UI, the loaders, and a software
 /// renderer's rasterizer threads), in ms, from Linux's per-thread scheduler statistics; `None` where
 /// they cannot be read. The frame log's last column: its growth over a phase divided by the frames is
@@ -278,7 +301,36 @@ fn save_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result<
 
 #[cfg(test)]
 mod tests {
-    use super::process_cpu_ms;
+    use super::{process_cpu_ms, without_pointer};
+    use eframe::egui;
+
+    #[test]
+    fn a_screenshot_sees_no_pointer() {
+        let mut raw = egui::RawInput::default();
+        let key = egui::Event::Text("a".into());
+        raw.events = vec![
+            egui::Event::PointerMoved(egui::pos2(300.0, 200.0)),
+            key.clone(),
+            egui::Event::PointerButton {
+                pos: egui::pos2(300.0, 200.0),
+                button: egui::PointerButton::Primary,
+                pressed: true,
+                modifiers: egui::Modifiers::NONE,
+            },
+        ];
+        without_pointer(&mut raw);
+        assert_eq!(raw.events, [key, egui::Event::PointerGone]);
+        // Through egui: nothing is hovered after the hook, even after a move into the window.
+        let ctx = egui::Context::default();
+        let mut raw = egui::RawInput::default();
+        raw.events
+            .push(egui::Event::PointerMoved(egui::pos2(10.0, 10.0)));
+        without_pointer(&mut raw);
+        let mut out = ctx.run_ui(raw, |_| {});
+        // Nothing renders this frame's font atlas.
+        out.textures_delta.clear();
+        assert!(ctx.input(|i| i.pointer.hover_pos()).is_none());
+    }
 
     #[test]
     fn process_cpu_time_counts_the_other_threads() {

@@ -127,13 +127,11 @@ impl StatsView {
     pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) -> Option<ColourEdit> {
         ui.horizontal(|ui| {
             let mut op = self.settings.operator;
-            egui::ComboBox::from_label("Metric")
-                .selected_text(op.label())
-                .show_ui(ui, |ui| {
-                    for o in Operator::ALL {
-                        ui.selectable_value(&mut op, o, o.label());
-                    }
-                });
+            super::widgets::labelled_combo(ui, "Metric", op.label(), |ui| {
+                for o in Operator::ALL {
+                    ui.selectable_value(&mut op, o, o.label());
+                }
+            });
             if op != self.settings.operator {
                 self.settings.set_operator(op);
                 self.selected.clear();

@@ -162,9 +162,7 @@ impl TraceVizView {
     fn toolbar(&mut self, ui: &mut Ui) {
         ui.horizontal_wrapped(|ui| {
             let mut st = self.timeline.statistic;
-            egui::ComboBox::from_label("Statistic")
-                .selected_text(statistic_label(st))
-                .show_ui(ui, |ui| {
+            super::widgets::labelled_combo(ui, "Statistic", statistic_label(st), |ui| {
                     for s in [Statistic::Density, Statistic::Activity, Statistic::Delay] {
                         ui.selectable_value(&mut st, s, statistic_label(s));
                     }
@@ -173,21 +171,24 @@ impl TraceVizView {
                 self.timeline.statistic = st;
                 self.timeline.reload();
             }
-            let l = ui.label("Slick sigma");
-            ui.add(egui::Slider::new(&mut self.sigma, 0.0..=20.0).suffix(" px"))
-                .labelled_by(l.id);
-            let l = ui.label("Luminance");
-            ui.add(egui::Slider::new(&mut self.luminance, 0.0..=1.0))
-                .labelled_by(l.id);
+            // Each name stays on the line of its control when the toolbar wraps.
+            ui.horizontal(|ui| {
+                let l = ui.label("Slick sigma");
+                ui.add(egui::Slider::new(&mut self.sigma, 0.0..=20.0).suffix(" px"))
+                    .labelled_by(l.id);
+            });
+            ui.horizontal(|ui| {
+                let l = ui.label("Luminance");
+                ui.add(egui::Slider::new(&mut self.luminance, 0.0..=1.0))
+                    .labelled_by(l.id);
+            });
             ui.separator();
             ui.add(
                 egui::TextEdit::singleline(&mut self.group_name)
                     .hint_text("group name")
                     .desired_width(80.0),
             );
-            egui::ComboBox::from_label("Operator")
-                .selected_text(op_name(self.group_op))
-                .show_ui(ui, |ui| {
+            super::widgets::labelled_combo(ui, "Operator", op_name(self.group_op), |ui| {
                     for op in [GroupOp::Max, GroupOp::Min, GroupOp::Average, GroupOp::Median] {
                         ui.selectable_value(&mut self.group_op, op, op_name(op));
                     }
@@ -215,13 +216,16 @@ impl TraceVizView {
             {
                 self.propose_similar();
             }
-            let l = ui.label("distance <=");
-            ui.add(
-                egui::DragValue::new(&mut self.similar_threshold)
-                    .range(0.0..=1.0)
-                    .speed(0.01),
-            )
-            .labelled_by(l.id);
+            ui.horizontal(|ui| {
+                let l = ui.label("distance ≤");
+                ui.add(
+                    egui::DragValue::new(&mut self.similar_threshold)
+                        .range(0.0..=1.0)
+                        .speed(0.01),
+                )
+                .labelled_by(l.id)
+                .on_hover_text("Actors closer than this (0: same shape, 1: disjoint) are grouped");
+            });
             ui.separator();
             ui.add(
                 egui::TextEdit::singleline(&mut self.save_description)

@@ -153,3 +153,152 @@ pub fn write(view: &dyn TraceView, out: &mut dyn Write) -> Result<u64, ExportErr
     out.write_all(b"\n]}\n")?;
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::{Category, EventView, Kind, ProducerView, TypeView};
+
+    /// Two CPUs; process `player` (10) with thread `demux` (20); the idle task (11); IRQ `eth0` (30).
+    struct TwoCpus {
+        types: Vec<TypeView>,
+        producers: Vec<ProducerView>,
+        events: Vec<EventView>,
+    }
+
+    impl TraceView for TwoCpus {
+        fn source(&self) -> String {
+            "two cpus".into()
+        }
+        fn t_min(&self) -> Time {
+            0
+        }
+        fn types(&self) -> &[TypeView] {
+            &self.types
+        }
+        fn producers(&self) -> &[ProducerView] {
+            &self.producers
+        }
+        fn for_each_event(
+            &self,
+            each: &mut dyn FnMut(&EventView) -> Result<(), ExportError>,
+        ) -> Result<u64, ExportError> {
+            for e in &self.events {
+                each(e)?;
+            }
+            Ok(self.events.len() as u64)
+        }
+    }
+
+    fn two_cpus() -> TwoCpus {
+        let ty = |id, name: &str, params: &[&str]| TypeView {
+            id,
+            name: name.into(),
+            category: Category::State,
+            params: params.iter().map(|p| (*p).into()).collect(),
+        };
+        let p = |id, parent, name: &str, cpu| ProducerView {
+            id,
+            parent,
+            name: name.into(),
+            cpu,
+        };
+        let state = |ts, end, type_id, producer, cpu, params| EventView {
+            ts,
+            type_id,
+            producer,
+            cpu,
+            kind: Kind::State { end, depth: 0 },
+            params,
+        };
+        TwoCpus {
+            types: vec![
+                ty(1, "running", &[]),
+                ty(2, "irq", &[]),
+                ty(4, "on_cpu", &["thread", "tid"]),
+                ty(5, "cpu_idle", &[]),
+            ],
+            producers: vec![
+                p(3, None, "cpu0", Some(0)),
+                p(4, None, "cpu1", Some(1)),
+                p(10, None, "player", None),
+                p(11, None, "swapper", None),
+                p(20, Some(10), "demux", None),
+                p(30, None, "eth0", None),
+            ],
+            events: vec![
+                state(0, 40_000, 1, 20, Some(1), vec![]),
+                state(
+                    0,
+                    40_000,
+                    4,
+                    4,
+                    Some(1),
+                    vec![Value::Unsigned(20), Value::Unsigned(318)],
+                ),
+                state(10_000, 12_000, 2, 30, Some(1), vec![]),
+                state(40_000, 100_000, 5, 4, Some(1), vec![]),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_cpus_are_one_process_with_a_track_per_cpu_naming_the_thread_that_ran() {
+        let mut out = Vec::new();
+        assert_eq!(write(&two_cpus(), &mut out).unwrap(), 4);
+        let doc: Json = serde_json::from_slice(&out).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let find = |f: &dyn Fn(&Json) -> bool| events.iter().filter(|e| f(e)).collect::<Vec<_>>();
+        // One `CPUs` process (its pid the first CPU's producer), sorted before the others, holding a
+        // thread per CPU in CPU order.
+        let cpus = find(&|e| e["name"] == "process_name" && e["args"]["name"] == "CPUs");
+        assert_eq!(cpus.len(), 1);
+        assert_eq!(cpus[0]["pid"], 3);
+        assert_eq!(
+            find(&|e| e["name"] == "process_sort_index" && e["pid"] == 3)[0]["args"]["sort_index"],
+            -1
+        );
+        let tracks: Vec<_> = find(&|e| e["name"] == "thread_name" && e["pid"] == 3)
+            .iter()
+            .map(|e| (e["tid"].as_u64().unwrap(), e["args"]["name"].clone()))
+            .collect();
+        assert_eq!(tracks, [(3, json!("cpu0")), (4, json!("cpu1"))]);
+        let order: Vec<_> = find(&|e| e["name"] == "thread_sort_index" && e["pid"] == 3)
+            .iter()
+            .map(|e| e["args"]["sort_index"].as_u64().unwrap())
+            .collect();
+        assert_eq!(order, [0, 1]);
+        // A CPU is not a process of its own.
+        assert!(find(&|e| e["name"] == "process_name" && e["args"]["name"] == "cpu1").is_empty());
+        // cpu1's track: `demux` ran, then the idle task; the IRQ it served nested in demux's slice.
+        let on_cpu1: Vec<_> = find(&|e| e["ph"] == "X" && e["pid"] == 3 && e["tid"] == 4)
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["ts"].as_f64().unwrap(),
+                    e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            on_cpu1,
+            [
+                ("demux".to_owned(), 0.0, 40.0),
+                ("eth0".to_owned(), 10.0, 2.0),
+                ("idle".to_owned(), 40.0, 60.0),
+            ]
+        );
+        // The thread's own slice stays under its process, the IRQ's under its own producer.
+        assert_eq!(
+            find(&|e| e["ph"] == "X" && e["name"] == "running")[0]["pid"],
+            10
+        );
+        let irq = find(&|e| e["ph"] == "X" && e["name"] == "irq");
+        assert_eq!(
+            (irq.len(), &irq[0]["pid"], &irq[0]["tid"]),
+            (1, &json!(30), &json!(30))
+        );
+        assert!(find(&|e| e["pid"] == 3 && e["tid"] == 3 && e["ph"] == "X").is_empty());
+    }
+}

@@ -8,8 +8,8 @@ use socscope_wire::decode::{
 use socscope_wire::dict::{EventTypeDef, ParamDef, ParamType, ProducerDef};
 use socscope_wire::encode::{self, RecordEncoder, max_encoded_len};
 use socscope_wire::frame::{
-    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, Heartbeat, Hello, Loss, ParamValue,
-    Window,
+    Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, FrameKind, Heartbeat, Hello, Loss,
+    ParamValue, Window,
 };
 use socscope_wire::varint;
 
@@ -124,9 +124,14 @@ pub fn events_header(events: &Events) -> EventsHeader {
 
 /// Encodes an `Events` frame from an already built records section.
 pub fn encode_events_section(header: &EventsHeader, section: &[u8]) -> Vec<u8> {
+    encode_events_section_as(header, section, FrameKind::Events)
+}
+
+/// An `Events` frame of the given kind (`Events`: CRC-32C, `EventsFletcher`: Fletcher-32).
+pub fn encode_events_section_as(header: &EventsHeader, section: &[u8], kind: FrameKind) -> Vec<u8> {
     let mut out =
         vec![0u8; max_encoded_len(1 + 1 + 4 * varint::MAX_VARINT_LEN + section.len() + 4)];
-    let n = encode::encode_events(&mut out, header, section).expect("frame fits");
+    let n = encode::encode_events_as(&mut out, header, section, kind).expect("frame fits");
     out.truncate(n);
     out
 }
@@ -215,7 +220,15 @@ pub fn encode(model: &Model) -> Vec<u8> {
             } else {
                 raw
             };
-            return encode_events_section(&events_header(events), &section);
+            // Batches with an odd first sequence number go out as kind 0A (Fletcher-32, what the agent
+            // writes), the others as kind 03 (CRC-32C, what version-2 agents wrote): every test over
+            // encoded streams (round trip, corruption, errors) covers both checks.
+            let kind = if events.first_seq % 2 == 1 {
+                FrameKind::EventsFletcher
+            } else {
+                FrameKind::Events
+            };
+            return encode_events_section_as(&events_header(events), &section, kind);
         }
         Model::Loss(l) => {
             out = vec![0u8; 64];
