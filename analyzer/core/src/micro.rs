@@ -184,6 +184,38 @@ pub struct TraceMicroscopicModel {
 }
 
 impl TraceMicroscopicModel {
+    /// A model built outside a trace file (the fleet overview builds one per dataset with SQL, its
+    /// producers a hierarchy of hardware, firmware, boards and CPUs): `producers` are the leaves with
+    /// values, in order; `all_producers` holds them and their ancestors (linked by `parent`); `values`
+    /// is slice-major, then producer, then type.
+    pub fn from_parts(
+        grid: SliceGrid,
+        metric: Metric,
+        producers: Vec<Producer>,
+        types: Vec<EventType>,
+        all_producers: Vec<Producer>,
+        values: Vec<f64>,
+    ) -> std::result::Result<Self, String> {
+        let cells = grid.slices * producers.len() * types.len();
+        if values.len() != cells {
+            return Err(format!(
+                "{} values for {} slices × {} producers × {} types",
+                values.len(),
+                grid.slices,
+                producers.len(),
+                types.len()
+            ));
+        }
+        Ok(Self {
+            grid,
+            metric,
+            producers,
+            types,
+            all_producers,
+            values,
+        })
+    }
+
     /// The value of slice `t`, producer `p`, type `u` (model indices).
     pub fn value(&self, t: usize, p: usize, u: usize) -> f64 {
         self.values[(t * self.producers.len() + p) * self.types.len() + u]
