@@ -410,21 +410,33 @@ pub fn stats(path: &Path, s: &StatisticsSnapshot) -> Result<()> {
 }
 
 /// Stacked bars per bin, one colour per type.
-pub fn density(path: &Path, d: &Density) -> Result<()> {
+/// The density chart's time axis, in seconds from `origin` (the trace's start, from which `--range` is
+/// counted), so that `--range 4..6` is labelled 4 s to 6 s.
+fn density_axis(d: &Density, origin: i64) -> std::ops::Range<f64> {
+    (d.start - origin) as f64 * 1e-9..(d.end - origin) as f64 * 1e-9
+}
+
+/// The density histogram, its time axis counted from `origin` (the trace's start).
+pub fn density(path: &Path, d: &Density, origin: i64) -> Result<()> {
     let root = canvas(path, 1000, 420)?;
-    let span = (d.end - d.start) as f64 * 1e-9;
+    let axis = density_axis(d, origin);
+    let labels = TimeAxis::new(
+        (axis.start * 1e9).round() as i64,
+        (axis.end * 1e9).round() as i64,
+        40,
+    );
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("Event density — {} events", d.total), font(18))
         .margin(12)
         .margin_right(170)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..span, 0.0..(d.max.max(1) as f64 * 1.05))
+        .build_cartesian_2d(axis.clone(), 0.0..(d.max.max(1) as f64 * 1.05))
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("time from the start of the interval")
-        .x_label_formatter(&time_label(span))
+        .x_desc("time from the start of the trace")
+        .x_label_formatter(&|v| labels.label((v * 1e9).round() as i64))
         .y_desc("events per bin")
         .y_label_formatter(&|v| units::count_compact(*v))
         .label_style(font(12))
@@ -434,8 +446,8 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
     let colours: Vec<RGBColor> = palette_colours.iter().map(|c| rgb(*c)).collect();
     for b in &d.bins {
         let (x0, x1) = (
-            (b.start - d.start) as f64 * 1e-9,
-            (b.end - d.start) as f64 * 1e-9,
+            (b.start - origin) as f64 * 1e-9,
+            (b.end - origin) as f64 * 1e-9,
         );
         let mut y = 0.0;
         for (u, &c) in b.per_type.iter().enumerate() {
@@ -1040,7 +1052,7 @@ mod tests {
             total: 10,
             loaded_until: 1000,
         };
-        density(&path, &d).unwrap();
+        density(&path, &d, 0).unwrap();
         let img = decode(&path);
         // Legend boxes: 12 px squares from (840, 50), one every 18 px.
         let boxes: Vec<[u8; 3]> = (0..types.len() as i32)
@@ -1054,6 +1066,21 @@ mod tests {
             "the known type keeps its colour"
         );
         assert!(!set.contains(&[255, 255, 255]));
+    }
+
+    #[test]
+    fn a_density_over_4_to_6_s_is_drawn_on_a_4_to_6_s_axis() {
+        let d = Density {
+            start: 4_000_000_100,
+            end: 6_000_000_100,
+            types: vec!["running".into()],
+            bins: vec![],
+            max: 0,
+            total: 0,
+            loaded_until: 6_000_000_100,
+        };
+        let axis = density_axis(&d, 100);
+        assert!((axis.start - 4.0).abs() < 1e-9 && (axis.end - 6.0).abs() < 1e-9);
     }
 
     #[test]
