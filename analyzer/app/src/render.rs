@@ -19,7 +19,7 @@ use socscope_analysis::ocelotl::{
 };
 use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
-use socscope_analysis::traceviz::Timeline;
+use socscope_analysis::traceviz::{Statistic, Timeline};
 use socscope_tracedb::units::{self, TimeAxis};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
@@ -753,6 +753,24 @@ fn time_axis(root: &Area, left: i32, plot_w: i32, y: i32, span_ns: i64) -> Resul
     Ok(())
 }
 
+/// One TraceViz bin's value with its unit: events, time in states, or the longest delay.
+fn bin_value(s: Statistic, v: f64) -> String {
+    match s {
+        Statistic::Density => format!("{} events", units::count_compact(v)),
+        Statistic::Activity => format!("{} in states", units::duration_compact(v)),
+        Statistic::Delay => format!("{} longest delay", units::duration_compact(v)),
+    }
+}
+
+/// The outline's caption, two lines: how wide a bin is, and the top of the scale with its unit.
+fn outline_caption(t: &Timeline, max: f64) -> [String; 2] {
+    let bin_ns = (t.end - t.start) as f64 / t.outline.len().max(1) as f64;
+    [
+        format!("outline, bins of {}", units::duration_compact(bin_ns)),
+        format!("max {}", bin_value(t.statistic, max)),
+    ]
+}
+
 /// TraceViz: the outline (actors stacked, one colour each, named in the legend beside it) over its
 /// Slick Graph shading band, with a time axis; then one small histogram per group and per actor (the
 /// largest 24) and the time axis again. Producers of one name are told apart by id.
@@ -834,8 +852,15 @@ pub fn timeline(
         ))
         .map_err(err)?;
     }
-    root.draw(&Text::new("Slick Graph", (12, band.0 + 4), font(13)))
+    root.draw(&Text::new("Slick Graph", (12, band.0 - 2), font(13)))
         .map_err(err)?;
+    // What the shading means (Slick Graph, eq. 2), in the space beside the band's name.
+    root.draw(&Text::new(
+        "dark: above its smoothed neighbourhood",
+        (12, band.0 + 11),
+        font(10),
+    ))
+    .map_err(err)?;
     // Outline: actors stacked per bin, with the smoothed curve.
     let top = band.1 + 8;
     let bottom = outline_h as i32 + 40;
@@ -864,12 +889,14 @@ pub fn timeline(
         .collect();
     root.draw(&PathElement::new(curve, BLACK.stroke_width(2)))
         .map_err(err)?;
-    root.draw(&Text::new(
-        format!("outline (max {})", units::count_compact(max)),
-        (12, top + 4),
-        font(13),
-    ))
-    .map_err(err)?;
+    for (i, line) in outline_caption(t, max).iter().enumerate() {
+        root.draw(&Text::new(
+            fit(line, 12, left - 16),
+            (12, top + 4 + 15 * i as i32),
+            font(12),
+        ))
+        .map_err(err)?;
+    }
     root.draw(&Rectangle::new(
         [(left, top), (left + plot_w, bottom)],
         BLACK.stroke_width(1),
@@ -918,8 +945,15 @@ pub fn timeline(
             BLACK.mix(0.3).stroke_width(1),
         ))
         .map_err(err)?;
-        root.draw(&Text::new(fit(name, 12, left - 20), (12, y + 8), font(12)))
+        root.draw(&Text::new(fit(name, 12, left - 20), (12, y + 4), font(12)))
             .map_err(err)?;
+        // Each row has its own scale: its top says what it stands for.
+        root.draw(&Text::new(
+            fit(&format!("max {}", bin_value(t.statistic, m)), 11, left - 20),
+            (12, y + 18),
+            font(11),
+        ))
+        .map_err(err)?;
         y += row_h as i32;
     }
     if shown_actors.len() < t.actors.len() {
@@ -1003,7 +1037,7 @@ mod tests {
     use super::*;
     use socscope_analysis::density::DensityBin;
     use socscope_analysis::stats::{Operator, StatSlice};
-    use socscope_analysis::traceviz::{ActorHist, Statistic};
+    use socscope_analysis::traceviz::ActorHist;
 
     /// Width, height and RGB pixels of a PNG.
     fn decode(path: &Path) -> (usize, usize, Vec<[u8; 3]>) {
@@ -1126,6 +1160,24 @@ mod tests {
             .collect();
         assert_eq!(saturated.len(), 2, "{saturated:?}");
         assert!(saturated.contains(&palette::colour("irq")));
+    }
+
+    #[test]
+    fn traceviz_scales_say_their_unit() {
+        assert_eq!(bin_value(Statistic::Activity, 1.04e9), "1.04 s in states");
+        assert_eq!(bin_value(Statistic::Density, 1_500.0), "1.5k events");
+        assert_eq!(bin_value(Statistic::Delay, 2.5e6), "2.5 ms longest delay");
+        let t = Timeline {
+            start: 0,
+            end: 2_000_000_000,
+            statistic: Statistic::Activity,
+            actors: vec![],
+            outline: vec![0.0; 200],
+        };
+        assert_eq!(
+            outline_caption(&t, 1.04e9),
+            ["outline, bins of 10 ms", "max 1.04 s in states"]
+        );
     }
 
     #[test]
