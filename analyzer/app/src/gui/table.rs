@@ -230,7 +230,7 @@ impl TableView {
                                 // has no duration).
                                 cell.widget_info(|| {
                                     egui::WidgetInfo::labeled(
-                                        egui::WidgetType::Button,
+                                        egui::Role::Button,
                                         true,
                                         format!("{}: none", c.title()),
                                     )
