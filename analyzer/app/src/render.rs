@@ -586,6 +586,7 @@ pub fn temporal(
     chart
         .configure_mesh()
         .x_desc("p")
+        .y_desc("share of its maximum")
         .label_style(font(12))
         .draw()
         .map_err(err)?;
@@ -607,23 +608,39 @@ pub fn temporal(
     chart
         .draw_series(LineSeries::new(steps(|x| x.2), loss.stroke_width(2)))
         .map_err(err)?;
-    chart
-        .draw_series(std::iter::once(PathElement::new(
-            vec![(p, lo), (p, hi)],
-            BLACK.stroke_width(1),
-        )))
+    // The drawn p: a blue line kept off the axes (p = 0 or 1 would sit on them, unseen), named at
+    // its top.
+    let marker = [0x1f, 0x77, 0xb4];
+    let (x0, y_top) = chart.backend_coord(&(0.0, hi * 1.05));
+    let (x1, y_bottom) = chart.backend_coord(&(1.0, lo));
+    let x = marker_x(chart.backend_coord(&(p, lo)).0, x0, x1);
+    // `backend_coord` is in the whole picture's pixels: drawn on the root.
+    root.draw(&PathElement::new(
+        vec![(x, y_top), (x, y_bottom)],
+        rgb(marker).stroke_width(2),
+    ))
+    .map_err(err)?;
+    let name = format!("p = {p:.4}");
+    let name_x = (x + 4).min(x1 - text_width(&name, 12) - 2);
+    root.draw(&Text::new(name.clone(), (name_x, y_top + 2), font(12)))
         .map_err(err)?;
     legend(
         &bottom,
         &[
             ("gain".into(), [0x2c, 0xa0, 0x2c]),
             ("loss".into(), [0xd6, 0x27, 0x28]),
-            (format!("p = {p:.4}"), [0, 0, 0]),
+            (name, marker),
         ],
         925,
         50,
     )?;
     root.present().map_err(err)
+}
+
+/// Where the p marker is drawn: at `x`, but never on the plot's left or right edge (`x0`, `x1`),
+/// where the axis lines would hide it.
+fn marker_x(x: i32, x0: i32, x1: i32) -> i32 {
+    x.clamp(x0 + 3, (x1 - 3).max(x0 + 3))
 }
 
 /// Ocelotl spatiotemporal mode map: producers (hierarchy leaves) down, time across, each area
@@ -1160,6 +1177,13 @@ mod tests {
             .collect();
         assert_eq!(saturated.len(), 2, "{saturated:?}");
         assert!(saturated.contains(&palette::colour("irq")));
+    }
+
+    #[test]
+    fn the_p_marker_is_never_on_an_axis() {
+        assert_eq!(marker_x(82, 82, 900), 85);
+        assert_eq!(marker_x(900, 82, 900), 897);
+        assert_eq!(marker_x(400, 82, 900), 400);
     }
 
     #[test]
