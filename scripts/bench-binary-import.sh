@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # Import speed of the binary captures (BENCHMARKS.md, "Import": trace-cmd .dat and CTF) against the
 # reference readers' own reading speed in the same run: `trace-cmd report > /dev/null` and
-# `babeltrace2 DIR > /dev/null`, alternated with `socscope import`, RUNS times each; wall time and peak
-# RSS from /usr/bin/time. Inputs: the shared files, and larger ones made from them (N copies:
+# `babeltrace2 DIR > /dev/null`, alternated with `socscope import` (which order goes first alternates
+# from run to run), RUNS times each; wall time, user+system CPU time and peak RSS from /usr/bin/time.
+# Inputs: the shared files, and larger ones made from them (N times as long:
 # protocols/formats/examples/larger_inputs.rs).
-#   scripts/bench-binary-import.sh [RUNS] [N]
+#   [SOCSCOPE_BIN=path] scripts/bench-binary-import.sh [RUNS] [N]
+# Output: one line per measure, `input bytes events reader wall_s cpu_s peak_rss_kb run`.
 set -euo pipefail
 runs=${1:-3}
 n=${2:-20}
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=$(cd "$root/../shared/data/traces" && pwd)
-cargo build --release -q -p socscope-analyzer
-cargo run --release -q -p socscope-formats --example larger_inputs -- "$shared" "${TMPDIR:-/tmp}/socscope-bench-binary" "$n"
 work=${TMPDIR:-/tmp}/socscope-bench-binary
-socscope="$root/target/release/socscope"
+# SOCSCOPE_BIN: a socscope binary already built (release) to measure instead of building one.
+socscope=${SOCSCOPE_BIN:-$root/target/release/socscope}
+[ -n "${SOCSCOPE_BIN:-}" ] || cargo build --release -q -p socscope-analyzer --bin socscope
+rm -rf "$work" && mkdir -p "$work"
+cargo run --release -q -p socscope-formats --example larger_inputs -- "$shared" "$work" "$n"
 measure() { # label, command...
   local label=$1; shift
-  /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; return 1; }
-  read -r secs rss < "$work/time"
-  echo "$label $secs $rss"
+  /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; return 1; }
+  read -r secs user sys rss < "$work/time"
+  echo "$label $secs $(awk "BEGIN {print $user + $sys}") $rss"
 }
 inputs=(
   "dat $shared/trace-cmd/lisa-example_rtapp-v6.dat"
@@ -28,23 +32,33 @@ inputs=(
   "ctf $work/lttng-kernel-arm-bug446190-x$n"
   "ctf $work/lttng-ust-ros2-x$n"
 )
+echo "# commit $(git -C "$root" rev-parse --short HEAD), $(nproc) cores, $(date -u +%FT%TZ)"
 echo "# load: $(cat /proc/loadavg)"
-echo "# input bytes events reader run seconds peak_rss_kb"
+echo "# input bytes events reader wall_s cpu_s peak_rss_kb run"
 for entry in "${inputs[@]}"; do
   read -r kind path <<<"$entry"
-  bytes=$(du -sb "$path" | cut -f1)
+  if [ "$kind" = dat ]; then
+    bytes=$(stat -c %s "$path")
+    ref=(trace-cmd report "$path")
+    events=$(trace-cmd report "$path" 2>/dev/null | grep -c '^ *.*\[[0-9]*\] [0-9.]*: ' || true)
+    format=trace-cmd
+  else
+    # Stream bytes (metadata and index files left out).
+    bytes=$(find "$path" -type f ! -name metadata ! -name '*.idx' -printf '%s\n' | awk '{s+=$1} END {print s}')
+    ref=(babeltrace2 "$path")
+    events=$(babeltrace2 "$path" 2>/dev/null | wc -l)
+    format=ctf
+  fi
   for run in $(seq "$runs"); do
     rm -rf "$work/db"; mkdir -p "$work/db"
-    if [ "$kind" = dat ]; then
-      ref=$(measure ref trace-cmd report "$path")
-      events=$(trace-cmd report "$path" 2>/dev/null | grep -c '^ *.*\[[0-9]*\] [0-9.]*: ')
+    ours=("$socscope" import "$path" --format "$format" --dir "$work/db")
+    if [ $((run % 2)) = 1 ]; then
+      a=$(measure ref "${ref[@]}"); b=$(measure socscope "${ours[@]}")
     else
-      ref=$(measure ref babeltrace2 "$path")
-      events=$(babeltrace2 "$path" | wc -l)
+      b=$(measure socscope "${ours[@]}"); a=$(measure ref "${ref[@]}")
     fi
-    ours=$(measure socscope "$socscope" import "$path" --format "$( [ "$kind" = dat ] && echo trace-cmd || echo ctf )" --dir "$work/db")
-    echo "$(basename "$path") $bytes $events $ref run$run"
-    echo "$(basename "$path") $bytes $events $ours run$run"
+    echo "$(basename "$path") $bytes $events $a run$run"
+    echo "$(basename "$path") $bytes $events $b run$run"
   done
+  echo "# load: $(cat /proc/loadavg)"
 done
-echo "# load: $(cat /proc/loadavg)"

@@ -285,6 +285,9 @@ pub struct Reconstructor {
     first_seq: Option<u64>,
     /// Sequence numbers each CPU gave out, from the board's `CpuTotal` frames (sorted by CPU).
     cpu_totals: Vec<(u16, u64)>,
+    /// The thread that emitted the record being ingested, when the record names it (a user-space
+    /// tracer's event, see [`Reconstructor::record_by`]): it, not the CPU's running thread, owns it.
+    emitter: Option<u64>,
 }
 
 fn param_type(t: wdict::ParamType) -> ParamType {
@@ -408,6 +411,7 @@ impl Reconstructor {
             syscall_abi: SyscallAbi::ArmEabi,
             first_seq: None,
             cpu_totals: Vec::new(),
+            emitter: None,
         }
     }
 
@@ -637,6 +641,10 @@ impl Reconstructor {
 
     /// The producer events on `cpu` belong to: the innermost interrupt, else the running thread, else the CPU.
     fn context_producer(&mut self, cpu: usize, sink: &mut impl Sink) -> Result<ProducerId> {
+        // User space does not run inside an interrupt: a record of a named thread is that thread's.
+        if let Some(pid) = self.emitter {
+            return self.thread(pid, sink);
+        }
         if let Some(top) = self.cpus[cpu].interrupts.last() {
             return Ok(top.producer);
         }
@@ -644,7 +652,7 @@ impl Reconstructor {
     }
 
     fn thread_producer(&mut self, cpu: usize, sink: &mut impl Sink) -> Result<ProducerId> {
-        match self.cpus[cpu].running {
+        match self.emitter.or(self.cpus[cpu].running) {
             Some(pid) => self.thread(pid, sink),
             None => Ok(self.cpu_producers[cpu]),
         }
@@ -958,6 +966,26 @@ impl Reconstructor {
         self.record(cpu, ticks, r, dict, sink)
     }
 
+    /// Ingests one record that names the thread which emitted it (a user-space tracer's event carries
+    /// its thread id): its punctual events, variables and states belong to thread `pid`, whatever
+    /// thread the kernel side says runs on `cpu` (a user-space-only trace never says).
+    pub fn record_by(
+        &mut self,
+        cpu: u16,
+        ticks: u64,
+        pid: u64,
+        r: &impl RawRecord,
+        dict: &impl TypeTable,
+        sink: &mut impl Sink,
+    ) -> Result<()> {
+        let cpu = usize::from(cpu);
+        self.ensure_cpu(cpu, sink)?;
+        self.emitter = Some(pid);
+        let done = self.record(cpu, ticks, r, dict, sink);
+        self.emitter = None;
+        done
+    }
+
     /// Names a thread (and, with `process`, attaches it to that process), as a trace's thread names and
     /// thread groups become known.
     pub fn name_thread(
@@ -1242,7 +1270,7 @@ impl Reconstructor {
             });
             return Ok(());
         }
-        let pid = self.cpus[cpu].running;
+        let pid = self.emitter.or(self.cpus[cpu].running);
         let producer = self.thread_producer(cpu, sink)?;
         let state = OpenState {
             type_id: TypeId::from(type_id),
@@ -1305,7 +1333,7 @@ impl Reconstructor {
     ) -> Result<()> {
         // Where the entry lives: the interrupt stack for IRQs, else the running thread's stack (or the CPU's
         // context when no thread is known).
-        let running = self.cpus[cpu].running;
+        let running = self.emitter.or(self.cpus[cpu].running);
         let on_thread = !Self::is_interrupt(enter) && running.is_some();
         let (stack_len, position) = {
             let stack = if on_thread {

@@ -535,3 +535,239 @@ fn damage_is_named_and_the_events_before_it_kept() {
         .to_string();
     assert!(e.contains("no CTF trace here"), "{e}");
 }
+
+/// Per `vtid`: how many events babeltrace2 gives (its event-context group `{ vtid = N, ... }`).
+fn per_vtid(text: &str) -> BTreeMap<i64, u64> {
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        let vtid = l
+            .split_once("vtid = ")
+            .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no vtid in {l}"));
+        *m.entry(vtid).or_default() += 1;
+    }
+    m
+}
+
+/// Stored events of user-space types (`provider:event`) per thread (its local id), and each thread's name.
+fn ust_per_thread(db: &Path) -> (BTreeMap<i64, u64>, HashMap<i64, String>) {
+    let r = TraceReader::open(db).unwrap();
+    let ust: std::collections::HashSet<_> = r
+        .event_types()
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.name.contains(':'))
+        .map(|t| t.id)
+        .collect();
+    let producers: HashMap<_, _> = r
+        .producers()
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
+    let mut m = BTreeMap::new();
+    for e in r.events(TimeRange::all(), &Filter::all()).unwrap() {
+        let e = e.unwrap().event;
+        if ust.contains(&e.type_id) {
+            let p = &producers[&e.producer];
+            assert_eq!(p.kind.name(), "thread", "{p:?}");
+            *m.entry(p.local_id).or_default() += 1;
+        }
+    }
+    let names = producers
+        .values()
+        .filter(|p| p.kind.name() == "thread")
+        .map(|p| (p.local_id, p.name.clone()))
+        .collect();
+    (m, names)
+}
+
+#[test]
+fn user_space_events_belong_to_the_thread_that_emitted_them() {
+    // A user-space-only trace names no running thread: each event is its `vtid`'s, as babeltrace2
+    // reads that context.
+    let dir = tempfile::tempdir().unwrap();
+    let src = real("ctf/lttng-ust-ros2");
+    let db = dir.path().join("ros2.db");
+    run(&src, &db, true).unwrap();
+    let bt = babeltrace(&src);
+    let (stored, names) = ust_per_thread(&db);
+    assert_eq!(stored, per_vtid(&bt));
+    assert_eq!(stored.len(), 6);
+    // Named by their context's procname.
+    assert_eq!(names[&427_932], "sync_one_to_one");
+    assert_eq!(names[&427_930], "source");
+}
+
+/// Copies the CTF trace `from` into `to` (created).
+fn copy_trace(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_trace(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_lttng_session_with_kernel_and_user_space_traces_imports_whole() {
+    // LTTng's session layout: `kernel/` and `ust/uid/UID/64-bit/`, each a trace of its own clock.
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("session");
+    copy_trace(
+        &real("ctf/lttng-kernel-arm-bug446190"),
+        &session.join("kernel"),
+    );
+    copy_trace(
+        &real("ctf/lttng-ust-ros2"),
+        &session.join("ust/uid/1000/64-bit"),
+    );
+    assert_eq!(
+        detect_format(std::slice::from_ref(&session)).unwrap(),
+        Format::Ctf
+    );
+    let reader = CtfReader::open(&session).unwrap();
+    assert_eq!(reader.traces().len(), 2);
+    drop(reader);
+    let db = dir.path().join("session.db");
+    let r = run(&session, &db, true).unwrap();
+    let text = babeltrace(&session);
+    let bt = names(&text);
+    assert_eq!(r.records, bt.values().sum::<u64>());
+    assert_eq!(r.records, 31_556 + 99_338);
+    let s = stored(&db);
+    let get = |n: &str, c: EventCategory| s.get(&(n.to_string(), c)).copied().unwrap_or(0);
+    // The kernel trace mapped as alone (its names bare), the user-space one kept whole.
+    assert_eq!(get("irq", EventCategory::State), bt["irq_handler_entry"]);
+    assert_eq!(get("running", EventCategory::State), bt["sched_switch"] + 4);
+    assert_eq!(
+        get("wakeup", EventCategory::Link),
+        bt["sched_wakeup"] + bt["sched_wakeup_new"]
+    );
+    for (name, count) in bt.iter().filter(|(n, _)| n.contains(':')) {
+        assert_eq!(get(name, EventCategory::Punctual), *count, "{name}");
+    }
+    // User-space events (named `provider:event`) on their threads, as babeltrace2 reads their vtid
+    // (the kernel's statedump events carry a `vtid` too, as a payload field).
+    let ust_lines: String = text
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(3)
+                .is_some_and(|n| n.trim_end_matches(':').contains(':'))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(ust_per_thread(&db).0, per_vtid(&ust_lines));
+    // Both traces merged in time: the stored range spans from the kernel trace's first event to the
+    // user-space trace's last.
+    let span = (r.info.t_min, r.info.t_max);
+    let first_last = |text: &str| {
+        let ts = |l: &str| -> i64 {
+            let (s, ns) = l[1..].split_once(']').unwrap().0.split_once('.').unwrap();
+            s.parse::<i64>().unwrap() * 1_000_000_000 + ns.parse::<i64>().unwrap()
+        };
+        (
+            ts(text.lines().next().unwrap()),
+            ts(text.lines().last().unwrap()),
+        )
+    };
+    assert_eq!(span, first_last(&text));
+}
+
+/// The packets of an LTTng stream file (offset, length): each packet context's `packet_size` (bits),
+/// after the 32-byte header and three 64-bit fields, little-endian.
+fn packets(stream: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < stream.len() {
+        let bits = u64::from_le_bytes(stream[at + 56..at + 64].try_into().unwrap());
+        let len = (bits / 8) as usize;
+        out.push((at, len));
+        at += len;
+    }
+    out
+}
+
+#[test]
+fn lost_packets_are_a_loss_as_babeltrace2_reports_them() {
+    // Packets 2 and 3 of one stream of the ros2 trace cut out: its packet_seq_num jumps from 1 to 4.
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("gap");
+    std::fs::create_dir(&t).unwrap();
+    let src = real("ctf/lttng-ust-ros2");
+    std::fs::copy(src.join("metadata"), t.join("metadata")).unwrap();
+    let bytes = std::fs::read(src.join("ros2_0")).unwrap();
+    let kept: Vec<u8> = packets(&bytes)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2 && *i != 3)
+        .flat_map(|(_, (at, len))| bytes[at..at + len].to_vec())
+        .collect();
+    std::fs::write(t.join("ros2_0"), kept).unwrap();
+
+    let out = Command::new("babeltrace2")
+        .arg("--clock-seconds")
+        .arg(&t)
+        .output()
+        .unwrap();
+    let warning = String::from_utf8_lossy(&out.stderr);
+    // `WARNING: Tracer discarded 2 packets between [S.NS] and [S.NS] ...`
+    let between = |w: &str| -> (u64, i64, i64) {
+        let (n, rest) = w
+            .split_once("discarded ")
+            .unwrap()
+            .1
+            .split_once(" packets between [")
+            .unwrap();
+        let (from, rest) = rest.split_once("] and [").unwrap();
+        let to = rest.split_once(']').unwrap().0;
+        let ns = |s: &str| s.replace('.', "").parse::<i64>().unwrap();
+        (n.parse().unwrap(), ns(from), ns(to))
+    };
+    let (n, from, to) = between(&warning);
+    assert_eq!(n, 2);
+
+    let mut r = CtfReader::open(&t).unwrap();
+    let mut events = 0u64;
+    let mut losses = Vec::new();
+    while r.next_event().unwrap().is_some() {
+        events += 1;
+        losses.extend(r.take_losses());
+    }
+    assert_eq!(
+        events,
+        String::from_utf8_lossy(&out.stdout).lines().count() as u64
+    );
+    assert_eq!(losses.len(), 1);
+    assert_eq!(
+        (
+            losses[0].packets,
+            losses[0].count,
+            losses[0].from_ns,
+            losses[0].to_ns
+        ),
+        (2, 0, from, to)
+    );
+    assert_eq!(r.streams()[0].missing_packets, 2);
+
+    // Imported: a loss row at the interval's start, saying how many packets; counted.
+    let db = dir.path().join("gap.db");
+    let rep = run(&t, &db, true).unwrap();
+    assert_eq!(rep.records, events);
+    let l = TraceReader::open(&db).unwrap().losses().unwrap();
+    assert_eq!(l.len(), 1);
+    assert_eq!((l[0].cpu, l[0].ts, l[0].count), (Some(0), from, 0));
+    assert!(l[0].reason.starts_with("2 packets lost"), "{}", l[0].reason);
+    let stats = TraceReader::open(&db).unwrap().ingest_stats().unwrap();
+    assert!(
+        stats
+            .iter()
+            .any(|s| s.name == "ctf.missing_packets" && s.value == 2),
+        "{stats:?}"
+    );
+}

@@ -117,7 +117,9 @@ fn a_dat_file_gives_the_trace_its_report_text_gives() {
     let dir = tempfile::tempdir().unwrap();
     let src = real("trace-cmd/lisa-example_rtapp-v6.dat");
     let n = same_as_report_text(&src, dir.path());
-    assert_eq!(n, 7826);
+    // 7 826 events of the threads, IRQs and markers, and 1 553 slices of the CPU tracks (on_cpu,
+    // cpu_idle) built from its context switches.
+    assert_eq!(n, 9379);
     // A zstd-compressed version-7 copy.
     let v7 = dir.path().join("v7.dat");
     trace_cmd(&[
@@ -177,6 +179,69 @@ fn a_truncated_dat_keeps_the_events_before_the_damage() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("cut.dat") && e.contains("byte "), "{e}");
+    // Cut before the last CPUs' data begins: the first CPUs' events kept, each missing CPU named.
+    std::fs::write(&f, &bytes[..3_900_000]).unwrap();
+    let r = run(&f, Format::TraceCmd, &dir.path().join("cpus.db"), false).unwrap();
+    assert!(!r.warnings.is_empty());
+    for w in &r.warnings {
+        assert!(
+            w.contains("cut.dat: CPU ") && w.contains(", byte ") && w.contains("cut short"),
+            "{w}"
+        );
+    }
+    let named = |what: &str| r.warnings.iter().any(|w| w.contains(what));
+    assert_eq!(r.warnings.len(), 4, "{:?}", r.warnings);
+    assert!(named(
+        "CPU 2, byte 3900000: the CPU's data is cut short: 213600 of its 237568 bytes"
+    ));
+    assert!(named(
+        "CPU 3, byte 3923968: the CPU's data is cut short: 0 of its 12288 bytes"
+    ));
+    assert!(named("CPU 4, byte ") && named("CPU 5, byte "));
+    assert!(r.records > 0 && r.records < 7_820, "{}", r.records);
+}
+
+#[test]
+fn a_wrong_format_is_named_with_the_one_to_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let dat = real("trace-cmd/lisa-example_rtapp-v6.dat");
+    let ctf = real("ctf/lttng-ust-ros2");
+    let text = real("ftrace/tci-ftrace_syscalls.txt");
+    let err = |f: &Path, format: Format| {
+        run(f, format, &dir.path().join("x.db"), false)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = err(&dat, Format::Ctf);
+    assert!(
+        e.contains("lisa-example_rtapp-v6.dat: byte 0: expected a CTF trace directory")
+            && e.contains("it reads as trace-cmd: import it with --format trace-cmd"),
+        "{e}"
+    );
+    let e = err(&text, Format::Ctf);
+    assert!(
+        e.contains("it reads as ftrace: import it with --format ftrace"),
+        "{e}"
+    );
+    let e = err(&dat, Format::Ftrace);
+    assert!(
+        e.contains("a trace-cmd .dat file, not ftrace text: import it with --format trace-cmd"),
+        "{e}"
+    );
+    for format in [Format::TraceCmd, Format::Ftrace] {
+        let e = err(&ctf, format);
+        assert!(
+            e.contains("lttng-ust-ros2: a CTF trace directory, not a ")
+                && e.contains("file: import it with --format ctf (or auto)"),
+            "{e}"
+        );
+    }
+    let e = err(&ctf.join("ros2_0"), Format::TraceCmd);
+    assert!(
+        e.contains("ros2_0: byte 0: expected the trace-cmd magic"),
+        "{e}"
+    );
+    assert!(!dir.path().join("x.db").exists());
 }
 
 /// The shared v6 file with CPU 4's only page replaced by records written here: a `cpu_frequency`

@@ -2,7 +2,8 @@
 //! ([`FtraceImporter`]) in the shape an ftrace capture gives it — LTTng's `sched_switch`,
 //! `sched_waking`/`sched_wakeup`, `irq_handler_*`, `softirq_*` and syscalls become the same states and
 //! links; statedump events name the processes and threads; every other event (user-space ones
-//! included) is a punctual event with its fields — and the tracer's discarded events stored as losses.
+//! included) is a punctual event with its fields, a user-space one on the thread that emitted it (its
+//! `vtid` context) — and the tracer's discarded events and lost packets stored as losses.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -75,17 +76,27 @@ pub(super) fn run(
                 .streams()
                 .get(loss.stream)
                 .map_or_else(String::new, |s| s.name.clone());
+            let reason = if loss.packets > 0 {
+                // How many events the lost packets held is unknown: the row counts none, says so.
+                format!(
+                    "{} packets lost (CTF packet_seq_num jump, stream {stream}; their events not \
+                     counted) between {} and {} ns",
+                    loss.packets, loss.from_ns, loss.to_ns
+                )
+            } else {
+                format!(
+                    "discarded by the tracer (CTF events_discarded, stream {stream}) between {} and \
+                     {} ns",
+                    loss.from_ns, loss.to_ns
+                )
+            };
             writer.add_loss(&LossRecord {
                 cpu: loss.cpu.and_then(|c| u16::try_from(c).ok()),
                 ts: loss.from_ns,
                 count: loss.count,
                 seq_from: None,
                 seq_to: None,
-                reason: format!(
-                    "discarded by the tracer (CTF events_discarded, stream {stream}) between {} and \
-                     {} ns",
-                    loss.from_ns, loss.to_ns
-                ),
+                reason,
             })?;
         }
     }
@@ -190,12 +201,15 @@ impl CtfImporter {
         let a = &mut self.args;
         a.clear();
         self.comm.clear();
-        // The thread: user-space contexts name it; kernel events belong to the CPU's running thread.
-        let mut pid = e
+        // The thread: user-space contexts name it, and a user-space event belongs to it (the thread that
+        // emitted it); a kernel event belongs to the CPU's running thread (its `tid` context, when
+        // added, is only the thread an interrupt interrupted).
+        let context_tid = e
             .context_field("vtid")
             .or_else(|| e.context_field("tid"))
-            .and_then(Value::as_i128)
-            .unwrap_or(0) as u64;
+            .and_then(Value::as_i128);
+        let emitted_by_thread = !kernel && context_tid.is_some();
+        let mut pid = context_tid.unwrap_or(0) as u64;
         let mut tgid = e
             .context_field("vpid")
             .or_else(|| e.context_field("pid"))
@@ -301,7 +315,8 @@ impl CtfImporter {
         };
         self.prepared.prepare_one(&record);
         let prepared = self.prepared.get(0, ret.as_deref().unwrap_or(a));
-        self.ftrace.record(&record, &prepared, writer)
+        self.ftrace
+            .record_by(&record, &prepared, emitted_by_thread, writer)
     }
 
     /// The payload as `key=value` pairs.

@@ -441,6 +441,19 @@ impl FtraceImporter {
         prepared: &PreparedRecord<'_>,
         writer: &mut TraceWriter,
     ) -> Result<()> {
+        self.record_by(line, prepared, false, writer)
+    }
+
+    /// [`Self::record`]; with `emitted_by_pid`, the record belongs to the line's thread (`pid`) rather
+    /// than to the CPU's running thread (a user-space tracer's event names the thread that emitted
+    /// it; a kernel event's task is only the thread it interrupted).
+    pub(super) fn record_by(
+        &mut self,
+        line: &ftrace::Record<'_>,
+        prepared: &PreparedRecord<'_>,
+        emitted_by_pid: bool,
+        writer: &mut TraceWriter,
+    ) -> Result<()> {
         self.name_thread(line.pid, line.comm, line.tgid, writer)?;
         let ts = line.ts.max(0) as u64;
         if !self.leaf_ends.is_empty() {
@@ -457,8 +470,13 @@ impl FtraceImporter {
             ftrace::Body::SyscallEnter { name, args } => self.syscall_enter(name, args, prepared),
             ftrace::Body::SyscallExit { name, ret } => self.syscall_exit(name, ret),
         }
-        self.recon
-            .record_at(line.cpu, ts, &self.rec, &self.types, writer)?;
+        if emitted_by_pid {
+            self.recon
+                .record_by(line.cpu, ts, line.pid, &self.rec, &self.types, writer)?;
+        } else {
+            self.recon
+                .record_at(line.cpu, ts, &self.rec, &self.types, writer)?;
+        }
         if let Some(end) = leaf_end {
             self.leaf_ends.insert(line.cpu, end);
         }

@@ -413,15 +413,48 @@ pub fn import(
     if files.is_empty() {
         return Err(CollectorError::Invalid("no file to import".into()));
     }
+    // A CTF trace directory given to another format: say what it is (any other directory fails to
+    // read, naming itself).
+    if format != Format::Ctf
+        && let Some(d) = files.iter().find(|f| {
+            f.is_dir() && socscope_formats::ctf::trace_dirs(f).is_ok_and(|t| !t.is_empty())
+        })
+    {
+        return Err(CollectorError::Invalid(format!(
+            "{}: a CTF trace directory, not a {} file: import it with --format ctf (or auto)",
+            escaped(&display(d)),
+            format.name()
+        )));
+    }
     // A CTF trace is its directory: a file of it (its metadata, a stream) names it.
     let dirs;
     let files = if format == Format::Ctf && files[0].is_file() {
         let dir = files[0].parent().unwrap_or(Path::new(".")).to_path_buf();
         if !dir.join("metadata").is_file() {
+            let f = &files[0];
+            let head = head_of(f, 16 * 1024)?;
+            let what = if socscope_formats::ctf::sniff(&head) {
+                "a CTF stream file, and its directory holds no CTF `metadata`: import the trace's \
+                 directory"
+                    .to_string()
+            } else {
+                // Not CTF at all: say what it looks like.
+                let hint = match detect_format(std::slice::from_ref(f)) {
+                    Ok(other) => format!(
+                        "; it reads as {}: import it with --format {} (or auto)",
+                        other.name(),
+                        other.name()
+                    ),
+                    Err(_) => String::new(),
+                };
+                format!(
+                    "byte 0: expected a CTF trace directory (holding a `metadata` file) or one of its \
+                     stream files (CTF packet magic 0xc1fc1fc1), found neither{hint}"
+                )
+            };
             return Err(CollectorError::Invalid(format!(
-                "{}: a CTF stream file, and its directory holds no CTF `metadata`: import the trace's \
-                 directory",
-                escaped(&display(&files[0]))
+                "{}: {what}",
+                escaped(&display(f))
             )));
         }
         dirs = vec![dir];

@@ -1,12 +1,13 @@
 //! Larger binary captures for the import benchmarks (scripts/bench-binary-import.sh), made from the
 //! shared ones: a trace-cmd `.dat` whose CPUs' pages are repeated N times (each copy's page timestamps
-//! shifted past the previous copy's), and CTF directories with each stream file copied N times (N
-//! times the streams, merged in time like the originals).
+//! shifted past the previous copy's); CTF traces N times as long (`-xN`: each stream's packets
+//! repeated, clocks shifted, see `socscope_formats::ctf::repeat`).
 //!
 //! `cargo run --release -p socscope-formats --example larger_inputs -- SHARED_TRACES OUT N`
 
 use std::path::Path;
 
+use socscope_formats::ctf::repeat::repeat;
 use socscope_formats::tracecmd::Compression;
 use socscope_formats::tracecmd::rewrite::{Rewrite, rewrite};
 
@@ -32,20 +33,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(out.join(format!("lisa-x{n}.dat")), dat)?;
     for name in ["lttng-kernel-arm-bug446190", "lttng-ust-ros2"] {
         let from = shared.join("ctf").join(name);
-        let to = out.join(format!("{name}-x{n}"));
-        std::fs::create_dir_all(&to)?;
-        std::fs::copy(from.join("metadata"), to.join("metadata"))?;
-        for e in std::fs::read_dir(&from)? {
-            let p = e?.path();
-            let Some(file) = p.file_name().map(|f| f.to_string_lossy().into_owned()) else {
-                continue;
-            };
-            if p.is_file() && file != "metadata" {
-                for k in 0..n {
-                    std::fs::copy(&p, to.join(format!("{file}_copy{k}")))?;
-                }
-            }
-        }
+        // Long: the same streams, each with its packets repeated N times. (Copying stream files
+        // side by side is no wider trace: babeltrace2 takes copies of one stream instance for one
+        // stream and reads their packets once.)
+        repeat(&from, &out.join(format!("{name}-x{n}")), n)?;
     }
     Ok(())
 }

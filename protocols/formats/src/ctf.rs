@@ -7,6 +7,7 @@
 //!
 //! Start here: [`CtfReader::open`], [`CtfReader::next_event`], [`CtfEvent`] and its [`Value`]s.
 
+pub mod repeat;
 pub mod tsdl;
 
 use std::fmt;
@@ -173,16 +174,21 @@ impl CtfEvent {
     }
 }
 
-/// Events a tracer discarded on a stream between two packets.
+/// What a tracer lost on a stream between two packets: events it discarded (the packet context's
+/// `events_discarded` grew), or whole packets (its `packet_seq_num` jumped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CtfLoss {
     /// The stream file.
     pub stream: usize,
     /// Its CPU, when the packets say.
     pub cpu: Option<u32>,
-    /// How many.
+    /// Events discarded (0 for lost packets: how many events they held is not known).
     pub count: u64,
-    /// The interval they were discarded in (ns): the previous packet's end to this packet's end.
+    /// Packets lost (0 for discarded events).
+    pub packets: u64,
+    /// The interval of the loss (ns), as babeltrace2 reports it: for discarded events, the previous
+    /// packet's end to this packet's end; for lost packets, the previous packet's end to this
+    /// packet's beginning.
     pub from_ns: i64,
     /// End of the interval.
     pub to_ns: i64,
@@ -232,6 +238,16 @@ pub struct StreamFile {
     pub packets: u64,
     /// Packets the sequence numbers say are missing.
     pub missing_packets: u64,
+    /// When recording ([`repeat`]): the packet context's integers, and the clock integers of the
+    /// packet's events decoded so far.
+    recorded: Option<Recorded>,
+}
+
+/// The integers [`repeat`] rewrites in a packet.
+#[derive(Debug, Default)]
+struct Recorded {
+    context: Vec<IntAt>,
+    event_clocks: Vec<IntAt>,
 }
 
 /// A stream's bytes: a file, or memory (the fuzzer's inputs).
@@ -382,6 +398,7 @@ impl CtfReader {
             bytes: 0,
             packets: 0,
             missing_packets: 0,
+            recorded: None,
         });
     }
 
@@ -566,6 +583,7 @@ impl CtfReader {
         };
         let mut scopes = Scopes {
             packet_header: header,
+            ints: s.recorded.as_ref().map(|_| Vec::new()),
             ..Scopes::default()
         };
         let ctx = match &sc.packet_context {
@@ -575,6 +593,10 @@ impl CtfReader {
             ),
             None => None,
         };
+        if let (Some(r), Some(ints)) = (s.recorded.as_mut(), scopes.ints.take()) {
+            r.context = ints;
+            r.event_clocks.clear();
+        }
         let ctx_int = |n: &str| {
             ctx.as_ref()
                 .and_then(|c| c.get(n))
@@ -628,9 +650,20 @@ impl CtfReader {
         let end = ctx_int("timestamp_end");
         if let Some(seq) = ctx_int("packet_seq_num") {
             if let Some(prev) = s.seq
-                && seq > prev + 1
+                && seq > prev.saturating_add(1)
             {
-                s.missing_packets += seq - prev - 1;
+                let lost = seq - prev - 1;
+                s.missing_packets += lost;
+                let from = s.prev_end.unwrap_or(s.clock);
+                let to = ctx_int("timestamp_begin").unwrap_or(from);
+                self.losses.push(CtfLoss {
+                    stream: i,
+                    cpu: s.cpu,
+                    count: 0,
+                    packets: lost,
+                    from_ns: trace.clock.ns(from),
+                    to_ns: trace.clock.ns(to),
+                });
             }
             s.seq = Some(seq);
         }
@@ -643,6 +676,7 @@ impl CtfReader {
                     stream: i,
                     cpu: s.cpu,
                     count: total - before,
+                    packets: 0,
                     from_ns: trace.clock.ns(from),
                     to_ns: trace.clock.ns(to),
                 });
@@ -668,6 +702,18 @@ struct Scopes {
     root: &'static str,
     /// Whether clock-mapped integers update the stream's clock (in event headers).
     clock_bits: Option<(u64, u32)>,
+    /// Where each integer decoded lies, in decoding order, when asked ([`repeat`] rewrites them).
+    ints: Option<Vec<IntAt>>,
+}
+
+/// An integer of a packet: its bit position, size, byte order (as decoded), and whether it holds a
+/// clock value.
+#[derive(Debug, Clone, Copy)]
+struct IntAt {
+    pos: u64,
+    size: u32,
+    big: bool,
+    clock: bool,
 }
 
 impl Scopes {
@@ -774,12 +820,16 @@ impl<'a> Decoder<'a> {
         self.pos = self.pos.div_ceil(a) * a;
     }
 
-    fn bits(&mut self, size: u32, order: ByteOrder) -> Result<u64, Cut> {
-        let big = match order {
+    fn is_big(&self, order: ByteOrder) -> bool {
+        match order {
             ByteOrder::Native => self.big,
             ByteOrder::Little => false,
             ByteOrder::Big => true,
-        };
+        }
+    }
+
+    fn bits(&mut self, size: u32, order: ByteOrder) -> Result<u64, Cut> {
+        let big = self.is_big(order);
         let size64 = u64::from(size);
         if self.pos + size64 > self.end {
             return Err(self.pos);
@@ -829,7 +879,16 @@ impl<'a> Decoder<'a> {
 
     fn int(&mut self, t: &IntType, scopes: &mut Scopes) -> Result<(u64, i64), Cut> {
         self.align(t.align);
+        let pos = self.pos;
         let v = self.bits(t.size, t.order)?;
+        if let Some(ints) = scopes.ints.as_mut() {
+            ints.push(IntAt {
+                pos,
+                size: t.size,
+                big: self.is_big(t.order),
+                clock: t.clock.is_some(),
+            });
+        }
         let s = if t.signed && t.size < 64 {
             let sh = 64 - t.size;
             ((v << sh) as i64) >> sh
@@ -1019,6 +1078,7 @@ fn decode_event(
     d.pos = s.pos;
     let mut scopes = Scopes {
         clock_bits: Some((s.clock, 64)),
+        ints: s.recorded.as_ref().map(|_| Vec::new()),
         ..Scopes::default()
     };
     let start = d.pos;
@@ -1074,6 +1134,9 @@ fn decode_event(
         ));
     }
     s.pos = d.pos;
+    if let (Some(r), Some(ints)) = (s.recorded.as_mut(), scopes.ints.take()) {
+        r.event_clocks.extend(ints.into_iter().filter(|i| i.clock));
+    }
     let cpu = s.cpu.or_else(|| {
         fields
             .as_ref()

@@ -968,7 +968,7 @@ impl<R: Read + Seek> DatReader<R> {
                         let p = piece(self, 16, "a CPU's data offset and size")?;
                         let offset = read_uint(&p, 0, 8, big).unwrap_or(0);
                         let size = read_uint(&p, 8, 8, big).unwrap_or(0);
-                        self.add_cpu(cpu, offset, size, len)?;
+                        self.add_cpu(cpu, offset, size)?;
                     }
                     // A TRACECLOCK option of no data: the clock file follows the CPU table.
                     if self.meta.info.clock.as_deref() == Some("") {
@@ -1136,7 +1136,7 @@ impl<R: Read + Seek> DatReader<R> {
                 let cpu = o.uint(4, &file, "a CPU id")? as u32;
                 let offset = o.uint(8, &file, "a CPU's data offset")?;
                 let size = o.uint(8, &file, "a CPU's data size")?;
-                self.add_cpu(cpu, offset, size, len)?;
+                self.add_cpu(cpu, offset, size)?;
             }
         }
         Ok(())
@@ -1317,16 +1317,23 @@ impl<R: Read + Seek> DatReader<R> {
         }
     }
 
-    fn add_cpu(&mut self, cpu: u32, offset: u64, size: u64, len: u64) -> Result<(), FormatError> {
+    fn add_cpu(&mut self, cpu: u32, offset: u64, size: u64) -> Result<(), FormatError> {
         if size == 0 {
             return Ok(());
         }
-        if offset > len {
+        // A CPU whose data lies past a cut file's end is kept: reading it reports the cut (file, CPU,
+        // byte) as damage to that CPU, and the other CPUs' events are still read. An extent no file
+        // can have (past `off_t`'s range) is a damaged CPU table, refused here so that no offset
+        // arithmetic below can overflow.
+        if offset
+            .checked_add(size)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
             return Err(BinaryError::new(
                 &self.meta.file,
                 Some(format!("CPU {cpu}")),
                 offset,
-                format!("the CPU's data starts past the end of the file ({len} bytes)"),
+                format!("the CPU's data ({size} bytes at byte {offset}) lies past any file's end"),
             )
             .into());
         }

@@ -118,3 +118,20 @@ fn same_but_empty_strings(ours: &str, theirs: &str) -> bool {
             .enumerate()
             .all(|(i, (x, y))| x == y || (i % 2 == 1 && x.is_empty()))
 }
+
+#[test]
+fn a_trace_repeated_for_the_benchmarks_reads_as_babeltrace2_reads_it() {
+    // The longer benchmark input (`ctf::repeat`): every copy's clocks, sequence numbers and discarded
+    // counts shifted, so babeltrace2 reads one trace twice as long, event for event as we do.
+    let src = traces_dir().join("lttng-ust-ros2");
+    let dir = tempfile::tempdir().unwrap();
+    let long = dir.path().join("ros2-x2");
+    socscope_formats::ctf::repeat::repeat(&src, &long, 2).unwrap();
+    let once = ours(&src);
+    let (mine, theirs) = (ours(&long), babeltrace(&long));
+    assert_eq!(mine.len(), 2 * once.len());
+    assert_eq!(mine, theirs);
+    // The second copy starts after the first one ends.
+    let end = once.iter().map(|l| l.0).max().unwrap();
+    assert!(mine[once.len()].0 > end);
+}

@@ -313,6 +313,73 @@ mod tests {
         assert_eq!(q.quality(1, 1), Quality::ZERO);
     }
 
+    /// The original's loop, one interval at a time: the reference `compute` (rows in
+    /// parallel, running sums shared along a row) must match bit for bit.
+    fn literal_qualities(m: &MicroscopicModel) -> Vec<(u64, u64)> {
+        let n = m.slices();
+        let ln = ln_table(n);
+        let mut out = Vec::new();
+        for start in 0..n {
+            for end in start..n {
+                let (mut gain, mut loss) = (0.0, 0.0);
+                if end > start {
+                    for s in 0..m.producers() {
+                        for u in 0..m.types() {
+                            let values: Vec<f64> =
+                                (start..=end).map(|t| m.value(t, s, u)).collect();
+                            if (0..n).all(|t| m.value(t, s, u) == 0.0) {
+                                continue;
+                            }
+                            let (mut sum, mut ent) = (values[0], entropy_reduction(values[0], 0.0));
+                            for &v in &values[1..] {
+                                sum += v;
+                                ent += entropy_reduction(v, 0.0);
+                            }
+                            let reduction = entropy_reduction(sum, ent);
+                            gain += reduction;
+                            loss += divergence(ln[end - start + 1], sum, reduction);
+                        }
+                    }
+                }
+                out.push((gain.to_bits(), loss.to_bits()));
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 200, failure_persistence: None, ..proptest::prelude::ProptestConfig::default() })]
+        /// Zero, negative and tiny values included: the branch-free pass selects 0 where the
+        /// original's test does.
+        #[test]
+        fn qualities_are_the_literal_loops_bit_for_bit(
+            t in 1usize..24,
+            s in 1usize..4,
+            u in 1usize..3,
+            seed in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(0.0),
+                    -3.0..3.0f64,
+                    0.0..1e6f64,
+                    1e-300..1e-290f64,
+                ],
+                24 * 4 * 3,
+            ),
+        ) {
+            let values: Vec<f64> = seed[..t * s * u].to_vec();
+            let m = MicroscopicModel::new(t, s, u, values).unwrap();
+            let q = TemporalQualities::compute(&m);
+            let mut got = Vec::new();
+            for start in 0..t {
+                for end in start..t {
+                    let x = q.quality(start, end);
+                    got.push((x.gain.to_bits(), x.loss.to_bits()));
+                }
+            }
+            proptest::prop_assert_eq!(got, literal_qualities(&m));
+        }
+    }
+
     #[test]
     fn parts_number_slices_in_time_order() {
         let q = TemporalQualities::compute(&model(6, 1, &[1.0, 1.0, 1.0, 9.0, 9.0, 9.0]));
