@@ -66,6 +66,26 @@ pub trait Transport {
         let _ = records;
         None
     }
+
+    /// What the collector sent back on the link (it sends one frame, a `Refusal`, just before it
+    /// closes a link whose session it will not store: wrong token, full disk…), read into `buf`
+    /// without waiting long; returns the bytes read. A link that cannot be read (a UART the board only
+    /// writes) keeps the default: nothing. Pass what it read to [`read_refusal`].
+    fn read_back(&mut self, buf: &mut [u8]) -> usize {
+        let _ = buf;
+        0
+    }
+}
+
+pub use socscope_wire::refusal::{Refusal, RefusalError, RefusalReason, decode_refusal};
+
+/// Why the collector refused this board's session, if it said so before closing the link: reads the
+/// link back ([`Transport::read_back`]) into `buf` and decodes the `Refusal` frame there (in place).
+/// `None`: nothing came back, or it was not a whole, intact `Refusal`.
+pub fn read_refusal<'b, T: Transport>(transport: &mut T, buf: &'b mut [u8]) -> Option<Refusal<'b>> {
+    let n = transport.read_back(buf);
+    let got = buf.get_mut(..n)?;
+    decode_refusal(got).ok()
 }
 
 /// Why a transport could not take a frame.

@@ -264,6 +264,11 @@ impl FlightRecorder {
         })
     }
 
+    /// Frames that belonged to no session (no readable `Hello` before them, or a refused one).
+    pub fn orphan_frames(&self) -> u64 {
+        self.orphan_frames
+    }
+
     /// Whether a session started on the stream.
     pub fn has_had_session(&self) -> bool {
         self.had_session

@@ -33,6 +33,8 @@ pub enum Target {
     Gst,
     /// The chunk decoders of the trace store (whole and lazy).
     Chunk,
+    /// The `Refusal` frame a collector sends to a board, as the agent and its C API decode it.
+    Refusal,
     /// The trace-cmd `.dat` reader (header, sections, decompression, ring-buffer pages, print formats).
     TraceCmd,
     /// The CTF reader (TSDL metadata, packets, events): an input is a metadata file and a stream
@@ -42,13 +44,14 @@ pub enum Target {
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 8] = [
+    pub const ALL: [Target; 9] = [
         Target::Wire,
         Target::Kptrace,
         Target::Paje,
         Target::Ftrace,
         Target::Gst,
         Target::Chunk,
+        Target::Refusal,
         Target::TraceCmd,
         Target::Ctf,
     ];
@@ -62,10 +65,38 @@ impl Target {
             Target::Ftrace => "ftrace",
             Target::Gst => "gst",
             Target::Chunk => "chunk",
+            Target::Refusal => "refusal",
             Target::TraceCmd => "trace-cmd",
             Target::Ctf => "ctf",
         }
     }
+}
+
+/// `Refusal` frames of every reason, with short, long and non-ASCII messages: the seeds of
+/// [`Target::Refusal`].
+pub fn refusal_seeds() -> Vec<Vec<u8>> {
+    use socscope_wire::refusal::{Refusal, RefusalReason, encode_refusal};
+    let long = "disk full ".repeat(30);
+    let mut out = Vec::new();
+    for (code, message) in [
+        (1, "no token in the Hello"),
+        (2, "too many sessions"),
+        (3, long.as_str()),
+        (4, "wire version 9: upgrade the collector"),
+        (5, ""),
+        (200, "Zürich — ☃"),
+    ] {
+        let mut buf = vec![0u8; 1024];
+        let refusal = Refusal {
+            reason: RefusalReason::from_code(code),
+            message,
+        };
+        if let Ok(n) = encode_refusal(&mut buf, &refusal) {
+            buf.truncate(n);
+            out.push(buf);
+        }
+    }
+    out
 }
 
 /// What a run found.
@@ -250,6 +281,8 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
                 at = end;
                 size = (size * 7 + usize::from(seed)) % 97 + 1;
             }
+            // The header of a last frame cut off (what the collector counts as lost), read unchecked.
+            let _ = decoder.truncated_events();
             if decoder.finish().is_some() {
                 drops += 1;
             }
@@ -339,6 +372,19 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
                 }
             }
             any
+        }
+        Target::Refusal => {
+            let mut bytes = input.to_vec();
+            let Ok(r) = socscope_wire::refusal::decode_refusal(&mut bytes) else {
+                return false;
+            };
+            // What decodes encodes back to the same refusal.
+            let (reason, message) = (r.reason, r.message.to_string());
+            let mut again = vec![0u8; 4 * socscope_wire::refusal::MAX_REFUSAL_MESSAGE + 64];
+            let n = socscope_wire::refusal::encode_refusal(&mut again, &r).expect("room for it");
+            let back = socscope_wire::refusal::decode_refusal(&mut again[..n]).expect("decodes");
+            assert_eq!((back.reason, back.message), (reason, message.as_str()));
+            true
         }
         Target::Chunk => match chunks {
             Some(f) => f.run(input),

@@ -8,6 +8,7 @@
 use crate::Result;
 use crate::flight::FlightRecorder;
 use crate::session::{Ingest, IngestConfig, Notice, SessionReport, SessionWindow};
+use socscope_wire::refusal::RefusalReason;
 
 /// One byte stream's way into the store.
 pub enum Intake {
@@ -80,6 +81,24 @@ impl Intake {
         match self {
             Self::Whole(ingest) => ingest.has_had_session(),
             Self::Flight(recorder) => recorder.has_had_session(),
+        }
+    }
+
+    /// Why the collector will not store this stream's session, said to the board before the link closes
+    /// (see [`Ingest::take_refusal`]). A flight recorder sends no `Refusal`: it drops a refused session's
+    /// frames and says so in its notices.
+    pub fn take_refusal(&mut self) -> Option<(RefusalReason, String)> {
+        match self {
+            Self::Whole(ingest) => ingest.take_refusal(),
+            Self::Flight(_) => None,
+        }
+    }
+
+    /// Frames that belonged to no session (see [`Ingest::orphan_frames`]).
+    pub fn orphan_frames(&self) -> u64 {
+        match self {
+            Self::Whole(ingest) => ingest.orphan_frames(),
+            Self::Flight(recorder) => recorder.orphan_frames(),
         }
     }
 

@@ -846,6 +846,68 @@ impl Reconstructor {
         Ok(())
     }
 
+    /// The stream ended inside an `Events` frame whose header said `count` records from `first_seq` on
+    /// `cpu`: those not seen are lost in transit (a loss row on that CPU). `None` (no readable header):
+    /// a loss row of unknown count says that records may be missing. Returns the records counted lost.
+    /// A header that does not fit what was seen (a CPU the session does not have, a sequence number
+    /// before the expected one, more records than a frame holds) counts as unreadable.
+    pub fn cut_off(
+        &mut self,
+        header: Option<(u16, u64, u32)>,
+        sink: &mut impl Sink,
+    ) -> Result<u64> {
+        let fits = header.filter(|&(cpu, first, count)| {
+            let expected = self
+                .cpus
+                .get(usize::from(cpu))
+                .map(|c| c.expected_seq.or(self.first_seq).unwrap_or(0));
+            expected.is_some_and(|e| first >= e)
+                && count > 0
+                && count as usize <= socscope_wire::MAX_FRAME_LEN
+        });
+        let Some((cpu, first, count)) = fits else {
+            sink.loss(&LossRecord {
+                cpu: None,
+                ts: self.last_ts,
+                count: 0,
+                seq_from: None,
+                seq_to: None,
+                reason: "the stream ended inside a frame whose header could not be read: an unknown number of records lost".into(),
+            })?;
+            return Ok(0);
+        };
+        let seen = self
+            .cpus
+            .get(usize::from(cpu))
+            .and_then(|c| c.expected_seq)
+            .or(self.first_seq)
+            .unwrap_or(0);
+        let end = first + u64::from(count);
+        if end <= seen {
+            return Ok(0);
+        }
+        let missing = end - seen;
+        self.stats.lost_in_transit += missing;
+        let ts = self
+            .cpus
+            .get(usize::from(cpu))
+            .filter(|c| c.first_ts.is_some())
+            .map_or(self.last_ts, |c| c.last_ts);
+        sink.loss(&LossRecord {
+            cpu: Some(cpu),
+            ts,
+            count: missing,
+            seq_from: Some(seen),
+            seq_to: Some(end - 1),
+            reason: "in the frame cut off by the end of the stream".into(),
+        })?;
+        // Those sequence numbers are accounted for: the Bye totals (if any came) must not count them again.
+        if let Some(c) = self.cpus.get_mut(usize::from(cpu)) {
+            c.expected_seq = Some(end);
+        }
+        Ok(missing)
+    }
+
     /// Records a `Window` frame (a post-mortem dump): the CPU's records start at `first_seq`; those
     /// before were overwritten in the board's ring or sent by an earlier dump, and are not a loss.
     /// Returns whether it is the session's first.

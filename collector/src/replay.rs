@@ -8,6 +8,8 @@ use crate::session::{IngestConfig, Notice, SessionReport};
 use crate::{CollectorError, Result};
 
 /// Ingests a capture file; returns its sessions and the notices (drops, version errors) it produced.
+/// A file in which no session starts (random bytes, another format, a board of an unreadable wire
+/// version) is an error saying so, in one message, rather than a success with a warning per frame.
 pub fn replay_file(path: &Path, config: IngestConfig) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
     let io = |source| CollectorError::Io {
         path: path.to_path_buf(),
@@ -17,15 +19,31 @@ pub fn replay_file(path: &Path, config: IngestConfig) -> Result<(Vec<SessionRepo
     let mut ingest = Intake::new(config, format!("file {}", path.display()));
     let mut buf = vec![0u8; 1 << 20];
     let mut notices = Vec::new();
+    let mut bytes = 0u64;
     loop {
         let n = file.read(&mut buf).map_err(io)?;
         if n == 0 {
             break;
         }
+        bytes += n as u64;
         ingest.feed(&buf[..n])?;
         notices.extend(ingest.take_notices());
     }
+    let unreadable = ingest.orphan_frames();
     let (reports, rest) = ingest.finish()?;
     notices.extend(rest);
+    if reports.is_empty() {
+        let version = notices.iter().find_map(|n| match n {
+            Notice::VersionRejected { message, .. } => Some(message.clone()),
+            _ => None,
+        });
+        return Err(CollectorError::Invalid(match version {
+            Some(why) => format!("{}: no session could be read: {why}", path.display()),
+            None => format!(
+                "{}: no session found in the input ({bytes} bytes, no readable Hello; {unreadable} frames or fragments dropped): not a socscope .wire capture?",
+                path.display()
+            ),
+        }));
+    }
     Ok((reports, notices))
 }

@@ -8,6 +8,13 @@
 //! every other one open on the directory then close their traces in the room freed (they see
 //! [`DiskReserve::is_spent`] and stop writing new data). A new session sets the reserve aside again
 //! first ([`DiskReserve::ensure`]); while that is impossible, sessions are refused, said and counted.
+//!
+//! The room freed must go to closing traces, not to more data: every write of a session happens
+//! inside [`DiskReserve::enter`] (refused once the reserve is spent), and [`DiskReserve::release`]
+//! deletes the file only after every write under way has ended, so no commit of another session
+//! takes the room meant for the closes. A close costs at most [`CLOSE_COST`] per open trace plus
+//! [`CATALOG_COST`] once; [`DiskReserve::needed`] says what a collector with so many traces open at
+//! once must set aside.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +28,32 @@ pub const RESERVE_FILE: &str = ".socscope-reserve";
 /// disk that holds traces.
 pub const DEFAULT_DISK_RESERVE: u64 = 16 << 20;
 
+/// Room one open trace needs to be closed on a full disk, with a margin: its closing transaction
+/// (`trace_info` and the `interrupted` parameter: a few 4 KiB pages and their WAL frame headers)
+/// and one more 32 KiB region of its WAL index (`-shm`) should the WAL cross a region boundary.
+/// Nothing else is written: the writer that failed rolls back, the others give up what they had not
+/// committed ([`socscope_tracedb::TraceWriter::abandon`]).
+pub const CLOSE_COST: u64 = 64 << 10;
+
+/// Room the catalog needs to record the closed traces (one at a time): its WAL and WAL index while a
+/// registration runs, and the pages it may add.
+pub const CATALOG_COST: u64 = 128 << 10;
+
+// Whether this thread is inside [`DiskReserve::enter`] (each session is handled on one thread).
+thread_local! {
+    static WRITING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A session's right to write (see [`DiskReserve::enter`]); given back when dropped.
+#[must_use]
+pub struct Writing<'a>(&'a DiskReserve);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
 /// A directory's disk reserve, shared by every session of one collector (clones share it). The file is
 /// removed when the last clone is dropped.
 #[derive(Clone, Debug)]
@@ -31,6 +64,8 @@ struct Inner {
     path: PathBuf,
     size: u64,
     state: Mutex<State>,
+    /// Signalled when a writer ends, and when a release is done.
+    changed: std::sync::Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +76,10 @@ struct State {
     spent: bool,
     /// Times it was released.
     releases: u64,
+    /// Sessions writing now (inside [`DiskReserve::enter`]).
+    writers: usize,
+    /// A release waits for the writers to end.
+    releasing: bool,
 }
 
 impl DiskReserve {
@@ -50,12 +89,44 @@ impl DiskReserve {
             path: dir.join(RESERVE_FILE),
             size,
             state: Mutex::new(State::default()),
+            changed: std::sync::Condvar::new(),
         }))
     }
 
     /// Its size in bytes.
     pub fn size(&self) -> u64 {
         self.0.size
+    }
+
+    /// The smallest reserve that closes `open_traces` traces open at once (the collector's connection
+    /// limit, serial ports and replays): [`CLOSE_COST`] each and [`CATALOG_COST`].
+    pub fn needed(open_traces: usize) -> u64 {
+        CATALOG_COST + CLOSE_COST * open_traces as u64
+    }
+
+    /// A session is about to write (a frame, a commit, a close): `None` once the reserve is spent —
+    /// the session must close its trace instead — else the right to write until the guard is
+    /// dropped. [`Self::release`] waits for every such write to end before it frees the room.
+    pub fn enter(&self) -> Option<Writing<'_>> {
+        if self.0.size == 0 {
+            return Some(Writing(self));
+        }
+        let mut state = self.lock();
+        if state.spent || state.releasing {
+            return None;
+        }
+        state.writers += 1;
+        WRITING.with(|w| w.set(true));
+        Some(Writing(self))
+    }
+
+    fn leave(&self) {
+        if self.0.size == 0 || !WRITING.with(|w| w.replace(false)) {
+            return;
+        }
+        let mut state = self.lock();
+        state.writers = state.writers.saturating_sub(1);
+        self.0.changed.notify_all();
     }
 
     /// The reserve file.
@@ -72,6 +143,12 @@ impl DiskReserve {
         let mut state = self.lock();
         if state.held {
             return Ok(());
+        }
+        if state.releasing {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "the reserve is being freed to close the open traces",
+            ));
         }
         match self.write_file() {
             Ok(()) => {
@@ -102,16 +179,38 @@ impl DiskReserve {
     /// The disk is full: deletes the reserve so that open traces can be closed in its room. Returns
     /// whether this call freed it (false: already freed, or there is none).
     pub fn release(&self) -> bool {
+        if self.0.size == 0 {
+            return false;
+        }
+        // This thread writes no more; the others finish the write under way (one frame at most) and
+        // see the reserve spent at their next one. Only then is the room freed, for the closes alone.
+        self.leave();
         let mut state = self.lock();
+        state.spent = true;
+        state.releasing = true;
+        while state.writers > 0 {
+            state = match self
+                .0
+                .changed
+                .wait_timeout(state, std::time::Duration::from_secs(10))
+            {
+                Ok((s, timeout)) if !timeout.timed_out() => s,
+                // A writer stuck for 10 s (a disk that hangs): free the room anyway.
+                Ok((mut s, _)) => {
+                    s.writers = 0;
+                    s
+                }
+                Err(p) => p.into_inner().0,
+            };
+        }
+        state.releasing = false;
         let freed = state.held;
         if freed {
             let _ = std::fs::remove_file(&self.0.path);
             state.held = false;
             state.releases += 1;
         }
-        if self.0.size > 0 {
-            state.spent = true;
-        }
+        self.0.changed.notify_all();
         freed
     }
 

@@ -8,6 +8,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceMeta, TraceWriter};
 use socscope_wire::decode::{DecodeError, Dictionary, Frame, HelloInfo, StreamDecoder};
+use socscope_wire::refusal::RefusalReason;
 
 use crate::naming::trace_file_name;
 use crate::reconstruct::Reconstructor;
@@ -296,6 +297,8 @@ struct ActiveSession {
     records_before_hello: u64,
     records_lost_before_hello: u64,
     frames_dropped_before_hello: u64,
+    /// Records of the last frame, cut off by the end of the stream (from its header).
+    records_cut_off: u64,
     /// Whether records arrived (the first batch is when the triggers' names are checked).
     records_seen: bool,
     /// The session's triggers ([`IngestConfig::triggers`]).
@@ -345,6 +348,13 @@ pub struct Ingest {
     orphan_drops: u64,
     /// `Hello`s refused for a missing or wrong token.
     sessions_unauthorised: u64,
+    /// The latest refusal not yet taken by the source ([`Ingest::take_refusal`]): a TCP link sends
+    /// it to the board as a `Refusal` frame and closes.
+    refusal: Option<(RefusalReason, String)>,
+    /// A flight recorder's window whose session the store cut short (a full disk): no `Hello` follows
+    /// in a window, so what is still fed is dropped rather than kept for a session that will not come
+    /// (the window's note says it was not saved whole).
+    window_cut_short: bool,
 }
 
 /// The most records kept while waiting for a `Hello` (a few MB decoded); the agent repeats its `Hello`
@@ -429,6 +439,8 @@ impl Ingest {
             orphan_records: 0,
             orphan_drops: 0,
             sessions_unauthorised: 0,
+            refusal: None,
+            window_cut_short: false,
             window: None,
         }
     }
@@ -483,6 +495,16 @@ impl Ingest {
                 firing: f.clone(),
             });
         }
+    }
+
+    /// Why the collector refused the board's session (or stopped storing it) since the last call, if
+    /// it did: a source that can answer the board (TCP) sends it as a `Refusal` frame and closes.
+    pub fn take_refusal(&mut self) -> Option<(RefusalReason, String)> {
+        self.refusal.take()
+    }
+
+    fn refuse(&mut self, reason: RefusalReason, message: String) {
+        self.refusal.get_or_insert((reason, message));
     }
 
     /// Starts at most `per_minute` sessions in any minute: a link announcing new sessions faster (a
@@ -563,8 +585,18 @@ impl Ingest {
     /// fails; the `Result` is kept for the sources' sake.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
         self.decoder.feed(bytes);
+        let reserve = self.config.disk_reserve.clone();
         while let Some(result) = self.decoder.next_frame() {
-            self.close_if_disk_full();
+            if self.window_cut_short {
+                continue;
+            }
+            // Every write happens with the right to write; once the reserve is spent, the open
+            // session is closed first (outside it: the close is what the freed room is for).
+            let mut writing = reserve.enter();
+            if writing.is_none() {
+                self.close_if_disk_full();
+                writing = reserve.enter();
+            }
             let handled = match result {
                 Ok(decoded) => {
                     self.frame_offset = decoded.offset;
@@ -581,6 +613,7 @@ impl Ingest {
                     self.dropped(e)
                 }
             };
+            drop(writing);
             self.guard(handled);
         }
         self.tick()
@@ -588,11 +621,16 @@ impl Ingest {
 
     /// Commits what is buffered if the commit interval has passed (call it when the link is idle).
     pub fn tick(&mut self) -> Result<()> {
-        self.close_if_disk_full();
+        let reserve = self.config.disk_reserve.clone();
+        let Some(writing) = reserve.enter() else {
+            self.close_if_disk_full();
+            return Ok(());
+        };
         let committed = match self.session.as_mut() {
             Some(s) => s.writer.maybe_commit().map(|_| ()).map_err(Into::into),
             None => Ok(()),
         };
+        drop(writing);
         self.guard(committed);
         Ok(())
     }
@@ -600,11 +638,36 @@ impl Ingest {
     /// The stream ended (EOF, disconnect, shutdown): a partial frame is counted, an open session is closed
     /// as incomplete. Returns every session report of the stream.
     pub fn finish(mut self) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
+        let cut = self
+            .decoder
+            .truncated_events()
+            .map(|h| (h.cpu, h.first_seq, h.count));
         if let Some(e) = self.decoder.finish() {
+            let truncated = matches!(
+                e,
+                DecodeError::Dropped {
+                    reason: socscope_wire::decode::DropReason::Truncated,
+                    ..
+                }
+            );
             let dropped = self.dropped(e);
             self.guard(dropped);
+            // The records of a last frame cut off are counted lost, not only its bytes.
+            if truncated && let Some(s) = self.session.as_mut() {
+                let counted = s.recon.cut_off(cut, &mut s.writer);
+                match counted {
+                    Ok(n) => s.records_cut_off = n,
+                    Err(e) => self.guard(Err(e.into())),
+                }
+            }
+        }
+        let reserve = self.config.disk_reserve.clone();
+        let writing = reserve.enter();
+        if writing.is_none() {
+            self.close_if_disk_full();
         }
         let ended = self.end_session(false, self.decoder.offset());
+        drop(writing);
         self.guard(ended);
         let unattributed = self.pending_records + self.orphan_records;
         if unattributed > 0 {
@@ -639,7 +702,14 @@ impl Ingest {
     /// committed, is closed as interrupted, and the operator is told what happened and what was lost.
     fn interrupt_session(&mut self, error: &CollectorError) {
         let full = self.disk_is_full(error);
+        self.refuse(
+            RefusalReason::Store,
+            format!("the collector cannot store the session: {error}"),
+        );
         let Some(s) = self.session.take() else {
+            if self.window_cut_short {
+                return;
+            }
             self.orphan_frames += 1;
             self.notices.push(Notice::FrameDropped {
                 source: self.source.clone(),
@@ -649,6 +719,7 @@ impl Ingest {
             });
             return;
         };
+        self.window_cut_short |= s.window.is_some();
         let st = s.recon.stats();
         let end = SessionEnd {
             records: st.records_by_type.values().sum(),
@@ -660,13 +731,16 @@ impl Ingest {
             started: s.started,
             dropped_frames: s.dropped_frames,
         };
-        // Dropping the writer commits what it can (nothing more on a full disk) and releases the file.
-        // On a full disk it leaves its WAL as it is: folding it in would take the room that closing
-        // the traces needs.
+        // On a full disk the writer gives up what it had not committed (at most one commit interval)
+        // and leaves its WAL as it is: the room freed is for closing the traces, and folding the WAL
+        // in would take it. Otherwise dropping it commits what it can. A writer whose own write
+        // failed has rolled back already and writes nothing more either way.
         if full {
             let _ = s.writer.keep_wal_on_close();
+            s.writer.abandon();
+        } else {
+            drop(s.writer);
         }
-        drop(s.writer);
         self.report_interrupted(end, error);
     }
 
@@ -752,6 +826,7 @@ impl Ingest {
             // The board's session cannot be read: close the current trace and say what to upgrade.
             self.end_session(false, self.frame_offset)?;
             self.orphan_frames += 1;
+            self.refuse(RefusalReason::Version, e.to_string());
             self.notices.push(Notice::VersionRejected {
                 source: self.source.clone(),
                 message: e.to_string(),
@@ -818,6 +893,17 @@ impl Ingest {
                 self.pending_bytes = 0;
                 self.pending_dict = None;
                 self.pending_dict_stale = false;
+                self.refuse(
+                    RefusalReason::Token,
+                    format!(
+                        "{} token in the Hello: this collector requires its --token",
+                        if hello.token.is_empty() {
+                            "no"
+                        } else {
+                            "a wrong"
+                        }
+                    ),
+                );
                 if self.sessions_unauthorised <= REPORTED_DROPS {
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),
@@ -834,6 +920,16 @@ impl Ingest {
             if let Err(why) = self.may_start_session() {
                 self.sessions_refused += 1;
                 self.orphan_frames += 1;
+                self.refuse(
+                    RefusalReason::SessionLimit,
+                    match why {
+                        RateRefusal::Connection => {
+                            "too many sessions on this connection within a minute"
+                        }
+                        RateRefusal::Collector => "too many new sessions within a minute",
+                    }
+                    .to_string(),
+                );
                 if self.sessions_refused <= REPORTED_DROPS {
                     let limit = match why {
                         RateRefusal::Connection => format!(
@@ -1171,6 +1267,7 @@ impl Ingest {
             records_before_hello: 0,
             records_lost_before_hello: 0,
             frames_dropped_before_hello: 0,
+            records_cut_off: 0,
             records_seen: false,
             triggers,
             window,
@@ -1329,6 +1426,11 @@ impl Ingest {
                 "duplicate_records",
                 st.duplicate_records as i64,
                 "records whose sequence number had arrived already (a section of the stream seen twice): dropped, stored once",
+            ),
+            (
+                "records_cut_off",
+                s.records_cut_off as i64,
+                "records of the last frame, cut off by the end of the stream (from its header; part of records_lost_in_transit)",
             ),
             (
                 "records_lost_at_end",

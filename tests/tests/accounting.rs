@@ -251,3 +251,53 @@ fn a_duplicated_section_is_stored_once_and_counted() {
     let clean = ingest_all(&c.bytes, clean_dir.path());
     assert_eq!(r.events, clean.events);
 }
+
+/// Issue 27, row 11: a stream whose end is cut off inside its last `Events` frame. The records of that
+/// frame (from its header) are counted lost in transit, with a loss row on its CPU; when even the
+/// header is cut, a loss row of unknown count says so. Nothing goes uncounted.
+#[test]
+fn the_records_of_a_last_frame_cut_off_are_counted_lost() {
+    let c = capture();
+    let last = c
+        .frames
+        .iter()
+        .rposition(|f| f.kind == "Events")
+        .expect("an Events frame");
+    let frame = &c.frames[last];
+    assert!(
+        c.frames[last + 1..].iter().all(|f| f.record_count() == 0),
+        "only frames without records after it"
+    );
+    // Its header readable (20 bytes in), then cut a few bytes in.
+    for (keep, header_readable) in [(20, true), (2, false)] {
+        let bytes = &c.bytes[..frame.offset + keep];
+        let dir = tempfile::tempdir().unwrap();
+        let r = ingest_all(bytes, dir.path());
+        assert!(!r.complete);
+        let reader = TraceReader::open(&r.path).unwrap();
+        let stats = ingest_stats(&reader);
+        let losses = reader.losses().unwrap();
+        if header_readable {
+            assert_eq!(stats["records_cut_off"] as u64, frame.record_count());
+            assert_eq!(
+                r.records + stats["records_lost_in_transit"] as u64,
+                c.summary.events,
+                "every record stored or counted lost: {stats:?}"
+            );
+            assert!(
+                losses
+                    .iter()
+                    .any(|l| l.cpu == frame.cpu && l.count == frame.record_count()),
+                "{losses:?}"
+            );
+        } else {
+            assert_eq!(stats["records_cut_off"], 0);
+            assert!(
+                losses
+                    .iter()
+                    .any(|l| l.count == 0 && l.reason.contains("unknown number")),
+                "{losses:?}"
+            );
+        }
+    }
+}

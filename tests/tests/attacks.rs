@@ -176,8 +176,8 @@ fn a_good_board_is_stored_completely_under_the_heaviest_attacks_at_once() {
         }));
     }
     // Once the other attackers have their sessions (the good board, the bomb, the oversized frames and
-    // 3 × 10 flood sessions), 300 idle connections are held to the end: beyond the limit (64 connections)
-    // they are refused at once.
+    // 3 × 10 flood sessions), 300 idle connections are opened and held: beyond the limit (64
+    // connections) each is refused, or closes a connection silent for longer (issue 27).
     collector.wait_started(33);
     let idle: Vec<TcpStream> = (0..300)
         .filter_map(|_| TcpStream::connect(&address).ok())
@@ -223,10 +223,15 @@ fn a_good_board_is_stored_completely_under_the_heaviest_attacks_at_once() {
         3 * 20,
         "the first 20 refusals of each connection are said"
     );
+    // Beyond the limit, each idle connection is refused or closes an older silent one (issue 27):
+    // idle peers never hold the slots a board needs for long.
+    let (closed, refused) = (
+        said("connection closed: no session after"),
+        said("connection refused"),
+    );
     assert!(
-        said("connection refused") >= 300 - 64,
-        "idle connections beyond the limit are refused: {}",
-        said("connection refused")
+        closed + refused >= 300 - 64,
+        "idle connections beyond the limit are closed ({closed}) or refused ({refused})"
     );
     drop(idle);
     let peak = peak_rss_mib();

@@ -70,6 +70,7 @@ fn seeds(target: Target) -> Vec<Vec<u8>> {
         Target::Paje => return fuzz::paje_seeds(&files_in(shared("paje"))),
         Target::Ftrace => files_in(shared("ftrace")),
         Target::Gst => files_in(shared("gstreamer")),
+        Target::Refusal => fuzz::refusal_seeds(),
         Target::Chunk => {
             // The chunks of a real trace, as stored.
             let capture = sim_capture(dir.path(), 20_000.0);
@@ -187,6 +188,12 @@ fn gst_importer_survives_100k_mutated_inputs() {
 #[test]
 fn chunk_decoder_survives_100k_mutated_chunks() {
     no_panic(Target::Chunk);
+}
+
+/// Issue 27: the collector-to-board `Refusal` frame, as the agent decodes it.
+#[test]
+fn the_refusal_decoder_never_panics() {
+    no_panic(Target::Refusal);
 }
 
 #[test]

@@ -41,37 +41,48 @@ fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     }
 }
 
+/// At the connection limit, a newcomer takes the slot of the peer that has waited longest without a
+/// session (issue 27, row 7); a board whose session started keeps its slot; once every slot holds a
+/// session, more connections are refused, each said with a running count.
 #[test]
-fn connections_beyond_the_limit_are_refused_and_a_good_board_is_still_stored() {
+fn connections_beyond_the_limit_close_peers_without_a_session_and_a_good_board_is_still_stored() {
     let limits = ServeLimits {
         max_connections: 8,
-        // The idle peers must hold their slots for the whole test.
+        // The idle peers would hold their slots for the whole test.
         hello_timeout: Duration::from_secs(300),
         idle_timeout: Duration::from_secs(300),
         ..ServeLimits::default()
     };
     let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
-    let idle: Vec<TcpStream> = (0..7)
+    let mut idle: Vec<TcpStream> = (0..7)
         .map(|_| TcpStream::connect(collector.address()).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    let board = sim_over_tcp(
+    // Silent for longer than SILENT_AFTER: they may be closed to make room.
+    std::thread::sleep(Duration::from_millis(700));
+    // In real time: its session holds its slot while the newcomers arrive.
+    let board = support::realtime_sim_over_tcp(
         SimConfig {
             seed: 31,
-            duration_s: 1.0,
+            duration_s: 3.0,
+            realtime: true,
             board: "good",
             ..SimConfig::default()
         },
         collector.address(),
     );
     collector.wait_started(1);
-    let mut refused: Vec<TcpStream> = (0..20)
-        .map(|_| TcpStream::connect(collector.address()).unwrap())
+    // Seven newcomers take the seven silent peers' slots; thirteen more find only connections silent
+    // for less than SILENT_AFTER (the newcomers themselves) and are refused.
+    let mut newcomers: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            TcpStream::connect(collector.address()).unwrap()
+        })
         .collect();
-    for s in &mut refused {
+    for s in &mut idle {
         assert!(
             closed_within(s, Duration::from_secs(10)),
-            "a connection beyond the limit is closed"
+            "the oldest peers without a session make room"
         );
     }
     let reports = collector.wait_sessions(1);
@@ -80,17 +91,119 @@ fn connections_beyond_the_limit_are_refused_and_a_good_board_is_still_stored() {
     assert_exact_counts(&reports[0].path, &summary);
     collector.poll();
     let w = warnings(&collector);
+    let evictions = w
+        .iter()
+        .filter(|m| m.starts_with("connection closed: no session after"))
+        .count();
+    assert_eq!(evictions, 7, "{w:#?}");
     let refusals: Vec<&String> = w
         .iter()
         .filter(|m| m.starts_with("connection refused: 8 connections open"))
         .collect();
-    assert_eq!(refusals.len(), 20, "{w:#?}");
+    assert_eq!(refusals.len(), 13, "{w:#?}");
     assert!(
-        refusals[19].ends_with("20 refused so far"),
+        refusals[12].ends_with("13 refused so far"),
         "{}",
-        refusals[19]
+        refusals[12]
     );
-    drop(idle);
+    for s in &mut newcomers[..7] {
+        assert!(!closed_within(s, Duration::from_millis(100)), "kept");
+    }
+    drop(newcomers);
+    collector.stop();
+
+    // Every slot holding a session: the next connection is refused.
+    let limits = ServeLimits {
+        max_connections: 3,
+        ..ServeLimits::default()
+    };
+    let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
+    let mut boards: Vec<TcpStream> = (0..3)
+        .map(|i| {
+            let mut s = TcpStream::connect(collector.address()).unwrap();
+            s.write_all(&hello(500 + i)).unwrap();
+            s
+        })
+        .collect();
+    collector.wait_started(3);
+    let mut late = TcpStream::connect(collector.address()).unwrap();
+    assert!(closed_within(&mut late, Duration::from_secs(10)));
+    for s in &mut boards {
+        assert!(!closed_within(s, Duration::from_millis(200)), "kept");
+    }
+    collector.poll();
+    let w = warnings(&collector);
+    assert!(
+        w.iter()
+            .any(|m| m.starts_with("connection refused: 3 connections open")
+                && m.ends_with("1 refused so far")),
+        "{w:#?}"
+    );
+    drop(boards);
+    collector.stop();
+}
+
+/// Issue 27, row 7: a peer keeps ~70 idle connections open, reopening each one the collector closes;
+/// five good boards connecting meanwhile are all stored completely (they got in within a second:
+/// idle peers are closed for them, and one address holds at most its share of connections without a
+/// session).
+#[test]
+fn an_idle_slot_attacker_does_not_keep_good_boards_out() {
+    let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), ServeLimits::default());
+    let address = collector.address();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let attacker = {
+        let (address, stop) = (address.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut held: Vec<TcpStream> = Vec::new();
+            let mut opened = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                held.retain_mut(|s| !closed_within(s, Duration::from_millis(1)));
+                while held.len() < 70 {
+                    match TcpStream::connect(&address) {
+                        Ok(s) => {
+                            held.push(s);
+                            opened += 1;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            opened
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let boards: Vec<_> = (0..5)
+        .map(|i| {
+            sim_over_tcp(
+                SimConfig {
+                    seed: 60 + i,
+                    duration_s: 1.0,
+                    board: "good",
+                    ..SimConfig::default()
+                },
+                address.clone(),
+            )
+        })
+        .collect();
+    let reports = collector.wait_sessions(5);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let opened = attacker.join().unwrap();
+    assert!(
+        opened > 70,
+        "the attacker reopened what was closed: {opened}"
+    );
+    let summaries: Vec<_> = boards.into_iter().map(|b| b.join().unwrap()).collect();
+    assert_eq!(reports.len(), 5);
+    for r in &reports {
+        assert!(r.complete, "{r:?}");
+        let s = summaries
+            .iter()
+            .find(|s| s.events == r.records)
+            .unwrap_or_else(|| panic!("a board sent {} records", r.records));
+        assert_exact_counts(&r.path, s);
+    }
     collector.stop();
 }
 
@@ -318,5 +431,26 @@ fn peers_that_start_no_session_free_their_slots_for_a_good_board() {
         .filter(|m| m.starts_with("connection closed: no session started within 0.6 s"))
         .count();
     assert_eq!(closed, 4);
+    collector.stop();
+}
+
+/// Issue 27, row 6: a board refused for its token learns why over the link before it closes — a
+/// `Refusal` frame (wire SPEC 5.8) as the agent decodes it — and the collector then closes the link.
+#[test]
+fn a_refused_board_is_told_why_before_the_link_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = socscope_collector::IngestConfig::new(dir.path());
+    config.token = Some("s3cret-token".into());
+    let collector = Collector::start_configured(dir, config, ServeLimits::default());
+    let mut link = TcpStream::connect(collector.address()).unwrap();
+    link.write_all(&hello(9)).unwrap();
+    link.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut back = Vec::new();
+    // Everything until the collector closes (it does, after the frame).
+    let _ = link.read_to_end(&mut back);
+    let refusal = socscope_agent::decode_refusal(&mut back).expect("a Refusal frame came back");
+    assert_eq!(refusal.reason, socscope_wire::refusal::RefusalReason::Token);
+    assert!(refusal.message.contains("no token"), "{}", refusal.message);
     collector.stop();
 }

@@ -130,3 +130,38 @@ fn repeated_hellos_and_dictionaries_change_nothing_that_is_stored() {
         rb.info().unwrap().event_count
     );
 }
+
+/// Issue 27, row 12: the same stream gives the same times whichever `Hello` was readable — the
+/// repeats carry the session's own start, so a damaged first `Hello` moves no timestamp (it moved
+/// every one by the second between the first `Hello` and its first repeat).
+#[test]
+fn times_do_not_depend_on_which_hello_was_readable() {
+    let (bytes, _summary, _d) = capture();
+    let mut damaged = bytes.clone();
+    damaged[10] ^= 0x04;
+    let events = |bytes: &[u8]| {
+        let dir = tempfile::tempdir().unwrap();
+        let reports = ingest_all(bytes, dir.path());
+        assert_eq!(reports.len(), 1);
+        let r = TraceReader::open(&reports[0].path).unwrap();
+        let info = r.info().unwrap();
+        let mut ts: Vec<(i64, u32)> = r
+            .events(
+                socscope_tracedb::TimeRange::all(),
+                &socscope_tracedb::Filter::all(),
+            )
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.event.ts, e.event.type_id)
+            })
+            .collect();
+        ts.sort_unstable();
+        (info.t_min, info.t_max, ts)
+    };
+    let (clean_min, clean_max, clean) = events(&bytes);
+    let (min, max, got) = events(&damaged);
+    assert_eq!((min, max), (clean_min, clean_max));
+    assert_eq!(got.len(), clean.len());
+    assert!(got == clean, "every event at the same time");
+}

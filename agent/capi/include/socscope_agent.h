@@ -180,6 +180,13 @@ int socscope_set_mode(socscope_agent *agent, uint32_t mode);
 int socscope_agent_dump(socscope_agent *agent, socscope_write_fn write, void *user);
 int socscope_get_stats(socscope_agent *agent, socscope_stats *stats);
 
+/* The Refusal frame a collector sends before closing a link it will not store (wrong token, full disk...):
+   decodes the bytes read back from the socket in place. reason: 1 token, 2 session limit, 3 store,
+   4 wire version, 5 connection limit. message: UTF-8 inside bytes, not NUL-terminated. */
+#define SOCSCOPE_ERR_NOT_A_REFUSAL (-18)
+int socscope_decode_refusal(uint8_t *bytes, size_t len, uint8_t *reason, const uint8_t **message,
+                            size_t *message_len);
+
 /* Values for socscope_record. */
 static inline socscope_value socscope_signed(int64_t v) {
     socscope_value x = {SOCSCOPE_PARAM_SIGNED, v, 0, 0.0, NULL};

@@ -86,6 +86,8 @@ pub const ERR_CLOSED: c_int = -16;
 /// `SOCSCOPE_ERR_DECLARATION_TOO_LARGE`: the declaration's frame is larger than the agent's control-frame
 /// buffer.
 pub const ERR_DECLARATION_TOO_LARGE: c_int = -17;
+/// `SOCSCOPE_ERR_NOT_A_REFUSAL`: the bytes read back from the link are not a whole, intact `Refusal`.
+pub const ERR_NOT_A_REFUSAL: c_int = -18;
 
 /// `SOCSCOPE_AGENT_API_VERSION`: 2 added post-mortem mode (`socscope_set_mode`, `socscope_agent_dump`,
 /// `socscope_stats.overwritten`), and recording from any context without the caller's lock.
@@ -791,6 +793,41 @@ pub unsafe extern "C" fn socscope_get_stats(agent: *mut Instance, stats: *mut CS
         };
     }
     OK
+}
+
+/// Reads the `Refusal` frame a collector sent before closing the link (the bytes the caller read back
+/// from its socket), decoding it in place: `*reason` gets its code (1 token, 2 session limit, 3 store,
+/// 4 wire version, 5 connection limit; others: a newer collector's), `*message` and `*message_len` the
+/// collector's words (UTF-8, not NUL-terminated, inside `bytes`). Returns `SOCSCOPE_OK` or
+/// `SOCSCOPE_ERR_NOT_A_REFUSAL`.
+///
+/// # Safety
+/// `bytes` points to `len` writable bytes; `reason`, `message` and `message_len` are valid pointers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn socscope_decode_refusal(
+    bytes: *mut u8,
+    len: usize,
+    reason: *mut u8,
+    message: *mut *const u8,
+    message_len: *mut usize,
+) -> c_int {
+    if bytes.is_null() || reason.is_null() || message.is_null() || message_len.is_null() {
+        return ERR_NULL;
+    }
+    // SAFETY: the caller gives `len` writable bytes at `bytes`.
+    let buf = unsafe { core::slice::from_raw_parts_mut(bytes, len) };
+    match socscope_agent::decode_refusal(buf) {
+        Ok(r) => {
+            // SAFETY: checked non-NULL; the caller's to write.
+            unsafe {
+                *reason = r.reason.code();
+                *message = r.message.as_ptr();
+                *message_len = r.message.len();
+            }
+            OK
+        }
+        Err(_) => ERR_NOT_A_REFUSAL,
+    }
 }
 
 /// On an Arm microcontroller the library masks interrupts itself (PRIMASK) for the agent's short critical

@@ -45,6 +45,9 @@ fn c_of_rust(t: &str) -> String {
         "*const c_char" => "const char*",
         "*mut c_void" => "void*",
         "*const u8" => "const uint8_t*",
+        "*mut u8" => "uint8_t*",
+        "*mut *const u8" => "const uint8_t**",
+        "*mut usize" => "size_t*",
         "ClockFn" => "socscope_clock_fn",
         "WriteFn" => "socscope_write_fn",
         "c_int" => "int",
@@ -278,6 +281,7 @@ fn every_constant_has_the_same_value_on_both_sides() {
         ("ERR_BAD_ARGUMENT", c::ERR_BAD_ARGUMENT.into()),
         ("ERR_WOULD_BLOCK", c::ERR_WOULD_BLOCK.into()),
         ("ERR_CLOSED", c::ERR_CLOSED.into()),
+        ("ERR_NOT_A_REFUSAL", c::ERR_NOT_A_REFUSAL.into()),
         (
             "ERR_DECLARATION_TOO_LARGE",
             c::ERR_DECLARATION_TOO_LARGE.into(),

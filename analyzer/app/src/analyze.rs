@@ -565,7 +565,11 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             } else {
                 units::count(s.value)
             };
-            outln!("  {:<32} {:>12}  {share:5.1} %", s.label, v);
+            outln!(
+                "  {:<32} {:>12}  {share:5.1} %",
+                crate::out::one_line(&s.label),
+                v
+            );
         }
         print_cpu_utilisation(&cpu)?;
         wrote(&c.png, false)?;
@@ -1033,7 +1037,12 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
         rows.sort_by(|a, b| b.1.total_cmp(&a.1));
         outln!("  {:<32} {:>14} {:>14}", "actor", "sum", "max bin");
         for (n, s, m) in rows {
-            outln!("  {n:<32} {:>14} {:>14}", units::count(s), units::count(m));
+            outln!(
+                "  {:<32} {:>14} {:>14}",
+                crate::out::one_line(n),
+                units::count(s),
+                units::count(m)
+            );
         }
         wrote(&c.png, false)?;
         said_saved(saved_id.as_slice(), "grouping", &c.trace)?;
@@ -1104,7 +1113,7 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
                 .producers
                 .iter()
                 .take(3)
-                .map(|d| format!("{} {:+.2}", d.name, d.delta))
+                .map(|d| format!("{} {:+.2}", crate::out::one_line(&d.name), d.delta))
                 .collect();
             outln!(
                 "  {} {:>8.3}..{:<8.3} s  score {:.3}  {}",

@@ -386,6 +386,10 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
     let started = Instant::now();
     let c = crate::demo::capture(config, dir.join("ingest"), true)?;
     let wall = started.elapsed().as_secs_f64();
+    let sim = c
+        .sim
+        .as_ref()
+        .ok_or_else(|| anyhow!("the capture was stopped before the board finished"))?;
     let rss = rss_max_bytes();
     let trace_bytes = file_size(&c.session.path);
     // The store alone, same machine, same run: how fast chunks can be written without the link.
@@ -410,7 +414,7 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
         "ratio_to_anchor": (c.session.events as f64 / wall) / plain.rows_per_second(),
         "anchor_bytes_per_event": plain.bytes as f64 / plain.rows.max(1) as f64,
         "stored_events": c.session.events,
-        "sim_events": c.sim.events,
+        "sim_events": sim.events,
         "wall_s": wall,
         "events_per_s": records as f64 / wall,
         "store_limit_events_per_s": store.events_per_second,
@@ -420,7 +424,7 @@ fn ingest(events: u64, dir: Option<std::path::PathBuf>, json_out: bool) -> Resul
         "trace_bytes": trace_bytes,
         "bytes_per_event_on_disk": trace_bytes as f64 / c.session.events.max(1) as f64,
         "bytes_per_record_on_disk": trace_bytes as f64 / records.max(1) as f64,
-        "wire_bytes_per_event": c.sim.bytes_per_event,
+        "wire_bytes_per_event": sim.bytes_per_event,
         "lost": c.session.lost_on_board + c.session.lost_in_transit,
     });
     if json_out {

@@ -63,6 +63,11 @@ pub struct CollectArgs {
     /// (seconds, or 500ms).
     #[arg(long, value_name = "SECONDS", default_value_t = tcp::DEFAULT_HELLO_TIMEOUT.as_secs_f64(), value_parser = crate::input::seconds)]
     pub hello_timeout: f64,
+    /// TCP connections without a session (no accepted Hello yet) one address may hold; a new one from
+    /// that address closes the oldest. At --max-connections, a newcomer closes the oldest connection
+    /// without a session of any address: silent peers cannot keep boards out.
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_PENDING_PER_ADDRESS)]
+    pub max_pending_per_address: usize,
     /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
     #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]
     pub max_sessions_per_minute: usize,
@@ -306,6 +311,28 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         }
         (None, None) => None,
     };
+    // Closing every trace that can be open at once must fit in the reserve, or a full disk leaves
+    // some of them live.
+    let open_at_once = if args.no_listen {
+        0
+    } else {
+        args.max_connections
+    } + args.serial.len()
+        + args.replay.len();
+    let needed = socscope_collector::DiskReserve::needed(open_at_once);
+    if args.disk_reserve > 0 && args.disk_reserve < needed {
+        anyhow::bail!(
+            "--disk-reserve {}: too small to close the {open_at_once} traces that can be open at once ({} connections, {} serial ports, {} replays) on a full disk; it needs at least {needed} bytes (or lower --max-connections; 0 keeps no reserve)",
+            args.disk_reserve,
+            if args.no_listen {
+                0
+            } else {
+                args.max_connections
+            },
+            args.serial.len(),
+            args.replay.len()
+        );
+    }
     let rig = crate::trigger::setup(&args.rig, &args.dir)?;
     config.triggers = rig.triggers.clone();
     config.flight = rig.flight.clone();
@@ -409,6 +436,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 max_new_sessions_per_minute: args.max_new_sessions_per_minute,
                 hello_timeout: std::time::Duration::try_from_secs_f64(args.hello_timeout)
                     .map_err(|e| anyhow::anyhow!("--hello-timeout {}: {e}", args.hello_timeout))?,
+                max_pending_per_address: args.max_pending_per_address,
             };
             tasks.push(tokio::spawn(tcp::serve_with(
                 listener,

@@ -49,22 +49,27 @@ pub struct DemoArgs {
 
 /// Everything one capture produced.
 pub struct Capture {
-    pub sim: SimSummary,
+    /// What the board sent; `None` when the capture was stopped before the board finished.
+    pub sim: Option<SimSummary>,
     pub session: SessionReport,
+    /// What stopped the capture early (a signal, the window closed), if anything did.
+    pub stopped: Option<&'static str>,
 }
 
 /// Runs a simulated board against an in-process collector listening on loopback, and waits for its trace.
 pub fn capture(config: SimConfig, dir: PathBuf, quiet: bool) -> Result<Capture> {
-    capture_notifying(config, dir, quiet, None)
+    capture_notifying(config, dir, quiet, None, None)
 }
 
 /// [`capture`], sending the trace's path on `started` as soon as the collector creates it (the GUI opens
-/// it live).
+/// it live). SIGINT, SIGTERM or `stop` turning true end the capture early: the collector closes the trace
+/// (incomplete, one self-contained file) before this returns.
 pub fn capture_notifying(
     config: SimConfig,
     dir: PathBuf,
     quiet: bool,
     started: Option<std::sync::mpsc::Sender<PathBuf>>,
+    stop: Option<watch::Receiver<bool>>,
 ) -> Result<Capture> {
     config.validate().map_err(|e| anyhow!("{e}"))?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -97,8 +102,30 @@ pub fn capture_notifying(
         let mut session = None;
         let deadline = tokio::time::sleep(Duration::from_secs(3600));
         tokio::pin!(deadline);
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("cannot watch for SIGTERM")?;
+        let (_never_tx, never) = watch::channel(false);
+        let mut stop = stop.unwrap_or(never);
+        let mut stopped: Option<&'static str> = None;
         while session.is_none() {
             tokio::select! {
+                _ = &mut ctrl_c, if stopped.is_none() => {
+                    stopped = Some("SIGINT");
+                    let _ = shutdown_tx.send(true);
+                }
+                _ = terminate.recv(), if stopped.is_none() => {
+                    stopped = Some("SIGTERM");
+                    let _ = shutdown_tx.send(true);
+                }
+                changed = stop.changed(), if stopped.is_none() => {
+                    if changed.is_ok() && *stop.borrow() {
+                        stopped = Some("the window closed");
+                        let _ = shutdown_tx.send(true);
+                    }
+                }
                 n = notices.recv() => match n {
                     Some(Notice::SessionEnded(r)) => {
                         if !quiet { print_notice(&Notice::SessionEnded(r.clone()), false); }
@@ -115,11 +142,25 @@ pub fn capture_notifying(
                 _ = &mut deadline => bail!("no session ended within an hour"),
             }
         }
-        let sim = board.await.context("simulated board task")??;
         let _ = shutdown_tx.send(true);
         server.await.context("collector task")??;
-        let session = session.ok_or_else(|| anyhow!("the collector ended without a session"))?;
-        Ok(Capture { sim, session })
+        // A board cut off by the stop fails to write: that is the stop, not an error.
+        let sim = match board.await.context("simulated board task")? {
+            Ok(sim) => Some(sim),
+            Err(_) if stopped.is_some() => None,
+            Err(e) => return Err(e),
+        };
+        let session = session.ok_or_else(|| match stopped {
+            Some(why) => anyhow!("stopped ({why}) before the board's session started: no trace"),
+            None => anyhow!("the collector ended without a session"),
+        })?;
+        // Closed while the window read it, the trace may still be in WAL mode: the caller folds it in
+        // once nobody reads it ([`settle`]).
+        Ok(Capture {
+            sim,
+            session,
+            stopped,
+        })
     })
 }
 
@@ -158,13 +199,33 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         }
     }
     let c = capture(config, args.dir.clone(), args.json)?;
+    settle(&c.session.path);
     summarise(&c, &args)
+}
+
+/// Leaves the demo's trace as one self-contained file (no `-wal`/`-shm` beside it): the collector did
+/// at close unless a reader (the window) held it then.
+fn settle(path: &std::path::Path) {
+    match socscope_tracedb::repair(path, "the demo stopped without closing its trace") {
+        Ok(_) if !socscope_tracedb::wal_path(path).exists() => {}
+        Ok(_) => errln!(
+            "note: {} keeps its WAL beside it (another program reads it); `socscope repair` folds it in later",
+            path.display()
+        ),
+        Err(e) => errln!("note: {e}; `socscope repair` folds the trace's WAL in later"),
+    }
 }
 
 /// What the capture sent and what is in its trace.
 fn summarise(c: &Capture, args: &DemoArgs) -> Result<ExitCode> {
     if !args.json {
-        outln!("board sent:      {}", c.sim);
+        match (&c.sim, c.stopped) {
+            (Some(sim), _) => outln!("board sent:      {sim}"),
+            (None, Some(why)) => {
+                outln!("stopped ({why}) before the board finished: the trace is closed, incomplete")
+            }
+            (None, None) => {}
+        }
         outln!();
     }
     crate::inspect::info(&c.session.path, &args.dir, args.json)?;
@@ -184,9 +245,10 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
     config.realtime = true;
     let (tx, rx) = std::sync::mpsc::channel();
     let dir = args.dir.clone();
+    let (stop_tx, stop_rx) = watch::channel(false);
     let capture = std::thread::Builder::new()
         .name("socscope-demo-capture".into())
-        .spawn(move || capture_notifying(config, dir, true, Some(tx)))
+        .spawn(move || capture_notifying(config, dir, true, Some(tx), Some(stop_rx)))
         .context("cannot start the capture thread")?;
     let path = match rx.recv_timeout(Duration::from_secs(30)) {
         Ok(p) => p,
@@ -219,19 +281,25 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
         let c = capture
             .join()
             .map_err(|_| anyhow!("the capture thread panicked"))??;
+        settle(&c.session.path);
         return summarise(&c, args);
     }
-    if capture.is_finished() {
-        if let Ok(Ok(c)) = capture.join() {
-            outln!("board sent:      {}", c.sim);
-        }
-        // The window was reading the trace when the collector finished it, so the file stayed in
-        // WAL mode: fold the WAL in now that nobody reads it, leaving one self-contained file.
-        if let Err(e) = socscope_tracedb::repair(&path, "demo window") {
-            errln!("note: {e}; `socscope repair` folds the trace's WAL in later");
-        }
-    } else {
-        outln!("window closed before the board finished: the trace stays incomplete");
+    // The window is closed (its button, or SIGINT/SIGTERM): a board still streaming is stopped, the
+    // collector closes the trace, and — nobody reading it any more — it becomes one file.
+    let _ = stop_tx.send(true);
+    let c = capture
+        .join()
+        .map_err(|_| anyhow!("the capture thread panicked"))?;
+    settle(&path);
+    match c {
+        Ok(c) => match (&c.sim, c.stopped) {
+            (Some(sim), _) => outln!("board sent:      {sim}"),
+            (None, Some(why)) => {
+                outln!("stopped ({why}) before the board finished: the trace is closed, incomplete")
+            }
+            (None, None) => {}
+        },
+        Err(e) => return Err(e),
     }
     Ok(ExitCode::SUCCESS)
 }

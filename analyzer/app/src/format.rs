@@ -14,7 +14,14 @@ pub fn error_chain(e: &anyhow::Error) -> String {
 }
 
 /// Prints rows as an aligned table with a header.
+/// Cells are made one line each ([`crate::out::one_line`]): a value from a trace cannot break the
+/// layout nor reach the terminal as a control sequence.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| crate::out::one_line(c)).collect())
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {

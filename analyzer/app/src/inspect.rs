@@ -28,11 +28,28 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
     }
     let catalog = Catalog::open(dir)
         .with_context(|| format!("while opening the catalog in {}", dir.display()))?;
-    let traces = catalog.traces()?;
+    // What each trace file says now, not what the catalog noted when the trace was registered: a live
+    // trace shows its current counts, one a crash left live shows as such, and `info` says the same.
+    let traces: Vec<(socscope_tracedb::TraceRecord, &'static str)> = catalog
+        .traces()?
+        .into_iter()
+        .map(|mut t| {
+            let path = catalog.resolve(&t);
+            let st = match socscope_tracedb::TraceReader::open(&path).and_then(|r| r.info()) {
+                Ok(info) => {
+                    t.info = info;
+                    state(&t.info, &path)
+                }
+                Err(_) if !path.exists() => "missing",
+                Err(_) => "unreadable",
+            };
+            (t, st)
+        })
+        .collect();
     if json {
         let rows: Vec<Value> = traces
             .iter()
-            .map(|t| {
+            .map(|(t, st)| {
                 let i = &t.info;
                 json!({
                     "id": t.id,
@@ -48,7 +65,7 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
                     "events": i.event_count,
                     "complete": i.complete,
                     "finished": i.finished,
-                    "state": state(i),
+                    "state": st,
                 })
             })
             .collect();
@@ -64,7 +81,7 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
     }
     let rows: Vec<Vec<String>> = traces
         .iter()
-        .map(|t| {
+        .map(|(t, st)| {
             let i = &t.info;
             vec![
                 t.id.to_string(),
@@ -73,7 +90,7 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
                 units::utc_date_time(i.meta.start_unix_ns),
                 units::duration(i.duration()),
                 i.event_count.to_string(),
-                state(i).to_string(),
+                st.to_string(),
                 printable(&t.db_file),
             ]
         })
@@ -98,9 +115,10 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
 }
 
 /// `complete`, `incomplete` (ended without `Bye`), `interrupted` (closed after the fact: the collector
-/// stopped without closing it, or could not write) or `live` (being written, or left so by a crash
-/// and not repaired yet).
-fn state(info: &TraceInfo) -> &'static str {
+/// stopped without closing it, or could not write), `live` (a writer holds it now) or `left live` (no
+/// writer holds it, but none closed it: a crash; `socscope repair` or the next `collect` closes it).
+/// `ls` and `info` both say it from the trace file itself.
+fn state(info: &TraceInfo, path: &Path) -> &'static str {
     let interrupted = info
         .meta
         .params
@@ -110,28 +128,59 @@ fn state(info: &TraceInfo) -> &'static str {
         (true, _) => "complete",
         (false, true) if interrupted => "interrupted",
         (false, true) => "incomplete",
-        (false, false) => "live",
+        (false, false) if socscope_tracedb::is_being_written(path).unwrap_or(true) => "live",
+        (false, false) => "left live",
     }
 }
 
 /// Closes one trace left live and refreshes its catalog entry in `dir` (when it has one); says what
 /// was done in a few words.
 pub fn repair_one(path: &Path, dir: &Path, reason: &str) -> Result<String> {
+    repair_one_outcome(path, dir, reason).map(|(said, _)| said)
+}
+
+/// [`repair_one`], with the outcome.
+fn repair_one_outcome(path: &Path, dir: &Path, reason: &str) -> Result<(String, RepairOutcome)> {
     let outcome = socscope_tracedb::repair(path, reason)
         .with_context(|| format!("while repairing {}", path.display()))?;
     let said = match &outcome {
         RepairOutcome::AlreadyFinished => "already finished: nothing to repair".to_string(),
+        RepairOutcome::WalKept => {
+            "already finished, but its WAL could not be folded in now (no room on \
+             the disk yet, or another program holds it): run repair again later"
+                .to_string()
+        }
+        RepairOutcome::WalFolded => {
+            "already finished (closed on a full disk): its WAL is now folded into the file"
+                .to_string()
+        }
         RepairOutcome::BeingWritten => {
             "being written by a running collector: left alone".to_string()
         }
-        RepairOutcome::Repaired(r) => format!(
-            "was live: now interrupted, {} events in {} chunks ({} → {}); the last commit said {} events",
-            r.events,
-            r.chunks,
-            units::duration(r.t_min),
-            units::duration(r.t_max),
-            r.events_before
-        ),
+        RepairOutcome::Repaired(r) => {
+            let mut said = if r.was_live {
+                format!(
+                    "was live: now interrupted, {} events in {} chunks ({} → {}); the last commit said {} events",
+                    r.events,
+                    r.chunks,
+                    units::duration(r.t_min),
+                    units::duration(r.t_max),
+                    r.events_before
+                )
+            } else {
+                format!(
+                    "was finished; now {} events in {} chunks (the trace said {})",
+                    r.events, r.chunks, r.events_before
+                )
+            };
+            if r.unreadable_chunks > 0 {
+                said.push_str(&format!(
+                    "; {} unreadable chunks removed ({} events, recorded as a loss)",
+                    r.unreadable_chunks, r.unreadable_events
+                ));
+            }
+            said
+        }
     };
     if matches!(outcome, RepairOutcome::Repaired(_))
         && dir.join(CATALOG_FILE).exists()
@@ -144,33 +193,76 @@ pub fn repair_one(path: &Path, dir: &Path, reason: &str) -> Result<String> {
             catalog.register_file(name)?;
         }
     }
-    Ok(said)
+    Ok((said, outcome))
 }
 
-/// `socscope repair TRACE…`: closes traces left live by a crash.
+/// `socscope repair TRACE…`: closes traces left live by a crash. A catalog among them (`DIR/*.db`) is
+/// skipped; a file that is not a trace is said and the others are repaired all the same (exit status
+/// 1 at the end); one summary line.
 pub fn repair(traces: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
     let mut docs = Vec::new();
+    let (mut repaired, mut unchanged, mut busy, mut skipped, mut failed) = (0, 0, 0, 0, 0);
     for path in traces {
-        if !path.exists() {
-            bail!("{}: no such trace file", path.display());
-        }
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let said = repair_one(
-            path,
-            dir,
-            "left live by a writer that stopped without closing it (killed, crashed, or the disk was full); closed by `socscope repair`",
-        )?;
+        let is_catalog = path
+            .file_name()
+            .is_some_and(|n| n == std::ffi::OsStr::new(CATALOG_FILE));
+        let result = if !path.exists() {
+            Err(anyhow::anyhow!("no such trace file"))
+        } else if is_catalog {
+            skipped += 1;
+            Ok(("the catalog, not a trace: skipped".to_string(), None))
+        } else {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            repair_one_outcome(
+                path,
+                dir,
+                "left live by a writer that stopped without closing it (killed, crashed, or the disk was full); closed by `socscope repair`",
+            )
+            .map(|(said, outcome)| (said, Some(outcome)))
+        };
+        let said = match result {
+            Ok((said, outcome)) => {
+                match outcome {
+                    Some(RepairOutcome::Repaired(_) | RepairOutcome::WalFolded) => repaired += 1,
+                    Some(RepairOutcome::AlreadyFinished | RepairOutcome::WalKept) => unchanged += 1,
+                    Some(RepairOutcome::BeingWritten) => busy += 1,
+                    None => {}
+                }
+                said
+            }
+            Err(e) => {
+                failed += 1;
+                let why = crate::format::error_chain(&e);
+                if !json {
+                    errln!("socscope: {}: {}", path.display(), printable(&why));
+                }
+                docs.push(json!({"file": path, "error": why}));
+                continue;
+            }
+        };
         if json {
             docs.push(json!({"file": path, "outcome": said}));
         } else {
-            outln!("{}: {said}", path.display());
+            outln!("{}: {said}", printable(&path.display().to_string()));
         }
     }
+    let summary = format!(
+        "{} files: {repaired} repaired, {unchanged} already finished, {busy} being written, {skipped} catalog skipped, {failed} failed",
+        traces.len()
+    );
     if json {
         outln!("{}", serde_json::to_string_pretty(&docs)?);
+    } else {
+        outln!("{summary}");
+    }
+    if failed > 0 {
+        if json {
+            errln!("socscope: {summary}");
+        }
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -236,7 +328,7 @@ pub fn info(arg: &Path, dir: &Path, json: bool) -> Result<ExitCode> {
             "events": info.event_count,
             "complete": info.complete,
             "finished": info.finished,
-            "state": state(&info),
+            "state": state(&info, path),
             "params": info.meta.params.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect::<serde_json::Map<_, _>>(),
             "types": types.iter().zip(&counts).map(|(t, c)| json!({
                 "id": t.id,
@@ -305,7 +397,12 @@ pub fn info(arg: &Path, dir: &Path, json: bool) -> Result<ExitCode> {
         units::duration(info.t_max)
     );
     outln!("  events       {}", info.event_count);
-    outln!("  state        {}", state(&info));
+    let st = state(&info, path);
+    if st == "left live" {
+        outln!("  state        left live (no writer holds it: `socscope repair` closes it)");
+    } else {
+        outln!("  state        {st}");
+    }
     if let Some((_, why)) = m.params.iter().find(|(n, _)| n == INTERRUPTED_PARAM) {
         let why = match why {
             ParamValue::String(s) => s.clone(),

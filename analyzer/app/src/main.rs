@@ -214,6 +214,13 @@ fn main() -> ExitCode {
         Command::Trigger(args) => trigger::run_trigger(args),
         Command::Rig(cmd) => rig::run(cmd),
     };
+    // A finished trace this command saved results into is one self-contained file again (issue 27).
+    for path in socscope_tracedb::settle_written_traces() {
+        errln!(
+            "note: {} keeps its WAL beside it (another program holds it); the next command that saves into it folds it in",
+            path.display()
+        );
+    }
     match result {
         Ok(code) => code,
         // Nobody reads the output any more (`socscope sql … | head -1`): end quietly, as a pipe expects.

@@ -2,8 +2,44 @@
 //! head -1`) ends the command quietly, with exit status 0, instead of a panic from `println!`; a warning to a
 //! closed standard error is dropped instead of a panic from `eprintln!`.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether `c` must not reach a terminal as it is: control characters (C0 but line feed and tab,
+/// DEL, C1 — ESC and OSC sequences, CR, BEL, NUL), bidirectional overrides and isolates, and the
+/// invisible format characters.
+pub fn is_unsafe(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `text` with every [`is_unsafe`] character written `\uXXXX`: the last guard of everything the
+/// commands print (names and texts from a trace are printed through it whatever the command). The
+/// form is JSON's own escape, and those characters only ever occur inside JSON strings, so a JSON
+/// document stays valid and reads back the same text.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A table cell or a one-line field: [`terminal_safe`], and line breaks and tabs escaped too, so that
+/// a name cannot break the layout.
+pub fn one_line(text: &str) -> String {
+    terminal_safe(text)
+        .replace('\n', "\\u000a")
+        .replace('\t', "\\u0009")
+}
 
 /// Set once a write to standard output found it closed; later writes do nothing and fail the same way.
 static CLOSED: AtomicBool = AtomicBool::new(false);
@@ -14,9 +50,13 @@ pub fn line(args: std::fmt::Arguments<'_>) -> io::Result<()> {
     if closed() {
         return Err(io::ErrorKind::BrokenPipe.into());
     }
+    let text = match args.as_str() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(args.to_string()),
+    };
     let mut stdout = io::stdout().lock();
     let result = stdout
-        .write_fmt(args)
+        .write_all(terminal_safe(&text).as_bytes())
         .and_then(|()| stdout.write_all(b"\n"));
     if let Err(e) = &result
         && e.kind() == io::ErrorKind::BrokenPipe
@@ -34,9 +74,10 @@ pub fn closed() -> bool {
 /// Writes `args` and a newline to standard error, ignoring any failure: a warning or an error message has
 /// nowhere else to go, and a standard error nobody reads (`2>&1 | head -1`) must not turn it into a panic.
 pub fn err_line(args: std::fmt::Arguments<'_>) {
+    let text = args.to_string();
     let mut stderr = io::stderr().lock();
     let _ = stderr
-        .write_fmt(args)
+        .write_all(terminal_safe(&text).as_bytes())
         .and_then(|()| stderr.write_all(b"\n"));
 }
 

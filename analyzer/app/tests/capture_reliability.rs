@@ -531,7 +531,8 @@ fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
         "--dir",
         &dir,
         "--disk-reserve",
-        "131072",
+        // The smallest reserve collect accepts for one replay (socscope_collector::DiskReserve::needed).
+        "196608",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -6,7 +6,6 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 fn require(tool: &str) {
@@ -25,52 +24,63 @@ struct Xvfb {
     display: String,
 }
 
+/// How long a server may take to come up. A first start on a new machine under the load of the whole
+/// suite (fonts, keymaps compiled for the first time) took over 20 s once; a working server is ready in
+/// well under a second, so a long bound costs nothing when all is well.
+const XVFB_READY_WITHIN: Duration = Duration::from_secs(180);
+
 impl Xvfb {
     fn start() -> Self {
         require("Xvfb");
-        // Tests run in parallel threads and test binaries in parallel processes: every server gets its
-        // own display number, and a server that exits at once (its number was taken) is replaced.
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let base = 100 + (std::process::id() % 500) * 8;
-        for _ in 0..64 {
-            let n = base + NEXT.fetch_add(1, Ordering::Relaxed) % 4000;
-            if PathBuf::from(format!("/tmp/.X{n}-lock")).exists()
-                || PathBuf::from(format!("/tmp/.X11-unix/X{n}")).exists()
-            {
-                continue;
-            }
-            let mut child = Command::new("Xvfb")
-                .arg(format!(":{n}"))
-                .args(["-screen", "0", "1280x800x24", "-nolisten", "tcp"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("Xvfb starts");
-            let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
-            let t = Instant::now();
-            let mut exited = false;
-            while !socket.exists() {
-                if child.try_wait().ok().flatten().is_some() {
-                    exited = true;
-                    break;
-                }
-                assert!(
-                    t.elapsed() < Duration::from_secs(20),
-                    "Xvfb :{n} did not come up"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            // The socket may belong to another server that won the number: ours must still be running.
-            std::thread::sleep(Duration::from_millis(100));
-            if exited || child.try_wait().ok().flatten().is_some() {
-                continue;
-            }
-            return Self {
-                child,
-                display: format!(":{n}"),
-            };
+        // `-displayfd`: the server picks a free display number itself and writes it to standard output
+        // once it accepts connections — no race for numbers between parallel tests, no polling for its
+        // socket. Its own messages go to a log shown if it does not come up.
+        let log = tempfile::NamedTempFile::new().expect("a log file for Xvfb");
+        let mut child = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "1280x800x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(log.reopen().expect("the Xvfb log"))
+            .spawn()
+            .expect("Xvfb starts");
+        let stdout = child.stdout.take().expect("Xvfb's standard output");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let started = Instant::now();
+        let number = rx
+            .recv_timeout(XVFB_READY_WITHIN)
+            .ok()
+            .and_then(|l| l.trim().parse::<u32>().ok());
+        let Some(n) = number else {
+            let exited = child.try_wait().ok().flatten();
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "Xvfb did not come up within {:.0} s ({}); its log:\n{}",
+                started.elapsed().as_secs_f64(),
+                match exited {
+                    Some(status) => format!("it exited: {status}"),
+                    None => "still running, no display number written".to_string(),
+                },
+                std::fs::read_to_string(log.path()).unwrap_or_default()
+            );
+        };
+        Self {
+            child,
+            display: format!(":{n}"),
         }
-        panic!("no free X display number for Xvfb after 64 tries");
     }
 }
 

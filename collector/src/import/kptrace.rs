@@ -54,6 +54,7 @@ pub(super) fn run(
     let cpus = traces.iter().map(|t| t.0).max().unwrap_or(0) + 1;
     let mut merge = kptrace::KptraceMerge::new(traces, description);
     let mut importer = KptraceImporter::new(symbols, cpus, writer)?;
+    let mut timed = 0u64;
     loop {
         let r = match merge.next_record() {
             Ok(Some(r)) => r,
@@ -68,10 +69,23 @@ pub(super) fn run(
             .description()
             .and_then(|d| d.types.get(&r.mnemonic))
             .cloned();
+        // A user-space marker line has no mnemonic: alone, such lines do not make a KPTrace file.
+        timed += u64::from(!r.mnemonic.is_empty());
         importer.record(&r, described.as_ref(), writer)?;
         merge.recycle(r);
     }
     lines.bytes = merge.bytes();
+    if timed == 0 {
+        return Err(CollectorError::Invalid(format!(
+            "{}: no KPTrace record (a line `SEC.USEC PID MNEMONIC …`) in {} bytes: not a KPTrace capture",
+            files
+                .iter()
+                .map(|f| super::escaped(&display(f)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            merge.bytes()
+        )));
+    }
     importer.finish(&merge.stats(), writer)
 }
 

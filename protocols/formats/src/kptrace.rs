@@ -451,7 +451,16 @@ fn parse<'a>(
         }
     }
     if !first.is_ascii_digit() {
-        // A raw user-space line: a marker with the whole line as its text.
+        // A raw user-space line: a marker with the whole line as its text — if it is text. Bytes
+        // that are not (control bytes, invalid UTF-8 shown as U+FFFD) are no marker: random or
+        // binary data is not read as a trace of markers. (Relay padding never gets here.)
+        if let Some(at) = line
+            .char_indices()
+            .find(|&(_, c)| (c.is_control() && c != '\t') || c == '\u{fffd}')
+            .map(|(i, _)| i)
+        {
+            return Err((at, "a record or a user-space text line, not binary bytes"));
+        }
         return Ok(Parsed::Record {
             ts: None,
             cpu: None,

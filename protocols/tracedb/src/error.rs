@@ -76,6 +76,19 @@ pub enum StoreError {
     /// The caller asked for something impossible (e.g. an empty interval, an unknown trace id).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// A write of this trace writer failed earlier: what it had not committed was rolled back, and
+    /// it writes nothing more (the file holds its last commit, whole).
+    #[error(
+        "{path}: the writer stopped after an earlier failure ({first}); the file holds its last commit"
+    )]
+    WriterFailed {
+        /// The trace file.
+        path: PathBuf,
+        /// The failure that stopped the writer.
+        first: String,
+        /// Whether that failure was a full disk.
+        disk_full: bool,
+    },
 }
 
 impl StoreError {
@@ -87,6 +100,7 @@ impl StoreError {
                 source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
             }
             StoreError::Io { source, .. } => io_is_disk_full(source),
+            StoreError::WriterFailed { disk_full, .. } => *disk_full,
             _ => false,
         }
     }

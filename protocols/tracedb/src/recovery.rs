@@ -63,11 +63,18 @@ pub fn is_being_written(path: &Path) -> Result<bool> {
 /// What [`repair`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RepairOutcome {
-    /// The trace was finished already: nothing changed (besides folding a leftover WAL in).
+    /// The trace was finished already, every chunk readable, no WAL beside it: nothing changed.
     AlreadyFinished,
+    /// The trace was finished already (closed on a full disk): its WAL, left beside it, is now folded
+    /// into the file.
+    WalFolded,
+    /// The trace was finished already and keeps a WAL beside it that could not be folded in now (no
+    /// room on the disk yet, or another program holds the file); it is consistent as it is.
+    WalKept,
     /// A writer holds the trace now: it is live, not left behind, and was not touched.
     BeingWritten,
-    /// The trace was left live and is now finished, incomplete and marked interrupted.
+    /// The trace was left live and is now finished, incomplete and marked interrupted — or it was
+    /// finished but held chunks that cannot be read, now removed ([`Repaired::was_live`] says which).
     Repaired(Repaired),
 }
 
@@ -84,8 +91,16 @@ pub struct Repaired {
     pub t_min: i64,
     /// Latest event end (0 when empty).
     pub t_max: i64,
-    /// Committed chunks.
+    /// Committed chunks (readable ones, after the repair).
     pub chunks: u64,
+    /// Chunks that could not be read (a header that is not one, or naming a zstd dictionary the trace
+    /// does not hold: what a full disk left before the writer stopped at its first failure), removed
+    /// by the repair and recorded as a loss.
+    pub unreadable_chunks: u64,
+    /// Events those chunks said they held.
+    pub unreadable_events: u64,
+    /// Whether the trace was live (false: it was finished, the repair only removed unreadable chunks).
+    pub was_live: bool,
 }
 
 /// Closes a trace left live by a writer that died: counts what the committed chunks hold, sets
@@ -125,6 +140,7 @@ fn repair_with(path: &Path, reason: &str, fold_wal: bool) -> Result<RepairOutcom
             });
         }
     }
+    let had_wal = wal_path(path).exists();
     let conn = schema::open(path, "trace", TRACE_APPLICATION_ID, false)?;
     if !fold_wal {
         keep_wal_on_close(&conn).ctx(path)?;
@@ -134,47 +150,68 @@ fn repair_with(path: &Path, reason: &str, fold_wal: bool) -> Result<RepairOutcom
             r.get(0)
         })
         .ctx(path)?;
-    if finished {
+    let unreadable = unreadable_chunks(&conn, path)?;
+    if finished && unreadable.is_empty() {
+        // Opening it to write put it in WAL mode: back to one self-contained file in any case.
         if fold_wal {
             make_self_contained(&conn);
         }
+        let kept = wal_path(path).exists();
         drop(conn);
         drop(lock);
-        return Ok(RepairOutcome::AlreadyFinished);
+        return Ok(match (had_wal, kept) {
+            (true, false) if fold_wal => RepairOutcome::WalFolded,
+            (true, true) => RepairOutcome::WalKept,
+            _ => RepairOutcome::AlreadyFinished,
+        });
     }
-    let (chunks, events, t_min, t_max): (i64, i64, Option<i64>, Option<i64>) = conn
-        .query_row(
-            "SELECT count(*), coalesce(sum(count), 0), min(t_min), max(end_max) FROM chunk",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .ctx(path)?;
     let events_before: i64 = conn
         .query_row("SELECT event_count FROM trace_info WHERE id = 1", [], |r| {
             r.get(0)
         })
         .ctx(path)?;
-    let (t_min, t_max) = (t_min.unwrap_or(0), t_max.unwrap_or(0));
     conn.execute_batch("BEGIN IMMEDIATE").ctx(path)?;
-    let written = (|| {
-        conn.execute(
-            "UPDATE trace_info SET t_min = ?1, t_max = ?2, event_count = ?3, complete = 0, finished = 1
-             WHERE id = 1",
-            params![t_min, t_max, events],
-        )?;
-        conn.execute(
-            "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, 'string', ?2)",
-            params![INTERRUPTED_PARAM, reason],
-        )?;
-        conn.execute_batch("COMMIT")
+    let written = (|| -> Result<(i64, i64, Option<i64>, Option<i64>)> {
+        if !unreadable.is_empty() {
+            drop_chunks(&conn, path, &unreadable)?;
+        }
+        let (chunks, events, t_min, t_max): (i64, i64, Option<i64>, Option<i64>) = conn
+            .query_row(
+                "SELECT count(*), coalesce(sum(count), 0), min(t_min), max(end_max) FROM chunk",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .ctx(path)?;
+        let (lo, hi) = (t_min.unwrap_or(0), t_max.unwrap_or(0));
+        if finished {
+            conn.execute(
+                "UPDATE trace_info SET t_min = ?1, t_max = ?2, event_count = ?3 WHERE id = 1",
+                params![lo, hi, events],
+            )
+            .ctx(path)?;
+        } else {
+            conn.execute(
+                "UPDATE trace_info SET t_min = ?1, t_max = ?2, event_count = ?3, complete = 0, finished = 1
+                 WHERE id = 1",
+                params![lo, hi, events],
+            )
+            .ctx(path)?;
+            conn.execute(
+                "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, 'string', ?2)",
+                params![INTERRUPTED_PARAM, reason],
+            )
+            .ctx(path)?;
+        }
+        conn.execute_batch("COMMIT").ctx(path)?;
+        Ok((chunks, events, t_min, t_max))
     })();
-    if let Err(e) = written {
-        let _ = conn.execute_batch("ROLLBACK");
-        return Err(StoreError::Sqlite {
-            path: path.to_path_buf(),
-            source: e,
-        });
-    }
+    let (chunks, events, t_min, t_max) = match written {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
+        }
+    };
     if fold_wal {
         make_self_contained(&conn);
     }
@@ -184,10 +221,92 @@ fn repair_with(path: &Path, reason: &str, fold_wal: bool) -> Result<RepairOutcom
         path: path.to_path_buf(),
         events: events.max(0) as u64,
         events_before: events_before.max(0) as u64,
-        t_min,
-        t_max,
+        t_min: t_min.unwrap_or(0),
+        t_max: t_max.unwrap_or(0),
         chunks: chunks.max(0) as u64,
+        unreadable_chunks: unreadable.len() as u64,
+        unreadable_events: unreadable.iter().map(|c| c.count).sum(),
+        was_live: !finished,
     }))
+}
+
+/// A chunk that cannot be read.
+struct BadChunk {
+    id: i64,
+    stream: i64,
+    count: u64,
+    t_min: i64,
+    why: String,
+}
+
+/// Chunks whose header is not one or that name a dictionary the trace does not hold (read from
+/// their headers only: no block is decompressed).
+fn unreadable_chunks(conn: &Connection, path: &Path) -> Result<Vec<BadChunk>> {
+    let dicts: std::collections::HashSet<i64> = {
+        let mut st = conn.prepare("SELECT id FROM chunk_dict").ctx(path)?;
+        st.query_map([], |r| r.get(0))
+            .ctx(path)?
+            .collect::<rusqlite::Result<_>>()
+            .ctx(path)?
+    };
+    let mut st = conn
+        .prepare("SELECT id, stream, count, t_min, data FROM chunk ORDER BY id")
+        .ctx(path)?;
+    let mut rows = st.query([]).ctx(path)?;
+    let mut bad = Vec::new();
+    while let Some(r) = rows.next().ctx(path)? {
+        let data = r.get_ref(4).ctx(path)?;
+        let why = match data.as_blob() {
+            Err(_) => Some("its data is not a blob".to_string()),
+            Ok(blob) => match crate::codec::chunk_dictionary(blob, blob.len()) {
+                Err(e) => Some(e),
+                Ok(0) => None,
+                Ok(d) if i64::try_from(d).is_ok_and(|d| dicts.contains(&d)) => None,
+                Ok(d) => Some(format!(
+                    "it names dictionary {d}, which the trace does not hold"
+                )),
+            },
+        };
+        if let Some(why) = why {
+            bad.push(BadChunk {
+                id: r.get(0).ctx(path)?,
+                stream: r.get(1).ctx(path)?,
+                count: r.get::<_, i64>(2).ctx(path)?.max(0) as u64,
+                t_min: r.get(3).ctx(path)?,
+                why,
+            });
+        }
+    }
+    Ok(bad)
+}
+
+/// Removes unreadable chunks (inside the repair's transaction): a `loss` row says what each held,
+/// the streams' counts are set from what is left, and the summary is rebuilt from the readable
+/// chunks (it counted the removed ones).
+fn drop_chunks(conn: &Connection, path: &Path, bad: &[BadChunk]) -> Result<()> {
+    for c in bad {
+        conn.execute("DELETE FROM chunk WHERE id = ?1", [c.id])
+            .ctx(path)?;
+        let cpu = crate::codec::split_stream(c.stream).and_then(|(_, _, cpu)| cpu);
+        conn.execute(
+            "INSERT INTO loss (cpu, ts, count, seq_from, seq_to, reason) VALUES (?1, ?2, ?3, NULL, NULL, ?4)",
+            params![
+                cpu,
+                c.t_min,
+                c.count as i64,
+                format!("chunk {} could not be read ({}): removed by repair", c.id, c.why)
+            ],
+        )
+        .ctx(path)?;
+    }
+    conn.execute_batch(
+        "UPDATE stream SET
+            chunk_count = (SELECT count(*) FROM chunk WHERE chunk.stream = stream.id),
+            event_count = (SELECT coalesce(sum(count), 0) FROM chunk WHERE chunk.stream = stream.id);",
+    )
+    .ctx(path)?;
+    crate::upgrade::rebuild_summary(conn, path)?;
+    Ok(())
 }
 
 /// Makes `conn` leave the WAL as it is: no automatic checkpoint after a commit, none when it closes.

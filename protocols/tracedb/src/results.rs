@@ -193,6 +193,55 @@ pub struct AnalysisResult {
     pub description: String,
 }
 
+/// Trace files a [`ResultStore`] of this process opened (see [`settle_written_traces`]).
+static WRITTEN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Folds the WAL of a finished trace into the file and leaves it in rollback-journal mode, unless a
+/// writer holds it (a live trace stays in WAL mode). Best effort: another connection holding the
+/// file keeps it as it is.
+fn settle(conn: &Connection, path: &Path) {
+    let finished = conn
+        .query_row("SELECT finished FROM trace_info WHERE id = 1", [], |r| {
+            r.get::<_, bool>(0)
+        })
+        .unwrap_or(false);
+    if finished && !crate::recovery::is_being_written(path).unwrap_or(true) {
+        crate::recovery::make_self_contained(conn);
+    }
+}
+
+/// Makes every finished trace that this process saved results into one self-contained file again
+/// (no `-wal`/`-shm` beside it); returns those that could not be (another process holds them). Call
+/// it when the connections reading them are closed, e.g. as a command ends.
+pub fn settle_written_traces() -> Vec<PathBuf> {
+    let paths = WRITTEN
+        .lock()
+        .map(|mut w| std::mem::take(&mut *w))
+        .unwrap_or_default();
+    let mut left = Vec::new();
+    for path in paths {
+        if !crate::recovery::wal_path(&path).exists() {
+            continue;
+        }
+        if let Ok(conn) = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ) {
+            settle(&conn, &path);
+        }
+        if crate::recovery::wal_path(&path).exists() {
+            left.push(path);
+        }
+    }
+    left
+}
+
+impl Drop for ResultStore {
+    fn drop(&mut self) {
+        settle(&self.conn, &self.path);
+    }
+}
+
 /// Read-write access to the analysis results of one trace file (the analyzer saves results
 /// in the trace they are about, also while it is being captured).
 pub struct ResultStore {
@@ -202,10 +251,20 @@ pub struct ResultStore {
 
 impl ResultStore {
     /// Opens a trace file for saving results.
+    ///
+    /// Writing switches the file to WAL mode (a live trace is in it anyway). A finished trace is made
+    /// one self-contained file again when the store is dropped, or — when another connection of the
+    /// process still holds it then — by [`settle_written_traces`], which a program calls before it
+    /// exits: copying the `.db` alone must copy every saved result.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let conn = schema::open(&path, "trace", TRACE_APPLICATION_ID, false)?;
         conn.execute_batch(schema::RESULTS_DDL).ctx(&path)?;
+        if let Ok(mut written) = WRITTEN.lock()
+            && !written.contains(&path)
+        {
+            written.push(path.clone());
+        }
         Ok(Self { conn, path })
     }
 

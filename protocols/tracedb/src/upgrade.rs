@@ -124,6 +124,60 @@ fn v2_to_v3(conn: &Connection, path: &Path) -> Result<()> {
 }
 
 fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Result<()> {
+    conn.execute_batch(
+        "DROP INDEX IF EXISTS chunk_by_stream_time;
+         CREATE INDEX chunk_by_stream_time ON chunk(stream, t_min, t_max, end_max);",
+    )
+    .ctx(path)?;
+    let (events, rows) = summary_from_chunks(conn, path, &codec::NoDictionaries)?;
+    report.events = events;
+    report.summary_rows = rows;
+    conn.pragma_update(None, "user_version", 2).ctx(path)?;
+    Ok(())
+}
+
+/// The stored dictionaries of a trace being rewritten, read on demand.
+struct StoredDictionaries<'c> {
+    conn: &'c Connection,
+    cache: std::cell::RefCell<std::collections::HashMap<u64, codec::ReadDictionary>>,
+}
+
+impl codec::Dictionaries for StoredDictionaries<'_> {
+    fn dictionary(&self, id: u64) -> std::result::Result<codec::ReadDictionary, String> {
+        if let Some(d) = self.cache.borrow().get(&id) {
+            return Ok(d.clone());
+        }
+        let key = i64::try_from(id).map_err(|_| format!("dictionary id {id} out of range"))?;
+        let bytes: Vec<u8> = self
+            .conn
+            .query_row("SELECT data FROM chunk_dict WHERE id = ?1", [key], |r| {
+                r.get(0)
+            })
+            .map_err(|e| format!("dictionary {id}: {e}"))?;
+        let d = codec::DictionaryData::new(id, &bytes)?;
+        self.cache.borrow_mut().insert(id, d.clone());
+        Ok(d)
+    }
+}
+
+/// Rebuilds a current-version trace's summary from its chunks (inside the caller's transaction):
+/// after chunks were removed by a repair. Returns (events, summary rows).
+pub(crate) fn rebuild_summary(conn: &Connection, path: &Path) -> Result<(u64, u64)> {
+    let dicts = StoredDictionaries {
+        conn,
+        cache: Default::default(),
+    };
+    summary_from_chunks(conn, path, &dicts)
+}
+
+/// Replaces the summary by one computed from every chunk, at the finest width the writer would
+/// have reached. Returns (events, summary rows).
+fn summary_from_chunks(
+    conn: &Connection,
+    path: &Path,
+    dicts: &dyn codec::Dictionaries,
+) -> Result<(u64, u64)> {
+    let mut rows_written = 0u64;
     let levels: u32 = conn
         .query_row(
             "SELECT summary_levels FROM trace_info WHERE id = 1",
@@ -161,8 +215,7 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
                 .ctx(path)?
                 .as_blob()
                 .map_err(|e| corrupt(e.to_string()))?;
-            codec::decode_chunk(blob, &mut dec, &codec::NoDictionaries, &mut chunk)
-                .map_err(corrupt)?;
+            codec::decode_chunk(blob, &mut dec, dicts, &mut chunk).map_err(corrupt)?;
             let is_state = chunk.category() == EventCategory::State;
             for i in 0..chunk.len() {
                 let end = if is_state { chunk.end[i] } else { chunk.ts[i] };
@@ -170,7 +223,7 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
             }
         }
     }
-    report.events = acc.events;
+    let events = acc.events;
     // The finest width the writer would have reached (levels beyond are computed to choose it).
     let extra = acc.headroom().min(levels - 1);
     let rows = acc.drain_buckets(levels + extra);
@@ -179,12 +232,7 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
         cells[r.level as usize] += r.cells.len() as u64;
     }
     let k = summary_widening(acc.events, &cells, acc.shift, acc.span(), extra);
-    conn.execute_batch(
-        "DELETE FROM summary;
-         DROP INDEX IF EXISTS chunk_by_stream_time;
-         CREATE INDEX chunk_by_stream_time ON chunk(stream, t_min, t_max, end_max);",
-    )
-    .ctx(path)?;
+    conn.execute_batch("DELETE FROM summary;").ctx(path)?;
     let mut compressor = zstd::bulk::Compressor::new(1).map_err(|source| StoreError::Io {
         path: path.to_path_buf(),
         source,
@@ -203,7 +251,7 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
             )?;
             put.execute(params![r.level - k, r.bucket, data])
                 .ctx(path)?;
-            report.summary_rows += 1;
+            rows_written += 1;
         }
     }
     conn.execute(
@@ -211,6 +259,5 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
         [acc.shift + k],
     )
     .ctx(path)?;
-    conn.pragma_update(None, "user_version", 2).ctx(path)?;
-    Ok(())
+    Ok((events, rows_written))
 }

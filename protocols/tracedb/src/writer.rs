@@ -197,6 +197,12 @@ pub struct TraceWriter {
     pending_t_max: i64,
     pending_events: u64,
     finished: bool,
+    /// The write that failed, if one did (and whether the disk was full): the writer rolled back
+    /// what it had not committed and refuses every write since, so that the file keeps exactly its
+    /// last commit. Writing on after a failure is what made a full disk leave chunks naming a
+    /// dictionary that the failed transaction had held (SQLite rolls the whole transaction back on
+    /// `SQLITE_FULL`, and the statements that followed ran outside any transaction).
+    failed: Option<(String, bool)>,
     /// Last, so that it is released after the connection closes (see `recovery`).
     _lock: recovery::WriterLock,
 }
@@ -292,6 +298,7 @@ impl TraceWriter {
             pending_t_max: i64::MIN,
             pending_events: 0,
             finished: false,
+            failed: None,
             path,
             _lock: lock,
         })
@@ -307,6 +314,55 @@ impl TraceWriter {
         &self.committed
     }
 
+    /// Runs one write: refused once a write has failed; a failure rolls back what was not committed
+    /// and stops the writer (see [`TraceWriter::failed`]).
+    #[inline]
+    fn guarded<T>(&mut self, write: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if let Some((first, disk_full)) = &self.failed {
+            return Err(StoreError::WriterFailed {
+                path: self.path.clone(),
+                first: first.clone(),
+                disk_full: *disk_full,
+            });
+        }
+        match write(self) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                self.stop(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// A write failed: whatever SQLite kept of the open transaction is rolled back (on a full disk
+    /// it may have rolled it back itself) and the writer writes nothing more.
+    fn stop(&mut self, error: &StoreError) {
+        if self.failed.is_some() {
+            return;
+        }
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        self.in_tx = false;
+        self.failed = Some((error.to_string(), error.is_disk_full()));
+    }
+
+    /// Why the writer stopped writing, if a write failed (the file holds its last commit).
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_ref().map(|(why, _)| why.as_str())
+    }
+
+    /// Gives the trace up without committing what is buffered: what was not committed is rolled
+    /// back, the file keeps its last commit (still live: [`crate::repair`] closes it). For a full
+    /// disk, where the room left is kept for closing the traces rather than for their last events.
+    pub fn abandon(mut self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        self.in_tx = false;
+        self.failed = Some(("abandoned".into(), false));
+    }
+
     fn begin(&mut self) -> Result<()> {
         if !self.in_tx {
             self.conn.execute_batch("BEGIN").ctx(&self.path)?;
@@ -317,6 +373,10 @@ impl TraceWriter {
 
     /// Registers or replaces an event type (at any time, also after its events).
     pub fn add_event_type(&mut self, ty: &EventType) -> Result<()> {
+        self.guarded(|w| w.add_event_type_(ty))
+    }
+
+    fn add_event_type_(&mut self, ty: &EventType) -> Result<()> {
         self.begin()?;
         let p = &self.path;
         self.conn
@@ -346,6 +406,10 @@ impl TraceWriter {
 
     /// Registers or replaces a producer (at any time, also after its events).
     pub fn add_producer(&mut self, producer: &Producer) -> Result<()> {
+        self.guarded(|w| w.add_producer_(producer))
+    }
+
+    fn add_producer_(&mut self, producer: &Producer) -> Result<()> {
         self.begin()?;
         self.conn
             .prepare_cached(
@@ -366,6 +430,10 @@ impl TraceWriter {
 
     /// Records lost events.
     pub fn add_loss(&mut self, loss: &LossRecord) -> Result<()> {
+        self.guarded(|w| w.add_loss_(loss))
+    }
+
+    fn add_loss_(&mut self, loss: &LossRecord) -> Result<()> {
         self.begin()?;
         self.conn
             .execute(
@@ -385,6 +453,10 @@ impl TraceWriter {
 
     /// Sets an ingest counter (replacing its previous value).
     pub fn set_ingest_stat(&mut self, stat: &IngestStat) -> Result<()> {
+        self.guarded(|w| w.set_ingest_stat_(stat))
+    }
+
+    fn set_ingest_stat_(&mut self, stat: &IngestStat) -> Result<()> {
         self.begin()?;
         self.conn
             .execute(
@@ -429,6 +501,10 @@ impl TraceWriter {
 
     /// Records a file related to the trace; returns its id.
     pub fn add_file(&mut self, path: &str, description: &str) -> Result<i64> {
+        self.guarded(|w| w.add_file_(path, description))
+    }
+
+    fn add_file_(&mut self, path: &str, description: &str) -> Result<i64> {
         self.begin()?;
         self.conn
             .execute(
@@ -491,6 +567,11 @@ impl TraceWriter {
     /// Appends one event. States and links may arrive in any order (typically by end time).
     #[inline]
     pub fn push(&mut self, event: &Event) -> Result<()> {
+        self.guarded(|w| w.push_(event))
+    }
+
+    #[inline]
+    fn push_(&mut self, event: &Event) -> Result<()> {
         if self.config.summary {
             let (end, is_state) = match event.kind {
                 EventKind::State { end, .. } => (end, true),
@@ -508,7 +589,7 @@ impl TraceWriter {
         self.pushes_since_check += 1;
         if self.pushes_since_check >= 256 {
             self.pushes_since_check = 0;
-            self.maybe_commit()?;
+            self.maybe_commit_()?;
         }
         Ok(())
     }
@@ -521,8 +602,12 @@ impl TraceWriter {
 
     /// Commits if the commit interval has passed since the last commit.
     pub fn maybe_commit(&mut self) -> Result<bool> {
+        self.guarded(Self::maybe_commit_)
+    }
+
+    fn maybe_commit_(&mut self) -> Result<bool> {
         if self.last_commit.elapsed() >= self.config.commit_interval {
-            self.commit()?;
+            self.commit_()?;
             return Ok(true);
         }
         Ok(false)
@@ -713,6 +798,10 @@ impl TraceWriter {
     /// Writes every buffered event as (possibly partial) chunks and commits, so that readers
     /// see everything pushed so far.
     pub fn commit(&mut self) -> Result<()> {
+        self.guarded(Self::commit_)
+    }
+
+    fn commit_(&mut self) -> Result<()> {
         for i in 0..self.streams.len() {
             self.flush_stream(i, false)?;
         }
@@ -940,7 +1029,11 @@ impl TraceWriter {
     /// Commits everything, marks the trace finished (and complete or not), checkpoints the
     /// WAL and returns the final information.
     pub fn finish(mut self, complete: bool) -> Result<TraceInfo> {
-        self.commit()?;
+        self.guarded(|w| w.finish_(complete))
+    }
+
+    fn finish_(&mut self, complete: bool) -> Result<TraceInfo> {
+        self.commit_()?;
         self.conn
             .execute(
                 "UPDATE trace_info SET complete = ?1, finished = 1 WHERE id = 1",
@@ -969,7 +1062,7 @@ impl TraceWriter {
 
 impl Drop for TraceWriter {
     fn drop(&mut self) {
-        if !self.finished {
+        if !self.finished && self.failed.is_none() {
             // Best effort: a writer dropped on an error path keeps what it had.
             let _ = self.commit();
         }

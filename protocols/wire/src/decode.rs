@@ -788,6 +788,18 @@ fn counters(input: &[u8]) -> BodyResult<'_, (u64, u64, u64)> {
     Ok((input, (ticks, records, dropped)))
 }
 
+/// The header of an `Events` frame cut off by the end of the stream
+/// ([`StreamDecoder::truncated_events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TruncatedEvents {
+    /// The CPU.
+    pub cpu: u16,
+    /// Sequence number of its first record.
+    pub first_seq: u64,
+    /// Records the frame held.
+    pub count: u32,
+}
+
 struct EventsPrefix {
     flags: u8,
     cpu: u16,
@@ -971,6 +983,46 @@ impl StreamDecoder {
     /// Bytes fed but not yet decoded (a partial frame).
     pub fn pending(&self) -> usize {
         self.buf.len() - self.pos
+    }
+
+    /// When the bytes not yet decoded are the start of an `Events` frame (the stream was cut off
+    /// inside it): its CPU, first sequence number and record count, read from its header. Unchecked
+    /// (the frame's CRC is in the part that never came): the caller checks it against what it knows.
+    /// What a collector counts as lost when the last frame of a stream is cut off.
+    pub fn truncated_events(&self) -> Option<TruncatedEvents> {
+        if self.skipping_oversized {
+            return None;
+        }
+        // COBS, block by block, for the first bytes only (the header is a few varints).
+        let mut raw = Vec::with_capacity(48);
+        let mut rest = self.buf.get(self.pos..)?;
+        while raw.len() < 48 {
+            let (&code, after) = rest.split_first()?;
+            if code == 0 {
+                return None;
+            }
+            let n = usize::from(code) - 1;
+            let take = n.min(after.len());
+            raw.extend_from_slice(&after[..take]);
+            if take < n {
+                break;
+            }
+            rest = &after[n..];
+            if code != 0xFF && !rest.is_empty() {
+                raw.push(0);
+            }
+        }
+        let (&kind, body) = raw.split_first()?;
+        // Both `Events` kinds (CRC-32C, and Fletcher-32 since wire v3) share the same header.
+        if kind != FrameKind::Events as u8 && kind != FrameKind::EventsFletcher as u8 {
+            return None;
+        }
+        let (_, prefix) = events_prefix(body).ok()?;
+        Some(TruncatedEvents {
+            cpu: prefix.cpu,
+            first_seq: prefix.first_seq,
+            count: prefix.count,
+        })
     }
 
     /// Appends bytes from the stream.

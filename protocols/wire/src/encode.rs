@@ -332,8 +332,18 @@ pub fn encode_frame(
     kind: FrameKind,
     body: impl FnOnce(&mut FrameBody<'_>) -> Result<(), EncodeError>,
 ) -> Result<usize, EncodeError> {
+    encode_frame_of_kind(out, kind as u8, body)
+}
+
+/// [`encode_frame`] for a kind byte of its own: the collector-to-board `Refusal`
+/// ([`crate::refusal`]), which board-to-collector decoders do not know as a [`FrameKind`].
+pub fn encode_frame_of_kind(
+    out: &mut [u8],
+    kind: u8,
+    body: impl FnOnce(&mut FrameBody<'_>) -> Result<(), EncodeError>,
+) -> Result<usize, EncodeError> {
     let mut frame = FrameBody { out, at: 1 };
-    frame.push(&[kind as u8])?;
+    frame.push(&[kind])?;
     body(&mut frame)?;
     let decoded = frame.at - 1;
     seal_in_place(frame.out, decoded)

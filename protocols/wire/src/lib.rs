@@ -15,6 +15,7 @@ pub mod check;
 pub mod dict;
 pub mod encode;
 pub mod frame;
+pub mod refusal;
 pub mod varint;
 
 #[cfg(feature = "decode")]

@@ -28,6 +28,7 @@ const LOSS: &str = "09 04 01 2a 07 f5 9c 14 87 00";
 const HEARTBEAT: &str = "0b 05 c0 96 b1 02 d2 09 07 de fe 02 8a 00";
 const BYE: &str = "0d 06 80 9b ee 02 d0 0f 07 2b 37 f2 e5 00";
 const CPU_TOTAL: &str = "09 07 01 eb 07 46 b1 40 f2 00";
+const REFUSAL: &str = "10 08 01 08 6e 6f 20 74 6f 6b 65 6e 8d b2 49 36 00";
 const WINDOW: &str = "02 09 09 ba 22 ba 22 7e 6f af 93 00";
 
 fn hello() -> Model {
@@ -337,7 +338,8 @@ fn spec_shows_the_pinned_bytes() {
             HEARTBEAT,
             CPU_TOTAL,
             WINDOW,
-            BYE
+            BYE,
+            REFUSAL
         ]
     );
     let compact = |s: &str| s.split_whitespace().collect::<String>();
@@ -378,4 +380,24 @@ fn print_golden() {
     ] {
         println!("{name} ({} bytes): {}", bytes.len(), hex(&bytes));
     }
+}
+
+/// Issue 27: the collector-to-board `Refusal` frame, as pinned in SPEC.md (section 10): encoded exactly so,
+/// decoded back; the board-to-collector decoder drops it as an unknown kind.
+#[test]
+fn refusal_golden_bytes() {
+    use socscope_wire::refusal::{Refusal, RefusalReason, decode_refusal, encode_refusal};
+    let refusal = Refusal {
+        reason: RefusalReason::Token,
+        message: "no token",
+    };
+    let mut out = [0u8; 64];
+    let n = encode_refusal(&mut out, &refusal).unwrap();
+    assert_eq!(hex(&out[..n]), REFUSAL);
+    let mut bytes = unhex(REFUSAL);
+    assert_eq!(decode_refusal(&mut bytes).unwrap(), refusal);
+    let mut decoder = StreamDecoder::new(&[WIRE_VERSION]);
+    decoder.feed(&unhex(REFUSAL));
+    assert!(matches!(decoder.next_frame(), Some(Err(_))));
+    assert!(decoder.next_frame().is_none());
 }

@@ -171,6 +171,8 @@ pub enum SimError {
     Closed {
         /// Bytes sent before the failure.
         bytes: u64,
+        /// What was sent up to then.
+        summary: Box<SimSummary>,
     },
 }
 

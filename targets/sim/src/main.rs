@@ -138,11 +138,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             "--zstd is for --connect only: the wire allows compression on TCP"
         ));
     }
+    // Over TCP the collector may answer (a Refusal before it closes the link): watched while streaming.
+    let mut link: Option<(std::net::TcpStream, std::sync::Arc<transport::LinkWatch>)> = None;
     let (writer, target): (Box<dyn Write + Send>, String) = if let Some(url) = &cli.connect {
         let address = transport::parse_tcp_url(url)
             .ok_or_else(|| anyhow!("bad address {url:?}: expected tcp://HOST:PORT"))?;
         let stream = transport::tcp(address).with_context(|| format!("cannot connect to {url}"))?;
-        (Box::new(stream), url.clone())
+        let socket = stream
+            .get_ref()
+            .try_clone()
+            .with_context(|| format!("cannot watch the link to {url}"))?;
+        let watch = transport::LinkWatch::start(&socket)
+            .with_context(|| format!("cannot watch the link to {url}"))?;
+        link = Some((socket, watch.clone()));
+        (
+            Box::new(transport::Watched::new(stream, watch)),
+            url.clone(),
+        )
     } else if let Some(spec) = &cli.serial {
         let (path, baud) = transport::parse_serial(spec)
             .ok_or_else(|| anyhow!("bad serial port {spec:?}: expected PATH[:BAUD]"))?;
@@ -164,7 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         return Err(anyhow!("no output: give --connect, --serial or --out"));
     };
     let zstd_level = cli.zstd.then_some(3);
-    let summary = if config.realtime {
+    let result: anyhow::Result<SimSummary> = if config.realtime {
         // A live board cannot slow time down: a slow link fills the rings and drops records.
         let mut t = transport::QueuedTransport::spawn(writer, 256 << 10);
         if let Some(level) = zstd_level {
@@ -186,37 +198,137 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } else {
             socscope_sim::run(&config, &mut t)
         };
-        t.finish()
-            .with_context(|| format!("while streaming to {target}"))?;
-        result.with_context(|| format!("while streaming to {target}"))?
+        let flushed = t.finish();
+        match (result, flushed) {
+            (Ok(summary), Ok(())) => Ok(summary),
+            (Ok(summary), Err(e)) => Err(anyhow::Error::new(e).context(SentSoFar(summary))),
+            (Err(e), flushed) => Err(closed(e, flushed.err())),
+        }
     } else {
         let mut t = WriterTransport::new(writer);
         if let Some(level) = zstd_level {
             t = t.with_zstd(level).context("cannot start zstd")?;
         }
-        simulate(&config, t).with_context(|| format!("while streaming to {target}"))?
+        simulate(&config, t)
+    };
+    // What the link says: a refusal, the collector gone, bytes it never acknowledged.
+    let link_report = link.as_ref().map(|(socket, watch)| {
+        let state = if result.is_err() {
+            watch.settle(std::time::Duration::from_secs(2))
+        } else {
+            watch.state()
+        };
+        // The last bytes may still be on their way: give TCP a moment to have them acknowledged.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut unacked = transport::unacknowledged(socket);
+        while unacked.is_some_and(|n| n > 0)
+            && !state.closed_by_collector
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            unacked = transport::unacknowledged(socket);
+        }
+        (state, unacked)
+    });
+    let (summary, failure) = match result {
+        Ok(summary) => (summary, None),
+        Err(e) => match e.downcast_ref::<SentSoFar>() {
+            Some(SentSoFar(summary)) => (summary.clone(), Some(e)),
+            None => return Err(e.context(format!("while streaming to {target}"))),
+        },
     };
     // With `--out -` the stream owns standard output, so the summary goes to standard error.
     let to_stdout = cli.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
     let line = if cli.json {
-        serde_json::to_string(&summary)?
+        let mut v = serde_json::to_value(&summary)?;
+        if let Some((state, unacked)) = &link_report {
+            v["link"] = serde_json::json!({
+                "refused": state.refused.as_ref().map(|(reason, message)| serde_json::json!({"reason": reason, "message": message})),
+                "closed_by_collector": state.closed_by_collector,
+                "bytes_sent": summary.bytes,
+                "bytes_unacknowledged": unacked,
+            });
+        }
+        if let Some(e) = &failure {
+            v["error"] = serde_json::json!(error_line(e));
+        }
+        serde_json::to_string(&v)?
     } else {
-        summary.to_string()
+        let mut text = summary.to_string();
+        if let Some((_, Some(unacked))) = &link_report
+            && *unacked > 0
+        {
+            text.push_str(&format!(
+                "; {unacked} of the {} bytes sent never acknowledged by the collector",
+                summary.bytes
+            ));
+        }
+        text
     };
     if to_stdout {
         writeln!(std::io::stdout(), "{line}")?;
     } else {
         eprintln!("{line}");
     }
+    if let Some((state, _)) = &link_report
+        && let Some((reason, message)) = &state.refused
+    {
+        return Err(anyhow!(
+            "{target} refused the session ({reason}): {message}; {} records were sent before the refusal came (see the summary)",
+            summary.events
+        ));
+    }
+    if let Some(e) = failure {
+        return Err(e.context(format!(
+            "while streaming to {target} (the summary above is what was sent)"
+        )));
+    }
     Ok(())
+}
+
+/// The summary of what was sent before the link failed, carried by the error.
+#[derive(Debug)]
+struct SentSoFar(SimSummary);
+
+impl std::fmt::Display for SentSoFar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the link failed after {} records ({} bytes)",
+            self.0.events, self.0.bytes
+        )
+    }
+}
+
+/// The error of a run that stopped early, with what it had sent.
+fn closed(e: socscope_sim::SimError, io: Option<std::io::Error>) -> anyhow::Error {
+    match e {
+        socscope_sim::SimError::Closed { summary, .. } => {
+            let base = match io {
+                Some(io) => anyhow::Error::new(io),
+                None => anyhow!("the link was closed"),
+            };
+            base.context(SentSoFar(*summary))
+        }
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn error_line(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 fn simulate<W: Write>(config: &SimConfig, mut t: WriterTransport<W>) -> anyhow::Result<SimSummary> {
     let result = socscope_sim::run(config, &mut t);
-    if let Some(e) = t.error() {
-        return Err(anyhow!("{e}"));
+    let io = t.finish().err();
+    match result {
+        Ok(summary) => match io {
+            None => Ok(summary),
+            Some(e) => Err(anyhow::Error::new(e).context(SentSoFar(summary))),
+        },
+        Err(e) => Err(closed(e, io)),
     }
-    let summary = result?;
-    t.finish()?;
-    Ok(summary)
 }

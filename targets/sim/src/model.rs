@@ -594,8 +594,10 @@ impl<'c> Board<'c> {
         let tick_hz = self.config.tick_hz();
         let poll_every = self.us(POLL_EVERY);
         let mut next_poll = 0;
-        let closed = |agent: &SimAgent| SimError::Closed {
-            bytes: agent.stats().bytes,
+        // What was sent when the link failed: the summary goes out in every case.
+        let closed = |board: &Self| SimError::Closed {
+            bytes: board.agent.stats().bytes,
+            summary: Box::new(board.summary(started)),
         };
         while let Some(Reverse(ev)) = self.heap.pop() {
             if ev.t >= self.end {
@@ -606,8 +608,9 @@ impl<'c> Board<'c> {
                 if self.config.realtime {
                     pace(started, ev.t, tick_hz);
                 }
-                self.poll(transport, !self.config.realtime)
-                    .map_err(|_| closed(&self.agent))?;
+                if self.poll(transport, !self.config.realtime).is_err() {
+                    return Err(closed(&self));
+                }
                 next_poll = ev.t + poll_every;
                 if let Some((every, report)) = progress.as_mut()
                     && reported.elapsed() >= *every
@@ -635,16 +638,22 @@ impl<'c> Board<'c> {
             match self.agent.finish(transport) {
                 Ok(()) => break,
                 Err(TransportError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
-                Err(_) => return Err(closed(&self.agent)),
+                Err(_) => return Err(closed(&self)),
             }
         }
+        Ok(self.summary(started))
+    }
+
+    /// What the agent sent so far.
+    fn summary(&self, started: Instant) -> SimSummary {
+        let tick_hz = self.config.tick_hz();
         let stats = self.agent.stats();
         let mut per_type = BTreeMap::new();
         for b in BUILTINS {
             per_type.insert(b.def().name, self.counts[usize::from(b.id())]);
         }
         let duration_s = self.config.duration_s;
-        Ok(SimSummary {
+        SimSummary {
             events: stats.records,
             bytes: stats.bytes,
             bytes_per_event: if stats.records == 0 {
@@ -664,7 +673,7 @@ impl<'c> Board<'c> {
             frames_pushed: self.pushed_frames,
             zaps: self.zaps,
             per_type,
-        })
+        }
     }
 
     /// Polls the agent. Off real time the simulation waits for a link that would block, as a board's idle

@@ -303,3 +303,115 @@ mod tests {
         assert_eq!(parse_serial(""), None);
     }
 }
+
+/// What the collector sends back on a TCP link, read by a thread of its own while the board streams:
+/// the `Refusal` frame it writes before closing a link whose session it will not store (wrong token,
+/// full disk…), and whether it closed the link.
+#[derive(Debug, Default)]
+pub struct LinkWatch {
+    state: std::sync::Mutex<LinkState>,
+}
+
+/// What [`LinkWatch`] saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkState {
+    /// The collector refused the session: its reason (`token`, `store`, …) and message.
+    pub refused: Option<(String, String)>,
+    /// The collector closed the link (end of stream, or a reset).
+    pub closed_by_collector: bool,
+}
+
+impl LinkWatch {
+    /// Starts reading `stream` (a clone of the board's socket) on a thread of its own.
+    pub fn start(stream: &TcpStream) -> io::Result<Arc<Self>> {
+        let mut reader = stream.try_clone()?;
+        let watch = Arc::new(Self::default());
+        let seen = Arc::clone(&watch);
+        std::thread::Builder::new()
+            .name("socscope-sim-link".into())
+            .spawn(move || {
+                use std::io::Read;
+                let mut got: Vec<u8> = Vec::new();
+                let mut buf = [0u8; 1024];
+                loop {
+                    match reader.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) if got.len() < 4096 => {
+                            got.extend_from_slice(&buf[..n]);
+                            let mut frame = got.clone();
+                            if let Ok(r) = socscope_agent::decode_refusal(&mut frame) {
+                                let refused = (r.reason.name().to_string(), r.message.to_string());
+                                if let Ok(mut s) = seen.state.lock() {
+                                    s.refused = Some(refused);
+                                }
+                            }
+                        }
+                        Ok(_) => {}
+                    }
+                }
+                if let Ok(mut s) = seen.state.lock() {
+                    s.closed_by_collector = true;
+                }
+            })?;
+        Ok(watch)
+    }
+
+    /// What was seen so far.
+    pub fn state(&self) -> LinkState {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Waits up to `within` for the collector to refuse or close the link (after a write failed, what
+    /// it said may still be on its way).
+    pub fn settle(&self, within: Duration) -> LinkState {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let s = self.state();
+            if s.refused.is_some() || s.closed_by_collector || std::time::Instant::now() >= deadline
+            {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A writer that fails once the collector refused the session ([`LinkWatch`]): the board stops
+/// streaming into a link whose data nobody stores.
+pub struct Watched<W> {
+    inner: W,
+    watch: Arc<LinkWatch>,
+}
+
+impl<W> Watched<W> {
+    /// `inner`, watched by `watch`.
+    pub fn new(inner: W, watch: Arc<LinkWatch>) -> Self {
+        Self { inner, watch }
+    }
+}
+
+impl<W: Write> Write for Watched<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some((reason, message)) = self.watch.state().refused {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("the collector refused the session ({reason}): {message}"),
+            ));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Bytes written to `stream` that its peer has not acknowledged yet (the kernel's send queue,
+/// `TIOCOUTQ`); `None` where that cannot be read.
+pub fn unacknowledged(stream: &TcpStream) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one int through the pointer, which points to a live c_int.
+    let r = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    (r == 0).then(|| queued.max(0) as u64)
+}

@@ -188,3 +188,84 @@ fn realtime_paces_to_the_wall_clock() {
         summary["events"].as_u64().unwrap()
     );
 }
+
+/// Issue 27, row 6: a collector that refuses the session says why before closing the link; the sim
+/// stops, prints its summary with the refusal and what was sent, and exits with status 1 saying why.
+#[test]
+fn a_refusal_from_the_collector_ends_the_run_with_an_error_and_a_summary() {
+    use std::io::Write;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let collector = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut first = [0u8; 256];
+        let _ = stream.read(&mut first).unwrap();
+        let mut frame = [0u8; 128];
+        let n = socscope_wire::refusal::encode_refusal(
+            &mut frame,
+            &socscope_wire::refusal::Refusal {
+                reason: socscope_wire::refusal::RefusalReason::Store,
+                message: "the disk is full",
+            },
+        )
+        .unwrap();
+        stream.write_all(&frame[..n]).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        // Read (and drop) what the board still sends, as the collector does, until it goes.
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+    });
+    let out = sim()
+        .args([
+            "--duration",
+            "600",
+            "--realtime",
+            "--json",
+            "--connect",
+            &format!("tcp://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    collector.join().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refused the session (store): the disk is full"),
+        "{stderr}"
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["link"]["refused"]["reason"], "store");
+    assert_eq!(summary["link"]["refused"]["message"], "the disk is full");
+    assert!(summary["events"].as_u64().is_some());
+}
+
+/// The collector going away mid-run is an error too (status 1), and the summary still says what was
+/// sent and how much of it was never acknowledged.
+#[test]
+fn a_collector_that_goes_away_mid_run_is_an_error_with_a_summary() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let collector = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut some = [0u8; 4096];
+        let _ = stream.read(&mut some).unwrap();
+        drop(stream);
+    });
+    let out = sim()
+        .args([
+            "--duration",
+            "600",
+            "--json",
+            "--connect",
+            &format!("tcp://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    collector.join().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert!(summary["error"].as_str().is_some(), "{summary}");
+    assert!(summary["link"]["bytes_sent"].as_u64().unwrap() > 0);
+    assert!(summary["link"]["closed_by_collector"].as_bool().unwrap());
+}

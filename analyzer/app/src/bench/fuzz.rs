@@ -91,6 +91,7 @@ fn seeds(target: Target) -> Result<Vec<Vec<u8>>> {
             MAX_LEN,
         ),
         Target::Chunk => chunk_seeds()?,
+        Target::Refusal => fuzz::refusal_seeds(),
         Target::TraceCmd => fuzz::tracecmd_seeds(
             &std::fs::read(
                 locate("shared/data/traces/trace-cmd")?.join("lisa-example_rtapp-v6.dat"),

@@ -96,6 +96,12 @@ pub(super) fn parse_header(blob: &[u8], blocks: &mut Vec<BlockRef>) -> Result<Ch
     parse_header_of(blob, blob.len(), blocks)
 }
 
+/// The dictionary a chunk names (0: none), from the first bytes `head` of its blob of `total`
+/// bytes; an error when its header is not a chunk header. What repair checks of every chunk.
+pub(crate) fn chunk_dictionary(head: &[u8], total: usize) -> Result<u64, String> {
+    parse_header_of(head, total, &mut Vec::new()).map(|h| h.dict)
+}
+
 /// [`parse_header`] from the first bytes `head` of a blob of `total` bytes.
 pub(super) fn parse_header_of(
     head: &[u8],
