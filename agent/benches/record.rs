@@ -37,7 +37,7 @@ fn new_agent(clock: Ticks) -> Box<HostAgent> {
             os: "linux",
             application: "bench",
             cpu_count: 2,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id: 1,
             flush_latency_ticks: 10_000,
             heartbeat_ticks: 1_000_000,

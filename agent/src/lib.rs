@@ -50,7 +50,7 @@ const fn tail(block: usize) -> usize {
 /// The board's time source. The agent calls it only inside its critical section (on a single-core board:
 /// with interrupts masked), so a clock that extends a hardware counter needs no lock of its own.
 pub trait Clock {
-    /// The current time in ticks of the rate given in [`Config::tick_hz`]; should not go backwards.
+    /// The current time in ticks of the rate given in [`Config::tick_rate_hz`]; should not go backwards.
     fn now(&mut self) -> u64;
 }
 
@@ -163,7 +163,7 @@ pub struct Config {
     /// CPUs that record (at most the agent's `CPUS`).
     pub cpu_count: u16,
     /// Clock ticks per second.
-    pub tick_hz: u64,
+    pub tick_rate_hz: u64,
     /// A number that tells this session from earlier ones (a boot counter, a random value).
     pub session_id: u64,
     /// A partly filled block is sent once its first record is this old, in ticks.
@@ -1345,7 +1345,7 @@ impl<
             os: self.config.os,
             application: self.config.application,
             cpu_count: self.config.cpu_count,
-            tick_hz: self.config.tick_hz,
+            tick_rate_hz: self.config.tick_rate_hz,
             session_id: self.config.session_id,
             start_ticks,
             token: self.config.token,

@@ -46,7 +46,7 @@ fn config() -> Config {
         os: "linux",
         application: "player",
         cpu_count: 2,
-        tick_hz: 1_000_000,
+        tick_rate_hz: 1_000_000,
         session_id: 7,
         flush_latency_ticks: 1_000,
         heartbeat_ticks: 10_000,
@@ -112,7 +112,7 @@ fn records_come_out_as_they_went_in() {
         panic!("Hello first, got {:?}", frames[0])
     };
     assert_eq!(
-        (h.board.as_str(), h.cpu_count, h.tick_hz, h.session_id),
+        (h.board.as_str(), h.cpu_count, h.tick_rate_hz, h.session_id),
         ("stb-test", 2, 1_000_000, 7)
     );
     assert!(matches!(&frames[1], Frame::Dictionary(d) if d.len() == 1));

@@ -341,7 +341,7 @@ impl FlightRecorder {
             if let Some(w) = &self.watch
                 && w.hello.board == hello.board
                 && w.hello.session_id == hello.session_id
-                && w.hello.tick_hz == hello.tick_hz
+                && w.hello.tick_rate_hz == hello.tick_rate_hz
             {
                 // The session's periodic Hello (wire version 2): the same session goes on.
                 return;
@@ -475,7 +475,7 @@ impl FlightRecorder {
     }
 
     fn start_watch(&mut self, hello: HelloInfo, raw: &[u8]) {
-        let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
+        let mut recon = Reconstructor::new(hello.tick_rate_hz, hello.start_ticks, hello.cpu_count);
         recon.set_syscall_abi(crate::syscalls::SyscallAbi::for_board(
             &hello.soc, &hello.os,
         ));

@@ -252,7 +252,7 @@ const PARAM_POOL: usize = 64;
 
 /// Turns one session's records into store events.
 pub struct Reconstructor {
-    tick_hz: u64,
+    tick_rate_hz: u64,
     origin_ticks: u64,
     cpus: Vec<Cpu>,
     threads: FxHashMap<u64, Thread>,
@@ -384,10 +384,10 @@ fn store_type_of(t: &OwnedEventTypeDef, dict: &impl TypeTable) -> Option<EventTy
 }
 
 impl Reconstructor {
-    /// A reconstructor for a session announced by `Hello` with `tick_hz`, `start_ticks` and `cpu_count`.
-    pub fn new(tick_hz: u64, start_ticks: u64, cpu_count: u16) -> Self {
+    /// A reconstructor for a session announced by `Hello` with `tick_rate_hz`, `start_ticks` and `cpu_count`.
+    pub fn new(tick_rate_hz: u64, start_ticks: u64, cpu_count: u16) -> Self {
         Self {
-            tick_hz: tick_hz.max(1),
+            tick_rate_hz: tick_rate_hz.max(1),
             origin_ticks: start_ticks,
             cpus: vec![Cpu::default(); usize::from(cpu_count.max(1))],
             threads: FxHashMap::default(),
@@ -436,7 +436,7 @@ impl Reconstructor {
     /// Board ticks to store nanoseconds since the session start.
     pub fn ticks_to_ns(&self, ticks: u64) -> Timestamp {
         let d = i128::from(ticks) - i128::from(self.origin_ticks);
-        let ns = d * 1_000_000_000 / i128::from(self.tick_hz);
+        let ns = d * 1_000_000_000 / i128::from(self.tick_rate_hz);
         ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
     }
 

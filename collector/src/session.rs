@@ -871,7 +871,7 @@ impl Ingest {
             if let Some(s) = self.session.as_mut()
                 && s.hello.board == hello.board
                 && s.hello.session_id == hello.session_id
-                && s.hello.tick_hz == hello.tick_hz
+                && s.hello.tick_rate_hz == hello.tick_rate_hz
                 && s.hello.cpu_count == hello.cpu_count
             {
                 // Wire version 2 repeats the open session's Hello (and then its dictionary) now and then:
@@ -1164,7 +1164,7 @@ impl Ingest {
             os: hello.os.clone(),
             application: hello.application.clone(),
             cpus: u32::from(hello.cpu_count),
-            tick_rate_hz: hello.tick_hz,
+            tick_rate_hz: hello.tick_rate_hz,
             start_unix_ns: unix_ns,
             description: format!("captured from {}", self.source),
             processed: false,
@@ -1200,7 +1200,7 @@ impl Ingest {
             &meta,
             self.config.commit_interval,
         )?;
-        let mut recon = Reconstructor::new(hello.tick_hz, hello.start_ticks, hello.cpu_count);
+        let mut recon = Reconstructor::new(hello.tick_rate_hz, hello.start_ticks, hello.cpu_count);
         recon.set_syscall_abi(crate::syscalls::SyscallAbi::for_board(
             &hello.soc, &hello.os,
         ));

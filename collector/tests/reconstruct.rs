@@ -84,7 +84,7 @@ fn reconstruct(script: impl FnOnce(&mut TestAgent, &dyn Fn(u64))) -> (Collected,
             os: "linux",
             application: "test",
             cpu_count: 2,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id: 1,
             flush_latency_ticks: 1_000_000,
             heartbeat_ticks: 1_000_000,
@@ -105,7 +105,7 @@ fn reconstruct(script: impl FnOnce(&mut TestAgent, &dyn Fn(u64))) -> (Collected,
     while let Some(r) = decoder.next_frame() {
         match r.unwrap().frame {
             Frame::Hello(h) => {
-                let mut rc = Reconstructor::new(h.tick_hz, h.start_ticks, h.cpu_count);
+                let mut rc = Reconstructor::new(h.tick_rate_hz, h.start_ticks, h.cpu_count);
                 rc.start(decoder.dictionary(), &mut sink).unwrap();
                 recon = Some(rc);
             }

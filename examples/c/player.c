@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
         .application = "player.c",
         .token = NULL,
         .cpu_count = 1,
-        .tick_hz = 1000000000u,
+        .tick_rate_hz = 1000000000u,
         .session_id = (uint64_t)monotonic_ns(NULL),
         .flush_latency_ticks = 20000000u,
         .heartbeat_ticks = 1000000000u,

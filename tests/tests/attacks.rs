@@ -33,7 +33,7 @@ fn hello(board: &str, session_id: u64) -> Vec<u8> {
             os: "linux",
             application: "attack",
             cpu_count: 1,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id,
             start_ticks: 0,
             token: "",

@@ -72,7 +72,7 @@ fn a_stressed_board_is_captured_exactly_and_reconstructed_consistently() {
     let info = reader.info().unwrap();
     assert!(info.complete && info.finished);
     assert_eq!(info.event_count, r.events);
-    assert_eq!(info.meta.tick_rate_hz, summary.tick_hz);
+    assert_eq!(info.meta.tick_rate_hz, summary.tick_rate_hz);
     // Board time: the trace spans the simulated seconds (the last record lands just before the end).
     assert!(
         info.duration() > 4_900_000_000 && info.duration() <= 5_000_000_000,

@@ -81,6 +81,32 @@ const RULES: &[(&str, &[&str], &[&str])] = &[
         ],
     ),
     (
+        // The dataset and its reports: the store and the analysis engine, never the GUI, the capture side
+        // or the program; DataFusion only behind its feature `fleet` (its default build is the quick one).
+        "socscope-fleet",
+        &[],
+        &[
+            "egui",
+            "eframe",
+            "tokio",
+            "datafusion",
+            "socscope-collector",
+            "socscope-wire",
+            "socscope-analyzer",
+        ],
+    ),
+    (
+        "socscope-fleet",
+        &["--features", "fleet"],
+        &[
+            "egui",
+            "eframe",
+            "socscope-collector",
+            "socscope-wire",
+            "socscope-analyzer",
+        ],
+    ),
+    (
         "socscope-sim",
         &[],
         &["socscope-analyzer", "rusqlite", "egui", "eframe"],

@@ -311,7 +311,7 @@ fn hello_frame(version: u16, board: &str) -> Vec<u8> {
             os: "linux",
             application: "player",
             cpu_count: 2,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id: 99,
             start_ticks: 0,
             token: "",

@@ -424,7 +424,7 @@ fn hanging_board() -> (Vec<u8>, Vec<(u64, usize)>) {
             os: "linux",
             application: "test",
             cpu_count: 2,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id: 1,
             flush_latency_ticks: 20_000,
             heartbeat_ticks: 1_000_000,

@@ -26,7 +26,7 @@ fn hello(board: &str) -> Vec<u8> {
             os: "linux",
             application: "player",
             cpu_count: 1,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id: 1,
             start_ticks: 0,
             token: "",

@@ -237,7 +237,7 @@ fn hello(session_id: u64) -> Vec<u8> {
             os: "linux",
             application: "app",
             cpu_count: 1,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id,
             start_ticks: 0,
             token: "",

@@ -42,7 +42,7 @@ fn each_dump_is_a_trace_marked_as_a_post_mortem_window() {
             os: "none",
             application: "post-mortem",
             cpu_count: 2,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id: 9,
             flush_latency_ticks: 1000,
             heartbeat_ticks: 1_000_000,

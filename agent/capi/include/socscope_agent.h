@@ -96,7 +96,7 @@ extern "C" {
 
 typedef struct socscope_agent socscope_agent;
 
-/* The board's time, in ticks of socscope_config.tick_hz. */
+/* The board's time, in ticks of socscope_config.tick_rate_hz. */
 typedef uint64_t (*socscope_clock_fn)(void *user);
 
 /* Sends one whole frame; returns SOCSCOPE_WRITE_OK, SOCSCOPE_WRITE_WOULD_BLOCK (the frame stays queued),
@@ -110,7 +110,7 @@ typedef struct socscope_config {
     const char *application; /* traced application */
     const char *token;       /* shared secret the collector requires, or NULL / "" */
     uint16_t cpu_count;      /* CPUs that record, 1 to SOCSCOPE_CPUS */
-    uint64_t tick_hz;        /* clock ticks per second */
+    uint64_t tick_rate_hz;        /* clock ticks per second */
     uint64_t session_id;     /* tells this session from earlier ones */
     uint64_t flush_latency_ticks; /* a partly filled block is sent once its first record is this old */
     uint64_t heartbeat_ticks;     /* a heartbeat after this long without another frame */

@@ -106,7 +106,7 @@ pub const WRITE_WOULD_BLOCK: c_int = 1;
 
 const MAGIC: u32 = 0x5c05_c09e;
 
-/// `socscope_clock_fn`: the board's time in ticks of `tick_hz`.
+/// `socscope_clock_fn`: the board's time in ticks of `tick_rate_hz`.
 pub type ClockFn = Option<unsafe extern "C" fn(user: *mut c_void) -> u64>;
 /// `socscope_write_fn`: sends one whole frame; returns `SOCSCOPE_WRITE_OK`, `SOCSCOPE_WRITE_WOULD_BLOCK`
 /// or anything else for a closed link.
@@ -130,7 +130,7 @@ pub struct CConfig {
     /// CPUs that record (1 to 4).
     pub cpu_count: u16,
     /// Clock ticks per second.
-    pub tick_hz: u64,
+    pub tick_rate_hz: u64,
     /// A number telling this session from earlier ones.
     pub session_id: u64,
     /// A partly filled block is sent once its first record is this old.
@@ -404,7 +404,7 @@ pub unsafe extern "C" fn socscope_agent_init(
                     os,
                     application,
                     cpu_count: c.cpu_count,
-                    tick_hz: c.tick_hz,
+                    tick_rate_hz: c.tick_rate_hz,
                     session_id: c.session_id,
                     flush_latency_ticks: c.flush_latency_ticks,
                     heartbeat_ticks: c.heartbeat_ticks,

@@ -49,7 +49,7 @@ fn config() -> CConfig {
         application: c"api-test".as_ptr(),
         token: null(),
         cpu_count: 1,
-        tick_hz: 1_000_000,
+        tick_rate_hz: 1_000_000,
         session_id: 7,
         flush_latency_ticks: 1_000_000,
         heartbeat_ticks: 1_000_000,

@@ -367,7 +367,7 @@ fn c_sees_the_same_struct_layouts() {
         };
     }
     layout!("socscope_config", CConfig, board => "board", soc => "soc", os => "os", application => "application",
-        token => "token", cpu_count => "cpu_count", tick_hz => "tick_hz", session_id => "session_id",
+        token => "token", cpu_count => "cpu_count", tick_rate_hz => "tick_rate_hz", session_id => "session_id",
         flush_latency_ticks => "flush_latency_ticks", heartbeat_ticks => "heartbeat_ticks",
         hello_every_ticks => "hello_every_ticks");
     layout!("socscope_param", CParam, name => "name", ty => "type");

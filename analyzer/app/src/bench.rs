@@ -14,6 +14,7 @@ use socscope_tracedb::units;
 
 mod aggregate;
 mod capture;
+mod fleet;
 mod fuzz;
 mod import;
 mod overview;
@@ -210,6 +211,46 @@ pub enum BenchCommand {
         after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench overview --events 100000000 --dir /tmp/rb --json"
     )]
     Overview(OverviewArgs),
+    /// Fleet scale: sync rate and dataset bytes/event of 12 boards × 5 min at 20 k events/s against CSV
+    /// export and the store, and (feature `fleet`) three queries with DataFusion against DuckDB, Spark beside.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer --features fleet -- bench fleet --dir /tmp/fb --json\n\
+        DuckDB and Spark come from target/python-venv (scripts/install-test-deps.sh) or --python."
+    )]
+    Fleet(FleetArgs),
+}
+
+/// Arguments of `socscope bench fleet`.
+#[derive(clap::Args, Debug)]
+pub struct FleetArgs {
+    /// Simulated boards.
+    #[arg(long, default_value_t = 12)]
+    boards: usize,
+    /// Simulated seconds per board (at 20 k events/s).
+    #[arg(long, default_value_t = 300.0)]
+    seconds: f64,
+    /// Runs of each measure (anchor and measure alternate).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Where the boards' catalog and the dataset go (kept, and reused by a later run); a temporary
+    /// directory by default.
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// The Python with duckdb and pyspark (default: target/python-venv/bin/python).
+    #[arg(long)]
+    python: Option<std::path::PathBuf>,
+    /// One JSON document.
+    #[arg(long)]
+    json: bool,
+    /// (Internal) sync this catalog into --dir and report, as the child process of the benchmark.
+    #[arg(long, hide = true, value_name = "CATALOG")]
+    sync_one: Option<std::path::PathBuf>,
+    /// (Internal) run --query on this dataset with DataFusion and report.
+    #[arg(long, hide = true, value_name = "DATASET")]
+    sql_one: Option<std::path::PathBuf>,
+    /// (Internal) the query of --sql-one.
+    #[arg(long, hide = true)]
+    query: Option<String>,
 }
 
 /// Peak resident set size of this process, from /proc (0 where unavailable).
@@ -332,6 +373,22 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
             json,
             ..
         } => aggregate::run(events, trace, dir, json),
+        BenchCommand::Fleet(a) => {
+            if let Some(catalog) = a.sync_one {
+                let out = a.dir.ok_or_else(|| anyhow!("--sync-one needs --dir"))?;
+                return fleet::sync_one(&catalog, &out);
+            }
+            if let Some(ds) = a.sql_one {
+                #[cfg(feature = "fleet")]
+                return fleet::sql_one(&ds, a.query.as_deref().unwrap_or_default());
+                #[cfg(not(feature = "fleet"))]
+                anyhow::bail!(
+                    "--sql-one {} needs a build with the feature `fleet`",
+                    ds.display()
+                );
+            }
+            fleet::run(a.boards, a.seconds, a.runs, a.dir, a.python, a.json)
+        }
         BenchCommand::Overview(a) => {
             overview::run(a.events, a.trace, a.dir, a.runs, a.slices, a.width, a.json)
         }

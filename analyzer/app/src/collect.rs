@@ -83,6 +83,10 @@ pub struct CollectArgs {
     /// closed when the disk fills up; freed then, set aside again before the next session (0: none).
     #[arg(long, value_name = "BYTES", default_value_t = socscope_collector::DEFAULT_DISK_RESERVE)]
     pub disk_reserve: u64,
+    /// Export each trace to this fleet dataset as its session ends (as `socscope fleet sync` would), so
+    /// that a rig's dataset is always current.
+    #[arg(long, value_name = "DATASET")]
+    pub dataset: Option<PathBuf>,
     #[command(flatten)]
     pub rig: crate::trigger::TriggerArgs,
 }
@@ -360,6 +364,14 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     // Before any session writes: what a previous run left live is closed now, not shown as live forever.
     repair_left_live(&args.dir, args.json)?;
+    // A dataset that cannot be written is said now, not after the first night's capture.
+    if let Some(ds) = &args.dataset {
+        crate::fleet::check_dataset(ds)?;
+    }
+    let exporter = args
+        .dataset
+        .clone()
+        .map(|ds| crate::fleet::DatasetExporter::start(args.dir.clone(), ds, args.json));
     // The room to close traces on a full disk is taken before any board is accepted.
     config.disk_reserve.ensure().map_err(|source| {
         socscope_collector::CollectorError::NoRoomForReserve {
@@ -504,6 +516,8 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                         // Nobody reads the notices any more (`socscope collect … | head`): stop as on Ctrl-C.
                         if crate::out::closed() { break; }
                         if let Notice::SessionEnded(r) = &n {
+                            // Every finished trace goes to the dataset, a flight recorder's saved windows too.
+                            if let Some(x) = &exporter { x.export(r.path.clone()); }
                             cut_short += u64::from(r.interrupted.is_some());
                         }
                         // With a flight recorder a board's session ends as a watch; its saved windows
@@ -555,8 +569,12 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
         while let Ok(n) = notices.try_recv() {
             print_notice(&n, args.json);
             if let Notice::SessionEnded(r) = &n {
+                if let Some(x) = &exporter { x.export(r.path.clone()); }
                 cut_short += u64::from(r.interrupted.is_some());
             }
+        }
+        if let Some(x) = exporter {
+            x.finish();
         }
         match failure {
             Some(e) => Err(anyhow::Error::new(e)),

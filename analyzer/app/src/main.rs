@@ -7,6 +7,7 @@ mod bench;
 mod collect;
 mod demo;
 mod export;
+mod fleet;
 mod format;
 mod import;
 mod input;
@@ -160,6 +161,10 @@ enum Command {
     /// Reproducible benchmarks (release build recommended).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Fleet scale: every trace of a rig or a fleet as one Parquet dataset (sync), queried in process
+    /// (sql, report, overview: built with the feature `fleet`) and by Spark, DuckDB, Trino.
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
     /// Fire an external trigger in a running collector (annotates its traces; saves a flight-recorder window).
     #[command(
         after_help = "Examples:\n  socscope trigger --dir traces --reason \"picture froze\"\n  socscope trigger --control /run/rig.sock --token-file secret.txt"
@@ -211,6 +216,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Upgrade { traces, json } => inspect::upgrade(&traces, json),
         Command::View(args) => view::run(args),
+        Command::Fleet(cmd) => fleet::run(cmd),
         Command::Trigger(args) => trigger::run_trigger(args),
         Command::Rig(cmd) => rig::run(cmd),
     };

@@ -1049,6 +1049,95 @@ pub fn compare(path: &Path, c: &Comparison) -> Result<()> {
     root.present().map_err(err)
 }
 
+#[cfg(feature = "fleet")]
+/// `fleet report --png`: a boards × nights heat map of one metric, each cell shaded from white (the
+/// lowest value) to the palette's warm end (the highest) and labelled with its value; grey where a
+/// board has no run that night.
+pub fn heatmap(path: &Path, map: &socscope_fleet::report::HeatMap) -> Result<()> {
+    let (rows, cols) = (map.boards.len().max(1), map.dates.len().max(1));
+    let cell_w = (900 / cols).clamp(60, 160) as i32;
+    let cell_h = (700 / rows).clamp(18, 40) as i32;
+    let (left, top) = (220, 70);
+    // Room for the title and the legend line even with one night.
+    let width = (left + cell_w * cols as i32 + 40).max(640) as u32;
+    let height = (top + cell_h * rows as i32 + 80) as u32;
+    let root = canvas(path, width, height)?;
+    root.draw(&Text::new(
+        format!("{} per board and night", map.metric),
+        (left, 20),
+        font(18),
+    ))
+    .map_err(err)?;
+    let values: Vec<f64> = map.values.iter().flatten().flatten().copied().collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let hot: Rgb = [0xd6, 0x27, 0x28];
+    for (c, date) in map.dates.iter().enumerate() {
+        let x = left + c as i32 * cell_w;
+        root.draw(&Text::new(
+            fit(date, 12, cell_w - 4),
+            (x + 2, top - 18),
+            font(12),
+        ))
+        .map_err(err)?;
+    }
+    for (r, board) in map.boards.iter().enumerate() {
+        let y = top + r as i32 * cell_h;
+        root.draw(&Text::new(
+            fit(board, 12, left - 16),
+            (10, y + cell_h / 2 - 7),
+            font(12),
+        ))
+        .map_err(err)?;
+        for (c, v) in map.values[r].iter().enumerate() {
+            let x = left + c as i32 * cell_w;
+            let fill = match v {
+                Some(v) => {
+                    let t = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+                    rgb(palette::lighten(hot, 1.0 - t.clamp(0.0, 1.0) * 0.9))
+                }
+                None => RGBColor(0xdd, 0xdd, 0xdd),
+            };
+            root.draw(&Rectangle::new(
+                [(x, y), (x + cell_w, y + cell_h)],
+                fill.filled(),
+            ))
+            .map_err(err)?;
+            root.draw(&Rectangle::new(
+                [(x, y), (x + cell_w, y + cell_h)],
+                WHITE.stroke_width(1),
+            ))
+            .map_err(err)?;
+            if let Some(v) = v {
+                let label = if v.fract() == 0.0 {
+                    units::count_compact(*v)
+                } else {
+                    format!("{v:.3}")
+                };
+                root.draw(&Text::new(
+                    fit(&label, 11, cell_w - 4),
+                    (x + 3, y + cell_h / 2 - 6),
+                    font(11),
+                ))
+                .map_err(err)?;
+            }
+        }
+    }
+    if lo.is_finite() {
+        root.draw(&Text::new(
+            format!(
+                "white: {}   red: {}   grey: no run",
+                units::count(lo),
+                units::count(hi)
+            ),
+            (left, top + cell_h * rows as i32 + 20),
+            font(12),
+        ))
+        .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,7 +54,7 @@ pub fn synthetic_model(
     }
     MicroscopicModel::new(slices, producers, types, values)
         .expect("the generator fills every cell")
-        .with_slice_duration(1000.0)
+        .with_rate_divisor(1000.0)
 }
 
 /// Event counts (small integers) whose phases drift from producer to producer: many exact
@@ -170,7 +170,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn synthetic_slices_sum_to_the_slice_duration() {
+    fn synthetic_slices_sum_to_the_rate_divisor() {
         let m = synthetic_model(10, 8, 3, 7);
         for t in 0..10 {
             for s in 0..8 {

@@ -150,12 +150,22 @@ impl ReferenceProfile {
     }
 }
 
-/// State time per slice keyed by (producer name, type name).
-struct Side {
-    keys: HashMap<(String, String), Vec<f64>>,
+/// One run's state time per slice (ns), keyed by (producer name, state type name): what [`compare`]
+/// compares, built here from a trace file or elsewhere (the fleet report builds it with SQL over its
+/// dataset) and compared by [`compare_state_time`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StateTime {
+    /// Time in each slice of the common axis, per (producer, type); producers of the same name add up.
+    pub keys: HashMap<(String, String), Vec<f64>>,
 }
 
-fn side(reader: &TraceReader, range: TimeRange, slices: usize) -> Result<Side, CompareError> {
+/// The length of the common time axis of two runs of `reference_ns` and `run_ns` (each from its first
+/// event to its last end), cut into `slices`: the longer of the two, and at least 1 ns per slice.
+pub fn common_length(reference_ns: i64, run_ns: i64, slices: usize) -> i64 {
+    reference_ns.max(run_ns).max(slices.max(1) as i64)
+}
+
+fn side(reader: &TraceReader, range: TimeRange, slices: usize) -> Result<StateTime, CompareError> {
     let grid = SliceGrid::new(range, slices)
         .ok_or_else(|| CompareError::Invalid("empty interval".into()))?;
     let m = micro::build(reader, grid, Metric::Duration, &Filter::all())?;
@@ -174,7 +184,7 @@ fn side(reader: &TraceReader, range: TimeRange, slices: usize) -> Result<Side, C
             }
         }
     }
-    Ok(Side { keys })
+    Ok(StateTime { keys })
 }
 
 /// Compares `run` with `reference` (see the module documentation).
@@ -186,7 +196,7 @@ pub fn compare(
     let slices = options.slices.max(1);
     let r_range = micro::trace_range(reference)?;
     let x_range = micro::trace_range(run)?;
-    let len = r_range.len().max(x_range.len()).max(slices as i64);
+    let len = common_length(r_range.len(), x_range.len(), slices);
     let r = side(
         reference,
         TimeRange::new(r_range.start, r_range.start + len),
@@ -197,15 +207,40 @@ pub fn compare(
         TimeRange::new(x_range.start, x_range.start + len),
         slices,
     )?;
+    compare_state_time(&r, &x, r_range.len(), x_range.len(), options)
+}
+
+/// Compares two runs' state time, sliced over their common length ([`common_length`] of
+/// `reference_ns` and `run_ns` into `options.slices`), as [`compare`] does for two trace files.
+pub fn compare_state_time(
+    r: &StateTime,
+    x: &StateTime,
+    reference_ns: i64,
+    run_ns: i64,
+    options: &CompareOptions,
+) -> Result<Comparison, CompareError> {
+    let slices = options.slices.max(1);
+    let len = common_length(reference_ns, run_ns, slices);
+    if let Some(((p, t), v)) = r
+        .keys
+        .iter()
+        .chain(&x.keys)
+        .find(|(_, v)| v.len() != slices)
+    {
+        return Err(CompareError::Invalid(format!(
+            "the state time of {p}/{t} has {} slices, expected {slices}",
+            v.len()
+        )));
+    }
     let zero = vec![0.0; slices];
     let mut names: Vec<(String, String)> = r.keys.keys().chain(x.keys.keys()).cloned().collect();
     names.sort();
     names.dedup();
-    let get = |s: &'_ Side, k: &(String, String)| -> Vec<f64> {
+    let get = |s: &'_ StateTime, k: &(String, String)| -> Vec<f64> {
         s.keys.get(k).cloned().unwrap_or_else(|| zero.clone())
     };
-    let rv: Vec<Vec<f64>> = names.iter().map(|k| get(&r, k)).collect();
-    let xv: Vec<Vec<f64>> = names.iter().map(|k| get(&x, k)).collect();
+    let rv: Vec<Vec<f64>> = names.iter().map(|k| get(r, k)).collect();
+    let xv: Vec<Vec<f64>> = names.iter().map(|k| get(x, k)).collect();
     let slice_ns = len as f64 / slices as f64;
 
     // The windows: temporal aggregation of |run − reference|, one producer per key and one
@@ -295,8 +330,8 @@ pub fn compare(
     }
     let windows = merged;
     Ok(Comparison {
-        reference_s: r_range.len() as f64 * 1e-9,
-        run_s: x_range.len() as f64 * 1e-9,
+        reference_s: reference_ns as f64 * 1e-9,
+        run_s: run_ns as f64 * 1e-9,
         slice_s: slice_ns * 1e-9,
         p: options.p,
         threshold: options.threshold,

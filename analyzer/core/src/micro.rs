@@ -184,6 +184,38 @@ pub struct TraceMicroscopicModel {
 }
 
 impl TraceMicroscopicModel {
+    /// A model built outside a trace file (the fleet overview builds one per dataset with SQL, its
+    /// producers a hierarchy of hardware, firmware, boards and CPUs): `producers` are the leaves with
+    /// values, in order; `all_producers` holds them and their ancestors (linked by `parent`); `values`
+    /// is slice-major, then producer, then type.
+    pub fn from_parts(
+        grid: SliceGrid,
+        metric: Metric,
+        producers: Vec<Producer>,
+        types: Vec<EventType>,
+        all_producers: Vec<Producer>,
+        values: Vec<f64>,
+    ) -> std::result::Result<Self, String> {
+        let cells = grid.slices * producers.len() * types.len();
+        if values.len() != cells {
+            return Err(format!(
+                "{} values for {} slices × {} producers × {} types",
+                values.len(),
+                grid.slices,
+                producers.len(),
+                types.len()
+            ));
+        }
+        Ok(Self {
+            grid,
+            metric,
+            producers,
+            types,
+            all_producers,
+            values,
+        })
+    }
+
     /// The value of slice `t`, producer `p`, type `u` (model indices).
     pub fn value(&self, t: usize, p: usize, u: usize) -> f64 {
         self.values[(t * self.producers.len() + p) * self.types.len() + u]
@@ -235,7 +267,7 @@ impl TraceMicroscopicModel {
             self.values.clone(),
         )?
         .with_type_names(self.types.iter().map(|t| t.name.clone()).collect())?
-        .with_slice_duration(d);
+        .with_rate_divisor(d);
         model.with_hierarchy(self.hierarchy().0)
     }
 }
@@ -1300,7 +1332,7 @@ pub(crate) mod tests {
         assert_eq!(nodes[0].name, "all");
         assert_eq!(h.leaf_count(h.root()), m.producers.len());
         let model = m.to_model().unwrap();
-        assert_eq!(model.slice_duration(), 250.0);
+        assert_eq!(model.rate_divisor(), 250.0);
         assert_eq!(model.type_names()[0], m.types[0].name);
         // Thread 11 (child of process 10) ran [100, 400): 150 ns in slice 0, 150 in slice 1.
         assert_eq!(m.get(0, 11, 1), 150.0);

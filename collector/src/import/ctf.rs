@@ -5,6 +5,7 @@
 //! included) is a punctual event with its fields, a user-space one on the thread that emitted it (its
 //! `vtid` context) — and the tracer's discarded events and lost packets stored as losses.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -219,7 +220,7 @@ impl CtfImporter {
             self.comm.push_str(p);
         }
         let tid = |e: &CtfEvent, lttng: &str, perf: &str| int(e, lttng).or_else(|| int(e, perf));
-        let mut body_name = name.to_string();
+        let mut body_name = Cow::Borrowed(name);
         let mut exit_ret: Option<i128> = None;
         match name {
             "sched_switch" => {
@@ -281,7 +282,7 @@ impl CtfImporter {
             }
             "exit_syscall" => exit_ret = Some(int(e, "ret").unwrap_or(0)),
             n if n.starts_with("syscall_exit_") => {
-                body_name = format!("sys_exit_{}", &n["syscall_exit_".len()..]);
+                body_name = Cow::Owned(format!("sys_exit_{}", &n["syscall_exit_".len()..]));
                 let _ = write!(a, "0x{:x}", int(e, "ret").unwrap_or(0) as i64);
             }
             n if n.starts_with("syscall_entry_") || (kernel && is_lttng_syscall(n)) => {
@@ -289,7 +290,7 @@ impl CtfImporter {
                     .strip_prefix("syscall_entry_")
                     .or_else(|| n.strip_prefix("sys_"))
                     .unwrap_or(n);
-                body_name = format!("sys_enter_{call}");
+                body_name = Cow::Owned(format!("sys_enter_{call}"));
                 self.syscall_args(e);
             }
             _ => self.fields(e),

@@ -72,6 +72,25 @@ impl Value {
             _ => None,
         }
     }
+
+    /// The field `name` of a struct (or of a variant's struct), else its field `_name` (LTTng's
+    /// metadata prefix). Compared in place: this runs several times per imported event, so it
+    /// builds no `_name` string.
+    pub fn get_lttng(&self, name: &str) -> Option<&Value> {
+        self.get(name).or_else(|| self.get_lttng_prefixed(name))
+    }
+
+    /// The field `_name` of a struct (or of a variant's struct).
+    fn get_lttng_prefixed(&self, name: &str) -> Option<&Value> {
+        match self {
+            Value::Struct(f) => f
+                .iter()
+                .find(|(n, _)| n.strip_prefix('_') == Some(name))
+                .map(|(_, v)| v),
+            Value::Variant(_, v) => v.get_lttng_prefixed(name),
+            _ => None,
+        }
+    }
 }
 
 /// Field names without the leading `_` that LTTng's metadata gives them (as babeltrace prints them).
@@ -162,7 +181,7 @@ impl CtfEvent {
     /// The payload field `name` (the LTTng `_` prefix may be left out).
     pub fn field(&self, name: &str) -> Option<&Value> {
         let f = self.fields.as_ref()?;
-        f.get(name).or_else(|| f.get(&format!("_{name}")))
+        f.get_lttng(name)
     }
 
     /// The context field `name` (the event's, else the stream's).
@@ -170,7 +189,7 @@ impl CtfEvent {
         [&self.context, &self.stream_context]
             .into_iter()
             .flatten()
-            .find_map(|v| v.get(name).or_else(|| v.get(&format!("_{name}"))))
+            .find_map(|v| v.get_lttng(name))
     }
 }
 

@@ -148,7 +148,7 @@ pub struct HelloInfo {
     /// Number of CPUs.
     pub cpu_count: u16,
     /// Timestamp ticks per second.
-    pub tick_hz: u64,
+    pub tick_rate_hz: u64,
     /// Session id.
     pub session_id: u64,
     /// Board clock at session start, in ticks.
@@ -623,7 +623,7 @@ fn hello(input: &[u8]) -> BodyResult<'_, HelloInfo> {
     let (input, os) = context("the OS name", owned_text).parse(input)?;
     let (input, application) = context("the application name", owned_text).parse(input)?;
     let (input, cpu_count) = context("the CPU count", varint_u16).parse(input)?;
-    let (input, tick_hz) = context("the tick rate", varint).parse(input)?;
+    let (input, tick_rate_hz) = context("the tick rate", varint).parse(input)?;
     let (input, session_id) = context("the session id", varint).parse(input)?;
     let (input, start_ticks) = context("the start timestamp", varint).parse(input)?;
     // Version 2 added the token; a board of a version this decoder does not know is refused on its
@@ -643,7 +643,7 @@ fn hello(input: &[u8]) -> BodyResult<'_, HelloInfo> {
             os,
             application,
             cpu_count,
-            tick_hz,
+            tick_rate_hz,
             session_id,
             start_ticks,
             token,

@@ -363,7 +363,7 @@ pub fn encode_hello(out: &mut [u8], hello: &Hello<'_>) -> Result<usize, EncodeEr
             f.push_str(s)?;
         }
         f.push_varint(u64::from(hello.cpu_count))?;
-        f.push_varint(hello.tick_hz)?;
+        f.push_varint(hello.tick_rate_hz)?;
         f.push_varint(hello.session_id)?;
         f.push_varint(hello.start_ticks)?;
         f.push_str(hello.token)

@@ -113,7 +113,7 @@ pub struct Hello<'a> {
     /// How many CPUs record events (numbered from 0).
     pub cpu_count: u16,
     /// Timestamp ticks per second.
-    pub tick_hz: u64,
+    pub tick_rate_hz: u64,
     /// A number the board picks per session, so reconnections can be told apart.
     pub session_id: u64,
     /// The board clock, in ticks, when the session started.

@@ -77,7 +77,7 @@ fn frame() -> impl Strategy<Value = Model> {
             os: "none".into(),
             application: "app".into(),
             cpu_count: 4,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id,
             start_ticks: 0,
             token: String::new(),

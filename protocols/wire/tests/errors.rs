@@ -47,7 +47,7 @@ fn hello(version: u16, board: &str) -> Model {
         os: "none".into(),
         application: "blinky".into(),
         cpu_count: 1,
-        tick_hz: 1000,
+        tick_rate_hz: 1000,
         session_id: 5,
         start_ticks: 0,
         token: String::new(),

@@ -40,7 +40,7 @@ fn hello() -> Model {
         os: "Linux".into(),
         application: "demo".into(),
         cpu_count: 4,
-        tick_hz: 24_000_000,
+        tick_rate_hz: 24_000_000,
         session_id: 0x1234,
         start_ticks: 1000,
         token: "s3cret".into(),

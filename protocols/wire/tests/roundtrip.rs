@@ -89,7 +89,7 @@ fn hello() -> impl Strategy<Value = HelloInfo> {
         .prop_map(
             |(
                 (agent_version, board, soc, os, application, token),
-                (cpu_count, tick_hz, session_id, start_ticks),
+                (cpu_count, tick_rate_hz, session_id, start_ticks),
             )| {
                 HelloInfo {
                     wire_version: WIRE_VERSION,
@@ -99,7 +99,7 @@ fn hello() -> impl Strategy<Value = HelloInfo> {
                     os,
                     application,
                     cpu_count,
-                    tick_hz,
+                    tick_rate_hz,
                     session_id,
                     start_ticks,
                     token,

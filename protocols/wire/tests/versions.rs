@@ -67,7 +67,7 @@ fn a_version_2_collector_refuses_a_version_3_board_with_the_promised_message() {
             os: "linux",
             application: "app",
             cpu_count: 1,
-            tick_hz: 1_000_000,
+            tick_rate_hz: 1_000_000,
             session_id: 1,
             start_ticks: 0,
             token: "",

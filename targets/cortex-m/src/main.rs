@@ -900,7 +900,7 @@ fn main() -> ! {
             os: "socscope-cortex-m",
             application,
             cpu_count: 1,
-            tick_hz: u64::from(SYSCLK_HZ),
+            tick_rate_hz: u64::from(SYSCLK_HZ),
             session_id: session,
             flush_latency_ticks: u64::from(20 * TICKS_PER_MS),
             heartbeat_ticks: u64::from(SYSCLK_HZ),

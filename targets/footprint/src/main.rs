@@ -80,7 +80,7 @@ extern "C" fn reset() -> ! {
             os: "bare-metal",
             application: "footprint",
             cpu_count: 1,
-            tick_hz: 168_000_000,
+            tick_rate_hz: 168_000_000,
             session_id: u64::from(input()),
             flush_latency_ticks: 16_800_000,
             heartbeat_ticks: 168_000_000,

@@ -118,7 +118,7 @@ impl Default for SimConfig {
 impl SimConfig {
     /// The tick rate announced in `Hello`: 1 MHz at the base rate, scaled with `rate` so that consecutive
     /// records on a CPU stay as many ticks apart as in the default workload.
-    pub fn tick_hz(&self) -> u64 {
+    pub fn tick_rate_hz(&self) -> u64 {
         let scale = (self.rate / BASE_RATE).max(1e-3);
         ((BASE_TICK_HZ as f64) * scale).round().max(1_000.0) as u64
     }
@@ -196,7 +196,7 @@ pub struct SimSummary {
     /// CPUs simulated.
     pub cpus: u16,
     /// The tick rate announced in `Hello`.
-    pub tick_hz: u64,
+    pub tick_rate_hz: u64,
     /// Records per simulated second.
     pub events_per_s: f64,
     /// Wall-clock seconds the run took.
@@ -310,7 +310,7 @@ mod tests {
                 rate,
                 ..SimConfig::default()
             }
-            .tick_hz()
+            .tick_rate_hz()
         };
         assert_eq!(at(BASE_RATE), 1_000_000);
         assert_eq!(at(5e6), 250_000_000);

@@ -239,7 +239,7 @@ pub(crate) struct Board<'c> {
 
 impl<'c> Board<'c> {
     pub(crate) fn new(config: &'c SimConfig) -> Self {
-        let tick_hz = config.tick_hz();
+        let tick_rate_hz = config.tick_rate_hz();
         let session_id = if config.session_id == 0 {
             config.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
         } else {
@@ -251,14 +251,14 @@ impl<'c> Board<'c> {
             os: "linux-3.10",
             application: "player",
             cpu_count: config.cpus,
-            tick_hz,
+            tick_rate_hz,
             session_id,
-            flush_latency_ticks: tick_hz / 20,
-            heartbeat_ticks: tick_hz,
-            hello_every_ticks: tick_hz,
+            flush_latency_ticks: tick_rate_hz / 20,
+            heartbeat_ticks: tick_rate_hz,
+            hello_every_ticks: tick_rate_hz,
             token: config.token,
         };
-        let end = (config.duration_s * tick_hz as f64).round() as u64;
+        let end = (config.duration_s * tick_rate_hz as f64).round() as u64;
         let mut board = Self {
             config,
             agent: Box::new(SimAgent::new(SimClock { now: 0 }, agent_config)),
@@ -317,7 +317,7 @@ impl<'c> Board<'c> {
     }
 
     fn seconds(&self, s: f64) -> u64 {
-        (s * self.config.tick_hz() as f64).round() as u64
+        (s * self.config.tick_rate_hz() as f64).round() as u64
     }
 
     fn producer(&mut self, def: ProducerDef<'static>) {
@@ -591,7 +591,7 @@ impl<'c> Board<'c> {
     ) -> Result<SimSummary, SimError> {
         let started = Instant::now();
         let mut reported = started;
-        let tick_hz = self.config.tick_hz();
+        let tick_rate_hz = self.config.tick_rate_hz();
         let poll_every = self.us(POLL_EVERY);
         let mut next_poll = 0;
         // What was sent when the link failed: the summary goes out in every case.
@@ -606,7 +606,7 @@ impl<'c> Board<'c> {
             if ev.t >= next_poll {
                 self.agent.clock_mut().now = ev.t;
                 if self.config.realtime {
-                    pace(started, ev.t, tick_hz);
+                    pace(started, ev.t, tick_rate_hz);
                 }
                 if self.poll(transport, !self.config.realtime).is_err() {
                     return Err(closed(&self));
@@ -618,7 +618,7 @@ impl<'c> Board<'c> {
                     reported = Instant::now();
                     let stats = self.agent.stats();
                     report(&SimProgress {
-                        simulated_s: ev.t as f64 / tick_hz as f64,
+                        simulated_s: ev.t as f64 / tick_rate_hz as f64,
                         duration_s: self.config.duration_s,
                         events: stats.records,
                         dropped: stats.dropped,
@@ -632,7 +632,7 @@ impl<'c> Board<'c> {
         let last = self.cpus.iter().map(|c| c.free_at).max().unwrap_or(0);
         self.agent.clock_mut().now = self.end.max(last);
         if self.config.realtime {
-            pace(started, self.end, tick_hz);
+            pace(started, self.end, tick_rate_hz);
         }
         loop {
             match self.agent.finish(transport) {
@@ -646,7 +646,7 @@ impl<'c> Board<'c> {
 
     /// What the agent sent so far.
     fn summary(&self, started: Instant) -> SimSummary {
-        let tick_hz = self.config.tick_hz();
+        let tick_rate_hz = self.config.tick_rate_hz();
         let stats = self.agent.stats();
         let mut per_type = BTreeMap::new();
         for b in BUILTINS {
@@ -666,7 +666,7 @@ impl<'c> Board<'c> {
             frames: stats.frames,
             seed: self.config.seed,
             cpus: self.config.cpus,
-            tick_hz,
+            tick_rate_hz,
             events_per_s: stats.records as f64 / duration_s,
             wall_s: started.elapsed().as_secs_f64(),
             frames_decoded: self.decoded_frames,
@@ -1527,8 +1527,8 @@ impl<'c> Board<'c> {
 }
 
 /// Sleeps until wall time catches up with simulated time `ticks`.
-fn pace(started: Instant, ticks: u64, tick_hz: u64) {
-    let target = Duration::from_secs_f64(ticks as f64 / tick_hz as f64);
+fn pace(started: Instant, ticks: u64, tick_rate_hz: u64) {
+    let target = Duration::from_secs_f64(ticks as f64 / tick_rate_hz as f64);
     let elapsed = started.elapsed();
     if target > elapsed {
         std::thread::sleep(target - elapsed);

@@ -147,7 +147,7 @@ fn rate_scales_events_per_simulated_second_and_the_tick_rate() {
     );
     let cap = decode(&bytes);
     assert_eq!(cap.records.len() as u64, events);
-    assert_eq!(cap.tick_hz, summary["tick_hz"].as_u64().unwrap());
-    assert_eq!(cap.tick_hz, 100_000_000);
+    assert_eq!(cap.tick_rate_hz, summary["tick_rate_hz"].as_u64().unwrap());
+    assert_eq!(cap.tick_rate_hz, 100_000_000);
     assert!(summary["bytes_per_event"].as_f64().unwrap() <= 6.0);
 }

@@ -44,8 +44,8 @@ fn vsync_delays(cap: &Capture) -> Vec<(f64, f64)> {
             && let Some(v) = last_vsync.take()
         {
             out.push((
-                v as f64 / cap.tick_hz as f64,
-                (r.ticks - v) as f64 / cap.tick_hz as f64,
+                v as f64 / cap.tick_rate_hz as f64,
+                (r.ticks - v) as f64 / cap.tick_rate_hz as f64,
             ));
         }
     }

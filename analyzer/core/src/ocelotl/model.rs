@@ -297,7 +297,8 @@ pub struct MicroscopicModel {
     /// `values[(t * producers + s) * types + u]`, the layout of the JSON `values[t][s][u]`.
     values: Vec<f64>,
     type_names: Vec<String>,
-    slice_duration: f64,
+    /// See [`MicroscopicModel::rate_divisor`].
+    rate_divisor: f64,
     hierarchy: Option<ProducerHierarchy>,
     name: Option<String>,
 }
@@ -345,7 +346,7 @@ impl MicroscopicModel {
             types,
             values,
             type_names: (0..types).map(|u| format!("type{u}")).collect(),
-            slice_duration: 1.0,
+            rate_divisor: 1.0,
             hierarchy: None,
             name: None,
         })
@@ -379,9 +380,9 @@ impl MicroscopicModel {
         Ok(self)
     }
 
-    /// The duration of one slice, used only to turn sums into rates in the views.
-    pub fn with_slice_duration(mut self, duration: f64) -> Self {
-        self.slice_duration = duration;
+    /// Sets [`Self::rate_divisor`].
+    pub fn with_rate_divisor(mut self, divisor: f64) -> Self {
+        self.rate_divisor = divisor;
         self
     }
 
@@ -406,8 +407,11 @@ impl MicroscopicModel {
         &self.type_names
     }
 
-    pub fn slice_duration(&self) -> f64 {
-        self.slice_duration
+    /// What one slice's value is divided by to show it as a rate in the views (Ocelotl's "slice
+    /// duration", in the unit of the metric's rate): the slice's length in ns for state durations (a
+    /// share of time), in seconds for event counts (events per second), 1 for means; 1 by default.
+    pub fn rate_divisor(&self) -> f64 {
+        self.rate_divisor
     }
 
     pub fn hierarchy(&self) -> Option<&ProducerHierarchy> {
@@ -437,6 +441,7 @@ struct RawModel {
     S: usize,
     U: usize,
     type_names: Option<Vec<String>>,
+    /// The reference vectors' name for [`MicroscopicModel::rate_divisor`].
     slice_duration: Option<f64>,
     values: Vec<Vec<Vec<f64>>>,
     hierarchy: Option<RawHierarchy>,
@@ -529,7 +534,7 @@ impl ModelFile {
             model.type_names = names;
         }
         if let Some(d) = raw.slice_duration {
-            model.slice_duration = d;
+            model.rate_divisor = d;
         }
         if let Some(h) = raw.hierarchy {
             model.hierarchy = Some(hierarchy_from_raw(h, s, origin)?);

@@ -58,7 +58,7 @@ pub fn stacked_proportions(
                 }
             }
             // Ocelotl skips the division when the duration is 0 rather than producing inf.
-            let duration = model.slice_duration() * (end - start + 1) as f64;
+            let duration = model.rate_divisor() * (end - start + 1) as f64;
             if duration != 0.0 {
                 for v in &mut values {
                     *v /= duration;
@@ -112,7 +112,7 @@ pub fn spatiotemporal_modes(
         let mut r = vec![0.0; n * types];
         match hierarchy.leaf_producer(node) {
             Some(s) => {
-                let d = model.slice_duration();
+                let d = model.rate_divisor();
                 for t in 0..n {
                     for u in 0..types {
                         let v = model.value(t, s, u);
@@ -354,7 +354,7 @@ mod tests {
         let v = vec![1.0, 3.0, 1.0, 1.0, /* t1 */ 2.0, 2.0, 2.0, 2.0];
         let m = MicroscopicModel::new(2, 2, 2, v)
             .unwrap()
-            .with_slice_duration(2.0);
+            .with_rate_divisor(2.0);
         let s = stacked_proportions(&m, &[(0, 0), (1, 1)]);
         assert_eq!(s.parts[0].values, vec![1.0, 2.0]);
         assert_eq!(s.parts[1].values, vec![2.0, 2.0]);

@@ -169,7 +169,7 @@ pub fn encode(model: &Model) -> Vec<u8> {
                 os: &h.os,
                 application: &h.application,
                 cpu_count: h.cpu_count,
-                tick_hz: h.tick_hz,
+                tick_rate_hz: h.tick_rate_hz,
                 session_id: h.session_id,
                 start_ticks: h.start_ticks,
                 token: &h.token,

@@ -30,7 +30,7 @@ impl Rec {
 /// A decoded capture.
 #[derive(Debug, Default)]
 pub struct Capture {
-    pub tick_hz: u64,
+    pub tick_rate_hz: u64,
     pub records: Vec<Rec>,
     pub lost: u64,
     pub lost_per_cpu: std::collections::BTreeMap<u16, u64>,
@@ -41,7 +41,7 @@ pub struct Capture {
 
 impl Capture {
     pub fn seconds(&self, r: &Rec) -> f64 {
-        r.ticks as f64 / self.tick_hz as f64
+        r.ticks as f64 / self.tick_rate_hz as f64
     }
 
     pub fn markers<'a>(&'a self, text: &'a str) -> impl Iterator<Item = &'a Rec> + 'a {
@@ -59,7 +59,7 @@ pub fn decode(bytes: &[u8]) -> Capture {
         d.feed(chunk);
         while let Some(r) = d.next_frame() {
             match r.expect("the sim's stream decodes without errors").frame {
-                Frame::Hello(h) => cap.tick_hz = h.tick_hz,
+                Frame::Hello(h) => cap.tick_rate_hz = h.tick_rate_hz,
                 Frame::Dictionary(items) => {
                     for item in items {
                         if let socscope_wire::decode::OwnedDictEntry::Producer(p) = item {

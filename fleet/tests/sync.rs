@@ -1,0 +1,377 @@
+//! `sync` on hand-written traces: the round trip (counts per type, producer and CPU, first and last
+//! timestamps, every event with all its parameters), a trace with losses, incremental re-syncs,
+//! live traces, pruning, and the bad inputs of the issue.
+
+use std::path::{Path, PathBuf};
+
+use socscope_fleet::readback::{dataset_digest, normalise, store_digest};
+use socscope_fleet::sync::{SyncOptions, SyncSummary, sync};
+use socscope_fleet::{Dataset, FleetError, Table};
+use socscope_tracedb::{
+    Catalog, Event, EventCategory, EventKind, EventType, LossRecord, ParamDef, ParamType,
+    ParamValue, Producer, ProducerKind, TraceMeta, TraceReader, TraceWriter,
+};
+
+const DAY: i64 = 86_400_000_000_000;
+/// 2026-03-02T22:00:00Z
+const NIGHT: i64 = 20_514 * DAY + 22 * 3_600_000_000_000;
+
+fn types() -> Vec<EventType> {
+    vec![
+        EventType {
+            id: 1,
+            name: "running".into(),
+            category: EventCategory::State,
+            params: vec![ParamDef::new("prio", ParamType::Signed)],
+        },
+        EventType {
+            id: 2,
+            name: "irq".into(),
+            category: EventCategory::Punctual,
+            params: vec![
+                ParamDef::new("line", ParamType::Unsigned),
+                ParamDef::new("handler", ParamType::Address),
+                ParamDef::new("name", ParamType::String),
+                ParamDef::new("load", ParamType::Float),
+            ],
+        },
+        EventType {
+            id: 3,
+            name: "wakeup".into(),
+            category: EventCategory::Link,
+            params: vec![],
+        },
+        EventType {
+            id: 4,
+            name: "fill".into(),
+            category: EventCategory::Variable,
+            params: vec![],
+        },
+    ]
+}
+
+fn producers() -> Vec<Producer> {
+    vec![
+        Producer {
+            id: 1,
+            parent: None,
+            kind: ProducerKind::Process,
+            local_id: 100,
+            name: "player".into(),
+        },
+        Producer {
+            id: 2,
+            parent: Some(1),
+            kind: ProducerKind::Thread,
+            local_id: 101,
+            name: "video".into(),
+        },
+        Producer {
+            id: 3,
+            parent: None,
+            kind: ProducerKind::Irq,
+            local_id: 7,
+            name: "vsync".into(),
+        },
+    ]
+}
+
+/// A trace of `n` rounds on board `board`, registered in the catalog of `dir`; `finish` false leaves it
+/// live (its writer is returned to keep it so).
+fn write_trace(
+    dir: &Path,
+    name: &str,
+    board: &str,
+    start: i64,
+    n: i64,
+    with_losses: bool,
+    finish: bool,
+) -> Option<TraceWriter> {
+    let path = dir.join(format!("{name}.db"));
+    let meta = TraceMeta {
+        trace_type: "socscope-live".into(),
+        board: board.into(),
+        soc: "stb7100".into(),
+        os: "linux".into(),
+        application: "player".into(),
+        cpus: 2,
+        tick_rate_hz: 1_000_000,
+        start_unix_ns: start,
+        params: vec![("agent_version".into(), ParamValue::String("4.2.0".into()))],
+        ..TraceMeta::default()
+    };
+    let mut w = TraceWriter::create(&path, &meta).unwrap();
+    for t in types() {
+        w.add_event_type(&t).unwrap();
+    }
+    for p in producers() {
+        w.add_producer(&p).unwrap();
+    }
+    for i in 0..n {
+        let t = i * 1000;
+        let cpu = Some((i % 2) as u16);
+        w.push(&Event::state(t, t + 600, 0, 1, 2, cpu).with_params(vec![ParamValue::Signed(-i)]))
+            .unwrap();
+        w.push(&Event::punctual(t + 10, 2, 3, cpu).with_params(vec![
+            ParamValue::Unsigned(i as u64),
+            ParamValue::Address(0xdead_0000 + i as u64),
+            ParamValue::String(format!("vsync-{}", i % 3)),
+            ParamValue::Float(i as f64 / 7.0),
+        ]))
+        .unwrap();
+        if i % 5 == 0 {
+            w.push(&Event {
+                ts: t + 20,
+                type_id: 3,
+                producer: 3,
+                cpu: None,
+                kind: EventKind::Link {
+                    end: t + 90,
+                    target: 2,
+                },
+                params: vec![],
+            })
+            .unwrap();
+            w.push(&Event {
+                ts: t + 30,
+                type_id: 4,
+                producer: 2,
+                cpu,
+                kind: EventKind::Variable {
+                    value: i as f64 * 0.5,
+                },
+                params: vec![],
+            })
+            .unwrap();
+        }
+    }
+    if with_losses {
+        w.add_loss(&LossRecord {
+            cpu: Some(1),
+            ts: 5_000,
+            count: 42,
+            seq_from: Some(10),
+            seq_to: Some(51),
+            reason: "ring buffer full".into(),
+        })
+        .unwrap();
+    }
+    if finish {
+        w.finish(with_losses).unwrap();
+        Catalog::open(dir)
+            .unwrap()
+            .register_file(&format!("{name}.db"))
+            .unwrap();
+        None
+    } else {
+        w.commit().unwrap();
+        Catalog::open(dir)
+            .unwrap()
+            .register_file(&format!("{name}.db"))
+            .unwrap();
+        Some(w)
+    }
+}
+
+fn run(catalogs: &[&Path], out: &Path, options: SyncOptions) -> SyncSummary {
+    let dirs: Vec<PathBuf> = catalogs.iter().map(|p| p.to_path_buf()).collect();
+    let s = sync(&dirs, out, options, &mut |_| {}).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    s
+}
+
+#[test]
+fn every_event_round_trips_with_all_its_parameters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cat = tmp.path().join("rig");
+    std::fs::create_dir_all(&cat).unwrap();
+    write_trace(&cat, "a", "stb-1", NIGHT, 3_000, true, true);
+    write_trace(&cat, "b", "stb/2", NIGHT + DAY, 500, false, true);
+    let out = tmp.path().join("ds");
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert_eq!(s.traces_written, 2);
+    assert_eq!(s.events, 3_000 * 2 + 600 * 2 + 500 * 2 + 100 * 2);
+    let ds = Dataset::open(&out).unwrap();
+    let contents = ds.contents().unwrap();
+    for (id, board, date) in [("a", "stb-1", "2026-03-02"), ("b", "stb%2F2", "2026-03-03")] {
+        for t in Table::ALL {
+            let f = out
+                .join(t.name())
+                .join(format!("board={board}"))
+                .join(format!("date={date}"))
+                .join(format!("{id}.parquet"));
+            assert!(f.is_file(), "{}", f.display());
+        }
+        let store = normalise(
+            store_digest(&TraceReader::open(cat.join(format!("{id}.db"))).unwrap(), 1).unwrap(),
+        );
+        let back = dataset_digest(&contents, id, 1).unwrap();
+        assert_eq!(back.events, store.events);
+        assert_eq!(back.per_type, store.per_type);
+        assert_eq!(back.per_producer, store.per_producer);
+        assert_eq!(back.per_cpu, store.per_cpu);
+        assert_eq!(
+            (back.first_ts, back.last_ts),
+            (store.first_ts, store.last_ts)
+        );
+        assert_eq!(back.sample.len(), store.sample.len());
+        for (x, y) in back.sample.iter().zip(&store.sample) {
+            assert_eq!(x, y);
+        }
+    }
+}
+
+#[test]
+fn a_second_sync_writes_only_what_changed_and_live_traces_wait() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cat = tmp.path().join("rig");
+    std::fs::create_dir_all(&cat).unwrap();
+    write_trace(&cat, "a", "stb-1", NIGHT, 100, false, true);
+    let live = write_trace(&cat, "live", "stb-2", NIGHT, 100, false, false).unwrap();
+    let out = tmp.path().join("ds");
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert_eq!((s.traces_written, s.traces_live_skipped), (1, 1));
+    let a_file = out.join("events/board=stb-1/date=2026-03-02/a.parquet");
+    let before = std::fs::metadata(&a_file).unwrap().modified().unwrap();
+
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert_eq!(
+        (s.traces_written, s.traces_unchanged, s.traces_live_skipped),
+        (0, 1, 1)
+    );
+    assert_eq!(
+        std::fs::metadata(&a_file).unwrap().modified().unwrap(),
+        before
+    );
+
+    // --include-live exports the committed part; once the trace ends it is written again.
+    let s = run(
+        &[&cat],
+        &out,
+        SyncOptions {
+            include_live: true,
+            ..SyncOptions::default()
+        },
+    );
+    assert_eq!(s.traces_written, 1);
+    live.finish(true).unwrap();
+    Catalog::open(&cat)
+        .unwrap()
+        .register_file("live.db")
+        .unwrap();
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert_eq!((s.traces_written, s.traces_unchanged), (1, 1));
+
+    // A trace deleted from the catalog keeps its files unless --prune.
+    let catalog = Catalog::open(&cat).unwrap();
+    let rec = catalog.trace_by_db_file("a.db").unwrap().unwrap();
+    catalog.delete_trace(rec.id, true).unwrap();
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert_eq!((s.traces_not_in_catalog, s.traces_pruned), (1, 0));
+    assert!(a_file.is_file());
+    let s = run(
+        &[&cat],
+        &out,
+        SyncOptions {
+            prune: true,
+            ..SyncOptions::default()
+        },
+    );
+    assert_eq!(s.traces_pruned, 1);
+    assert!(!a_file.exists());
+    assert!(!out.join("events/board=stb-1").exists());
+
+    // A trace file removed by hand while its catalog still lists it is deleted too, not a failure.
+    let b_file = out.join("traces/board=stb-2/date=2026-03-02/live.parquet");
+    assert!(b_file.is_file());
+    std::fs::remove_file(cat.join("live.db")).unwrap();
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!((s.traces_not_in_catalog, s.traces_pruned), (1, 0));
+    assert!(b_file.is_file());
+    let s = run(
+        &[&cat],
+        &out,
+        SyncOptions {
+            prune: true,
+            ..SyncOptions::default()
+        },
+    );
+    assert_eq!(s.traces_pruned, 1);
+    assert!(!b_file.exists());
+}
+
+#[test]
+fn half_written_files_are_replaced_and_other_files_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cat = tmp.path().join("rig");
+    std::fs::create_dir_all(&cat).unwrap();
+    write_trace(&cat, "a", "stb-1", NIGHT, 100, false, true);
+    let out = tmp.path().join("ds");
+    run(&[&cat], &out, SyncOptions::default());
+    // What a sync killed while writing leaves: a temporary, and a trace whose `traces` file is missing.
+    let part = out.join("events/board=stb-1/date=2026-03-02");
+    std::fs::write(part.join(".a.parquet.tmp"), b"PAR1 half").unwrap();
+    std::fs::remove_file(out.join("traces/board=stb-1/date=2026-03-02/a.parquet")).unwrap();
+    let s = run(&[&cat], &out, SyncOptions::default());
+    assert_eq!((s.temporaries_removed, s.traces_written), (1, 1));
+    assert!(!part.join(".a.parquet.tmp").exists());
+
+    // A directory of other files is never taken over.
+    let other = tmp.path().join("photos");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("cat.jpg"), b"jpeg").unwrap();
+    let e = sync(
+        std::slice::from_ref(&cat),
+        &other,
+        SyncOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(matches!(e, FleetError::NotADataset { .. }), "{e}");
+    assert!(e.to_string().contains("cat.jpg"), "{e}");
+    assert_eq!(std::fs::read(other.join("cat.jpg")).unwrap(), b"jpeg");
+    // ... nor a stray file inside a dataset.
+    std::fs::write(part.join("notes.txt"), b"x").unwrap();
+    let e = sync(
+        std::slice::from_ref(&cat),
+        &out,
+        SyncOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("notes.txt"), "{e}");
+    std::fs::remove_file(part.join("notes.txt")).unwrap();
+
+    // A directory that is not a catalog.
+    let e = sync(
+        std::slice::from_ref(&other),
+        &out,
+        SyncOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no catalog.db"), "{e}");
+}
+
+#[test]
+fn a_file_that_is_not_a_trace_fails_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cat = tmp.path().join("rig");
+    std::fs::create_dir_all(&cat).unwrap();
+    write_trace(&cat, "a", "stb-1", NIGHT, 100, false, true);
+    write_trace(&cat, "bad", "stb-1", NIGHT, 10, false, true);
+    std::fs::write(cat.join("bad.db"), b"this is not a trace").unwrap();
+    let out = tmp.path().join("ds");
+    let s = sync(
+        std::slice::from_ref(&cat),
+        &out,
+        SyncOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(s.traces_written, 1);
+    assert_eq!(s.failures.len(), 1, "{:?}", s.failures);
+    assert!(s.failures[0].trace.ends_with("bad.db"));
+    assert!(s.failures[0].error.contains("bad.db"), "{:?}", s.failures);
+}
