@@ -632,10 +632,13 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
     }
     let reader = open_trace(&c.trace)?;
     let range = resolve_range(&reader, c.range)?;
+    // `--range` counts from the trace's start, and so do the bins' labels.
+    let origin = resolve_range(&reader, None)?.start;
     let filter = name_filter(&reader, &c.types, &c.producers)?;
     let d = density::density(&reader, range, args.bins, &filter)?;
     if let Some(png) = &c.png {
-        render::density(png, &d).with_context(|| format!("cannot draw {}", png.display()))?;
+        render::density(png, &d, origin)
+            .with_context(|| format!("cannot draw {}", png.display()))?;
     }
     if c.json {
         let mut v = serde_json::to_value(&d)?;
@@ -662,7 +665,7 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
             };
             outln!(
                 "  {:>12}  {:>9}  {}",
-                units::duration(b.start - range.start),
+                units::duration(b.start - origin),
                 b.count,
                 "#".repeat(bar)
             );

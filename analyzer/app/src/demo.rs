@@ -228,7 +228,7 @@ fn summarise(c: &Capture, args: &DemoArgs) -> Result<ExitCode> {
         }
         outln!();
     }
-    crate::inspect::info(&c.session.path, args.json)?;
+    crate::inspect::info(&c.session.path, &args.dir, args.json)?;
     if !args.json {
         outln!(
             "\nnext: socscope ls --dir {}   |   socscope sql {} \"SELECT * FROM events LIMIT 20\"",

@@ -267,7 +267,34 @@ pub fn repair(traces: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn info(path: &Path, json: bool) -> Result<ExitCode> {
+/// The trace file `socscope info` names: `arg` itself when it is a file, else what `ls` prints for the
+/// catalog in `dir` (an ID or a FILE, relative to that directory).
+fn trace_in_catalog(arg: &Path, dir: &Path) -> Result<PathBuf> {
+    if arg.exists() || !dir.join(CATALOG_FILE).exists() {
+        return Ok(arg.to_path_buf());
+    }
+    let catalog = Catalog::open(dir)
+        .with_context(|| format!("while opening the catalog in {}", dir.display()))?;
+    let name = arg.to_string_lossy();
+    let record = match name.parse::<i64>() {
+        Ok(id) => catalog.trace(id)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "{name}: no such file, and no trace with that ID in the catalog in {} (`socscope ls --dir {0}` lists them)",
+                dir.display()
+            )
+        })?,
+        Err(_) => match catalog.trace_by_db_file(&name)? {
+            Some(record) => record,
+            // A missing file is worded as every command words it.
+            None => return Ok(arg.to_path_buf()),
+        },
+    };
+    Ok(catalog.resolve(&record))
+}
+
+pub fn info(arg: &Path, dir: &Path, json: bool) -> Result<ExitCode> {
+    let path_buf = trace_in_catalog(arg, dir)?;
+    let path = path_buf.as_path();
     let reader = open_trace(path)?;
     let _snapshot = reader.snapshot()?;
     let info = reader.info()?;

@@ -85,11 +85,14 @@ enum Command {
     },
     /// Describe a trace: board, duration, types with counts, producers, losses, ingest statistics.
     #[command(
-        after_help = "Examples:\n  socscope info traces/sim-stb-20261121T101500Z-s1.db\n  socscope info TRACE --json"
+        after_help = "Examples:\n  socscope info traces/sim-stb-20261121T101500Z-s1.db\n  socscope info TRACE --json\n  socscope ls --dir traces && socscope info 3 --dir traces"
     )]
     Info {
-        /// The trace file (.db).
+        /// The trace: a file (.db), or the ID or FILE that `socscope ls` prints for the catalog in `--dir`.
         trace: PathBuf,
+        /// Catalog directory where an ID or a catalog's FILE name is looked up.
+        #[arg(long, default_value = DEFAULT_DIR)]
+        dir: PathBuf,
         /// One JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -201,7 +204,7 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Export(args) => export::run(args),
         Command::Ls { dir, json } => inspect::ls(&dir, json),
-        Command::Info { trace, json } => inspect::info(&trace, json),
+        Command::Info { trace, dir, json } => inspect::info(&trace, &dir, json),
         Command::Sql { trace, query, json } => inspect::sql(&trace, &query, json),
         Command::Repair { traces, json } => inspect::repair(&traces, json),
         Command::Stats(args) => analyze::stats(args),

@@ -19,7 +19,7 @@ use socscope_analysis::ocelotl::{
 };
 use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
-use socscope_analysis::traceviz::Timeline;
+use socscope_analysis::traceviz::{Statistic, Timeline};
 use socscope_tracedb::units::{self, TimeAxis};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
@@ -410,21 +410,33 @@ pub fn stats(path: &Path, s: &StatisticsSnapshot) -> Result<()> {
 }
 
 /// Stacked bars per bin, one colour per type.
-pub fn density(path: &Path, d: &Density) -> Result<()> {
+/// The density chart's time axis, in seconds from `origin` (the trace's start, from which `--range` is
+/// counted), so that `--range 4..6` is labelled 4 s to 6 s.
+fn density_axis(d: &Density, origin: i64) -> std::ops::Range<f64> {
+    (d.start - origin) as f64 * 1e-9..(d.end - origin) as f64 * 1e-9
+}
+
+/// The density histogram, its time axis counted from `origin` (the trace's start).
+pub fn density(path: &Path, d: &Density, origin: i64) -> Result<()> {
     let root = canvas(path, 1000, 420)?;
-    let span = (d.end - d.start) as f64 * 1e-9;
+    let axis = density_axis(d, origin);
+    let labels = TimeAxis::new(
+        (axis.start * 1e9).round() as i64,
+        (axis.end * 1e9).round() as i64,
+        40,
+    );
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("Event density — {} events", d.total), font(18))
         .margin(12)
         .margin_right(170)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..span, 0.0..(d.max.max(1) as f64 * 1.05))
+        .build_cartesian_2d(axis.clone(), 0.0..(d.max.max(1) as f64 * 1.05))
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("time from the start of the interval")
-        .x_label_formatter(&time_label(span))
+        .x_desc("time from the start of the trace")
+        .x_label_formatter(&|v| labels.label((v * 1e9).round() as i64))
         .y_desc("events per bin")
         .y_label_formatter(&|v| units::count_compact(*v))
         .label_style(font(12))
@@ -434,8 +446,8 @@ pub fn density(path: &Path, d: &Density) -> Result<()> {
     let colours: Vec<RGBColor> = palette_colours.iter().map(|c| rgb(*c)).collect();
     for b in &d.bins {
         let (x0, x1) = (
-            (b.start - d.start) as f64 * 1e-9,
-            (b.end - d.start) as f64 * 1e-9,
+            (b.start - origin) as f64 * 1e-9,
+            (b.end - origin) as f64 * 1e-9,
         );
         let mut y = 0.0;
         for (u, &c) in b.per_type.iter().enumerate() {
@@ -574,6 +586,7 @@ pub fn temporal(
     chart
         .configure_mesh()
         .x_desc("p")
+        .y_desc("share of its maximum")
         .label_style(font(12))
         .draw()
         .map_err(err)?;
@@ -595,23 +608,39 @@ pub fn temporal(
     chart
         .draw_series(LineSeries::new(steps(|x| x.2), loss.stroke_width(2)))
         .map_err(err)?;
-    chart
-        .draw_series(std::iter::once(PathElement::new(
-            vec![(p, lo), (p, hi)],
-            BLACK.stroke_width(1),
-        )))
+    // The drawn p: a blue line kept off the axes (p = 0 or 1 would sit on them, unseen), named at
+    // its top.
+    let marker = [0x1f, 0x77, 0xb4];
+    let (x0, y_top) = chart.backend_coord(&(0.0, hi * 1.05));
+    let (x1, y_bottom) = chart.backend_coord(&(1.0, lo));
+    let x = marker_x(chart.backend_coord(&(p, lo)).0, x0, x1);
+    // `backend_coord` is in the whole picture's pixels: drawn on the root.
+    root.draw(&PathElement::new(
+        vec![(x, y_top), (x, y_bottom)],
+        rgb(marker).stroke_width(2),
+    ))
+    .map_err(err)?;
+    let name = format!("p = {p:.4}");
+    let name_x = (x + 4).min(x1 - text_width(&name, 12) - 2);
+    root.draw(&Text::new(name.clone(), (name_x, y_top + 2), font(12)))
         .map_err(err)?;
     legend(
         &bottom,
         &[
             ("gain".into(), [0x2c, 0xa0, 0x2c]),
             ("loss".into(), [0xd6, 0x27, 0x28]),
-            (format!("p = {p:.4}"), [0, 0, 0]),
+            (name, marker),
         ],
         925,
         50,
     )?;
     root.present().map_err(err)
+}
+
+/// Where the p marker is drawn: at `x`, but never on the plot's left or right edge (`x0`, `x1`),
+/// where the axis lines would hide it.
+fn marker_x(x: i32, x0: i32, x1: i32) -> i32 {
+    x.clamp(x0 + 3, (x1 - 3).max(x0 + 3))
 }
 
 /// Ocelotl spatiotemporal mode map: producers (hierarchy leaves) down, time across, each area
@@ -741,6 +770,24 @@ fn time_axis(root: &Area, left: i32, plot_w: i32, y: i32, span_ns: i64) -> Resul
     Ok(())
 }
 
+/// One TraceViz bin's value with its unit: events, time in states, or the longest delay.
+fn bin_value(s: Statistic, v: f64) -> String {
+    match s {
+        Statistic::Density => format!("{} events", units::count_compact(v)),
+        Statistic::Activity => format!("{} in states", units::duration_compact(v)),
+        Statistic::Delay => format!("{} longest delay", units::duration_compact(v)),
+    }
+}
+
+/// The outline's caption, two lines: how wide a bin is, and the top of the scale with its unit.
+fn outline_caption(t: &Timeline, max: f64) -> [String; 2] {
+    let bin_ns = (t.end - t.start) as f64 / t.outline.len().max(1) as f64;
+    [
+        format!("outline, bins of {}", units::duration_compact(bin_ns)),
+        format!("max {}", bin_value(t.statistic, max)),
+    ]
+}
+
 /// TraceViz: the outline (actors stacked, one colour each, named in the legend beside it) over its
 /// Slick Graph shading band, with a time axis; then one small histogram per group and per actor (the
 /// largest 24) and the time axis again. Producers of one name are told apart by id.
@@ -822,8 +869,15 @@ pub fn timeline(
         ))
         .map_err(err)?;
     }
-    root.draw(&Text::new("Slick Graph", (12, band.0 + 4), font(13)))
+    root.draw(&Text::new("Slick Graph", (12, band.0 - 2), font(13)))
         .map_err(err)?;
+    // What the shading means (Slick Graph, eq. 2), in the space beside the band's name.
+    root.draw(&Text::new(
+        "dark: above its smoothed neighbourhood",
+        (12, band.0 + 11),
+        font(10),
+    ))
+    .map_err(err)?;
     // Outline: actors stacked per bin, with the smoothed curve.
     let top = band.1 + 8;
     let bottom = outline_h as i32 + 40;
@@ -852,12 +906,14 @@ pub fn timeline(
         .collect();
     root.draw(&PathElement::new(curve, BLACK.stroke_width(2)))
         .map_err(err)?;
-    root.draw(&Text::new(
-        format!("outline (max {})", units::count_compact(max)),
-        (12, top + 4),
-        font(13),
-    ))
-    .map_err(err)?;
+    for (i, line) in outline_caption(t, max).iter().enumerate() {
+        root.draw(&Text::new(
+            fit(line, 12, left - 16),
+            (12, top + 4 + 15 * i as i32),
+            font(12),
+        ))
+        .map_err(err)?;
+    }
     root.draw(&Rectangle::new(
         [(left, top), (left + plot_w, bottom)],
         BLACK.stroke_width(1),
@@ -906,8 +962,15 @@ pub fn timeline(
             BLACK.mix(0.3).stroke_width(1),
         ))
         .map_err(err)?;
-        root.draw(&Text::new(fit(name, 12, left - 20), (12, y + 8), font(12)))
+        root.draw(&Text::new(fit(name, 12, left - 20), (12, y + 4), font(12)))
             .map_err(err)?;
+        // Each row has its own scale: its top says what it stands for.
+        root.draw(&Text::new(
+            fit(&format!("max {}", bin_value(t.statistic, m)), 11, left - 20),
+            (12, y + 18),
+            font(11),
+        ))
+        .map_err(err)?;
         y += row_h as i32;
     }
     if shown_actors.len() < t.actors.len() {
@@ -1080,7 +1143,7 @@ mod tests {
     use super::*;
     use socscope_analysis::density::DensityBin;
     use socscope_analysis::stats::{Operator, StatSlice};
-    use socscope_analysis::traceviz::{ActorHist, Statistic};
+    use socscope_analysis::traceviz::ActorHist;
 
     /// Width, height and RGB pixels of a PNG.
     fn decode(path: &Path) -> (usize, usize, Vec<[u8; 3]>) {
@@ -1129,7 +1192,7 @@ mod tests {
             total: 10,
             loaded_until: 1000,
         };
-        density(&path, &d).unwrap();
+        density(&path, &d, 0).unwrap();
         let img = decode(&path);
         // Legend boxes: 12 px squares from (840, 50), one every 18 px.
         let boxes: Vec<[u8; 3]> = (0..types.len() as i32)
@@ -1143,6 +1206,21 @@ mod tests {
             "the known type keeps its colour"
         );
         assert!(!set.contains(&[255, 255, 255]));
+    }
+
+    #[test]
+    fn a_density_over_4_to_6_s_is_drawn_on_a_4_to_6_s_axis() {
+        let d = Density {
+            start: 4_000_000_100,
+            end: 6_000_000_100,
+            types: vec!["running".into()],
+            bins: vec![],
+            max: 0,
+            total: 0,
+            loaded_until: 6_000_000_100,
+        };
+        let axis = density_axis(&d, 100);
+        assert!((axis.start - 4.0).abs() < 1e-9 && (axis.end - 6.0).abs() < 1e-9);
     }
 
     #[test]
@@ -1188,6 +1266,31 @@ mod tests {
             .collect();
         assert_eq!(saturated.len(), 2, "{saturated:?}");
         assert!(saturated.contains(&palette::colour("irq")));
+    }
+
+    #[test]
+    fn the_p_marker_is_never_on_an_axis() {
+        assert_eq!(marker_x(82, 82, 900), 85);
+        assert_eq!(marker_x(900, 82, 900), 897);
+        assert_eq!(marker_x(400, 82, 900), 400);
+    }
+
+    #[test]
+    fn traceviz_scales_say_their_unit() {
+        assert_eq!(bin_value(Statistic::Activity, 1.04e9), "1.04 s in states");
+        assert_eq!(bin_value(Statistic::Density, 1_500.0), "1.5k events");
+        assert_eq!(bin_value(Statistic::Delay, 2.5e6), "2.5 ms longest delay");
+        let t = Timeline {
+            start: 0,
+            end: 2_000_000_000,
+            statistic: Statistic::Activity,
+            actors: vec![],
+            outline: vec![0.0; 200],
+        };
+        assert_eq!(
+            outline_caption(&t, 1.04e9),
+            ["outline, bins of 10 ms", "max 1.04 s in states"]
+        );
     }
 
     #[test]

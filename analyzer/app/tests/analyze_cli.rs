@@ -229,6 +229,32 @@ fn stats_density_timeline_json_and_png() {
     assert_eq!(sum, info["events"].as_u64().unwrap());
     assert_png(&png);
 
+    // `--range 4..6` is labelled in trace time (4 s to 6 s), not from 0, in the text and the PNG.
+    let out = socscope(&[
+        "density",
+        s(&t.reference),
+        "--range",
+        "4..6",
+        "--bins",
+        "4",
+        "--png",
+        s(&png),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let starts: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .take(4)
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(words[1], "s", "bins labelled in seconds: {text}");
+            words[0].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(starts, [4.0, 4.5, 5.0, 5.5], "{text}");
+    assert_png(&png);
+
     let png = dir.path().join("timeline.png");
     let v = json(&[
         "timeline",

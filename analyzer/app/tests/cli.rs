@@ -117,6 +117,33 @@ fn demo_ls_info_and_sql_agree() {
     assert_eq!(stats["events"], events);
     assert_eq!(stats["frames_dropped"], 0);
 
+    // `info` takes the ID and the FILE that `ls` prints, looked up in `--dir`'s catalog.
+    let id = traces[0]["id"].as_i64().expect("id").to_string();
+    let by_id = json(&socscope(&[
+        "info",
+        &id,
+        "--dir",
+        path_str(dir.path()),
+        "--json",
+    ]));
+    assert_eq!(by_id, info);
+    let ls_text = stdout(&socscope(&["ls", "--dir", path_str(dir.path())]));
+    let file_name = trace.file_name().unwrap().to_str().unwrap();
+    assert!(ls_text.contains(file_name), "{ls_text}");
+    let by_name = json(&socscope(&[
+        "info",
+        file_name,
+        "--dir",
+        path_str(dir.path()),
+        "--json",
+    ]));
+    assert_eq!(by_name, info);
+    let line = one_line_failure(&socscope(&["info", "99", "--dir", path_str(dir.path())]), 1);
+    assert!(
+        line.contains("99: no such file, and no trace with that ID in the catalog in"),
+        "{line}"
+    );
+
     let rows = json(&socscope(&[
         "sql",
         path_str(&trace),

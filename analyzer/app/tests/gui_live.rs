@@ -181,6 +181,16 @@ fn gantt_follow_keeps_the_newest_data_on_screen() {
             && g.view.end == g.loaded().end
             && g.view.len() == window
     });
+    // The toolbar's count, once the new part is in, is of both parts (not of the last one loaded).
+    step_until(&mut h, "the Gantt's count took in both parts", |s| {
+        let g = &s.views[0].gantt;
+        !g.busy() && g.progress().is_some_and(|p| p.finished)
+    });
+    let g = &session(&h).views[0].gantt;
+    assert_eq!(
+        g.progress().map(|p| p.events),
+        Some(2 * EVENTS_PER_PART as u64)
+    );
     w.finish(true).unwrap();
 }
 

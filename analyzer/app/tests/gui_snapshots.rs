@@ -78,6 +78,15 @@ fn gantt_snapshot() {
 }
 
 #[test]
+fn the_table_has_a_duration_column_with_a_filter() {
+    let (_dir, t) = trace();
+    let mut h = harness(&t, ViewKind::Table, false);
+    settle(&mut h);
+    // The header, above its filter box.
+    h.get_by_label("Duration");
+}
+
+#[test]
 fn table_snapshot() {
     snapshot_view(ViewKind::Table, "table_light", false);
 }

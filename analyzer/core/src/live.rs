@@ -74,6 +74,9 @@ pub struct LiveLoad<S> {
     refreshing: bool,
     last_reload: Option<Instant>,
     truncated: bool,
+    /// Events and chunks the earlier steps of an appending view delivered: its results hold them too,
+    /// so its progress counts them (a live Gantt's count is of what it shows, not of the last step).
+    appended: (u64, u64),
 }
 
 impl<S: Clone> LiveLoad<S> {
@@ -88,6 +91,7 @@ impl<S: Clone> LiveLoad<S> {
             refreshing: false,
             last_reload: None,
             truncated: false,
+            appended: (0, 0),
         }
     }
 
@@ -116,6 +120,10 @@ impl<S: Clone> LiveLoad<S> {
     }
 
     fn begin(&mut self, step: Step, start: impl FnOnce(Step) -> LoaderHandle<S>) {
+        self.appended = match (step.kind, self.progress()) {
+            (StepKind::Append, Some(p)) => (p.events, p.chunks),
+            _ => (0, 0),
+        };
         self.seen = 0;
         self.loaded = step.loaded;
         self.load_start = step.range.start;
@@ -198,9 +206,16 @@ impl<S: Clone> LiveLoad<S> {
         !self.truncated && self.loaded.end < end
     }
 
-    /// How far the running (or last) load has come.
+    /// How far the running (or last) load has come: its interval (`loaded_ns`, `total_ns`) is the
+    /// running step's, its `events` and `chunks` all that the view's results hold (for an appending
+    /// view, every step since the last fresh load).
     pub fn progress(&self) -> Option<Progress> {
-        self.handle.as_ref().map(|l| l.progress())
+        self.handle.as_ref().map(|l| {
+            let mut p = l.progress();
+            p.events += self.appended.0;
+            p.chunks += self.appended.1;
+            p
+        })
     }
 
     /// Stops the running load (the results so far stay).
@@ -328,6 +343,46 @@ mod tests {
         assert_eq!(step.kind, StepKind::Append);
         assert_eq!(step.range, TimeRange::new(10, 20));
         assert_eq!(step.loaded, TimeRange::new(0, 20));
+    }
+
+    #[test]
+    fn an_appending_view_counts_the_events_of_every_step_it_holds() {
+        let mut l = LiveLoad::new(TimeRange::new(0, 10), Growth::Append);
+        l.load(TimeRange::new(0, 10), |_| {
+            spawn_task(10, |p| p.publish(1, 10, 5_000, 3))
+        });
+        wait_settled(&l);
+        while l.poll().is_some() {}
+        l.extend(20, |_| spawn_task(10, |p| p.publish(2, 10, 300, 1)))
+            .unwrap();
+        wait_settled(&l);
+        let p = l.progress().unwrap();
+        assert_eq!((p.events, p.chunks), (5_300, 4));
+        // The step's own interval still measures how far it has come.
+        assert_eq!((p.loaded_ns, p.total_ns), (10, 10));
+        while l.poll().is_some() {}
+        l.extend(25, |_| spawn_task(5, |p| p.publish(3, 5, 20, 1)))
+            .unwrap();
+        wait_settled(&l);
+        assert_eq!(l.progress().unwrap().events, 5_320);
+        // A fresh interval starts the count over.
+        l.load(TimeRange::new(0, 5), |_| {
+            spawn_task(5, |p| p.publish(4, 5, 7, 1))
+        });
+        wait_settled(&l);
+        assert_eq!(l.progress().unwrap().events, 7);
+
+        // A reloading view's load holds the whole interval itself.
+        let mut r = LiveLoad::new(TimeRange::new(0, 10), Growth::RELOAD_EACH_SECOND);
+        r.load(TimeRange::new(0, 10), |_| {
+            spawn_task(10, |p| p.publish(1, 10, 50, 1))
+        });
+        wait_settled(&r);
+        while r.poll().is_some() {}
+        r.extend(20, |_| spawn_task(20, |p| p.publish(2, 20, 80, 1)))
+            .unwrap();
+        wait_settled(&r);
+        assert_eq!(r.progress().unwrap().events, 80);
     }
 
     #[test]

@@ -615,7 +615,7 @@ mod tests {
     fn table_searches_round_trip() {
         let mut filters = ColumnFilters::default();
         filters.patterns[2] = "vdec|vsync".into();
-        filters.patterns[5] = r#"end=\d+"#.into();
+        filters.patterns[6] = r#"end=\d+"#.into();
         let s = TableSearch {
             interval: TimeRange::new(5, 900),
             filters,

@@ -31,18 +31,21 @@ pub enum Column {
     Category,
     /// The event type's name.
     Type,
+    /// A state's or link's length (from its start to its end); empty for other events.
+    Duration,
     /// `name=value` pairs, plus a state's or link's end.
     Parameters,
 }
 
 impl Column {
     /// Every column, in order.
-    pub const ALL: [Column; 6] = [
+    pub const ALL: [Column; 7] = [
         Column::Timestamp,
         Column::Cpu,
         Column::Producer,
         Column::Category,
         Column::Type,
+        Column::Duration,
         Column::Parameters,
     ];
 
@@ -54,6 +57,7 @@ impl Column {
             Column::Producer => "Event Producer",
             Column::Category => "Category",
             Column::Type => "Event Type",
+            Column::Duration => "Duration",
             Column::Parameters => "Parameters",
         }
     }
@@ -74,6 +78,8 @@ pub struct TableRow {
     pub category: EventCategory,
     /// Type.
     pub type_id: TypeId,
+    /// A state's or link's end minus its start; `None` for punctual events and variables.
+    pub duration: Option<i64>,
     /// The parameters column, formatted once on the loader thread.
     pub params: Box<str>,
 }
@@ -114,6 +120,7 @@ impl TableNames {
                 .types
                 .get(&row.type_id)
                 .map_or_else(|| format!("#{}", row.type_id), |t| t.name.clone()),
+            Column::Duration => row.duration.map_or_else(String::new, units::duration),
             Column::Parameters => row.params.to_string(),
         }
     }
@@ -176,6 +183,10 @@ impl TableNames {
             producer: e.producer,
             category: e.category(),
             type_id: e.type_id,
+            duration: match e.kind {
+                EventKind::State { end, .. } | EventKind::Link { end, .. } => Some(end - e.ts),
+                EventKind::Variable { .. } | EventKind::Punctual => None,
+            },
             params: params.into(),
         }
     }
@@ -246,7 +257,7 @@ impl Consumer for TableConsumer {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ColumnFilters {
     /// In [`Column::ALL`] order.
-    pub patterns: [String; 6],
+    pub patterns: [String; 7],
 }
 
 impl ColumnFilters {
@@ -629,11 +640,15 @@ mod tests {
                 "vsync (12)",
                 "punctual",
                 "sched_switch",
+                "",
                 "prev=task0"
             ]
         );
         let r1 = m.row(1).unwrap();
         assert_eq!(n.cell(r1, Column::Parameters), "end=0.000001500, depth=0");
+        // A state says how long it lasted, in its own column.
+        assert_eq!(r1.duration, Some(1_500 - r1.ts));
+        assert_eq!(n.cell(r1, Column::Duration), units::duration(1_500 - r1.ts));
         assert_eq!(m.rows(2..10).len(), 2);
     }
 
@@ -687,7 +702,7 @@ mod tests {
         let mut m = loaded(10_000, 1000);
         let mut f = ColumnFilters::default();
         f.patterns[2] = "^vsync".into();
-        f.patterns[5] = "task[34]".into();
+        f.patterns[6] = "task[34]".into();
         m.set_filters(f).unwrap();
         wait(&m);
         // Even rows are vsync's punctual events; task3 or task4 when i % 5 is 3 or 4.

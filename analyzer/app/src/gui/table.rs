@@ -17,7 +17,7 @@ use socscope_analysis::loader::Progress;
 
 /// Above this many rows the table stops loading and asks for a shorter interval.
 const MAX_ROWS: u64 = 20_000_000;
-const WIDTHS: [f32; 6] = [110.0, 44.0, 170.0, 90.0, 150.0, 0.0];
+const WIDTHS: [f32; 7] = [110.0, 44.0, 170.0, 90.0, 150.0, 100.0, 0.0];
 
 /// Starts a load of the table's rows for a step of its [`LiveLoad`].
 fn spawn(
@@ -143,7 +143,13 @@ impl TableView {
     pub fn ui(&mut self, ui: &mut Ui) -> Option<Timestamp> {
         let mut clicked = None;
         let last_w = (ui.available_width() - WIDTHS.iter().sum::<f32>() - 40.0).max(120.0);
-        let w = |i: usize| if i == 5 { last_w } else { WIDTHS[i] };
+        let w = |i: usize| {
+            if i == WIDTHS.len() - 1 {
+                last_w
+            } else {
+                WIDTHS[i]
+            }
+        };
         ui.horizontal(|ui| {
             for (i, c) in Column::ALL.iter().enumerate() {
                 ui.add_sized(
@@ -154,7 +160,7 @@ impl TableView {
         });
         let mut changed = false;
         ui.horizontal(|ui| {
-            for i in 0..6 {
+            for i in 0..WIDTHS.len() {
                 let r = ui.add_sized(
                     [w(i), 18.0],
                     egui::TextEdit::singleline(&mut self.edit.patterns[i]).hint_text("<filter>"),
@@ -210,17 +216,27 @@ impl TableView {
                     ui.horizontal(|ui| {
                         for (i, c) in Column::ALL.iter().enumerate() {
                             let text = names.cell(row, *c);
-                            if ui
-                                .add_sized(
-                                    [w(i), row_h - 2.0],
-                                    egui::Button::selectable(
-                                        selected,
-                                        egui::RichText::new(text).monospace().size(11.5),
-                                    )
-                                    .truncate(),
+                            let empty = text.is_empty();
+                            let cell = ui.add_sized(
+                                [w(i), row_h - 2.0],
+                                egui::Button::selectable(
+                                    selected,
+                                    egui::RichText::new(text).monospace().size(11.5),
                                 )
-                                .clicked()
-                            {
+                                .truncate(),
+                            );
+                            if empty {
+                                // A screen reader still hears which cell it is on (a punctual event
+                                // has no duration).
+                                cell.widget_info(|| {
+                                    egui::WidgetInfo::labeled(
+                                        egui::Role::Button,
+                                        true,
+                                        format!("{}: none", c.title()),
+                                    )
+                                });
+                            }
+                            if cell.clicked() {
                                 clicked = Some((row.id, row.ts));
                             }
                         }
