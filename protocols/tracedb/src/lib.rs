@@ -41,12 +41,12 @@ pub use schema::{
     CATALOG_APPLICATION_ID, CATALOG_SCHEMA_VERSION, SCHEMA_VERSION, TRACE_APPLICATION_ID,
 };
 pub use search::EventSearch;
+pub use summary::SUMMARY_EVENTS_PER_CELL;
 pub use summary::{
     DEFAULT_BASE_SHIFT, DEFAULT_LEVELS, Resolution, Summary, SummaryBucket, SummaryCell,
 };
 pub use upgrade::{UpgradeReport, upgrade_trace};
 pub use vtab::register_events_table;
 pub use writer::{
-    DEFAULT_MAX_CHUNK_SPAN, DICT_BYTES, DICT_SAMPLE_BYTES, MAX_TRAININGS, SUMMARY_EVENTS_PER_CELL,
-    TraceWriter, WriterConfig,
+    DEFAULT_MAX_CHUNK_SPAN, DICT_BYTES, DICT_SAMPLE_BYTES, MAX_TRAININGS, TraceWriter, WriterConfig,
 };

@@ -8,8 +8,8 @@ use crate::codec::{self, DecodedChunk};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::model::EventCategory;
 use crate::schema::{SCHEMA_VERSION, TRACE_APPLICATION_ID};
+use crate::summary::summary_widening;
 use crate::summary::{self, SummaryAcc};
-use crate::writer::summary_widening;
 
 /// What [`upgrade_trace`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
