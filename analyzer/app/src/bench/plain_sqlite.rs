@@ -57,7 +57,7 @@ pub fn write(trace: &Path, out: &Path, limit: Option<u64>) -> Result<PlainCopy> 
             "INSERT INTO event (ts, end_ts, type_id, producer, cpu, category, params)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
-        let mut it = reader.events(TimeRange::new(info.t_min, info.t_max), &Filter::all())?;
+        let mut it = reader.events(TimeRange::from(info.t_min), &Filter::all())?;
         let mut e = StoredEvent::default();
         let mut params_text = String::new();
         while rows < limit.unwrap_or(u64::MAX) && it.next_into(&mut e)? {
