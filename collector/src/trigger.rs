@@ -762,22 +762,14 @@ impl TriggerEngine {
                         // Closed before its deadline was judged.
                         None => continue,
                     }
-                    let f = Firing {
-                        rule: self.rules[i].text.clone(),
-                        at: deadline,
-                        start,
-                        end: now,
-                        producer: Some(producer),
-                        who: self.who(producer),
-                        value: (now - start) as f64 / 1e9,
-                        detail: format!(
-                            "{} on {} still open {} after it started (limit {})",
-                            self.type_names.get(&ty).map_or("state", |n| n),
-                            self.who(producer),
-                            units::duration(now - start),
-                            units::duration(limit)
-                        ),
-                    };
+                    let detail = format!(
+                        "{} on {} still open {} after it started (limit {})",
+                        self.type_names.get(&ty).map_or("state", |n| n),
+                        self.who(producer),
+                        units::duration(now - start),
+                        units::duration(limit)
+                    );
+                    let f = self.deadline_firing(i, deadline, start, now, producer, detail);
                     let index = self.fire(i, f);
                     self.state[i].fired_open.insert(key, index);
                 } else {
@@ -787,22 +779,14 @@ impl TriggerEngine {
                         // A later start came, or this one fired already.
                         continue;
                     }
-                    let f = Firing {
-                        rule: self.rules[i].text.clone(),
-                        at: deadline,
-                        start,
-                        end: now,
-                        producer: Some(producer),
-                        who: self.who(producer),
-                        value: (now - start) as f64 / 1e9,
-                        detail: format!(
-                            "no {} on {} for {} after the previous one (limit {})",
-                            self.type_names.get(&ty).map_or("event", |n| n),
-                            self.who(producer),
-                            units::duration(now - start),
-                            units::duration(limit)
-                        ),
-                    };
+                    let detail = format!(
+                        "no {} on {} for {} after the previous one (limit {})",
+                        self.type_names.get(&ty).map_or("event", |n| n),
+                        self.who(producer),
+                        units::duration(now - start),
+                        units::duration(limit)
+                    );
+                    let f = self.deadline_firing(i, deadline, start, now, producer, detail);
                     let index = self.fire(i, f);
                     self.state[i].fired_gap.insert(producer, (start, index));
                 }
@@ -936,6 +920,29 @@ impl TriggerEngine {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The firing of rule `i` judged at its deadline: the state (or the wait for the next start) began at
+    /// `start` and was still open at `now`.
+    fn deadline_firing(
+        &self,
+        i: usize,
+        deadline: Timestamp,
+        start: Timestamp,
+        now: Timestamp,
+        producer: ProducerId,
+        detail: String,
+    ) -> Firing {
+        Firing {
+            rule: self.rules[i].text.clone(),
+            at: deadline,
+            start,
+            end: now,
+            producer: Some(producer),
+            who: self.who(producer),
+            value: (now - start) as f64 / 1e9,
+            detail,
         }
     }
 
