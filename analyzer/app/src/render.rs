@@ -2,6 +2,7 @@
 //! DejaVu Sans font shipped in `assets/`, so pictures look the same on machines without fonts.
 //! Colours come from `socscope_analysis::palette`, as in the GUI.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Once;
 
@@ -20,6 +21,7 @@ use socscope_analysis::ocelotl::{
 use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
 use socscope_analysis::traceviz::{Statistic, Timeline};
+use socscope_tracedb::ProducerId;
 use socscope_tracedb::units::{self, TimeAxis};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
@@ -648,6 +650,7 @@ fn marker_x(x: i32, x0: i32, x1: i32) -> i32 {
 pub fn spatiotemporal(
     path: &Path,
     m: &TraceMicroscopicModel,
+    labels: &HashMap<ProducerId, String>,
     model: &MicroscopicModel,
     p: f64,
 ) -> Result<()> {
@@ -671,12 +674,11 @@ pub fn spatiotemporal(
     let root = canvas(path, 1200, height)?;
     let slice_s = m.grid.slice_ns() * 1e-9;
     let t_span = m.grid.slices as f64 * slice_s;
-    let names = socscope_analysis::hierarchy::distinct_names(
-        &m.producers
-            .iter()
-            .map(|p| (p.id, p.name.as_str()))
-            .collect::<Vec<_>>(),
-    );
+    let names: Vec<String> = m
+        .producers
+        .iter()
+        .map(|p| labels.get(&p.id).cloned().unwrap_or_else(|| p.name.clone()))
+        .collect();
     let type_colour = type_colours(&m.types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>());
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -790,20 +792,26 @@ fn outline_caption(t: &Timeline, max: f64) -> [String; 2] {
 
 /// TraceViz: the outline (actors stacked, one colour each, named in the legend beside it) over its
 /// Slick Graph shading band, with a time axis; then one small histogram per group and per actor (the
-/// largest 24) and the time axis again. Producers of one name are told apart by id.
+/// largest 24) and the time axis again. Actors are named by their `labels`
+/// ([`socscope_analysis::hierarchy::producer_labels`]: producers of one name told apart by id).
 pub fn timeline(
     path: &Path,
     t: &Timeline,
+    labels: &HashMap<ProducerId, String>,
     groups: &[serde_json::Value],
     smoothed: &[f64],
     lum: &[f64],
 ) -> Result<()> {
-    let names = socscope_analysis::hierarchy::distinct_names(
-        &t.actors
-            .iter()
-            .map(|a| (a.producer, a.name.as_str()))
-            .collect::<Vec<_>>(),
-    );
+    let names: Vec<String> = t
+        .actors
+        .iter()
+        .map(|a| {
+            labels
+                .get(&a.producer)
+                .cloned()
+                .unwrap_or_else(|| a.name.clone())
+        })
+        .collect();
     let colours = producer_colours(&t.actors.iter().map(|a| a.name.as_str()).collect::<Vec<_>>());
     let sum = |v: &[f64]| v.iter().sum::<f64>();
     let mut by_size: Vec<usize> = (0..t.actors.len()).collect();
@@ -1314,7 +1322,19 @@ mod tests {
             outline: vec![6.0; 100],
         };
         let flat = vec![6.0; 100];
-        timeline(&path, &t, &[], &flat, &vec![0.5; 100]).unwrap();
+        let labels = socscope_analysis::hierarchy::producer_labels(
+            &t.actors
+                .iter()
+                .map(|a| socscope_tracedb::Producer {
+                    id: a.producer,
+                    parent: None,
+                    kind: socscope_tracedb::ProducerKind::Thread,
+                    local_id: i64::from(a.producer),
+                    name: a.name.clone(),
+                })
+                .collect::<Vec<_>>(),
+        );
+        timeline(&path, &t, &labels, &[], &flat, &vec![0.5; 100]).unwrap();
         let img = decode(&path);
         // Layout of `timeline`: plot from x = 200, 780 px wide; outline box from y = 68 to 300;
         // rows of 34 px from y = 354; legend boxes from (992, 68), one every 18 px.

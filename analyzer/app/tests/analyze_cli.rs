@@ -396,3 +396,123 @@ fn aggregate_memory_budget_refuses_before_it_starts() {
         "{text}"
     );
 }
+
+fn text(args: &[&str]) -> String {
+    let out = socscope(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The value columns of `timeline`'s text rows (after its two header lines): the last two
+/// cells, each a number and its unit.
+fn timeline_rows(out: &str) -> Vec<(String, String, String)> {
+    out.lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let cells: Vec<&str> = l
+                .trim()
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            assert_eq!(cells.len(), 3, "{l:?}");
+            (cells[0].into(), cells[1].into(), cells[2].into())
+        })
+        .collect()
+}
+
+#[test]
+fn timeline_text_says_its_units_lists_its_groups_and_names_actors_as_stats_does() {
+    let t = traces();
+    // Activity: time in states, in time units (it printed `29.95 G`, a count of ns).
+    let out = text(&[
+        "timeline",
+        s(&t.cpu),
+        "--width",
+        "100",
+        "--statistic",
+        "activity",
+        "--group",
+        "video=vdec,vsync-cb:max",
+    ]);
+    assert!(out.lines().next().unwrap().contains(" bins of "), "{out}");
+    let header = out.lines().nth(1).unwrap();
+    assert!(
+        header.contains("time in states") && header.contains("most in a bin"),
+        "{out}"
+    );
+    let rows = timeline_rows(&out);
+    assert!(rows.len() > 5, "{out}");
+    // The group's row comes first, with its operator and members.
+    assert_eq!(rows[0].0, "video = max(vdec, vsync-cb)", "{out}");
+    let is_time = |v: &str| {
+        let (n, u) = v.split_once(' ').unwrap_or((v, ""));
+        n.parse::<f64>().is_ok() && ["ns", "µs", "ms", "s"].contains(&u)
+    };
+    for (name, sum, max) in &rows {
+        assert!(
+            is_time(sum) && is_time(max),
+            "{name}: {sum:?} {max:?} in\n{out}"
+        );
+    }
+    // Density: events.
+    let out = text(&["timeline", s(&t.cpu), "--width", "100"]);
+    let rows = timeline_rows(&out);
+    assert!(
+        rows.iter()
+            .all(|(_, a, b)| a.ends_with(" events") && b.ends_with(" events")),
+        "{out}"
+    );
+
+    // Same-named producers: the two `cpu-burn` threads are `cpu-burn #ID` in `timeline` as in
+    // `stats`, and keep that label when shown alone (a range or filter leaving one of them).
+    let burns: Vec<String> = rows
+        .iter()
+        .map(|r| r.0.clone())
+        .filter(|n| n.starts_with("cpu-burn"))
+        .collect();
+    assert_eq!(burns.len(), 2, "{out}");
+    assert!(
+        burns.iter().all(|b| b.starts_with("cpu-burn #")),
+        "{burns:?}"
+    );
+    assert_ne!(burns[0], burns[1]);
+    let stats = json(&[
+        "stats",
+        s(&t.cpu),
+        "--operator",
+        "count-per-producer",
+        "--json",
+    ]);
+    let labels: Vec<&str> = stats["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x["label"].as_str())
+        .collect();
+    for b in &burns {
+        assert!(labels.contains(&b.as_str()), "{b} in {labels:?}");
+    }
+    // The label selects that one producer, and it keeps its label alone in both commands.
+    let one = &burns[1];
+    let stats = json(&[
+        "stats",
+        s(&t.cpu),
+        "--operator",
+        "count-per-producer",
+        "--producers",
+        one,
+        "--json",
+    ]);
+    assert_eq!(stats["slices"][0]["label"], one.as_str(), "{stats}");
+    assert_eq!(stats["slices"].as_array().unwrap().len(), 1, "{stats}");
+    let out = text(&["timeline", s(&t.cpu), "--width", "10", "--producers", one]);
+    let rows = timeline_rows(&out);
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!(&rows[0].0, one, "{out}");
+}

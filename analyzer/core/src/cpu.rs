@@ -100,12 +100,11 @@ pub fn cpu_utilisation(reader: &TraceReader, range: TimeRange) -> Result<CpuUtil
         })
         .collect();
     // Threads of one name (each zap's `demux`) told apart as every view tells them (`demux #39`).
-    let labels = crate::hierarchy::distinct_names(
-        &threads
-            .keys()
-            .map(|&id| (id, name(id).map_or("", |p| p.name.as_str())))
-            .collect::<Vec<_>>(),
-    );
+    let all_labels = crate::hierarchy::producer_labels(&producers);
+    let labels: Vec<String> = threads
+        .keys()
+        .map(|id| all_labels.get(id).cloned().unwrap_or_default())
+        .collect();
     let mut threads: Vec<ThreadUse> = threads
         .into_iter()
         .zip(labels)
