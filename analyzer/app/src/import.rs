@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use socscope_collector::import::{ImportOptions, detect_format, import};
+use socscope_collector::import::{ImportOptions, detect_format, import, import_unregistered};
 use socscope_formats::Format;
 
 use crate::DEFAULT_DIR;
@@ -35,7 +35,8 @@ pub struct ImportArgs {
     /// The format; `auto` tells it from the file's magic or its first lines.
     #[arg(long, value_enum, default_value = "auto")]
     pub format: FormatArg,
-    /// The trace file to write (registered in the catalog of its directory).
+    /// The trace file to write, alone: it is registered in the catalog of its directory only when
+    /// that directory has one already (a `catalog.db`), or with --register.
     #[arg(
         short = 'o',
         long = "output",
@@ -43,6 +44,11 @@ pub struct ImportArgs {
         conflicts_with = "dir"
     )]
     pub output: Option<PathBuf>,
+    /// With -o: register the trace in the catalog of its directory, creating `catalog.db` there if
+    /// it has none (`socscope ls --dir DIR` then lists it). Without -o the trace always goes into
+    /// the --dir catalog.
+    #[arg(long, requires = "output")]
+    pub register: bool,
     /// Catalog directory to write the trace into (named after the first file).
     #[arg(long, default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
@@ -137,6 +143,21 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             on_progress: &mut on_progress,
         };
         let names: Vec<String> = group.iter().map(|p| p.display().to_string()).collect();
+        // `-o FILE` writes FILE alone unless its directory is a catalog directory already or
+        // --register asks for one: no `catalog.db` appears unasked in the working directory.
+        let register = args.output.is_none()
+            || args.register
+            || out
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .join(socscope_tracedb::CATALOG_FILE)
+                .is_file();
+        let import = if register {
+            import
+        } else {
+            import_unregistered
+        };
         let report = import(&group, format, &out, &mut opts)
             .with_context(|| format!("while importing {}", names.join(", ")))?;
         done_before += report.bytes;
