@@ -258,17 +258,12 @@ struct AggregateProgress {
 }
 
 impl AggregateProgress {
-    fn new() -> Self {
-        use std::io::IsTerminal;
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let b = indicatif::ProgressBar::new(1000);
-            b.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg} {wide_bar}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
+    fn new(json: bool) -> Self {
+        let bar =
+            crate::out::progress_bar(json, Some(1000), "{spinner} {elapsed} {msg} {wide_bar}");
+        if let Some(b) = &bar {
             b.set_message("aggregating: first p");
-            b
-        });
+        }
         Self { bar }
     }
 }
@@ -695,7 +690,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             ));
         }
         crate::input::require_file(model)?;
-        let progress = AggregateProgress::new();
+        let progress = AggregateProgress::new(args.json);
         let report = ocelotl::run_model_file_with(
             model,
             &RunOptions {
@@ -744,7 +739,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         threshold: args.threshold.unwrap_or(ocelotl::DEFAULT_THRESHOLD),
         p_values: args.p.clone(),
     };
-    let progress = AggregateProgress::new();
+    let progress = AggregateProgress::new(args.json);
     let report = ocelotl::run_model_with(
         &file,
         &RunOptions {

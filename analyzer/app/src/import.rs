@@ -1,7 +1,6 @@
 //! `socscope import`: text captures and binary Linux captures (trace-cmd `.dat`, CTF directories) into a
 //! trace of the catalog.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -99,18 +98,11 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum();
-    let bar = if std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {wide_bar}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(b)
-    } else {
-        None
-    };
+    let bar = crate::out::progress_bar(
+        false,
+        Some(total),
+        "{spinner} importing {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {wide_bar}",
+    );
     let mut done_before = 0u64;
     for group in groups {
         let out = match &args.output {

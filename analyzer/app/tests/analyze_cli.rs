@@ -516,3 +516,56 @@ fn timeline_text_says_its_units_lists_its_groups_and_names_actors_as_stats_does(
     assert_eq!(rows.len(), 1, "{out}");
     assert_eq!(&rows[0].0, one, "{out}");
 }
+
+/// What a command writes to a real terminal (`script` gives it a pty), the shell line `line` run
+/// there with `$SOCSCOPE` set to this build's program.
+fn on_a_terminal(line: &str, dir: &Path) -> String {
+    let out = Command::new("script")
+        .args(["-qec", line, "/dev/null"])
+        .env("SOCSCOPE", env!("CARGO_BIN_EXE_socscope"))
+        .env("TERM", "xterm")
+        .env("COLUMNS", "120")
+        .current_dir(dir)
+        .output()
+        .expect("script (util-linux) runs");
+    assert!(out.status.success(), "{line}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Progress shows on a terminal, and only there: not under `--json`, and not when standard output
+/// goes to a file or a pipe even though standard error is a terminal.
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    let t = traces();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = s(&t.cpu);
+    let aggregate = format!("\"$SOCSCOPE\" aggregate '{trace}' --slices 200 --metric duration");
+    // On a terminal: the bar (its message names the p evaluated).
+    let seen = on_a_terminal(&aggregate, dir.path());
+    assert!(
+        seen.contains("p evaluated") || seen.contains("aggregating"),
+        "{seen}"
+    );
+    // Under --json, or with stdout in a file: nothing but the command's own output.
+    for line in [
+        format!("{aggregate} --json > out.json"),
+        format!("{aggregate} > out.txt"),
+        format!("{aggregate} | cat > out2.txt"),
+    ] {
+        let seen = on_a_terminal(&line, dir.path());
+        assert!(seen.trim().is_empty(), "{line}: {seen:?}");
+    }
+    // The same for export (it drew nothing before) and import.
+    let export = format!("\"$SOCSCOPE\" export '{trace}' --format csv -o x.csv > /dev/null");
+    assert!(on_a_terminal(&export, dir.path()).trim().is_empty());
+    let piped = socscope(&[
+        "export",
+        trace,
+        "--format",
+        "csv",
+        "-o",
+        s(&dir.path().join("y.csv")),
+    ]);
+    assert!(piped.status.success());
+    assert!(piped.stderr.is_empty(), "{piped:?}");
+}
