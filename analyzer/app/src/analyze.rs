@@ -1208,6 +1208,127 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     })
 }
 
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  socscope gantt TRACE --png gantt.png\n  \
+    socscope gantt TRACE --range 4..6 --width 1600 --png zap.png\n\n\
+    The chart as the GUI's Gantt draws it: the CPU section first (one row per CPU: the thread\n\
+    that ran, in its process's colour, the idle task dimmed; the IRQs and soft IRQs it served on\n\
+    rows below it), then the producers. Rows without an event in the interval are left out\n\
+    unless --all-rows.")]
+pub struct GanttArgs {
+    /// The trace file (.db).
+    pub trace: PathBuf,
+    /// The PNG file to draw.
+    #[arg(long, value_name = "FILE")]
+    pub png: PathBuf,
+    /// Only this interval, relative to the trace start (e.g. 1.5..3, 200ms..).
+    #[arg(long, value_name = "A..B")]
+    pub range: Option<RangeArg>,
+    /// Width of the picture in pixels.
+    #[arg(long, default_value_t = 1400)]
+    pub width: u32,
+    /// At most this many rows (the CPU section first).
+    #[arg(long, default_value_t = 80)]
+    pub rows: usize,
+    /// Also the rows that have no event in the interval.
+    #[arg(long)]
+    pub all_rows: bool,
+}
+
+pub fn gantt(args: GanttArgs) -> Result<ExitCode> {
+    use socscope_analysis::gantt::{CpuTracks, GanttConsumer, GanttModel, GanttRow};
+    use socscope_analysis::loader::Consumer;
+    if !(400..=20_000).contains(&args.width) {
+        return Err(bad_argument!("--width must be between 400 and 20000"));
+    }
+    if args.rows == 0 {
+        return Err(bad_argument!("--rows must be at least 1"));
+    }
+    let reader = open_trace(&args.trace)?;
+    let range = resolve_range(&reader, args.range)?;
+    let origin = micro::trace_range(&reader).context("empty trace")?.start;
+    let producers = reader.producers()?;
+    let types = reader.event_types()?;
+    let tracks = CpuTracks::new(&producers, &types);
+    let mut model = GanttModel::new();
+    model.set_cpu_tracks(tracks.clone());
+    let mut consumer = GanttConsumer::new();
+    let mut batch = Vec::with_capacity(4096);
+    for e in reader.events_overlapping(range, &Filter::all())? {
+        batch.push(e?);
+        if batch.len() == 4096 {
+            consumer.consume(&batch);
+            batch.clear();
+        }
+    }
+    consumer.consume(&batch);
+    model.absorb(&consumer.snapshot());
+    // Rows in the GUI's order: the producer tree depth first (the CPUs first), each producer's row
+    // followed by its lanes (a CPU's IRQ and soft IRQ lanes).
+    let tree = hierarchy::ProducerTree::new(&producers);
+    let with_events = model.producers_with_events();
+    let labels = hierarchy::producer_labels(&producers);
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
+    for node in tree.nodes() {
+        if !args.all_rows && !with_events.contains(&node.id) {
+            continue;
+        }
+        let cpu = tracks.is_track(node.id);
+        let name = labels.get(&node.id).cloned().unwrap_or_default();
+        rows.push(GanttRow::producer(node.id));
+        lines.push(render::GanttLine {
+            label: format!("{}{name}", "  ".repeat(node.depth)),
+            cpu,
+        });
+        for lane in model.lanes(node.id) {
+            rows.push(GanttRow::lane(node.id, lane));
+            lines.push(render::GanttLine {
+                label: format!(
+                    "{}  {}",
+                    "  ".repeat(node.depth),
+                    socscope_analysis::gantt::Lanes::default().name(lane)
+                ),
+                cpu,
+            });
+        }
+    }
+    let hidden = rows.len().saturating_sub(args.rows);
+    rows.truncate(args.rows);
+    lines.truncate(args.rows);
+    let plot_w = render::gantt_plot_width(args.width);
+    let frame = model.frame(&rows, range, plot_w);
+    let cpu_rows = lines.iter().filter(|l| l.cpu).count();
+    render::gantt(
+        &args.png,
+        &render::GanttPicture {
+            trace: &args.trace.display().to_string(),
+            width: args.width,
+            frame: &frame,
+            lines: &lines,
+            hidden_rows: hidden,
+            producers: &producers,
+            types: &types,
+            from_start_ns: range.start - origin,
+        },
+    )
+    .with_context(|| format!("cannot draw {}", args.png.display()))?;
+    outln!(
+        "Gantt of {} over {}: {} rows ({} in the CPU section){}",
+        args.trace.display(),
+        units::duration(range.len()),
+        rows.len(),
+        cpu_rows,
+        if hidden > 0 {
+            format!(", {hidden} more left out (--rows)")
+        } else {
+            String::new()
+        }
+    );
+    wrote(&Some(args.png.clone()), false)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -569,3 +569,76 @@ fn progress_is_drawn_on_a_terminal_only() {
     assert!(piped.status.success());
     assert!(piped.stderr.is_empty(), "{piped:?}");
 }
+
+fn decode_png(path: &Path) -> (usize, Vec<[u8; 3]>) {
+    let mut r = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let n = info.color_type.samples();
+    let px = buf[..info.buffer_size()]
+        .chunks(n)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width as usize, px)
+}
+
+/// `gantt --png`: the CPU section first. Over the CPU stress (4 s to 6 s) cpu0's row is a thread's
+/// colour nearly everywhere; over the quiet capture the idle task's dimmed grey shows.
+#[test]
+fn the_gantt_png_draws_a_cpu_section_of_the_threads_that_ran() {
+    let t = traces();
+    let dir = tempfile::tempdir().unwrap();
+    // Layout of `render::gantt` at 1400 px: plot from x = 230, 960 px wide; the CPU section's
+    // heading from y = 40, its first row (cpu0) from y = 60, 16 px high, bars from its bottom (y = 74).
+    let (left, plot_w, cpu0_bottom) = (230usize, 960usize, 73usize);
+    const WHITE: [u8; 3] = [255, 255, 255];
+    const IDLE: [u8; 3] = [222, 222, 222];
+    let cpu0_row = |trace: &Path, range: &str, name: &str| {
+        let png = dir.path().join(name);
+        let out = text(&[
+            "gantt",
+            s(trace),
+            "--range",
+            range,
+            "--width",
+            "1400",
+            "--png",
+            s(&png),
+        ]);
+        assert!(out.contains("in the CPU section"), "{out}");
+        let cpu_rows: usize = out
+            .split(" in the CPU section")
+            .next()
+            .and_then(|h| h.rsplit('(').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        assert!(cpu_rows >= 2, "{out}");
+        let (w, px) = decode_png(&png);
+        (left..left + plot_w)
+            .map(|x| px[cpu0_bottom * w + x])
+            .collect::<Vec<_>>()
+    };
+    let busy = cpu0_row(&t.cpu, "4.1..5.9", "stress.png");
+    let ran = busy.iter().filter(|c| **c != WHITE && **c != IDLE).count();
+    assert!(
+        ran * 10 >= plot_w * 9,
+        "{ran} of {plot_w} columns show a thread"
+    );
+    // Zoomed in to 50 ms of the quiet capture, the idle task's stretches are wider than a pixel.
+    let zoomed = cpu0_row(&t.reference, "1..1.05", "zoomed.png");
+    let idle = zoomed.iter().filter(|c| **c == IDLE).count();
+    assert!(
+        idle * 4 > plot_w,
+        "the idle task is drawn dimmed: {idle} columns"
+    );
+    let quiet = cpu0_row(&t.reference, "0..10", "quiet.png");
+    // Not one colour: the quiet capture's cpu0 ran threads of several processes.
+    let colours: std::collections::BTreeSet<[u8; 3]> = quiet
+        .iter()
+        .copied()
+        .filter(|c| *c != WHITE && *c != IDLE)
+        .collect();
+    assert!(colours.len() >= 2, "{colours:?}");
+}
