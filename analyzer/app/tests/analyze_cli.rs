@@ -555,12 +555,23 @@ fn progress_is_drawn_on_a_terminal_only() {
         let seen = on_a_terminal(&line, dir.path());
         assert!(seen.trim().is_empty(), "{line}: {seen:?}");
     }
-    // The same for export (it drew nothing before) and import.
-    let export = format!("\"$SOCSCOPE\" export '{trace}' --format csv -o x.csv > /dev/null");
+    // The same for export (it drew nothing before) and import (it drew whenever stderr was a
+    // terminal).
+    let export =
+        format!("\"$SOCSCOPE\" export '{trace}' --range 4..5 --format csv -o x.csv > /dev/null");
     assert!(on_a_terminal(&export, dir.path()).trim().is_empty());
+    let paje = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/traces/paje/pajeng-simgrid-fg126.trace");
+    let import = format!(
+        "\"$SOCSCOPE\" import '{}' -o imported.db > /dev/null",
+        paje.display()
+    );
+    assert!(on_a_terminal(&import, dir.path()).trim().is_empty());
     let piped = socscope(&[
         "export",
         trace,
+        "--range",
+        "4..5",
         "--format",
         "csv",
         "-o",
