@@ -418,6 +418,9 @@ impl Ingest {
         let mut decoder = StreamDecoder::new(&config.accepted_versions);
         decoder.set_max_decompressed(config.max_decompressed);
         let source = source.into();
+        config
+            .disk_reserve
+            .watch_commit_interval(config.commit_interval);
         Self {
             config,
             source,
@@ -685,9 +688,16 @@ impl Ingest {
     /// closed now, in the room freed, before the disk fills up again.
     fn close_if_disk_full(&mut self) {
         if self.session.is_some() && self.config.disk_reserve.is_spent() {
-            self.interrupt_session(&CollectorError::DiskFull {
-                dir: self.config.dir.clone(),
-            });
+            let dir = self.config.dir.clone();
+            let error = match self.config.disk_reserve.low_room() {
+                Some((free, headroom)) => CollectorError::DiskNearlyFull {
+                    dir,
+                    free,
+                    headroom,
+                },
+                None => CollectorError::DiskFull { dir },
+            };
+            self.interrupt_session(&error);
         }
     }
 
@@ -706,7 +716,7 @@ impl Ingest {
             RefusalReason::Store,
             format!("the collector cannot store the session: {error}"),
         );
-        let Some(s) = self.session.take() else {
+        let Some(mut s) = self.session.take() else {
             if self.window_cut_short {
                 return;
             }
@@ -720,6 +730,22 @@ impl Ingest {
             return;
         };
         self.window_cut_short |= s.window.is_some();
+        // The disk was found (nearly) full while this writer still works: what it holds — the batch
+        // since its last commit, the states still open — is committed first, while the room left
+        // outside the freed reserve covers it (the reserve stays for the closes). Else it is given
+        // up below, and the last commit is what the trace keeps.
+        if full && s.writer.failed().is_none() && self.config.disk_reserve.last_batch_fits() {
+            let _ = s.writer.keep_wal_on_close();
+            let last = self
+                .final_stats(&mut s, self.frame_offset)
+                .and_then(|()| s.writer.commit().map_err(Into::into));
+            if let Err(e) = last {
+                tracing::warn!(
+                    trace = %s.path.display(),
+                    "the last batch could not be committed on the full disk: {e}"
+                );
+            }
+        }
         let st = s.recon.stats();
         let end = SessionEnd {
             records: st.records_by_type.values().sum(),
