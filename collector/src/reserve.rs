@@ -20,13 +20,16 @@
 //! back when its commit finds no room, so what was decoded since the last commit (a whole commit
 //! interval and more) would be lost. So the reserve also watches the room left outside it
 //! ([`DiskReserve::enter`] samples the file system a few times per commit interval) and how fast the
-//! disk fills (the largest drop of that room over one commit interval, every writer of the disk
-//! included). Once the room left is below three times that fill (at least [`MIN_HEADROOM`]), the disk counts
-//! as full *before* any write fails: the reserve is spent as above, and each open session first
+//! disk fills: the largest drop of that room over two commit intervals, every writer of the disk
+//! included (a session that fell behind catches up with a batch larger than one interval's). Once the
+//! room left is below three times that fill (within [`MIN_HEADROOM`] and [`MAX_HEADROOM`]), the disk
+//! counts as full *before* any write fails: the reserve is spent as above, and each open session first
 //! commits what it holds into the room still left outside the reserve — only while that room covers
-//! another commit interval's fill, so the reserve itself stays for the closes and [`DiskReserve::needed`]
-//! holds unchanged ([`DiskReserve::last_batch_fits`]) — then closes its trace. A disk taken to its last
-//! byte at once by another program gives no warning: there the open batches are still given up.
+//! one more such fill ([`DiskReserve::last_batch_fits`]), so the reserve itself stays for the closes
+//! and [`DiskReserve::needed`] holds unchanged — then closes its trace. A disk taken to its last byte
+//! at once by another program gives no warning: there the open batches are still given up. While the
+//! room stays under the reserve and that headroom, no reserve is set aside again
+//! ([`DiskReserve::ensure`] fails), so no new trace starts in the room kept for the last batches.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -57,6 +60,11 @@ pub const MIN_BATCH_ROOM: u64 = 16 << 10;
 
 /// The least room kept free outside the reserve before the disk counts as full.
 pub const MIN_HEADROOM: u64 = 4 * MIN_BATCH_ROOM;
+
+/// The most room kept free outside the reserve, however fast the disk filled: a burst of another
+/// program's writes (a large file copied) must not end captures on a disk with room to spare. A disk
+/// filled faster than this within a commit interval is the case the reserve alone handles.
+pub const MAX_HEADROOM: u64 = 64 << 20;
 
 /// How long samples of the room left are kept: the fill rate is the largest drop within it.
 const FILL_MEMORY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -190,8 +198,9 @@ impl DiskReserve {
         {
             state.samples.pop_front();
         }
-        // The fill of the last commit interval (a sample period more: a commit lands between two).
-        let span = interval + interval / 4;
+        // The fill of the last two commit intervals: a commit lands between two samples, and a session
+        // that fell behind (a loaded machine) catches up with a larger batch than one interval's.
+        let span = 2 * interval;
         let fill_now = state
             .samples
             .iter()
@@ -210,9 +219,12 @@ impl DiskReserve {
     }
 
     /// The room wanted outside the reserve: three batches' fill (the batch open when the room is
-    /// sampled, one committed before the next sample, and a margin), at least [`MIN_HEADROOM`].
+    /// sampled, one committed before the next sample, and a margin), within [`MIN_HEADROOM`] and
+    /// [`MAX_HEADROOM`].
     fn headroom(state: &State) -> u64 {
-        Self::fill(state).saturating_mul(3).max(MIN_HEADROOM)
+        Self::fill(state)
+            .saturating_mul(3)
+            .clamp(MIN_HEADROOM, MAX_HEADROOM)
     }
 
     /// Whether the disk was found nearly full (rather than full) when the reserve was last spent:
@@ -264,13 +276,36 @@ impl DiskReserve {
                 "the reserve is being freed to close the open traces",
             ));
         }
+        // A disk found nearly full stays full for new sessions until room comes back: a trace started
+        // in the headroom kept for the last batches would only be cut again at once. The fill measured
+        // then is forgotten after a while (no session samples the room while the reserve is spent).
+        let now = std::time::Instant::now();
+        state
+            .samples
+            .retain(|(t, _, _)| now.duration_since(*t) <= FILL_MEMORY);
+        let headroom = Self::headroom(&state);
+        if let Some(free) = free_room(&self.0.path)
+            && free < self.0.size.saturating_add(headroom)
+        {
+            state.spent = true;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "the disk is nearly full: {free} bytes left, under the reserve and the {headroom} bytes kept for the next commits"
+                ),
+            ));
+        }
         match self.write_file() {
             Ok(()) => {
                 state.held = true;
                 state.spent = false;
                 state.low_room = None;
-                // Writing the reserve is no fill of the traces.
-                state.samples.clear();
+                // Writing the reserve is no fill of the traces: the room sampled before it is counted
+                // as if the reserve had been there.
+                let size = self.0.size;
+                for sample in state.samples.iter_mut() {
+                    sample.1 = sample.1.saturating_sub(size);
+                }
                 Ok(())
             }
             Err(e) => {

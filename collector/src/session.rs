@@ -200,6 +200,9 @@ pub struct SessionReport {
     pub wall_seconds: f64,
     /// Trace duration in seconds (board time).
     pub trace_seconds: f64,
+    /// Board time of the latest record decoded, in seconds since the session started: set against the
+    /// trace's last committed time, what decoding got to and the trace did not keep (a full disk).
+    pub decoded_until_seconds: f64,
     /// Why the session was cut short by the collector's side (the store failed, e.g. a full disk):
     /// the trace keeps what was committed and is marked interrupted. `None` for a normal end.
     pub interrupted: Option<String>,
@@ -598,6 +601,10 @@ impl Ingest {
             let mut writing = reserve.enter();
             if writing.is_none() {
                 self.close_if_disk_full();
+                if self.window_cut_short {
+                    // A saved window closed now: this frame and the rest are not fed to it.
+                    continue;
+                }
                 writing = reserve.enter();
             }
             let handled = match result {
@@ -751,6 +758,7 @@ impl Ingest {
             records: st.records_by_type.values().sum(),
             lost_on_board: st.lost_on_board,
             lost_in_transit: st.lost_in_transit,
+            decoded_until: s.recon.last_ts(),
             hello: s.hello,
             path: s.path,
             db_file: s.db_file,
@@ -795,6 +803,7 @@ impl Ingest {
             records,
             lost_on_board,
             lost_in_transit,
+            decoded_until,
         } = end;
         let reason = format!("the collector could not write the trace: {error}");
         let full = self.disk_is_full(error);
@@ -835,6 +844,7 @@ impl Ingest {
             dropped_frames,
             wall_seconds: started.elapsed().as_secs_f64(),
             trace_seconds: 0.0,
+            decoded_until_seconds: decoded_until as f64 / 1e9,
             interrupted: Some(message),
         };
         self.notices.push(Notice::SessionEnded(report.clone()));
@@ -1342,6 +1352,7 @@ impl Ingest {
                         records,
                         lost_on_board: st.lost_on_board,
                         lost_in_transit: st.lost_in_transit,
+                        decoded_until: s.recon.last_ts(),
                     },
                     &e.into(),
                 );
@@ -1361,6 +1372,7 @@ impl Ingest {
             dropped_frames: s.dropped_frames,
             wall_seconds: s.started.elapsed().as_secs_f64(),
             trace_seconds: info.duration() as f64 / 1e9,
+            decoded_until_seconds: s.recon.last_ts() as f64 / 1e9,
             interrupted: None,
         };
         self.notices.push(Notice::SessionEnded(report.clone()));
@@ -1572,6 +1584,7 @@ struct SessionEnd {
     records: u64,
     lost_on_board: u64,
     lost_in_transit: u64,
+    decoded_until: socscope_tracedb::Timestamp,
 }
 
 /// Registers (or refreshes) a trace file in the catalog of `dir`.

@@ -463,6 +463,11 @@ fn a_board_filling_the_disk_loses_at_most_one_commit_interval() {
         assert_eq!(info.event_count, r.events, "{why}");
         let decoded_s = board_time_of_first_records(&config, r.records);
         let committed_s = info.t_max as f64 / 1e9;
+        assert!(
+            (r.decoded_until_seconds - decoded_s).abs() < 0.05,
+            "the report says how far decoding got: {} s, the stream {decoded_s} s",
+            r.decoded_until_seconds
+        );
         let lost = (decoded_s - committed_s) * 1e3;
         eprintln!(
             "fill point {filler} B: {} records decoded, {} events committed up to {committed_s:.3} s, \
