@@ -66,6 +66,10 @@ pub const MIN_HEADROOM: u64 = 4 * MIN_BATCH_ROOM;
 /// filled faster than this within a commit interval is the case the reserve alone handles.
 pub const MAX_HEADROOM: u64 = 64 << 20;
 
+/// The commit interval assumed until a session says its own ([`DiskReserve::watch_commit_interval`];
+/// every ingest does when it is made): the collector's default.
+const UNSAID_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How long samples of the room left are kept: the fill rate is the largest drop within it.
 const FILL_MEMORY: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -179,9 +183,7 @@ impl DiskReserve {
     /// Samples the room left at most four times per commit interval; `Some((free, headroom))` when it
     /// is below the headroom wanted.
     fn sample_room(&self, state: &mut State) -> Option<(u64, u64)> {
-        let interval = state
-            .commit_interval
-            .unwrap_or(crate::session::DEFAULT_COMMIT_INTERVAL);
+        let interval = state.commit_interval.unwrap_or(UNSAID_COMMIT_INTERVAL);
         let now = std::time::Instant::now();
         if state
             .samples
