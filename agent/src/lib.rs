@@ -363,48 +363,44 @@ impl Cursor {
         }
     }
 
+    /// A varint of up to 32 bits: one or two bytes inline (timestamp deltas, ids, small numbers),
+    /// longer ones out of line.
     #[inline(always)]
-    fn u32(&mut self, mut v: u32) {
+    fn u32(&mut self, v: u32) {
         if v < 0x80 {
             self.byte(v as u8);
-            return;
-        }
-        if v < 0x4000 {
-            // Two bytes, the next most common (an address delta, a timestamp delta): no loop.
+        } else if v < 0x4000 {
             self.byte(v as u8 | 0x80);
             self.byte((v >> 7) as u8);
-            return;
+        } else {
+            self.reserve(5);
+            // SAFETY: as in `byte`: the record reserved the varint's longest encoding from here.
+            self.at = unsafe { varint_u32_long(self.at, v) };
         }
-        while v >= 0x80 {
-            self.byte(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.byte(v as u8);
     }
 
+    /// A varint of up to 64 bits; the high half's test is the only cost when it is zero.
     #[inline(always)]
     fn u64(&mut self, v: u64) {
         if v >> 32 == 0 {
             self.u32(v as u32);
         } else {
-            // By value, so the cursor stays in a register on the common path.
-            let mut wide = Cursor {
-                at: self.at,
-                #[cfg(debug_assertions)]
-                left: self.left,
-            };
-            wide.u64_wide(v);
-            *self = wide;
+            self.reserve(V64);
+            // SAFETY: as in `u32`.
+            self.at = unsafe { varint_u64_wide(self.at, v) };
         }
     }
 
-    #[inline(never)]
-    fn u64_wide(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte(v as u8 | 0x80);
-            v >>= 7;
+    /// Checks, in debug builds, that `n` more bytes stay within the record's bound (counting what is
+    /// left as if all were written; a varint may write fewer).
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) {
+        #[cfg(debug_assertions)]
+        {
+            assert!(self.left >= n, "a record wrote past its bound");
+            self.left -= n;
         }
-        self.byte(v as u8);
+        let _ = n;
     }
 
     /// Copies `s`, four bytes at a time (a marker's text is copied with interrupts masked).
@@ -432,6 +428,51 @@ impl Cursor {
                 self.at = self.at.add(1);
             }
         }
+    }
+}
+
+/// Writes a varint of 2^14 or more (three to five bytes, no loop) at `at`; returns the byte after it.
+///
+/// # Safety
+/// Five bytes from `at` are writable.
+#[inline(never)]
+unsafe fn varint_u32_long(at: *mut u8, v: u32) -> *mut u8 {
+    // SAFETY: per the contract, five bytes from `at` are writable; at most five are written.
+    unsafe {
+        at.write(v as u8 | 0x80);
+        at.add(1).write((v >> 7) as u8 | 0x80);
+        let w = v >> 14;
+        if w < 0x80 {
+            at.add(2).write(w as u8);
+            return at.add(3);
+        }
+        at.add(2).write(w as u8 | 0x80);
+        let w = v >> 21;
+        if w < 0x80 {
+            at.add(3).write(w as u8);
+            return at.add(4);
+        }
+        at.add(3).write(w as u8 | 0x80);
+        at.add(4).write((v >> 28) as u8);
+        at.add(5)
+    }
+}
+
+/// Writes a varint of 2^32 or more at `at`; returns the byte after it.
+///
+/// # Safety
+/// Ten bytes from `at` are writable.
+#[inline(never)]
+unsafe fn varint_u64_wide(mut at: *mut u8, mut v: u64) -> *mut u8 {
+    // SAFETY: per the contract; a u64 varint is at most ten bytes.
+    unsafe {
+        while v >= 0x80 {
+            at.write(v as u8 | 0x80);
+            at = at.add(1);
+            v >>= 7;
+        }
+        at.write(v as u8);
+        at.add(1)
     }
 }
 
@@ -926,8 +967,8 @@ impl<
             }
         });
         match stored {
-            Some(outcome) => outcome,
-            None => self.record_again::<X>(cpu, type_id, values, max_len),
+            Ok(outcome) => outcome,
+            Err(now) => self.record_again::<X>(cpu, type_id, values, max_len, now),
         }
     }
 
@@ -940,8 +981,9 @@ impl<
         type_id: u16,
         values: &[ParamValue<'_>],
         params_len: usize,
+        now: u64,
     ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(cpu, params_len) {
+        match self.make_room::<X>(cpu, params_len, now) {
             Ok(()) => self.record_via::<X>(cpu, type_id, values),
             Err(outcome) => outcome,
         }
@@ -984,8 +1026,8 @@ impl<
             }
         });
         match stored {
-            Some(outcome) => outcome,
-            None => self.push_values_again::<X>(head, values),
+            Ok(outcome) => outcome,
+            Err(now) => self.push_values_again::<X>(head, values, now),
         }
     }
 
@@ -996,8 +1038,9 @@ impl<
         &self,
         head: u32,
         values: &[u64],
+        now: u64,
     ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, values.len() * V64) {
+        match self.make_room::<X>(head as u16, values.len() * V64, now) {
             Ok(()) => self.push_values::<X>(head, values),
             Err(outcome) => outcome,
         }
@@ -1033,8 +1076,8 @@ impl<
                 },
             );
         match stored {
-            Some(outcome) => outcome,
-            None => self.push_small_again::<X, SHAPE>(head, lo, hi),
+            Ok(outcome) => outcome,
+            Err(now) => self.push_small_again::<X, SHAPE>(head, lo, hi, now),
         }
     }
 
@@ -1050,13 +1093,15 @@ impl<
         let ty = u16::from((head >> 16) as u8 & 0x7f);
         let stored = self.push_with::<X>(head as u16, ty, V32 + 4 * V64, |c, _| {
             c.u32(nr);
-            for &a in args {
-                c.u64(a);
-            }
+            let [a0, a1, a2, a3] = *args;
+            c.u64(a0);
+            c.u64(a1);
+            c.u64(a2);
+            c.u64(a3);
         });
         match stored {
-            Some(outcome) => outcome,
-            None => self.push_syscall_again::<X>(head, nr, args),
+            Ok(outcome) => outcome,
+            Err(now) => self.push_syscall_again::<X>(head, nr, args, now),
         }
     }
 
@@ -1068,8 +1113,9 @@ impl<
         head: u32,
         nr: u32,
         args: &[u64; 4],
+        now: u64,
     ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, V32 + 4 * V64) {
+        match self.make_room::<X>(head as u16, V32 + 4 * V64, now) {
             Ok(()) => self.push_syscall::<X>(head, nr, args),
             Err(outcome) => outcome,
         }
@@ -1093,8 +1139,9 @@ impl<
         head: u32,
         lo: u32,
         hi: u32,
+        now: u64,
     ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, Self::small_len(SHAPE)) {
+        match self.make_room::<X>(head as u16, Self::small_len(SHAPE), now) {
             Ok(()) => self.push_small::<X, SHAPE>(head, lo, hi),
             Err(outcome) => outcome,
         }
@@ -1122,8 +1169,8 @@ impl<
             },
         );
         match stored {
-            Some(outcome) => outcome,
-            None => self.push_string_again::<X>(head, number, text),
+            Ok(outcome) => outcome,
+            Err(now) => self.push_string_again::<X>(head, number, text, now),
         }
     }
 
@@ -1135,8 +1182,9 @@ impl<
         head: u32,
         number: Option<u32>,
         text: &str,
+        now: u64,
     ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, 2 * V32 + text.len()) {
+        match self.make_room::<X>(head as u16, 2 * V32 + text.len(), now) {
             Ok(()) => self.push_string::<X>(head, number, text),
             Err(outcome) => outcome,
         }
@@ -1147,7 +1195,8 @@ impl<
     /// delta, lets `write` write the parameters and counts the record, all in one masked section. When
     /// it has no room (or no block is open, or the time jumped by 2^32 ticks or more), it leaves that
     /// section, opens the next block in a masked section of its own (out of line) and tries again
-    /// (`None`: the caller calls [`Agent::make_room`], then its own record path again, out of line): a
+    /// (`Err` with the time read: the caller calls [`Agent::make_room`], then its own record path
+    /// again, out of line): a
     /// record masks interrupts for the record alone, a block switch for the switch alone.
     #[inline(always)]
     fn push_with<X: Exclusion>(
@@ -1156,10 +1205,12 @@ impl<
         ty: u16,
         params_len: usize,
         write: impl FnOnce(&mut Cursor, &mut RingState),
-    ) -> Option<Result<Recorded, AgentError>> {
+    ) -> Result<Result<Recorded, AgentError>, u64> {
         // A CPU past `CPUS` or at or past `cpu_count` is refused where a block would be opened
         // (`make_room`): its ring never has one, so its records always get there.
-        let ring = self.rings.get(usize::from(cpu))?;
+        let Some(ring) = self.rings.get(usize::from(cpu)) else {
+            return Err(0);
+        };
         let max_len = RECORD_HEAD + params_len;
         {
             // SAFETY: left below on every path.
@@ -1200,12 +1251,12 @@ impl<
                 state.count += 1;
                 // SAFETY: entered above.
                 unsafe { X::leave(token) };
-                return Some(Ok(Recorded::Stored));
+                return Ok(Ok(Recorded::Stored));
             }
             // SAFETY: entered above.
             unsafe { X::leave(token) };
+            Err(now)
         }
-        None
     }
 
     /// A record whose clock reading was earlier than its CPU's previous record's (inside the record
@@ -1235,6 +1286,7 @@ impl<
         &self,
         cpu: u16,
         params_len: usize,
+        now: u64,
     ) -> Result<(), Result<Recorded, AgentError>> {
         let max_len = RECORD_HEAD + params_len;
         let Some(ring) = self.rings.get(usize::from(cpu)) else {
@@ -1249,9 +1301,11 @@ impl<
         // SAFETY: left below.
         let token = unsafe { X::enter() };
         // SAFETY: as in the record path.
-        let (clock, state) = unsafe { (&mut *self.clock.get(), &mut *ring.state.get()) };
-        // A clock behind the last record is counted by the record that takes it.
-        let now = clock.now().max(state.last_ticks);
+        let state = unsafe { &mut *ring.state.get() };
+        // The time the record path read (no second clock read): a new block starts there, or at the
+        // last record's time if a context recorded later meanwhile or the clock went back (counted by
+        // the record that takes it).
+        let now = now.max(state.last_ticks);
         let fits = (now - state.last_ticks) >> 32 == 0
             && state.wr as usize + max_len <= state.limit as usize;
         let outcome = if fits {
@@ -1885,10 +1939,16 @@ fn frame_block<T: Transport>(
 /// An address parameter: the zigzagged difference from the previous address of the block.
 #[inline(always)]
 fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
-    c.u64(socscope_wire::varint::zigzag(
-        a.wrapping_sub(ring.last_address) as i64,
-    ));
+    let d = a.wrapping_sub(ring.last_address);
     ring.last_address = a;
+    let (lo, hi) = (d as u32, (d >> 32) as u32);
+    let sign = ((lo as i32) >> 31) as u32;
+    if hi == sign {
+        // The delta fits 32 bits signed (the usual case): its zigzag in 32-bit arithmetic.
+        c.u32((lo << 1) ^ sign);
+    } else {
+        c.u64(socscope_wire::varint::zigzag(d as i64));
+    }
 }
 
 /// The built-in record kinds, once for the shared agent (`&self`, any context, each record under the
