@@ -1077,7 +1077,7 @@ impl<
             );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_small_again::<X, SHAPE>(head, lo, hi, now),
+            Err(now) => self.push_small_again::<X>(head | u32::from(SHAPE) << 25, lo, hi, now),
         }
     }
 
@@ -1131,19 +1131,28 @@ impl<
         }
     }
 
-    /// [`Agent::push_small`] after [`Agent::make_room`].
+    /// [`Agent::push_small`] after [`Agent::make_room`], one copy for every shape: `head` carries the
+    /// shape in bits 25–27.
     #[cold]
     #[inline(never)]
-    fn push_small_again<X: Exclusion, const SHAPE: u8>(
+    fn push_small_again<X: Exclusion>(
         &self,
         head: u32,
         lo: u32,
         hi: u32,
         now: u64,
     ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, Self::small_len(SHAPE), now) {
-            Ok(()) => self.push_small::<X, SHAPE>(head, lo, hi),
-            Err(outcome) => outcome,
+        let shape = (head >> 25) as u8 & 7;
+        let head = head & ((1 << 25) - 1);
+        if let Err(outcome) = self.make_room::<X>(head as u16, Self::small_len(shape), now) {
+            return outcome;
+        }
+        match shape {
+            ONE_U32 => self.push_small::<X, ONE_U32>(head, lo, hi),
+            ONE_U64 => self.push_small::<X, ONE_U64>(head, lo, hi),
+            ONE_ADDRESS => self.push_small::<X, ONE_ADDRESS>(head, lo, hi),
+            TWO_U32 => self.push_small::<X, TWO_U32>(head, lo, hi),
+            _ => self.push_small::<X, NO_VALUE>(head, lo, hi),
         }
     }
 
