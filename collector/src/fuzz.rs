@@ -355,7 +355,7 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
                             let _ = Record::pairs(args).count();
                         }
                     }
-                    Ok(Some(Line::Header)) | Err(_) => {}
+                    Ok(Some(Line::Header | Line::StackFrame(_))) | Err(_) => {}
                     Ok(None) => break,
                 }
             }

@@ -228,7 +228,10 @@ fn read_ftrace(path: &Path) -> (u64, Vec<String>, Vec<u64>) {
                     progress.push(bytes);
                 }
             }
-            Ok(Some(socscope_formats::ftrace::Line::Header)) => {}
+            Ok(Some(
+                socscope_formats::ftrace::Line::Header
+                | socscope_formats::ftrace::Line::StackFrame(_),
+            )) => {}
             Ok(None) => break,
             Err(e) => errors.push(e.to_string()),
         }

@@ -322,7 +322,7 @@ fn with_stacks(dir: &Path) -> (PathBuf, u64, u64) {
 #[test]
 fn kernel_stacks_are_attached_to_the_event_they_follow() {
     let dir = tempfile::tempdir().unwrap();
-    let (f, _, _) = with_stacks(dir.path());
+    let (f, schedule, mark) = with_stacks(dir.path());
     let db = dir.path().join("s.db");
     let r = run(&f, Format::TraceCmd, &db, true).unwrap();
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
@@ -331,21 +331,23 @@ fn kernel_stacks_are_attached_to_the_event_they_follow() {
     let freq = types.iter().find(|t| t.name == "cpu_frequency").unwrap();
     let names: Vec<&str> = freq.params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["state", "cpu_id", "stack"]);
+    let (schedule, mark) = (
+        format!("schedule ({schedule:x})"),
+        format!("tracing_mark_write ({mark:x})"),
+    );
     let alone = types.iter().find(|t| t.name == "kernel_stack").unwrap();
     let mut seen = (0, 0);
     for e in t.events(TimeRange::all(), &Filter::all()).unwrap() {
         let e = e.unwrap().event;
         let text = format!("{:?}", e.params);
         if e.type_id == freq.id && e.ts == 259_445_000_000_000 {
-            assert!(
-                text.contains("schedule+0x0 <- tracing_mark_write+0x0"),
-                "{text}"
-            );
+            // Frames as `trace-cmd report` prints them (`=> schedule (ffffffc0006f6628)`).
+            assert!(text.contains(&format!("{schedule} <- {mark}\"")), "{text}");
             seen.0 += 1;
         }
         if e.type_id == alone.id {
             assert_eq!(e.ts, 259_445_000_001_000);
-            assert!(text.contains("tracing_mark_write+0x0"), "{text}");
+            assert!(text.contains(&format!("\"{mark}\"")), "{text}");
             seen.1 += 1;
         }
     }
@@ -368,5 +370,56 @@ fn kernel_stacks_are_attached_to_the_event_they_follow() {
             .unwrap()
             .iter()
             .any(|p| p.local_id == 4242 && p.name == "crafted")
+    );
+}
+
+/// `trace-cmd report` prints a kernel stack as a `kernel_stack` line and one `=> FUNCTION (ADDRESS)`
+/// line per frame: the text importer attaches it as the `.dat` importer does, so the capture with
+/// stacks gives the same trace either way.
+#[test]
+fn report_text_with_kernel_stacks_gives_the_trace_the_dat_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f, schedule, mark) = with_stacks(dir.path());
+    let text = String::from_utf8(trace_cmd(&["report", "-t", f.to_str().unwrap()])).unwrap();
+    let frames = format!("=> schedule ({schedule:x})\n=> tracing_mark_write ({mark:x})\n");
+    assert!(
+        text.contains(&frames),
+        "trace-cmd prints the frames: {text:.600}"
+    );
+    let n = same_as_report_text(&f, dir.path());
+    // 9 379 of the shared file, less CPU 4's page the stacks' page replaced.
+    assert_eq!(n, 9367);
+    // The text import holds both stacks: one attached, one an event of its own.
+    let t = TraceReader::open(&dir.path().join("text.db")).unwrap();
+    let types = t.event_types().unwrap();
+    let freq = types.iter().find(|t| t.name == "cpu_frequency").unwrap();
+    assert!(freq.params.iter().any(|p| p.name == "stack"));
+    let alone = types.iter().find(|t| t.name == "kernel_stack").unwrap();
+    let stacks = t
+        .events(TimeRange::all(), &Filter::all())
+        .unwrap()
+        .map(|e| e.unwrap().event)
+        .filter(|e| e.type_id == alone.id || (e.type_id == freq.id && e.ts == 259_445_000_000_000))
+        .count();
+    assert_eq!(stacks, 2);
+}
+
+/// Stack frame lines anywhere but after a `kernel_stack` line are bad lines, named.
+#[test]
+fn a_stack_frame_line_out_of_place_is_a_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.txt");
+    std::fs::write(
+        &f,
+        "cpus=1\n\
+         a-1 [000] 1.000000: cpu_frequency: state=1 cpu_id=0\n\
+         => schedule (ffffffc0006f6628)\n",
+    )
+    .unwrap();
+    let err = run(&f, Format::Ftrace, &dir.path().join("t.db"), true).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("t.txt:3:1: ") && msg.contains("kernel_stack"),
+        "{msg}"
     );
 }

@@ -13,7 +13,7 @@ use socscope_formats::ctf::{CtfEvent, CtfReader, Value, field_name};
 use socscope_formats::ftrace;
 use socscope_tracedb::{IngestStat, LossRecord, TraceWriter};
 
-use super::ftrace::{FtraceImporter, Prepared};
+use super::ftrace::{FtraceImporter, KernelRecord, Prepared, Task};
 use super::{Lines, format_err, stat};
 use crate::Result;
 
@@ -199,8 +199,7 @@ impl CtfImporter {
         } else {
             full
         };
-        let a = &mut self.args;
-        a.clear();
+        self.args.clear();
         self.comm.clear();
         // The thread: user-space contexts name it, and a user-space event belongs to it (the thread that
         // emitted it); a kernel event belongs to the CPU's running thread (its `tid` context, when
@@ -220,6 +219,77 @@ impl CtfImporter {
             self.comm.push_str(p);
         }
         let tid = |e: &CtfEvent, lttng: &str, perf: &str| int(e, lttng).or_else(|| int(e, perf));
+        let cpu = e.cpu.and_then(|c| u16::try_from(c).ok()).unwrap_or(0);
+        // The busiest kernel events go to the ftrace rules with their decoded values; the rest as
+        // the `key=value` text of an ftrace line (their fields become the event's parameters).
+        let direct = if !kernel || emitted_by_thread {
+            None
+        } else {
+            match name {
+                "sched_switch" => Some(KernelRecord::Switch {
+                    prev: tid(e, "prev_tid", "prev_pid").unwrap_or(0) as u64,
+                    prev_comm: string(e, "prev_comm").unwrap_or(""),
+                    next: tid(e, "next_tid", "next_pid").unwrap_or(0) as u64,
+                    next_comm: string(e, "next_comm").unwrap_or(""),
+                }),
+                "sched_wakeup" | "sched_waking" | "sched_wakeup_new" => {
+                    let woken = tid(e, "tid", "pid").unwrap_or(0) as u64;
+                    // A duplicate report is stored with its fields: the text way.
+                    (!self.ftrace.wakeup_is_duplicate(name, woken)).then(|| KernelRecord::Wakeup {
+                        name,
+                        pid: woken,
+                        comm: string(e, "comm").unwrap_or(""),
+                    })
+                }
+                "irq_handler_entry" => Some(KernelRecord::IrqEntry {
+                    irq: int(e, "irq").unwrap_or(0) as u64,
+                    name: string(e, "name").unwrap_or(""),
+                }),
+                "irq_handler_exit" => Some(KernelRecord::IrqExit),
+                "softirq_entry" => {
+                    let vec = int(e, "vec").unwrap_or(0);
+                    Some(KernelRecord::SoftIrqEntry {
+                        vec: vec as u64,
+                        action: usize::try_from(vec)
+                            .ok()
+                            .and_then(|v| SOFTIRQS.get(v))
+                            .copied(),
+                    })
+                }
+                "softirq_exit" => Some(KernelRecord::SoftIrqExit),
+                "exit_syscall" => Some(KernelRecord::SyscallExit {
+                    name: "",
+                    ret: int(e, "ret").unwrap_or(0) as i64,
+                }),
+                n if n.starts_with("syscall_exit_") => Some(KernelRecord::SyscallExit {
+                    name: &n["syscall_exit_".len()..],
+                    ret: int(e, "ret").unwrap_or(0) as i64,
+                }),
+                n if n.starts_with("syscall_entry_") || is_lttng_syscall(n) => {
+                    self.syscall_args(e);
+                    let call = n
+                        .strip_prefix("syscall_entry_")
+                        .or_else(|| n.strip_prefix("sys_"))
+                        .unwrap_or(n);
+                    Some(KernelRecord::SyscallEnter {
+                        name: call,
+                        args: self.args.trim(),
+                    })
+                }
+                _ => None,
+            }
+        };
+        if let Some(record) = direct {
+            let task = Task {
+                cpu,
+                ts: e.ns.max(0) as u64,
+                pid,
+                comm: &self.comm,
+                tgid,
+            };
+            return self.ftrace.kernel_record(&task, record, writer);
+        }
+        let a = &mut self.args;
         let mut body_name = Cow::Borrowed(name);
         let mut exit_ret: Option<i128> = None;
         match name {
@@ -309,7 +379,7 @@ impl CtfImporter {
             comm: &self.comm,
             pid,
             tgid,
-            cpu: e.cpu.and_then(|c| u16::try_from(c).ok()).unwrap_or(0),
+            cpu,
             flags: None,
             ts: e.ns,
             body,

@@ -26,6 +26,25 @@ fn parse_num(s: &str) -> Option<u64> {
     }
 }
 
+/// Event names the rules map to built-in types (whose parameters are fixed): a kernel stack that
+/// follows one of them is stored as an event of its own.
+const MAPPED: [&str; 14] = [
+    "print",
+    "tracing_mark_write",
+    "sched_switch",
+    "sched_wakeup",
+    "sched_waking",
+    "sched_wakeup_new",
+    "irq_handler_entry",
+    "irq_handler_exit",
+    "softirq_entry",
+    "softirq_exit",
+    "sys_enter",
+    "sys_exit",
+    "funcgraph_entry",
+    "funcgraph_exit",
+];
+
 /// Records per batch handed from the reading thread to the importing one, and the most line text a
 /// batch holds (whatever the lines' length, memory stays bounded).
 const BATCH_RECORDS: usize = 4096;
@@ -151,6 +170,9 @@ enum ReadItem<'a> {
         bytes: u64,
         record: ftrace::Record<'a>,
         prepared: PreparedRecord<'a>,
+        /// The frames of the `kernel_stack` event right after it on its CPU (`stack=F <- F...`),
+        /// which the callee attaches to it (returning `true`: the stack is not handed on) or not.
+        stack: Option<&'a str>,
     },
     /// A bad line, or the read error that ends the file.
     Error(FormatError),
@@ -158,10 +180,11 @@ enum ReadItem<'a> {
 
 /// Reads and parses `reader` on a thread of its own while `each` is called here, in file order, with
 /// every record and every error (a bad line, or the read error that ends the file); returns the bytes
-/// read. An error of `each` stops both threads and is returned.
+/// read. A `kernel_stack` record that `each` attached to the record before it (returning `true`) is
+/// not handed on. An error of `each` stops both threads and is returned.
 fn ftrace_read_ahead<R: BufRead + Send>(
     mut reader: ftrace::FtraceReader<R>,
-    mut each: impl FnMut(ReadItem<'_>) -> Result<()>,
+    mut each: impl FnMut(ReadItem<'_>) -> Result<bool>,
 ) -> Result<u64> {
     use std::sync::mpsc;
     std::thread::scope(|scope| {
@@ -191,7 +214,9 @@ fn ftrace_read_ahead<R: BufRead + Send>(
         for mut batch in full_rx.iter() {
             let ReadBatch { lines, prepared } = &mut batch;
             let mut i = 0;
-            for item in lines.drain() {
+            // The reader keeps a `kernel_stack` event in the batch of the event before it.
+            let mut items = lines.drain().peekable();
+            while let Some(item) = items.next() {
                 match item {
                     ftrace::BatchLine::Record { bytes, record } => {
                         let args = match record.body {
@@ -201,15 +226,41 @@ fn ftrace_read_ahead<R: BufRead + Send>(
                         };
                         let prepared = prepared.get(i, args);
                         i += 1;
-                        each(ReadItem::Record {
+                        let stack = match items.peek() {
+                            Some(ftrace::BatchLine::Record {
+                                record:
+                                    ftrace::Record {
+                                        cpu,
+                                        body:
+                                            ftrace::Body::Event {
+                                                name: "kernel_stack",
+                                                args,
+                                            },
+                                        ..
+                                    },
+                                ..
+                            }) if *cpu == record.cpu && args.starts_with("stack=") => {
+                                Some(&args["stack=".len()..])
+                            }
+                            _ => None,
+                        };
+                        let attached = each(ReadItem::Record {
                             bytes,
                             record,
                             prepared,
+                            stack,
                         })?;
+                        if attached && stack.is_some() {
+                            items.next();
+                            i += 1;
+                        }
                     }
-                    ftrace::BatchLine::Error(e) => each(ReadItem::Error(e))?,
+                    ftrace::BatchLine::Error(e) => {
+                        each(ReadItem::Error(e))?;
+                    }
                 }
             }
+            drop(items);
             bytes = lines.bytes_read();
             // The reading thread may have finished already: nothing to hand back then.
             let _ = free_tx.send(batch);
@@ -234,11 +285,17 @@ pub(super) fn run(
             bytes,
             record,
             prepared,
+            stack,
         } => {
             lines.progress(bytes);
-            importer.record(&record, &prepared, writer)
+            let attached = importer.record_with_stack(&record, &prepared, stack, writer)?;
+            if attached {
+                // The `kernel_stack` line is a record read too.
+                lines.progress(bytes);
+            }
+            Ok(attached)
         }
-        ReadItem::Error(e) => lines.bad(e),
+        ReadItem::Error(e) => lines.bad(e).map(|()| false),
     })?;
     importer.finish(writer)
 }
@@ -265,6 +322,10 @@ pub(super) struct FtraceImporter {
     func_exit: u16,
     /// Per CPU: the end of a leaf call (`funcgraph_entry: 0.123 us | f();`) still to be written.
     leaf_ends: FxHashMap<u16, u64>,
+    /// An event's arguments with the kernel stack that follows it, and what the rules need of
+    /// them (buffers reused from stack to stack).
+    stack_args: String,
+    stack_prepared: Prepared,
 }
 
 impl FtraceImporter {
@@ -323,6 +384,8 @@ impl FtraceImporter {
             func_enter,
             func_exit,
             leaf_ends: FxHashMap::default(),
+            stack_args: String::new(),
+            stack_prepared: Prepared::default(),
         })
     }
 
@@ -434,6 +497,61 @@ impl FtraceImporter {
         Ok(())
     }
 
+    /// [`Self::record`], with the frames of the `kernel_stack` event that follows it, if any: attached
+    /// as a `stack` parameter where [`Self::takes_stack`] says so (returns whether it was).
+    fn record_with_stack(
+        &mut self,
+        line: &ftrace::Record<'_>,
+        prepared: &PreparedRecord<'_>,
+        stack: Option<&str>,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let Some(stack) = stack else {
+            self.record(line, prepared, writer)?;
+            return Ok(false);
+        };
+        let ftrace::Body::Event { name, args } = line.body else {
+            self.record(line, prepared, writer)?;
+            return Ok(false);
+        };
+        if !self.takes_stack(name, args) {
+            self.record(line, prepared, writer)?;
+            return Ok(false);
+        }
+        let mut with_stack = std::mem::take(&mut self.stack_args);
+        with_stack.clear();
+        with_stack.push_str(args);
+        with_stack.push_str(" stack=");
+        with_stack.push_str(stack);
+        let record = ftrace::Record {
+            body: ftrace::Body::Event {
+                name,
+                args: &with_stack,
+            },
+            ..*line
+        };
+        let mut prepared = std::mem::take(&mut self.stack_prepared);
+        prepared.prepare_one(&record);
+        let done = self.record(&record, &prepared.get(0, &with_stack), writer);
+        self.stack_prepared = prepared;
+        self.stack_args = with_stack;
+        done.map(|()| true)
+    }
+
+    /// Whether an event `name` with arguments `args` takes the kernel stack that follows it as a
+    /// `stack` parameter: an event with `key=value` fields, of no built-in type (whose parameters
+    /// are fixed), whose type was not declared without one. Otherwise the stack is an event of its
+    /// own (`kernel_stack`, beside it).
+    pub(super) fn takes_stack(&self, name: &str, args: &str) -> bool {
+        !MAPPED.contains(&name)
+            && !name.starts_with("sys_enter_")
+            && !name.starts_with("sys_exit_")
+            && ftrace::Record::pairs(args).next().is_some()
+            && self
+                .params_of(name)
+                .is_none_or(|p| p.iter().any(|k| k == "stack"))
+    }
+
     /// One line: its thread named, its record made by the method of its kind, then reconstructed.
     pub(super) fn record(
         &mut self,
@@ -502,8 +620,114 @@ impl FtraceImporter {
     fn syscall_exit(&mut self, name: &str, ret: &str) {
         let ret = parse_num(ret).map_or(0, |v| v as i64);
         let name = name.strip_prefix("sys_").unwrap_or(name);
-        let nr = SyscallAbi::X86_64.number(name).unwrap_or(0);
-        self.rec.set(Builtin::SyscallExit).u(nr).i(ret).s(name);
+        syscall_exit(&mut self.rec, name, ret);
+    }
+
+    /// `sched_switch`: both threads named from its fields, then the switch.
+    fn switch(
+        &mut self,
+        prev: u64,
+        prev_comm: Option<&str>,
+        next: u64,
+        next_comm: Option<&str>,
+        writer: &mut TraceWriter,
+    ) -> Result<()> {
+        if let Some(c) = prev_comm {
+            self.name_thread(prev, c, None, writer)?;
+        }
+        if let Some(c) = next_comm {
+            self.name_thread(next, c, None, writer)?;
+        }
+        self.rec.set(Builtin::ContextSwitch).u(prev).u(next);
+        Ok(())
+    }
+
+    /// `sched_waking` / `sched_wakeup` / `sched_wakeup_new` of thread `pid`: a wake-up, unless it is
+    /// the second report of one (`true`: the caller stores it as a punctual event).
+    fn wakeup(
+        &mut self,
+        name: &str,
+        pid: u64,
+        comm: Option<&str>,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        if let Some(c) = comm {
+            self.name_thread(pid, c, None, writer)?;
+        }
+        let duplicate = self.wakeup_is_duplicate(name, pid);
+        // A kernel with both tracepoints reports one wake-up twice: waking, then wakeup.
+        if duplicate {
+            self.waking.remove(&pid);
+        }
+        if name == "sched_waking" {
+            self.waking.insert(pid);
+        }
+        if !duplicate {
+            self.rec.set(Builtin::Wakeup).u(pid);
+        }
+        Ok(duplicate)
+    }
+
+    /// Whether a `name` event waking `pid` reports again a wake-up a `sched_waking` reported.
+    pub(super) fn wakeup_is_duplicate(&self, name: &str, pid: u64) -> bool {
+        name == "sched_wakeup" && self.waking.contains(&pid)
+    }
+
+    fn irq_entry(&mut self, irq: u64, name: Option<&str>) {
+        if let Some(n) = name {
+            self.recon.name_hint(false, irq, format!("irq {irq} {n}"));
+        }
+        self.rec.set(Builtin::IrqEntry).u(irq);
+    }
+
+    fn softirq_entry(&mut self, vec: u64, action: Option<&str>) {
+        if let Some(n) = action {
+            self.recon.name_hint(true, vec, n);
+        }
+        self.rec.set(Builtin::SoftIrqEntry).a(vec);
+    }
+
+    /// A kernel event a binary capture decoded, mapped by the rules the text of its line would go
+    /// through without being rendered and read back (the CTF importer's busiest events). Wake-ups
+    /// that [`Self::wakeup_is_duplicate`] says are duplicates go the text way (they are stored
+    /// with all their fields).
+    pub(super) fn kernel_record(
+        &mut self,
+        task: &Task<'_>,
+        record: KernelRecord<'_>,
+        writer: &mut TraceWriter,
+    ) -> Result<()> {
+        self.name_thread(task.pid, task.comm, task.tgid, writer)?;
+        if !self.leaf_ends.is_empty() {
+            self.end_leaf(task.cpu, task.ts, writer)?;
+        }
+        match record {
+            KernelRecord::Switch {
+                prev,
+                prev_comm,
+                next,
+                next_comm,
+            } => self.switch(prev, Some(prev_comm), next, Some(next_comm), writer)?,
+            KernelRecord::Wakeup { name, pid, comm } => {
+                // Duplicates are the caller's to send the text way; one here is kept as a wake-up.
+                let _ = self.wakeup(name, pid, Some(comm), writer)?;
+            }
+            KernelRecord::IrqEntry { irq, name } => self.irq_entry(irq, Some(name)),
+            KernelRecord::IrqExit => {
+                self.rec.set(Builtin::IrqExit);
+            }
+            KernelRecord::SoftIrqEntry { vec, action } => self.softirq_entry(vec, action),
+            KernelRecord::SoftIrqExit => {
+                self.rec.set(Builtin::SoftIrqExit);
+            }
+            KernelRecord::SyscallEnter { name, args } => {
+                syscall_enter(&mut self.rec, name, args, syscall_values(args));
+            }
+            KernelRecord::SyscallExit { name, ret } => syscall_exit(&mut self.rec, name, ret),
+        }
+        self.recon
+            .record_at(task.cpu, task.ts, &self.rec, &self.types, writer)?;
+        Ok(())
     }
 
     /// A `name: args` event line.
@@ -534,13 +758,7 @@ impl FtraceImporter {
                         {
                             (prev, next, prev_comm, next_comm) = (pp, np, Some(pc), Some(nc));
                         }
-                        if let Some(c) = prev_comm {
-                            self.name_thread(prev, c, None, writer)?;
-                        }
-                        if let Some(c) = next_comm {
-                            self.name_thread(next, c, None, writer)?;
-                        }
-                        self.rec.set(Builtin::ContextSwitch).u(prev).u(next);
+                        self.switch(prev, prev_comm, next, next_comm, writer)?;
                     }
                     "sched_wakeup" | "sched_waking" | "sched_wakeup_new"
                         if arg("pid").and_then(parse_num).is_some()
@@ -551,36 +769,20 @@ impl FtraceImporter {
                             Some(pid) => (arg("comm"), pid),
                             None => plugin_task(args).map_or((None, 0), |(c, p)| (Some(c), p)),
                         };
-                        if let Some(c) = comm {
-                            self.name_thread(pid, c, None, writer)?;
-                        }
-                        // A kernel with both tracepoints reports one wake-up twice: waking, then wakeup.
-                        let duplicate = name == "sched_wakeup" && self.waking.remove(&pid);
-                        if name == "sched_waking" {
-                            self.waking.insert(pid);
-                        }
-                        if duplicate {
+                        if self.wakeup(name, pid, comm, writer)? {
                             self.punctual(name, args, prepared, writer)?;
-                        } else {
-                            self.rec.set(Builtin::Wakeup).u(pid);
                         }
                     }
                     "irq_handler_entry" => {
                         let irq = arg("irq").and_then(parse_num).unwrap_or(0);
-                        if let Some(n) = arg("name") {
-                            self.recon.name_hint(false, irq, format!("irq {irq} {n}"));
-                        }
-                        rec.set(Builtin::IrqEntry).u(irq);
+                        self.irq_entry(irq, arg("name"));
                     }
                     "irq_handler_exit" => {
                         rec.set(Builtin::IrqExit);
                     }
                     "softirq_entry" => {
                         let vec = arg("vec").and_then(parse_num).unwrap_or(0);
-                        if let Some(n) = arg("action") {
-                            self.recon.name_hint(true, vec, n);
-                        }
-                        rec.set(Builtin::SoftIrqEntry).a(vec);
+                        self.softirq_entry(vec, arg("action"));
                     }
                     "softirq_exit" => {
                         rec.set(Builtin::SoftIrqExit);
@@ -618,11 +820,7 @@ impl FtraceImporter {
                     }
                     n if n.starts_with("sys_exit_") => {
                         let ret = parse_num(args).map_or(0, |v| v as i64);
-                        let name = &n["sys_exit_".len()..];
-                        rec.set(Builtin::SyscallExit)
-                            .u(SyscallAbi::X86_64.number(name).unwrap_or(0))
-                            .i(ret)
-                            .s(name);
+                        syscall_exit(rec, &n["sys_exit_".len()..], ret);
                     }
                     "tracing_mark_write" | "print" => {
                         let text = args.trim();
@@ -674,6 +872,56 @@ impl FtraceImporter {
         ));
         Ok(stats)
     }
+}
+
+/// The task a binary capture's kernel event ran in, as an ftrace line's columns give it.
+pub(super) struct Task<'a> {
+    pub(super) cpu: u16,
+    pub(super) ts: u64,
+    pub(super) pid: u64,
+    pub(super) comm: &'a str,
+    pub(super) tgid: Option<u64>,
+}
+
+/// The values the ftrace rules read from a mapped kernel event's `key=value` text, decoded instead
+/// (see [`FtraceImporter::kernel_record`]).
+pub(super) enum KernelRecord<'a> {
+    Switch {
+        prev: u64,
+        prev_comm: &'a str,
+        next: u64,
+        next_comm: &'a str,
+    },
+    Wakeup {
+        name: &'a str,
+        pid: u64,
+        comm: &'a str,
+    },
+    IrqEntry {
+        irq: u64,
+        name: &'a str,
+    },
+    IrqExit,
+    SoftIrqEntry {
+        vec: u64,
+        action: Option<&'a str>,
+    },
+    SoftIrqExit,
+    /// `name` without `sys_enter_`; `args` as the syscall tracer prints them (`a: 0x1, b: 0x2`).
+    SyscallEnter {
+        name: &'a str,
+        args: &'a str,
+    },
+    SyscallExit {
+        name: &'a str,
+        ret: i64,
+    },
+}
+
+/// A syscall's exit: the call `name` returned `ret`.
+fn syscall_exit(rec: &mut ImportRecord, name: &str, ret: i64) {
+    let nr = SyscallAbi::X86_64.number(name).unwrap_or(0);
+    rec.set(Builtin::SyscallExit).u(nr).i(ret).s(name);
 }
 
 /// `comm:pid [prio]...` of trace-cmd's `sched_switch` plugin (the comm may hold `:` and spaces): the

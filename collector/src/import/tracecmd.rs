@@ -14,25 +14,6 @@ use super::ftrace::{FtraceImporter, Prepared};
 use super::{Lines, format_err, stat};
 use crate::Result;
 
-/// Event names the ftrace importer maps to built-in types (whose parameters are fixed): a stack that
-/// follows one of them is stored as an event of its own.
-const MAPPED: [&str; 14] = [
-    "print",
-    "tracing_mark_write",
-    "sched_switch",
-    "sched_wakeup",
-    "sched_waking",
-    "sched_wakeup_new",
-    "irq_handler_entry",
-    "irq_handler_exit",
-    "softirq_entry",
-    "softirq_exit",
-    "sys_enter",
-    "sys_exit",
-    "funcgraph_entry",
-    "funcgraph_exit",
-];
-
 /// An event read but not yet imported: a `kernel_stack` record may follow it.
 #[derive(Default)]
 struct Held {
@@ -165,28 +146,22 @@ impl DatImporter {
                 if i > 0 {
                     text.push_str(" <- ");
                 }
+                // As `trace-cmd report` prints a frame (`=> schedule (ffffffc0006f6628)`), so that
+                // the report's text gives the same parameter.
                 match e.symbol(a) {
-                    Some((f, off)) => {
-                        let _ = write!(text, "{f}+0x{off:x}");
+                    Some((f, _)) => {
+                        let _ = write!(text, "{f} ({a:x})");
                     }
                     None => {
-                        let _ = write!(text, "0x{a:x}");
+                        let _ = write!(text, "{a:x}");
                     }
                 }
             }
-            // Attached as a `stack` parameter where the event's type has or will have one: an event
-            // with `key=value` fields, of no built-in type, whose type was not declared without it.
+            // Attached as a `stack` parameter where the event's type has or will have one (the
+            // ftrace text importer's rule for the same stack in the report's text).
             let h = &self.held;
-            let follows = h.full
-                && h.cpu == e.cpu as u16
-                && !MAPPED.contains(&h.name.as_str())
-                && !h.name.starts_with("sys_enter_")
-                && !h.name.starts_with("sys_exit_")
-                && ftrace::Record::pairs(&h.args).next().is_some()
-                && self
-                    .ftrace
-                    .params_of(&h.name)
-                    .is_none_or(|p| p.iter().any(|k| k == "stack"));
+            let follows =
+                h.full && h.cpu == e.cpu as u16 && self.ftrace.takes_stack(&h.name, h.args.trim());
             if follows {
                 self.held.args.push_str(" stack=");
                 self.held.args.push_str(&self.stack.args);

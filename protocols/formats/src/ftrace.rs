@@ -261,6 +261,25 @@ pub enum Line<'a> {
     Header,
     /// An event.
     Record(Record<'a>),
+    /// A frame of the kernel stack trace a `kernel_stack` event line announced (`trace-cmd report`
+    /// prints one per line after it: `=> schedule (ffffffc0006f6628)`): the text after `=>`.
+    StackFrame(&'a str),
+}
+
+/// Whether `line` is a kernel stack frame line (`=> schedule (ffffffc0006f6628)`); its frame.
+fn stack_frame(line: &str) -> Option<&str> {
+    trim_start(line).strip_prefix("=>").map(trim)
+}
+
+/// Whether `r` is a `kernel_stack` event (whose frames follow it on lines of their own).
+fn is_kernel_stack(r: &Record<'_>) -> bool {
+    matches!(
+        r.body,
+        Body::Event {
+            name: "kernel_stack",
+            ..
+        }
+    )
 }
 
 /// Reads an ftrace text file line by line.
@@ -269,6 +288,12 @@ pub struct FtraceReader<R> {
     file: String,
     /// CPU count announced by `cpus=N` (trace-cmd) or `#P:N` (ftrace header).
     pub cpus: Option<u16>,
+    /// Whether the last line read was a `kernel_stack` event or one of its frames (a frame line
+    /// anywhere else is an error).
+    in_stack: bool,
+    /// A line [`FtraceReader::fill_batch`] read past a full batch, for the next one (a batch ends
+    /// only where no stack frame follows): the bytes before it, its number, its text.
+    carried: Option<(u64, u64, String)>,
 }
 
 impl<R: std::io::BufRead> FtraceReader<R> {
@@ -279,6 +304,8 @@ impl<R: std::io::BufRead> FtraceReader<R> {
             lines: LineReader::new(inner, file.clone()),
             file,
             cpus: None,
+            in_stack: false,
+            carried: None,
         }
     }
 
@@ -293,7 +320,14 @@ impl<R: std::io::BufRead> FtraceReader<R> {
         let Some((line_no, line)) = self.lines.next_line()? else {
             return Ok(None);
         };
-        classify(&self.file, &mut self.cpus, line_no, line).map(Some)
+        let in_stack = std::mem::take(&mut self.in_stack);
+        let line = classify(&self.file, &mut self.cpus, in_stack, line_no, line)?;
+        self.in_stack = match line {
+            Line::Record(r) => is_kernel_stack(&r),
+            Line::StackFrame(_) => true,
+            Line::Header => false,
+        };
+        Ok(Some(line))
     }
 
     /// Reads lines into `batch` (emptied first) until it holds `max_records` records or
@@ -309,7 +343,20 @@ impl<R: std::io::BufRead> FtraceReader<R> {
     ) -> bool {
         batch.clear();
         let mut records = 0;
-        while records < max_records && batch.text.len() < max_bytes {
+        if let Some((bytes, line_no, line)) = self.carried.take() {
+            Self::push_into(
+                &self.file,
+                &mut self.cpus,
+                &mut self.in_stack,
+                batch,
+                bytes,
+                line_no,
+                &line,
+                &mut records,
+            );
+        }
+        loop {
+            let full = records >= max_records || batch.text.len() >= max_bytes;
             let bytes = self.lines.bytes();
             let (line_no, line) = match self.lines.next_line() {
                 Ok(Some(l)) => l,
@@ -323,17 +370,55 @@ impl<R: std::io::BufRead> FtraceReader<R> {
                     return false;
                 }
             };
-            match classify(&self.file, &mut self.cpus, line_no, line) {
-                Ok(Line::Header) => {}
-                Ok(Line::Record(r)) => {
-                    batch.push_record(bytes, line, &r);
-                    records += 1;
-                }
-                Err(e) => batch.push_error(bytes, e),
+            // A full batch still takes the kernel stack that follows its last event (the importer
+            // attaches a stack to the event before it, which must be in the same batch).
+            if full
+                && stack_frame(line).is_none()
+                && !parse_line(line).is_ok_and(|r| is_kernel_stack(&r))
+            {
+                self.carried = Some((bytes, line_no, line.to_string()));
+                batch.bytes_read = bytes;
+                return true;
             }
+            Self::push_into(
+                &self.file,
+                &mut self.cpus,
+                &mut self.in_stack,
+                batch,
+                bytes,
+                line_no,
+                line,
+                &mut records,
+            );
         }
-        batch.bytes_read = self.lines.bytes();
-        true
+    }
+
+    /// Classifies `line` into `batch`: a record, an error, or a stack frame folded into the
+    /// `kernel_stack` record before it.
+    #[allow(clippy::too_many_arguments)]
+    fn push_into(
+        file: &str,
+        cpus: &mut Option<u16>,
+        in_stack: &mut bool,
+        batch: &mut RecordBatch,
+        bytes: u64,
+        line_no: u64,
+        line: &str,
+        records: &mut usize,
+    ) {
+        match classify(file, cpus, std::mem::take(in_stack), line_no, line) {
+            Ok(Line::Header) => {}
+            Ok(Line::Record(r)) => {
+                *in_stack = is_kernel_stack(&r);
+                batch.push_record(bytes, line, &r);
+                *records += 1;
+            }
+            Ok(Line::StackFrame(frame)) => {
+                *in_stack = true;
+                batch.push_stack_frame(frame);
+            }
+            Err(e) => batch.push_error(bytes, e),
+        }
     }
 }
 
@@ -341,9 +426,24 @@ impl<R: std::io::BufRead> FtraceReader<R> {
 fn classify<'l>(
     file: &str,
     cpus: &mut Option<u16>,
+    in_stack: bool,
     line_no: u64,
     line: &'l str,
 ) -> Result<Line<'l>, FormatError> {
+    if let Some(frame) = stack_frame(line) {
+        if in_stack {
+            return Ok(Line::StackFrame(frame));
+        }
+        let at = line.len() - trim_start(line).len();
+        return Err(ParseError::at(
+            file,
+            line_no,
+            line,
+            at,
+            "a stack frame `=> ...` only after a `kernel_stack` event line or another frame",
+        )
+        .into());
+    }
     let t = trim_start(line);
     if t.is_empty() || t.starts_with('#') {
         if let Some(p) = t.find("#P:") {
@@ -485,6 +585,24 @@ impl RecordBatch {
                 args: span(args),
             }),
         ));
+    }
+
+    /// Folds a stack frame into the `kernel_stack` record the batch ends with: its arguments become
+    /// `stack=FRAME <- FRAME...` (the `<stack trace >` text trace-cmd prints dropped).
+    fn push_stack_frame(&mut self, frame: &str) {
+        let Some((_, BatchItem::Record(r))) = self.items.last_mut() else {
+            return;
+        };
+        let args = self.text.get(r.args.start..r.args.end).unwrap_or("");
+        if args.starts_with("stack=") {
+            self.text.truncate(r.args.end);
+            self.text.push_str(" <- ");
+        } else {
+            self.text.truncate(r.args.start);
+            self.text.push_str("stack=");
+        }
+        self.text.push_str(frame);
+        r.args.end = self.text.len();
     }
 
     /// The records and errors in file order (errors are moved out; the batch is emptied by the next
@@ -698,6 +816,76 @@ mod tests {
                 );
                 assert_eq!(bytes, total);
             }
+        }
+    }
+
+    #[test]
+    fn kernel_stack_frames_fold_into_their_event_which_stays_in_the_batch_before() {
+        let text = "cpus=1\n\
+            a-1 [000] 1.000000: cpu_frequency: state=1 cpu_id=0\n\
+            a-1 [000] 1.000000: kernel_stack:         <stack trace >\n\
+            => schedule (ffff0001)\n\
+            => tracing_mark_write (ffff0002)\n\
+            a-1 [000] 2.000000: kernel_stack:         <stack trace >\n\
+            => f (1)\n\
+            b-2 [000] 3.000000: e: x=1\n\
+            => orphan (2)\n";
+        let mut r = FtraceReader::new(text.as_bytes(), "f.txt");
+        let (mut frames, mut errors) = (Vec::new(), Vec::new());
+        loop {
+            match r.next_line() {
+                Ok(Some(Line::StackFrame(f))) => frames.push(f.to_string()),
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        assert_eq!(
+            frames,
+            [
+                "schedule (ffff0001)",
+                "tracing_mark_write (ffff0002)",
+                "f (1)"
+            ]
+        );
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].starts_with("f.txt:9:1: "), "{}", errors[0]);
+        for records in [1, 2, 3, 100] {
+            let mut r = FtraceReader::new(text.as_bytes(), "f.txt");
+            let mut batch = RecordBatch::new();
+            let (mut got, mut errors) = (Vec::new(), 0);
+            loop {
+                let more = r.fill_batch(&mut batch, records, 1 << 20);
+                let mut first = true;
+                for item in batch.drain() {
+                    match item {
+                        BatchLine::Record { record, .. } => {
+                            let Body::Event { name, args } = record.body else {
+                                panic!("{record:?}");
+                            };
+                            // A batch ends where no stack follows its last event.
+                            assert!(!(first && name == "kernel_stack"), "{records}");
+                            first = false;
+                            got.push(format!("{name}: {args}"));
+                        }
+                        BatchLine::Error(_) => errors += 1,
+                    }
+                }
+                if !more {
+                    break;
+                }
+            }
+            assert_eq!(
+                got,
+                [
+                    "cpu_frequency: state=1 cpu_id=0",
+                    "kernel_stack: stack=schedule (ffff0001) <- tracing_mark_write (ffff0002)",
+                    "kernel_stack: stack=f (1)",
+                    "e: x=1"
+                ],
+                "{records} records a batch"
+            );
+            assert_eq!(errors, 1);
         }
     }
 

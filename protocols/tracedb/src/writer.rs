@@ -695,10 +695,23 @@ impl TraceWriter {
         let StreamDict::Gathering { bytes, sizes } = &mut s.dict else {
             return Ok(());
         };
-        if bytes.len() < DICT_SAMPLE_BYTES {
+        let limit = DICT_SAMPLE_BYTES;
+        if bytes.len() < limit {
             codec::sample_bodies(&s.buf, s.category, &mut self.scratch, bytes, sizes);
+            // A bounded sample (a chunk gives up to 4 096 events' bodies): training time grows
+            // with it. The block that reaches the bound is the last one kept.
+            let mut total = 0;
+            let keep = sizes
+                .iter()
+                .position(|&n| {
+                    total += n;
+                    total >= limit
+                })
+                .map_or(sizes.len(), |i| i + 1);
+            sizes.truncate(keep);
+            bytes.truncate(sizes.iter().sum());
         }
-        if bytes.len() >= DICT_SAMPLE_BYTES {
+        if bytes.len() >= limit {
             self.poll_training()?;
         }
         Ok(())

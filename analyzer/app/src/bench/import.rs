@@ -416,7 +416,7 @@ fn parse_ftrace(path: &Path) -> Result<(u64, u64, u64)> {
                 std::hint::black_box(&rec);
                 records += 1;
             }
-            Ok(Some(ftrace::Line::Header)) => {}
+            Ok(Some(ftrace::Line::Header | ftrace::Line::StackFrame(_))) => {}
             Ok(None) => break,
             Err(socscope_formats::FormatError::Parse(_)) => bad += 1,
             Err(e) => return Err(e.into()),
