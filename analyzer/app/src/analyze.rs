@@ -9,6 +9,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
 use socscope_analysis::compare::{self, CompareOptions};
 use socscope_analysis::density;
+use socscope_analysis::hierarchy;
 use socscope_analysis::loader;
 use socscope_analysis::micro::{self, Metric, SliceGrid};
 use socscope_analysis::ocelotl::{
@@ -94,7 +95,8 @@ pub struct Common {
     /// Only these event types (comma-separated names).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub types: Vec<String>,
-    /// Only these producers (comma-separated names).
+    /// Only these producers (comma-separated names; `NAME #ID`, as the outputs label producers
+    /// sharing a name, picks one of them).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub producers: Vec<String>,
     /// One JSON document instead of text.
@@ -183,7 +185,8 @@ pub struct AggregateArgs {
     /// Only these event types (comma-separated names).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub types: Vec<String>,
-    /// Only these producers (comma-separated names).
+    /// Only these producers (comma-separated names; `NAME #ID`, as the outputs label producers
+    /// sharing a name, picks one of them).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub producers: Vec<String>,
     /// Report the best partition at this p (repeatable).
@@ -255,17 +258,12 @@ struct AggregateProgress {
 }
 
 impl AggregateProgress {
-    fn new() -> Self {
-        use std::io::IsTerminal;
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let b = indicatif::ProgressBar::new(1000);
-            b.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg} {wide_bar}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
+    fn new(json: bool) -> Self {
+        let bar =
+            crate::out::progress_bar(json, Some(1000), "{spinner} {elapsed} {msg} {wide_bar}");
+        if let Some(b) = &bar {
             b.set_message("aggregating: first p");
-            b
-        });
+        }
         Self { bar }
     }
 }
@@ -324,7 +322,8 @@ pub struct TimelineArgs {
     /// Slick Graph smoothing σ, in bins.
     #[arg(long, default_value_t = 3.0)]
     pub sigma: f64,
-    /// Actors aggregated per bin: NAME=MEMBER,MEMBER[:max|min|average|median] (repeatable).
+    /// Actors aggregated per bin: NAME=MEMBER,MEMBER[:max|min|average|median] (repeatable); a
+    /// member is a producer name or a `NAME #ID` label.
     #[arg(long, value_name = "GROUP")]
     pub group: Vec<String>,
     #[command(flatten)]
@@ -389,18 +388,21 @@ fn name_filter(reader: &TraceReader, types: &[String], producers: &[String]) -> 
         f = f.types(ids);
     }
     if !producers.is_empty() {
-        f = f.producers(producer_ids(reader, producers)?);
+        f = f.producers(producer_ids(&reader.producers()?, producers)?);
     }
     Ok(f)
 }
 
-/// Producer ids by name (every producer of that name).
-fn producer_ids(reader: &TraceReader, names: &[String]) -> Result<Vec<u32>> {
-    let all = reader.producers()?;
+/// Producer ids by name (every producer of that name) or by the label the outputs print for a
+/// producer sharing its name (`demux #39`: that one).
+fn producer_ids(all: &[socscope_tracedb::Producer], names: &[String]) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     for n in names {
         let before = ids.len();
         ids.extend(all.iter().filter(|p| &p.name == n).map(|p| p.id));
+        if ids.len() == before {
+            ids.extend(hierarchy::producer_by_label(all, n));
+        }
         if ids.len() == before {
             return Err(bad_argument!("no producer {n:?} in the trace"));
         }
@@ -434,7 +436,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
             ));
         }
         if args.operator.per_producer() {
-            producer_ids(&reader, names)
+            producer_ids(&reader.producers()?, names)
         } else {
             let all = reader.event_types()?;
             names
@@ -688,7 +690,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             ));
         }
         crate::input::require_file(model)?;
-        let progress = AggregateProgress::new();
+        let progress = AggregateProgress::new(args.json);
         let report = ocelotl::run_model_file_with(
             model,
             &RunOptions {
@@ -737,7 +739,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         threshold: args.threshold.unwrap_or(ocelotl::DEFAULT_THRESHOLD),
         p_values: args.p.clone(),
     };
-    let progress = AggregateProgress::new();
+    let progress = AggregateProgress::new(args.json);
     let report = ocelotl::run_model_with(
         &file,
         &RunOptions {
@@ -760,7 +762,13 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
                 let agg = TemporalAggregation::new(&model, args.normalize);
                 render::temporal(png, &m, &model, &agg, p)
             }
-            AggregationMode::Spatiotemporal => render::spatiotemporal(png, &m, &model, p),
+            AggregationMode::Spatiotemporal => render::spatiotemporal(
+                png,
+                &m,
+                &hierarchy::producer_labels(&reader.producers()?),
+                &model,
+                p,
+            ),
         }
         .with_context(|| format!("cannot draw {}", png.display()))?;
     }
@@ -945,6 +953,7 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
     let mut groups = Vec::new();
     let mut actor_groups = Vec::new();
     let producers = reader.producers()?;
+    let labels = hierarchy::producer_labels(&producers);
     for g in &args.group {
         let (name, rest) = g
             .split_once('=')
@@ -953,25 +962,14 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
             Some((m, op)) => (m, op.parse::<GroupOp>().map_err(|e| bad_argument!("{e}"))?),
             None => (rest, GroupOp::Max),
         };
-        let names: Vec<&str> = members.split(',').map(str::trim).collect();
-        for n in &names {
-            if !producers.iter().any(|p| p.name == *n) {
-                return Err(bad_argument!("no producer {n:?} in the trace"));
-            }
-        }
-        actor_groups.push((
-            name.to_owned(),
-            op,
-            producers
-                .iter()
-                .filter(|p| names.contains(&p.name.as_str()))
-                .map(|p| p.id)
-                .collect::<Vec<_>>(),
-        ));
+        let names: Vec<String> = members.split(',').map(|m| m.trim().to_owned()).collect();
+        // A member is a name (every producer of it) or a label `NAME #ID` (that one producer).
+        let ids = producer_ids(&producers, &names)?;
+        actor_groups.push((name.to_owned(), op, ids.clone()));
         let hists: Vec<&[f64]> = t
             .actors
             .iter()
-            .filter(|a| names.contains(&a.name.as_str()))
+            .filter(|a| ids.contains(&a.producer))
             .map(|a| a.values.as_slice())
             .collect();
         let values = if hists.is_empty() {
@@ -989,7 +987,7 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
     let smoothed = traceviz::slick(&t.outline, args.sigma);
     let lum = traceviz::luminance(&t.outline, &smoothed);
     if let Some(png) = &c.png {
-        render::timeline(png, &t, &groups, &smoothed, &lum)
+        render::timeline(png, &t, &labels, &groups, &smoothed, &lum)
             .with_context(|| format!("cannot draw {}", png.display()))?;
     }
     let description = format!(
@@ -1017,37 +1015,113 @@ pub fn timeline(args: TimelineArgs) -> Result<ExitCode> {
         print_json(&v)?;
     } else {
         outln!(
-            "{:?} of {} actors over {} in {} bins",
+            "{:?} of {} actors over {} in {} bins of {}",
             t.statistic,
             t.actors.len(),
             units::duration(range.len()),
-            args.width
+            args.width,
+            units::duration_compact(range.len() as f64 / args.width as f64)
         );
-        let mut rows: Vec<(&str, f64, f64)> = t
+        // The groups first (as in the PNG), each named with its operator and members, then the
+        // actors, largest first; every value with its unit.
+        let mut rows: Vec<(String, [f64; 2])> = groups
+            .iter()
+            .map(|g| {
+                let values: Vec<f64> = g["values"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+                    .unwrap_or_default();
+                let members: Vec<&str> = g["members"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+                    .unwrap_or_default();
+                (
+                    format!(
+                        "{} = {}({})",
+                        g["name"].as_str().unwrap_or_default(),
+                        g["op"].as_str().unwrap_or_default(),
+                        members.join(", ")
+                    ),
+                    timeline_columns(t.statistic, &values),
+                )
+            })
+            .collect();
+        let mut actors: Vec<(String, [f64; 2])> = t
             .actors
             .iter()
             .map(|a| {
                 (
-                    a.name.as_str(),
-                    a.values.iter().sum::<f64>(),
-                    a.values.iter().copied().fold(0.0, f64::max),
+                    labels
+                        .get(&a.producer)
+                        .cloned()
+                        .unwrap_or_else(|| a.name.clone()),
+                    timeline_columns(t.statistic, &a.values),
                 )
             })
             .collect();
-        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
-        outln!("  {:<32} {:>14} {:>14}", "actor", "sum", "max bin");
-        for (n, s, m) in rows {
+        actors.sort_by(|a, b| b.1[0].total_cmp(&a.1[0]).then_with(|| a.0.cmp(&b.0)));
+        let n_groups = rows.len();
+        rows.extend(actors);
+        let headers = timeline_headers(t.statistic);
+        let width = rows
+            .iter()
+            .map(|r| crate::out::one_line(&r.0).chars().count())
+            .chain([5])
+            .max()
+            .unwrap_or(5);
+        outln!(
+            "  {:<width$}  {:>16}  {:>16}",
+            if n_groups > 0 {
+                "group / actor"
+            } else {
+                "actor"
+            },
+            headers[0],
+            headers[1]
+        );
+        for (n, v) in &rows {
             outln!(
-                "  {:<32} {:>14} {:>14}",
+                "  {:<width$}  {:>16}  {:>16}",
                 crate::out::one_line(n),
-                units::count(s),
-                units::count(m)
+                timeline_value(t.statistic, v[0]),
+                timeline_value(t.statistic, v[1])
             );
         }
         wrote(&c.png, false)?;
         said_saved(saved_id.as_slice(), "grouping", &c.trace)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The two columns of `timeline`'s text for a statistic: what the row adds up to and its largest
+/// bin (events, or time in states); for delays, which do not add up, the longest delay and the
+/// median of the bins that have one.
+fn timeline_headers(s: Statistic) -> [&'static str; 2] {
+    match s {
+        Statistic::Density => ["events", "most in a bin"],
+        Statistic::Activity => ["time in states", "most in a bin"],
+        Statistic::Delay => ["longest delay", "median bin"],
+    }
+}
+
+fn timeline_columns(s: Statistic, values: &[f64]) -> [f64; 2] {
+    let max = values.iter().copied().fold(0.0, f64::max);
+    match s {
+        Statistic::Density | Statistic::Activity => [values.iter().sum(), max],
+        Statistic::Delay => {
+            let mut some: Vec<f64> = values.iter().copied().filter(|v| *v > 0.0).collect();
+            some.sort_by(f64::total_cmp);
+            [max, some.get(some.len() / 2).copied().unwrap_or(0.0)]
+        }
+    }
+}
+
+/// A `timeline` value with its unit: `1.23 M events`, `29.950 s`.
+fn timeline_value(s: Statistic, v: f64) -> String {
+    match s {
+        Statistic::Density => format!("{} events", units::count(v)),
+        Statistic::Activity | Statistic::Delay => units::duration(v.round() as i64),
+    }
 }
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {
@@ -1132,6 +1206,127 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  socscope gantt TRACE --png gantt.png\n  \
+    socscope gantt TRACE --range 4..6 --width 1600 --png zap.png\n\n\
+    The chart as the GUI's Gantt draws it: the CPU section first (one row per CPU: the thread\n\
+    that ran, in its process's colour, the idle task dimmed; the IRQs and soft IRQs it served on\n\
+    rows below it), then the producers. Rows without an event in the interval are left out\n\
+    unless --all-rows.")]
+pub struct GanttArgs {
+    /// The trace file (.db).
+    pub trace: PathBuf,
+    /// The PNG file to draw.
+    #[arg(long, value_name = "FILE")]
+    pub png: PathBuf,
+    /// Only this interval, relative to the trace start (e.g. 1.5..3, 200ms..).
+    #[arg(long, value_name = "A..B")]
+    pub range: Option<RangeArg>,
+    /// Width of the picture in pixels.
+    #[arg(long, default_value_t = 1400)]
+    pub width: u32,
+    /// At most this many rows (the CPU section first).
+    #[arg(long, default_value_t = 80)]
+    pub rows: usize,
+    /// Also the rows that have no event in the interval.
+    #[arg(long)]
+    pub all_rows: bool,
+}
+
+pub fn gantt(args: GanttArgs) -> Result<ExitCode> {
+    use socscope_analysis::gantt::{CpuTracks, GanttConsumer, GanttModel, GanttRow};
+    use socscope_analysis::loader::Consumer;
+    if !(400..=20_000).contains(&args.width) {
+        return Err(bad_argument!("--width must be between 400 and 20000"));
+    }
+    if args.rows == 0 {
+        return Err(bad_argument!("--rows must be at least 1"));
+    }
+    let reader = open_trace(&args.trace)?;
+    let range = resolve_range(&reader, args.range)?;
+    let origin = micro::trace_range(&reader).context("empty trace")?.start;
+    let producers = reader.producers()?;
+    let types = reader.event_types()?;
+    let tracks = CpuTracks::new(&producers, &types);
+    let mut model = GanttModel::new();
+    model.set_cpu_tracks(tracks.clone());
+    let mut consumer = GanttConsumer::new();
+    let mut batch = Vec::with_capacity(4096);
+    for e in reader.events_overlapping(range, &Filter::all())? {
+        batch.push(e?);
+        if batch.len() == 4096 {
+            consumer.consume(&batch);
+            batch.clear();
+        }
+    }
+    consumer.consume(&batch);
+    model.absorb(&consumer.snapshot());
+    // Rows in the GUI's order: the producer tree depth first (the CPUs first), each producer's row
+    // followed by its lanes (a CPU's IRQ and soft IRQ lanes).
+    let tree = hierarchy::ProducerTree::new(&producers);
+    let with_events = model.producers_with_events();
+    let labels = hierarchy::producer_labels(&producers);
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
+    for node in tree.nodes() {
+        if !args.all_rows && !with_events.contains(&node.id) {
+            continue;
+        }
+        let cpu = tracks.is_track(node.id);
+        let name = labels.get(&node.id).cloned().unwrap_or_default();
+        rows.push(GanttRow::producer(node.id));
+        lines.push(render::GanttLine {
+            label: format!("{}{name}", "  ".repeat(node.depth)),
+            cpu,
+        });
+        for lane in model.lanes(node.id) {
+            rows.push(GanttRow::lane(node.id, lane));
+            lines.push(render::GanttLine {
+                label: format!(
+                    "{}  {}",
+                    "  ".repeat(node.depth),
+                    socscope_analysis::gantt::Lanes::default().name(lane)
+                ),
+                cpu,
+            });
+        }
+    }
+    let hidden = rows.len().saturating_sub(args.rows);
+    rows.truncate(args.rows);
+    lines.truncate(args.rows);
+    let plot_w = render::gantt_plot_width(args.width);
+    let frame = model.frame(&rows, range, plot_w);
+    let cpu_rows = lines.iter().filter(|l| l.cpu).count();
+    render::gantt(
+        &args.png,
+        &render::GanttPicture {
+            trace: &args.trace.display().to_string(),
+            width: args.width,
+            frame: &frame,
+            lines: &lines,
+            hidden_rows: hidden,
+            producers: &producers,
+            types: &types,
+            from_start_ns: range.start - origin,
+        },
+    )
+    .with_context(|| format!("cannot draw {}", args.png.display()))?;
+    outln!(
+        "Gantt of {} over {}: {} rows ({} in the CPU section){}",
+        args.trace.display(),
+        units::duration(range.len()),
+        rows.len(),
+        cpu_rows,
+        if hidden > 0 {
+            format!(", {hidden} more left out (--rows)")
+        } else {
+            String::new()
+        }
+    );
+    wrote(&Some(args.png.clone()), false)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -302,6 +302,42 @@ pub struct OverviewArgs {
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
+    // Benchmarks run for minutes: a spinner with the elapsed time says they are alive (on a
+    // terminal only; their results are JSON or text on stdout either way).
+    let name = format!("{cmd:?}");
+    let name = name
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default()
+        .to_lowercase();
+    let spinner = crate::out::progress_bar(
+        bench_json(&cmd),
+        None,
+        &format!("{{spinner}} {{elapsed}} bench {name}"),
+    );
+    let result = run_bench(cmd);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    result
+}
+
+/// Whether a benchmark was asked for JSON.
+fn bench_json(cmd: &BenchCommand) -> bool {
+    match cmd {
+        BenchCommand::Fuzz { json, .. }
+        | BenchCommand::Ingest { json, .. }
+        | BenchCommand::Read { json, .. }
+        | BenchCommand::Rig { json, .. }
+        | BenchCommand::Capture { json, .. }
+        | BenchCommand::Import { json, .. }
+        | BenchCommand::Aggregate { json, .. } => *json,
+        BenchCommand::Fleet(a) => a.json,
+        BenchCommand::Overview(a) => a.json,
+    }
+}
+
+fn run_bench(cmd: BenchCommand) -> Result<ExitCode> {
     match cmd {
         BenchCommand::Fuzz {
             inputs,

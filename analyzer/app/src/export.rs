@@ -54,6 +54,7 @@ pub struct StoreView {
     container_of: std::collections::HashMap<u32, String>,
     range: TimeRange,
     t_min: Timestamp,
+    t_max: Timestamp,
 }
 
 fn category(c: EventCategory) -> Category {
@@ -131,6 +132,7 @@ impl StoreView {
             container_of,
             range,
             t_min: info.t_min,
+            t_max: info.t_max,
         })
     }
 }
@@ -167,6 +169,16 @@ impl TraceView for StoreView {
             kind: Kind::Punctual,
             params: Vec::new(),
         };
+        // Progress by trace time: how far into the exported interval the events have come.
+        let (from, to) = (
+            self.range.start.max(self.t_min),
+            self.range.end.min(self.t_max.saturating_add(1)),
+        );
+        let bar = crate::out::progress_bar(
+            false,
+            Some(1000),
+            "{spinner} {elapsed} exporting {msg} {wide_bar} eta {eta}",
+        );
         let mut n = 0;
         for e in self
             .reader
@@ -188,6 +200,16 @@ impl TraceView for StoreView {
             view.params.extend(e.params.iter().map(value));
             each(&view)?;
             n += 1;
+            if let Some(b) = &bar
+                && n % 65_536 == 0
+            {
+                let done = (e.ts - from) as f64 / (to - from).max(1) as f64;
+                b.set_position((done.clamp(0.0, 1.0) * 1000.0) as u64);
+                b.set_message(format!("{n} events"));
+            }
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
         }
         Ok(n)
     }

@@ -640,7 +640,9 @@ mod engine {
         let p = args.p.unwrap_or(report.ocelotl_default_p);
         let (_, nodes) = m.hierarchy();
         if let Some(png) = &args.png {
-            crate::render::spatiotemporal(png, &m, &model, p)
+            // The model's producers are the fleet's boards and CPUs: labelled by the same rule.
+            let labels = socscope_analysis::hierarchy::producer_labels(&m.producers);
+            crate::render::spatiotemporal(png, &m, &labels, &model, p)
                 .with_context(|| format!("cannot draw {}", png.display()))?;
         }
         if args.json {

@@ -1,12 +1,11 @@
 //! `socscope import`: text captures and binary Linux captures (trace-cmd `.dat`, CTF directories) into a
 //! trace of the catalog.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use socscope_collector::import::{ImportOptions, detect_format, import};
+use socscope_collector::import::{ImportOptions, detect_format, import, import_unregistered};
 use socscope_formats::Format;
 
 use crate::DEFAULT_DIR;
@@ -35,7 +34,8 @@ pub struct ImportArgs {
     /// The format; `auto` tells it from the file's magic or its first lines.
     #[arg(long, value_enum, default_value = "auto")]
     pub format: FormatArg,
-    /// The trace file to write (registered in the catalog of its directory).
+    /// The trace file to write, alone: it is registered in the catalog of its directory only when
+    /// that directory has one already (a `catalog.db`), or with --register.
     #[arg(
         short = 'o',
         long = "output",
@@ -43,6 +43,11 @@ pub struct ImportArgs {
         conflicts_with = "dir"
     )]
     pub output: Option<PathBuf>,
+    /// With -o: register the trace in the catalog of its directory, creating `catalog.db` there if
+    /// it has none (`socscope ls --dir DIR` then lists it). Without -o the trace always goes into
+    /// the --dir catalog.
+    #[arg(long, requires = "output")]
+    pub register: bool,
     /// Catalog directory to write the trace into (named after the first file).
     #[arg(long, default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
@@ -93,18 +98,11 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum();
-    let bar = if std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {wide_bar}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(b)
-    } else {
-        None
-    };
+    let bar = crate::out::progress_bar(
+        false,
+        Some(total),
+        "{spinner} importing {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {wide_bar}",
+    );
     let mut done_before = 0u64;
     for group in groups {
         let out = match &args.output {
@@ -137,6 +135,21 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             on_progress: &mut on_progress,
         };
         let names: Vec<String> = group.iter().map(|p| p.display().to_string()).collect();
+        // `-o FILE` writes FILE alone unless its directory is a catalog directory already or
+        // --register asks for one: no `catalog.db` appears unasked in the working directory.
+        let register = args.output.is_none()
+            || args.register
+            || out
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .join(socscope_tracedb::CATALOG_FILE)
+                .is_file();
+        let import = if register {
+            import
+        } else {
+            import_unregistered
+        };
         let report = import(&group, format, &out, &mut opts)
             .with_context(|| format!("while importing {}", names.join(", ")))?;
         done_before += report.bytes;

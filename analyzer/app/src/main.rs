@@ -154,6 +154,8 @@ enum Command {
     Aggregate(analyze::AggregateArgs),
     /// TraceViz per-actor histograms, outline, groups and Slick Graph.
     Timeline(analyze::TimelineArgs),
+    /// The Gantt chart as a PNG: the CPU section (which thread ran on each CPU) above the producers.
+    Gantt(analyze::GanttArgs),
     /// Windows where RUN departs from REFERENCE (exit status 3 when one passes the threshold).
     Compare(analyze::CompareArgs),
     /// The analysis results saved in a trace: list them, show one, delete one.
@@ -211,6 +213,7 @@ fn main() -> ExitCode {
         Command::Density(args) => analyze::density(args),
         Command::Aggregate(args) => analyze::aggregate(args),
         Command::Timeline(args) => analyze::timeline(args),
+        Command::Gantt(args) => analyze::gantt(args),
         Command::Compare(args) => analyze::compare(args),
         Command::Results(args) => results::run(args),
         Command::Bench(cmd) => bench::run(cmd),

@@ -105,3 +105,47 @@ macro_rules! errln {
     };
 }
 pub use errln;
+
+/// Whether a command shows progress on standard error: only to a person watching a terminal. Not
+/// under `--json` (a program reads the output), and not when standard output or standard error is
+/// a pipe or a file (a script, a log, a test): the bar's redraws would be noise there.
+pub fn progress_wanted(json: bool, stdout_is_terminal: bool, stderr_is_terminal: bool) -> bool {
+    !json && stdout_is_terminal && stderr_is_terminal
+}
+
+/// A progress bar on standard error of `len` steps drawn with `template` (indicatif's), or `None`
+/// where [`progress_wanted`] says no. A bar with a spinner ticks by itself, so a step that takes
+/// long still shows the command is alive.
+pub fn progress_bar(
+    json: bool,
+    len: Option<u64>,
+    template: &str,
+) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !progress_wanted(json, io::stdout().is_terminal(), io::stderr().is_terminal()) {
+        return None;
+    }
+    let b = match len {
+        Some(n) => indicatif::ProgressBar::new(n),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    b.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    b.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::progress_wanted;
+
+    #[test]
+    fn progress_only_for_a_person_at_a_terminal() {
+        assert!(progress_wanted(false, true, true));
+        assert!(!progress_wanted(true, true, true), "--json");
+        assert!(!progress_wanted(false, false, true), "stdout piped");
+        assert!(!progress_wanted(false, true, false), "stderr piped");
+    }
+}

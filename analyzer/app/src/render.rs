@@ -2,6 +2,7 @@
 //! DejaVu Sans font shipped in `assets/`, so pictures look the same on machines without fonts.
 //! Colours come from `socscope_analysis::palette`, as in the GUI.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Once;
 
@@ -20,6 +21,7 @@ use socscope_analysis::ocelotl::{
 use socscope_analysis::palette::{self, Rgb, UserColours};
 use socscope_analysis::stats::StatisticsSnapshot;
 use socscope_analysis::traceviz::{Statistic, Timeline};
+use socscope_tracedb::ProducerId;
 use socscope_tracedb::units::{self, TimeAxis};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`).
@@ -648,6 +650,7 @@ fn marker_x(x: i32, x0: i32, x1: i32) -> i32 {
 pub fn spatiotemporal(
     path: &Path,
     m: &TraceMicroscopicModel,
+    labels: &HashMap<ProducerId, String>,
     model: &MicroscopicModel,
     p: f64,
 ) -> Result<()> {
@@ -671,12 +674,11 @@ pub fn spatiotemporal(
     let root = canvas(path, 1200, height)?;
     let slice_s = m.grid.slice_ns() * 1e-9;
     let t_span = m.grid.slices as f64 * slice_s;
-    let names = socscope_analysis::hierarchy::distinct_names(
-        &m.producers
-            .iter()
-            .map(|p| (p.id, p.name.as_str()))
-            .collect::<Vec<_>>(),
-    );
+    let names: Vec<String> = m
+        .producers
+        .iter()
+        .map(|p| labels.get(&p.id).cloned().unwrap_or_else(|| p.name.clone()))
+        .collect();
     let type_colour = type_colours(&m.types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>());
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -790,20 +792,26 @@ fn outline_caption(t: &Timeline, max: f64) -> [String; 2] {
 
 /// TraceViz: the outline (actors stacked, one colour each, named in the legend beside it) over its
 /// Slick Graph shading band, with a time axis; then one small histogram per group and per actor (the
-/// largest 24) and the time axis again. Producers of one name are told apart by id.
+/// largest 24) and the time axis again. Actors are named by their `labels`
+/// ([`socscope_analysis::hierarchy::producer_labels`]: producers of one name told apart by id).
 pub fn timeline(
     path: &Path,
     t: &Timeline,
+    labels: &HashMap<ProducerId, String>,
     groups: &[serde_json::Value],
     smoothed: &[f64],
     lum: &[f64],
 ) -> Result<()> {
-    let names = socscope_analysis::hierarchy::distinct_names(
-        &t.actors
-            .iter()
-            .map(|a| (a.producer, a.name.as_str()))
-            .collect::<Vec<_>>(),
-    );
+    let names: Vec<String> = t
+        .actors
+        .iter()
+        .map(|a| {
+            labels
+                .get(&a.producer)
+                .cloned()
+                .unwrap_or_else(|| a.name.clone())
+        })
+        .collect();
     let colours = producer_colours(&t.actors.iter().map(|a| a.name.as_str()).collect::<Vec<_>>());
     let sum = |v: &[f64]| v.iter().sum::<f64>();
     let mut by_size: Vec<usize> = (0..t.actors.len()).collect();
@@ -986,6 +994,235 @@ pub fn timeline(
         .map_err(err)?;
     }
     time_axis(&root, left, plot_w, y + 2, span_ns)?;
+    root.present().map_err(err)
+}
+
+/// One row of the Gantt PNG: its name (indented by depth) and whether it is in the CPU section.
+pub struct GanttLine {
+    pub label: String,
+    pub cpu: bool,
+}
+
+/// What the Gantt PNG draws.
+pub struct GanttPicture<'a> {
+    pub trace: &'a str,
+    /// Picture width in pixels.
+    pub width: u32,
+    /// The frame, [`gantt_plot_width`] columns wide.
+    pub frame: &'a socscope_analysis::gantt::GanttFrame,
+    /// One per row of the frame.
+    pub lines: &'a [GanttLine],
+    /// Rows left out (beyond --rows).
+    pub hidden_rows: usize,
+    pub producers: &'a [socscope_tracedb::Producer],
+    pub types: &'a [socscope_tracedb::EventType],
+    /// Where the interval starts, from the trace's start (the axis is labelled in trace time).
+    pub from_start_ns: i64,
+}
+
+const GANTT_LEFT: i32 = 230;
+const GANTT_LEGEND_W: i32 = 190;
+const GANTT_ROW_H: i32 = 16;
+const GANTT_TOP: i32 = 40;
+const GANTT_SECTION_H: i32 = 20;
+/// A CPU's idle task, dimmed.
+const IDLE: Rgb = [222, 222, 222];
+
+/// The plot's width (one column per pixel) in a Gantt picture `width` pixels wide.
+pub fn gantt_plot_width(width: u32) -> u32 {
+    (width as i32 - GANTT_LEFT - GANTT_LEGEND_W - 20).max(10) as u32
+}
+
+/// Where row `i` of a Gantt picture starts: below the title, the CPU section's heading, and the
+/// producers' heading once the CPU rows are past.
+fn gantt_row_y(lines: &[GanttLine], i: usize) -> i32 {
+    let cpu_rows = lines.iter().filter(|l| l.cpu).count();
+    let mut y = GANTT_TOP + i as i32 * GANTT_ROW_H;
+    if cpu_rows > 0 {
+        y += GANTT_SECTION_H;
+    }
+    if i >= cpu_rows && cpu_rows < lines.len() {
+        y += GANTT_SECTION_H;
+    }
+    y
+}
+
+/// The Gantt chart as the GUI draws it: a CPU section above the producers (each CPU's row the
+/// thread that ran, coloured by its process, the idle task dimmed, and its IRQ and soft IRQ lanes),
+/// states as bars as high as they cover their pixel, punctual events as ticks, a time axis in trace
+/// time and a legend of the types and processes drawn.
+pub fn gantt(path: &Path, g: &GanttPicture) -> Result<()> {
+    use socscope_analysis::gantt::{FULL_COVERAGE, thread_of_key};
+    let f = g.frame;
+    let plot_w = f.width as i32;
+    let rows_h = gantt_row_y(g.lines, g.lines.len()) - GANTT_TOP;
+    let height = (GANTT_TOP + rows_h + 60).max(200) as u32;
+    let root = canvas(path, g.width, height)?;
+    let type_names: Vec<&str> = g.types.iter().map(|t| t.name.as_str()).collect();
+    let type_rgb: HashMap<u32, Rgb> = g
+        .types
+        .iter()
+        .map(|t| t.id)
+        .zip(type_colours(&type_names))
+        .collect();
+    let producer_names: Vec<&str> = g.producers.iter().map(|p| p.name.as_str()).collect();
+    let producer_rgb: HashMap<ProducerId, Rgb> = g
+        .producers
+        .iter()
+        .map(|p| p.id)
+        .zip(producer_colours(&producer_names))
+        .collect();
+    let parent: HashMap<ProducerId, Option<ProducerId>> =
+        g.producers.iter().map(|p| (p.id, p.parent)).collect();
+    // A thread that ran on a CPU takes its process's colour, as in the GUI.
+    let process_of = |thread: ProducerId| parent.get(&thread).copied().flatten().unwrap_or(thread);
+    let colour = |t: u32| -> Rgb {
+        if let Some(thread) = thread_of_key(t) {
+            return producer_rgb
+                .get(&process_of(thread))
+                .copied()
+                .unwrap_or([128, 128, 128]);
+        }
+        if t == socscope_tracedb::CPU_IDLE_TYPE {
+            return IDLE;
+        }
+        type_rgb.get(&t).copied().unwrap_or([128, 128, 128])
+    };
+    root.draw(&Text::new(
+        format!(
+            "Gantt — {} ({} rows{})",
+            g.trace,
+            g.lines.len(),
+            if g.hidden_rows > 0 {
+                format!(", {} more left out", g.hidden_rows)
+            } else {
+                String::new()
+            }
+        ),
+        (12, 8),
+        font(16),
+    ))
+    .map_err(err)?;
+    let cpu_rows = g.lines.iter().filter(|l| l.cpu).count();
+    if cpu_rows > 0 {
+        root.draw(&Text::new("CPUs", (12, GANTT_TOP + 3), font(13)))
+            .map_err(err)?;
+    }
+    if cpu_rows < g.lines.len() {
+        let y = gantt_row_y(g.lines, cpu_rows) - GANTT_SECTION_H;
+        root.draw(&Text::new("Producers", (12, y + 3), font(13)))
+            .map_err(err)?;
+        root.draw(&PathElement::new(
+            vec![(12, y), (GANTT_LEFT + plot_w, y)],
+            BLACK.mix(0.4).stroke_width(1),
+        ))
+        .map_err(err)?;
+    }
+    let mut processes_drawn: std::collections::BTreeSet<ProducerId> = Default::default();
+    for (i, (row, line)) in f.rows.iter().zip(g.lines).enumerate() {
+        let y = gantt_row_y(g.lines, i);
+        let bottom = y + GANTT_ROW_H - 2;
+        let full = GANTT_ROW_H - 3;
+        root.draw(&Text::new(
+            fit(&line.label, 11, GANTT_LEFT - 20),
+            (12, y + 1),
+            font(11),
+        ))
+        .map_err(err)?;
+        for s in &row.spans {
+            let h =
+                (full * i32::from(s.coverage.min(FULL_COVERAGE)) / i32::from(FULL_COVERAGE)).max(1);
+            if let Some(thread) = thread_of_key(s.type_id) {
+                processes_drawn.insert(process_of(thread));
+            }
+            root.draw(&Rectangle::new(
+                [
+                    (GANTT_LEFT + s.x0 as i32, bottom - h),
+                    (GANTT_LEFT + s.x1 as i32, bottom),
+                ],
+                rgb(colour(s.type_id)).filled(),
+            ))
+            .map_err(err)?;
+        }
+        for t in &row.ticks {
+            let x = GANTT_LEFT + t.x as i32;
+            root.draw(&PathElement::new(
+                vec![(x, y + 2), (x, bottom)],
+                rgb(colour(t.type_id)).stroke_width(1),
+            ))
+            .map_err(err)?;
+        }
+    }
+    let axis_y = GANTT_TOP + rows_h + 4;
+    // The axis in trace time: a chart of 4 s to 6 s reads 4 s to 6 s.
+    let (from, to) = (g.from_start_ns, g.from_start_ns + f.view.len().max(1));
+    let axis = TimeAxis::new(from, to, (plot_w / 110).max(2) as usize);
+    for t in axis.ticks(from, to) {
+        let x = GANTT_LEFT
+            + ((t - from) as f64 / (to - from) as f64 * f64::from(plot_w)).round() as i32;
+        root.draw(&PathElement::new(
+            vec![(x, axis_y), (x, axis_y + 5)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(err)?;
+        let label = axis.label(t);
+        let w = text_width(&label, 11);
+        root.draw(&Text::new(label, (x - w / 2, axis_y + 7), font(11)))
+            .map_err(err)?;
+    }
+    root.draw(&PathElement::new(
+        vec![(GANTT_LEFT, axis_y), (GANTT_LEFT + plot_w, axis_y)],
+        BLACK.stroke_width(1),
+    ))
+    .map_err(err)?;
+    root.draw(&Text::new(
+        "time from the start of the trace",
+        (GANTT_LEFT, axis_y + 24),
+        font(11),
+    ))
+    .map_err(err)?;
+    // Legend: the processes whose threads ran on the CPUs, then the types drawn.
+    let name_of = |p: ProducerId| {
+        g.producers
+            .iter()
+            .find(|x| x.id == p)
+            .map_or_else(|| format!("#{p}"), |x| x.name.clone())
+    };
+    let mut items: Vec<(String, Rgb)> = processes_drawn
+        .iter()
+        .map(|&p| {
+            (
+                fit(&format!("on CPU: {}", name_of(p)), 13, GANTT_LEGEND_W - 30),
+                colour(socscope_analysis::gantt::THREAD_KEY | p),
+            )
+        })
+        .collect();
+    for t in f.types() {
+        if t == socscope_tracedb::ON_CPU_TYPE {
+            continue;
+        }
+        let name = g
+            .types
+            .iter()
+            .find(|x| x.id == t)
+            .map_or_else(|| format!("type {t}"), |x| x.name.clone());
+        items.push((fit(&name, 13, GANTT_LEGEND_W - 30), colour(t)));
+    }
+    let fits = (rows_h / 18).max(1) as usize;
+    let more = items.len().saturating_sub(fits);
+    if more > 0 {
+        items.truncate(fits.saturating_sub(1));
+    }
+    let lx = GANTT_LEFT + plot_w + 14;
+    legend(&root, &items, lx, GANTT_TOP)?;
+    if more > 0 {
+        root.draw(&Text::new(
+            format!("+ {} more", more + 1),
+            (lx, GANTT_TOP + 18 * items.len() as i32),
+            font(12),
+        ))
+        .map_err(err)?;
+    }
     root.present().map_err(err)
 }
 
@@ -1314,7 +1551,19 @@ mod tests {
             outline: vec![6.0; 100],
         };
         let flat = vec![6.0; 100];
-        timeline(&path, &t, &[], &flat, &vec![0.5; 100]).unwrap();
+        let labels = socscope_analysis::hierarchy::producer_labels(
+            &t.actors
+                .iter()
+                .map(|a| socscope_tracedb::Producer {
+                    id: a.producer,
+                    parent: None,
+                    kind: socscope_tracedb::ProducerKind::Thread,
+                    local_id: i64::from(a.producer),
+                    name: a.name.clone(),
+                })
+                .collect::<Vec<_>>(),
+        );
+        timeline(&path, &t, &labels, &[], &flat, &vec![0.5; 100]).unwrap();
         let img = decode(&path);
         // Layout of `timeline`: plot from x = 200, 780 px wide; outline box from y = 68 to 300;
         // rows of 34 px from y = 354; legend boxes from (992, 68), one every 18 px.

@@ -8,9 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use socscope_analysis::results::{self as saved, Band};
-use socscope_tracedb::{
-    AnalysisData, AnalysisResult, Producer, ProducerId, ResultStore, TraceReader, units,
-};
+use socscope_tracedb::{AnalysisData, AnalysisResult, ResultStore, TraceReader, units};
 
 use crate::format;
 use crate::input::{bad_argument, open_trace};
@@ -69,14 +67,6 @@ fn now_unix_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-/// `NAME #ID` for every producer: two producers of one name stay apart.
-pub fn producer_labels(producers: &[Producer]) -> HashMap<ProducerId, String> {
-    producers
-        .iter()
-        .map(|p| (p.id, format!("{} #{}", p.name, p.id)))
-        .collect()
 }
 
 fn kind_row(r: &AnalysisResult) -> Value {
@@ -170,7 +160,8 @@ fn show(
     r: &AnalysisResult,
     data: &AnalysisData,
 ) -> Result<ExitCode> {
-    let labels = producer_labels(&reader.producers()?);
+    // The one naming rule of every output: `NAME #ID` only where the trace shares the name.
+    let labels = socscope_analysis::hierarchy::producer_labels(&reader.producers()?);
     let types: HashMap<u32, String> = reader
         .event_types()?
         .into_iter()

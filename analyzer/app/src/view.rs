@@ -90,7 +90,20 @@ pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
 pub fn run(args: ViewArgs) -> Result<ExitCode> {
     #[cfg(feature = "gui")]
     {
-        socscope_analyzer::gui::run(options(&args)?)?;
+        let options = options(&args)?;
+        // A script drives the window for a while on its own: say so on the terminal.
+        let spinner = options.script.as_ref().and_then(|_| {
+            crate::out::progress_bar(
+                false,
+                None,
+                "{spinner} {elapsed} view: running the script in the window",
+            )
+        });
+        let result = socscope_analyzer::gui::run(options);
+        if let Some(s) = spinner {
+            s.finish_and_clear();
+        }
+        result?;
         Ok(ExitCode::SUCCESS)
     }
     #[cfg(not(feature = "gui"))]

@@ -396,3 +396,260 @@ fn aggregate_memory_budget_refuses_before_it_starts() {
         "{text}"
     );
 }
+
+fn text(args: &[&str]) -> String {
+    let out = socscope(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The value columns of `timeline`'s text rows (after its two header lines): the last two
+/// cells, each a number and its unit.
+fn timeline_rows(out: &str) -> Vec<(String, String, String)> {
+    out.lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let cells: Vec<&str> = l
+                .trim()
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            assert_eq!(cells.len(), 3, "{l:?}");
+            (cells[0].into(), cells[1].into(), cells[2].into())
+        })
+        .collect()
+}
+
+#[test]
+fn timeline_text_says_its_units_lists_its_groups_and_names_actors_as_stats_does() {
+    let t = traces();
+    // Activity: time in states, in time units (it printed `29.95 G`, a count of ns).
+    let out = text(&[
+        "timeline",
+        s(&t.cpu),
+        "--width",
+        "100",
+        "--statistic",
+        "activity",
+        "--group",
+        "video=vdec,vsync-cb:max",
+    ]);
+    assert!(out.lines().next().unwrap().contains(" bins of "), "{out}");
+    let header = out.lines().nth(1).unwrap();
+    assert!(
+        header.contains("time in states") && header.contains("most in a bin"),
+        "{out}"
+    );
+    let rows = timeline_rows(&out);
+    assert!(rows.len() > 5, "{out}");
+    // The group's row comes first, with its operator and members.
+    assert_eq!(rows[0].0, "video = max(vdec, vsync-cb)", "{out}");
+    let is_time = |v: &str| {
+        let (n, u) = v.split_once(' ').unwrap_or((v, ""));
+        n.parse::<f64>().is_ok() && ["ns", "µs", "ms", "s"].contains(&u)
+    };
+    for (name, sum, max) in &rows {
+        assert!(
+            is_time(sum) && is_time(max),
+            "{name}: {sum:?} {max:?} in\n{out}"
+        );
+    }
+    // Density: events.
+    let out = text(&["timeline", s(&t.cpu), "--width", "100"]);
+    let rows = timeline_rows(&out);
+    assert!(
+        rows.iter()
+            .all(|(_, a, b)| a.ends_with(" events") && b.ends_with(" events")),
+        "{out}"
+    );
+
+    // Same-named producers: the two `cpu-burn` threads are `cpu-burn #ID` in `timeline` as in
+    // `stats`, and keep that label when shown alone (a range or filter leaving one of them).
+    let burns: Vec<String> = rows
+        .iter()
+        .map(|r| r.0.clone())
+        .filter(|n| n.starts_with("cpu-burn"))
+        .collect();
+    assert_eq!(burns.len(), 2, "{out}");
+    assert!(
+        burns.iter().all(|b| b.starts_with("cpu-burn #")),
+        "{burns:?}"
+    );
+    assert_ne!(burns[0], burns[1]);
+    let stats = json(&[
+        "stats",
+        s(&t.cpu),
+        "--operator",
+        "count-per-producer",
+        "--json",
+    ]);
+    let labels: Vec<&str> = stats["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x["label"].as_str())
+        .collect();
+    for b in &burns {
+        assert!(labels.contains(&b.as_str()), "{b} in {labels:?}");
+    }
+    // The label selects that one producer, and it keeps its label alone in both commands.
+    let one = &burns[1];
+    let stats = json(&[
+        "stats",
+        s(&t.cpu),
+        "--operator",
+        "count-per-producer",
+        "--producers",
+        one,
+        "--json",
+    ]);
+    assert_eq!(stats["slices"][0]["label"], one.as_str(), "{stats}");
+    assert_eq!(stats["slices"].as_array().unwrap().len(), 1, "{stats}");
+    let out = text(&["timeline", s(&t.cpu), "--width", "10", "--producers", one]);
+    let rows = timeline_rows(&out);
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!(&rows[0].0, one, "{out}");
+}
+
+/// What a command writes to a real terminal (`script` gives it a pty), the shell line `line` run
+/// there with `$SOCSCOPE` set to this build's program.
+fn on_a_terminal(line: &str, dir: &Path) -> String {
+    let out = Command::new("script")
+        .args(["-qec", line, "/dev/null"])
+        .env("SOCSCOPE", env!("CARGO_BIN_EXE_socscope"))
+        .env("TERM", "xterm")
+        .env("COLUMNS", "120")
+        .current_dir(dir)
+        .output()
+        .expect("script (util-linux) runs");
+    assert!(out.status.success(), "{line}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Progress shows on a terminal, and only there: not under `--json`, and not when standard output
+/// goes to a file or a pipe even though standard error is a terminal.
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    let t = traces();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = s(&t.cpu);
+    let aggregate = format!("\"$SOCSCOPE\" aggregate '{trace}' --slices 200 --metric duration");
+    // On a terminal: the bar (its message names the p evaluated).
+    let seen = on_a_terminal(&aggregate, dir.path());
+    assert!(
+        seen.contains("p evaluated") || seen.contains("aggregating"),
+        "{seen}"
+    );
+    // Under --json, or with stdout in a file: nothing but the command's own output.
+    for line in [
+        format!("{aggregate} --json > out.json"),
+        format!("{aggregate} > out.txt"),
+        format!("{aggregate} | cat > out2.txt"),
+    ] {
+        let seen = on_a_terminal(&line, dir.path());
+        assert!(seen.trim().is_empty(), "{line}: {seen:?}");
+    }
+    // The same for export (it drew nothing before) and import (it drew whenever stderr was a
+    // terminal).
+    let export =
+        format!("\"$SOCSCOPE\" export '{trace}' --range 4..5 --format csv -o x.csv > /dev/null");
+    assert!(on_a_terminal(&export, dir.path()).trim().is_empty());
+    let paje = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/traces/paje/pajeng-simgrid-fg126.trace");
+    let import = format!(
+        "\"$SOCSCOPE\" import '{}' -o imported.db > /dev/null",
+        paje.display()
+    );
+    assert!(on_a_terminal(&import, dir.path()).trim().is_empty());
+    let piped = socscope(&[
+        "export",
+        trace,
+        "--range",
+        "4..5",
+        "--format",
+        "csv",
+        "-o",
+        s(&dir.path().join("y.csv")),
+    ]);
+    assert!(piped.status.success());
+    assert!(piped.stderr.is_empty(), "{piped:?}");
+}
+
+fn decode_png(path: &Path) -> (usize, Vec<[u8; 3]>) {
+    let mut r = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let n = info.color_type.samples();
+    let px = buf[..info.buffer_size()]
+        .chunks(n)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width as usize, px)
+}
+
+/// `gantt --png`: the CPU section first. Over the CPU stress (4 s to 6 s) cpu0's row is a thread's
+/// colour nearly everywhere; over the quiet capture the idle task's dimmed grey shows.
+#[test]
+fn the_gantt_png_draws_a_cpu_section_of_the_threads_that_ran() {
+    let t = traces();
+    let dir = tempfile::tempdir().unwrap();
+    // Layout of `render::gantt` at 1400 px: plot from x = 230, 960 px wide; the CPU section's
+    // heading from y = 40, its first row (cpu0) from y = 60, 16 px high, bars from its bottom (y = 74).
+    let (left, plot_w, cpu0_bottom) = (230usize, 960usize, 73usize);
+    const WHITE: [u8; 3] = [255, 255, 255];
+    const IDLE: [u8; 3] = [222, 222, 222];
+    let cpu0_row = |trace: &Path, range: &str, name: &str| {
+        let png = dir.path().join(name);
+        let out = text(&[
+            "gantt",
+            s(trace),
+            "--range",
+            range,
+            "--width",
+            "1400",
+            "--png",
+            s(&png),
+        ]);
+        assert!(out.contains("in the CPU section"), "{out}");
+        let cpu_rows: usize = out
+            .split(" in the CPU section")
+            .next()
+            .and_then(|h| h.rsplit('(').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        assert!(cpu_rows >= 2, "{out}");
+        let (w, px) = decode_png(&png);
+        (left..left + plot_w)
+            .map(|x| px[cpu0_bottom * w + x])
+            .collect::<Vec<_>>()
+    };
+    let busy = cpu0_row(&t.cpu, "4.1..5.9", "stress.png");
+    let ran = busy.iter().filter(|c| **c != WHITE && **c != IDLE).count();
+    assert!(
+        ran * 10 >= plot_w * 9,
+        "{ran} of {plot_w} columns show a thread"
+    );
+    // Zoomed in to 50 ms of the quiet capture, the idle task's stretches are wider than a pixel.
+    let zoomed = cpu0_row(&t.reference, "1..1.05", "zoomed.png");
+    let idle = zoomed.iter().filter(|c| **c == IDLE).count();
+    assert!(
+        idle * 4 > plot_w,
+        "the idle task is drawn dimmed: {idle} columns"
+    );
+    let quiet = cpu0_row(&t.reference, "0..10", "quiet.png");
+    // Not one colour: the quiet capture's cpu0 ran threads of several processes.
+    let colours: std::collections::BTreeSet<[u8; 3]> = quiet
+        .iter()
+        .copied()
+        .filter(|c| *c != WHITE && *c != IDLE)
+        .collect();
+    assert!(colours.len() >= 2, "{colours:?}");
+}

@@ -736,3 +736,39 @@ fn every_trace_file_round_trips_through_paje_and_chrome_json() {
         );
     }
 }
+
+/// `import -o FILE` writes FILE alone: no `catalog.db` appears in the working directory unless
+/// `--register` asks for one, or the directory is a catalog directory already.
+#[test]
+fn import_o_writes_no_catalog_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("socscope runs");
+        ok(out)
+    };
+    let sample = real("paje/pajeng-native_sample.trace");
+    run(&["import", &sample, "-o", "stb.db"]);
+    assert!(dir.path().join("stb.db").is_file());
+    assert!(!dir.path().join("catalog.db").exists(), "created unasked");
+    // Asked: the trace is registered, and `ls` lists it.
+    run(&["import", &sample, "-o", "stb2.db", "--register"]);
+    assert!(dir.path().join("catalog.db").is_file());
+    // A catalog directory already: the next one is registered without asking.
+    run(&["import", &sample, "-o", "stb3.db"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args(["ls", "--dir", s(dir.path()), "--json"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        listed.contains("stb2.db") && listed.contains("stb3.db") && !listed.contains("stb.db\""),
+        "{listed}"
+    );
+    // --register means nothing without -o (the --dir catalog always registers).
+    let out = socscope(&["import", &sample, "--register"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}

@@ -100,12 +100,11 @@ pub fn cpu_utilisation(reader: &TraceReader, range: TimeRange) -> Result<CpuUtil
         })
         .collect();
     // Threads of one name (each zap's `demux`) told apart as every view tells them (`demux #39`).
-    let labels = crate::hierarchy::distinct_names(
-        &threads
-            .keys()
-            .map(|&id| (id, name(id).map_or("", |p| p.name.as_str())))
-            .collect::<Vec<_>>(),
-    );
+    let all_labels = crate::hierarchy::producer_labels(&producers);
+    let labels: Vec<String> = threads
+        .keys()
+        .map(|id| all_labels.get(id).cloned().unwrap_or_default())
+        .collect();
     let mut threads: Vec<ThreadUse> = threads
         .into_iter()
         .zip(labels)
@@ -252,12 +251,13 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(300, 100), (130, 220)]
         );
-        // An interval where only one demux ran names it plainly.
+        // An interval where only one demux ran still labels it as every output does: the trace
+        // has two, so `stats` and `timeline` over any interval match it by the same label.
         let early = cpu_utilisation(&reader, TimeRange::new(0, 50)).unwrap();
         assert_eq!(early.threads.len(), 1);
         assert_eq!(
             (early.threads[0].thread.as_str(), early.threads[0].cpu_ns),
-            ("demux", 50)
+            ("demux #21", 50)
         );
         assert_eq!(early.cpus[1].busy_ns + early.cpus[1].idle_ns, 0);
     }

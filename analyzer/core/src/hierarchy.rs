@@ -198,6 +198,30 @@ fn kind_rank(p: &Producer) -> u8 {
     }
 }
 
+/// The one name every output gives a producer of a trace: its name, or `NAME #ID` when another
+/// producer of the trace has the same name (each zap's `demux` is `demux #39`, `demux #52`, ...).
+/// Judged over the whole trace, not over the rows one output happens to show, so a producer has
+/// the same label in `stats`, `timeline`, `results` and their PNGs, whatever their range or filter;
+/// `--producers` and `--group` take the label back ([`producer_by_label`]).
+pub fn producer_labels(all: &[Producer]) -> HashMap<ProducerId, String> {
+    let labels = distinct_names(
+        &all.iter()
+            .map(|p| (p.id, p.name.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    all.iter().map(|p| p.id).zip(labels).collect()
+}
+
+/// The producer a `NAME #ID` label (as [`producer_labels`] writes it) stands for: the id, when
+/// the trace has a producer of that id and that name.
+pub fn producer_by_label(all: &[Producer], label: &str) -> Option<ProducerId> {
+    let (name, id) = label.rsplit_once(" #")?;
+    let id: ProducerId = id.parse().ok()?;
+    all.iter()
+        .find(|p| p.id == id && p.name == name)
+        .map(|p| p.id)
+}
+
 /// Names for a chart's producers, told apart: a name two of them share gets the producer's id
 /// (`cpu-burn #27`, `cpu-burn #28`), the others stay as they are.
 pub fn distinct_names(producers: &[(ProducerId, &str)]) -> Vec<String> {
@@ -305,6 +329,24 @@ mod tests {
         let t = ProducerTree::new(&[kernel, p(2, None, ProducerKind::Process, "player")]);
         let ids: Vec<u32> = t.nodes().iter().map(|n| n.id).collect();
         assert_eq!(ids, [2, 1]);
+    }
+
+    #[test]
+    fn a_trace_wide_label_does_not_depend_on_the_rows_shown() {
+        let all = [
+            p(39, None, ProducerKind::Thread, "demux"),
+            p(52, None, ProducerKind::Thread, "demux"),
+            p(3, None, ProducerKind::Thread, "vdec"),
+        ];
+        let labels = producer_labels(&all);
+        assert_eq!(labels[&39], "demux #39");
+        assert_eq!(labels[&52], "demux #52");
+        assert_eq!(labels[&3], "vdec");
+        // A list showing only one `demux` would name it `demux`; the trace-wide label does not.
+        assert_eq!(distinct_names(&[(39, "demux")]), ["demux"]);
+        assert_eq!(producer_by_label(&all, "demux #52"), Some(52));
+        assert_eq!(producer_by_label(&all, "vdec #39"), None);
+        assert_eq!(producer_by_label(&all, "demux"), None);
     }
 
     #[test]

@@ -161,11 +161,8 @@ impl EntityNames {
             (t.name == "syscall").then_some((t.id, i))
         });
         Ok(Self {
-            producers: reader
-                .producers()?
-                .into_iter()
-                .map(|p| (p.id, p.name))
-                .collect(),
+            // Same-named producers told apart as every output tells them (`demux #39`).
+            producers: crate::hierarchy::producer_labels(&reader.producers()?),
             types: types.into_iter().map(|t| (t.id, t.name)).collect(),
             syscall,
         })

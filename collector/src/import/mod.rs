@@ -410,6 +410,27 @@ pub fn import(
     out: &Path,
     opts: &mut ImportOptions<'_>,
 ) -> Result<ImportReport> {
+    import_into(files, format, out, opts, true)
+}
+
+/// [`import`] without the catalog: writes the trace file alone, and no `catalog.db` beside it (a
+/// user's `import -o stb.db` in a directory that is no catalog directory).
+pub fn import_unregistered(
+    files: &[PathBuf],
+    format: Format,
+    out: &Path,
+    opts: &mut ImportOptions<'_>,
+) -> Result<ImportReport> {
+    import_into(files, format, out, opts, false)
+}
+
+fn import_into(
+    files: &[PathBuf],
+    format: Format,
+    out: &Path,
+    opts: &mut ImportOptions<'_>,
+    register: bool,
+) -> Result<ImportReport> {
     if files.is_empty() {
         return Err(CollectorError::Invalid("no file to import".into()));
     }
@@ -576,7 +597,9 @@ pub fn import(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Catalog::open(&dir)?.register_file(&db_file)?;
+    if register {
+        Catalog::open(&dir)?.register_file(&db_file)?;
+    }
     partial.keep = true;
     Ok(ImportReport {
         path: out.to_path_buf(),
