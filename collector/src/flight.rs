@@ -16,12 +16,26 @@
 //!
 //! Meanwhile the stream is decoded and reconstructed once, into no store, only for the triggers.
 //!
+//! The window's ingest runs on a thread of its own (one per window being saved, so at most one per
+//! board): replaying the ring and storing the window costs as much per record as a plain capture, and
+//! done in the stream's own thread it stalled the watch — the triggers and the ring — for as long.
+//! The watch hands it, in stream order, the ring's frames, then the live frames in batches of
+//! [`SAVE_BATCH_BYTES`], and what changes the window (a trigger joining it, a firing completed, the
+//! stream ending early); at most [`SAVE_QUEUE`] batches wait for it, so memory stays bounded (those
+//! batches, and the ring's frames of the window, decompressed, while the saver replays them) and a
+//! saver that falls behind slows the stream rather than losing frames. The window closes when the
+//! watch's own reconstruction has passed its end: the watch then waits for the saver to store what it
+//! was handed and to close the trace. Should no thread be available, the window is saved in the
+//! stream's thread.
+//!
 //! Start here: [`FlightConfig`], [`FlightRecorder`], [`WindowSpec`].
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use socscope_tracedb::{ParamValue, Timestamp, units};
 use socscope_wire::decode::{DecodeError, Frame, HelloInfo, OwnedDictEntry, StreamDecoder};
@@ -36,6 +50,12 @@ use crate::trigger::{Discard, Firing, Observed, TRIGGER_PARAM, TriggerEngine};
 /// Raw bytes gathered before a segment is compressed: large enough for zstd to find the stream's
 /// repetitions, small enough that the window's edge is dropped in fine steps.
 pub const SEGMENT_BYTES: usize = 64 * 1024;
+
+/// Live frames gathered before they are handed to the thread saving a window.
+pub const SAVE_BATCH_BYTES: usize = 64 * 1024;
+
+/// Batches that may wait for the thread saving a window before the stream waits for it.
+pub const SAVE_QUEUE: usize = 8;
 
 /// How far past a window's end the fastest CPU may be before the window closes without a CPU that has
 /// sent nothing since.
@@ -187,11 +207,260 @@ impl Ring {
     }
 }
 
+/// Frames, concatenated, with their lengths.
+#[derive(Default)]
+struct FrameBatch {
+    bytes: Vec<u8>,
+    lens: Vec<u32>,
+}
+
+impl FrameBatch {
+    fn push(&mut self, raw: &[u8]) {
+        self.bytes.extend_from_slice(raw);
+        self.lens.push(raw.len() as u32);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lens.is_empty()
+    }
+
+    fn frames(&self) -> impl Iterator<Item = &[u8]> {
+        let mut at = 0usize;
+        self.lens.iter().filter_map(move |&len| {
+            let end = at + len as usize;
+            let raw = self.bytes.get(at..end);
+            at = end;
+            raw
+        })
+    }
+}
+
+/// What the watch tells the saver of a window, in stream order.
+enum ToSaver {
+    /// Frames as received.
+    Frames(FrameBatch),
+    /// A trigger joined the window, whose end is now `end`.
+    Fired { firing: Firing, end: Timestamp },
+    /// Firings completed since they fired (their final extent).
+    Revised(Vec<Firing>),
+    /// The stream ended before the window's end; `replace`: over a reason already given.
+    CutShort { why: String, replace: bool },
+}
+
+/// What a saver shares with the watch while it runs.
+#[derive(Default)]
+struct SaverShared {
+    notices: Mutex<Vec<Notice>>,
+    /// The store ended the window's session (a full disk): what comes next has nowhere to go.
+    closed: AtomicBool,
+}
+
+impl SaverShared {
+    fn take_notices(&self) -> Vec<Notice> {
+        std::mem::take(&mut *self.notices.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The window's own ingest, fed what the watch hands it.
+struct WindowSave {
+    ingest: Ingest,
+    shared: Arc<SaverShared>,
+}
+
+type Saved = crate::Result<(Vec<SessionReport>, Vec<Notice>)>;
+
+impl WindowSave {
+    fn handle(&mut self, message: ToSaver) {
+        match message {
+            ToSaver::Frames(batch) => {
+                for raw in batch.frames() {
+                    // Frame by frame: should the store close the window's session (a full disk), what
+                    // follows has nowhere to go and is not fed (it would count as records without a
+                    // Hello).
+                    if self.ingest.session_path().is_none() {
+                        break;
+                    }
+                    let _ = self.ingest.feed(raw);
+                }
+                self.shared_state();
+            }
+            ToSaver::Fired { firing, end } => {
+                if let Some(spec) = self.ingest.window_spec_mut() {
+                    spec.firings.push(firing);
+                    spec.end = end;
+                }
+            }
+            ToSaver::Revised(revised) => {
+                let Some(spec) = self.ingest.window_spec_mut() else {
+                    return;
+                };
+                for r in revised {
+                    if let Some(f) = spec.firings.iter_mut().find(|f| {
+                        f.rule == r.rule
+                            && f.at == r.at
+                            && f.start == r.start
+                            && f.producer == r.producer
+                    }) {
+                        *f = r;
+                    }
+                }
+            }
+            ToSaver::CutShort { why, replace } => {
+                if let Some(spec) = self.ingest.window_spec_mut()
+                    && (replace || spec.cut_short.is_none())
+                {
+                    spec.cut_short = Some(why);
+                }
+            }
+        }
+    }
+
+    /// Commits what is due while nothing arrives.
+    fn tick(&mut self) {
+        let _ = self.ingest.tick();
+        self.shared_state();
+    }
+
+    fn shared_state(&mut self) {
+        if self.ingest.session_path().is_none() {
+            self.shared.closed.store(true, Ordering::Release);
+        }
+        let notices = self.ingest.take_notices();
+        if !notices.is_empty() {
+            self.shared
+                .notices
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(notices);
+        }
+    }
+
+    /// The saver's thread: what the watch hands it until the watch lets go, then the trace closed.
+    fn run(mut self, from: Receiver<ToSaver>, idle: Duration) -> Saved {
+        loop {
+            match from.recv_timeout(idle) {
+                Ok(message) => self.handle(message),
+                Err(RecvTimeoutError::Timeout) => self.tick(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.ingest.finish()
+    }
+}
+
+/// Where a window's saver runs.
+enum Saver {
+    Thread {
+        to: SyncSender<ToSaver>,
+        thread: std::thread::JoinHandle<Option<Saved>>,
+    },
+    /// No thread could be started: saved in the stream's thread.
+    Inline(Box<WindowSave>),
+}
+
 /// A window being saved.
 struct OpenSave {
-    ingest: Ingest,
+    saver: Saver,
+    shared: Arc<SaverShared>,
+    /// Live frames not yet handed to the saver.
+    pending: FrameBatch,
+    /// The window's trace.
+    path: PathBuf,
     /// The window's end so far (post after the last trigger), trace ns.
     end: Timestamp,
+}
+
+impl OpenSave {
+    /// Starts saving the window that `ingest` (fed its `Hello` and dictionaries) stores: `ring`, the
+    /// ring's frames from the window's start, go first.
+    fn start(ingest: Ingest, ring: FrameBatch, end: Timestamp, idle: Duration) -> Self {
+        let shared = Arc::new(SaverShared::default());
+        let path = ingest
+            .session_path()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let save = WindowSave {
+            ingest,
+            shared: Arc::clone(&shared),
+        };
+        let (to, from) = sync_channel(SAVE_QUEUE);
+        // The save is handed over once the thread runs, so that it stays here should none start.
+        let (give, take) = sync_channel::<WindowSave>(1);
+        let spawned = std::thread::Builder::new()
+            .name("socscope-window".into())
+            .spawn(move || take.recv().ok().map(|save| save.run(from, idle)));
+        let saver = match spawned {
+            Ok(thread) => match give.send(save) {
+                Ok(()) => Saver::Thread { to, thread },
+                Err(back) => Saver::Inline(Box::new(back.0)),
+            },
+            Err(_) => Saver::Inline(Box::new(save)),
+        };
+        let mut open = Self {
+            saver,
+            shared,
+            pending: FrameBatch::default(),
+            path,
+            end,
+        };
+        open.send(ToSaver::Frames(ring));
+        open
+    }
+
+    /// A live frame for the window.
+    fn frame(&mut self, raw: &[u8]) {
+        self.pending.push(raw);
+        if self.pending.bytes.len() >= SAVE_BATCH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// Hands over the live frames gathered.
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let batch = std::mem::take(&mut self.pending);
+            self.deliver(ToSaver::Frames(batch));
+        }
+    }
+
+    /// A change to the window, after the frames before it.
+    fn send(&mut self, message: ToSaver) {
+        self.flush();
+        self.deliver(message);
+    }
+
+    fn deliver(&mut self, message: ToSaver) {
+        match &mut self.saver {
+            // A saver gone (it panicked) is found and said at `finish`.
+            Saver::Thread { to, .. } => {
+                let _ = to.send(message);
+            }
+            Saver::Inline(save) => save.handle(message),
+        }
+    }
+
+    /// The store ended the window's session.
+    fn closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Waits for the saver to store everything it was handed and to close the trace.
+    fn finish(mut self) -> (Saved, Vec<Notice>) {
+        self.flush();
+        let saved = match self.saver {
+            Saver::Thread { to, thread } => {
+                drop(to);
+                match thread.join() {
+                    Ok(Some(saved)) => saved,
+                    Ok(None) | Err(_) => Err(crate::CollectorError::Invalid(
+                        "the thread saving the window stopped before closing it".into(),
+                    )),
+                }
+            }
+            Saver::Inline(save) => save.ingest.finish(),
+        };
+        (saved, self.shared.take_notices())
+    }
 }
 
 /// One board's session as the flight recorder watches it.
@@ -302,16 +571,14 @@ impl FlightRecorder {
     pub fn feed(&mut self, bytes: &[u8]) {
         self.decoder.feed(bytes);
         self.staged.extend_from_slice(bytes);
+        // Taken out while frames are handled, so that each frame's bytes are lent, not copied.
+        let staged = std::mem::take(&mut self.staged);
         while let Some(result) = self.decoder.next_frame() {
             match result {
                 Ok(decoded) => {
                     let from = (decoded.offset.saturating_sub(self.staged_at)) as usize;
-                    let raw = self
-                        .staged
-                        .get(from..from + decoded.len)
-                        .map(<[u8]>::to_vec)
-                        .unwrap_or_default();
-                    self.frame(decoded.frame, &raw);
+                    let raw = staged.get(from..from + decoded.len).unwrap_or_default();
+                    self.frame(decoded.frame, raw);
                 }
                 Err(e) => {
                     self.orphan_frames += 1;
@@ -330,6 +597,7 @@ impl FlightRecorder {
                 }
             }
         }
+        self.staged = staged;
         // Keep only what the decoder has not consumed.
         let consumed = (self.decoder.offset() - self.staged_at) as usize;
         if consumed > 0 {
@@ -339,11 +607,12 @@ impl FlightRecorder {
         self.tick();
     }
 
-    /// Commits the window being saved, if any, when its interval has passed.
+    /// Hands the window being saved, if any, the frames gathered for it (its saver commits them when
+    /// its interval has passed), and passes on its notices.
     pub fn tick(&mut self) {
         if let Some(save) = self.watch.as_mut().and_then(|w| w.save.as_mut()) {
-            let _ = save.ingest.tick();
-            self.notices.extend(save.ingest.take_notices());
+            save.flush();
+            self.notices.extend(save.shared.take_notices());
         }
     }
 
@@ -472,18 +741,16 @@ impl FlightRecorder {
             w.ring.push(raw, head, head);
         }
         if let Some(save) = w.save.as_mut() {
-            if bye
-                && head < save.end
-                && let Some(spec) = save.ingest.window_spec_mut()
-            {
-                spec.cut_short = Some(format!(
+            if bye && head < save.end {
+                let why = format!(
                     "the board ended its session (Bye) at {} s, before the window's end at {} s",
                     units::timestamp(head),
                     units::timestamp(save.end)
-                ));
+                );
+                save.send(ToSaver::CutShort { why, replace: true });
             }
-            if (keep || bye) && save.ingest.session_path().is_some() {
-                let _ = save.ingest.feed(raw);
+            if (keep || bye) && !save.closed() {
+                save.frame(raw);
             }
         }
         w.triggers.frame_done();
@@ -555,15 +822,10 @@ impl FlightRecorder {
     fn revised(&mut self) {
         let Some(w) = self.watch.as_mut() else { return };
         let revised = w.triggers.take_revised();
-        let Some(spec) = w.save.as_mut().and_then(|s| s.ingest.window_spec_mut()) else {
-            return;
-        };
-        for r in revised {
-            if let Some(f) = spec.firings.iter_mut().find(|f| {
-                f.rule == r.rule && f.at == r.at && f.start == r.start && f.producer == r.producer
-            }) {
-                *f = r;
-            }
+        if let Some(save) = w.save.as_mut()
+            && !revised.is_empty()
+        {
+            save.send(ToSaver::Revised(revised));
         }
     }
 
@@ -574,15 +836,15 @@ impl FlightRecorder {
         let post_end = f.at.saturating_add(self.flight.post);
         if let Some(save) = w.save.as_mut() {
             save.end = save.end.max(post_end);
-            let path = save.ingest.session_path().map(Path::to_path_buf);
-            if let Some(spec) = save.ingest.window_spec_mut() {
-                spec.firings.push(f.clone());
-                spec.end = save.end;
-            }
+            let end = save.end;
+            save.send(ToSaver::Fired {
+                firing: f.clone(),
+                end,
+            });
             self.notices.push(Notice::TriggerFired {
                 source,
                 board: w.hello.board.clone(),
-                path: path.unwrap_or_default(),
+                path: save.path.clone(),
                 firing: f,
             });
             return;
@@ -635,34 +897,26 @@ impl FlightRecorder {
         config.triggers = None;
         // The window's session must not resume the stream's, nor leave a resume point behind.
         config.resume = ResumeTable::default();
+        // Committed on an idle link at the collector's interval (a little more often at the least,
+        // so that the saver does not spin should the interval be zero).
+        let idle = config.commit_interval.max(Duration::from_millis(10));
         let mut ingest = Ingest::window(config, source.clone(), spec);
         let _ = ingest.feed(&w.hello_frame);
         let _ = ingest.feed(&w.dictionaries);
-        // Frame by frame: should the store close the window's session (a full disk), what follows has
-        // nowhere to go and is not fed (it would count as records without a Hello).
-        let first_kept = w.ring.frames_from(start, |raw| {
-            if ingest.session_path().is_some() {
-                let _ = ingest.feed(raw);
-            }
-        });
+        let mut ring = FrameBatch::default();
+        let first_kept = w.ring.frames_from(start, |raw| ring.push(raw));
         if let Some(spec) = ingest.window_spec_mut() {
             spec.first_kept = first_kept;
         }
-        let path = ingest
-            .session_path()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
         self.notices.extend(ingest.take_notices());
+        let save = OpenSave::start(ingest, ring, post_end, idle);
         self.notices.push(Notice::TriggerFired {
             source,
             board: w.hello.board.clone(),
-            path,
+            path: save.path.clone(),
             firing: f,
         });
-        w.save = Some(OpenSave {
-            ingest,
-            end: post_end,
-        });
+        w.save = Some(save);
     }
 
     fn close_save_if_done(&mut self) {
@@ -673,7 +927,7 @@ impl FlightRecorder {
         let done = w.save.as_ref().is_some_and(|s| {
             w.all_cpus_at() >= s.end
                 || w.recon.last_ts() >= s.end.saturating_add(SILENT_CPU_GRACE)
-                || s.ingest.session_path().is_none()
+                || s.closed()
         });
         if done && let Some(save) = w.save.take() {
             self.finish_save(save);
@@ -681,7 +935,9 @@ impl FlightRecorder {
     }
 
     fn finish_save(&mut self, save: OpenSave) {
-        match save.ingest.finish() {
+        let (saved, notices) = save.finish();
+        self.notices.extend(notices);
+        match saved {
             Ok((reports, notices)) => {
                 self.notices.extend(notices);
                 for r in &reports {
@@ -728,15 +984,15 @@ impl FlightRecorder {
             let mut save = save;
             if !complete {
                 let head = w.recon.last_ts();
-                if let Some(spec) = save.ingest.window_spec_mut()
-                    && spec.cut_short.is_none()
-                {
-                    spec.cut_short = Some(format!(
-                        "{why_cut} at {} s, before the window's end at {} s: saved with what arrived",
-                        units::timestamp(head),
-                        units::timestamp(save.end)
-                    ));
-                }
+                let why = format!(
+                    "{why_cut} at {} s, before the window's end at {} s: saved with what arrived",
+                    units::timestamp(head),
+                    units::timestamp(save.end)
+                );
+                save.send(ToSaver::CutShort {
+                    why,
+                    replace: false,
+                });
             }
             // Put the watch back while the save is finished, so its path is recorded in it.
             let saved_before = w.saved.len();

@@ -3,7 +3,9 @@
 //! then — replayed from one `.wire` file (a reproducible stream) through the collector:
 //!
 //! - ingest rate of plain `collect` (the anchor), of `collect --trigger …`, and of
-//!   `collect --flight-recorder 60 --trigger …`, alternated over rounds in the same run;
+//!   `collect --flight-recorder 60 --trigger …`, alternated over rounds in the same run; wall time (what
+//!   the ratio is) and the process's CPU time (user + system, every thread: the flight
+//!   recorder saves its windows on threads of its own, so both are given);
 //! - the flight recorder's memory (its ring's own accounting, peak) for 1 board and for 16 boards at once;
 //! - completeness of every saved window: the events of a full capture of the same stream that lie inside
 //!   the window, found in the window (same time, type, CPU);
@@ -68,6 +70,7 @@ fn write_stream(path: &Path, seconds: f64) -> Result<u64> {
 
 struct Replayed {
     seconds: f64,
+    cpu_seconds: f64,
     records: u64,
     peak_ring: usize,
     windows: Vec<PathBuf>,
@@ -87,6 +90,7 @@ fn replay(wire: &Path, dir: &Path, boards: usize, mode: &str) -> Result<Replayed
         }
     }
     let started = Instant::now();
+    let cpu_started = cpu_seconds();
     let handles: Vec<_> = (0..boards)
         .map(|_| {
             let (wire, config) = (wire.to_path_buf(), config.clone());
@@ -95,6 +99,7 @@ fn replay(wire: &Path, dir: &Path, boards: usize, mode: &str) -> Result<Replayed
         .collect();
     let mut out = Replayed {
         seconds: 0.0,
+        cpu_seconds: 0.0,
         records: 0,
         peak_ring: 0,
         windows: Vec::new(),
@@ -120,7 +125,24 @@ fn replay(wire: &Path, dir: &Path, boards: usize, mode: &str) -> Result<Replayed
         }
     }
     out.seconds = started.elapsed().as_secs_f64();
+    out.cpu_seconds = cpu_seconds() - cpu_started;
     Ok(out)
+}
+
+/// The process's CPU time so far, user and system, all threads (`/proc/self/stat`, in the kernel's
+/// fixed 100 ticks a second); 0 where it cannot be read.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces, so cut at its closing parenthesis):
+    // state is field 3, utime 14, stime 15.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    ticks as f64 / 100.0
 }
 
 /// Event counts by (time, type name, CPU).
@@ -258,6 +280,7 @@ pub fn run(
     write_stream(&wire16, boards_seconds)?;
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut rates: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let mut cpu_rates: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut peak_1 = 0usize;
     let mut windows = Vec::new();
     let mut firings = 0;
@@ -274,6 +297,10 @@ pub fn run(
                 .entry(mode)
                 .or_default()
                 .push(r.records as f64 / r.seconds);
+            cpu_rates
+                .entry(mode)
+                .or_default()
+                .push(r.records as f64 / r.cpu_seconds.max(0.01));
             if mode == "flight" {
                 peak_1 = peak_1.max(r.peak_ring);
                 windows = r.windows;
@@ -294,11 +321,13 @@ pub fn run(
     let flight16 = replay(&wire16, &dir.join("flight16"), 16, "flight")?;
     let latencies = latency(&dir.join("latency"), 20.0)?;
     let loadavg_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let ratio = |m: &str| -> (f64, f64) {
+    let ratio_of = |rates: &std::collections::BTreeMap<&str, Vec<f64>>, m: &str| -> (f64, f64) {
         let (p, x) = (&rates["plain"], &rates[m]);
         let r: Vec<f64> = p.iter().zip(x).map(|(a, b)| b / a).collect();
         range(&r)
     };
+    let ratio = |m: &str| ratio_of(&rates, m);
+    let cpu_ratio = |m: &str| ratio_of(&cpu_rates, m);
     let doc: Value = json!({
         "stream": {"seconds": seconds, "records": events, "rate": events as f64 / seconds},
         "rounds": rounds,
@@ -307,6 +336,12 @@ pub fn run(
         },
         "ratio_vs_plain": {
             "triggers": ratio("triggers"), "flight": ratio("flight"),
+        },
+        "records_per_cpu_s": {
+            "plain": cpu_rates["plain"], "triggers": cpu_rates["triggers"], "flight": cpu_rates["flight"],
+        },
+        "cpu_ratio_vs_plain": {
+            "triggers": cpu_ratio("triggers"), "flight": cpu_ratio("flight"),
         },
         "flight_ring_peak_bytes_1_board": peak_1,
         "flight_windows_saved": windows.len(),
@@ -335,6 +370,11 @@ pub fn run(
             rates["flight"]
         );
         outln!("vs plain: triggers {tlo:.3}–{thi:.3}, flight recorder {flo:.3}–{fhi:.3}");
+        let (tlo, thi) = cpu_ratio("triggers");
+        let (flo, fhi) = cpu_ratio("flight");
+        outln!(
+            "records per CPU second vs plain: triggers {tlo:.3}–{thi:.3}, flight recorder {flo:.3}–{fhi:.3}"
+        );
         outln!(
             "flight recorder (60 s): ring peak {} for 1 board, {} for the largest of 16; {} windows saved for {firings} firings",
             units::bytes(peak_1 as u64),
