@@ -5,23 +5,18 @@
 //! `socscope sql` only reads; board names reach the terminal escaped. Real TCP on 127.0.0.1, real
 //! files, real signals.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::socscope;
 use serde_json::Value;
 use socscope_sim::SimConfig;
 use socscope_tracedb::{INTERRUPTED_PARAM, TraceReader};
-
-fn socscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("socscope runs")
-}
 
 fn ok_json(out: &Output) -> Value {
     assert!(

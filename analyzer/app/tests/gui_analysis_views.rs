@@ -5,9 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::gui::{harness, settle_loaded as settle};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::overview::{Aggregation, Partition};
@@ -23,37 +24,8 @@ fn trace() -> (tempfile::TempDir, PathBuf) {
     (dir, fixed)
 }
 
-fn harness(trace: &Path, view: ViewKind, dark: bool) -> Harness<'static, GuiApp> {
-    let app = GuiApp::new(None, &[trace.to_path_buf()], view, dark);
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
-}
-
 fn session<'h>(h: &'h Harness<'_, GuiApp>) -> &'h TraceSession {
     &h.state().sessions[0]
-}
-
-/// Steps the UI until every loader is done.
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    loop {
-        h.step();
-        if h.state()
-            .active
-            .is_some_and(|a| h.state().sessions[a].names.is_some())
-            && !h.state().busy()
-        {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(90),
-            "the views never finished loading"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run();
 }
 
 #[test]

@@ -2,11 +2,14 @@
 //! named after the type, under the container's row; a container with one state type keeps one row.
 #![cfg(feature = "gui")]
 
+mod common;
+
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::gui::settle_loaded as settle;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::sync::ViewKind;
@@ -39,23 +42,6 @@ const TRACE: &str = "\
 6 6.0 PM h1 on
 6 6.0 PM h2 on
 ";
-
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    loop {
-        h.step();
-        if h.state()
-            .active
-            .is_some_and(|a| h.state().sessions[a].names.is_some())
-            && !h.state().busy()
-        {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(90), "never settled");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run();
-}
 
 fn import(dir: &Path) -> std::path::PathBuf {
     let src = dir.join("two-types.trace");

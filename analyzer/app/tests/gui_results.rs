@@ -6,8 +6,8 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
+use common::gui::{harness_of as harness, settle_idle_and_draw as settle};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use socscope_analysis::results::{self as saved, Band};
@@ -15,33 +15,6 @@ use socscope_analysis::sync::ViewKind;
 use socscope_analyzer::gui::GuiApp;
 use socscope_analyzer::gui::egui;
 use socscope_tracedb::{AnalysisData, AnalysisKind, AnalysisResult, ResultStore, TraceReader};
-
-fn harness(app: GuiApp) -> Harness<'static, GuiApp> {
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
-}
-
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    let mut idle = 0;
-    while idle < 3 {
-        h.step();
-        let ready = h
-            .state()
-            .active
-            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
-        idle = if ready && !h.state().busy() {
-            idle + 1
-        } else {
-            0
-        };
-        assert!(t.elapsed() < Duration::from_secs(60), "never settled");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    h.run();
-}
 
 fn open(trace: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
     let mut h = harness(GuiApp::new(None, &[trace.to_path_buf()], view, false));

@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
+use common::gui::{harness, settle_idle as settle};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::sync::{ViewFilter, ViewKind};
@@ -16,38 +16,6 @@ use socscope_analyzer::gui::{GuiApp, TraceSession};
 /// A 2-second capture of the simulated board.
 fn trace() -> (tempfile::TempDir, PathBuf) {
     common::demo_trace(5, 2)
-}
-
-fn harness(trace: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
-    let app = GuiApp::new(None, &[trace.to_path_buf()], view, true);
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
-}
-
-/// Steps until the trace is open and nothing loads, then once more: a view that is switched to starts
-/// loading in the frame *after* the click, so one idle frame right after a click proves nothing.
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    let mut idle = 0;
-    while idle < 3 {
-        h.step();
-        let ready = h
-            .state()
-            .active
-            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
-        idle = if ready && !h.state().busy() {
-            idle + 1
-        } else {
-            0
-        };
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the views never finished loading"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn session<'h>(h: &'h Harness<'_, GuiApp>) -> &'h TraceSession {
@@ -84,7 +52,7 @@ fn select_in_chart(h: &mut Harness<'_, GuiApp>, x0: f32, x1: f32) {
 #[test]
 fn view_button_opens_the_table_on_the_density_selection_and_filters() {
     let (_dir, t) = trace();
-    let mut h = harness(&t, ViewKind::Density);
+    let mut h = harness(&t, ViewKind::Density, true);
     settle(&mut h);
     let first = session(&h).groups.get(0).unwrap().interval;
 
@@ -145,7 +113,7 @@ fn view_button_opens_the_table_on_the_density_selection_and_filters() {
 #[test]
 fn two_groups_on_one_trace_do_not_synchronise() {
     let (_dir, t) = trace();
-    let mut h = harness(&t, ViewKind::Density);
+    let mut h = harness(&t, ViewKind::Density, true);
     settle(&mut h);
     let first = session(&h).groups.get(0).unwrap().interval;
     h.get_by_label("+ group").click();
