@@ -367,10 +367,10 @@ fn sql_only_reads() {
 fn board_names_reach_the_terminal_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("evil.db");
-    let meta = socscope_tracedb::TraceMeta {
+    let meta = socscope_tracedb::TraceHeader {
         board: "evil\u{1b}]0;owned\u{7}\r\nX\0\u{9b}2J".into(),
         application: "\u{1b}[2J\u{202e}app".into(),
-        ..socscope_tracedb::TraceMeta::default()
+        ..socscope_tracedb::TraceHeader::default()
     };
     socscope_tracedb::TraceWriter::create(&path, &meta)
         .unwrap()

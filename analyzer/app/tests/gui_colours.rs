@@ -16,7 +16,7 @@ use socscope_analyzer::gui::egui::Color32;
 use socscope_analyzer::gui::{ColourEdit, GuiApp};
 
 fn running_colour(h: &Harness<'_, GuiApp>) -> Color32 {
-    let names = h.state().sessions[0].names.as_ref().expect("names");
+    let names = h.state().open_traces[0].names.as_ref().expect("names");
     let id = *names
         .type_names
         .iter()
@@ -63,7 +63,7 @@ fn the_legend_lists_the_types_shown_and_picked_colours_persist() {
     // The next run reads them back.
     let h = open(&trace, &file);
     assert_eq!(running_colour(&h), Color32::from_rgb(200, 10, 20));
-    let names = h.state().sessions[0].names.as_ref().unwrap();
+    let names = h.state().open_traces[0].names.as_ref().unwrap();
     let vdec = names
         .tree
         .nodes()
@@ -95,7 +95,7 @@ fn no_two_types_of_a_trace_share_a_colour() {
     // `thread_exit` hashes to the green of `running`: the GUI moves it, as the PNGs do.
     let (dir, trace) = common::demo_trace(6, 1);
     let h = open(&trace, &dir.path().join("colours.json"));
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     let types = &s.meta.as_ref().expect("meta").types;
     assert!(types.iter().any(|t| t.name == "thread_exit"));
     let names = s.names.as_ref().expect("names");

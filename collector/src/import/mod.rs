@@ -23,7 +23,7 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use socscope_formats::{Format, FormatError, ParseError, kptrace as kp};
-use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceInfo, TraceMeta, TraceWriter};
+use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceHeader, TraceInfo, TraceWriter};
 
 pub use dictionary::{ImportRecord, ImportTypes};
 
@@ -489,7 +489,7 @@ pub fn import(
     let header = Header::read(files, format)?;
     let mut params = vec![("format".into(), ParamValue::String(format.name().into()))];
     params.extend(header.params);
-    let meta = TraceMeta {
+    let meta = TraceHeader {
         trace_type: format.name().into(),
         board: header.board,
         soc: String::new(),

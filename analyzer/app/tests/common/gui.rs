@@ -28,7 +28,7 @@ pub fn settle_loaded(h: &mut Harness<'_, GuiApp>) {
         h.step();
         if h.state()
             .active
-            .is_some_and(|a| h.state().sessions[a].names.is_some())
+            .is_some_and(|a| h.state().open_traces[a].names.is_some())
             && !h.state().busy()
         {
             break;
@@ -53,7 +53,7 @@ pub fn settle_idle(h: &mut Harness<'_, GuiApp>) {
         let ready = h
             .state()
             .active
-            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
+            .is_some_and(|a| !h.state().open_traces[a].groups.is_empty());
         idle = if ready && !h.state().busy() {
             idle + 1
         } else {
