@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{import_file as run, real};
-use socscope_collector::import::import;
 use socscope_formats::Format;
 use socscope_tracedb::{EventKind, Filter, TimeRange, TraceReader};
 

@@ -230,7 +230,7 @@ fn a_flood_of_hellos_on_one_connection_makes_a_bounded_number_of_traces() {
     };
     let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
     let mut flood = TcpStream::connect(collector.address()).unwrap();
-    let bytes: Vec<u8> = (0..200).flat_map(hello).collect();
+    let bytes: Vec<u8> = (0..200).flat_map(|i| hello("flood", "app", i)).collect();
     assert!(
         bytes.len() < 16 * 1024,
         "200 Hellos in {} bytes",

@@ -5,7 +5,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use common::gui::{harness, settle_loaded as settle};
 use egui_kittest::kittest::Queryable;
