@@ -18,56 +18,43 @@ use socscope_formats::tracecmd::DatReader;
 use socscope_tracedb::ChunkFuzzer;
 use socscope_wire::decode::StreamDecoder;
 
-/// A decoder under test.
+pub use socscope_formats::Format;
+
+/// A decoder under test: the wire, the store's chunks, the refusal frame, and the reader of every
+/// format of the registry ([`Format::ALL`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     /// `StreamDecoder`: the wire, fed in slices of varying size.
     Wire,
-    /// The KPTrace relay reader and per-CPU merge, raw and post-processed, and its format description.
-    Kptrace,
-    /// The Pajé reader.
-    Paje,
-    /// The ftrace / trace-cmd text reader.
-    Ftrace,
-    /// The GST_DEBUG log reader.
-    Gst,
     /// The chunk decoders of the trace store (whole and lazy).
     Chunk,
     /// The `Refusal` frame a collector sends to a board, as the agent and its C API decode it.
     Refusal,
-    /// The trace-cmd `.dat` reader (header, sections, decompression, ring-buffer pages, print formats).
-    TraceCmd,
-    /// The CTF reader (TSDL metadata, packets, events): an input is a metadata file and a stream
-    /// ([`ctf_input`]).
-    Ctf,
+    /// The reader of a format (the records it reads, through every accessor an importer uses).
+    Format(Format),
 }
 
 impl Target {
-    /// Every target.
-    pub const ALL: [Target; 9] = [
-        Target::Wire,
-        Target::Kptrace,
-        Target::Paje,
-        Target::Ftrace,
-        Target::Gst,
-        Target::Chunk,
-        Target::Refusal,
-        Target::TraceCmd,
-        Target::Ctf,
-    ];
+    /// Every target: the wire, then every format of the registry, then the chunks and the refusal.
+    pub const ALL: [Target; Format::ALL.len() + 3] = {
+        let mut all = [Target::Wire; Format::ALL.len() + 3];
+        let mut i = 0;
+        while i < Format::ALL.len() {
+            all[i + 1] = Target::Format(Format::ALL[i]);
+            i += 1;
+        }
+        all[i + 1] = Target::Chunk;
+        all[i + 2] = Target::Refusal;
+        all
+    };
 
-    /// Its name on the command line.
+    /// Its name on the command line (a format's target is named after the format).
     pub fn name(self) -> &'static str {
         match self {
             Target::Wire => "wire",
-            Target::Kptrace => "kptrace",
-            Target::Paje => "paje",
-            Target::Ftrace => "ftrace",
-            Target::Gst => "gst",
             Target::Chunk => "chunk",
             Target::Refusal => "refusal",
-            Target::TraceCmd => "trace-cmd",
-            Target::Ctf => "ctf",
+            Target::Format(f) => f.name(),
         }
     }
 }
@@ -292,7 +279,31 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             assert_eq!(stats.bytes, input.len() as u64);
             frames > 0
         }
-        Target::Kptrace => {
+        Target::Refusal => {
+            let mut bytes = input.to_vec();
+            let Ok(r) = socscope_wire::refusal::decode_refusal(&mut bytes) else {
+                return false;
+            };
+            // What decodes encodes back to the same refusal.
+            let (reason, message) = (r.reason, r.message.to_string());
+            let mut again = vec![0u8; 4 * socscope_wire::refusal::MAX_REFUSAL_MESSAGE + 64];
+            let n = socscope_wire::refusal::encode_refusal(&mut again, &r).expect("room for it");
+            let back = socscope_wire::refusal::decode_refusal(&mut again[..n]).expect("decodes");
+            assert_eq!((back.reason, back.message), (reason, message.as_str()));
+            true
+        }
+        Target::Chunk => match chunks {
+            Some(f) => f.run(input),
+            None => false,
+        },
+        Target::Format(f) => run_format(f, input),
+    }
+}
+
+/// Feeds one input to the reader of `format`; returns whether it accepted something.
+fn run_format(format: Format, input: &[u8]) -> bool {
+    match format {
+        Format::Kptrace => {
             let half = input.len() / 2;
             let desc = FormatDescription::read(
                 &b"CS : OLDPID INTEGER, NEWPID INTEGER\nMK : T STRING\n"[..],
@@ -325,7 +336,7 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             let _ = FormatDescription::read(input, "fmt");
             any
         }
-        Target::Paje => {
+        Format::Paje => {
             let mut r = PajeReader::new(input, "fuzz");
             let mut any = false;
             for _ in 0..100_000 {
@@ -344,7 +355,7 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             }
             any
         }
-        Target::Ftrace => {
+        Format::Ftrace => {
             let mut r = FtraceReader::new(input, "fuzz");
             let mut any = false;
             for _ in 0..100_000 {
@@ -361,7 +372,7 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             }
             any
         }
-        Target::Gst => {
+        Format::Gst => {
             let mut r = GstReader::new(input, "fuzz");
             let mut any = false;
             for _ in 0..100_000 {
@@ -373,24 +384,7 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             }
             any
         }
-        Target::Refusal => {
-            let mut bytes = input.to_vec();
-            let Ok(r) = socscope_wire::refusal::decode_refusal(&mut bytes) else {
-                return false;
-            };
-            // What decodes encodes back to the same refusal.
-            let (reason, message) = (r.reason, r.message.to_string());
-            let mut again = vec![0u8; 4 * socscope_wire::refusal::MAX_REFUSAL_MESSAGE + 64];
-            let n = socscope_wire::refusal::encode_refusal(&mut again, &r).expect("room for it");
-            let back = socscope_wire::refusal::decode_refusal(&mut again[..n]).expect("decodes");
-            assert_eq!((back.reason, back.message), (reason, message.as_str()));
-            true
-        }
-        Target::Chunk => match chunks {
-            Some(f) => f.run(input),
-            None => false,
-        },
-        Target::TraceCmd => {
+        Format::TraceCmd => {
             let Ok(mut r) = DatReader::new(std::io::Cursor::new(input), "fuzz") else {
                 return false;
             };
@@ -411,7 +405,7 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             let _ = (r.take_losses(), r.lost());
             any
         }
-        Target::Ctf => {
+        Format::Ctf => {
             let (metadata, stream) = split_ctf_input(input);
             let Ok(mut r) = CtfReader::from_memory(metadata, vec![("s_0".into(), stream.to_vec())])
             else {
@@ -434,6 +428,66 @@ fn run_one(target: Target, input: &[u8], chunks: &mut Option<ChunkFuzzer>) -> bo
             any
         }
     }
+}
+
+/// The seeds of a format's target, from the real captures: `find(REL)` is where `REL` (a path from the
+/// repository's root, such as `shared/data/traces/paje` for the shared collection) is on this machine.
+/// Text captures are cut into windows of `window` bytes; binary ones into whole small inputs.
+pub fn format_seeds(
+    format: Format,
+    find: &dyn Fn(&str) -> std::io::Result<std::path::PathBuf>,
+    window: usize,
+) -> std::io::Result<Vec<Vec<u8>>> {
+    use std::path::PathBuf;
+    let with_path = |p: &std::path::Path, e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+    };
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| with_path(p, e));
+    let files_in = |rel: &str| -> std::io::Result<Vec<Vec<u8>>> {
+        let dir = find(rel)?;
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| with_path(&dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        paths.sort();
+        paths.iter().map(|p| read(p)).collect()
+    };
+    Ok(match format {
+        Format::Kptrace => seed_windows(&files_in("protocols/formats/tests/data/kptrace")?, window),
+        Format::Paje => paje_seeds(&files_in("shared/data/traces/paje")?),
+        Format::Ftrace => seed_windows(&files_in("shared/data/traces/ftrace")?, window),
+        Format::Gst => seed_windows(&files_in("shared/data/traces/gstreamer")?, window),
+        Format::TraceCmd => tracecmd_seeds(&read(
+            &find("shared/data/traces/trace-cmd")?.join("lisa-example_rtapp-v6.dat"),
+        )?),
+        Format::Ctf => {
+            // Each shared CTF trace's metadata with the first 6 KB of one of its streams.
+            let root = find("shared/data/traces/ctf")?;
+            let mut out = Vec::new();
+            for dir in [
+                "lttng-kernel-arm-bug446190",
+                "lttng-ust-ros2",
+                "perf-ctf-taskset2",
+            ] {
+                let d = root.join(dir);
+                let mut streams: Vec<PathBuf> = std::fs::read_dir(&d)
+                    .map_err(|e| with_path(&d, e))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file() && !p.ends_with("metadata"))
+                    .collect();
+                streams.sort();
+                let Some(first) = streams.first() else {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("{}: no stream file", d.display()),
+                    ));
+                };
+                out.push(ctf_seed(&read(&d.join("metadata"))?, &read(first)?, 6000));
+            }
+            out
+        }
+    })
 }
 
 /// A CTF fuzz input: a metadata file and one stream, the metadata's length first (4 bytes,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceMeta, TraceWriter};
+use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceHeader, TraceWriter};
 use socscope_wire::decode::{DecodeError, Dictionary, Frame, HelloInfo, StreamDecoder};
 use socscope_wire::refusal::RefusalReason;
 
@@ -1193,7 +1193,7 @@ impl Ingest {
             },
             |w| w.start_unix_ns,
         );
-        let mut meta = TraceMeta {
+        let mut meta = TraceHeader {
             trace_type: "socscope-live".into(),
             board: hello.board.clone(),
             soc: hello.soc.clone(),
@@ -1610,7 +1610,7 @@ const NAME_ATTEMPTS: u32 = 10_000;
 fn create_trace(
     dir: &Path,
     base: &str,
-    meta: &TraceMeta,
+    meta: &TraceHeader,
     commit_interval: std::time::Duration,
 ) -> Result<(String, PathBuf, TraceWriter)> {
     for n in 1..=NAME_ATTEMPTS {

@@ -1,17 +1,14 @@
 //! Imports of the real captures of `shared/data/traces/` and of the hand-written KPTrace grammar set
 //! (`protocols/formats/tests/data/kptrace/`), with counts checked by hand.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::real;
 use socscope_collector::import::{ImportOptions, ImportReport, import};
 use socscope_formats::Format;
 use socscope_tracedb::{EventCategory, Filter, TimeRange, TraceReader};
-
-fn real(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/traces")
-        .join(rel)
-}
 
 fn kp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -4,30 +4,20 @@
 //! babeltrace2 reads it, its losses stored as intervals, and its damage (a cut stream, a missing
 //! stream, a metadata syntax error) reported with the events before it kept.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use socscope_collector::import::{ImportOptions, ImportReport, detect_format, import};
+use common::real;
+use socscope_collector::import::{ImportReport, detect_format};
 use socscope_formats::Format;
 use socscope_formats::ctf::CtfReader;
 use socscope_tracedb::{EventCategory, EventKind, Filter, TimeRange, TraceReader};
 
-fn real(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/traces")
-        .join(rel)
-}
-
 fn run(dir: &Path, out: &Path, strict: bool) -> socscope_collector::Result<ImportReport> {
-    let mut on_skip = |_: &socscope_formats::ParseError, _n: u64| {};
-    let mut on_progress = |_b: u64| {};
-    let mut opts = ImportOptions {
-        strict,
-        on_skip: &mut on_skip,
-        on_progress: &mut on_progress,
-    };
-    import(&[dir.to_path_buf()], Format::Ctf, out, &mut opts)
+    common::import_file(dir, Format::Ctf, out, strict)
 }
 
 /// babeltrace2's text of `dir`: one line per event.

@@ -4,6 +4,8 @@
 //! unless nothing of it can be kept (binary input, no usable line); a strict one may fail, but only with
 //! an error; a failed import leaves no trace.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
@@ -11,12 +13,9 @@ use socscope_collector::import::{ImportOptions, import};
 use socscope_formats::Format;
 use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
+/// The lines of a shared capture.
 fn real(rel: &str) -> Vec<Vec<u8>> {
-    lines_of(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/data/traces")
-            .join(rel),
-    )
+    lines_of(common::real(rel))
 }
 
 fn grammar(name: &str) -> Vec<Vec<u8>> {
@@ -150,7 +149,15 @@ fn mutated(lines: &[Vec<u8>], picks: &[(usize, Vec<Mutation>)]) -> Vec<u8> {
     lines.join(&b"\n"[..])
 }
 
-const FORMATS: [Format; 4] = [Format::Ftrace, Format::Paje, Format::Gst, Format::Kptrace];
+/// The text formats of the registry (a binary capture is not a file of arbitrary bytes or lines: the
+/// trace-cmd and CTF readers have their own fuzz targets).
+static FORMATS: std::sync::LazyLock<Vec<Format>> = std::sync::LazyLock::new(|| {
+    Format::ALL
+        .iter()
+        .copied()
+        .filter(|f| !f.spec().is_binary())
+        .collect()
+});
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]

@@ -2,17 +2,14 @@
 //! their duration or their states' lengths would: the file sizes and summary shares of the real
 //! captures with long states, and of a simulation whose states last the whole run.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::real;
 use socscope_collector::import::{ImportOptions, import};
 use socscope_formats::Format;
 use socscope_tracedb::TraceReader;
-
-fn real(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/traces")
-        .join(rel)
-}
 
 /// Imports `file`, returns the trace path (the writer has finished: the file is complete).
 fn import_into(file: &Path, format: Format, dir: &Path) -> PathBuf {

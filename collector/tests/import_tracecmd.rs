@@ -2,35 +2,15 @@
 //! through the ftrace importer (on every shared `.dat` with events and on a zstd version-7 copy), damage
 //! read past with the events before it kept, and kernel stacks attached to the event they follow.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use socscope_collector::import::{ImportOptions, ImportReport, import};
+use common::{import_file as run, real};
 use socscope_formats::Format;
 use socscope_tracedb::{EventKind, Filter, TimeRange, TraceReader};
-
-fn real(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/traces")
-        .join(rel)
-}
-
-fn run(
-    file: &Path,
-    format: Format,
-    out: &Path,
-    strict: bool,
-) -> socscope_collector::Result<ImportReport> {
-    let mut on_skip = |_: &socscope_formats::ParseError, _n: u64| {};
-    let mut on_progress = |_b: u64| {};
-    let mut opts = ImportOptions {
-        strict,
-        on_skip: &mut on_skip,
-        on_progress: &mut on_progress,
-    };
-    import(&[file.to_path_buf()], format, out, &mut opts)
-}
 
 fn trace_cmd(args: &[&str]) -> Vec<u8> {
     let out = Command::new("trace-cmd")

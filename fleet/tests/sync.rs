@@ -9,7 +9,7 @@ use socscope_fleet::sync::{SyncOptions, SyncSummary, sync};
 use socscope_fleet::{Dataset, FleetError, Table};
 use socscope_tracedb::{
     Catalog, Event, EventCategory, EventKind, EventType, LossRecord, ParamDef, ParamType,
-    ParamValue, Producer, ProducerKind, TraceMeta, TraceReader, TraceWriter,
+    ParamValue, Producer, ProducerKind, TraceHeader, TraceReader, TraceWriter,
 };
 
 const DAY: i64 = 86_400_000_000_000;
@@ -88,7 +88,7 @@ fn write_trace(
     finish: bool,
 ) -> Option<TraceWriter> {
     let path = dir.join(format!("{name}.db"));
-    let meta = TraceMeta {
+    let meta = TraceHeader {
         trace_type: "socscope-live".into(),
         board: board.into(),
         soc: "stb7100".into(),
@@ -98,7 +98,7 @@ fn write_trace(
         tick_rate_hz: 1_000_000,
         start_unix_ns: start,
         params: vec![("agent_version".into(), ParamValue::String("4.2.0".into()))],
-        ..TraceMeta::default()
+        ..TraceHeader::default()
     };
     let mut w = TraceWriter::create(&path, &meta).unwrap();
     for t in types() {

@@ -16,33 +16,9 @@ use std::time::Duration;
 use socscope_collector::{Notice, SessionReport};
 use socscope_sim::SimConfig;
 use socscope_tracedb::TraceReader;
-use socscope_wire::WIRE_VERSION;
-use socscope_wire::encode::{encode_events, encode_hello};
-use socscope_wire::frame::{EVENTS_FLAG_ZSTD, EventsHeader, Hello};
-use support::{Collector, assert_exact_counts, ingest_stats, realtime_sim_over_tcp};
-
-fn hello(board: &str, session_id: u64) -> Vec<u8> {
-    let mut frame = vec![0u8; board.len() + 256];
-    let n = encode_hello(
-        &mut frame,
-        &Hello {
-            wire_version: WIRE_VERSION,
-            agent_version: "1",
-            board,
-            soc: "soc",
-            os: "linux",
-            application: "attack",
-            cpu_count: 1,
-            tick_rate_hz: 1_000_000,
-            session_id,
-            start_ticks: 0,
-            token: "",
-        },
-    )
-    .unwrap();
-    frame.truncate(n);
-    frame
-}
+use socscope_wire::encode::encode_events;
+use socscope_wire::frame::{EVENTS_FLAG_ZSTD, EventsHeader};
+use support::{Collector, assert_exact_counts, hello, ingest_stats, realtime_sim_over_tcp};
 
 fn varint(mut v: u64, out: &mut Vec<u8>) {
     loop {
@@ -131,7 +107,7 @@ fn a_good_board_is_stored_completely_under_the_heaviest_attacks_at_once() {
         let address = address.clone();
         attackers.push(std::thread::spawn(move || {
             let bytes: Vec<u8> = (0..200)
-                .flat_map(|i| hello("flood", c * 1000 + i + 1))
+                .flat_map(|i| hello("flood", "attack", c * 1000 + i + 1))
                 .collect();
             assert!(bytes.len() < 16 * 1024);
             send(&address, &bytes);
@@ -147,7 +123,7 @@ fn a_good_board_is_stored_completely_under_the_heaviest_attacks_at_once() {
             let z = zstd::encode_all(&raw[..], 19).unwrap();
             let n16 = (16u32 << 20) / 3;
             let z16 = zstd::encode_all(&[10u8, 1, 0].repeat(n16 as usize)[..], 19).unwrap();
-            let mut bytes = hello("bomb", 900);
+            let mut bytes = hello("bomb", "attack", 900);
             for k in 0..2u64 {
                 bytes.extend(bomb_frame(k * u64::from(n), n, &z, raw.len() as u64));
             }
@@ -163,7 +139,7 @@ fn a_good_board_is_stored_completely_under_the_heaviest_attacks_at_once() {
         let address = address.clone();
         attackers.push(std::thread::spawn(move || {
             let mut s = TcpStream::connect(&address).unwrap();
-            s.write_all(&hello("oversized", 800)).unwrap();
+            s.write_all(&hello("oversized", "attack", 800)).unwrap();
             let mut big = vec![0x5au8; 2 << 20];
             big.push(0);
             for _ in 0..20 {

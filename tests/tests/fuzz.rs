@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use socscope_collector::IngestConfig;
-use socscope_collector::fuzz::{self, Target};
+use socscope_collector::fuzz::{self, Format, Target};
 use socscope_collector::session::Ingest;
 use socscope_sim::SimConfig;
 use socscope_tracedb::TraceReader;
@@ -31,15 +31,6 @@ fn shared(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/data/traces")
         .join(rel)
-}
-
-fn files_in(dir: PathBuf) -> Vec<Vec<u8>> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    paths.sort();
-    paths.into_iter().map(read).collect()
 }
 
 /// A simulated board's stream; at a low rate its `Events` frames are a few hundred bytes, so that
@@ -66,10 +57,6 @@ fn seeds(target: Target) -> Vec<Vec<u8>> {
             sim_capture(dir.path(), 20_000.0),
             read(repo("protocols/wire/tests/data/v1-sim.wire")),
         ],
-        Target::Kptrace => files_in(repo("protocols/formats/tests/data/kptrace")),
-        Target::Paje => return fuzz::paje_seeds(&files_in(shared("paje"))),
-        Target::Ftrace => files_in(shared("ftrace")),
-        Target::Gst => files_in(shared("gstreamer")),
         Target::Refusal => fuzz::refusal_seeds(),
         Target::Chunk => {
             // The chunks of a real trace, as stored.
@@ -91,36 +78,18 @@ fn seeds(target: Target) -> Vec<Vec<u8>> {
             // Chunks are small; keep them whole.
             return blobs;
         }
-        Target::TraceCmd => {
-            return fuzz::tracecmd_seeds(&read(shared("trace-cmd/lisa-example_rtapp-v6.dat")));
+        Target::Format(format) => {
+            // Paths from the repository's root; the shared collection is beside the repository.
+            let find = |rel: &str| -> std::io::Result<PathBuf> {
+                Ok(match rel.strip_prefix("shared/data/traces/") {
+                    Some(shared_rel) => shared(shared_rel),
+                    None => repo(rel),
+                })
+            };
+            return fuzz::format_seeds(format, &find, MAX_LEN).unwrap();
         }
-        Target::Ctf => return ctf_seeds(),
     };
     fuzz::seed_windows(&whole, MAX_LEN)
-}
-
-/// Each shared CTF trace's metadata with the first 6 KB of one of its streams.
-fn ctf_seeds() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for dir in [
-        "lttng-kernel-arm-bug446190",
-        "lttng-ust-ros2",
-        "perf-ctf-taskset2",
-    ] {
-        let d = shared("ctf").join(dir);
-        let mut streams: Vec<PathBuf> = std::fs::read_dir(&d)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_file() && !p.ends_with("metadata"))
-            .collect();
-        streams.sort();
-        out.push(fuzz::ctf_seed(
-            &read(d.join("metadata")),
-            &read(streams[0].clone()),
-            6000,
-        ));
-    }
-    out
 }
 
 fn no_panic(target: Target) {
@@ -167,22 +136,22 @@ fn wire_decoder_survives_100k_mutated_captures() {
 
 #[test]
 fn kptrace_importer_survives_100k_mutated_inputs() {
-    no_panic(Target::Kptrace);
+    no_panic(Target::Format(Format::Kptrace));
 }
 
 #[test]
 fn paje_importer_survives_100k_mutated_inputs() {
-    no_panic(Target::Paje);
+    no_panic(Target::Format(Format::Paje));
 }
 
 #[test]
 fn ftrace_importer_survives_100k_mutated_inputs() {
-    no_panic(Target::Ftrace);
+    no_panic(Target::Format(Format::Ftrace));
 }
 
 #[test]
 fn gst_importer_survives_100k_mutated_inputs() {
-    no_panic(Target::Gst);
+    no_panic(Target::Format(Format::Gst));
 }
 
 #[test]
@@ -198,10 +167,10 @@ fn the_refusal_decoder_never_panics() {
 
 #[test]
 fn trace_cmd_reader_survives_30k_mutated_inputs() {
-    no_panic_n(Target::TraceCmd, BINARY_INPUTS);
+    no_panic_n(Target::Format(Format::TraceCmd), BINARY_INPUTS);
 }
 
 #[test]
 fn ctf_reader_survives_30k_mutated_inputs() {
-    no_panic_n(Target::Ctf, BINARY_INPUTS);
+    no_panic_n(Target::Format(Format::Ctf), BINARY_INPUTS);
 }

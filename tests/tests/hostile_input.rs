@@ -9,33 +9,9 @@ mod support;
 use socscope_collector::session::Ingest;
 use socscope_collector::{DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_NAME_CHARS, IngestConfig, Notice};
 use socscope_tracedb::TraceReader;
-use socscope_wire::WIRE_VERSION;
-use socscope_wire::encode::{encode_events, encode_hello};
-use socscope_wire::frame::{EVENTS_FLAG_ZSTD, EventsHeader, Hello};
-use support::ingest_stats;
-
-fn hello(board: &str) -> Vec<u8> {
-    let mut frame = vec![0u8; board.len() + 512];
-    let n = encode_hello(
-        &mut frame,
-        &Hello {
-            wire_version: WIRE_VERSION,
-            agent_version: "1",
-            board,
-            soc: "soc",
-            os: "linux",
-            application: "player",
-            cpu_count: 1,
-            tick_rate_hz: 1_000_000,
-            session_id: 1,
-            start_ticks: 0,
-            token: "",
-        },
-    )
-    .expect("the encoder takes it");
-    frame.truncate(n);
-    frame
-}
+use socscope_wire::encode::encode_events;
+use socscope_wire::frame::{EVENTS_FLAG_ZSTD, EventsHeader};
+use support::{hello, ingest_stats};
 
 #[test]
 fn a_compressed_frame_declaring_more_than_the_limit_is_dropped_before_decompression() {
@@ -67,7 +43,7 @@ fn a_compressed_frame_declaring_more_than_the_limit_is_dropped_before_decompress
     )
     .unwrap();
     frame.truncate(n);
-    let mut bytes = hello("bomb");
+    let mut bytes = hello("bomb", "player", 1);
     bytes.extend_from_slice(&frame);
     let dir = tempfile::tempdir().unwrap();
     let mut ingest = Ingest::new(IngestConfig::new(dir.path()), "bomb");
@@ -90,7 +66,7 @@ fn a_compressed_frame_declaring_more_than_the_limit_is_dropped_before_decompress
 fn a_huge_hostile_board_name_is_cut_and_counted() {
     let board = "\u{1b}]0;pwned\u{7}\r\n".repeat(10_000);
     assert!(board.chars().count() >= 100_000);
-    let frame = hello(&board);
+    let frame = hello(&board, "player", 1);
     let dir = tempfile::tempdir().unwrap();
     let mut ingest = Ingest::new(IngestConfig::new(dir.path()), "hostile");
     ingest.feed(&frame).unwrap();

@@ -11,10 +11,7 @@ use std::time::{Duration, Instant};
 
 use socscope_collector::{Notice, tcp::ServeLimits};
 use socscope_sim::SimConfig;
-use socscope_wire::WIRE_VERSION;
-use socscope_wire::encode::encode_hello;
-use socscope_wire::frame::Hello;
-use support::{Collector, assert_exact_counts, sim_over_tcp};
+use support::{Collector, assert_exact_counts, hello, sim_over_tcp};
 
 fn warnings(collector: &Collector) -> Vec<String> {
     collector
@@ -121,7 +118,7 @@ fn connections_beyond_the_limit_close_peers_without_a_session_and_a_good_board_i
     let mut boards: Vec<TcpStream> = (0..3)
         .map(|i| {
             let mut s = TcpStream::connect(collector.address()).unwrap();
-            s.write_all(&hello(500 + i)).unwrap();
+            s.write_all(&hello("flood", "app", 500 + i)).unwrap();
             s
         })
         .collect();
@@ -225,29 +222,6 @@ fn an_idle_connection_is_closed_after_the_timeout() {
     collector.stop();
 }
 
-fn hello(session_id: u64) -> Vec<u8> {
-    let mut frame = vec![0u8; 256];
-    let n = encode_hello(
-        &mut frame,
-        &Hello {
-            wire_version: WIRE_VERSION,
-            agent_version: "1",
-            board: "flood",
-            soc: "soc",
-            os: "linux",
-            application: "app",
-            cpu_count: 1,
-            tick_rate_hz: 1_000_000,
-            session_id,
-            start_ticks: 0,
-            token: "",
-        },
-    )
-    .unwrap();
-    frame.truncate(n);
-    frame
-}
-
 #[test]
 fn a_flood_of_hellos_on_one_connection_makes_a_bounded_number_of_traces() {
     let limits = ServeLimits {
@@ -256,7 +230,7 @@ fn a_flood_of_hellos_on_one_connection_makes_a_bounded_number_of_traces() {
     };
     let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
     let mut flood = TcpStream::connect(collector.address()).unwrap();
-    let bytes: Vec<u8> = (0..200).flat_map(hello).collect();
+    let bytes: Vec<u8> = (0..200).flat_map(|i| hello("flood", "app", i)).collect();
     assert!(
         bytes.len() < 16 * 1024,
         "200 Hellos in {} bytes",
@@ -299,7 +273,7 @@ fn a_flood_of_short_connections_makes_a_bounded_number_of_traces() {
     let mut collector = Collector::start_with(tempfile::tempdir().unwrap(), limits);
     for i in 0..40 {
         let mut c = TcpStream::connect(collector.address()).unwrap();
-        c.write_all(&hello(1000 + i)).unwrap();
+        c.write_all(&hello("flood", "app", 1000 + i)).unwrap();
         drop(c);
     }
     collector.wait_sessions(12);
@@ -443,7 +417,7 @@ fn a_refused_board_is_told_why_before_the_link_closes() {
     config.token = Some("s3cret-token".into());
     let collector = Collector::start_configured(dir, config, ServeLimits::default());
     let mut link = TcpStream::connect(collector.address()).unwrap();
-    link.write_all(&hello(9)).unwrap();
+    link.write_all(&hello("flood", "app", 9)).unwrap();
     link.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut back = Vec::new();

@@ -40,7 +40,7 @@ fn main() -> anyhow::Result<()> {
     loop {
         let _ = ctx.run_ui(input(), |ui| app.ui(ui));
         let loaded = app.active.is_some_and(|a| {
-            let s = &app.sessions[a];
+            let s = &app.open_traces[a];
             s.names.is_some() && s.views[s.active_group].gantt.model.events() > 0
         });
         if loaded && !app.busy() {
@@ -55,10 +55,10 @@ fn main() -> anyhow::Result<()> {
     // Once more, so the last data is drawn.
     let _ = ctx.run_ui(input(), |ui| app.ui(ui));
     let a = app.active.expect("loaded");
-    let whole = app.sessions[a].whole();
+    let whole = app.open_traces[a].whole();
     eprintln!(
         "{} events loaded in {:.1} s",
-        app.sessions[a].views[app.sessions[a].active_group]
+        app.open_traces[a].views[app.open_traces[a].active_group]
             .gantt
             .model
             .events(),
@@ -71,7 +71,7 @@ fn main() -> anyhow::Result<()> {
     let mut triangles = Vec::new();
     let mut blocks = Vec::new();
     for i in 0..frames {
-        let s = &mut app.sessions[a];
+        let s = &mut app.open_traces[a];
         let g = &mut s.views[s.active_group].gantt;
         match i * 4 / frames {
             0 => g.zoom(0.97, 0.5, whole),

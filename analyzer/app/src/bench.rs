@@ -33,8 +33,11 @@ pub enum BenchCommand {
         /// Inputs per target.
         #[arg(long, default_value_t = 1_000_000)]
         inputs: u64,
-        /// Only these targets (wire, kptrace, paje, ftrace, gst, chunk, trace-cmd, ctf); repeatable.
-        #[arg(long = "target", value_name = "NAME")]
+        #[arg(
+            long = "target",
+            value_name = "NAME",
+            help = format!("Only these targets ({}); repeatable", fuzz::target_names())
+        )]
         targets: Vec<String>,
         /// Seed of the mutations (a run is reproducible from it).
         #[arg(long, default_value_t = 0x5eed_0010)]

@@ -11,18 +11,49 @@ use socscope_formats::Format;
 use crate::DEFAULT_DIR;
 use crate::out::{errln, outln};
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+/// `--format`: a format of the registry ([`Format::ALL`], named and described by its spec) or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatArg {
-    Kptrace,
-    Paje,
-    Ftrace,
-    Gst,
-    /// trace-cmd's binary `trace.dat` (versions 6 and 7, compressed or not).
-    #[value(name = "trace-cmd")]
-    TraceCmd,
-    /// A CTF 1.8 trace directory (LTTng, perf), or an LTTng session directory of them.
-    Ctf,
+    Given(Format),
     Auto,
+}
+
+impl clap::ValueEnum for FormatArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: std::sync::LazyLock<Vec<FormatArg>> = std::sync::LazyLock::new(|| {
+            Format::ALL
+                .iter()
+                .map(|f| FormatArg::Given(*f))
+                .chain([FormatArg::Auto])
+                .collect()
+        });
+        ALL.as_slice()
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(match self {
+            FormatArg::Given(f) => clap::builder::PossibleValue::new(f.name()).help(f.spec().help),
+            FormatArg::Auto => clap::builder::PossibleValue::new("auto")
+                .help("told from the file's magic number or its first lines"),
+        })
+    }
+}
+
+/// The `import` command's description: `Import captures (TEXT FORMATS; BINARY FORMATS) as a trace.`
+pub fn about() -> String {
+    let titles = |binary: bool| {
+        Format::ALL
+            .iter()
+            .filter(|f| f.spec().is_binary() == binary)
+            .map(|f| f.spec().title)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "Import captures ({}; {}) as a trace.",
+        titles(false),
+        titles(true)
+    )
 }
 
 #[derive(clap::Args, Debug)]
@@ -71,12 +102,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         crate::input::require_file(f)?;
     }
     let format = match args.format {
-        FormatArg::Kptrace => Format::Kptrace,
-        FormatArg::Paje => Format::Paje,
-        FormatArg::Ftrace => Format::Ftrace,
-        FormatArg::Gst => Format::Gst,
-        FormatArg::TraceCmd => Format::TraceCmd,
-        FormatArg::Ctf => Format::Ctf,
+        FormatArg::Given(format) => format,
         FormatArg::Auto => detect_format(&args.files)?,
     };
     // One trace for KPTrace (all its files), one per file otherwise.

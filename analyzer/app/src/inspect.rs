@@ -30,7 +30,7 @@ pub fn ls(dir: &Path, json: bool) -> Result<ExitCode> {
         .with_context(|| format!("while opening the catalog in {}", dir.display()))?;
     // What each trace file says now, not what the catalog noted when the trace was registered: a live
     // trace shows its current counts, one a crash left live shows as such, and `info` says the same.
-    let traces: Vec<(socscope_tracedb::TraceRecord, &'static str)> = catalog
+    let traces: Vec<(socscope_tracedb::CatalogEntry, &'static str)> = catalog
         .traces()?
         .into_iter()
         .map(|mut t| {

@@ -51,9 +51,9 @@ enum Command {
         traces a crash left live in DIR are closed as interrupted when collect starts."
     )]
     Collect(collect::CollectArgs),
-    /// Import captures (KPTrace, Pajé, ftrace / trace-cmd report text, GST_DEBUG logs; trace-cmd .dat,
-    /// CTF from LTTng or perf) as a trace.
+    // Its description lists the formats of the registry (`import::about`).
     #[command(
+        about = import::about(),
         after_help = "Examples:\n  socscope import trace.txt                      (format detected from the first lines)\n  \
         socscope import trace.dat                      (trace-cmd record's file, detected by its magic)\n  \
         socscope import ~/lttng-traces/session-20260101  (an LTTng session: its kernel/ and ust/ traces)\n  \

@@ -1,18 +1,13 @@
 //! The analysis commands end to end: real sim captures (`socscope demo --headless`), JSON
 //! shapes, PNG files, bad arguments, and `compare` finding exactly the stress windows.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use common::socscope;
 use serde_json::Value;
-
-fn socscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(args)
-        .output()
-        .expect("socscope runs")
-}
 
 /// A 10 s capture of the simulated board (seed 1), with the given stress options.
 fn capture(dir: &Path, extra: &[&str]) -> PathBuf {

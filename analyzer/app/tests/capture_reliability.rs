@@ -5,23 +5,18 @@
 //! `socscope sql` only reads; board names reach the terminal escaped. Real TCP on 127.0.0.1, real
 //! files, real signals.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::socscope;
 use serde_json::Value;
 use socscope_sim::SimConfig;
 use socscope_tracedb::{INTERRUPTED_PARAM, TraceReader};
-
-fn socscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("socscope runs")
-}
 
 fn ok_json(out: &Output) -> Value {
     assert!(
@@ -372,10 +367,10 @@ fn sql_only_reads() {
 fn board_names_reach_the_terminal_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("evil.db");
-    let meta = socscope_tracedb::TraceMeta {
+    let meta = socscope_tracedb::TraceHeader {
         board: "evil\u{1b}]0;owned\u{7}\r\nX\0\u{9b}2J".into(),
         application: "\u{1b}[2J\u{202e}app".into(),
-        ..socscope_tracedb::TraceMeta::default()
+        ..socscope_tracedb::TraceHeader::default()
     };
     socscope_tracedb::TraceWriter::create(&path, &meta)
         .unwrap()

@@ -1,19 +1,14 @@
 //! The `socscope` program as scripts and rigs use it: exit codes, JSON output, one-line errors.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::socscope;
 use serde_json::Value;
 use socscope_sim::SimConfig;
 use socscope_tracedb::SCHEMA_VERSION;
-
-fn socscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("socscope runs")
-}
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("UTF-8 on standard output")

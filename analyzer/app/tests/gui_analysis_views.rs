@@ -5,15 +5,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::gui::{harness, settle_loaded as settle};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::overview::{Aggregation, Partition};
 use socscope_analysis::sync::ViewKind;
 use socscope_analyzer::gui::egui;
-use socscope_analyzer::gui::{GuiApp, TraceSession};
+use socscope_analyzer::gui::{GuiApp, OpenTrace};
 
 /// A 2-second capture of the simulated board, seed 5, copied to a fixed name (the tab shows it).
 fn trace() -> (tempfile::TempDir, PathBuf) {
@@ -23,37 +24,8 @@ fn trace() -> (tempfile::TempDir, PathBuf) {
     (dir, fixed)
 }
 
-fn harness(trace: &Path, view: ViewKind, dark: bool) -> Harness<'static, GuiApp> {
-    let app = GuiApp::new(None, &[trace.to_path_buf()], view, dark);
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
-}
-
-fn session<'h>(h: &'h Harness<'_, GuiApp>) -> &'h TraceSession {
-    &h.state().sessions[0]
-}
-
-/// Steps the UI until every loader is done.
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    loop {
-        h.step();
-        if h.state()
-            .active
-            .is_some_and(|a| h.state().sessions[a].names.is_some())
-            && !h.state().busy()
-        {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(90),
-            "the views never finished loading"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run();
+fn open_trace<'h>(h: &'h Harness<'_, GuiApp>) -> &'h OpenTrace {
+    &h.state().open_traces[0]
 }
 
 #[test]
@@ -74,7 +46,7 @@ fn ocelotl_temporal_snapshot_and_controls() {
         h.get_by_label(label);
     }
     {
-        let st = &session(&h).views[0].ocelotl.state;
+        let st = &open_trace(&h).views[0].ocelotl.state;
         let o = st.overview.as_ref().expect("an overview");
         assert!(o.complete());
         assert_eq!(o.micro.grid.slices, 200);
@@ -86,17 +58,17 @@ fn ocelotl_temporal_snapshot_and_controls() {
     h.snapshot("ocelotl_light");
     // The arrow keys step through the listed p.
     let (p0, ps) = {
-        let st = &session(&h).views[0].ocelotl.state;
+        let st = &open_trace(&h).views[0].ocelotl.state;
         (st.p, st.aggregated().unwrap().ps())
     };
     h.key_press(egui::Key::ArrowRight);
     h.run();
-    let p1 = session(&h).views[0].ocelotl.state.p;
+    let p1 = open_trace(&h).views[0].ocelotl.state.p;
     let next = ps.iter().copied().find(|&x| x > p0).unwrap_or(p0);
     assert_eq!(p1, next);
     h.key_press(egui::Key::ArrowLeft);
     h.run();
-    assert_eq!(session(&h).views[0].ocelotl.state.p, p0);
+    assert_eq!(open_trace(&h).views[0].ocelotl.state.p, p0);
 }
 
 #[test]
@@ -104,7 +76,7 @@ fn ocelotl_drag_zooms_the_group_and_the_gantt_follows() {
     let (_dir, t) = trace();
     let mut h = harness(&t, ViewKind::Ocelotl, true);
     settle(&mut h);
-    let before = session(&h).groups.get(0).unwrap().interval;
+    let before = open_trace(&h).groups.get(0).unwrap().interval;
     // Drag across the middle of the overview.
     h.drag_at(egui::pos2(400.0, 250.0));
     h.step();
@@ -113,7 +85,7 @@ fn ocelotl_drag_zooms_the_group_and_the_gantt_follows() {
     h.drop_at(egui::pos2(700.0, 250.0));
     h.step();
     settle(&mut h);
-    let s = session(&h);
+    let s = open_trace(&h);
     let g = s.groups.get(0).unwrap();
     assert!(
         g.interval.start > before.start && g.interval.end < before.end,
@@ -130,13 +102,13 @@ fn ocelotl_drag_zooms_the_group_and_the_gantt_follows() {
     // The Gantt of the group shows the same interval.
     h.get_by_label("Gantt").click();
     settle(&mut h);
-    assert_eq!(session(&h).views[0].gantt.loaded(), zoomed);
+    assert_eq!(open_trace(&h).views[0].gantt.loaded(), zoomed);
     // "Gantt of this interval" opens a new group with a Gantt chart on it.
     h.get_by_label("Ocelotl").click();
     settle(&mut h);
     h.get_by_label("Gantt of this interval").click();
     settle(&mut h);
-    let s = session(&h);
+    let s = open_trace(&h);
     assert_eq!(s.groups.len(), 2);
     let g2 = s.groups.get(1).unwrap();
     assert_eq!((g2.active, g2.interval), (ViewKind::Gantt, zoomed));
@@ -148,14 +120,14 @@ fn ocelotl_spatiotemporal_snapshot() {
     let mut h = harness(&t, ViewKind::Ocelotl, true);
     settle(&mut h);
     {
-        let st = &mut h.state_mut().sessions[0].views[0].ocelotl.state;
+        let st = &mut h.state_mut().open_traces[0].views[0].ocelotl.state;
         st.settings.aggregation = Aggregation::Spatiotemporal;
         st.settings.slices = 60;
         st.rerun();
     }
     settle(&mut h);
     {
-        let s = &mut h.state_mut().sessions[0];
+        let s = &mut h.state_mut().open_traces[0];
         let st = &mut s.views[0].ocelotl.state;
         let part = st.partition().expect("a partition");
         assert!(matches!(*part, Partition::Spatiotemporal(_)));
@@ -181,7 +153,7 @@ fn traceviz_snapshot_and_hover() {
         h.get_by_label(label);
     }
     {
-        let v = &session(&h).views[0].traceviz;
+        let v = &open_trace(&h).views[0].traceviz;
         let tl = v.timeline.timeline.as_ref().expect("a timeline");
         assert_eq!(tl.outline.len(), v.timeline.width);
         assert!(!tl.actors.is_empty());
@@ -190,12 +162,12 @@ fn traceviz_snapshot_and_hover() {
     h.snapshot("traceviz_dark");
     // The pointer over the first histogram row highlights that row.
     let rows_top = {
-        let v = &session(&h).views[0].traceviz;
+        let v = &open_trace(&h).views[0].traceviz;
         v.tree.visible()[0]
     };
     h.hover_at(egui::pos2(700.0, 330.0));
     h.run();
-    let hovered = session(&h).views[0].traceviz.hovered;
+    let hovered = open_trace(&h).views[0].traceviz.hovered;
     assert!(
         hovered.is_some(),
         "no row under the pointer ({rows_top:?} is the first)"
@@ -210,7 +182,7 @@ fn traceviz_groups_and_zoom_keep_outline_and_rows_in_step() {
     let mut h = harness(&t, ViewKind::TraceViz, false);
     settle(&mut h);
     {
-        let v = &mut h.state_mut().sessions[0].views[0].traceviz;
+        let v = &mut h.state_mut().open_traces[0].views[0].traceviz;
         let rows = v.tree.visible();
         v.tree.click(rows[1], false, false);
         v.tree.click(rows[2], false, true);
@@ -219,11 +191,11 @@ fn traceviz_groups_and_zoom_keep_outline_and_rows_in_step() {
         v.timeline.zoom(0.5, 0.5);
     }
     // The zoomed view gets its own timeline at pixel resolution once it stops moving.
-    let zoomed = session(&h).views[0].traceviz.timeline.view;
+    let zoomed = open_trace(&h).views[0].traceviz.timeline.view;
     let t0 = Instant::now();
     loop {
         h.step();
-        let tl = &session(&h).views[0].traceviz.timeline;
+        let tl = &open_trace(&h).views[0].traceviz.timeline;
         if tl
             .timeline
             .as_ref()
@@ -244,12 +216,12 @@ fn traceviz_similar_actors_and_drag_reorder_in_the_tree() {
     let mut h = harness(&t, ViewKind::TraceViz, false);
     settle(&mut h);
     // Within a distance of 1, every actor with values is alike: one proposal, created by the button.
-    h.state_mut().sessions[0].views[0]
+    h.state_mut().open_traces[0].views[0]
         .traceviz
         .similar_threshold = 1.0;
     h.get_by_label("Group similar actors").click();
     h.run();
-    let with_values = session(&h).views[0]
+    let with_values = open_trace(&h).views[0]
         .traceviz
         .timeline
         .timeline
@@ -258,21 +230,21 @@ fn traceviz_similar_actors_and_drag_reorder_in_the_tree() {
         .actors
         .len();
     {
-        let v = &session(&h).views[0].traceviz;
+        let v = &open_trace(&h).views[0].traceviz;
         assert_eq!(v.proposals.len(), 1);
         assert_eq!(v.proposals[0].len(), with_values);
     }
     h.get_by_label("Create all").click();
     h.run();
     {
-        let v = &session(&h).views[0].traceviz;
+        let v = &open_trace(&h).views[0].traceviz;
         assert!(v.proposals.is_empty());
         assert_eq!(v.tree.groups.len(), 1);
         let g = v.tree.groups.values().next().unwrap();
         assert_eq!(g.members.len(), with_values);
     }
     // Dragging the first tree row three rows down puts it after the next two.
-    let before: Vec<_> = session(&h).views[0].traceviz.tree.order().to_vec();
+    let before: Vec<_> = open_trace(&h).views[0].traceviz.tree.order().to_vec();
     let top = 293.0;
     h.drag_at(egui::pos2(100.0, top + 9.0));
     h.step();
@@ -282,7 +254,7 @@ fn traceviz_similar_actors_and_drag_reorder_in_the_tree() {
     h.step();
     h.drop_at(egui::pos2(100.0, top + 3.0 * 18.0));
     h.run();
-    let after = session(&h).views[0].traceviz.tree.order().to_vec();
+    let after = open_trace(&h).views[0].traceviz.tree.order().to_vec();
     assert_eq!(after[2], before[0], "{before:?} → {after:?}");
     assert_eq!(after[0], before[1]);
 }
@@ -294,7 +266,7 @@ fn images_are_drawn_again_only_when_what_they_show_changes() {
     let (_dir, t) = trace();
     let mut h = harness(&t, ViewKind::Ocelotl, false);
     settle(&mut h);
-    let builds = |h: &Harness<'_, GuiApp>| session(h).views[0].ocelotl.image_builds;
+    let builds = |h: &Harness<'_, GuiApp>| open_trace(h).views[0].ocelotl.image_builds;
     let b0 = builds(&h);
     assert!(b0 >= 1);
     h.hover_at(egui::pos2(500.0, 250.0));
@@ -308,26 +280,26 @@ fn images_are_drawn_again_only_when_what_they_show_changes() {
 
     let mut h = harness(&t, ViewKind::TraceViz, false);
     settle(&mut h);
-    h.state_mut().sessions[0].views[0]
+    h.state_mut().open_traces[0].views[0]
         .traceviz
         .timeline
         .zoom(0.5, 0.5);
     settle(&mut h);
-    let tv = |h: &Harness<'_, GuiApp>| session(h).views[0].traceviz.image_builds;
-    let (b1, rev) = (tv(&h), session(&h).views[0].traceviz.timeline.revision);
+    let tv = |h: &Harness<'_, GuiApp>| open_trace(h).views[0].traceviz.image_builds;
+    let (b1, rev) = (tv(&h), open_trace(&h).views[0].traceviz.timeline.revision);
     let before = h.render().unwrap();
-    h.state_mut().sessions[0].views[0]
+    h.state_mut().open_traces[0].views[0]
         .traceviz
         .timeline
         .pan(0.1);
     h.step();
     h.step();
     let after = h.render().unwrap();
-    assert_eq!(session(&h).views[0].traceviz.timeline.revision, rev);
+    assert_eq!(open_trace(&h).views[0].traceviz.timeline.revision, rev);
     assert_eq!(tv(&h), b1, "panning moves the images, does not redraw them");
     assert_ne!(before.as_raw(), after.as_raw(), "the picture moved");
     // Once the view stops, its own timeline comes and the images are drawn from it.
     settle(&mut h);
-    assert!(session(&h).views[0].traceviz.timeline.revision > rev);
+    assert!(open_trace(&h).views[0].traceviz.timeline.revision > rev);
     assert!(tv(&h) > b1);
 }

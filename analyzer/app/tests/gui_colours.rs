@@ -6,43 +6,17 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
+use common::gui::{harness_of as harness, settle_idle as settle};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::palette::UserColours;
 use socscope_analysis::sync::ViewKind;
-use socscope_analyzer::gui::egui::{self, Color32};
+use socscope_analyzer::gui::egui::Color32;
 use socscope_analyzer::gui::{ColourEdit, GuiApp};
 
-fn harness(app: GuiApp) -> Harness<'static, GuiApp> {
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
-}
-
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    let mut idle = 0;
-    while idle < 3 {
-        h.step();
-        let ready = h
-            .state()
-            .active
-            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
-        idle = if ready && !h.state().busy() {
-            idle + 1
-        } else {
-            0
-        };
-        assert!(t.elapsed() < Duration::from_secs(60), "never settled");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn running_colour(h: &Harness<'_, GuiApp>) -> Color32 {
-    let names = h.state().sessions[0].names.as_ref().expect("names");
+    let names = h.state().open_traces[0].names.as_ref().expect("names");
     let id = *names
         .type_names
         .iter()
@@ -89,7 +63,7 @@ fn the_legend_lists_the_types_shown_and_picked_colours_persist() {
     // The next run reads them back.
     let h = open(&trace, &file);
     assert_eq!(running_colour(&h), Color32::from_rgb(200, 10, 20));
-    let names = h.state().sessions[0].names.as_ref().unwrap();
+    let names = h.state().open_traces[0].names.as_ref().unwrap();
     let vdec = names
         .tree
         .nodes()
@@ -121,7 +95,7 @@ fn no_two_types_of_a_trace_share_a_colour() {
     // `thread_exit` hashes to the green of `running`: the GUI moves it, as the PNGs do.
     let (dir, trace) = common::demo_trace(6, 1);
     let h = open(&trace, &dir.path().join("colours.json"));
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     let types = &s.meta.as_ref().expect("meta").types;
     assert!(types.iter().any(|t| t.name == "thread_exit"));
     let names = s.names.as_ref().expect("names");

@@ -2,11 +2,14 @@
 //! named after the type, under the container's row; a container with one state type keeps one row.
 #![cfg(feature = "gui")]
 
+mod common;
+
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::gui::settle_loaded as settle;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::sync::ViewKind;
@@ -39,23 +42,6 @@ const TRACE: &str = "\
 6 6.0 PM h1 on
 6 6.0 PM h2 on
 ";
-
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    loop {
-        h.step();
-        if h.state()
-            .active
-            .is_some_and(|a| h.state().sessions[a].names.is_some())
-            && !h.state().busy()
-        {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(90), "never settled");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run();
-}
 
 fn import(dir: &Path) -> std::path::PathBuf {
     let src = dir.join("two-types.trace");
@@ -91,9 +77,9 @@ fn two_state_types_of_one_container_get_a_gantt_row_each_named_after_the_type() 
         h.get_by_label(label);
     }
     let app = h.state_mut();
-    let session = &mut app.sessions[0];
-    let names = session.names.as_ref().expect("names");
-    let gantt = &mut session.views[0].gantt;
+    let open_trace = &mut app.open_traces[0];
+    let names = open_trace.names.as_ref().expect("names");
+    let gantt = &mut open_trace.views[0].gantt;
     let lines = gantt.rows(names, &BTreeSet::new());
     let labels: Vec<String> = lines.iter().map(|l| gantt.row_label(l)).collect();
     let at = |s: &str| labels.iter().position(|l| l == s).unwrap();
@@ -146,7 +132,7 @@ fn the_legend_lists_every_type_loaded_and_a_click_on_a_name_hides_or_shows_it() 
         .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app);
     settle(&mut h);
     let hidden = |h: &Harness<'_, GuiApp>| -> Vec<String> {
-        let s = &h.state().sessions[0];
+        let s = &h.state().open_traces[0];
         let names = s.names.as_ref().unwrap();
         s.groups.groups()[0]
             .filter
@@ -165,7 +151,7 @@ fn the_legend_lists_every_type_loaded_and_a_click_on_a_name_hides_or_shows_it() 
     assert_eq!(hidden(&h), ["compute"]);
     settle(&mut h);
     // Reloaded without it, and still in the legend (struck through) to be shown again.
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     let compute = s
         .names
         .as_ref()
@@ -180,7 +166,7 @@ fn the_legend_lists_every_type_loaded_and_a_click_on_a_name_hides_or_shows_it() 
     assert!(hidden(&h).is_empty());
     // The reload the filter's change starts may begin a frame after the click: wait for it.
     let t = Instant::now();
-    while !h.state().sessions[0].views[0]
+    while !h.state().open_traces[0].views[0]
         .gantt
         .types_loaded()
         .contains(&compute)

@@ -1,6 +1,6 @@
 //! A trace being written grows in the open views without user action (issue 6, "Live"): the time
 //! bar, the density chart and the statistics pie follow each commit of a real writer, the Gantt's
-//! follow toggle keeps the newest data on screen, and the session stops being live once the
+//! follow toggle keeps the newest data on screen, and the open trace stops being live once the
 //! writer finishes.
 #![cfg(feature = "gui")]
 
@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use egui_kittest::Harness;
 use socscope_analysis::sync::ViewKind;
 use socscope_analyzer::gui::egui;
-use socscope_analyzer::gui::{GuiApp, TraceSession};
+use socscope_analyzer::gui::{GuiApp, OpenTrace};
 use socscope_tracedb::{
-    Event, EventCategory, EventType, Producer, ProducerKind, TimeRange, TraceMeta, TraceWriter,
+    Event, EventCategory, EventType, Producer, ProducerKind, TimeRange, TraceHeader, TraceWriter,
 };
 
 const EVENTS_PER_PART: i64 = 3_000;
@@ -20,7 +20,7 @@ const EVENTS_PER_PART: i64 = 3_000;
 const PART_NS: i64 = 1_000_000_000;
 
 fn writer(path: &Path) -> TraceWriter {
-    let mut w = TraceWriter::create(path, &TraceMeta::default()).unwrap();
+    let mut w = TraceWriter::create(path, &TraceHeader::default()).unwrap();
     w.add_event_type(&EventType {
         id: 1,
         name: "tick".into(),
@@ -58,24 +58,24 @@ fn harness(path: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
         .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
 }
 
-fn session<'h>(h: &'h Harness<'_, GuiApp>) -> &'h TraceSession {
-    &h.state().sessions[0]
+fn open_trace<'h>(h: &'h Harness<'_, GuiApp>) -> &'h OpenTrace {
+    &h.state().open_traces[0]
 }
 
 /// Steps frames (no input) until `done` holds, for at most 30 s.
-fn step_until(h: &mut Harness<'_, GuiApp>, what: &str, done: impl Fn(&TraceSession) -> bool) {
+fn step_until(h: &mut Harness<'_, GuiApp>, what: &str, done: impl Fn(&OpenTrace) -> bool) {
     let t = Instant::now();
     loop {
         h.step();
-        if !h.state().sessions.is_empty() && done(session(h)) {
+        if !h.state().open_traces.is_empty() && done(open_trace(h)) {
             return;
         }
         if t.elapsed() > Duration::from_secs(30) {
-            let s = h.state().sessions.first();
+            let s = h.state().open_traces.first();
             panic!(
                 "without user action, {what} never happened: events {:?}, live {:?}, density {:?}, pie {:?}, error {:?}",
                 s.and_then(|s| s.meta.as_ref().map(|m| m.info.event_count)),
-                s.map(TraceSession::live),
+                s.map(OpenTrace::live),
                 s.map(density_total),
                 s.map(pie_total),
                 s.and_then(|s| s.error.clone()),
@@ -85,21 +85,21 @@ fn step_until(h: &mut Harness<'_, GuiApp>, what: &str, done: impl Fn(&TraceSessi
     }
 }
 
-fn density_total(s: &TraceSession) -> u64 {
+fn density_total(s: &OpenTrace) -> u64 {
     s.views
         .first()
         .and_then(|v| v.density.hist.as_ref())
         .map_or(0, |h| h.total())
 }
 
-fn pie_total(s: &TraceSession) -> u64 {
+fn pie_total(s: &OpenTrace) -> u64 {
     s.views
         .first()
         .and_then(|v| v.stats.stats.as_ref())
         .map_or(0, |st| st.type_count.values().sum())
 }
 
-fn bar_end(s: &TraceSession, view: ViewKind) -> Option<i64> {
+fn bar_end(s: &OpenTrace, view: ViewKind) -> Option<i64> {
     s.views
         .first()
         .and_then(|v| v.bars.get(&view))
@@ -116,14 +116,14 @@ fn density_and_time_bar_follow_a_growing_trace() {
     step_until(&mut h, "the first part loaded", |s| {
         s.live() && density_total(s) == EVENTS_PER_PART as u64
     });
-    let first_end = bar_end(session(&h), ViewKind::Density).expect("a time bar");
+    let first_end = bar_end(open_trace(&h), ViewKind::Density).expect("a time bar");
     for k in 1..3 {
         write_part(&mut w, k);
         let want = (k + 1) as u64 * EVENTS_PER_PART as u64;
         step_until(&mut h, "the density chart grew", |s| {
             s.meta.as_ref().is_some_and(|m| m.info.event_count == want) && density_total(s) == want
         });
-        let s = session(&h);
+        let s = open_trace(&h);
         let end = bar_end(s, ViewKind::Density).expect("a time bar");
         assert!(
             end > first_end + (k - 1) * PART_NS,
@@ -169,7 +169,7 @@ fn gantt_follow_keeps_the_newest_data_on_screen() {
     // Zoomed on the first fifth of a second, following.
     let window = PART_NS / 5;
     {
-        let g = &mut h.state_mut().sessions[0].views[0].gantt;
+        let g = &mut h.state_mut().open_traces[0].views[0].gantt;
         g.view = TimeRange::new(g.loaded().start, g.loaded().start + window);
         g.follow = true;
     }
@@ -186,7 +186,7 @@ fn gantt_follow_keeps_the_newest_data_on_screen() {
         let g = &s.views[0].gantt;
         !g.busy() && g.progress().is_some_and(|p| p.finished)
     });
-    let g = &session(&h).views[0].gantt;
+    let g = &open_trace(&h).views[0].gantt;
     assert_eq!(
         g.progress().map(|p| p.events),
         Some(2 * EVENTS_PER_PART as u64)
@@ -222,12 +222,12 @@ fn the_last_growth_of_a_finished_trace_reaches_the_chart() {
             "the app never settled"
         );
     }
-    let s = session(&h);
+    let s = open_trace(&h);
     assert!(!s.live());
     assert_eq!(density_total(s), 3 * EVENTS_PER_PART as u64);
 }
 
-fn ocelotl_slices(s: &TraceSession) -> Option<(usize, f64, socscope_analysis::overview::Reuse)> {
+fn ocelotl_slices(s: &OpenTrace) -> Option<(usize, f64, socscope_analysis::overview::Reuse)> {
     let o = s.views.first()?.ocelotl.state.overview.as_ref()?;
     o.complete()
         .then(|| (o.micro.grid.slices, o.micro.values().iter().sum(), o.reuse))
@@ -244,8 +244,8 @@ fn ocelotl_overview_grows_by_new_slices_keeping_the_past() {
     step_until(&mut h, "the first overview", |s| {
         ocelotl_slices(s).is_some_and(|(n, _, _)| n == 200)
     });
-    let (_, first_total, _) = ocelotl_slices(session(&h)).unwrap();
-    let first: Vec<f64> = session(&h).views[0]
+    let (_, first_total, _) = ocelotl_slices(open_trace(&h)).unwrap();
+    let first: Vec<f64> = open_trace(&h).views[0]
         .ocelotl
         .state
         .overview
@@ -258,7 +258,7 @@ fn ocelotl_overview_grows_by_new_slices_keeping_the_past() {
     step_until(&mut h, "the overview grew", |s| {
         ocelotl_slices(s).is_some_and(|(n, _, _)| n > 300)
     });
-    let s = session(&h);
+    let s = open_trace(&h);
     let (n, total, reuse) = ocelotl_slices(s).unwrap();
     // The slices of the first overview were kept, not read again; the new ones were added. (A busy
     // machine can see the growth in two reloads, the second continuing the first's partial model:

@@ -6,8 +6,8 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
+use common::gui::{harness_of as harness, settle_idle_and_draw as settle};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use socscope_analysis::results::{self as saved, Band};
@@ -15,33 +15,6 @@ use socscope_analysis::sync::ViewKind;
 use socscope_analyzer::gui::GuiApp;
 use socscope_analyzer::gui::egui;
 use socscope_tracedb::{AnalysisData, AnalysisKind, AnalysisResult, ResultStore, TraceReader};
-
-fn harness(app: GuiApp) -> Harness<'static, GuiApp> {
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
-}
-
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    let mut idle = 0;
-    while idle < 3 {
-        h.step();
-        let ready = h
-            .state()
-            .active
-            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
-        idle = if ready && !h.state().busy() {
-            idle + 1
-        } else {
-            0
-        };
-        assert!(t.elapsed() < Duration::from_secs(60), "never settled");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    h.run();
-}
 
 fn open(trace: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
     let mut h = harness(GuiApp::new(None, &[trace.to_path_buf()], view, false));
@@ -155,7 +128,7 @@ fn annotations_open_as_bands_on_the_gantt_and_the_density_and_can_be_deleted() {
     click(&mut h, "Open");
     settle(&mut h);
     keep(&mut h, "results_window");
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     assert_eq!(s.views[0].gantt.bands, bands);
     assert_eq!(s.views[0].density.bands, bands);
     assert_eq!(s.results.applied, Some(id));
@@ -172,7 +145,7 @@ fn annotations_open_as_bands_on_the_gantt_and_the_density_and_can_be_deleted() {
         );
     };
     check(&mut h, "gantt");
-    h.state_mut().sessions[0]
+    h.state_mut().open_traces[0]
         .groups
         .get_mut(0)
         .unwrap()
@@ -183,8 +156,8 @@ fn annotations_open_as_bands_on_the_gantt_and_the_density_and_can_be_deleted() {
     click(&mut h, "Results…");
     click(&mut h, "Delete");
     click(&mut h, "Really delete");
-    assert!(h.state().sessions[0].results.list.is_empty());
-    assert!(h.state().sessions[0].views[0].density.bands.is_empty());
+    assert!(h.state().open_traces[0].results.list.is_empty());
+    assert!(h.state().open_traces[0].views[0].density.bands.is_empty());
     assert!(
         TraceReader::open(&trace)
             .unwrap()
@@ -208,7 +181,7 @@ fn the_pie_groups_are_saved_and_applied_again() {
         h.get_by_label("Save groups").accesskit_node().is_disabled(),
         "nothing to save without a group"
     );
-    h.state_mut().sessions[0].views[0].stats.settings.group(
+    h.state_mut().open_traces[0].views[0].stats.settings.group(
         "interrupts",
         [10, 200, 30],
         members.into(),
@@ -231,7 +204,7 @@ fn the_pie_groups_are_saved_and_applied_again() {
     assert_eq!(groups[0].colour, [10, 200, 30]);
     assert_eq!(groups[0].members, members.into());
     // Gone from the pie, back from the result.
-    h.state_mut().sessions[0].views[0]
+    h.state_mut().open_traces[0].views[0]
         .stats
         .settings
         .groups
@@ -242,7 +215,10 @@ fn the_pie_groups_are_saved_and_applied_again() {
     click(&mut h, "Open");
     click(&mut h, "Results…");
     settle(&mut h);
-    assert_eq!(h.state().sessions[0].views[0].stats.settings.groups, groups);
+    assert_eq!(
+        h.state().open_traces[0].views[0].stats.settings.groups,
+        groups
+    );
     h.get_by_label("interrupts");
 }
 
@@ -253,12 +229,12 @@ fn the_table_filter_is_saved_as_a_search_and_applied_again() {
     let mut filters = socscope_analysis::table::ColumnFilters::default();
     filters.patterns[4] = "^irq$".into();
     {
-        let t = &mut h.state_mut().sessions[0].views[0].table;
+        let t = &mut h.state_mut().open_traces[0].views[0].table;
         t.edit = filters.clone();
         t.model.set_filters(filters.clone()).unwrap();
     }
     settle(&mut h);
-    let rows = h.state().sessions[0].views[0].table.model.row_count();
+    let rows = h.state().open_traces[0].views[0].table.model.row_count();
     assert!(rows > 0);
     click(&mut h, "Save filter");
     let reader = TraceReader::open(&trace).unwrap();
@@ -269,7 +245,7 @@ fn the_table_filter_is_saved_as_a_search_and_applied_again() {
         stored.len(),
         1,
         "{:?}",
-        h.state().sessions[0].results.status
+        h.state().open_traces[0].results.status
     );
     let data = reader.analysis_data(stored[0].id).unwrap().unwrap();
     let AnalysisData::Search { ids, .. } = &data else {
@@ -280,16 +256,16 @@ fn the_table_filter_is_saved_as_a_search_and_applied_again() {
     assert_eq!(search.filters, filters);
     // Cleared, then applied from the result.
     {
-        let t = &mut h.state_mut().sessions[0].views[0].table;
+        let t = &mut h.state_mut().open_traces[0].views[0].table;
         t.edit = Default::default();
         t.model.set_filters(Default::default()).unwrap();
     }
     settle(&mut h);
-    assert!(h.state().sessions[0].views[0].table.model.row_count() > rows);
+    assert!(h.state().open_traces[0].views[0].table.model.row_count() > rows);
     click(&mut h, "Results…");
     click(&mut h, "Open");
     settle(&mut h);
-    let t = &h.state().sessions[0].views[0].table;
+    let t = &h.state().open_traces[0].views[0].table;
     assert_eq!(t.model.filters(), &filters);
     assert_eq!(t.model.row_count(), rows);
 }
@@ -305,7 +281,7 @@ fn field<'a>(h: &'a Harness<'_, GuiApp>, value: &'a str) -> egui_kittest::Node<'
 fn a_mistyped_time_in_the_time_bar_says_why() {
     let (_dir, trace) = common::demo_trace(5, 1);
     let mut h = open(&trace, ViewKind::Density);
-    let start = socscope_tracedb::units::timestamp(h.state().sessions[0].whole().start);
+    let start = socscope_tracedb::units::timestamp(h.state().open_traces[0].whole().start);
     field(&h, &start).click();
     h.run();
     field(&h, &start).type_text("x");
@@ -328,7 +304,7 @@ fn a_mistyped_time_in_the_time_bar_says_why() {
     h.key_press(egui::Key::Enter);
     h.run();
     assert!(h.query_by_label_contains("is not a time").is_none());
-    let bar = &h.state().sessions[0].views[0].bars[&ViewKind::Density].0;
+    let bar = &h.state().open_traces[0].views[0].bars[&ViewKind::Density].0;
     assert_eq!(bar.selection.start, 250_000_000);
 }
 
@@ -363,7 +339,7 @@ fn stressed_trace() -> (tempfile::TempDir, std::path::PathBuf) {
 
 /// The partition the Ocelotl view of the first group shows, as bands.
 fn partition_on_screen(h: &mut Harness<'_, GuiApp>) -> Vec<Band> {
-    let st = &mut h.state_mut().sessions[0].views[0].ocelotl.state;
+    let st = &mut h.state_mut().open_traces[0].views[0].ocelotl.state;
     let part = st.partition().expect("a partition");
     let micro = st.overview.as_ref().unwrap().micro.clone();
     let mut b = saved::partition_bands(&micro, &part);
@@ -377,7 +353,7 @@ fn an_ocelotl_partition_is_saved_from_its_view_and_drawn_on_traceviz() {
     let mut h = open(&trace, ViewKind::Ocelotl);
     // A listed p with a few parts (any p has its partition; a listed one is Ocelotl's).
     {
-        let st = &mut h.state_mut().sessions[0].views[0].ocelotl.state;
+        let st = &mut h.state_mut().open_traces[0].views[0].ocelotl.state;
         let ps = st.aggregated().unwrap().ps();
         let lens: Vec<(f64, usize)> = ps
             .iter()
@@ -398,7 +374,9 @@ fn an_ocelotl_partition_is_saved_from_its_view_and_drawn_on_traceviz() {
     h.run();
     let want = partition_on_screen(&mut h);
     assert!(want.len() >= 3, "{want:?}");
-    h.state_mut().sessions[0].views[0].ocelotl.save_description = "phases of the demo".into();
+    h.state_mut().open_traces[0].views[0]
+        .ocelotl
+        .save_description = "phases of the demo".into();
     h.run();
     click(&mut h, "Save partition");
     let stored = TraceReader::open(&trace)
@@ -417,7 +395,7 @@ fn an_ocelotl_partition_is_saved_from_its_view_and_drawn_on_traceviz() {
     assert_eq!(saved::bands(&data), want, "the parts at the p on screen");
     // The description field is emptied for the next save, which then describes itself.
     assert!(
-        h.state().sessions[0].views[0]
+        h.state().open_traces[0].views[0]
             .ocelotl
             .save_description
             .is_empty()
@@ -428,11 +406,11 @@ fn an_ocelotl_partition_is_saved_from_its_view_and_drawn_on_traceviz() {
     click(&mut h, "Open");
     click(&mut h, "Results…");
     settle(&mut h);
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     assert_eq!(s.groups.get(0).unwrap().active, ViewKind::Gantt);
     assert_eq!(s.views[0].gantt.bands, want);
     assert_eq!(s.views[0].traceviz.bands, want);
-    h.state_mut().sessions[0]
+    h.state_mut().open_traces[0]
         .groups
         .get_mut(0)
         .unwrap()
@@ -474,14 +452,14 @@ fn traceviz_groups_are_saved_as_a_grouping_and_applied_again() {
     drop(reader);
     assert_eq!(ids.len(), 4, "{ids:?}");
     {
-        let tree = &mut h.state_mut().sessions[0].views[0].traceviz.tree;
+        let tree = &mut h.state_mut().open_traces[0].views[0].traceviz.tree;
         tree.make_group("codecs", ids[..2].to_vec(), GroupOp::Average)
             .unwrap();
         tree.make_group("rest", ids[2..].to_vec(), GroupOp::Median)
             .unwrap();
     }
     h.run();
-    let groups = h.state().sessions[0].views[0].traceviz.tree.group_list();
+    let groups = h.state().open_traces[0].views[0].traceviz.tree.group_list();
     assert!(!groups.is_empty());
     click(&mut h, "Save groups");
     let reader = TraceReader::open(&trace).unwrap();
@@ -498,18 +476,18 @@ fn traceviz_groups_are_saved_as_a_grouping_and_applied_again() {
     assert_eq!(saved::actor_groups(&data).unwrap(), groups);
     drop(reader);
     // Gone from the tree, back from the result, and TraceViz comes on screen.
-    h.state_mut().sessions[0].views[0]
+    h.state_mut().open_traces[0].views[0]
         .traceviz
         .tree
         .replace_groups(&[]);
-    h.state_mut().sessions[0]
+    h.state_mut().open_traces[0]
         .groups
         .get_mut(0)
         .unwrap()
         .switch_to(ViewKind::Gantt);
     settle(&mut h);
     assert!(
-        h.state().sessions[0].views[0]
+        h.state().open_traces[0].views[0]
             .traceviz
             .tree
             .groups
@@ -520,7 +498,7 @@ fn traceviz_groups_are_saved_as_a_grouping_and_applied_again() {
     click(&mut h, "Open");
     click(&mut h, "Results…");
     settle(&mut h);
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     assert_eq!(s.groups.get(0).unwrap().active, ViewKind::TraceViz);
     assert_eq!(s.views[0].traceviz.tree.group_list(), groups);
 }
@@ -531,17 +509,17 @@ fn an_ocelotl_partition_is_saved_as_a_processed_trace_and_opened_as_bands() {
     let (_dir, trace) = common::demo_trace(5, 2);
     let mut h = open(&trace, ViewKind::Ocelotl);
     // Fewer slices: the spatiotemporal aggregation of a debug build stays short.
-    h.state_mut().sessions[0].views[0]
+    h.state_mut().open_traces[0].views[0]
         .ocelotl
         .state
         .settings
         .aggregation = Aggregation::Spatiotemporal;
-    h.state_mut().sessions[0].views[0]
+    h.state_mut().open_traces[0].views[0]
         .ocelotl
         .state
         .settings
         .slices = 50;
-    h.state_mut().sessions[0].views[0].ocelotl.state.rerun();
+    h.state_mut().open_traces[0].views[0].ocelotl.state.rerun();
     settle(&mut h);
     let want = partition_on_screen(&mut h);
     click(&mut h, "Save as processed trace");
@@ -586,7 +564,7 @@ fn an_ocelotl_partition_is_saved_as_a_processed_trace_and_opened_as_bands() {
     click(&mut h, "Open");
     click(&mut h, "Results…");
     settle(&mut h);
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     assert_eq!(s.views[0].gantt.bands, from_file);
     assert_eq!(s.views[0].traceviz.bands, from_file);
     assert_eq!(s.results.applied, Some(stored[0].id));
@@ -620,7 +598,7 @@ fn a_trace_with_trigger_firings_opens_with_them_drawn() {
     );
     let (reports, _) = socscope_collector::replay::replay_file(&wire, ingest).unwrap();
     let mut h = open(&reports[0].path, ViewKind::Gantt);
-    let s = &h.state().sessions[0];
+    let s = &h.state().open_traces[0];
     let bands = &s.views[0].gantt.bands;
     assert!(!bands.is_empty());
     assert!(

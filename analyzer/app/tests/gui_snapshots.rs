@@ -4,14 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use egui_kittest::Harness;
+use common::gui::{harness, settle_loaded as settle};
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::sync::ViewKind;
-use socscope_analyzer::gui::GuiApp;
-use socscope_analyzer::gui::egui;
 
 /// A 2-second capture of the simulated board, seed 5, copied to a fixed name (the tab shows it).
 fn trace() -> (tempfile::TempDir, PathBuf) {
@@ -19,36 +16,6 @@ fn trace() -> (tempfile::TempDir, PathBuf) {
     let fixed = dir.path().join("demo.db");
     std::fs::copy(&file, &fixed).unwrap();
     (dir, fixed)
-}
-
-/// Steps the UI until every loader and filter is done.
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    loop {
-        h.step();
-        if h.state()
-            .active
-            .is_some_and(|a| h.state().sessions[a].names.is_some())
-            && !h.state().busy()
-        {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the views never finished loading"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Once more so the last data is drawn.
-    h.run();
-}
-
-fn harness(trace: &Path, view: ViewKind, dark: bool) -> Harness<'static, GuiApp> {
-    let app = GuiApp::new(None, &[trace.to_path_buf()], view, dark);
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
 }
 
 fn snapshot_view(view: ViewKind, name: &str, dark: bool) {

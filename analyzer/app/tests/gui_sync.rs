@@ -4,54 +4,22 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
+use common::gui::{harness, settle_idle as settle};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use socscope_analysis::sync::{ViewFilter, ViewKind};
 use socscope_analyzer::gui::egui;
-use socscope_analyzer::gui::{GuiApp, TraceSession};
+use socscope_analyzer::gui::{GuiApp, OpenTrace};
 
 /// A 2-second capture of the simulated board.
 fn trace() -> (tempfile::TempDir, PathBuf) {
     common::demo_trace(5, 2)
 }
 
-fn harness(trace: &Path, view: ViewKind) -> Harness<'static, GuiApp> {
-    let app = GuiApp::new(None, &[trace.to_path_buf()], view, true);
-    Harness::builder()
-        .with_size(egui::Vec2::new(1100.0, 640.0))
-        .with_max_steps(16)
-        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app)
-}
-
-/// Steps until the trace is open and nothing loads, then once more: a view that is switched to starts
-/// loading in the frame *after* the click, so one idle frame right after a click proves nothing.
-fn settle(h: &mut Harness<'_, GuiApp>) {
-    let t = Instant::now();
-    let mut idle = 0;
-    while idle < 3 {
-        h.step();
-        let ready = h
-            .state()
-            .active
-            .is_some_and(|a| !h.state().sessions[a].groups.is_empty());
-        idle = if ready && !h.state().busy() {
-            idle + 1
-        } else {
-            0
-        };
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the views never finished loading"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn session<'h>(h: &'h Harness<'_, GuiApp>) -> &'h TraceSession {
-    &h.state().sessions[0]
+fn open_trace<'h>(h: &'h Harness<'_, GuiApp>) -> &'h OpenTrace {
+    &h.state().open_traces[0]
 }
 
 /// Shift-drags across the middle of the chart (the density chart's interval selection).
@@ -84,22 +52,22 @@ fn select_in_chart(h: &mut Harness<'_, GuiApp>, x0: f32, x1: f32) {
 #[test]
 fn view_button_opens_the_table_on_the_density_selection_and_filters() {
     let (_dir, t) = trace();
-    let mut h = harness(&t, ViewKind::Density);
+    let mut h = harness(&t, ViewKind::Density, true);
     settle(&mut h);
-    let first = session(&h).groups.get(0).unwrap().interval;
+    let first = open_trace(&h).groups.get(0).unwrap().interval;
 
     // Hide the most frequent type in the group (what the Types… dialog does).
     let hidden = {
-        let s = &session(&h).views[0].density;
+        let s = &open_trace(&h).views[0].density;
         assert!(s.hist.as_ref().is_some_and(|h| h.total() > 0));
-        let meta = session(&h).meta.clone().unwrap();
+        let meta = open_trace(&h).meta.clone().unwrap();
         meta.types[0].id
     };
     let filter = ViewFilter {
         hidden_types: [hidden].into(),
         ..ViewFilter::default()
     };
-    h.state_mut().sessions[0]
+    h.state_mut().open_traces[0]
         .groups
         .get_mut(0)
         .unwrap()
@@ -108,17 +76,17 @@ fn view_button_opens_the_table_on_the_density_selection_and_filters() {
 
     select_in_chart(&mut h, 400.0, 700.0);
     settle(&mut h);
-    let g = session(&h).groups.get(0).unwrap().clone();
+    let g = open_trace(&h).groups.get(0).unwrap().clone();
     assert!(
         g.interval.start > first.start && g.interval.end < first.end,
         "the selection {:?} is inside {first:?}",
         g.interval
     );
-    assert_eq!(session(&h).views[0].density.live.loaded(), g.interval);
+    assert_eq!(open_trace(&h).views[0].density.live.loaded(), g.interval);
 
     h.get_by_label("Table").click();
     settle(&mut h);
-    let s = session(&h);
+    let s = open_trace(&h);
     let g2 = s.groups.get(0).unwrap();
     assert_eq!(g2.active, ViewKind::Table);
     assert_eq!(g2.interval, g.interval, "switching keeps the interval");
@@ -145,18 +113,18 @@ fn view_button_opens_the_table_on_the_density_selection_and_filters() {
 #[test]
 fn two_groups_on_one_trace_do_not_synchronise() {
     let (_dir, t) = trace();
-    let mut h = harness(&t, ViewKind::Density);
+    let mut h = harness(&t, ViewKind::Density, true);
     settle(&mut h);
-    let first = session(&h).groups.get(0).unwrap().interval;
+    let first = open_trace(&h).groups.get(0).unwrap().interval;
     h.get_by_label("+ group").click();
     settle(&mut h);
-    assert_eq!(session(&h).groups.len(), 2);
-    assert_eq!(session(&h).active_group, 1);
+    assert_eq!(open_trace(&h).groups.len(), 2);
+    assert_eq!(open_trace(&h).active_group, 1);
 
     // Group 2: select an interval, hide a type, switch to the table.
     select_in_chart(&mut h, 300.0, 500.0);
-    let hidden = session(&h).meta.clone().unwrap().types[0].id;
-    h.state_mut().sessions[0]
+    let hidden = open_trace(&h).meta.clone().unwrap().types[0].id;
+    h.state_mut().open_traces[0]
         .groups
         .get_mut(1)
         .unwrap()
@@ -166,19 +134,19 @@ fn two_groups_on_one_trace_do_not_synchronise() {
         });
     h.get_by_label("Table").click();
     settle(&mut h);
-    let g2 = session(&h).groups.get(1).unwrap().clone();
+    let g2 = open_trace(&h).groups.get(1).unwrap().clone();
     assert_ne!(g2.interval, first, "group 2 selected an interval");
     assert_eq!(g2.active, ViewKind::Table);
-    assert!(session(&h).views[1].table.model.row_count() > 0);
+    assert!(open_trace(&h).views[1].table.model.row_count() > 0);
 
     // Group 1 kept its interval, filters and view.
-    let g1 = session(&h).groups.get(0).unwrap().clone();
+    let g1 = open_trace(&h).groups.get(0).unwrap().clone();
     assert_eq!(g1.interval, first);
     assert!(g1.filter.is_empty());
     assert_eq!(g1.active, ViewKind::Density);
     h.get_by_label("Group 1").click();
     settle(&mut h);
-    let s = session(&h);
+    let s = open_trace(&h);
     assert_eq!(s.active_group, 0);
     let d = &s.views[0].density;
     assert_eq!(d.live.loaded(), first);

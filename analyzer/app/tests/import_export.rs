@@ -1,17 +1,13 @@
 //! `socscope import` and `socscope export` end to end: Pajé round trips with equal counts, Chrome JSON
 //! that parses back with the fields Perfetto needs, one warning line per skipped line.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::socscope;
 use serde_json::Value;
-
-fn socscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(args)
-        .output()
-        .expect("socscope runs")
-}
 
 fn ok(out: Output) -> String {
     assert!(

@@ -2,18 +2,14 @@
 //! `timeline` and `stats` writes them into the SQLite trace, `socscope results` lists, shows and
 //! deletes them, and what is stored is what was computed.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
+use common::socscope;
 use serde_json::Value;
-
-fn socscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(args)
-        .output()
-        .expect("socscope runs")
-}
 
 fn json_of(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

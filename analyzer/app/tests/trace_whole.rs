@@ -5,21 +5,17 @@
 //! Real files, a real tmpfs (mounted by the tests that need one: root only, CI runs as root), real
 //! sockets and signals; the `socscope` binary of this build.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::socscope;
 use serde_json::Value;
 use socscope_sim::SimConfig;
 use socscope_tracedb::{Filter, TimeRange, TraceReader};
-
-fn socscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(args)
-        .output()
-        .expect("socscope runs")
-}
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

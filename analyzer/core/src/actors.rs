@@ -11,7 +11,7 @@
 //! bottom-up with average linkage (the mean distance between their members) while the closest pair is
 //! within the threshold; every cluster of two actors or more is proposed as a group.
 //!
-//! Start here: [`ActorTree`], [`TimelineState`], [`similar_groups`].
+//! Start here: [`ActorLayout`], [`TimelineState`], [`similar_groups`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -56,9 +56,9 @@ pub struct RowItem {
     pub hidden: bool,
 }
 
-/// The actor tree: what is shown, in which order, grouped how.
+/// TraceViz's layout of actors: what is shown, in which order, grouped how, hidden and selected.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ActorTree {
+pub struct ActorLayout {
     actors: Vec<Actor>,
     /// The rows in display order (an actor in a group is not a row of its own).
     order: Vec<Row>,
@@ -70,7 +70,7 @@ pub struct ActorTree {
     anchor: Option<Row>,
 }
 
-impl ActorTree {
+impl ActorLayout {
     /// The producers in hierarchy order (parents before children), each with its depth.
     pub fn new(actors: Vec<Actor>) -> Self {
         let order = actors.iter().map(|a| Row::Actor(a.id)).collect();
@@ -671,8 +671,8 @@ mod tests {
     use super::*;
     use crate::traceviz::ActorHist;
 
-    fn tree() -> ActorTree {
-        ActorTree::new(
+    fn tree() -> ActorLayout {
+        ActorLayout::new(
             [
                 (10, "app", 0),
                 (11, "app/main", 1),

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::ocelotl::{
-    MicroscopicModel, ProducerHierarchy, SpatiotemporalAggregation, TemporalAggregation,
+    MicroscopicModel, SpatialHierarchy, SpatiotemporalAggregation, TemporalAggregation,
 };
 
 /// splitmix64: a few lines of deterministic noise, so synthetic models are identical across
@@ -87,7 +87,7 @@ pub fn synthetic_hierarchical_model(
     types: usize,
     seed: u64,
 ) -> MicroscopicModel {
-    let hierarchy = ProducerHierarchy::balanced(fan_out);
+    let hierarchy = SpatialHierarchy::balanced(fan_out);
     let producers = hierarchy.leaf_count(hierarchy.root());
     synthetic_model(slices, producers, types, seed)
         .with_hierarchy(hierarchy)
@@ -138,7 +138,7 @@ pub fn spatiotemporal(slices: usize, fan_out: &[usize], types: usize) -> BenchRu
 /// Same as [`spatiotemporal`] on [`synthetic_count_model`] data: several times more
 /// significant p values, so several times more DP evaluations.
 pub fn spatiotemporal_counts(slices: usize, fan_out: &[usize], types: usize) -> BenchRun {
-    let hierarchy = ProducerHierarchy::balanced(fan_out);
+    let hierarchy = SpatialHierarchy::balanced(fan_out);
     let producers = hierarchy.leaf_count(hierarchy.root());
     let model = synthetic_count_model(slices, producers, types, 3)
         .with_hierarchy(hierarchy)

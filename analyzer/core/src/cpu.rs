@@ -141,7 +141,7 @@ pub fn cpu_utilisation(reader: &TraceReader, range: TimeRange) -> Result<CpuUtil
 mod tests {
     use super::*;
     use socscope_tracedb::{
-        Event, EventCategory, EventType, ParamDef, ParamType, Producer, TraceMeta, TraceWriter,
+        Event, EventCategory, EventType, ParamDef, ParamType, Producer, TraceHeader, TraceWriter,
     };
 
     /// Two CPUs over [0, 400): cpu0 runs demux (21) 0–150, idles 150–250, runs vdec (23) 250–400;
@@ -149,7 +149,7 @@ mod tests {
     fn two_cpus() -> (tempfile::TempDir, TraceReader) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cpu.db");
-        let mut w = TraceWriter::create(&path, &TraceMeta::default()).unwrap();
+        let mut w = TraceWriter::create(&path, &TraceHeader::default()).unwrap();
         let on_cpu = EventType {
             id: ON_CPU_TYPE,
             name: "on_cpu".into(),

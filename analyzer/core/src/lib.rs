@@ -1,7 +1,10 @@
-//! Everything the views compute, with no GUI: the Ocelotl aggregation engine (temporal and
-//! spatiotemporal, bit-exact with the original lpaggreg library) and what the views derive from it.
+//! Everything the views compute, with no GUI: loading (also of a trace still being written), view
+//! groups and the time bar, the Gantt, table, statistics and density models, microscopic models, the
+//! Ocelotl aggregation engine (temporal and spatiotemporal, bit-exact with the original lpaggreg
+//! library) and its view model, TraceViz, comparison, palette and saved results.
 //!
-//! Start here: [`ocelotl::MicroscopicModel`] (the slices × producers × types input),
+//! Start here: [`sync::ViewGroups`] (what the views of a group share), [`live::LiveLoad`] (a view's
+//! background load, written once), [`ocelotl::MicroscopicModel`] (the slices × producers × types input),
 //! [`ocelotl::TemporalAggregation`] and [`ocelotl::SpatiotemporalAggregation`] (qualities, best
 //! partition for a p, list of significant p), and [`ocelotl::run_model_file`], the whole engine
 //! behind `socscope aggregate`.

@@ -28,7 +28,7 @@ use socscope_tracedb::{
 };
 
 use crate::hierarchy::ProducerTree;
-use crate::ocelotl::{MicroscopicModel, ModelError, ProducerHierarchy};
+use crate::ocelotl::{MicroscopicModel, ModelError, SpatialHierarchy};
 
 /// What a cell of the model measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Default)]
@@ -154,9 +154,9 @@ impl SliceGrid {
     }
 }
 
-/// A node of the producer tree of a model (see [`TraceMicroscopicModel::hierarchy`]).
+/// What a node of a model's spatial hierarchy stands for (see [`TraceMicroscopicModel::hierarchy`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HierarchyNode {
+pub struct SpatialNode {
     /// Display name (`all` for the root; `NAME (self)` for the leaf holding the events of a
     /// producer that also has children).
     pub name: String,
@@ -243,10 +243,10 @@ impl TraceMicroscopicModel {
 
     /// The producer tree: a root `all`, then the trace's parent/child relations among the
     /// model's producers and their ancestors. Returns the Ocelotl hierarchy and one
-    /// [`HierarchyNode`] per node.
-    pub fn hierarchy(&self) -> (ProducerHierarchy, Vec<HierarchyNode>) {
+    /// [`SpatialNode`] per node.
+    pub fn hierarchy(&self) -> (SpatialHierarchy, Vec<SpatialNode>) {
         let (children, leaf, nodes) = tree(&self.producers, &self.all_producers);
-        let h = ProducerHierarchy::new(children, leaf, self.producers.len())
+        let h = SpatialHierarchy::new(children, leaf, self.producers.len())
             .expect("the tree of a model's producers has one leaf per producer");
         (h, nodes)
     }
@@ -278,7 +278,7 @@ impl TraceMicroscopicModel {
 fn tree(
     model: &[Producer],
     all: &[Producer],
-) -> (Vec<Vec<usize>>, Vec<Option<usize>>, Vec<HierarchyNode>) {
+) -> (Vec<Vec<usize>>, Vec<Option<usize>>, Vec<SpatialNode>) {
     let by_id: HashMap<ProducerId, &Producer> = all.iter().map(|p| (p.id, p)).collect();
     let in_model: HashMap<ProducerId, usize> =
         model.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
@@ -309,7 +309,7 @@ fn tree(
     let producers = ProducerTree::with_sibling_order(&included, |p| p.id);
     let mut children: Vec<Vec<usize>> = vec![Vec::new()];
     let mut leaf: Vec<Option<usize>> = vec![None];
-    let mut nodes = vec![HierarchyNode {
+    let mut nodes = vec![SpatialNode {
         name: "all".into(),
         producer: None,
     }];
@@ -330,7 +330,7 @@ fn tree(
         let node = children.len();
         children.push(Vec::new());
         leaf.push(None);
-        nodes.push(HierarchyNode {
+        nodes.push(SpatialNode {
             name: name(id),
             producer: Some(id),
         });
@@ -347,7 +347,7 @@ fn tree(
             children[node].push(own);
             children.push(Vec::new());
             leaf.push(Some(m));
-            nodes.push(HierarchyNode {
+            nodes.push(SpatialNode {
                 name: format!("{} (self)", name(id)),
                 producer: Some(id),
             });

@@ -21,9 +21,9 @@ use socscope_tracedb::{Filter, TimeRange, Timestamp, TraceReader};
 
 use crate::live::{Growth, LiveLoad, StepKind};
 use crate::loader::{LoaderHandle, Progress, spawn_task};
-use crate::micro::{HierarchyNode, Metric, PartialModel, SliceGrid, TraceMicroscopicModel};
+use crate::micro::{Metric, PartialModel, SliceGrid, SpatialNode, TraceMicroscopicModel};
 use crate::ocelotl::{
-    self, AreaMode, DrawnArea, MicroscopicModel, PList, ProducerHierarchy,
+    self, AreaMode, DrawnArea, MicroscopicModel, PList, SpatialHierarchy,
     SpatiotemporalAggregation, SpatiotemporalPartition, StackedProportions, TemporalAggregation,
     TemporalPartition,
 };
@@ -273,9 +273,9 @@ impl BisectionProgress {
 /// The engine's input and output for one overview.
 pub struct Aggregated {
     pub model: MicroscopicModel,
-    pub hierarchy: ProducerHierarchy,
+    pub hierarchy: SpatialHierarchy,
     /// Names of the hierarchy's nodes.
-    pub nodes: Vec<HierarchyNode>,
+    pub nodes: Vec<SpatialNode>,
     /// Per node, its first and last leaf (producers are in leaf order).
     pub spans: Vec<(usize, usize)>,
     pub result: AggregationResult,
@@ -518,7 +518,7 @@ impl Aggregated {
 }
 
 /// Per node, its first and last leaf; `(usize::MAX, 0)` for a node without leaves.
-pub fn node_spans(h: &ProducerHierarchy) -> Vec<(usize, usize)> {
+pub fn node_spans(h: &SpatialHierarchy) -> Vec<(usize, usize)> {
     let mut span = vec![(usize::MAX, 0usize); h.len()];
     for &node in h.post_order() {
         span[node] = match h.leaf_producer(node) {

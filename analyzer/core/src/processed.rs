@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use socscope_tracedb::{
     Event, EventCategory, EventType, Filter, ParamDef, ParamType, ParamValue, Producer, ProducerId,
-    StoreError, StoredEvent, TraceInfo, TraceMeta, TraceReader, TraceWriter,
+    StoreError, StoredEvent, TraceHeader, TraceInfo, TraceReader, TraceWriter,
 };
 
 use crate::micro::TraceMicroscopicModel;
@@ -193,7 +193,7 @@ pub fn write_partition_trace(
     description: &str,
 ) -> Result<TraceInfo, StoreError> {
     let info = source.info()?;
-    let meta = TraceMeta {
+    let meta = TraceHeader {
         description: description.to_owned(),
         processed: true,
         ..info.meta

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 
 use socscope_tracedb::{Filter, ProducerId, TimeRange, Timestamp, TypeId};
 
-/// The four Framesoc analysis views.
+/// The analysis views a group synchronises: Framesoc's four (RT-460 §3), Ocelotl's overview and
+/// TraceViz.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ViewKind {
     /// Event density histogram (§3.4).
@@ -19,9 +20,9 @@ pub enum ViewKind {
     Gantt,
     /// Event table (§3.2).
     Table,
-    /// Ocelotl's aggregated overview (papers 002, 004).
+    /// Ocelotl's aggregated overview ("Ocelotl: Large Trace Overviews", RR-8524).
     Ocelotl,
-    /// TraceViz's per-actor histograms and outline (paper 003).
+    /// TraceViz's per-actor histograms and outline (TraceViz, IHM'16).
     TraceViz,
 }
 

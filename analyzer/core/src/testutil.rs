@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use socscope_tracedb::{
-    Event, EventCategory, EventKind, EventType, Producer, ProducerKind, TraceMeta, TraceWriter,
+    Event, EventCategory, EventKind, EventType, Producer, ProducerKind, TraceHeader, TraceWriter,
     WriterConfig,
 };
 
@@ -146,7 +146,7 @@ pub fn write_to(path: &std::path::Path, spec: &Spec) {
         summary_levels: 8,
         ..WriterConfig::default()
     };
-    let mut w = TraceWriter::create_with(path, &TraceMeta::default(), config).unwrap();
+    let mut w = TraceWriter::create_with(path, &TraceHeader::default(), config).unwrap();
     for t in types() {
         w.add_event_type(&t).unwrap();
     }

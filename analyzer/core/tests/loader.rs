@@ -4,7 +4,7 @@
 use socscope_analysis::loader::{self, Consumer, LoadRequest};
 use socscope_tracedb::{
     Event, EventCategory, EventType, Filter, Producer, ProducerKind, StoredEvent, TimeRange,
-    TraceMeta, TraceReader, TraceWriter,
+    TraceHeader, TraceReader, TraceWriter,
 };
 
 #[derive(Default)]
@@ -28,7 +28,7 @@ impl Consumer for Collect {
 /// that spans most of the trace.
 fn bursty(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("bursty.db");
-    let mut w = TraceWriter::create(&path, &TraceMeta::default()).unwrap();
+    let mut w = TraceWriter::create(&path, &TraceHeader::default()).unwrap();
     w.add_event_type(&EventType {
         id: 1,
         name: "tick".into(),

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use socscope_analysis::ocelotl::{
-    MicroscopicModel, ProducerHierarchy, Quality, SpatiotemporalAggregation, TemporalAggregation,
+    MicroscopicModel, Quality, SpatialHierarchy, SpatiotemporalAggregation, TemporalAggregation,
 };
 
 /// Values with many zeros and repeats, which is where the tie rules matter.
@@ -29,7 +29,7 @@ fn hierarchical_model() -> impl Strategy<Value = MicroscopicModel> {
         1usize..=2,
     )
         .prop_flat_map(|(fan_out, t, u)| {
-            let h = ProducerHierarchy::balanced(&fan_out);
+            let h = SpatialHierarchy::balanced(&fan_out);
             let s = h.leaf_count(h.root());
             prop::collection::vec(value(), t * s * u).prop_map(move |v| {
                 MicroscopicModel::new(t, s, u, v)
@@ -146,7 +146,7 @@ proptest! {
         let part = agg.best_partition(p);
         let n = m.slices();
         let mut covered = vec![vec![0u32; n]; m.producers()];
-        fn leaves(h: &ProducerHierarchy, node: usize, out: &mut Vec<usize>) {
+        fn leaves(h: &SpatialHierarchy, node: usize, out: &mut Vec<usize>) {
             match h.leaf_producer(node) {
                 Some(s) => out.push(s),
                 None => h.children(node).iter().for_each(|&c| leaves(h, c, out)),

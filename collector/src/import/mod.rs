@@ -23,7 +23,7 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use socscope_formats::{Format, FormatError, ParseError, kptrace as kp};
-use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceInfo, TraceMeta, TraceWriter};
+use socscope_tracedb::{Catalog, IngestStat, ParamValue, TraceHeader, TraceInfo, TraceWriter};
 
 pub use dictionary::{ImportRecord, ImportTypes};
 
@@ -155,7 +155,7 @@ fn looks_binary(head: &[u8]) -> bool {
 /// Refuses a binary file (a text format was expected), naming it and what to do when it is a known one.
 /// KPTrace relay files are binary-padded, so only known formats are refused for them.
 fn refuse_binary(f: &Path, format: Format) -> Result<()> {
-    if matches!(format, Format::TraceCmd | Format::Ctf) {
+    if format.spec().is_binary() {
         // A binary format: its reader checks the magic.
         return Ok(());
     }
@@ -169,10 +169,10 @@ fn refuse_binary(f: &Path, format: Format) -> Result<()> {
     }
     if format != Format::Kptrace && looks_binary(&head) {
         return Err(CollectorError::Invalid(format!(
-            "{}: binary input, not {} text (socscope imports text captures: KPTrace, Pajé, ftrace or \
-             trace-cmd report text, GST_DEBUG logs)",
+            "{}: binary input, not {} text (socscope imports text captures: {})",
             escaped(&display(f)),
-            format.name()
+            format.name(),
+            Format::text_titles()
         )));
     }
     Ok(())
@@ -304,11 +304,8 @@ pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
             )));
         }
         let head = head_of(f, 16 * 1024)?;
-        if socscope_formats::tracecmd::sniff(&head) {
-            return Ok(Format::TraceCmd);
-        }
-        if socscope_formats::ctf::sniff(&head) {
-            return Ok(Format::Ctf);
+        if let Some(binary) = socscope_formats::sniff_binary(&head) {
+            return Ok(binary);
         }
         if let Some((what, hint)) = known_binary(&head) {
             return Err(CollectorError::Invalid(format!(
@@ -335,8 +332,8 @@ pub fn detect_format(files: &[PathBuf]) -> Result<Format> {
         && looks_binary(&head_of(f, 4096)?)
     {
         return Err(CollectorError::Invalid(format!(
-            "{first}: binary input, not a text capture (socscope imports KPTrace, Pajé, ftrace or \
-             trace-cmd report text, GST_DEBUG logs)"
+            "{first}: binary input, not a text capture (socscope imports {})",
+            Format::text_titles()
         )));
     }
     Err(CollectorError::Invalid(format!(
@@ -513,7 +510,7 @@ fn import_into(
     let header = Header::read(files, format)?;
     let mut params = vec![("format".into(), ParamValue::String(format.name().into()))];
     params.extend(header.params);
-    let meta = TraceMeta {
+    let meta = TraceHeader {
         trace_type: format.name().into(),
         board: header.board,
         soc: String::new(),
@@ -572,7 +569,7 @@ fn import_into(
     }
     let info = writer.finish(true)?;
     if info.event_count == 0 {
-        let what = if matches!(format, Format::TraceCmd | Format::Ctf) {
+        let what = if format.spec().is_binary() {
             // A binary capture's header was read: what it lacks is events.
             match lines.warnings.first() {
                 Some(w) => format!("no event could be read: {w}"),

@@ -19,6 +19,14 @@ use std::rc::Rc;
 use crate::{BinaryError, FormatError};
 use tsdl::{ByteOrder, Clock, EventClass, Fields, IntType, Metadata, Type};
 
+/// The registry's entry: a CTF trace is told by its metadata or packet magic.
+pub const SPEC: crate::FormatSpec = crate::FormatSpec {
+    name: "ctf",
+    title: "CTF from LTTng or perf",
+    help: "A CTF 1.8 trace directory (LTTng, perf), or an LTTng session directory of them",
+    detection: crate::Detection::Binary { sniff },
+};
+
 /// Magic of a stream packet (`packet.header.magic`).
 pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
 

@@ -6,6 +6,32 @@
 
 use crate::{FormatError, LineReader, ParseError, offset_in, seconds_to_ns};
 
+/// The registry's entry: ftrace text is told by its `# tracer:` or `cpus=` header, or its record
+/// lines; Android's systrace (and catapult's trace2html) HTML pages wrap ftrace text in scripts.
+pub const SPEC: crate::FormatSpec = crate::FormatSpec {
+    name: "ftrace",
+    title: "ftrace or trace-cmd report text",
+    help: "ftrace text (`trace`, `trace_pipe`), `trace-cmd report` output, Android systrace HTML",
+    detection: crate::Detection::Text {
+        page: Some(|text| {
+            let lower = text.to_ascii_lowercase();
+            lower.contains("<html")
+                && (lower.contains("android system trace")
+                    || lower.contains("class=\"trace-data\"")
+                    || lower.contains("<!-- begin trace -->"))
+        }),
+        line: |line| {
+            if line.starts_with("# tracer:") || line.starts_with("cpus=") {
+                crate::LineVote::Certain
+            } else if parse_line(line).is_ok() {
+                crate::LineVote::Likely
+            } else {
+                crate::LineVote::No
+            }
+        },
+    },
+};
+
 /// What follows the timestamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {

@@ -15,6 +15,23 @@ use nom::{IResult, Parser};
 
 use crate::{FormatError, LineReader, ParseError, offset_in};
 
+/// The registry's entry: a GST_DEBUG log is told by its lines (colours stripped).
+pub const SPEC: crate::FormatSpec = crate::FormatSpec {
+    name: "gst",
+    title: "GST_DEBUG logs",
+    help: "GStreamer GST_DEBUG logs (with or without colours)",
+    detection: crate::Detection::Text {
+        page: None,
+        line: |line| {
+            if parse_line(&strip_ansi(line)).is_ok() {
+                crate::LineVote::Likely
+            } else {
+                crate::LineVote::No
+            }
+        },
+    },
+};
+
 /// The debug levels, in GStreamer's order.
 pub const LEVELS: [&str; 8] = [
     "ERROR", "WARN", "FIXME", "INFO", "DEBUG", "LOG", "TRACE", "MEMDUMP",

@@ -16,6 +16,24 @@ use nom::{IResult, Parser};
 
 use crate::{FormatError, LineReader, ParseError, offset_in, seconds_to_ns};
 
+/// The registry's entry: KPTrace is told by its record lines.
+pub const SPEC: crate::FormatSpec = crate::FormatSpec {
+    name: "kptrace",
+    title: "KPTrace",
+    help: "STLinux KPTrace relay files (per-CPU `trace0`, `trace1`, ... with System.map) or their \
+           post-processed text",
+    detection: crate::Detection::Text {
+        page: None,
+        line: |line| {
+            if looks_like_record(line) {
+                crate::LineVote::Likely
+            } else {
+                crate::LineVote::No
+            }
+        },
+    },
+};
+
 /// Relay sub-buffer size of KPTrace captures.
 pub const SUBBUF_SIZE: usize = 256 * 1024;
 

@@ -6,16 +6,12 @@
 //! Start here: [`LineReader`] (a `BufRead` as numbered lines, in constant memory), the four record readers
 //! [`kptrace::KptraceReader`], [`paje::PajeReader`], [`ftrace::FtraceReader`], [`gst::GstReader`], and
 //! [`tracecmd::DatReader`] and [`ctf::CtfReader`] for the binary captures, and
-//! [`detect`] (which format a file is, from its magic or its first lines). Mapping records to stored events is the
-//! importer's business (`socscope-collector`), not this crate's.
+//! [`detect`] (which format a file is, from its magic or its first lines). [`Format::ALL`] is the
+//! registry of formats (one line each, the `registry!` list below) from which every list of formats
+//! is made. Mapping records to stored events is the importer's business (`socscope-collector`), not this
+//! crate's.
 
-pub mod ctf;
 pub mod export;
-pub mod ftrace;
-pub mod gst;
-pub mod kptrace;
-pub mod paje;
-pub mod tracecmd;
 
 use std::io::BufRead;
 
@@ -216,78 +212,167 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
-/// The formats this crate reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
+/// The registry of the formats socscope reads, one line each: the variant of [`Format`] and the module
+/// that reads it. The module declares its [`FormatSpec`] (`SPEC`: name, what it is, how it is
+/// detected); everything else that lists formats — [`Format::ALL`], [`detect`], the command line's
+/// `--format`, the importers, the fuzz targets, the help texts — is derived from here, or matches on
+/// [`Format`] exhaustively, so that a forgotten piece does not compile.
+///
+/// The order matters for [`detect`]: a line that several text formats accept votes for the last of
+/// them, and a tie goes to the later one (the later, the more specific the grammar).
+macro_rules! registry {
+    ($($(#[$doc:meta])* $variant:ident => $module:ident,)+) => {
+        $(pub mod $module;)+
+
+        /// The formats this crate reads.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Format {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl Format {
+            /// Every format, in registry order.
+            pub const ALL: &'static [Format] = &[$(Format::$variant),+];
+
+            /// What the format's module declares about it.
+            pub const fn spec(self) -> &'static FormatSpec {
+                match self {
+                    $(Format::$variant => &$module::SPEC,)+
+                }
+            }
+        }
+    };
+}
+
+registry! {
     /// STLinux KPTrace relay output (or its post-processed form).
-    Kptrace,
+    Kptrace => kptrace,
     /// Pajé.
-    Paje,
+    Paje => paje,
     /// ftrace / trace-cmd report text.
-    Ftrace,
+    Ftrace => ftrace,
     /// GStreamer GST_DEBUG log.
-    Gst,
+    Gst => gst,
     /// trace-cmd's binary `trace.dat` (file versions 6 and 7).
-    TraceCmd,
+    TraceCmd => tracecmd,
     /// A CTF 1.8 trace directory (LTTng, perf, barectf), or a session directory of them.
-    Ctf,
+    Ctf => ctf,
+}
+
+/// What a format's module declares about it (its `SPEC`), from which the lists of formats are made.
+#[derive(Debug)]
+pub struct FormatSpec {
+    /// The name used on the command line and in a trace's `format` parameter.
+    pub name: &'static str,
+    /// What it is, as messages list the formats socscope reads (`GST_DEBUG logs`).
+    pub title: &'static str,
+    /// One line for the command line's help of `--format NAME`.
+    pub help: &'static str,
+    /// How [`detect`] tells it.
+    pub detection: Detection,
+}
+
+/// How a format is told from a file's first bytes.
+#[derive(Debug)]
+pub enum Detection {
+    /// A binary capture, told by its magic number (checked before any text format).
+    Binary {
+        /// Whether a file's first bytes are this format's.
+        sniff: fn(&[u8]) -> bool,
+    },
+    /// Text, told line by line.
+    Text {
+        /// Whether the whole head (as text) is this format before any line is read (a web page
+        /// wrapping a capture).
+        page: Option<fn(&str) -> bool>,
+        /// What one line (NUL padding stripped) says.
+        line: fn(&str) -> LineVote,
+    },
+}
+
+/// What one line says about a text format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineVote {
+    /// Only this format has such a line (a header): the file is this format.
+    Certain,
+    /// The line follows this format's grammar.
+    Likely,
+    /// It does not.
+    No,
+}
+
+impl FormatSpec {
+    /// Whether the format is binary (its reader checks the magic; no text line is read).
+    pub const fn is_binary(&self) -> bool {
+        matches!(self.detection, Detection::Binary { .. })
+    }
 }
 
 impl Format {
     /// The name used on the command line.
     pub const fn name(self) -> &'static str {
-        match self {
-            Format::Kptrace => "kptrace",
-            Format::Paje => "paje",
-            Format::Ftrace => "ftrace",
-            Format::Gst => "gst",
-            Format::TraceCmd => "trace-cmd",
-            Format::Ctf => "ctf",
-        }
+        self.spec().name
+    }
+
+    /// The text formats' titles as a list for messages: `KPTrace, Pajé, ftrace or trace-cmd report
+    /// text, GST_DEBUG logs`.
+    pub fn text_titles() -> String {
+        Format::ALL
+            .iter()
+            .filter(|f| !f.spec().is_binary())
+            .map(|f| f.spec().title)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
-/// Which format `head` (the first few kilobytes of a file) is in, if any line is recognisable.
+/// The binary format `head` (a file's first bytes) is in, by its magic.
+pub fn sniff_binary(head: &[u8]) -> Option<Format> {
+    Format::ALL
+        .iter()
+        .copied()
+        .find(|f| matches!(f.spec().detection, Detection::Binary { sniff, .. } if sniff(head)))
+}
+
+/// Which format `head` (the first few kilobytes of a file) is in, if any line is recognisable:
+/// binary magic numbers first, then whole-page checks, then a vote of the first 64 lines (see the
+/// registry for the order).
 pub fn detect(head: &[u8]) -> Option<Format> {
-    if tracecmd::sniff(head) {
-        return Some(Format::TraceCmd);
-    }
-    if ctf::sniff(head) {
-        return Some(Format::Ctf);
+    if let Some(binary) = sniff_binary(head) {
+        return Some(binary);
     }
     let text = String::from_utf8_lossy(head);
-    // Android's systrace (and catapult's trace2html) HTML: ftrace text inside a page of scripts.
-    let lower = text.to_ascii_lowercase();
-    if lower.contains("<html")
-        && (lower.contains("android system trace")
-            || lower.contains("class=\"trace-data\"")
-            || lower.contains("<!-- begin trace -->"))
-    {
-        return Some(Format::Ftrace);
+    for &f in Format::ALL {
+        if let Detection::Text {
+            page: Some(page), ..
+        } = f.spec().detection
+            && page(&text)
+        {
+            return Some(f);
+        }
     }
-    let mut votes = [0u32; 4];
+    let mut votes = [0u32; Format::ALL.len()];
+    let mut said = [LineVote::No; Format::ALL.len()];
     for line in text.lines().take(64) {
         let line = line.trim_start_matches('\0');
-        let clean = gst::strip_ansi(line);
-        if line.starts_with("%EventDef") || line.starts_with("%\t") || line.starts_with("% ") {
-            return Some(Format::Paje);
+        for (i, f) in Format::ALL.iter().enumerate() {
+            said[i] = match f.spec().detection {
+                Detection::Text { line: vote, .. } => vote(line),
+                Detection::Binary { .. } => LineVote::No,
+            };
         }
-        if line.starts_with("# tracer:") || line.starts_with("cpus=") {
-            return Some(Format::Ftrace);
+        if let Some(i) = said.iter().position(|v| *v == LineVote::Certain) {
+            return Some(Format::ALL[i]);
         }
-        if gst::parse_line(&clean).is_ok() {
-            votes[3] += 1;
-        } else if ftrace::parse_line(line).is_ok() {
-            votes[2] += 1;
-        } else if kptrace::looks_like_record(line) {
-            votes[0] += 1;
+        if let Some(i) = said.iter().rposition(|v| *v == LineVote::Likely) {
+            votes[i] += 1;
         }
     }
     let (i, &best) = votes.iter().enumerate().max_by_key(|(_, v)| **v)?;
     if best == 0 {
         return None;
     }
-    Some([Format::Kptrace, Format::Paje, Format::Ftrace, Format::Gst][i])
+    Some(Format::ALL[i])
 }
 
 /// Parses `SEC.FRACTION` (any number of fraction digits) as nanoseconds.

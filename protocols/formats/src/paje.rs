@@ -10,6 +10,23 @@ use nom::{IResult, Parser};
 
 use crate::{FormatError, LineReader, ParseError};
 
+/// The registry's entry: a Pajé file is told by its `%EventDef` header.
+pub const SPEC: crate::FormatSpec = crate::FormatSpec {
+    name: "paje",
+    title: "Pajé",
+    help: "Pajé trace files (header of `%EventDef` definitions, then events)",
+    detection: crate::Detection::Text {
+        page: None,
+        line: |line| {
+            if line.starts_with("%EventDef") || line.starts_with("%\t") || line.starts_with("% ") {
+                crate::LineVote::Certain
+            } else {
+                crate::LineVote::No
+            }
+        },
+    },
+};
+
 /// The Pajé event kinds socscope interprets (by definition name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {

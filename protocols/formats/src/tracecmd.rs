@@ -18,6 +18,14 @@ use std::path::Path;
 
 use crate::{BinaryError, FormatError};
 
+/// The registry's entry: a `.dat` file is told by its magic.
+pub const SPEC: crate::FormatSpec = crate::FormatSpec {
+    name: "trace-cmd",
+    title: "trace-cmd .dat",
+    help: "trace-cmd's binary `trace.dat` (versions 6 and 7, compressed or not)",
+    detection: crate::Detection::Binary { sniff },
+};
+
 pub use printfmt::PrintFmt;
 
 /// The magic a `.dat` file starts with.

@@ -13,7 +13,7 @@ use crate::error::{Result, StoreError};
 use crate::filter::Filter;
 use crate::model::{
     Event, EventCategory, EventKind, EventType, ParamDef, ParamType, ParamValue, Producer,
-    ProducerKind, TimeRange, TraceMeta,
+    ProducerKind, TimeRange, TraceHeader,
 };
 use crate::reader::TraceReader;
 use crate::writer::{TraceWriter, WriterConfig};
@@ -313,7 +313,7 @@ pub fn write_synthetic_with(
     n_events: u64,
     config: WriterConfig,
 ) -> Result<WriteReport> {
-    let meta = TraceMeta {
+    let meta = TraceHeader {
         trace_type: "synthetic".into(),
         board: "sim-stb".into(),
         soc: "sim".into(),
@@ -321,7 +321,7 @@ pub fn write_synthetic_with(
         application: "bench".into(),
         cpus: u32::from(N_CPUS),
         tick_rate_hz: 1_000_000_000,
-        ..TraceMeta::default()
+        ..TraceHeader::default()
     };
     let mut w = TraceWriter::create_with(path, &meta, config)?;
     for t in synthetic_types() {

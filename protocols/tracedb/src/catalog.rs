@@ -14,7 +14,7 @@ pub const CATALOG_FILE: &str = "catalog.db";
 
 /// One trace as listed in the catalog.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TraceRecord {
+pub struct CatalogEntry {
     /// Identifier in the catalog (0 before registration).
     pub id: i64,
     /// The trace file, as given at registration (relative paths are relative to the catalog
@@ -76,7 +76,7 @@ pub struct Catalog {
 const TRACE_COLS: &str = "t.id, t.db_file, tt.name, t.board, t.soc, t.os, t.application, t.cpus,
     t.tick_rate_hz, t.start_unix_ns, t.duration_ns, t.event_count, t.complete, t.processed, t.description";
 
-fn trace_row(r: &Row<'_>) -> rusqlite::Result<TraceRecord> {
+fn trace_row(r: &Row<'_>) -> rusqlite::Result<CatalogEntry> {
     let mut info = TraceInfo::default();
     info.meta.trace_type = r.get(2)?;
     info.meta.board = r.get(3)?;
@@ -92,7 +92,7 @@ fn trace_row(r: &Row<'_>) -> rusqlite::Result<TraceRecord> {
     info.finished = true;
     info.meta.processed = r.get(13)?;
     info.meta.description = r.get(14)?;
-    Ok(TraceRecord {
+    Ok(CatalogEntry {
         id: r.get(0)?,
         db_file: r.get(1)?,
         info,
@@ -124,7 +124,7 @@ impl Catalog {
     }
 
     /// Where a registered trace file is on disk.
-    pub fn resolve(&self, record: &TraceRecord) -> PathBuf {
+    pub fn resolve(&self, record: &CatalogEntry) -> PathBuf {
         let p = Path::new(&record.db_file);
         if p.is_absolute() {
             p.to_path_buf()
@@ -149,7 +149,7 @@ impl Catalog {
     }
 
     /// Adds a trace, or updates the one with the same `db_file`; returns its id.
-    pub fn register(&self, record: &TraceRecord) -> Result<i64> {
+    pub fn register(&self, record: &CatalogEntry) -> Result<i64> {
         let p = &self.path;
         let m = &record.info.meta;
         let tx = self.conn.unchecked_transaction().ctx(p)?;
@@ -223,13 +223,13 @@ impl Catalog {
 
     /// Reads a trace file's information and registers (or refreshes) it under `db_file`.
     pub fn register_file(&self, db_file: &str) -> Result<i64> {
-        let rec = TraceRecord {
+        let rec = CatalogEntry {
             id: 0,
             db_file: db_file.to_string(),
             info: TraceInfo::default(),
         };
         let info = TraceReader::open(self.resolve(&rec))?.info()?;
-        self.register(&TraceRecord { info, ..rec })
+        self.register(&CatalogEntry { info, ..rec })
     }
 
     fn params_of(&self, id: i64) -> Result<Vec<(String, ParamValue)>> {
@@ -262,7 +262,7 @@ impl Catalog {
         Ok(out)
     }
 
-    fn traces_where(&self, clause: &str, args: impl rusqlite::Params) -> Result<Vec<TraceRecord>> {
+    fn traces_where(&self, clause: &str, args: impl rusqlite::Params) -> Result<Vec<CatalogEntry>> {
         let p = &self.path;
         let sql = format!(
             "SELECT {TRACE_COLS} FROM trace t JOIN trace_type tt ON tt.id = t.trace_type_id {clause} ORDER BY t.id"
@@ -277,12 +277,12 @@ impl Catalog {
     }
 
     /// All traces, processed or not.
-    pub fn traces(&self) -> Result<Vec<TraceRecord>> {
+    pub fn traces(&self) -> Result<Vec<CatalogEntry>> {
         self.traces_where("", [])
     }
 
     /// The trace with this id.
-    pub fn trace(&self, id: i64) -> Result<Option<TraceRecord>> {
+    pub fn trace(&self, id: i64) -> Result<Option<CatalogEntry>> {
         Ok(self
             .traces_where("WHERE t.id = ?1", [id])?
             .into_iter()
@@ -290,7 +290,7 @@ impl Catalog {
     }
 
     /// The trace stored in `db_file`.
-    pub fn trace_by_db_file(&self, db_file: &str) -> Result<Option<TraceRecord>> {
+    pub fn trace_by_db_file(&self, db_file: &str) -> Result<Option<CatalogEntry>> {
         Ok(self
             .traces_where("WHERE t.db_file = ?1", [db_file])?
             .into_iter()
@@ -302,7 +302,7 @@ impl Catalog {
         &self,
         from_unix_ns: i64,
         to_unix_ns: i64,
-    ) -> Result<Vec<TraceRecord>> {
+    ) -> Result<Vec<CatalogEntry>> {
         self.traces_where(
             "WHERE t.start_unix_ns >= ?1 AND t.start_unix_ns < ?2",
             [from_unix_ns, to_unix_ns],
@@ -310,37 +310,37 @@ impl Catalog {
     }
 
     /// Traces of an application.
-    pub fn traces_by_application(&self, application: &str) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_application(&self, application: &str) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE t.application = ?1", [application])
     }
 
     /// Traces captured on a board.
-    pub fn traces_by_board(&self, board: &str) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_board(&self, board: &str) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE t.board = ?1", [board])
     }
 
     /// Traces of an operating system.
-    pub fn traces_by_os(&self, os: &str) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_os(&self, os: &str) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE t.os = ?1", [os])
     }
 
     /// Traces with this number of CPUs.
-    pub fn traces_by_cpus(&self, cpus: u32) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_cpus(&self, cpus: u32) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE t.cpus = ?1", [cpus])
     }
 
     /// Traces with this description.
-    pub fn traces_by_description(&self, description: &str) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_description(&self, description: &str) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE t.description = ?1", [description])
     }
 
     /// Traces of one type.
-    pub fn traces_by_type(&self, trace_type: &str) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_type(&self, trace_type: &str) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE tt.name = ?1", [trace_type])
     }
 
     /// Traces whose type is among `types`.
-    pub fn traces_by_types(&self, types: &[&str]) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_types(&self, types: &[&str]) -> Result<Vec<CatalogEntry>> {
         let mut out = Vec::new();
         for t in types {
             out.extend(self.traces_by_type(t)?);
@@ -355,7 +355,7 @@ impl Catalog {
         &self,
         trace_type: &str,
         params: &[(&str, &str)],
-    ) -> Result<Vec<TraceRecord>> {
+    ) -> Result<Vec<CatalogEntry>> {
         Ok(self
             .traces_by_type(trace_type)?
             .into_iter()
@@ -372,7 +372,7 @@ impl Catalog {
     }
 
     /// Traces captured through an output device (the `output_device` trace parameter).
-    pub fn traces_by_output_device(&self, device: &str) -> Result<Vec<TraceRecord>> {
+    pub fn traces_by_output_device(&self, device: &str) -> Result<Vec<CatalogEntry>> {
         Ok(self
             .traces()?
             .into_iter()
@@ -387,12 +387,12 @@ impl Catalog {
     }
 
     /// Raw (not processed) traces.
-    pub fn raw_traces(&self) -> Result<Vec<TraceRecord>> {
+    pub fn raw_traces(&self) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE t.processed = 0", [])
     }
 
     /// Processed traces.
-    pub fn processed_traces(&self) -> Result<Vec<TraceRecord>> {
+    pub fn processed_traces(&self) -> Result<Vec<CatalogEntry>> {
         self.traces_where("WHERE t.processed = 1", [])
     }
 

@@ -23,7 +23,7 @@ mod upgrade;
 mod vtab;
 mod writer;
 
-pub use catalog::{CATALOG_FILE, Catalog, Tool, ToolKind, TraceRecord};
+pub use catalog::{CATALOG_FILE, Catalog, CatalogEntry, Tool, ToolKind};
 pub use codec::{
     CHUNK_FORMAT, DURATION_CLASSES, MAX_CHUNK_EVENTS, duration_class, split_stream, stream_id,
 };

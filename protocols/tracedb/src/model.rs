@@ -507,7 +507,7 @@ pub struct TraceFile {
 /// Everything known about a trace before it is written: the common attributes and the
 /// trace type with its parameters (self-defining pattern, RT-427 §3.1.3).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TraceMeta {
+pub struct TraceHeader {
     /// Trace type (e.g. `socscope-live`, `kptrace`, `paje`).
     pub trace_type: String,
     /// Board name.
@@ -538,11 +538,11 @@ pub const CAPTURE_WINDOW_PARAM: &str = "capture_window";
 /// when it dumped them; what came before is outside the window, not lost.
 pub const POST_MORTEM_RING: &str = "post-mortem ring";
 
-/// A trace's metadata plus what the writer learnt while writing.
+/// A trace's header plus what the writer learnt while writing (what `socscope info` shows).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TraceInfo {
     /// As given to the writer.
-    pub meta: TraceMeta,
+    pub meta: TraceHeader,
     /// First event timestamp (0 when empty).
     pub t_min: Timestamp,
     /// Last event end (0 when empty).

@@ -11,7 +11,7 @@ use crate::error::{Result, SqlContext, StoreError};
 use crate::filter::{CompiledFilter, Filter};
 use crate::model::{
     EventCategory, EventId, EventType, IngestStat, LossRecord, ParamDef, ParamType, ParamValue,
-    Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceInfo, TraceMeta,
+    Producer, ProducerKind, StoredEvent, TimeRange, Timestamp, TraceFile, TraceHeader, TraceInfo,
     TypeId,
 };
 use crate::schema::parse_ids;
@@ -339,7 +339,7 @@ impl TraceReader {
                 [],
                 |r| {
                     Ok(TraceInfo {
-                        meta: TraceMeta {
+                        meta: TraceHeader {
                             trace_type: r.get(0)?,
                             board: r.get(1)?,
                             soc: r.get(2)?,

@@ -8,8 +8,8 @@ use rusqlite::{Connection, params};
 use crate::codec::{self, ColumnBuffer, EncodeScratch};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::model::{
-    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceInfo,
-    TraceMeta,
+    Event, EventCategory, EventKind, EventType, IngestStat, LossRecord, Producer, TraceHeader,
+    TraceInfo,
 };
 use crate::recovery;
 use crate::schema::{self, TRACE_APPLICATION_ID, TRACE_DDL};
@@ -192,14 +192,14 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     /// Creates a new trace file at `path` (which must not exist) with default tuning.
-    pub fn create(path: impl AsRef<Path>, meta: &TraceMeta) -> Result<Self> {
+    pub fn create(path: impl AsRef<Path>, meta: &TraceHeader) -> Result<Self> {
         Self::create_with(path, meta, WriterConfig::default())
     }
 
     /// Creates a new trace file with explicit tuning.
     pub fn create_with(
         path: impl AsRef<Path>,
-        meta: &TraceMeta,
+        meta: &TraceHeader,
         config: WriterConfig,
     ) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
@@ -1081,7 +1081,7 @@ mod tests {
             summary_max_buckets: max_buckets,
             ..WriterConfig::default()
         };
-        let mut w = TraceWriter::create_with(path, &TraceMeta::default(), config).unwrap();
+        let mut w = TraceWriter::create_with(path, &TraceHeader::default(), config).unwrap();
         for (id, category) in [(1, EventCategory::State), (2, EventCategory::Punctual)] {
             w.add_event_type(&EventType {
                 id,

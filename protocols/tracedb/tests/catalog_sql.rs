@@ -21,12 +21,12 @@ fn catalog_crud_and_searches() {
     assert_eq!(rec_a.info.meta.params, meta().params);
     assert_eq!(cat.resolve(&rec_a), dir.path().join("a.db"));
 
-    let mut b = TraceRecord {
+    let mut b = CatalogEntry {
         id: 0,
         db_file: "b.db".into(),
         info: TraceInfo::default(),
     };
-    b.info.meta = TraceMeta {
+    b.info.meta = TraceHeader {
         trace_type: "paje".into(),
         board: "board-b".into(),
         os: "os21".into(),
@@ -36,7 +36,7 @@ fn catalog_crud_and_searches() {
         processed: true,
         description: "derived".into(),
         params: vec![("level".into(), ParamValue::Signed(3))],
-        ..TraceMeta::default()
+        ..TraceHeader::default()
     };
     let id_b = cat.register(&b).unwrap();
     assert_ne!(id_a, id_b);
@@ -46,7 +46,7 @@ fn catalog_crud_and_searches() {
     assert_eq!(cat.trace(id_b).unwrap().unwrap().info.event_count, 99);
     assert_eq!(cat.traces().unwrap().len(), 2);
 
-    let ids = |v: Vec<TraceRecord>| v.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let ids = |v: Vec<CatalogEntry>| v.into_iter().map(|r| r.id).collect::<Vec<_>>();
     assert_eq!(ids(cat.traces_by_board("board-b").unwrap()), vec![id_b]);
     assert_eq!(ids(cat.traces_by_os("linux").unwrap()), vec![id_a]);
     assert_eq!(
@@ -228,9 +228,9 @@ fn concurrent_open_of_a_new_catalog() {
                 s.spawn(move || {
                     barrier.wait();
                     let cat = Catalog::open(sub).unwrap_or_else(|e| panic!("thread {i}: {e}"));
-                    let mut rec = TraceRecord {
+                    let mut rec = CatalogEntry {
                         db_file: format!("t{i}.db"),
-                        ..TraceRecord::default()
+                        ..CatalogEntry::default()
                     };
                     rec.info.meta.trace_type = "test".into();
                     cat.register(&rec).unwrap();

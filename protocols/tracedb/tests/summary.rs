@@ -154,7 +154,7 @@ fn an_early_reader_follows_a_coarsened_summary() {
         summary_max_buckets: 64,
         ..WriterConfig::default()
     };
-    let mut w = TraceWriter::create_with(&path, &TraceMeta::default(), config).unwrap();
+    let mut w = TraceWriter::create_with(&path, &TraceHeader::default(), config).unwrap();
     w.add_event_type(&EventType {
         id: 1,
         name: "tick".into(),

@@ -365,3 +365,28 @@ pub fn only_trace(dir: &Path) -> PathBuf {
     assert_eq!(traces.len(), 1, "one trace in {dir:?}");
     catalog.resolve(&traces[0])
 }
+
+/// A `Hello` frame (unframed) of `board` running `application`, session `session_id`: one CPU, a
+/// 1 MHz tick, no token.
+pub fn hello(board: &str, application: &str, session_id: u64) -> Vec<u8> {
+    let mut frame = vec![0u8; board.len() + application.len() + 512];
+    let n = socscope_wire::encode::encode_hello(
+        &mut frame,
+        &socscope_wire::frame::Hello {
+            wire_version: WIRE_VERSION,
+            agent_version: "1",
+            board,
+            soc: "soc",
+            os: "linux",
+            application,
+            cpu_count: 1,
+            tick_rate_hz: 1_000_000,
+            session_id,
+            start_ticks: 0,
+            token: "",
+        },
+    )
+    .expect("the encoder takes it");
+    frame.truncate(n);
+    frame
+}

@@ -23,19 +23,6 @@ fn locate(rel: &str) -> Result<PathBuf> {
         .with_context(|| format!("cannot find `{rel}` above the executable or the sources"))
 }
 
-fn files_in(dir: &Path) -> Result<Vec<Vec<u8>>> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("while listing {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| std::fs::read(p).with_context(|| format!("while reading {}", p.display())))
-        .collect()
-}
-
 fn sim_capture(rate: f64, duration_s: f64) -> Result<Vec<u8>> {
     let mut link = socscope_sim::transport::WriterTransport::new(Vec::new());
     socscope_sim::run(
@@ -78,53 +65,23 @@ fn seeds(target: Target) -> Result<Vec<Vec<u8>>> {
             &[sim_capture(1_000.0, 2.0)?, sim_capture(20_000.0, 0.3)?],
             MAX_LEN,
         ),
-        Target::Kptrace => fuzz::seed_windows(
-            &files_in(&locate("protocols/formats/tests/data/kptrace")?)?,
-            MAX_LEN,
-        ),
-        Target::Paje => fuzz::paje_seeds(&files_in(&locate("shared/data/traces/paje")?)?),
-        Target::Ftrace => {
-            fuzz::seed_windows(&files_in(&locate("shared/data/traces/ftrace")?)?, MAX_LEN)
-        }
-        Target::Gst => fuzz::seed_windows(
-            &files_in(&locate("shared/data/traces/gstreamer")?)?,
-            MAX_LEN,
-        ),
         Target::Chunk => chunk_seeds()?,
         Target::Refusal => fuzz::refusal_seeds(),
-        Target::TraceCmd => fuzz::tracecmd_seeds(
-            &std::fs::read(
-                locate("shared/data/traces/trace-cmd")?.join("lisa-example_rtapp-v6.dat"),
-            )
-            .context("while reading the shared trace-cmd capture")?,
-        ),
-        Target::Ctf => {
-            let mut out = Vec::new();
-            let root = locate("shared/data/traces/ctf")?;
-            for dir in [
-                "lttng-kernel-arm-bug446190",
-                "lttng-ust-ros2",
-                "perf-ctf-taskset2",
-            ] {
-                let d = root.join(dir);
-                let mut streams: Vec<PathBuf> = std::fs::read_dir(&d)
-                    .with_context(|| format!("while listing {}", d.display()))?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_file() && !p.ends_with("metadata"))
-                    .collect();
-                streams.sort();
-                let Some(first) = streams.first() else {
-                    bail!("{}: no stream file", d.display());
-                };
-                let metadata = std::fs::read(d.join("metadata"))
-                    .with_context(|| format!("while reading {}/metadata", d.display()))?;
-                let stream = std::fs::read(first)
-                    .with_context(|| format!("while reading {}", first.display()))?;
-                out.push(fuzz::ctf_seed(&metadata, &stream, 6000));
-            }
-            out
-        }
+        Target::Format(format) => fuzz::format_seeds(
+            format,
+            &|rel: &str| {
+                locate(rel)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()))
+            },
+            MAX_LEN,
+        )
+        .with_context(|| format!("while reading the seeds of {}", format.name()))?,
     })
+}
+
+/// The targets' names, for `--target`'s help and its error.
+pub fn target_names() -> String {
+    Target::ALL.map(Target::name).join(", ")
 }
 
 pub fn run(inputs: u64, targets: &[String], seed: u64, json: bool) -> Result<ExitCode> {
@@ -134,10 +91,7 @@ pub fn run(inputs: u64, targets: &[String], seed: u64, json: bool) -> Result<Exi
         let mut out = Vec::new();
         for name in targets {
             let Some(t) = Target::ALL.into_iter().find(|t| t.name() == name) else {
-                bail!(
-                    "--target {name}: one of {}",
-                    Target::ALL.map(Target::name).join(", ")
-                );
+                bail!("--target {name}: one of {}", target_names());
             };
             out.push(t);
         }

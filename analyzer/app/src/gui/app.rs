@@ -8,19 +8,19 @@ use socscope_analysis::hierarchy::{CheckState, types_by_category};
 use socscope_analysis::sync::ViewKind;
 use socscope_analysis::timebar::TimeBar;
 use socscope_tracedb::units;
-use socscope_tracedb::{TimeRange, TraceRecord};
+use socscope_tracedb::{CatalogEntry, TimeRange};
 
 use super::ocelotl::OcelotlAction;
-use super::open_trace::{FIRST_OPEN_EVENTS, TraceSession};
+use super::open_trace::{FIRST_OPEN_EVENTS, OpenTrace};
+use super::readers::CatalogWatch;
 use super::results;
-use super::session::CatalogWatch;
 use super::theme::{ColourEdit, Colours};
 use super::timebar::{self, BarAction, BarEdit};
 
 /// Trace browser state.
 pub struct Browser {
     pub catalog: Option<CatalogWatch>,
-    pub traces: Vec<(TraceRecord, PathBuf)>,
+    pub traces: Vec<(CatalogEntry, PathBuf)>,
     pub error: Option<String>,
     pub search: String,
     pub confirm_delete: Option<(i64, String)>,
@@ -29,7 +29,7 @@ pub struct Browser {
 /// The application: what `socscope view` shows.
 pub struct GuiApp {
     pub browser: Browser,
-    pub sessions: Vec<TraceSession>,
+    pub open_traces: Vec<OpenTrace>,
     /// `None`: the browser is on screen.
     pub active: Option<usize>,
     pub dark: bool,
@@ -52,7 +52,7 @@ impl GuiApp {
                 search: String::new(),
                 confirm_delete: None,
             },
-            sessions: Vec::new(),
+            open_traces: Vec::new(),
             active: None,
             dark,
             first_view,
@@ -66,13 +66,13 @@ impl GuiApp {
     }
 
     pub fn open(&mut self, path: &Path) {
-        if let Some(i) = self.sessions.iter().position(|s| s.path == path) {
+        if let Some(i) = self.open_traces.iter().position(|s| s.path == path) {
             self.active = Some(i);
             return;
         }
-        self.sessions
-            .push(TraceSession::open(path, self.first_view));
-        self.active = Some(self.sessions.len() - 1);
+        self.open_traces
+            .push(OpenTrace::open(path, self.first_view));
+        self.active = Some(self.open_traces.len() - 1);
     }
 
     /// Uses the colours chosen by the user, kept in `path` (read now, written at every change).
@@ -84,14 +84,14 @@ impl GuiApp {
     /// A colour picked for a type or a producer: every open trace redraws with it, and it is saved.
     pub fn set_colour(&mut self, edit: &ColourEdit) {
         self.colours.apply(edit);
-        for s in &mut self.sessions {
+        for s in &mut self.open_traces {
             s.update(&self.colours);
         }
     }
 
     /// Whether something is loading or growing (the UI then keeps repainting).
     pub fn busy(&self) -> bool {
-        self.sessions.iter().any(TraceSession::busy)
+        self.open_traces.iter().any(OpenTrace::busy)
     }
 
     /// Draws everything into `ui` (the whole window, or a test harness).
@@ -112,7 +112,7 @@ impl GuiApp {
                 Err(e) => self.browser.error = Some(e),
             }
         }
-        for s in &mut self.sessions {
+        for s in &mut self.open_traces {
             s.update(&self.colours);
         }
         let cleared = self.window_cleared;
@@ -128,7 +128,7 @@ impl GuiApp {
                     self.active = None;
                 }
                 let mut close = None;
-                for (i, s) in self.sessions.iter().enumerate() {
+                for (i, s) in self.open_traces.iter().enumerate() {
                     let live = if s.live() { " (live)" } else { "" };
                     if ui
                         .selectable_label(self.active == Some(i), format!("{}{live}", s.title))
@@ -146,7 +146,7 @@ impl GuiApp {
                     }
                 }
                 if let Some(i) = close {
-                    self.sessions.remove(i);
+                    self.open_traces.remove(i);
                     self.active = None;
                 }
                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
@@ -166,7 +166,9 @@ impl GuiApp {
         match self.active {
             None => self.browser_ui(ui),
             Some(i) => {
-                if let Some(edit) = session_ui(ui, &mut self.sessions[i], cleared, &self.colours) {
+                if let Some(edit) =
+                    open_trace_ui(ui, &mut self.open_traces[i], cleared, &self.colours)
+                {
                     self.set_colour(&edit);
                 }
             }
@@ -199,7 +201,7 @@ impl GuiApp {
                 ui.colored_label(ui.visuals().error_fg_color, e);
             }
             let q = self.browser.search.to_lowercase();
-            let rows: Vec<&(TraceRecord, PathBuf)> = self
+            let rows: Vec<&(CatalogEntry, PathBuf)> = self
                 .browser
                 .traces
                 .iter()
@@ -276,7 +278,7 @@ impl GuiApp {
     }
 }
 
-fn browser_text(r: &TraceRecord) -> String {
+fn browser_text(r: &CatalogEntry) -> String {
     let i = &r.info;
     format!(
         "{} {} {} {} {}",
@@ -308,9 +310,9 @@ fn side_frame(ui: &Ui, cleared: bool) -> egui::Frame {
     }
 }
 
-fn session_ui(
+fn open_trace_ui(
     ui: &mut Ui,
-    s: &mut TraceSession,
+    s: &mut OpenTrace,
     cleared: bool,
     colours: &Colours,
 ) -> Option<ColourEdit> {
@@ -585,7 +587,7 @@ fn session_ui(
     colour_edit
 }
 
-fn filter_dialogs(ui: &mut Ui, s: &mut TraceSession, gi: usize) {
+fn filter_dialogs(ui: &mut Ui, s: &mut OpenTrace, gi: usize) {
     let (Some(meta), Some(names)) = (&s.meta, &s.names) else {
         return;
     };

@@ -16,7 +16,7 @@ use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, ProducerId, TimeRange, TypeId};
 
-use super::session::{TraceDescription, TraceNames};
+use super::readers::{TraceMetadata, TraceNames};
 use super::theme;
 use super::theme::ColourEdit;
 use super::views::{GroupView, LoadContext};
@@ -132,7 +132,7 @@ impl GanttView {
         trace: &std::path::Path,
         range: TimeRange,
         filter: Filter,
-        meta: &TraceDescription,
+        meta: &TraceMetadata,
     ) {
         self.model = GanttModel::new();
         self.model.set_losses(meta.losses.clone());
@@ -162,7 +162,7 @@ impl GanttView {
         trace: &std::path::Path,
         end: i64,
         filter: Filter,
-        meta: &TraceDescription,
+        meta: &TraceMetadata,
     ) {
         if self.busy() || end <= self.loaded().end || self.truncated() {
             return;

@@ -13,8 +13,8 @@ mod results;
 
 mod ocelotl;
 mod open_trace;
+mod readers;
 mod script;
-mod session;
 mod stats;
 mod table;
 mod theme;
@@ -26,7 +26,7 @@ mod widgets;
 use std::path::PathBuf;
 
 pub use app::GuiApp;
-pub use open_trace::TraceSession;
+pub use open_trace::OpenTrace;
 pub use script::Script;
 use socscope_analysis::sync::ViewKind;
 pub use theme::{ColourEdit, Colours};

@@ -16,7 +16,7 @@ use socscope_analysis::overview::{
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{TimeRange, Timestamp};
 
-use super::session::TraceNames;
+use super::readers::TraceNames;
 use super::views::{GroupView, LoadContext};
 
 /// Width of the type legend right of the overview.
@@ -42,7 +42,7 @@ pub struct OcelotlView {
     drag_from: Option<f32>,
     /// The description the user typed for the next save (empty: one is written from the settings).
     pub save_description: String,
-    /// A save button was clicked: the session saves the partition on screen this frame.
+    /// A save button was clicked: the open trace saves the partition on screen this frame.
     pub save: Option<SavePartition>,
     /// The overview's image as last drawn, and what it shows.
     drawn: Option<(OverviewKey, egui::TextureHandle)>,

@@ -1,6 +1,6 @@
 //! An open trace in the GUI: its description and names as read so far, its view groups with their views,
 //! and the state of its results window; following the trace as it grows and keeping each group's views
-//! loaded ([`TraceSession::update`]).
+//! loaded ([`OpenTrace::update`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use socscope_tracedb::{Filter, TimeRange};
 use super::density::DensityView;
 use super::gantt::GanttView;
 use super::ocelotl::OcelotlView;
-use super::session::{TraceDescription, TraceNames, TraceWatch};
+use super::readers::{TraceMetadata, TraceNames, TraceWatch};
 use super::stats::StatsView;
 use super::table::TableView;
 use super::theme::Colours;
@@ -64,11 +64,11 @@ impl GroupViews {
 }
 
 /// An open trace.
-pub struct TraceSession {
+pub struct OpenTrace {
     pub path: PathBuf,
     pub title: String,
     watch: TraceWatch,
-    pub meta: Option<TraceDescription>,
+    pub meta: Option<TraceMetadata>,
     pub names: Option<TraceNames>,
     pub error: Option<String>,
     pub groups: ViewGroups,
@@ -82,7 +82,7 @@ pub struct TraceSession {
     triggers_checked: bool,
 }
 
-impl TraceSession {
+impl OpenTrace {
     pub fn open(path: &Path, first_view: ViewKind) -> Self {
         Self {
             path: path.to_path_buf(),

@@ -15,7 +15,7 @@ use socscope_analysis::overview::Partition;
 use socscope_analysis::processed;
 
 use super::ocelotl::SavePartition;
-use super::open_trace::{GroupViews, ResultsPanel, TraceSession};
+use super::open_trace::{GroupViews, OpenTrace, ResultsPanel};
 
 enum Action {
     Refresh,
@@ -53,8 +53,8 @@ fn now_unix_ns() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// Saves `data` into the session's trace as a result of the GUI; the id.
-fn save(s: &mut TraceSession, description: String, data: AnalysisData) -> Option<i64> {
+/// Saves `data` into the open trace as a result of the GUI; the id.
+fn save(s: &mut OpenTrace, description: String, data: AnalysisData) -> Option<i64> {
     let kind = data.kind().name();
     let header = AnalysisResult {
         id: 0,
@@ -81,7 +81,7 @@ fn save(s: &mut TraceSession, description: String, data: AnalysisData) -> Option
 }
 
 /// Saves what the pie, the table, Ocelotl or TraceViz of group `gi` asked to save this frame.
-pub fn take_saves(s: &mut TraceSession, gi: usize) {
+pub fn take_saves(s: &mut OpenTrace, gi: usize) {
     let Some(v) = s.views.get_mut(gi) else { return };
     if let Some(how) = v.ocelotl.save.take() {
         let o = &mut v.ocelotl;
@@ -197,7 +197,7 @@ pub fn take_saves(s: &mut TraceSession, gi: usize) {
 /// A trace the collector's triggers annotated (a flight-recorder window, a capture with `--trigger`)
 /// opens with its firings drawn as bands, at them: they are why the trace is being looked at. Once per
 /// trace, when its first group is ready (a live trace has none yet: they are stored when it closes).
-pub fn show_trigger_firings_once(s: &mut TraceSession) {
+pub fn show_trigger_firings_once(s: &mut OpenTrace) {
     if !s.first_look_for_triggers() || s.live() {
         return;
     }
@@ -221,7 +221,7 @@ pub fn show_trigger_firings_once(s: &mut TraceSession) {
 }
 
 /// Opens result `id` into the views of the active group.
-fn open_result(s: &mut TraceSession, id: i64) {
+fn open_result(s: &mut OpenTrace, id: i64) {
     let data = match TraceReader::open(&s.path).and_then(|r| r.analysis_data(id)) {
         Ok(Some(d)) => d,
         Ok(None) => {
@@ -352,7 +352,7 @@ fn open_result(s: &mut TraceSession, id: i64) {
     }
 }
 
-fn delete(s: &mut TraceSession, id: i64) {
+fn delete(s: &mut OpenTrace, id: i64) {
     match ResultStore::open(&s.path).and_then(|st| st.delete(id)) {
         Ok(_) => {
             s.results.say(true, format!("deleted result {id}"));
@@ -396,7 +396,7 @@ fn show_bands(g: &mut socscope_analysis::sync::ViewGroup, v: &mut GroupViews, ba
     v.traceviz.bands = bands;
 }
 
-fn clear_bands(s: &mut TraceSession) {
+fn clear_bands(s: &mut OpenTrace) {
     for v in &mut s.views {
         v.gantt.bands.clear();
         v.density.bands.clear();
@@ -405,8 +405,8 @@ fn clear_bands(s: &mut TraceSession) {
     s.results.applied = None;
 }
 
-/// The panel, as a window over the views; acts on the session after drawing.
-pub fn window(ui: &mut Ui, s: &mut TraceSession) {
+/// The panel, as a window over the views; acts on the open trace after drawing.
+pub fn window(ui: &mut Ui, s: &mut OpenTrace) {
     if !s.results.open {
         return;
     }

@@ -111,7 +111,10 @@ impl Shell {
         let settled = self.settled();
         let frame = self.frame;
         let first_view = self.app.first_view;
-        let s = self.app.active.and_then(|a| self.app.sessions.get_mut(a))?;
+        let s = self
+            .app
+            .active
+            .and_then(|a| self.app.open_traces.get_mut(a))?;
         let gi = s.active_group;
         let whole = s.whole();
         let group = s.groups.get_mut(gi)?;

@@ -13,7 +13,7 @@ use socscope_analysis::stats::{Operator, PieSettings, SliceKind, StatsConsumer, 
 use socscope_tracedb::units;
 use socscope_tracedb::{Filter, TimeRange};
 
-use super::session::TraceNames;
+use super::readers::TraceNames;
 use super::views::{GroupView, LoadContext};
 use socscope_tracedb::Timestamp;
 
@@ -43,7 +43,7 @@ pub struct StatsView {
     selected: BTreeSet<u32>,
     group_name: String,
     group_colour: Color32,
-    /// "Save groups" was clicked: the session saves them as a grouping result.
+    /// "Save groups" was clicked: the open trace saves them as a grouping result.
     pub save_groups: bool,
 }
 

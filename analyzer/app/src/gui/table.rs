@@ -51,7 +51,7 @@ pub struct TableView {
     pub error: Option<String>,
     scroll_to: Option<u64>,
     pub selected: Option<i64>,
-    /// "Save filter" was clicked: the session saves the filter and its rows as a search result.
+    /// "Save filter" was clicked: the open trace saves the filter and its rows as a search result.
     pub save_filter: bool,
 }
 

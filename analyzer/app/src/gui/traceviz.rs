@@ -7,13 +7,13 @@ use eframe::egui;
 
 use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, Ui};
 use socscope_analysis::actors::{
-    Actor, ActorTree, REFINE_AFTER, Row, TimelineState, op_name, similar_groups,
+    Actor, ActorLayout, REFINE_AFTER, Row, TimelineState, op_name, similar_groups,
 };
 use socscope_analysis::traceviz::{self, GroupOp, Statistic};
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{ProducerId, TimeRange, Timestamp};
 
-use super::session::TraceNames;
+use super::readers::TraceNames;
 use super::views::{GroupView, LoadContext};
 
 const TREE_W: f32 = 230.0;
@@ -24,7 +24,7 @@ type TreeAction = Box<dyn FnOnce(&mut TraceVizView)>;
 
 pub struct TraceVizView {
     pub timeline: TimelineState,
-    pub tree: ActorTree,
+    pub tree: ActorLayout,
     /// Slick Graph σ, in pixels.
     pub sigma: f64,
     /// How strongly the Slick Graph luminance shades the band (0: not at all).
@@ -44,7 +44,7 @@ pub struct TraceVizView {
     images: Option<(ImagesKey, egui::TextureHandle, egui::TextureHandle)>,
     /// How many times the images were drawn (uploaded) so far.
     pub image_builds: u64,
-    /// "Save groups" was clicked: the session saves the groups as a grouping result this frame.
+    /// "Save groups" was clicked: the open trace saves the groups as a grouping result this frame.
     pub save_groups: bool,
     /// The description the user typed for the next save (empty: the groups are listed).
     pub save_description: String,
@@ -76,7 +76,7 @@ impl TraceVizView {
     pub fn new(range: TimeRange) -> Self {
         Self {
             timeline: TimelineState::new(range),
-            tree: ActorTree::default(),
+            tree: ActorLayout::default(),
             sigma: 3.0,
             luminance: 0.8,
             hovered: None,
@@ -123,7 +123,7 @@ impl TraceVizView {
             })
             .collect();
         if self.tree.actors().is_empty() {
-            self.tree = ActorTree::new(actors);
+            self.tree = ActorLayout::new(actors);
         } else {
             self.tree.add_actors(&actors);
         }
@@ -273,7 +273,7 @@ impl TraceVizView {
                     all = true;
                 }
             });
-        let make = |tree: &mut ActorTree, k: usize, members: Vec<ProducerId>, op| {
+        let make = |tree: &mut ActorLayout, k: usize, members: Vec<ProducerId>, op| {
             tree.make_group(&format!("similar {}", k + 1), members, op);
         };
         if all {

@@ -8,7 +8,7 @@ use socscope_analysis::loader::Progress;
 use socscope_analysis::sync::ViewFilter;
 use socscope_tracedb::{Filter, TimeRange, Timestamp};
 
-use super::session::{TraceDescription, TraceNames};
+use super::readers::{TraceMetadata, TraceNames};
 
 /// What a view needs to load its group's interval.
 pub struct LoadContext<'a> {
@@ -19,7 +19,7 @@ pub struct LoadContext<'a> {
     pub filter: Filter,
     /// The group's filters, as the user set them.
     pub view_filter: &'a ViewFilter,
-    pub meta: &'a TraceDescription,
+    pub meta: &'a TraceMetadata,
     pub names: &'a TraceNames,
 }
 

@@ -1,7 +1,24 @@
-//! What several test files of the app need: a small real trace made by the program itself.
+//! What several test files of the app need: the program run with arguments, a small real trace made by
+//! the program itself, and (in [`gui`]) the GUI under a kittest harness.
+
+// Each test binary compiles this module and uses only some of its helpers.
+#![allow(dead_code)]
+
+#[cfg(feature = "gui")]
+pub mod gui;
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// `socscope ARGS`, run to its end (without `RUST_BACKTRACE`, so that a failure's stderr is what a user
+/// sees).
+pub fn socscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("socscope runs")
+}
 
 /// A `seconds`-long capture of the simulated board with `seed`, made by `socscope demo --headless`; the
 /// directory lives as long as the returned guard.

@@ -25,7 +25,7 @@ mod temporal;
 mod view;
 
 pub use dichotomy::{Cancelled, InitialP, Observer, PEntry, PList, Quality, Unobserved};
-pub use model::{MicroscopicModel, ModelError, ModelFile, ProducerHierarchy};
+pub use model::{MicroscopicModel, ModelError, ModelFile, SpatialHierarchy};
 pub use report::{
     AggregationMode, AggregationReport, EngineReport, NodeParts, PartitionEntry, RunControl,
     RunOptions, SpatiotemporalEntry, TemporalEntry, run_model, run_model_file, run_model_file_with,

@@ -74,7 +74,7 @@ fn shape(
 /// Child order is significant: lpaggreg sums children in this order and numbers spatiotemporal
 /// parts by walking them in this order, so exactness depends on it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProducerHierarchy {
+pub struct SpatialHierarchy {
     root: usize,
     parent: Vec<Option<usize>>,
     children: Vec<Vec<usize>>,
@@ -84,7 +84,7 @@ pub struct ProducerHierarchy {
     post_order: Vec<usize>,
 }
 
-impl ProducerHierarchy {
+impl SpatialHierarchy {
     /// Builds a hierarchy from per-node child lists (in order) and, for leaves, the producer
     /// index they hold. `producers` is the number of producers of the model: each must be
     /// exactly one leaf.
@@ -299,7 +299,7 @@ pub struct MicroscopicModel {
     type_names: Vec<String>,
     /// See [`MicroscopicModel::rate_divisor`].
     rate_divisor: f64,
-    hierarchy: Option<ProducerHierarchy>,
+    hierarchy: Option<SpatialHierarchy>,
     name: Option<String>,
 }
 
@@ -353,7 +353,7 @@ impl MicroscopicModel {
     }
 
     /// Attaches the producer hierarchy the spatiotemporal aggregation works on.
-    pub fn with_hierarchy(mut self, hierarchy: ProducerHierarchy) -> Result<Self, ModelError> {
+    pub fn with_hierarchy(mut self, hierarchy: SpatialHierarchy) -> Result<Self, ModelError> {
         let leaves = hierarchy.leaf_count(hierarchy.root());
         if leaves != self.producers {
             return Err(shape(
@@ -414,7 +414,7 @@ impl MicroscopicModel {
         self.rate_divisor
     }
 
-    pub fn hierarchy(&self) -> Option<&ProducerHierarchy> {
+    pub fn hierarchy(&self) -> Option<&SpatialHierarchy> {
         self.hierarchy.as_ref()
     }
 
@@ -555,7 +555,7 @@ fn hierarchy_from_raw(
     raw: RawHierarchy,
     producers: usize,
     origin: &str,
-) -> Result<ProducerHierarchy, ModelError> {
+) -> Result<SpatialHierarchy, ModelError> {
     let n = raw.children.len();
     if raw.parent.len() != n || raw.leaf_resource.len() != n {
         return Err(ModelError::Hierarchy {
@@ -572,7 +572,7 @@ fn hierarchy_from_raw(
         .iter()
         .map(|&r| usize::try_from(r).ok())
         .collect();
-    let hierarchy = ProducerHierarchy::build(origin, raw.children, leaf_producer, producers)?;
+    let hierarchy = SpatialHierarchy::build(origin, raw.children, leaf_producer, producers)?;
     // The parent list is redundant with the child lists; a disagreement means a corrupt file.
     for (node, &p) in raw.parent.iter().enumerate() {
         let declared = usize::try_from(p).ok();
@@ -654,11 +654,11 @@ mod tests {
 
     #[test]
     fn balanced_tree_counts_and_canonical_nodes() {
-        let h = ProducerHierarchy::balanced(&[4, 4, 4]);
+        let h = SpatialHierarchy::balanced(&[4, 4, 4]);
         assert_eq!(h.len(), 85);
         assert_eq!(h.leaf_count(h.root()), 64);
         assert_eq!(*h.post_order().last().unwrap(), 0);
-        let chain = ProducerHierarchy::new(vec![vec![1], vec![]], vec![None, Some(0)], 1).unwrap();
+        let chain = SpatialHierarchy::new(vec![vec![1], vec![]], vec![None, Some(0)], 1).unwrap();
         assert_eq!(chain.canonical(1), 0);
         assert_eq!(h.canonical(5), 5);
     }

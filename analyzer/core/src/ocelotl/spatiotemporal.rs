@@ -23,7 +23,7 @@ use super::complexity::{divergence, entropy_reduction, ln_table};
 use super::dichotomy::{
     Bisection, Cancelled, Observer, PList, Quality, Schedule, Unobserved, bisect_observed,
 };
-use super::model::{MicroscopicModel, ProducerHierarchy};
+use super::model::{MicroscopicModel, SpatialHierarchy};
 
 /// Index of the interval `[start, end]` in a packed lower triangle, rows by end: the DP's
 /// inner loop walks all starts of one end.
@@ -84,7 +84,7 @@ impl MemoryPlan {
     /// `budget`, else recomputed ones; `None` when even those do not fit.
     pub fn choose(
         slices: usize,
-        hierarchy: &ProducerHierarchy,
+        hierarchy: &SpatialHierarchy,
         types: usize,
         budget: u64,
     ) -> Result<Self, Self> {
@@ -110,7 +110,7 @@ impl MemoryPlan {
 /// stored qualities, the accumulators of the internal nodes on the deepest path, one node's
 /// working tables, the internal nodes' cut tables, the partitions the bisection keeps, and
 /// the leaf rows recomputed for the walk, one per thread.
-fn estimate(slices: usize, h: &ProducerHierarchy, types: usize, store: QualityStore) -> u64 {
+fn estimate(slices: usize, h: &SpatialHierarchy, types: usize, store: QualityStore) -> u64 {
     let n = slices as u64;
     let cells = n * (n + 1) / 2;
     let nodes = h.len() as u64;
@@ -142,7 +142,7 @@ fn estimate(slices: usize, h: &ProducerHierarchy, types: usize, store: QualitySt
 }
 
 /// Internal nodes on the longest root-to-leaf path.
-fn internal_depth(h: &ProducerHierarchy) -> usize {
+fn internal_depth(h: &SpatialHierarchy) -> usize {
     let mut depth = vec![0usize; h.len()];
     for &v in h.post_order() {
         depth[v] = if h.is_leaf(v) {
@@ -475,7 +475,7 @@ enum Store {
 pub struct SpatiotemporalQualities {
     slices: usize,
     types: usize,
-    hierarchy: ProducerHierarchy,
+    hierarchy: SpatialHierarchy,
     store: Store,
     ln: Vec<f64>,
 }
@@ -631,7 +631,7 @@ fn dp_all(inp: &DpInput) -> Vec<RowBlock> {
 
 impl SpatiotemporalQualities {
     /// Θ(|V|·U·T²), kept for every node: the store of the original.
-    pub fn compute(model: &MicroscopicModel, hierarchy: &ProducerHierarchy) -> Self {
+    pub fn compute(model: &MicroscopicModel, hierarchy: &SpatialHierarchy) -> Self {
         let mut q = Self::recomputed(model, hierarchy);
         let mut gain = vec![Vec::new(); hierarchy.len()];
         let mut loss = vec![Vec::new(); hierarchy.len()];
@@ -644,7 +644,7 @@ impl SpatiotemporalQualities {
     }
 
     /// Qualities that are recomputed, node by node, whenever a partition is evaluated.
-    pub fn recomputed(model: &MicroscopicModel, hierarchy: &ProducerHierarchy) -> Self {
+    pub fn recomputed(model: &MicroscopicModel, hierarchy: &SpatialHierarchy) -> Self {
         let n = model.slices();
         Self {
             slices: n,
@@ -661,7 +661,7 @@ impl SpatiotemporalQualities {
     /// needs if not even those fit.
     pub fn within(
         model: &MicroscopicModel,
-        hierarchy: &ProducerHierarchy,
+        hierarchy: &SpatialHierarchy,
         budget: u64,
     ) -> Result<(Self, MemoryPlan), MemoryPlan> {
         let plan = MemoryPlan::choose(model.slices(), hierarchy, model.types(), budget)?;
@@ -683,7 +683,7 @@ impl SpatiotemporalQualities {
         self.slices
     }
 
-    pub fn hierarchy(&self) -> &ProducerHierarchy {
+    pub fn hierarchy(&self) -> &SpatialHierarchy {
         &self.hierarchy
     }
 
@@ -1055,7 +1055,7 @@ impl Progress for NeverCancelled {
 
 /// The (leaf, start) rows the walk of `fill` will read, each with the last end it needs.
 fn leaf_requests(
-    h: &ProducerHierarchy,
+    h: &SpatialHierarchy,
     cuts: &[Vec<u32>],
     node: usize,
     start: usize,
@@ -1218,7 +1218,7 @@ impl SpatiotemporalAggregation {
     /// Computes the qualities, kept if they fit in [`DEFAULT_MEMORY_BUDGET`], else
     /// recomputed at every evaluation (the same numbers either way). There is no
     /// normalisation: Ocelotl's spatiotemporal path always disables it.
-    pub fn new(model: &MicroscopicModel, hierarchy: &ProducerHierarchy) -> Self {
+    pub fn new(model: &MicroscopicModel, hierarchy: &SpatialHierarchy) -> Self {
         match SpatiotemporalQualities::within(model, hierarchy, DEFAULT_MEMORY_BUDGET) {
             Ok((qualities, _)) => Self { qualities },
             Err(_) => Self {
@@ -1231,7 +1231,7 @@ impl SpatiotemporalAggregation {
     /// anything is computed).
     pub fn within(
         model: &MicroscopicModel,
-        hierarchy: &ProducerHierarchy,
+        hierarchy: &SpatialHierarchy,
         budget: u64,
     ) -> Result<(Self, MemoryPlan), MemoryPlan> {
         SpatiotemporalQualities::within(model, hierarchy, budget)
@@ -1241,7 +1241,7 @@ impl SpatiotemporalAggregation {
     /// With a given quality store, whatever its size (tests compare the two).
     pub fn with_store(
         model: &MicroscopicModel,
-        hierarchy: &ProducerHierarchy,
+        hierarchy: &SpatialHierarchy,
         store: QualityStore,
     ) -> Self {
         let qualities = match store {
@@ -1295,9 +1295,9 @@ mod tests {
     use super::*;
 
     /// Two leaves under a root, one type.
-    fn pair(values: &[f64]) -> (MicroscopicModel, ProducerHierarchy) {
+    fn pair(values: &[f64]) -> (MicroscopicModel, SpatialHierarchy) {
         let t = values.len() / 2;
-        let h = ProducerHierarchy::new(
+        let h = SpatialHierarchy::new(
             vec![vec![1, 2], vec![], vec![]],
             vec![None, Some(0), Some(1)],
             2,
@@ -1422,14 +1422,14 @@ mod tests {
         cuts
     }
 
-    fn tree_model() -> impl Strategy<Value = (MicroscopicModel, ProducerHierarchy)> {
+    fn tree_model() -> impl Strategy<Value = (MicroscopicModel, SpatialHierarchy)> {
         (
             prop::collection::vec(1usize..=3, 1..=3),
             1usize..=14,
             1usize..=3,
         )
             .prop_flat_map(|(fan_out, t, u)| {
-                let h = ProducerHierarchy::balanced(&fan_out);
+                let h = SpatialHierarchy::balanced(&fan_out);
                 let s = h.leaf_count(h.root());
                 let value = prop_oneof![Just(0.0), Just(1.0), Just(3.0), 0.0..5.0f64];
                 prop::collection::vec(value, t * s * u)

@@ -2,7 +2,7 @@
 //! temporal part, the mode colour of each spatiotemporal area, and the visual aggregation of
 //! areas too thin to draw.
 
-use super::model::{MicroscopicModel, ProducerHierarchy};
+use super::model::{MicroscopicModel, SpatialHierarchy};
 use super::spatiotemporal::{Area, SpatiotemporalPartition};
 
 /// One temporal part of the stacked view (overview paper eq. 4).
@@ -103,7 +103,7 @@ pub struct AreaMode {
 /// its children's: the two agree on balanced hierarchies, and the tool does the latter.
 pub fn spatiotemporal_modes(
     model: &MicroscopicModel,
-    hierarchy: &ProducerHierarchy,
+    hierarchy: &SpatialHierarchy,
     areas: &[Area],
 ) -> Vec<AreaMode> {
     let (n, types) = (model.slices(), model.types());
@@ -193,7 +193,7 @@ struct Span {
 }
 
 struct VisualPass<'a> {
-    hierarchy: &'a ProducerHierarchy,
+    hierarchy: &'a SpatialHierarchy,
     parts: &'a [Vec<i32>],
     leaf_height_px: f64,
     min_height_px: f64,
@@ -323,7 +323,7 @@ impl VisualPass<'_> {
 /// than `min_height_px`, the node is drawn instead, marked by whether the children below share
 /// the same time cuts. Areas are returned in drawing order (depth first, time within a node).
 pub fn visual_aggregation(
-    hierarchy: &ProducerHierarchy,
+    hierarchy: &SpatialHierarchy,
     partition: &SpatiotemporalPartition,
     leaf_height_px: f64,
     min_height_px: f64,
@@ -373,9 +373,9 @@ mod tests {
         assert_eq!(s.parts[1].mode, Some(0));
     }
 
-    fn two_groups() -> (MicroscopicModel, ProducerHierarchy) {
+    fn two_groups() -> (MicroscopicModel, SpatialHierarchy) {
         // root 0 → groups 1 (leaves 2, 3) and 4 (leaves 5, 6, 7).
-        let h = ProducerHierarchy::new(
+        let h = SpatialHierarchy::new(
             vec![
                 vec![1, 4],
                 vec![2, 3],
@@ -460,7 +460,7 @@ mod tests {
     fn common_cuts_decide_the_mark() {
         // Hand-made parts: root split everywhere; group 1 aggregated as [0,1],[2,3]; group 4
         // has leaves cut differently on [0,1] and identically on [2,3].
-        let h = ProducerHierarchy::new(
+        let h = SpatialHierarchy::new(
             vec![
                 vec![1, 4],
                 vec![2, 3],

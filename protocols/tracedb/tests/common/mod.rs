@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use socscope_tracedb::*;
 
-pub fn meta() -> TraceMeta {
-    TraceMeta {
+pub fn meta() -> TraceHeader {
+    TraceHeader {
         trace_type: "test".into(),
         board: "board-a".into(),
         soc: "soc-x".into(),

@@ -11,16 +11,16 @@ use std::time::Duration;
 use socscope_analysis::hierarchy::ProducerTree;
 use socscope_analysis::table::TableNames;
 use socscope_tracedb::{
-    Catalog, EventType, LossRecord, Producer, ProducerId, TraceInfo, TraceReader, TraceRecord,
+    Catalog, CatalogEntry, EventType, LossRecord, Producer, ProducerId, TraceInfo, TraceReader,
     TypeId,
 };
 
 use super::theme::{Colours, rgb};
 
 /// What the views need to know about a trace besides its events: the store's [`TraceInfo`] (which holds
-/// the trace's own `TraceMeta`) with the types, producers and losses.
+/// the trace's own `TraceHeader`) with the types, producers and losses.
 #[derive(Clone, Debug)]
-pub struct TraceDescription {
+pub struct TraceMetadata {
     pub info: TraceInfo,
     pub types: Vec<EventType>,
     pub producers: Vec<Producer>,
@@ -41,7 +41,7 @@ pub struct TraceNames {
 }
 
 impl TraceNames {
-    pub fn new(meta: &TraceDescription, colours: &Colours) -> Self {
+    pub fn new(meta: &TraceMetadata, colours: &Colours) -> Self {
         let tree = ProducerTree::new(&meta.producers);
         let table = Arc::new(TableNames::new(
             &meta.types,
@@ -117,8 +117,8 @@ impl TraceNames {
     }
 }
 
-fn read_meta(reader: &TraceReader) -> Result<TraceDescription, String> {
-    Ok(TraceDescription {
+fn read_meta(reader: &TraceReader) -> Result<TraceMetadata, String> {
+    Ok(TraceMetadata {
         info: reader.info().map_err(|e| e.to_string())?,
         types: reader.event_types().map_err(|e| e.to_string())?,
         producers: reader.producers().map_err(|e| e.to_string())?,
@@ -127,10 +127,10 @@ fn read_meta(reader: &TraceReader) -> Result<TraceDescription, String> {
 }
 
 /// The latest metadata a watch thread published, with a number bumped at each publication.
-type MetaSlot = Arc<Mutex<(u64, Option<Result<TraceDescription, String>>)>>;
+type MetaSlot = Arc<Mutex<(u64, Option<Result<TraceMetadata, String>>)>>;
 
 /// The catalog's traces (or why they could not be listed).
-type CatalogList = Result<Vec<(TraceRecord, PathBuf)>, String>;
+type CatalogList = Result<Vec<(CatalogEntry, PathBuf)>, String>;
 
 /// The latest list the catalog thread published, with a number bumped at each publication.
 type CatalogSlot = Arc<Mutex<(u64, CatalogList)>>;
@@ -148,7 +148,7 @@ impl TraceWatch {
         let latest: MetaSlot = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s, path) = (latest.clone(), stop.clone(), path.to_path_buf());
-        let publish = move |m: Result<TraceDescription, String>| {
+        let publish = move |m: Result<TraceMetadata, String>| {
             if let Ok(mut g) = l.lock() {
                 g.0 += 1;
                 g.1 = Some(m);
@@ -196,7 +196,7 @@ impl TraceWatch {
     }
 
     /// Newly published metadata, if any.
-    pub fn poll(&mut self) -> Option<Result<TraceDescription, String>> {
+    pub fn poll(&mut self) -> Option<Result<TraceMetadata, String>> {
         let g = self.latest.lock().ok()?;
         if g.0 > self.seen {
             self.seen = g.0;
@@ -236,7 +236,7 @@ impl CatalogWatch {
                 loop {
                     let list = Catalog::open(&d)
                         .and_then(|c| {
-                            let mut v: Vec<(TraceRecord, PathBuf)> = c
+                            let mut v: Vec<(CatalogEntry, PathBuf)> = c
                                 .traces()?
                                 .into_iter()
                                 .map(|r| {
