@@ -363,38 +363,44 @@ impl Cursor {
         }
     }
 
+    /// A varint of up to 32 bits: one or two bytes inline (timestamp deltas, ids, small numbers),
+    /// longer ones out of line.
     #[inline(always)]
-    fn u32(&mut self, mut v: u32) {
-        while v >= 0x80 {
+    fn u32(&mut self, v: u32) {
+        if v < 0x80 {
+            self.byte(v as u8);
+        } else if v < 0x4000 {
             self.byte(v as u8 | 0x80);
-            v >>= 7;
+            self.byte((v >> 7) as u8);
+        } else {
+            self.reserve(5);
+            // SAFETY: as in `byte`: the record reserved the varint's longest encoding from here.
+            self.at = unsafe { varint_u32_long(self.at, v) };
         }
-        self.byte(v as u8);
     }
 
+    /// A varint of up to 64 bits; the high half's test is the only cost when it is zero.
     #[inline(always)]
     fn u64(&mut self, v: u64) {
         if v >> 32 == 0 {
             self.u32(v as u32);
         } else {
-            // By value, so the cursor stays in a register on the common path.
-            let mut wide = Cursor {
-                at: self.at,
-                #[cfg(debug_assertions)]
-                left: self.left,
-            };
-            wide.u64_wide(v);
-            *self = wide;
+            self.reserve(V64);
+            // SAFETY: as in `u32`.
+            self.at = unsafe { varint_u64_wide(self.at, v) };
         }
     }
 
-    #[inline(never)]
-    fn u64_wide(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte(v as u8 | 0x80);
-            v >>= 7;
+    /// Checks, in debug builds, that `n` more bytes stay within the record's bound (counting what is
+    /// left as if all were written; a varint may write fewer).
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) {
+        #[cfg(debug_assertions)]
+        {
+            assert!(self.left >= n, "a record wrote past its bound");
+            self.left -= n;
         }
-        self.byte(v as u8);
+        let _ = n;
     }
 
     /// Copies `s`, four bytes at a time (a marker's text is copied with interrupts masked).
@@ -425,6 +431,51 @@ impl Cursor {
     }
 }
 
+/// Writes a varint of 2^14 or more (three to five bytes, no loop) at `at`; returns the byte after it.
+///
+/// # Safety
+/// Five bytes from `at` are writable.
+#[inline(never)]
+unsafe fn varint_u32_long(at: *mut u8, v: u32) -> *mut u8 {
+    // SAFETY: per the contract, five bytes from `at` are writable; at most five are written.
+    unsafe {
+        at.write(v as u8 | 0x80);
+        at.add(1).write((v >> 7) as u8 | 0x80);
+        let w = v >> 14;
+        if w < 0x80 {
+            at.add(2).write(w as u8);
+            return at.add(3);
+        }
+        at.add(2).write(w as u8 | 0x80);
+        let w = v >> 21;
+        if w < 0x80 {
+            at.add(3).write(w as u8);
+            return at.add(4);
+        }
+        at.add(3).write(w as u8 | 0x80);
+        at.add(4).write((v >> 28) as u8);
+        at.add(5)
+    }
+}
+
+/// Writes a varint of 2^32 or more at `at`; returns the byte after it.
+///
+/// # Safety
+/// Ten bytes from `at` are writable.
+#[inline(never)]
+unsafe fn varint_u64_wide(mut at: *mut u8, mut v: u64) -> *mut u8 {
+    // SAFETY: per the contract; a u64 varint is at most ten bytes.
+    unsafe {
+        while v >= 0x80 {
+            at.write(v as u8 | 0x80);
+            at = at.add(1);
+            v >>= 7;
+        }
+        at.write(v as u8);
+        at.add(1)
+    }
+}
+
 /// The longest varint of a `u32`, a `u64`.
 const V32: usize = 5;
 const V64: usize = 10;
@@ -437,6 +488,15 @@ const RECORD_HEAD: usize = 3 + V32;
 const fn record_head(cpu: u16, ty: Builtin, address_last: bool) -> u32 {
     cpu as u32 | (ty.id() as u32) << 16 | (address_last as u32) << 24
 }
+
+/// What [`Agent::push_small`] writes after a record's type and delta (its `SHAPE`): nothing, one value
+/// of up to 32 bits (`lo`), one of up to 64 (`lo`, `hi`), an address delta (`lo`, `hi`: the address),
+/// or two values of up to 32 bits (`lo`, then `hi`). One copy of the path per shape used.
+const NO_VALUE: u8 = 0;
+const ONE_U32: u8 = 1;
+const ONE_U64: u8 = 2;
+const ONE_ADDRESS: u8 = 3;
+const TWO_U32: u8 = 4;
 
 /// How the record path keeps other contexts out of a ring while it writes.
 trait Exclusion {
@@ -892,7 +952,7 @@ impl<
                 _ => V64,
             };
         }
-        self.push_with::<X>(cpu, type_id, max_len, |c, ring| {
+        let stored = self.push_with::<X>(cpu, type_id, max_len, |c, ring| {
             for v in values {
                 match *v {
                     ParamValue::Unsigned(x) => c.u64(x),
@@ -905,7 +965,28 @@ impl<
                     ParamValue::Address(a) => address(c, ring, a),
                 }
             }
-        })
+        });
+        match stored {
+            Ok(outcome) => outcome,
+            Err(now) => self.record_again::<X>(cpu, type_id, values, max_len, now),
+        }
+    }
+
+    /// [`Agent::record`] after [`Agent::make_room`].
+    #[cold]
+    #[inline(never)]
+    fn record_again<X: Exclusion>(
+        &self,
+        cpu: u16,
+        type_id: u16,
+        values: &[ParamValue<'_>],
+        params_len: usize,
+        now: u64,
+    ) -> Result<Recorded, AgentError> {
+        match self.make_room::<X>(cpu, params_len, now) {
+            Ok(()) => self.record_via::<X>(cpu, type_id, values),
+            Err(outcome) => outcome,
+        }
     }
 
     /// Records through `&mut self`, with no critical section: for a single context that owns the agent
@@ -932,7 +1013,7 @@ impl<
         let address_last = head >> 24 != 0;
         // Built-in ids are below 128: one byte.
         let ty = u16::from((head >> 16) as u8 & 0x7f);
-        self.push_with::<X>(head as u16, ty, values.len() * V64, |c, ring| {
+        let stored = self.push_with::<X>(head as u16, ty, values.len() * V64, |c, ring| {
             if let Some((&last, rest)) = values.split_last() {
                 for &v in rest {
                     c.u64(v);
@@ -943,7 +1024,136 @@ impl<
                     c.u64(last);
                 }
             }
-        })
+        });
+        match stored {
+            Ok(outcome) => outcome,
+            Err(now) => self.push_values_again::<X>(head, values, now),
+        }
+    }
+
+    /// [`Agent::push_values`] after [`Agent::make_room`].
+    #[cold]
+    #[inline(never)]
+    fn push_values_again<X: Exclusion>(
+        &self,
+        head: u32,
+        values: &[u64],
+        now: u64,
+    ) -> Result<Recorded, AgentError> {
+        match self.make_room::<X>(head as u16, values.len() * V64, now) {
+            Ok(()) => self.push_values::<X>(head, values),
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// The record path of the built-in kinds with at most two values (the common kinds: `irq_entry`,
+    /// `context_switch`, `wakeup`, `mark`, the exits…), one copy per `SHAPE` (see [`ONE_U32`] and the
+    /// others): the values come in registers and are written with no loop or test of the shape.
+    /// `head` is [`record_head`].
+    #[inline(never)]
+    fn push_small<X: Exclusion, const SHAPE: u8>(
+        &self,
+        head: u32,
+        lo: u32,
+        hi: u32,
+    ) -> Result<Recorded, AgentError> {
+        // Built-in ids are below 128: one byte.
+        let ty = u16::from((head >> 16) as u8 & 0x7f);
+        let stored =
+            self.push_with::<X>(
+                head as u16,
+                ty,
+                Self::small_len(SHAPE),
+                |c, ring| match SHAPE {
+                    ONE_U32 => c.u32(lo),
+                    ONE_U64 => c.u64(u64::from(hi) << 32 | u64::from(lo)),
+                    ONE_ADDRESS => address(c, ring, u64::from(hi) << 32 | u64::from(lo)),
+                    TWO_U32 => {
+                        c.u32(lo);
+                        c.u32(hi);
+                    }
+                    _ => {}
+                },
+            );
+        match stored {
+            Ok(outcome) => outcome,
+            Err(now) => self.push_small_again::<X>(head | u32::from(SHAPE) << 25, lo, hi, now),
+        }
+    }
+
+    /// The record path of `syscall_entry`: the call's number and its four arguments, read where the
+    /// caller keeps them (no copy), each written with no loop around it.
+    #[inline(never)]
+    fn push_syscall<X: Exclusion>(
+        &self,
+        head: u32,
+        nr: u32,
+        args: &[u64; 4],
+    ) -> Result<Recorded, AgentError> {
+        let ty = u16::from((head >> 16) as u8 & 0x7f);
+        let stored = self.push_with::<X>(head as u16, ty, V32 + 4 * V64, |c, _| {
+            c.u32(nr);
+            let [a0, a1, a2, a3] = *args;
+            c.u64(a0);
+            c.u64(a1);
+            c.u64(a2);
+            c.u64(a3);
+        });
+        match stored {
+            Ok(outcome) => outcome,
+            Err(now) => self.push_syscall_again::<X>(head, nr, args, now),
+        }
+    }
+
+    /// [`Agent::push_syscall`] after [`Agent::make_room`].
+    #[cold]
+    #[inline(never)]
+    fn push_syscall_again<X: Exclusion>(
+        &self,
+        head: u32,
+        nr: u32,
+        args: &[u64; 4],
+        now: u64,
+    ) -> Result<Recorded, AgentError> {
+        match self.make_room::<X>(head as u16, V32 + 4 * V64, now) {
+            Ok(()) => self.push_syscall::<X>(head, nr, args),
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// The longest encoding of a [`Agent::push_small`] shape's values.
+    const fn small_len(shape: u8) -> usize {
+        match shape {
+            ONE_U32 => V32,
+            ONE_U64 | ONE_ADDRESS => V64,
+            TWO_U32 => 2 * V32,
+            _ => 0,
+        }
+    }
+
+    /// [`Agent::push_small`] after [`Agent::make_room`], one copy for every shape: `head` carries the
+    /// shape in bits 25–27.
+    #[cold]
+    #[inline(never)]
+    fn push_small_again<X: Exclusion>(
+        &self,
+        head: u32,
+        lo: u32,
+        hi: u32,
+        now: u64,
+    ) -> Result<Recorded, AgentError> {
+        let shape = (head >> 25) as u8 & 7;
+        let head = head & ((1 << 25) - 1);
+        if let Err(outcome) = self.make_room::<X>(head as u16, Self::small_len(shape), now) {
+            return outcome;
+        }
+        match shape {
+            ONE_U32 => self.push_small::<X, ONE_U32>(head, lo, hi),
+            ONE_U64 => self.push_small::<X, ONE_U64>(head, lo, hi),
+            ONE_ADDRESS => self.push_small::<X, ONE_ADDRESS>(head, lo, hi),
+            TWO_U32 => self.push_small::<X, TWO_U32>(head, lo, hi),
+            _ => self.push_small::<X, NO_VALUE>(head, lo, hi),
+        }
     }
 
     /// The record path of the built-in kinds with a string (`marker`, `thread_create`): an optional
@@ -955,7 +1165,7 @@ impl<
         number: Option<u32>,
         text: &str,
     ) -> Result<Recorded, AgentError> {
-        self.push_with::<X>(
+        let stored = self.push_with::<X>(
             head as u16,
             u16::from((head >> 16) as u8 & 0x7f),
             2 * V32 + text.len(),
@@ -966,13 +1176,37 @@ impl<
                 c.u32(text.len() as u32);
                 c.bytes(text.as_bytes());
             },
-        )
+        );
+        match stored {
+            Ok(outcome) => outcome,
+            Err(now) => self.push_string_again::<X>(head, number, text, now),
+        }
     }
 
-    /// The record path: excludes other contexts, reads the clock, finds room for the record's longest
-    /// encoding (`params_len` after its type and delta) in the CPU's open block (or opens the next one,
-    /// out of line), writes the type and delta and lets `write` write the parameters, counts the
-    /// record.
+    /// [`Agent::push_string`] after [`Agent::make_room`].
+    #[cold]
+    #[inline(never)]
+    fn push_string_again<X: Exclusion>(
+        &self,
+        head: u32,
+        number: Option<u32>,
+        text: &str,
+        now: u64,
+    ) -> Result<Recorded, AgentError> {
+        match self.make_room::<X>(head as u16, 2 * V32 + text.len(), now) {
+            Ok(()) => self.push_string::<X>(head, number, text),
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// The record path: excludes other contexts, reads the clock, and when the CPU's open block has room
+    /// for the record's longest encoding (`params_len` after its type and delta), writes the type and
+    /// delta, lets `write` write the parameters and counts the record, all in one masked section. When
+    /// it has no room (or no block is open, or the time jumped by 2^32 ticks or more), it leaves that
+    /// section, opens the next block in a masked section of its own (out of line) and tries again
+    /// (`Err` with the time read: the caller calls [`Agent::make_room`], then its own record path
+    /// again, out of line): a
+    /// record masks interrupts for the record alone, a block switch for the switch alone.
     #[inline(always)]
     fn push_with<X: Exclusion>(
         &self,
@@ -980,93 +1214,123 @@ impl<
         ty: u16,
         params_len: usize,
         write: impl FnOnce(&mut Cursor, &mut RingState),
-    ) -> Result<Recorded, AgentError> {
+    ) -> Result<Result<Recorded, AgentError>, u64> {
+        // A CPU past `CPUS` or at or past `cpu_count` is refused where a block would be opened
+        // (`make_room`): its ring never has one, so its records always get there.
         let Some(ring) = self.rings.get(usize::from(cpu)) else {
-            return Err(self.reject(AgentError::BadCpu));
+            return Err(0);
         };
-        // A CPU at or past `cpu_count` is refused where a block would be opened (`make_room`): its ring
-        // never has one, so its records always get there.
         let max_len = RECORD_HEAD + params_len;
-        // SAFETY: left below on every path.
-        let token = unsafe { X::enter() };
-        // SAFETY: the clock and the ring's state are only touched inside the exclusion; the open
-        // block's bytes only by the record path, inside it too (the drain never claims the open block).
-        let (clock, state) = unsafe { (&mut *self.clock.get(), &mut *ring.state.get()) };
-        let mut now = clock.now();
-        let mut delta = now.wrapping_sub(state.last_ticks);
-        // One test for the common case: a block is open, has room, and the time went forward by less
-        // than 2^32 ticks. Anything else (no block, a full one, a clock that went back, a long gap, a
-        // record too large) is sorted out of line.
-        if delta >> 32 != 0 || state.wr as usize + max_len > state.limit as usize {
-            match self.make_room(cpu, ring, state, now, max_len) {
-                Ok((t, d)) => (now, delta) = (t, d),
-                Err(outcome) => {
-                    // SAFETY: entered above.
-                    unsafe { X::leave(token) };
-                    return outcome;
-                }
+        {
+            // SAFETY: left below on every path.
+            let token = unsafe { X::enter() };
+            // SAFETY: the clock and the ring's state are only touched inside the exclusion; the open
+            // block's bytes only by the record path, inside it too (the drain never claims the open
+            // block).
+            let (clock, state) = unsafe { (&mut *self.clock.get(), &mut *ring.state.get()) };
+            let mut now = clock.now();
+            let mut delta = now.wrapping_sub(state.last_ticks);
+            if delta >> 32 != 0 && now < state.last_ticks {
+                // A clock that went back: the record takes the previous time.
+                (now, delta) = (self.clock_went_back(state, max_len), 0);
             }
+            // One test for the common case: a block is open, has room, and the time went forward by
+            // less than 2^32 ticks.
+            if delta >> 32 == 0 && state.wr as usize + max_len <= state.limit as usize {
+                // Stored now rather than after the record: fewer values live across the encoding.
+                state.last_ticks = now;
+                // SAFETY: `wr + max_len <= limit <= BLOCKS * BLOCK`: the record's bytes are in the
+                // open block.
+                let base = UnsafeCell::raw_get(ring.blocks.as_ptr()).cast::<u8>();
+                let start = unsafe { base.add(state.wr as usize) };
+                let mut c = Cursor {
+                    at: start,
+                    #[cfg(debug_assertions)]
+                    left: max_len,
+                };
+                if ty < 0x80 {
+                    c.byte(ty as u8);
+                } else {
+                    c.u32(u32::from(ty));
+                }
+                c.u32(delta as u32);
+                write(&mut c, state);
+                // SAFETY: the cursor moved forward from `base` within the block.
+                state.wr = unsafe { c.at.offset_from(base) } as u32;
+                state.count += 1;
+                // SAFETY: entered above.
+                unsafe { X::leave(token) };
+                return Ok(Ok(Recorded::Stored));
+            }
+            // SAFETY: entered above.
+            unsafe { X::leave(token) };
+            Err(now)
         }
-        // Stored now rather than after the record: fewer values live across the encoding.
-        state.last_ticks = now;
-        // SAFETY: `wr + max_len <= limit <= BLOCKS * BLOCK`: the record's bytes are in the open block.
-        let base = UnsafeCell::raw_get(ring.blocks.as_ptr()).cast::<u8>();
-        let start = unsafe { base.add(state.wr as usize) };
-        let mut c = Cursor {
-            at: start,
-            #[cfg(debug_assertions)]
-            left: max_len,
-        };
-        if ty < 0x80 {
-            c.byte(ty as u8);
-        } else {
-            c.u32(u32::from(ty));
-        }
-        c.u32(delta as u32);
-        write(&mut c, state);
-        // SAFETY: the cursor moved forward from `base` within the block.
-        state.wr = unsafe { c.at.offset_from(base) } as u32;
-        state.count += 1;
-        // SAFETY: entered above.
-        unsafe { X::leave(token) };
-        Ok(Recorded::Stored)
     }
 
-    /// The record path's slow cases: a clock that went back (counted; the record takes the previous
-    /// time), a gap of 2^32 ticks or more, no open block or no room in it (the next block is opened at
-    /// `now`), a record larger than a block or for a CPU past `cpu_count` (refused). Returns the record's time and timestamp delta, or the
-    /// record's outcome when it is dropped or refused.
+    /// A record whose clock reading was earlier than its CPU's previous record's (inside the record
+    /// path's exclusion): it takes the previous record's time (returned), and is counted if it is
+    /// written now, that is, if the open block has room for it (else it is counted when it is written,
+    /// after the block switch).
     #[cold]
     #[inline(never)]
-    fn make_room(
+    fn clock_went_back(&self, state: &RingState, max_len: usize) -> u64 {
+        if state.wr as usize + max_len <= state.limit as usize {
+            // SAFETY: inside the record path's exclusion; the rejected and regression counters are
+            // only touched there or inside the critical section, which the record path also holds
+            // or (`Exclusive`) makes unnecessary by the borrow.
+            unsafe { (*self.shared.get()).clock_regressions += 1 };
+        }
+        state.last_ticks
+    }
+
+    /// The record path's slow case, in a masked section of its own: no open block, no room in it, or a
+    /// gap of 2^32 ticks or more since the CPU's last record: opens the next block at the current time
+    /// (unless another context did so meanwhile), or drops the record (counted) when the ring is full
+    /// in streaming mode. Refuses a record larger than a block or for a CPU past `cpu_count`. `Ok`:
+    /// record again; `Err`: the record's outcome.
+    #[cold]
+    #[inline(never)]
+    fn make_room<X: Exclusion>(
         &self,
         cpu: u16,
-        ring: &Ring<BLOCK, BLOCKS>,
-        state: &mut RingState,
-        mut now: u64,
-        max_len: usize,
-    ) -> Result<(u64, u64), Result<Recorded, AgentError>> {
+        params_len: usize,
+        now: u64,
+    ) -> Result<(), Result<Recorded, AgentError>> {
+        let max_len = RECORD_HEAD + params_len;
+        let Some(ring) = self.rings.get(usize::from(cpu)) else {
+            return Err(Err(self.reject(AgentError::BadCpu)));
+        };
         if cpu >= self.config.cpu_count {
             return Err(Err(self.reject(AgentError::BadCpu)));
         }
         if HEAD + max_len > Self::CAPACITY_END {
             return Err(Err(self.reject(AgentError::RecordTooLarge)));
         }
-        if now < state.last_ticks {
-            // SAFETY: inside the record path's exclusion; the rejected and regression counters are
-            // only touched there or inside the critical section, which the record path also holds
-            // or (`Exclusive`) makes unnecessary by the borrow.
-            unsafe { (*self.shared.get()).clock_regressions += 1 };
-            now = state.last_ticks;
+        // SAFETY: left below.
+        let token = unsafe { X::enter() };
+        // SAFETY: as in the record path.
+        let state = unsafe { &mut *ring.state.get() };
+        // The time the record path read (no second clock read): a new block starts there, or at the
+        // last record's time if a context recorded later meanwhile or the clock went back (counted by
+        // the record that takes it).
+        let now = now.max(state.last_ticks);
+        let fits = (now - state.last_ticks) >> 32 == 0
+            && state.wr as usize + max_len <= state.limit as usize;
+        let outcome = if fits {
+            Recorded::Stored
+        } else {
+            self.next_block(ring, state, now)
+        };
+        // SAFETY: entered above.
+        unsafe { X::leave(token) };
+        match outcome {
+            // A context that interrupted this one between the sections may have filled the new block
+            // already: then this happens again (the ring's room is finite: at worst the record is
+            // dropped).
+            Recorded::Stored => Ok(()),
+            Recorded::Dropped => Err(Ok(Recorded::Dropped)),
         }
-        let delta = now - state.last_ticks;
-        if delta >> 32 == 0 && state.wr as usize + max_len <= state.limit as usize {
-            return Ok((now, delta));
-        }
-        if self.next_block(ring, state, now) == Recorded::Dropped {
-            return Err(Ok(Recorded::Dropped));
-        }
-        Ok((now, 0))
     }
 
     /// Closes the open block (if any) and opens the next one at `now`; in post-mortem mode the oldest
@@ -1684,10 +1948,16 @@ fn frame_block<T: Transport>(
 /// An address parameter: the zigzagged difference from the previous address of the block.
 #[inline(always)]
 fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
-    c.u64(socscope_wire::varint::zigzag(
-        a.wrapping_sub(ring.last_address) as i64,
-    ));
+    let d = a.wrapping_sub(ring.last_address);
     ring.last_address = a;
+    let (lo, hi) = (d as u32, (d >> 32) as u32);
+    let sign = ((lo as i32) >> 31) as u32;
+    if hi == sign {
+        // The delta fits 32 bits signed (the usual case): its zigzag in 32-bit arithmetic.
+        c.u32((lo << 1) ^ sign);
+    } else {
+        c.u64(socscope_wire::varint::zigzag(d as i64));
+    }
 }
 
 /// The built-in record kinds, once for the shared agent (`&self`, any context, each record under the
@@ -1695,7 +1965,8 @@ fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
 /// hands its values to the shared record path; on the shared agent each kind is a few instructions (not
 /// inlined into its callers, so flash grows with the kinds used, not with the call sites).
 macro_rules! record_kinds {
-    ($( $(#[$doc:meta])* $name:ident ( $($arg:ident : $t:ty),* ) => $path:ident($kind:ident, $addr:expr, $($v:expr),*); )*) => {
+    ($( $(#[$doc:meta])* $name:ident ( $($arg:ident : $t:ty),* ) =>
+        $path:ident $([$shape:ident])? ($kind:ident, $addr:expr $(, $v:expr)*); )*) => {
         impl<
             C: Clock,
             const CPUS: usize,
@@ -1710,7 +1981,7 @@ macro_rules! record_kinds {
                 $(#[$doc])*
                 #[inline]
                 pub fn $name(&self, cpu: u16 $(, $arg: $t)*) -> Result<Recorded, AgentError> {
-                    self.$path::<Masked>(record_head(cpu, Builtin::$kind, $addr), $($v),*)
+                    self.$path::<Masked $(, $shape)?>(record_head(cpu, Builtin::$kind, $addr) $(, $v)*)
                 }
             )*
         }
@@ -1729,7 +2000,7 @@ macro_rules! record_kinds {
                 $(#[$doc])*
                 #[inline]
                 pub fn $name(&mut self, cpu: u16 $(, $arg: $t)*) -> Result<Recorded, AgentError> {
-                    self.agent.$path::<Borrowed>(record_head(cpu, Builtin::$kind, $addr), $($v),*)
+                    self.agent.$path::<Borrowed $(, $shape)?>(record_head(cpu, Builtin::$kind, $addr) $(, $v)*)
                 }
             )*
         }
@@ -1739,39 +2010,39 @@ macro_rules! record_kinds {
 record_kinds! {
     /// `C`: the running thread on `cpu` changes from `prev` to `next`.
     context_switch(prev: u32, next: u32) =>
-        push_values(ContextSwitch, false, &[u64::from(prev), u64::from(next)]);
+        push_small[TWO_U32](ContextSwitch, false, prev, next);
     /// `I`: interrupt `irq` starts.
-    irq_entry(irq: u32) => push_values(IrqEntry, false, &[u64::from(irq)]);
+    irq_entry(irq: u32) => push_small[ONE_U32](IrqEntry, false, irq, 0);
     /// `i`: the current interrupt ends.
-    irq_exit() => push_values(IrqExit, false, &[]);
+    irq_exit() => push_small[NO_VALUE](IrqExit, false, 0, 0);
     /// `S`: a soft IRQ handler starts.
-    softirq_entry(handler: u64) => push_values(SoftIrqEntry, true, &[handler]);
+    softirq_entry(handler: u64) => push_small[ONE_ADDRESS](SoftIrqEntry, true, handler as u32, (handler >> 32) as u32);
     /// `s`: the current soft IRQ ends.
-    softirq_exit() => push_values(SoftIrqExit, false, &[]);
+    softirq_exit() => push_small[NO_VALUE](SoftIrqExit, false, 0, 0);
     /// `E`: system call `nr` starts with arguments `args`.
     syscall_entry(nr: u32, args: [u64; 4]) =>
-        push_values(SyscallEntry, false, &[u64::from(nr), args[0], args[1], args[2], args[3]]);
+        push_syscall(SyscallEntry, false, nr, &args);
     /// `X`: system call `nr` returns `ret`.
     syscall_exit(nr: u32, ret: i64) =>
         push_values(SyscallExit, false, &[u64::from(nr), socscope_wire::varint::zigzag(ret)]);
     /// `W`: the running thread wakes thread `pid`.
-    wakeup(pid: u32) => push_values(Wakeup, false, &[u64::from(pid)]);
+    wakeup(pid: u32) => push_small[ONE_U32](Wakeup, false, pid, 0);
     /// `K`: a text marker.
     marker(text: &str) => push_string(Marker, false, None, text);
     /// `KM`: a numbered mark.
-    mark(id: u64) => push_values(Mark, false, &[id]);
+    mark(id: u64) => push_small[ONE_U64](Mark, false, id as u32, (id >> 32) as u32);
     /// `U`: a user function at `address` starts.
-    user_entry(address: u64) => push_values(UserEntry, true, &[address]);
+    user_entry(address: u64) => push_small[ONE_ADDRESS](UserEntry, true, address as u32, (address >> 32) as u32);
     /// `u`: the current user function returns.
-    user_exit() => push_values(UserExit, false, &[]);
+    user_exit() => push_small[NO_VALUE](UserExit, false, 0, 0);
     /// `Kc`: thread `pid` named `name` is created.
     thread_create(pid: u32, name: &str) => push_string(ThreadCreate, false, Some(pid), name);
     /// `KX`: thread `pid` exits.
-    thread_exit(pid: u32) => push_values(ThreadExit, false, &[u64::from(pid)]);
+    thread_exit(pid: u32) => push_small[ONE_U32](ThreadExit, false, pid, 0);
     /// `MM`: `size` bytes allocated at `ptr`.
     kmalloc(size: u64, ptr: u64) => push_values(Kmalloc, true, &[size, ptr]);
     /// `MF`: the allocation at `ptr` is freed.
-    kfree(ptr: u64) => push_values(Kfree, true, &[ptr]);
+    kfree(ptr: u64) => push_small[ONE_ADDRESS](Kfree, true, ptr as u32, (ptr >> 32) as u32);
 }
 
 /// The agent borrowed by one context ([`Agent::exclusive`]): the same record methods with no critical

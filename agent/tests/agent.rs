@@ -261,6 +261,33 @@ fn clock_regressions_are_counted_and_sent_as_zero_delta() {
     assert_eq!(ticks, vec![500, 500]);
 }
 
+#[test]
+fn a_clock_behind_across_a_block_switch_counts_each_record_once() {
+    // The record path opens the next block in a masked section of its own and records again: a record
+    // whose clock is behind is counted once, when it is written, even when its first try found no room.
+    let clock = SharedClock::default();
+    let agent = Box::new(TestAgent::new(clock.clone(), config()));
+    clock.0.set(500);
+    agent.mark(0, 1).unwrap();
+    clock.0.set(400);
+    for id in 0..60 {
+        assert_eq!(agent.mark(0, id), Ok(Recorded::Stored));
+    }
+    assert_eq!(agent.stats().clock_regressions, 60);
+    let mut out = Capture::default();
+    agent.finish(&mut out).unwrap();
+    let blocks: Vec<Vec<u64>> = decode_all(&out.bytes)
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Events(b) => Some(b.iter().map(|r| r.ticks()).collect()),
+            _ => None,
+        })
+        .collect();
+    assert!(blocks.len() > 1, "the records span a block switch");
+    assert!(blocks.iter().flatten().all(|&t| t == 500));
+    assert_eq!(blocks.iter().flatten().count(), 61);
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Record { cpu: u16, kind: u8, arg: u32 },

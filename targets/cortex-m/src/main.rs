@@ -269,27 +269,31 @@ fn masked_section_ends() {
 // ---------------------------------------------------------------------------------------------------------
 // The clock: timer 1 extended to 64 bits (read at least every 171 s, which the firmware always does).
 
-/// The clock's high word and last low word. Touched only with interrupts masked.
-struct ClockState(UnsafeCell<(u32, u32)>);
+/// The clock's high word (bits 32..64) and last low word (bits 0..32), in one `u64` so that the record
+/// path reads and writes them with one address. Touched only with interrupts masked.
+struct ClockState(UnsafeCell<u64>);
 
 // SAFETY: only `now_masked` touches it, and only with interrupts masked (single core).
 unsafe impl Sync for ClockState {}
 
-static CLOCK: ClockState = ClockState(UnsafeCell::new((0, 0)));
+static CLOCK: ClockState = ClockState(UnsafeCell::new(0));
 
 /// Board time in 25 MHz ticks; the caller has masked interrupts.
 ///
 /// # Safety
 /// Interrupts are masked (the caller is inside a critical section).
+#[inline(always)]
 unsafe fn now_masked() -> u64 {
     // SAFETY: interrupts are masked: no other context touches the state now.
     let state = unsafe { &mut *CLOCK.0.get() };
     let low = hw::clock_raw();
-    if low < state.1 {
-        state.0 = state.0.wrapping_add(1);
+    let mut high = (*state >> 32) as u32;
+    if low < *state as u32 {
+        high = high.wrapping_add(1);
     }
-    state.1 = low;
-    (u64::from(state.0) << 32) | u64::from(low)
+    let t = (u64::from(high) << 32) | u64::from(low);
+    *state = t;
+    t
 }
 
 /// Board time in 25 MHz ticks.
