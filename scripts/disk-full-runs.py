@@ -4,9 +4,11 @@
 # reserve it accepts for one connection (--max-connections 1), one board streams in real time until the
 # disk is full, then collect gets SIGINT. Checked: the trace reads as a whole (`sql` decodes every event,
 # as many as `info` says), nothing is left to repair, no -wal/-shm beside it once `repair` ran; and how much
-# board time the last uncommitted batch held (the time of the last record decoded, from the records
-# decoded and the board's measured record rate, minus the trace's last committed time). Then the filler
-# is deleted and `repair` must fold the WAL kept on the full disk into the file.
+# board time was decoded and not kept: the board time of the latest record decoded (`session_ended`'s
+# `decoded_until_seconds`) minus the trace's last committed time (`lost_board_ms`; the older estimate from
+# the records decoded and the board's mean record rate, which is off by the rate's swings within the run,
+# is printed beside it as `lost_board_ms_estimate`). Then the filler is deleted and `repair` must fold the
+# WAL kept on the full disk into the file.
 #
 #   scripts/disk-full-runs.py target/release/socscope target/release/socscope-sim [--runs 20] [--rate 20000]
 import argparse, json, os, random, signal, subprocess, sys, tempfile, time
@@ -61,7 +63,8 @@ for run in range(args.runs):
         alone = not any(os.path.exists(trace + s) for s in ("-wal", "-shm"))
         # In real time the board's records go out at its own measured rate (records sent / wall time).
         records_per_s = summary["events"] / summary["wall_s"] if summary.get("wall_s") else args.rate
-        last_decoded_s = ended["records"] / records_per_s
+        estimated_decoded_s = ended["records"] / records_per_s
+        last_decoded_s = ended.get("decoded_until_seconds", estimated_decoded_s)
         committed_s = info.get("t_max_ns", 0) / 1e9
         res = {
             "run": run + 1, "filler_bytes": filler, "collect_exit": col.returncode, "sim_exit": sim.returncode,
@@ -71,6 +74,8 @@ for run in range(args.runs):
             "repair_with_room": rep2.stdout.strip().splitlines()[0].split(": ", 1)[-1],
             "one_file_after_repair_with_room": alone, "sim_records_per_s": round(records_per_s),
             "records_decoded": ended["records"], "lost_board_ms": round((last_decoded_s - committed_s) * 1000, 1),
+            "lost_board_ms_estimate": round((estimated_decoded_s - committed_s) * 1000, 1),
+            "exact": "decoded_until_seconds" in ended, "interrupted_why": ended.get("interrupted"),
             "sim_refused": (summary.get("link") or {}).get("refused"),
             "load": os.getloadavg()[0],
         }

@@ -24,7 +24,8 @@ use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use socscope_tracedb::{ParamValue, Timestamp, units};
-use socscope_wire::decode::{Frame, HelloInfo, OwnedDictEntry, StreamDecoder};
+use socscope_wire::decode::{DecodeError, Frame, HelloInfo, OwnedDictEntry, StreamDecoder};
+use socscope_wire::refusal::RefusalReason;
 
 pub use crate::window::{DEFAULT_FLIGHT_MEMORY, FlightConfig, WatchReport, WindowSpec};
 
@@ -240,6 +241,9 @@ pub struct FlightRecorder {
     /// Frames that came with no session to belong to, or were dropped by the decoder.
     orphan_frames: u64,
     unauthorised: u64,
+    /// The latest refusal not yet taken by the source ([`FlightRecorder::take_refusal`]): a TCP link
+    /// sends it to the board as a `Refusal` frame and closes, as for a capture stored whole.
+    refusal: Option<(RefusalReason, String)>,
 }
 
 impl FlightRecorder {
@@ -261,7 +265,17 @@ impl FlightRecorder {
             had_session: false,
             orphan_frames: 0,
             unauthorised: 0,
+            refusal: None,
         })
+    }
+
+    /// Why the recorder will not watch this stream's session, if it refused one since the last call:
+    /// a `Hello` without the collector's token, or a wire version it cannot read — the reasons plain
+    /// `collect` refuses for, but the limits on new sessions (a recorder starts no trace per session)
+    /// and store failures (a window that cannot be saved does not end the watch). A source that can
+    /// answer the board (TCP) sends it as a `Refusal` frame and closes.
+    pub fn take_refusal(&mut self) -> Option<(RefusalReason, String)> {
+        self.refusal.take()
     }
 
     /// Frames that belonged to no session (no readable `Hello` before them, or a refused one).
@@ -301,6 +315,12 @@ impl FlightRecorder {
                 }
                 Err(e) => {
                     self.orphan_frames += 1;
+                    if matches!(e, DecodeError::UnsupportedVersion { .. }) {
+                        // The board's session cannot be read: the open watch ends, the board is told.
+                        self.end_watch(false, "the board started a session of a wire version this collector cannot read");
+                        self.refusal
+                            .get_or_insert((RefusalReason::Version, e.to_string()));
+                    }
                     if self.orphan_frames <= 20 {
                         self.notices.push(Notice::FrameDropped {
                             source: self.source.clone(),
@@ -351,6 +371,17 @@ impl FlightRecorder {
                 && !same_secret(token.as_bytes(), hello.token.as_bytes())
             {
                 self.unauthorised += 1;
+                self.refusal.get_or_insert((
+                    RefusalReason::Token,
+                    format!(
+                        "{} token in the Hello: this collector requires its --token",
+                        if hello.token.is_empty() {
+                            "no"
+                        } else {
+                            "a wrong"
+                        }
+                    ),
+                ));
                 if self.unauthorised <= 20 {
                     self.notices.push(Notice::FrameDropped {
                         source: self.source.clone(),

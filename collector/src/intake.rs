@@ -84,13 +84,12 @@ impl Intake {
         }
     }
 
-    /// Why the collector will not store this stream's session, said to the board before the link closes
-    /// (see [`Ingest::take_refusal`]). A flight recorder sends no `Refusal`: it drops a refused session's
-    /// frames and says so in its notices.
+    /// Why the collector will not store (or watch) this stream's session, said to the board before the
+    /// link closes (see [`Ingest::take_refusal`] and [`FlightRecorder::take_refusal`]).
     pub fn take_refusal(&mut self) -> Option<(RefusalReason, String)> {
         match self {
             Self::Whole(ingest) => ingest.take_refusal(),
-            Self::Flight(_) => None,
+            Self::Flight(recorder) => recorder.take_refusal(),
         }
     }
 

@@ -74,6 +74,19 @@ pub enum CollectorError {
         /// The catalog directory.
         dir: PathBuf,
     },
+    /// The room left on the disk fell below what the next commits need (see [`reserve`]): the open
+    /// traces are committed while that room lasts, then closed in the room of the disk reserve.
+    #[error(
+        "the disk of {dir} is full: {free} bytes were left outside the disk reserve, under the {headroom} bytes the next commits need; what was decoded is committed, and the trace closed in the room of the reserve"
+    )]
+    DiskNearlyFull {
+        /// The catalog directory.
+        dir: PathBuf,
+        /// Bytes left outside the reserve when it was found.
+        free: u64,
+        /// The headroom wanted then (three commit intervals of the disk's fill).
+        headroom: u64,
+    },
     /// The disk reserve could not be set aside (see [`reserve`]): no trace is started.
     #[error(
         "no room to set aside the {size}-byte disk reserve that lets traces be closed on a full disk ({}: {source}); free room on the disk or lower --disk-reserve",
@@ -99,7 +112,7 @@ impl CollectorError {
         match self {
             CollectorError::Store(e) => e.is_disk_full(),
             CollectorError::Io { source, .. } => socscope_tracedb::io_is_disk_full(source),
-            CollectorError::DiskFull { .. } => true,
+            CollectorError::DiskFull { .. } | CollectorError::DiskNearlyFull { .. } => true,
             CollectorError::NoRoomForReserve { source, .. } => {
                 socscope_tracedb::io_is_disk_full(source)
             }

@@ -15,6 +15,21 @@
 //! takes the room meant for the closes. A close costs at most [`CLOSE_COST`] per open trace plus
 //! [`CATALOG_COST`] once; [`DiskReserve::needed`] says what a collector with so many traces open at
 //! once must set aside.
+//!
+//! Waiting for a write to fail would cost each open trace its last batch: SQLite rolls a transaction
+//! back when its commit finds no room, so what was decoded since the last commit (a whole commit
+//! interval and more) would be lost. So the reserve also watches the room left outside it
+//! ([`DiskReserve::enter`] samples the file system a few times per commit interval) and how fast the
+//! disk fills: the largest drop of that room over two commit intervals, every writer of the disk
+//! included (a session that fell behind catches up with a batch larger than one interval's). Once the
+//! room left is below three times that fill (within [`MIN_HEADROOM`] and [`MAX_HEADROOM`]), the disk
+//! counts as full *before* any write fails: the reserve is spent as above, and each open session first
+//! commits what it holds into the room still left outside the reserve — only while that room covers
+//! one more such fill ([`DiskReserve::last_batch_fits`]), so the reserve itself stays for the closes
+//! and [`DiskReserve::needed`] holds unchanged — then closes its trace. A disk taken to its last byte
+//! at once by another program gives no warning: there the open batches are still given up. While the
+//! room stays under the reserve and that headroom, no reserve is set aside again
+//! ([`DiskReserve::ensure`] fails), so no new trace starts in the room kept for the last batches.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +53,25 @@ pub const CLOSE_COST: u64 = 64 << 10;
 /// Room the catalog needs to record the closed traces (one at a time): its WAL and WAL index while a
 /// registration runs, and the pages it may add.
 pub const CATALOG_COST: u64 = 128 << 10;
+
+/// The least room a last batch is committed in (a commit writes a few 4 KiB pages and their WAL frame
+/// headers at least), whatever fill was measured.
+pub const MIN_BATCH_ROOM: u64 = 16 << 10;
+
+/// The least room kept free outside the reserve before the disk counts as full.
+pub const MIN_HEADROOM: u64 = 4 * MIN_BATCH_ROOM;
+
+/// The most room kept free outside the reserve, however fast the disk filled: a burst of another
+/// program's writes (a large file copied) must not end captures on a disk with room to spare. A disk
+/// filled faster than this within a commit interval is the case the reserve alone handles.
+pub const MAX_HEADROOM: u64 = 64 << 20;
+
+/// The commit interval assumed until a session says its own ([`DiskReserve::watch_commit_interval`];
+/// every ingest does when it is made): the collector's default.
+const UNSAID_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long samples of the room left are kept: the fill rate is the largest drop within it.
+const FILL_MEMORY: std::time::Duration = std::time::Duration::from_secs(2);
 
 // Whether this thread is inside [`DiskReserve::enter`] (each session is handled on one thread).
 thread_local! {
@@ -80,6 +114,13 @@ struct State {
     writers: usize,
     /// A release waits for the writers to end.
     releasing: bool,
+    /// The shortest commit interval of the sessions writing here: the span of a batch.
+    commit_interval: Option<std::time::Duration>,
+    /// Room left outside the reserve, sampled: (when, bytes free, drop over the commit interval
+    /// ending then).
+    samples: std::collections::VecDeque<(std::time::Instant, u64, u64)>,
+    /// Set when the disk was found nearly full: (bytes left, headroom wanted then).
+    low_room: Option<(u64, u64)>,
 }
 
 impl DiskReserve {
@@ -104,9 +145,21 @@ impl DiskReserve {
         CATALOG_COST + CLOSE_COST * open_traces as u64
     }
 
+    /// A session writing here commits at least every `interval`: the room kept free outside the
+    /// reserve is measured over the shortest such interval (100 ms until a session says).
+    pub fn watch_commit_interval(&self, interval: std::time::Duration) {
+        let mut state = self.lock();
+        let shortest = state.commit_interval.map_or(interval, |d| d.min(interval));
+        state.commit_interval = Some(shortest.max(std::time::Duration::from_millis(1)));
+    }
+
     /// A session is about to write (a frame, a commit, a close): `None` once the reserve is spent —
     /// the session must close its trace instead — else the right to write until the guard is
     /// dropped. [`Self::release`] waits for every such write to end before it frees the room.
+    ///
+    /// It also samples the room left outside the reserve: when that is below the headroom the disk's
+    /// fill asks for, the reserve counts as spent now (see the module's text), while the open
+    /// sessions can still commit what they hold.
     pub fn enter(&self) -> Option<Writing<'_>> {
         if self.0.size == 0 {
             return Some(Writing(self));
@@ -115,9 +168,84 @@ impl DiskReserve {
         if state.spent || state.releasing {
             return None;
         }
+        if state.held
+            && let Some(low) = self.sample_room(&mut state)
+        {
+            state.low_room = Some(low);
+            state.spent = true;
+            return None;
+        }
         state.writers += 1;
         WRITING.with(|w| w.set(true));
         Some(Writing(self))
+    }
+
+    /// Samples the room left at most four times per commit interval; `Some((free, headroom))` when it
+    /// is below the headroom wanted.
+    fn sample_room(&self, state: &mut State) -> Option<(u64, u64)> {
+        let interval = state.commit_interval.unwrap_or(UNSAID_COMMIT_INTERVAL);
+        let now = std::time::Instant::now();
+        if state
+            .samples
+            .back()
+            .is_some_and(|(t, _, _)| now.duration_since(*t) < interval / 4)
+        {
+            return None;
+        }
+        let free = free_room(&self.0.path)?;
+        while state
+            .samples
+            .front()
+            .is_some_and(|(t, _, _)| now.duration_since(*t) > FILL_MEMORY)
+        {
+            state.samples.pop_front();
+        }
+        // The fill of the last two commit intervals: a commit lands between two samples, and a session
+        // that fell behind (a loaded machine) catches up with a larger batch than one interval's.
+        let span = 2 * interval;
+        let fill_now = state
+            .samples
+            .iter()
+            .filter(|(t, _, _)| now.duration_since(*t) <= span)
+            .map(|(_, before, _)| before.saturating_sub(free))
+            .max()
+            .unwrap_or(0);
+        state.samples.push_back((now, free, fill_now));
+        let headroom = Self::headroom(state);
+        (free < headroom).then_some((free, headroom))
+    }
+
+    /// The largest fill of one commit interval lately: what one more batch of every session takes.
+    fn fill(state: &State) -> u64 {
+        state.samples.iter().map(|s| s.2).max().unwrap_or(0)
+    }
+
+    /// The room wanted outside the reserve: three batches' fill (the batch open when the room is
+    /// sampled, one committed before the next sample, and a margin), within [`MIN_HEADROOM`] and
+    /// [`MAX_HEADROOM`].
+    fn headroom(state: &State) -> u64 {
+        Self::fill(state)
+            .saturating_mul(3)
+            .clamp(MIN_HEADROOM, MAX_HEADROOM)
+    }
+
+    /// Whether the disk was found nearly full (rather than full) when the reserve was last spent:
+    /// the bytes that were left outside the reserve and the headroom wanted then.
+    pub fn low_room(&self) -> Option<(u64, u64)> {
+        self.lock().low_room
+    }
+
+    /// Once the reserve is spent: whether a session may still commit what it holds before closing its
+    /// trace — the room left, the freed reserve not counted, covers another commit interval's fill
+    /// (at least [`MIN_BATCH_ROOM`]). The reserve itself stays for the closes.
+    pub fn last_batch_fits(&self) -> bool {
+        if self.0.size == 0 {
+            return false;
+        }
+        let state = self.lock();
+        let wanted = Self::fill(&state).max(MIN_BATCH_ROOM);
+        let reserved = if state.held { 0 } else { self.0.size };
+        free_room(&self.0.path).is_some_and(|free| free >= reserved.saturating_add(wanted))
     }
 
     fn leave(&self) {
@@ -150,10 +278,36 @@ impl DiskReserve {
                 "the reserve is being freed to close the open traces",
             ));
         }
+        // A disk found nearly full stays full for new sessions until room comes back: a trace started
+        // in the headroom kept for the last batches would only be cut again at once. The fill measured
+        // then is forgotten after a while (no session samples the room while the reserve is spent).
+        let now = std::time::Instant::now();
+        state
+            .samples
+            .retain(|(t, _, _)| now.duration_since(*t) <= FILL_MEMORY);
+        let headroom = Self::headroom(&state);
+        if let Some(free) = free_room(&self.0.path)
+            && free < self.0.size.saturating_add(headroom)
+        {
+            state.spent = true;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "the disk is nearly full: {free} bytes left, under the reserve and the {headroom} bytes kept for the next commits"
+                ),
+            ));
+        }
         match self.write_file() {
             Ok(()) => {
                 state.held = true;
                 state.spent = false;
+                state.low_room = None;
+                // Writing the reserve is no fill of the traces: the room sampled before it is counted
+                // as if the reserve had been there.
+                let size = self.0.size;
+                for sample in state.samples.iter_mut() {
+                    sample.1 = sample.1.saturating_sub(size);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -229,6 +383,36 @@ impl DiskReserve {
         // A panic while holding the lock leaves a consistent state (plain flags).
         self.0.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Bytes that can still be written in the file system holding `path` (its directory): the blocks free
+/// to this process (root may use the blocks kept for it). `None` where that cannot be read.
+#[cfg(unix)]
+fn free_room(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = path.parent()?;
+    let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is a NUL-terminated path and `st` points to writable memory for one
+    // `statvfs`, which the call fills when it returns 0.
+    let r = unsafe { libc::statvfs(c_path.as_ptr(), st.as_mut_ptr()) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: the call succeeded, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let blocks = if root { st.f_bfree } else { st.f_bavail };
+    // Both are 64-bit on the targets the collector runs on; the conversions keep 32-bit ones building.
+    #[allow(clippy::useless_conversion)]
+    let room = u64::from(blocks).saturating_mul(u64::from(st.f_frsize));
+    Some(room)
+}
+
+#[cfg(not(unix))]
+fn free_room(_path: &Path) -> Option<u64> {
+    None
 }
 
 impl Drop for Inner {

@@ -200,6 +200,9 @@ pub struct SessionReport {
     pub wall_seconds: f64,
     /// Trace duration in seconds (board time).
     pub trace_seconds: f64,
+    /// Board time of the latest record decoded, in seconds since the session started: set against the
+    /// trace's last committed time, what decoding got to and the trace did not keep (a full disk).
+    pub decoded_until_seconds: f64,
     /// Why the session was cut short by the collector's side (the store failed, e.g. a full disk):
     /// the trace keeps what was committed and is marked interrupted. `None` for a normal end.
     pub interrupted: Option<String>,
@@ -418,6 +421,9 @@ impl Ingest {
         let mut decoder = StreamDecoder::new(&config.accepted_versions);
         decoder.set_max_decompressed(config.max_decompressed);
         let source = source.into();
+        config
+            .disk_reserve
+            .watch_commit_interval(config.commit_interval);
         Self {
             config,
             source,
@@ -595,6 +601,10 @@ impl Ingest {
             let mut writing = reserve.enter();
             if writing.is_none() {
                 self.close_if_disk_full();
+                if self.window_cut_short {
+                    // A saved window closed now: this frame and the rest are not fed to it.
+                    continue;
+                }
                 writing = reserve.enter();
             }
             let handled = match result {
@@ -685,9 +695,16 @@ impl Ingest {
     /// closed now, in the room freed, before the disk fills up again.
     fn close_if_disk_full(&mut self) {
         if self.session.is_some() && self.config.disk_reserve.is_spent() {
-            self.interrupt_session(&CollectorError::DiskFull {
-                dir: self.config.dir.clone(),
-            });
+            let dir = self.config.dir.clone();
+            let error = match self.config.disk_reserve.low_room() {
+                Some((free, headroom)) => CollectorError::DiskNearlyFull {
+                    dir,
+                    free,
+                    headroom,
+                },
+                None => CollectorError::DiskFull { dir },
+            };
+            self.interrupt_session(&error);
         }
     }
 
@@ -706,7 +723,7 @@ impl Ingest {
             RefusalReason::Store,
             format!("the collector cannot store the session: {error}"),
         );
-        let Some(s) = self.session.take() else {
+        let Some(mut s) = self.session.take() else {
             if self.window_cut_short {
                 return;
             }
@@ -720,11 +737,28 @@ impl Ingest {
             return;
         };
         self.window_cut_short |= s.window.is_some();
+        // The disk was found (nearly) full while this writer still works: what it holds — the batch
+        // since its last commit, the states still open — is committed first, while the room left
+        // outside the freed reserve covers it (the reserve stays for the closes). Else it is given
+        // up below, and the last commit is what the trace keeps.
+        if full && s.writer.failed().is_none() && self.config.disk_reserve.last_batch_fits() {
+            let _ = s.writer.keep_wal_on_close();
+            let last = self
+                .final_stats(&mut s, self.frame_offset)
+                .and_then(|()| s.writer.commit().map_err(Into::into));
+            if let Err(e) = last {
+                tracing::warn!(
+                    trace = %s.path.display(),
+                    "the last batch could not be committed on the full disk: {e}"
+                );
+            }
+        }
         let st = s.recon.stats();
         let end = SessionEnd {
             records: st.records_by_type.values().sum(),
             lost_on_board: st.lost_on_board,
             lost_in_transit: st.lost_in_transit,
+            decoded_until: s.recon.last_ts(),
             hello: s.hello,
             path: s.path,
             db_file: s.db_file,
@@ -769,6 +803,7 @@ impl Ingest {
             records,
             lost_on_board,
             lost_in_transit,
+            decoded_until,
         } = end;
         let reason = format!("the collector could not write the trace: {error}");
         let full = self.disk_is_full(error);
@@ -809,6 +844,7 @@ impl Ingest {
             dropped_frames,
             wall_seconds: started.elapsed().as_secs_f64(),
             trace_seconds: 0.0,
+            decoded_until_seconds: decoded_until as f64 / 1e9,
             interrupted: Some(message),
         };
         self.notices.push(Notice::SessionEnded(report.clone()));
@@ -1316,6 +1352,7 @@ impl Ingest {
                         records,
                         lost_on_board: st.lost_on_board,
                         lost_in_transit: st.lost_in_transit,
+                        decoded_until: s.recon.last_ts(),
                     },
                     &e.into(),
                 );
@@ -1335,6 +1372,7 @@ impl Ingest {
             dropped_frames: s.dropped_frames,
             wall_seconds: s.started.elapsed().as_secs_f64(),
             trace_seconds: info.duration() as f64 / 1e9,
+            decoded_until_seconds: s.recon.last_ts() as f64 / 1e9,
             interrupted: None,
         };
         self.notices.push(Notice::SessionEnded(report.clone()));
@@ -1546,6 +1584,7 @@ struct SessionEnd {
     records: u64,
     lost_on_board: u64,
     lost_in_transit: u64,
+    decoded_until: socscope_tracedb::Timestamp,
 }
 
 /// Registers (or refreshes) a trace file in the catalog of `dir`.

@@ -404,3 +404,113 @@ fn a_full_disk_while_saving_a_flight_recorder_window_closes_it_readable_and_the_
     assert!(info.finished && info.event_count > 0, "{info:?}");
     collector.stop();
 }
+
+/// Issue 27, row 1's bound: a board filling the disk by itself loses at most one commit interval of
+/// board time, at every fill point, with the smallest reserve `collect` accepts for one connection.
+/// What is lost is what the session decoded (its `records`, at the board's record rate) beyond the
+/// trace's last committed time: the batch open when the disk filled. Before the collector watched the
+/// room left, that batch (a whole commit interval, plus what arrived while the failing commit ran) was
+/// given up.
+#[test]
+fn a_board_filling_the_disk_loses_at_most_one_commit_interval() {
+    let interval = std::time::Duration::from_millis(100);
+    let rate = 50_000.0;
+    let mut lost_ms = Vec::new();
+    for (run, filler) in [(1u64, 2_600u64 << 10), (2, 2_900 << 10), (3, 3_150 << 10)] {
+        let Some((disk, _unmount)) = small_disk_or_skip("4m") else {
+            return;
+        };
+        let mount = disk.path().to_path_buf();
+        std::fs::write(mount.join("filler"), vec![7u8; filler as usize]).unwrap();
+        let mut config = socscope_collector::IngestConfig::new(&mount);
+        config.commit_interval = interval;
+        config.disk_reserve = socscope_collector::DiskReserve::new(
+            &mount,
+            socscope_collector::DiskReserve::needed(1),
+        );
+        let mut collector = Collector::start_configured(
+            disk,
+            config,
+            socscope_collector::tcp::ServeLimits::default(),
+        );
+        let address = collector.address();
+        let config = SimConfig {
+            seed: 40 + run,
+            duration_s: 8.0,
+            rate,
+            realtime: true,
+            board: "filler",
+            ..SimConfig::default()
+        };
+        // The board is cut off (told why) once its trace is closed: its summary comes with the error.
+        let board_config = config.clone();
+        let board = std::thread::spawn(move || {
+            let config = board_config;
+            let stream = socscope_sim::transport::tcp(&address).expect("the board connects");
+            let mut link = socscope_sim::transport::QueuedTransport::spawn(stream, 256 << 10);
+            match socscope_sim::run(&config, &mut link) {
+                Ok(summary) => summary,
+                Err(socscope_sim::SimError::Closed { summary, .. }) => *summary,
+                Err(e) => panic!("the simulation fails: {e}"),
+            }
+        });
+        let r = collector.wait_sessions(1)[0].clone();
+        board.join().unwrap();
+        let why = r.interrupted.as_deref().expect("the disk filled up");
+        assert!(why.contains("full"), "{why}");
+        let info = TraceReader::open(&r.path).unwrap().info().unwrap();
+        assert!(info.finished, "closed: {why}");
+        assert_eq!(info.event_count, r.events, "{why}");
+        let decoded_s = board_time_of_first_records(&config, r.records);
+        let committed_s = info.t_max as f64 / 1e9;
+        assert!(
+            (r.decoded_until_seconds - decoded_s).abs() < 0.05,
+            "the report says how far decoding got: {} s, the stream {decoded_s} s",
+            r.decoded_until_seconds
+        );
+        let lost = (decoded_s - committed_s) * 1e3;
+        eprintln!(
+            "fill point {filler} B: {} records decoded, {} events committed up to {committed_s:.3} s, \
+             {lost:.1} ms of board time lost",
+            r.records, r.events
+        );
+        lost_ms.push(lost);
+        collector.stop();
+    }
+    let worst = lost_ms.iter().cloned().fold(f64::MIN, f64::max);
+    assert!(
+        worst <= interval.as_secs_f64() * 1e3,
+        "at most one commit interval ({interval:?}) of board time lost at every fill point: {lost_ms:?}"
+    );
+}
+
+/// The board time (seconds since its session started) of the latest of the first `n` records of the
+/// stream `config` makes, in stream order — the order a collector decodes them in. The same seed makes
+/// the same records whether the board runs in real time or not.
+fn board_time_of_first_records(config: &SimConfig, n: u64) -> f64 {
+    use socscope_wire::decode::{Frame, StreamDecoder};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("board.wire");
+    let mut offline = config.clone();
+    offline.realtime = false;
+    support::capture_file(&offline, &path);
+    let mut decoder = StreamDecoder::new(&[socscope_wire::WIRE_VERSION]);
+    decoder.feed(&std::fs::read(&path).unwrap());
+    let (mut start, mut rate, mut seen, mut latest) = (0u64, 1u64, 0u64, 0u64);
+    while let Some(next) = decoder.next_frame() {
+        match next.expect("the capture decodes cleanly").frame {
+            Frame::Hello(h) => (start, rate) = (h.start_ticks, h.tick_rate_hz),
+            Frame::Events(batch) => {
+                for record in batch.iter() {
+                    if seen == n {
+                        return latest.saturating_sub(start) as f64 / rate as f64;
+                    }
+                    seen += 1;
+                    latest = latest.max(record.ticks());
+                }
+            }
+            _ => {}
+        }
+    }
+    latest.saturating_sub(start) as f64 / rate as f64
+}

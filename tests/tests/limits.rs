@@ -454,3 +454,104 @@ fn a_refused_board_is_told_why_before_the_link_closes() {
     assert!(refusal.message.contains("no token"), "{}", refusal.message);
     collector.stop();
 }
+
+/// What a collector configured with `config` answers over TCP to a board sending `frame`: the
+/// `Refusal` frame read back before the collector closes the link (panics when none came).
+fn answer_to(
+    config: socscope_collector::IngestConfig,
+    dir: tempfile::TempDir,
+    frame: &[u8],
+) -> (socscope_wire::refusal::RefusalReason, String) {
+    let collector = Collector::start_configured(dir, config, ServeLimits::default());
+    let mut link = TcpStream::connect(collector.address()).unwrap();
+    link.write_all(frame).unwrap();
+    link.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut back = Vec::new();
+    // Everything until the collector closes (it does, after the frame).
+    let _ = link.read_to_end(&mut back);
+    let refusal = socscope_agent::decode_refusal(&mut back).expect("a Refusal frame came back");
+    let told = (refusal.reason, refusal.message.to_string());
+    collector.stop();
+    told
+}
+
+/// A `Hello` like [`hello`]'s with the token `token` and the wire version `version`.
+fn hello_with(token: &str, version: u16) -> Vec<u8> {
+    let mut frame = vec![0u8; 256];
+    let n = encode_hello(
+        &mut frame,
+        &Hello {
+            wire_version: version,
+            agent_version: "1",
+            board: "flood",
+            soc: "soc",
+            os: "linux",
+            application: "app",
+            cpu_count: 1,
+            tick_rate_hz: 1_000_000,
+            session_id: 5,
+            start_ticks: 0,
+            token,
+        },
+    )
+    .unwrap();
+    frame.truncate(n);
+    frame
+}
+
+/// Issue 27, row 6 under `--flight-recorder`: the recorder refuses a board for the same reasons as a
+/// capture stored whole — no token, a wrong token, a wire version it cannot read — and the board is
+/// told the same way, with the same reason and message, before the link closes.
+#[test]
+fn a_flight_recorder_tells_a_refused_board_why_as_collect_does() {
+    use socscope_collector::flight::FlightConfig;
+    use socscope_wire::refusal::RefusalReason;
+    const S: i64 = 1_000_000_000;
+    let configured = |flight: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = socscope_collector::IngestConfig::new(dir.path());
+        config.token = Some("s3cret-token".into());
+        if flight {
+            config.flight = Some(FlightConfig::new(3 * S, S, S));
+        }
+        (config, dir)
+    };
+    let cases = [
+        (
+            hello_with("", WIRE_VERSION),
+            RefusalReason::Token,
+            "no token",
+        ),
+        (
+            hello_with("not-it", WIRE_VERSION),
+            RefusalReason::Token,
+            "a wrong token",
+        ),
+        (
+            hello_with("s3cret-token", WIRE_VERSION + 7),
+            RefusalReason::Version,
+            "version",
+        ),
+    ];
+    // Each collector drains the refused link for a few seconds before closing it: all at once.
+    let answers: Vec<_> = cases
+        .iter()
+        .flat_map(|(frame, _, _)| {
+            [false, true].map(|flight| {
+                let frame = frame.clone();
+                std::thread::spawn(move || {
+                    let (config, dir) = configured(flight);
+                    answer_to(config, dir, &frame)
+                })
+            })
+        })
+        .collect();
+    let answers: Vec<_> = answers.into_iter().map(|a| a.join().unwrap()).collect();
+    for ((_, reason, said), pair) in cases.iter().zip(answers.chunks(2)) {
+        let (whole, flight) = (&pair[0], &pair[1]);
+        assert_eq!(whole.0, *reason, "{whole:?}");
+        assert!(whole.1.contains(said), "{whole:?}");
+        assert_eq!(flight, whole, "the flight recorder says what collect says");
+    }
+}

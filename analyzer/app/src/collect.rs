@@ -107,6 +107,7 @@ pub fn print_notice(n: &Notice, json: bool) {
                 "lost_on_board": r.lost_on_board, "lost_in_transit": r.lost_in_transit,
                 "dropped_frames": r.dropped_frames, "wall_seconds": r.wall_seconds,
                 "trace_seconds": r.trace_seconds, "records_per_second": r.records_per_second(),
+                "decoded_until_seconds": r.decoded_until_seconds,
             }),
             Notice::FrameDropped { source, message } => {
                 json!({"event": "frame_dropped", "source": source, "message": message})
