@@ -301,6 +301,21 @@ fn nanoseconds(f: &gst::Field<'_>) -> Option<i64> {
         .checked_add(frac.parse::<i64>().ok()?)
 }
 
+/// A field's value as text.
+fn field_text(s: &gst::Structure<'_>, k: &str) -> Option<String> {
+    s.get(k).map(|f| f.value().into_owned())
+}
+
+/// A field's value as an unsigned integer.
+fn field_u64(s: &gst::Structure<'_>, k: &str) -> Option<u64> {
+    s.get(k).and_then(|f| f.unsigned())
+}
+
+/// A time field in nanoseconds (see [`nanoseconds`]).
+fn field_ns(s: &gst::Structure<'_>, k: &str) -> Option<i64> {
+    s.get(k).and_then(nanoseconds)
+}
+
 impl GstImporter {
     fn element_count(&self) -> u64 {
         let mut ids: Vec<ProducerId> = self.elements.values().copied().collect();
@@ -456,253 +471,17 @@ impl GstImporter {
         writer: &mut TraceWriter,
     ) -> Result<()> {
         *self.tracer_records.entry(s.name.to_string()).or_default() += 1;
-        let text = |k: &str| s.get(k).map(|f| f.value().into_owned());
-        let num = |k: &str| s.get(k).and_then(|f| f.unsigned());
-        let time = |k: &str| s.get(k).and_then(nanoseconds);
-        let ts = time("ts").unwrap_or(r.ts);
+        let ts = field_ns(s, "ts").unwrap_or(r.ts);
         let done = match s.name {
-            "latency" => match (text("src-element"), text("sink-element"), time("time")) {
-                (Some(src), Some(sink), Some(t)) => {
-                    let from =
-                        self.element(r.pid, text("src-element-id").as_deref(), &src, writer)?;
-                    let to =
-                        self.element(r.pid, text("sink-element-id").as_deref(), &sink, writer)?;
-                    let params = vec![
-                        ("src", ParamValue::String(text("src").unwrap_or_default())),
-                        ("sink", ParamValue::String(text("sink").unwrap_or_default())),
-                        ("time", ParamValue::Unsigned(t as u64)),
-                    ];
-                    let start = ts.saturating_sub(t);
-                    self.push(
-                        EventCategory::Link,
-                        "latency",
-                        params,
-                        (start, from),
-                        EventKind::Link {
-                            end: ts,
-                            target: to,
-                        },
-                        writer,
-                    )?;
-                    true
-                }
-                _ => false,
-            },
-            "interlatency" => match (text("from_pad"), text("to_pad"), time("time")) {
-                (Some(from_pad), Some(to_pad), Some(t)) => {
-                    let from_name = self.pad_element(&from_pad).to_string();
-                    let to_name = self.pad_element(&to_pad).to_string();
-                    let from = self.element(r.pid, None, &from_name, writer)?;
-                    let to = self.element(r.pid, None, &to_name, writer)?;
-                    let params = vec![
-                        ("from_pad", ParamValue::String(from_pad)),
-                        ("to_pad", ParamValue::String(to_pad)),
-                        ("time", ParamValue::Unsigned(t as u64)),
-                    ];
-                    self.push(
-                        EventCategory::Link,
-                        "interlatency",
-                        params,
-                        (ts.saturating_sub(t), from),
-                        EventKind::Link {
-                            end: ts,
-                            target: to,
-                        },
-                        writer,
-                    )?;
-                    true
-                }
-                _ => false,
-            },
-            "element-latency" | "proctime" => match (text("element"), time("time")) {
-                (Some(name), Some(t)) => {
-                    let el = self.element(r.pid, text("element-id").as_deref(), &name, writer)?;
-                    let start = ts.saturating_sub(t);
-                    let depth = self.row(el, start, ts);
-                    let mut params = Vec::new();
-                    if let Some(src) = text("src") {
-                        params.push(("src", ParamValue::String(src)));
-                    }
-                    params.push(("time", ParamValue::Unsigned(t as u64)));
-                    self.push(
-                        EventCategory::State,
-                        s.name,
-                        params,
-                        (start, el),
-                        EventKind::State { end: ts, depth },
-                        writer,
-                    )?;
-                    true
-                }
-                _ => false,
-            },
-            "element-reported-latency" => match text("element") {
-                Some(name) => {
-                    let el = self.element(r.pid, text("element-id").as_deref(), &name, writer)?;
-                    let params = vec![
-                        ("live", ParamValue::String(text("live").unwrap_or_default())),
-                        ("min", ParamValue::Unsigned(num("min").unwrap_or(0))),
-                        ("max", ParamValue::Unsigned(num("max").unwrap_or(0))),
-                    ];
-                    self.push(
-                        EventCategory::Punctual,
-                        s.name,
-                        params,
-                        (ts, el),
-                        EventKind::Punctual,
-                        writer,
-                    )?;
-                    true
-                }
-                None => false,
-            },
-            "thread-rusage" | "proc-rusage" => {
-                let producer = if s.name == "thread-rusage" {
-                    match num("thread-id") {
-                        Some(t) => Some(self.thread(r.pid, &format!("{t:#x}"), ts, writer)?),
-                        None => None,
-                    }
-                } else {
-                    let pid = num("process-id").unwrap_or(r.pid);
-                    Some(self.process(pid, writer)?)
-                };
-                let values = [
-                    ("current-cpuload", num("current-cpuload")),
-                    ("average-cpuload", num("average-cpuload")),
-                    ("cpu-time", num("time")),
-                ];
-                match producer {
-                    Some(p) if values.iter().all(|v| v.1.is_some()) => {
-                        for (name, v) in values {
-                            let value = v.unwrap_or(0) as f64;
-                            self.push(
-                                EventCategory::Variable,
-                                name,
-                                Vec::new(),
-                                (ts, p),
-                                EventKind::Variable { value },
-                                writer,
-                            )?;
-                        }
-                        true
-                    }
-                    _ => false,
-                }
-            }
-            "new-element" => match (num("ix"), text("name")) {
-                (Some(ix), Some(name)) => {
-                    self.element_ix.insert(ix, name.clone());
-                    let el = self.element(r.pid, Some(&format!("ix:{ix}")), &name, writer)?;
-                    let params = vec![
-                        ("type", ParamValue::String(text("type").unwrap_or_default())),
-                        (
-                            "is-bin",
-                            ParamValue::String(text("is-bin").unwrap_or_default()),
-                        ),
-                    ];
-                    self.push(
-                        EventCategory::Punctual,
-                        s.name,
-                        params,
-                        (ts, el),
-                        EventKind::Punctual,
-                        writer,
-                    )?;
-                    true
-                }
-                _ => false,
-            },
-            "new-pad" => match (num("ix"), text("name"), num("parent-ix")) {
-                (Some(ix), Some(name), Some(parent)) => {
-                    let element = self.element_ix.get(&parent).cloned();
-                    let el = match &element {
-                        Some(e) => self.element(r.pid, Some(&format!("ix:{parent}")), e, writer)?,
-                        None => self.thread(r.pid, r.thread, r.ts, writer)?,
-                    };
-                    let full = match &element {
-                        Some(e) => format!("{e}:{name}"),
-                        None => name.clone(),
-                    };
-                    self.pad_ix.insert(ix, full.clone());
-                    let params = vec![
-                        ("pad", ParamValue::String(full)),
-                        (
-                            "direction",
-                            ParamValue::String(text("pad-direction").unwrap_or_default()),
-                        ),
-                    ];
-                    self.push(
-                        EventCategory::Punctual,
-                        s.name,
-                        params,
-                        (ts, el),
-                        EventKind::Punctual,
-                        writer,
-                    )?;
-                    true
-                }
-                _ => false,
-            },
+            "latency" => self.latency(r, s, ts, writer)?,
+            "interlatency" => self.interlatency(r, s, ts, writer)?,
+            "element-latency" | "proctime" => self.element_time(r, s, ts, writer)?,
+            "element-reported-latency" => self.reported_latency(r, s, ts, writer)?,
+            "thread-rusage" | "proc-rusage" => self.rusage(r, s, ts, writer)?,
+            "new-element" => self.new_element(r, s, ts, writer)?,
+            "new-pad" => self.new_pad(r, s, ts, writer)?,
             "buffer" | "event" | "query" | "message" | "element-query" => {
-                match num("element-ix")
-                    .and_then(|ix| self.element_ix.get(&ix).cloned().map(|n| (ix, n)))
-                {
-                    Some((ix, name)) => {
-                        let el = self.element(r.pid, Some(&format!("ix:{ix}")), &name, writer)?;
-                        let pad = |k: &str| {
-                            num(k)
-                                .and_then(|p| self.pad_ix.get(&p).cloned())
-                                .unwrap_or_default()
-                        };
-                        let mut params = vec![("pad", ParamValue::String(pad("pad-ix")))];
-                        if let Some(n) = text("name") {
-                            params.push(("name", ParamValue::String(n)));
-                        }
-                        let peer = num("peer-element-ix")
-                            .and_then(|p| self.element_ix.get(&p).cloned().map(|n| (p, n)));
-                        match (s.name, peer) {
-                            ("buffer", Some((pix, pname))) => {
-                                params.push(("peer-pad", ParamValue::String(pad("peer-pad-ix"))));
-                                params.push((
-                                    "size",
-                                    ParamValue::Unsigned(num("buffer-size").unwrap_or(0)),
-                                ));
-                                let target = self.element(
-                                    r.pid,
-                                    Some(&format!("ix:{pix}")),
-                                    &pname,
-                                    writer,
-                                )?;
-                                self.push(
-                                    EventCategory::Link,
-                                    "buffer",
-                                    params,
-                                    (ts, el),
-                                    EventKind::Link { end: ts, target },
-                                    writer,
-                                )?;
-                            }
-                            _ => {
-                                if s.name == "buffer" {
-                                    params.push((
-                                        "size",
-                                        ParamValue::Unsigned(num("buffer-size").unwrap_or(0)),
-                                    ));
-                                }
-                                self.push(
-                                    EventCategory::Punctual,
-                                    s.name,
-                                    params,
-                                    (ts, el),
-                                    EventKind::Punctual,
-                                    writer,
-                                )?;
-                            }
-                        }
-                        true
-                    }
-                    None => false,
-                }
+                self.element_record(r, s, ts, writer)?
             }
             _ => false,
         };
@@ -724,5 +503,377 @@ impl GstImporter {
             )?;
         }
         Ok(())
+    }
+
+    /// A `latency` record: a link from the source to the sink element, over the measured time.
+    /// Whether the record had what the rule needs.
+    fn latency(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let interpreted = match (
+            field_text(s, "src-element"),
+            field_text(s, "sink-element"),
+            field_ns(s, "time"),
+        ) {
+            (Some(src), Some(sink), Some(t)) => {
+                let from = self.element(
+                    r.pid,
+                    field_text(s, "src-element-id").as_deref(),
+                    &src,
+                    writer,
+                )?;
+                let to = self.element(
+                    r.pid,
+                    field_text(s, "sink-element-id").as_deref(),
+                    &sink,
+                    writer,
+                )?;
+                let params = vec![
+                    (
+                        "src",
+                        ParamValue::String(field_text(s, "src").unwrap_or_default()),
+                    ),
+                    (
+                        "sink",
+                        ParamValue::String(field_text(s, "sink").unwrap_or_default()),
+                    ),
+                    ("time", ParamValue::Unsigned(t as u64)),
+                ];
+                let start = ts.saturating_sub(t);
+                self.push(
+                    EventCategory::Link,
+                    "latency",
+                    params,
+                    (start, from),
+                    EventKind::Link {
+                        end: ts,
+                        target: to,
+                    },
+                    writer,
+                )?;
+                true
+            }
+            _ => false,
+        };
+        Ok(interpreted)
+    }
+
+    /// An `interlatency` record: a link between the elements of two pads, over the measured time.
+    /// Whether the record had what the rule needs.
+    fn interlatency(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let interpreted = match (
+            field_text(s, "from_pad"),
+            field_text(s, "to_pad"),
+            field_ns(s, "time"),
+        ) {
+            (Some(from_pad), Some(to_pad), Some(t)) => {
+                let from_name = self.pad_element(&from_pad).to_string();
+                let to_name = self.pad_element(&to_pad).to_string();
+                let from = self.element(r.pid, None, &from_name, writer)?;
+                let to = self.element(r.pid, None, &to_name, writer)?;
+                let params = vec![
+                    ("from_pad", ParamValue::String(from_pad)),
+                    ("to_pad", ParamValue::String(to_pad)),
+                    ("time", ParamValue::Unsigned(t as u64)),
+                ];
+                self.push(
+                    EventCategory::Link,
+                    "interlatency",
+                    params,
+                    (ts.saturating_sub(t), from),
+                    EventKind::Link {
+                        end: ts,
+                        target: to,
+                    },
+                    writer,
+                )?;
+                true
+            }
+            _ => false,
+        };
+        Ok(interpreted)
+    }
+
+    /// An `element-latency` or `proctime` record: a state of the element, over the measured time.
+    /// Whether the record had what the rule needs.
+    fn element_time(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let interpreted = match (field_text(s, "element"), field_ns(s, "time")) {
+            (Some(name), Some(t)) => {
+                let el =
+                    self.element(r.pid, field_text(s, "element-id").as_deref(), &name, writer)?;
+                let start = ts.saturating_sub(t);
+                let depth = self.row(el, start, ts);
+                let mut params = Vec::new();
+                if let Some(src) = field_text(s, "src") {
+                    params.push(("src", ParamValue::String(src)));
+                }
+                params.push(("time", ParamValue::Unsigned(t as u64)));
+                self.push(
+                    EventCategory::State,
+                    s.name,
+                    params,
+                    (start, el),
+                    EventKind::State { end: ts, depth },
+                    writer,
+                )?;
+                true
+            }
+            _ => false,
+        };
+        Ok(interpreted)
+    }
+
+    /// An `element-reported-latency` record: a punctual event of the element with its bounds.
+    /// Whether the record had what the rule needs.
+    fn reported_latency(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let interpreted = match field_text(s, "element") {
+            Some(name) => {
+                let el =
+                    self.element(r.pid, field_text(s, "element-id").as_deref(), &name, writer)?;
+                let params = vec![
+                    (
+                        "live",
+                        ParamValue::String(field_text(s, "live").unwrap_or_default()),
+                    ),
+                    (
+                        "min",
+                        ParamValue::Unsigned(field_u64(s, "min").unwrap_or(0)),
+                    ),
+                    (
+                        "max",
+                        ParamValue::Unsigned(field_u64(s, "max").unwrap_or(0)),
+                    ),
+                ];
+                self.push(
+                    EventCategory::Punctual,
+                    s.name,
+                    params,
+                    (ts, el),
+                    EventKind::Punctual,
+                    writer,
+                )?;
+                true
+            }
+            None => false,
+        };
+        Ok(interpreted)
+    }
+
+    /// A `thread-rusage` or `proc-rusage` record: the thread's or process's three CPU variables.
+    /// Whether the record had what the rule needs.
+    fn rusage(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let producer = if s.name == "thread-rusage" {
+            match field_u64(s, "thread-id") {
+                Some(t) => Some(self.thread(r.pid, &format!("{t:#x}"), ts, writer)?),
+                None => None,
+            }
+        } else {
+            let pid = field_u64(s, "process-id").unwrap_or(r.pid);
+            Some(self.process(pid, writer)?)
+        };
+        let values = [
+            ("current-cpuload", field_u64(s, "current-cpuload")),
+            ("average-cpuload", field_u64(s, "average-cpuload")),
+            ("cpu-time", field_u64(s, "time")),
+        ];
+        let interpreted = match producer {
+            Some(p) if values.iter().all(|v| v.1.is_some()) => {
+                for (name, v) in values {
+                    let value = v.unwrap_or(0) as f64;
+                    self.push(
+                        EventCategory::Variable,
+                        name,
+                        Vec::new(),
+                        (ts, p),
+                        EventKind::Variable { value },
+                        writer,
+                    )?;
+                }
+                true
+            }
+            _ => false,
+        };
+        Ok(interpreted)
+    }
+
+    /// A `new-element` record (stats tracer): the element, its index kept for later records.
+    /// Whether the record had what the rule needs.
+    fn new_element(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let interpreted = match (field_u64(s, "ix"), field_text(s, "name")) {
+            (Some(ix), Some(name)) => {
+                self.element_ix.insert(ix, name.clone());
+                let el = self.element(r.pid, Some(&format!("ix:{ix}")), &name, writer)?;
+                let params = vec![
+                    (
+                        "type",
+                        ParamValue::String(field_text(s, "type").unwrap_or_default()),
+                    ),
+                    (
+                        "is-bin",
+                        ParamValue::String(field_text(s, "is-bin").unwrap_or_default()),
+                    ),
+                ];
+                self.push(
+                    EventCategory::Punctual,
+                    s.name,
+                    params,
+                    (ts, el),
+                    EventKind::Punctual,
+                    writer,
+                )?;
+                true
+            }
+            _ => false,
+        };
+        Ok(interpreted)
+    }
+
+    /// A `new-pad` record: the pad's full name, kept by its index; a punctual event of its element.
+    /// Whether the record had what the rule needs.
+    fn new_pad(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let interpreted = match (
+            field_u64(s, "ix"),
+            field_text(s, "name"),
+            field_u64(s, "parent-ix"),
+        ) {
+            (Some(ix), Some(name), Some(parent)) => {
+                let element = self.element_ix.get(&parent).cloned();
+                let el = match &element {
+                    Some(e) => self.element(r.pid, Some(&format!("ix:{parent}")), e, writer)?,
+                    None => self.thread(r.pid, r.thread, r.ts, writer)?,
+                };
+                let full = match &element {
+                    Some(e) => format!("{e}:{name}"),
+                    None => name.clone(),
+                };
+                self.pad_ix.insert(ix, full.clone());
+                let params = vec![
+                    ("pad", ParamValue::String(full)),
+                    (
+                        "direction",
+                        ParamValue::String(field_text(s, "pad-direction").unwrap_or_default()),
+                    ),
+                ];
+                self.push(
+                    EventCategory::Punctual,
+                    s.name,
+                    params,
+                    (ts, el),
+                    EventKind::Punctual,
+                    writer,
+                )?;
+                true
+            }
+            _ => false,
+        };
+        Ok(interpreted)
+    }
+
+    /// A `buffer`, `event`, `query`, `message` or `element-query` record of a known element: a link
+    /// to the peer element for a buffer that has one, else a punctual event.
+    /// Whether the record had what the rule needs.
+    fn element_record(
+        &mut self,
+        r: &gst::Record<'_>,
+        s: &gst::Structure<'_>,
+        ts: i64,
+        writer: &mut TraceWriter,
+    ) -> Result<bool> {
+        let interpreted = match field_u64(s, "element-ix")
+            .and_then(|ix| self.element_ix.get(&ix).cloned().map(|n| (ix, n)))
+        {
+            Some((ix, name)) => {
+                let el = self.element(r.pid, Some(&format!("ix:{ix}")), &name, writer)?;
+                let pad = |k: &str| {
+                    field_u64(s, k)
+                        .and_then(|p| self.pad_ix.get(&p).cloned())
+                        .unwrap_or_default()
+                };
+                let mut params = vec![("pad", ParamValue::String(pad("pad-ix")))];
+                if let Some(n) = field_text(s, "name") {
+                    params.push(("name", ParamValue::String(n)));
+                }
+                let peer = field_u64(s, "peer-element-ix")
+                    .and_then(|p| self.element_ix.get(&p).cloned().map(|n| (p, n)));
+                match (s.name, peer) {
+                    ("buffer", Some((pix, pname))) => {
+                        params.push(("peer-pad", ParamValue::String(pad("peer-pad-ix"))));
+                        params.push((
+                            "size",
+                            ParamValue::Unsigned(field_u64(s, "buffer-size").unwrap_or(0)),
+                        ));
+                        let target =
+                            self.element(r.pid, Some(&format!("ix:{pix}")), &pname, writer)?;
+                        self.push(
+                            EventCategory::Link,
+                            "buffer",
+                            params,
+                            (ts, el),
+                            EventKind::Link { end: ts, target },
+                            writer,
+                        )?;
+                    }
+                    _ => {
+                        if s.name == "buffer" {
+                            params.push((
+                                "size",
+                                ParamValue::Unsigned(field_u64(s, "buffer-size").unwrap_or(0)),
+                            ));
+                        }
+                        self.push(
+                            EventCategory::Punctual,
+                            s.name,
+                            params,
+                            (ts, el),
+                            EventKind::Punctual,
+                            writer,
+                        )?;
+                    }
+                }
+                true
+            }
+            None => false,
+        };
+        Ok(interpreted)
     }
 }

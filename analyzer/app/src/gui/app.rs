@@ -5,17 +5,17 @@ use std::path::{Path, PathBuf};
 
 use egui::Ui;
 use socscope_analysis::hierarchy::{CheckState, types_by_category};
-use socscope_analysis::sync::ViewKind;
+use socscope_analysis::sync::{ViewGroup, ViewKind};
 use socscope_analysis::timebar::TimeBar;
 use socscope_tracedb::units;
-use socscope_tracedb::{CatalogEntry, TimeRange};
+use socscope_tracedb::{CatalogEntry, TimeRange, Timestamp, TypeId};
 
-use super::ocelotl::OcelotlAction;
 use super::open_trace::{FIRST_OPEN_EVENTS, OpenTrace};
 use super::readers::CatalogWatch;
 use super::results;
 use super::theme::{ColourEdit, Colours};
 use super::timebar::{self, BarAction, BarEdit};
+use super::views::{DrawContext, GroupView, ViewAction};
 
 /// Trace browser state.
 pub struct Browser {
@@ -310,6 +310,39 @@ fn side_frame(ui: &Ui, cleared: bool) -> egui::Frame {
     }
 }
 
+/// What the user clicked in a group's toolbar this frame.
+#[derive(Default)]
+struct ToolbarClicks {
+    new_group: bool,
+    stop: bool,
+    switch_to: Option<ViewKind>,
+}
+
+/// What the views of the group on screen asked for this frame, applied once they are all drawn (the
+/// last request of a kind wins, in drawing order: time bar, the view's panels, the view).
+#[derive(Default)]
+struct GroupRequests {
+    load: Option<TimeRange>,
+    cursor: Option<Timestamp>,
+    colour_edit: Option<ColourEdit>,
+    legend_toggle: Option<TypeId>,
+    gantt_on: Option<TimeRange>,
+}
+
+impl GroupRequests {
+    fn take(&mut self, action: Option<ViewAction>) {
+        match action {
+            Some(ViewAction::Load(r)) => self.load = Some(r),
+            Some(ViewAction::Cursor(t)) => self.cursor = Some(t),
+            Some(ViewAction::Colour(e)) => self.colour_edit = Some(e),
+            Some(ViewAction::ToggleType(t)) => self.legend_toggle = Some(t),
+            Some(ViewAction::GanttOn(r)) => self.gantt_on = Some(r),
+            None => {}
+        }
+    }
+}
+
+/// An open trace: its toolbar, time bar, the active group's view and dialogs; a colour the user picked.
 fn open_trace_ui(
     ui: &mut Ui,
     s: &mut OpenTrace,
@@ -334,141 +367,198 @@ fn open_trace_ui(
         return None;
     }
     results::show_trigger_firings_once(s);
-    let whole = s.whole();
     let gi = s.active_group.min(s.groups.len() - 1);
-    let mut new_group = false;
-    let mut stop = false;
-    let mut switch_to = None;
     let frame = side_frame(ui, cleared);
-    egui::Panel::top("toolbar").frame(frame).show(ui, |ui| {
-        ui.horizontal_wrapped(|ui| {
-            for (i, g) in s.groups.groups().iter().enumerate() {
-                if ui
-                    .selectable_label(i == gi, format!("Group {}", g.number))
-                    .clicked()
-                {
-                    s.active_group = i;
-                }
-            }
-            if ui
-                .small_button("+ group")
-                .on_hover_text("Open another group of views on this trace")
-                .clicked()
-            {
-                new_group = true;
-            }
-            ui.separator();
-            let active = s.groups.get(gi).map(|g| g.active);
-            for k in ViewKind::ALL {
-                if ui
-                    .selectable_label(active == Some(k), k.label())
-                    .on_hover_text("Show this view on the same interval and filters")
-                    .clicked()
-                {
-                    switch_to = Some(k);
-                }
-            }
-            ui.separator();
-            if ui.button("Types…").clicked() {
-                s.types_dialog = !s.types_dialog;
-            }
-            if ui.button("Producers…").clicked() {
-                s.producers_dialog = !s.producers_dialog;
-            }
-            if ui
-                .button("Results…")
-                .on_hover_text("Analysis results saved in this trace")
-                .clicked()
-            {
-                s.results.open = !s.results.open;
-                if s.results.open {
-                    s.results.refresh(&s.path);
-                }
-            }
-            if let Some(d) = s.results.applied_description() {
-                let short: String = d.chars().take(36).collect();
-                let more = if short.len() < d.len() { "…" } else { "" };
-                ui.colored_label(super::bands::BAND, format!("bands: {short}{more}"))
-                    .on_hover_text(format!("{d}\nResults… → Clear bands removes them"));
-            }
-            ui.separator();
-            let v = &mut s.views[gi];
-            let kind = active.unwrap_or(ViewKind::Gantt);
-            if kind == ViewKind::Gantt {
-                ui.toggle_value(&mut v.gantt.follow, "Follow")
-                    .on_hover_text("Keep the newest data in view");
-                ui.toggle_value(&mut v.gantt.cpu_tracks, "CPUs")
-                    .on_hover_text(
-                        "The CPU tracks: which thread ran on each CPU, and its interrupts",
-                    );
-                ui.toggle_value(&mut v.gantt.show_empty, "Empty rows")
-                    .on_hover_text("Also show the producers without events in the loaded interval");
-            }
-            let p = v.view(kind).progress();
-            // A view that stopped at its cap says so (the rest of the interval is not on screen).
-            let capped = v.view(kind).capped();
-            if let Some(note) = capped {
-                ui.colored_label(ui.visuals().warn_fg_color, note);
-            } else if let Some(p) = p {
-                if !p.finished {
-                    ui.add(
-                        egui::ProgressBar::new(p.fraction() as f32)
-                            .desired_width(120.0)
-                            .text(format!("{} events", p.events)),
-                    );
-                    if ui.button("Stop").clicked() {
-                        stop = true;
-                    }
-                } else if let Some(e) = &p.error {
-                    ui.colored_label(ui.visuals().error_fg_color, e);
-                } else {
-                    let what = v
-                        .view(kind)
-                        .summary()
-                        .unwrap_or_else(|| format!("{} events", p.events));
-                    // Whole on the next line of the toolbar when it does not fit on this one.
-                    ui.add(
-                        egui::Label::new(format!(
-                            "{what}{}",
-                            if p.cancelled { " (stopped)" } else { "" }
-                        ))
-                        .extend(),
-                    );
-                }
-            }
-            if s.meta.as_ref().is_some_and(|m| !m.info.finished) {
-                ui.colored_label(egui::Color32::from_rgb(220, 60, 60), "LIVE");
-            }
-        });
-    });
-    if new_group {
+    let clicks = egui::Panel::top("toolbar")
+        .frame(frame)
+        .show(ui, |ui| group_toolbar(ui, s, gi))
+        .inner;
+    if clicks.new_group {
         let k = s.groups.get(gi).map_or(ViewKind::Gantt, |g| g.active);
         s.new_group(k);
         return None;
     }
-    if let Some(k) = switch_to
+    if let Some(k) = clicks.switch_to
         && let Some(g) = s.groups.get_mut(gi)
     {
         g.switch_to(k);
     }
     let kind = s.groups.get(gi).map_or(ViewKind::Gantt, |g| g.active);
-    if stop {
+    if clicks.stop {
         s.views[gi].view_mut(kind).stop();
     }
     filter_dialogs(ui, s, gi);
     results::window(ui, s);
+    let requests = group_view_ui(ui, s, gi, kind, cleared, colours);
+    results::take_saves(s, gi);
+    apply_requests(s, gi, requests)
+}
+
+/// The group's toolbar: groups, views, dialogs, the view's own switches, and how its load goes.
+fn group_toolbar(ui: &mut Ui, s: &mut OpenTrace, gi: usize) -> ToolbarClicks {
+    let mut clicks = ToolbarClicks::default();
+    ui.horizontal_wrapped(|ui| {
+        for (i, g) in s.groups.groups().iter().enumerate() {
+            if ui
+                .selectable_label(i == gi, format!("Group {}", g.number))
+                .clicked()
+            {
+                s.active_group = i;
+            }
+        }
+        if ui
+            .small_button("+ group")
+            .on_hover_text("Open another group of views on this trace")
+            .clicked()
+        {
+            clicks.new_group = true;
+        }
+        ui.separator();
+        let active = s.groups.get(gi).map(|g| g.active);
+        for k in ViewKind::ALL {
+            if ui
+                .selectable_label(active == Some(k), k.label())
+                .on_hover_text("Show this view on the same interval and filters")
+                .clicked()
+            {
+                clicks.switch_to = Some(k);
+            }
+        }
+        ui.separator();
+        dialog_buttons(ui, s);
+        ui.separator();
+        let v = s.views[gi].view_mut(active.unwrap_or(ViewKind::Gantt));
+        v.toolbar_switches(ui);
+        clicks.stop = load_status(ui, v);
+        if s.meta.as_ref().is_some_and(|m| !m.info.finished) {
+            ui.colored_label(egui::Color32::from_rgb(220, 60, 60), "LIVE");
+        }
+    });
+    clicks
+}
+
+/// The buttons that open the trace's dialogs, and which result's bands are drawn.
+fn dialog_buttons(ui: &mut Ui, s: &mut OpenTrace) {
+    if ui.button("Types…").clicked() {
+        s.types_dialog = !s.types_dialog;
+    }
+    if ui.button("Producers…").clicked() {
+        s.producers_dialog = !s.producers_dialog;
+    }
+    if ui
+        .button("Results…")
+        .on_hover_text("Analysis results saved in this trace")
+        .clicked()
+    {
+        s.results.open = !s.results.open;
+        if s.results.open {
+            s.results.refresh(&s.path);
+        }
+    }
+    if let Some(d) = s.results.applied_description() {
+        let short: String = d.chars().take(36).collect();
+        let more = if short.len() < d.len() { "…" } else { "" };
+        ui.colored_label(super::bands::BAND, format!("bands: {short}{more}"))
+            .on_hover_text(format!("{d}\nResults… → Clear bands removes them"));
+    }
+}
+
+/// How the view's load goes (progress and a Stop button, its cap, its error or what it brought);
+/// whether Stop was clicked.
+fn load_status(ui: &mut Ui, v: &dyn GroupView) -> bool {
+    let mut stop = false;
+    let p = v.progress();
+    // A view that stopped at its cap says so (the rest of the interval is not on screen).
+    let capped = v.capped();
+    if let Some(note) = capped {
+        ui.colored_label(ui.visuals().warn_fg_color, note);
+    } else if let Some(p) = p {
+        if !p.finished {
+            ui.add(
+                egui::ProgressBar::new(p.fraction() as f32)
+                    .desired_width(120.0)
+                    .text(format!("{} events", p.events)),
+            );
+            if ui.button("Stop").clicked() {
+                stop = true;
+            }
+        } else if let Some(e) = &p.error {
+            ui.colored_label(ui.visuals().error_fg_color, e);
+        } else {
+            let what = v
+                .summary()
+                .unwrap_or_else(|| format!("{} events", p.events));
+            // Whole on the next line of the toolbar when it does not fit on this one.
+            ui.add(
+                egui::Label::new(format!(
+                    "{what}{}",
+                    if p.cancelled { " (stopped)" } else { "" }
+                ))
+                .extend(),
+            );
+        }
+    }
+    stop
+}
+
+/// The active view of group `gi` with its time bar and its own panels; what they asked of the group.
+fn group_view_ui(
+    ui: &mut Ui,
+    s: &mut OpenTrace,
+    gi: usize,
+    kind: ViewKind,
+    cleared: bool,
+    colours: &Colours,
+) -> GroupRequests {
+    let whole = s.whole();
+    let count = s.meta.as_ref().map_or(0, |m| m.info.event_count);
     let group = s.groups.get(gi).expect("index in range").clone();
     let v = &mut s.views[gi];
+    let displayed = v.view(kind).displayed();
+    let wants = v.view(kind).wants_interval();
     let (bar, edit) = v
         .bars
         .entry(kind)
         .or_insert_with(|| (TimeBar::new(whole), BarEdit::default()));
-    if kind == ViewKind::Gantt {
-        // The Gantt's bar shows what is on screen.
-        bar.displayed = v.gantt.view;
+    if let Some(displayed) = displayed {
+        bar.displayed = displayed;
     }
+    let mut requests = GroupRequests {
+        load: time_bar_panel(ui, bar, edit, &group, whole, count, cleared),
+        ..GroupRequests::default()
+    };
+    if let Some(t) = wants {
+        requests.load = Some(TimeRange::new(
+            t.start.max(whole.start),
+            t.end.min(whole.end).max(t.start.max(whole.start) + 1),
+        ));
+    }
+    let cx = DrawContext {
+        names: s.names.as_ref().expect("checked above"),
+        whole,
+        cursor: group.cursor,
+        filter: &group.filter,
+        colours,
+    };
+    let view = v.view_mut(kind);
+    let frame = side_frame(ui, cleared);
+    requests.take(view.bottom_panels(ui, frame, &cx));
+    let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
+    requests.take(panel.show(ui, |ui| view.ui(ui, &cx)).inner);
+    requests
+}
+
+/// The time bar under the views, with what it shows; the interval to load when the user asks.
+fn time_bar_panel(
+    ui: &mut Ui,
+    bar: &mut TimeBar,
+    edit: &mut BarEdit,
+    group: &ViewGroup,
+    whole: TimeRange,
+    count: u64,
+    cleared: bool,
+) -> Option<TimeRange> {
     let mut load = None;
-    let count = s.meta.as_ref().map_or(0, |m| m.info.event_count);
     let first_open = group.revision == 0 && group.interval != whole;
     let frame = side_frame(ui, cleared);
     egui::Panel::bottom("timebar").frame(frame).show(ui, |ui| {
@@ -495,96 +585,37 @@ fn open_trace_ui(
             }
         });
     });
-    // Only the Gantt on screen may ask for its view to be loaded: a Gantt left zoomed out in the
-    // background must not keep resetting the interval another view of the group selected.
-    if kind == ViewKind::Gantt
-        && let Some(t) = v.gantt.settled_outside_loaded()
-    {
-        load = Some(TimeRange::new(
-            t.start.max(whole.start),
-            t.end.min(whole.end).max(t.start.max(whole.start) + 1),
-        ));
-    }
-    let names = s.names.as_ref().expect("checked above");
-    let mut colour_edit = None;
-    let mut legend_toggle = None;
-    if kind == ViewKind::Gantt {
-        let loaded = v.gantt.types_loaded();
-        let frame = side_frame(ui, cleared);
-        egui::Panel::bottom("legend").frame(frame).show(ui, |ui| {
-            match super::gantt::legend(ui, names, &loaded, &group.filter.hidden_types) {
-                Some(super::gantt::LegendAction::Colour(e)) => colour_edit = Some(e),
-                Some(super::gantt::LegendAction::Toggle(t)) => legend_toggle = Some(t),
-                None => {}
-            }
-            if let Some(e) = &colours.error {
-                ui.colored_label(ui.visuals().warn_fg_color, format!("colours: {e}"));
-            }
-        });
-    }
-    let mut cursor = None;
-    let mut gantt_on = None;
-    let panel = egui::CentralPanel::default_margins().frame(central_frame(ui, cleared));
-    panel.show(ui, |ui| match kind {
-        ViewKind::Gantt => v.gantt.ui(
-            ui,
-            names,
-            &group.filter.hidden_producers,
-            whole,
-            group.cursor,
-        ),
-        ViewKind::Table => {
-            if let Some(t) = v.table.ui(ui) {
-                cursor = Some(t);
-            }
-        }
-        ViewKind::Density => {
-            if let Some(r) = v.density.ui(ui, group.cursor) {
-                load = Some(r);
-            }
-        }
-        ViewKind::Statistics => {
-            if let Some(e) = v.stats.ui(ui, names) {
-                colour_edit = Some(e);
-            }
-        }
-        ViewKind::Ocelotl => match v.ocelotl.ui(ui, names) {
-            Some(OcelotlAction::Zoom(r)) => load = Some(r),
-            Some(OcelotlAction::GanttOn(r)) => gantt_on = Some(r),
-            None => {}
-        },
-        ViewKind::TraceViz => v.traceviz.ui(ui, names, group.cursor),
-    });
-    results::take_saves(s, gi);
-    if let Some(r) = gantt_on {
+    load
+}
+
+/// Applies what the views of group `gi` asked for; a colour the user picked, for the app.
+fn apply_requests(s: &mut OpenTrace, gi: usize, r: GroupRequests) -> Option<ColourEdit> {
+    if let Some(interval) = r.gantt_on {
         s.new_group(ViewKind::Gantt);
         if let Some(g) = s.groups.get_mut(s.active_group) {
-            g.set_interval(r);
+            g.set_interval(interval);
         }
-        return colour_edit;
+        return r.colour_edit;
     }
     if let Some(g) = s.groups.get_mut(gi) {
-        if let Some(r) = load {
-            g.set_interval(r);
+        if let Some(interval) = r.load {
+            g.set_interval(interval);
         }
-        if let Some(t) = legend_toggle {
+        if let Some(t) = r.legend_toggle {
             let mut filter = g.filter.clone();
             if !filter.hidden_types.remove(&t) {
                 filter.hidden_types.insert(t);
             }
             g.set_filter(filter);
         }
-        if let Some(t) = cursor {
+        if let Some(t) = r.cursor {
             g.cursor = Some(t);
-            // The Gantt of the group brings the clicked time into view.
-            let gv = &mut s.views[gi].gantt;
-            if !gv.view.contains(t) {
-                let half = gv.view.len() / 2;
-                gv.view = TimeRange::new(t - half, t + half);
+            for k in ViewKind::ALL {
+                s.views[gi].view_mut(k).cursor_moved(t);
             }
         }
     }
-    colour_edit
+    r.colour_edit
 }
 
 fn filter_dialogs(ui: &mut Ui, s: &mut OpenTrace, gi: usize) {

@@ -5,14 +5,15 @@ use eframe::egui;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use egui::{Pos2, Rect, Sense, Stroke, Ui};
+use egui::{Color32, Pos2, Rect, Sense, Stroke, Ui};
 use socscope_analysis::density::{DensityConsumer, DensityHistogram, FINE_BINS};
 use socscope_analysis::live::{Growth, LiveLoad, Step};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, Progress, chunk_size};
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{Filter, TimeRange};
 
-use super::views::{GroupView, LoadContext};
+use super::readers::TraceNames;
+use super::views::{DrawContext, GroupView, LoadContext, ViewAction};
 use socscope_tracedb::Timestamp;
 use std::sync::Arc;
 
@@ -192,7 +193,7 @@ impl DensityView {
     }
 
     /// Draws the chart; returns an interval the user selected to load.
-    pub fn ui(&mut self, ui: &mut Ui, cursor: Option<i64>) -> Option<TimeRange> {
+    fn draw(&mut self, ui: &mut Ui, cursor: Option<i64>) -> Option<TimeRange> {
         let (rect, resp) = ui.allocate_exact_size(ui.available_size(), Sense::click_and_drag());
         let p = ui.painter_at(rect);
         let plot = Rect::from_min_max(
@@ -210,47 +211,8 @@ impl DensityView {
         let cols = self.columns(view, width);
         let max = nice_ceil(cols.iter().copied().fold(0.0, f64::max).max(1.0));
         let text = visuals.weak_text_color();
-        let grid = text.gamma_multiply(0.25);
-        let font = egui::FontId::proportional(12.0);
-        // Horizontal grid lines with their counts.
-        for i in 0..=4 {
-            let f = i as f32 / 4.0;
-            let y = plot.bottom() - f * plot.height();
-            p.line_segment(
-                [Pos2::new(plot.left(), y), Pos2::new(plot.right(), y)],
-                Stroke::new(1.0, grid),
-            );
-            p.text(
-                Pos2::new(plot.left() - 6.0, y),
-                egui::Align2::RIGHT_CENTER,
-                units::count_compact(max * f as f64),
-                font.clone(),
-                text,
-            );
-        }
-        // All bars in one mesh: one shape per frame whatever the width.
-        let bar = visuals.selection.bg_fill;
-        let heights: Vec<f32> = cols
-            .iter()
-            .map(|v| {
-                if *v <= 0.0 {
-                    0.0
-                } else {
-                    ((*v / max) as f32 * plot.height()).max(1.0)
-                }
-            })
-            .collect();
-        let mut mesh = egui::Mesh::default();
-        for (x0, x1, y0, y1) in bar_rects(&heights) {
-            mesh.add_colored_rect(
-                Rect::from_min_max(
-                    Pos2::new(plot.left() + x0 as f32, plot.bottom() - y1),
-                    Pos2::new(plot.left() + x1 as f32, plot.bottom() - y0),
-                ),
-                bar,
-            );
-        }
-        p.add(egui::Shape::mesh(mesh));
+        value_grid(&p, plot, max, text);
+        bars(&p, plot, &cols, max, visuals.selection.bg_fill);
         super::bands::draw_bands(ui, plot, view, &self.bands, None);
         if cols.iter().all(|v| *v <= 0.0) {
             let msg = if self.busy() || self.hist.is_none() {
@@ -266,38 +228,7 @@ impl DensityView {
                 text,
             );
         }
-        // Time axis: round ticks, about one per 110 points, in a unit that fits the zoom.
-        let axis = TimeAxis::new(
-            view.start,
-            view.end,
-            (plot.width() / 110.0).max(2.0) as usize,
-        );
-        for t in axis.ticks(view.start, view.end) {
-            let x = plot.left()
-                + ((t - view.start) as f64 / view.len().max(1) as f64) as f32 * plot.width();
-            p.line_segment(
-                [
-                    Pos2::new(x, plot.bottom()),
-                    Pos2::new(x, plot.bottom() + 4.0),
-                ],
-                Stroke::new(1.0, text),
-            );
-            // Labels at the very ends stay inside the plot.
-            let align = if x - plot.left() < 30.0 {
-                egui::Align2::LEFT_TOP
-            } else if plot.right() - x < 30.0 {
-                egui::Align2::RIGHT_TOP
-            } else {
-                egui::Align2::CENTER_TOP
-            };
-            p.text(
-                Pos2::new(x, plot.bottom() + 5.0),
-                align,
-                axis.label(t),
-                font.clone(),
-                text,
-            );
-        }
+        time_axis(&p, plot, view, text);
         let px_ns = view.len() as f64 / width as f64;
         p.text(
             Pos2::new(plot.left(), rect.top() + 2.0),
@@ -311,7 +242,7 @@ impl DensityView {
                     ""
                 }
             ),
-            font.clone(),
+            egui::FontId::proportional(12.0),
             text,
         );
         p.text(
@@ -350,6 +281,23 @@ impl DensityView {
                 }
             }
         }
+        self.drag(ui, &resp, &p, plot, view)
+    }
+
+    /// Dragging the chart: with shift or the secondary button it selects an interval to load (the
+    /// one returned once the drag ends), else it pans; `view` is the interval drawn this frame.
+    fn drag(
+        &mut self,
+        ui: &Ui,
+        resp: &egui::Response,
+        p: &egui::Painter,
+        plot: Rect,
+        view: TimeRange,
+    ) -> Option<TimeRange> {
+        let width = plot.width().max(1.0) as usize;
+        let ns_px = view.len() as f64 / width as f64;
+        let time_at = |x: f32| view.start + ((x - plot.left()) as f64 * ns_px) as i64;
+        let bar = ui.visuals().selection.bg_fill;
         let selecting =
             ui.input(|i| i.modifiers.shift) || resp.dragged_by(egui::PointerButton::Secondary);
         let id = ui.scope_id().with("density-select");
@@ -456,7 +404,107 @@ fn nice_ceil(v: f64) -> f64 {
         .unwrap_or(10.0 * p)
 }
 
+/// Horizontal grid lines with their counts.
+fn value_grid(p: &egui::Painter, plot: Rect, max: f64, text: Color32) {
+    let grid = text.gamma_multiply(0.25);
+    let font = egui::FontId::proportional(12.0);
+    for i in 0..=4 {
+        let f = i as f32 / 4.0;
+        let y = plot.bottom() - f * plot.height();
+        p.line_segment(
+            [Pos2::new(plot.left(), y), Pos2::new(plot.right(), y)],
+            Stroke::new(1.0, grid),
+        );
+        p.text(
+            Pos2::new(plot.left() - 6.0, y),
+            egui::Align2::RIGHT_CENTER,
+            units::count_compact(max * f as f64),
+            font.clone(),
+            text,
+        );
+    }
+}
+
+/// All bars in one mesh: one shape per frame whatever the width.
+fn bars(p: &egui::Painter, plot: Rect, cols: &[f64], max: f64, bar: Color32) {
+    let heights: Vec<f32> = cols
+        .iter()
+        .map(|v| {
+            if *v <= 0.0 {
+                0.0
+            } else {
+                ((*v / max) as f32 * plot.height()).max(1.0)
+            }
+        })
+        .collect();
+    let mut mesh = egui::Mesh::default();
+    for (x0, x1, y0, y1) in bar_rects(&heights) {
+        mesh.add_colored_rect(
+            Rect::from_min_max(
+                Pos2::new(plot.left() + x0 as f32, plot.bottom() - y1),
+                Pos2::new(plot.left() + x1 as f32, plot.bottom() - y0),
+            ),
+            bar,
+        );
+    }
+    p.add(egui::Shape::mesh(mesh));
+}
+
+/// Time axis: round ticks, about one per 110 points, in a unit that fits the zoom.
+fn time_axis(p: &egui::Painter, plot: Rect, view: TimeRange, text: Color32) {
+    let font = egui::FontId::proportional(12.0);
+    let axis = TimeAxis::new(
+        view.start,
+        view.end,
+        (plot.width() / 110.0).max(2.0) as usize,
+    );
+    for t in axis.ticks(view.start, view.end) {
+        let x = plot.left()
+            + ((t - view.start) as f64 / view.len().max(1) as f64) as f32 * plot.width();
+        p.line_segment(
+            [
+                Pos2::new(x, plot.bottom()),
+                Pos2::new(x, plot.bottom() + 4.0),
+            ],
+            Stroke::new(1.0, text),
+        );
+        // Labels at the very ends stay inside the plot.
+        let align = if x - plot.left() < 30.0 {
+            egui::Align2::LEFT_TOP
+        } else if plot.right() - x < 30.0 {
+            egui::Align2::RIGHT_TOP
+        } else {
+            egui::Align2::CENTER_TOP
+        };
+        p.text(
+            Pos2::new(x, plot.bottom() + 5.0),
+            align,
+            axis.label(t),
+            font.clone(),
+            text,
+        );
+    }
+}
+
 impl GroupView for DensityView {
+    fn new(interval: TimeRange, _names: &TraceNames) -> Self {
+        DensityView::new(interval)
+    }
+    fn ui(&mut self, ui: &mut Ui, cx: &DrawContext<'_>) -> Option<ViewAction> {
+        self.draw(ui, cx.cursor).map(ViewAction::Load)
+    }
+    fn scripted_move(&mut self, i: u64, _: TimeRange, _: TimeRange) -> Option<TimeRange> {
+        match i / 100 {
+            0 => self.zoom(0.97, 0.5),
+            1 => self.pan(0.01),
+            2 => self.pan(-0.01),
+            _ => self.zoom(1.0 / 0.97, 0.5),
+        }
+        None
+    }
+    fn bands_mut(&mut self) -> Option<&mut Vec<socscope_analysis::results::Band>> {
+        Some(&mut self.bands)
+    }
     fn load(&mut self, cx: &LoadContext<'_>) {
         DensityView::load(self, cx.trace, cx.interval, cx.filter.clone());
     }

@@ -19,7 +19,7 @@ use socscope_tracedb::{Filter, ProducerId, TimeRange, TypeId};
 use super::readers::{TraceMetadata, TraceNames};
 use super::theme;
 use super::theme::ColourEdit;
-use super::views::{GroupView, LoadContext};
+use super::views::{DrawContext, GroupView, LoadContext, ViewAction};
 use socscope_analysis::loader::Progress;
 use socscope_tracedb::Timestamp;
 
@@ -389,7 +389,9 @@ impl GanttView {
         }
     }
 
-    pub fn ui(
+    /// Draws the chart (row labels, the rows' events, bands, header, time axis, losses, cursor) and
+    /// turns the mouse over it into zoom, pan, scrolling and selection.
+    fn draw(
         &mut self,
         ui: &mut Ui,
         names: &TraceNames,
@@ -426,20 +428,77 @@ impl GanttView {
         let width = chart.width().max(1.0) as u32;
         let view = self.view;
         let painter = ui.painter_at(outer);
-        // Alternate row backgrounds under the labels, in one mesh (the chart's image has them too).
-        let mut stripes = Mesh::default();
-        for i in (1..shown.len()).step_by(2) {
-            let y = chart.top() + i as f32 * ROW_H;
-            stripes.add_colored_rect(
-                Rect::from_min_max(
-                    Pos2::new(snap(outer.left()), snap(y)),
-                    Pos2::new(chart.left(), snap(y + ROW_H)),
-                ),
-                theme::stripe(dark),
+        label_stripes(&painter, shown.len(), outer, chart, ppp, dark);
+        self.row_labels(ui, &painter, shown, outer, chart);
+        let (shapes, links_header, losses) =
+            self.chart_shapes(ui.ctx(), &rows, chart, ppp, dark, names);
+        let cp = ui.painter_at(chart);
+        cp.extend(shapes.iter().cloned());
+        super::bands::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
+        let px_ns = view.len() as f64 / width as f64;
+        // Header: the interval and the share of links drawn (top left, as in Framesoc).
+        let header_rect = painter.text(
+            Pos2::new(outer.left() + 4.0, outer.top() + 2.0),
+            egui::Align2::LEFT_TOP,
+            links_header,
+            egui::FontId::proportional(12.0),
+            ui.visuals().weak_text_color(),
+        );
+        time_axis(ui, &painter, outer, chart, view, header_rect);
+        for g in &losses {
+            let r = loss_rect(g, chart);
+            let resp = ui.interact(r, ui.scope_id().with(("loss", g.x0)), Sense::hover());
+            resp.on_hover_text(format!(
+                "{} events lost on cpu {}",
+                g.count,
+                g.cpu.map_or("?".into(), |c| c.to_string())
+            ));
+        }
+        if let Some(c) = cursor
+            && view.contains(c)
+        {
+            let cx = chart.left() + ((c - view.start) as f64 / px_ns) as f32;
+            cp.line_segment(
+                [Pos2::new(cx, chart.top()), Pos2::new(cx, chart.bottom())],
+                Stroke::new(1.5, theme::cursor()),
             );
         }
-        painter.add(Shape::mesh(stripes));
-        // Labels, with fold triangles; a lane's row is named after its lane, under its producer.
+        // Input.
+        let resp = ui.interact(
+            chart,
+            ui.scope_id().with("gantt-chart"),
+            Sense::click_and_drag(),
+        );
+        if let Some(pos) = resp.hover_pos() {
+            self.wheel(ui, pos, chart, whole);
+            self.event_tip(&resp, pos, &rows, chart, view, names);
+        }
+        self.drag(ui, &resp, &cp, chart, view);
+        if rows_all.len() > visible_rows {
+            painter.text(
+                Pos2::new(outer.left() + 4.0, outer.bottom() - 2.0),
+                egui::Align2::LEFT_BOTTOM,
+                format!(
+                    "rows {}-{} of {} (shift+wheel)",
+                    self.row_offset + 1,
+                    self.row_offset + shown.len(),
+                    rows_all.len()
+                ),
+                egui::FontId::proportional(11.0),
+                ui.visuals().weak_text_color(),
+            );
+        }
+    }
+
+    /// Labels, with fold triangles; a lane's row is named after its lane, under its producer.
+    fn row_labels(
+        &mut self,
+        ui: &Ui,
+        painter: &egui::Painter,
+        shown: &[Line<'_>],
+        outer: Rect,
+        chart: Rect,
+    ) {
         for (i, line) in shown.iter().enumerate() {
             let (node, id) = (line.node, line.node.id);
             let y = chart.top() + i as f32 * ROW_H;
@@ -469,112 +528,80 @@ impl GanttView {
                 ui.visuals().text_color(),
             );
         }
-        let (shapes, links_header, losses) =
-            self.chart_shapes(ui.ctx(), &rows, chart, ppp, dark, names);
-        let cp = ui.painter_at(chart);
-        cp.extend(shapes.iter().cloned());
-        super::bands::draw_bands(ui, chart, view, &self.bands, Some((&ids, ROW_H)));
+    }
+
+    /// The wheel over the chart: shift scrolls the rows, else it zooms around the pointer.
+    fn wheel(&mut self, ui: &Ui, pos: Pos2, chart: Rect, whole: TimeRange) {
+        let (scroll, shift) = ui.input(|i| (i.smooth_scroll_delta, i.modifiers.shift));
+        if shift && scroll.y != 0.0 {
+            let d = if scroll.y > 0.0 { -1i64 } else { 1 };
+            self.row_offset = (self.row_offset as i64 + d).max(0) as usize;
+        } else if scroll.y != 0.0 {
+            let f = ((pos.x - chart.left()) / chart.width()) as f64;
+            self.zoom((-scroll.y as f64 / 200.0).exp(), f, whole);
+        }
+    }
+
+    /// The event under the pointer, in a tooltip (unless the chart is being dragged); `view` is the
+    /// interval drawn this frame (the wheel may have zoomed since).
+    fn event_tip(
+        &self,
+        resp: &egui::Response,
+        pos: Pos2,
+        rows: &[GanttRow],
+        chart: Rect,
+        view: TimeRange,
+        names: &TraceNames,
+    ) {
+        let width = chart.width().max(1.0) as u32;
         let px_ns = view.len() as f64 / width as f64;
-        // Header: the interval and the share of links drawn (top left, as in Framesoc).
-        let header_rect = painter.text(
-            Pos2::new(outer.left() + 4.0, outer.top() + 2.0),
-            egui::Align2::LEFT_TOP,
-            links_header,
-            egui::FontId::proportional(12.0),
-            ui.visuals().weak_text_color(),
-        );
-        // Time axis: round ticks, about one per 110 points, in a unit that fits the zoom; labels that would
-        // run into the header at the top left (as long as the links' message is) are left out.
-        let weak = ui.visuals().weak_text_color();
-        let axis = TimeAxis::new(
-            view.start,
-            view.end,
-            (chart.width() / 110.0).max(2.0) as usize,
-        );
-        for t in axis.ticks(view.start, view.end) {
-            let tx = chart.left() + ((t - view.start) as f64 / px_ns) as f32;
-            let align = if chart.right() - tx < 30.0 {
-                egui::Align2::RIGHT_TOP
-            } else {
-                egui::Align2::CENTER_TOP
-            };
-            let label =
-                painter.layout_no_wrap(axis.label(t), egui::FontId::proportional(11.5), weak);
-            let at = align.anchor_size(Pos2::new(tx, outer.top() + 2.0), label.size());
-            if at.left() > header_rect.right() + 8.0 {
-                painter.galley(at.min, label, weak);
-            }
-            painter.line_segment(
-                [Pos2::new(tx, chart.top() - 3.0), Pos2::new(tx, chart.top())],
-                Stroke::new(1.0, weak),
-            );
-        }
-        for g in &losses {
-            let r = loss_rect(g, chart);
-            let resp = ui.interact(r, ui.scope_id().with(("loss", g.x0)), Sense::hover());
-            resp.on_hover_text(format!(
-                "{} events lost on cpu {}",
-                g.count,
-                g.cpu.map_or("?".into(), |c| c.to_string())
-            ));
-        }
-        if let Some(c) = cursor
-            && view.contains(c)
-        {
-            let cx = chart.left() + ((c - view.start) as f64 / px_ns) as f32;
-            cp.line_segment(
-                [Pos2::new(cx, chart.top()), Pos2::new(cx, chart.bottom())],
-                Stroke::new(1.5, theme::cursor()),
-            );
-        }
-        // Input.
-        let resp = ui.interact(
-            chart,
-            ui.scope_id().with("gantt-chart"),
-            Sense::click_and_drag(),
-        );
         let time_at = |px: f32| view.start + ((px - chart.left()) as f64 * px_ns) as i64;
-        if let Some(pos) = resp.hover_pos() {
-            let (scroll, shift) = ui.input(|i| (i.smooth_scroll_delta, i.modifiers.shift));
-            if shift && scroll.y != 0.0 {
-                let d = if scroll.y > 0.0 { -1i64 } else { 1 };
-                self.row_offset = (self.row_offset as i64 + d).max(0) as usize;
-            } else if scroll.y != 0.0 {
-                let f = ((pos.x - chart.left()) / chart.width()) as f64;
-                self.zoom((-scroll.y as f64 / 200.0).exp(), f, whole);
-            }
-            let row = ((pos.y - chart.top()) / ROW_H) as usize;
-            if let Some(&r) = rows.get(row)
-                && !resp.dragged()
-                && let Some(h) = self.model.event_at(r, time_at(pos.x), view, width)
-            {
-                let e = h.event;
-                let lane = r
-                    .lane
-                    .map_or(String::new(), |l| format!(" / {}", self.lanes.name(l)));
-                // A CPU track's slice names the thread that ran.
-                let thread = if e.target != e.producer {
-                    format!("\nthread: {}", names.tree.label(e.target))
+        let row = ((pos.y - chart.top()) / ROW_H) as usize;
+        if let Some(&r) = rows.get(row)
+            && !resp.dragged()
+            && let Some(h) = self.model.event_at(r, time_at(pos.x), view, width)
+        {
+            let e = h.event;
+            let lane = r
+                .lane
+                .map_or(String::new(), |l| format!(" / {}", self.lanes.name(l)));
+            // A CPU track's slice names the thread that ran.
+            let thread = if e.target != e.producer {
+                format!("\nthread: {}", names.tree.label(e.target))
+            } else {
+                String::new()
+            };
+            let text = format!(
+                "{}  ({})\nproducer: {}{lane}{thread}\nstart: {}\nend: {}\nduration: {}{}",
+                names.type_name(e.type_id),
+                e.category.name(),
+                names.tree.label(e.producer),
+                units::timestamp(e.ts),
+                units::timestamp(e.end),
+                units::duration(e.end - e.ts),
+                if h.in_pixel > 1 {
+                    format!("\n{} events in this pixel: zoom in", h.in_pixel)
                 } else {
                     String::new()
-                };
-                let text = format!(
-                    "{}  ({})\nproducer: {}{lane}{thread}\nstart: {}\nend: {}\nduration: {}{}",
-                    names.type_name(e.type_id),
-                    e.category.name(),
-                    names.tree.label(e.producer),
-                    units::timestamp(e.ts),
-                    units::timestamp(e.end),
-                    units::duration(e.end - e.ts),
-                    if h.in_pixel > 1 {
-                        format!("\n{} events in this pixel: zoom in", h.in_pixel)
-                    } else {
-                        String::new()
-                    }
-                );
-                resp.clone().on_hover_text_at_pointer(text);
-            }
+                }
+            );
+            resp.clone().on_hover_text_at_pointer(text);
         }
+    }
+
+    /// Dragging the chart: with shift or the secondary button it selects an interval to zoom into,
+    /// else it pans; `view` is the interval drawn this frame.
+    fn drag(
+        &mut self,
+        ui: &Ui,
+        resp: &egui::Response,
+        cp: &egui::Painter,
+        chart: Rect,
+        view: TimeRange,
+    ) {
+        let width = chart.width().max(1.0) as u32;
+        let px_ns = view.len() as f64 / width as f64;
+        let time_at = |px: f32| view.start + ((px - chart.left()) as f64 * px_ns) as i64;
         let selecting =
             ui.input(|i| i.modifiers.shift) || resp.dragged_by(egui::PointerButton::Secondary);
         let sel_id = ui.scope_id().with("gantt-select");
@@ -605,20 +632,67 @@ impl GanttView {
             }
             ui.ctx().data_mut(|d| d.remove::<f32>(sel_id));
         }
-        if rows_all.len() > visible_rows {
-            painter.text(
-                Pos2::new(outer.left() + 4.0, outer.bottom() - 2.0),
-                egui::Align2::LEFT_BOTTOM,
-                format!(
-                    "rows {}-{} of {} (shift+wheel)",
-                    self.row_offset + 1,
-                    self.row_offset + shown.len(),
-                    rows_all.len()
-                ),
-                egui::FontId::proportional(11.0),
-                ui.visuals().weak_text_color(),
-            );
+    }
+}
+
+/// Alternate row backgrounds under the labels, in one mesh (the chart's image has them too).
+fn label_stripes(
+    painter: &egui::Painter,
+    rows: usize,
+    outer: Rect,
+    chart: Rect,
+    ppp: f32,
+    dark: bool,
+) {
+    let snap = |v: f32| (v * ppp).round() / ppp;
+    let mut stripes = Mesh::default();
+    for i in (1..rows).step_by(2) {
+        let y = chart.top() + i as f32 * ROW_H;
+        stripes.add_colored_rect(
+            Rect::from_min_max(
+                Pos2::new(snap(outer.left()), snap(y)),
+                Pos2::new(chart.left(), snap(y + ROW_H)),
+            ),
+            theme::stripe(dark),
+        );
+    }
+    painter.add(Shape::mesh(stripes));
+}
+
+/// Time axis: round ticks, about one per 110 points, in a unit that fits the zoom; labels that would
+/// run into the header at the top left (as long as the links' message is) are left out.
+fn time_axis(
+    ui: &Ui,
+    painter: &egui::Painter,
+    outer: Rect,
+    chart: Rect,
+    view: TimeRange,
+    header_rect: Rect,
+) {
+    let width = chart.width().max(1.0) as u32;
+    let px_ns = view.len() as f64 / width as f64;
+    let weak = ui.visuals().weak_text_color();
+    let axis = TimeAxis::new(
+        view.start,
+        view.end,
+        (chart.width() / 110.0).max(2.0) as usize,
+    );
+    for t in axis.ticks(view.start, view.end) {
+        let tx = chart.left() + ((t - view.start) as f64 / px_ns) as f32;
+        let align = if chart.right() - tx < 30.0 {
+            egui::Align2::RIGHT_TOP
+        } else {
+            egui::Align2::CENTER_TOP
+        };
+        let label = painter.layout_no_wrap(axis.label(t), egui::FontId::proportional(11.5), weak);
+        let at = align.anchor_size(Pos2::new(tx, outer.top() + 2.0), label.size());
+        if at.left() > header_rect.right() + 8.0 {
+            painter.galley(at.min, label, weak);
         }
+        painter.line_segment(
+            [Pos2::new(tx, chart.top() - 3.0), Pos2::new(tx, chart.top())],
+            Stroke::new(1.0, weak),
+        );
     }
 }
 
@@ -1133,6 +1207,9 @@ pub fn legend(
 }
 
 impl GroupView for GanttView {
+    fn new(interval: TimeRange, _names: &TraceNames) -> Self {
+        GanttView::new(interval)
+    }
     fn load(&mut self, cx: &LoadContext<'_>) {
         GanttView::load(self, cx.trace, cx.interval, cx.filter.clone(), cx.meta);
     }
@@ -1167,6 +1244,72 @@ impl GroupView for GanttView {
                 units::timestamp(self.loaded().end)
             )
         })
+    }
+    fn toolbar_switches(&mut self, ui: &mut Ui) {
+        ui.toggle_value(&mut self.follow, "Follow")
+            .on_hover_text("Keep the newest data in view");
+        ui.toggle_value(&mut self.cpu_tracks, "CPUs")
+            .on_hover_text("The CPU tracks: which thread ran on each CPU, and its interrupts");
+        ui.toggle_value(&mut self.show_empty, "Empty rows")
+            .on_hover_text("Also show the producers without events in the loaded interval");
+    }
+    /// The time bar shows what is on screen.
+    fn displayed(&self) -> Option<TimeRange> {
+        Some(self.view)
+    }
+    /// Only the Gantt on screen asks for this: a Gantt left zoomed out in the background must not keep
+    /// resetting the interval another view of the group selected.
+    fn wants_interval(&self) -> Option<TimeRange> {
+        self.settled_outside_loaded()
+    }
+    fn bottom_panels(
+        &mut self,
+        ui: &mut Ui,
+        frame: egui::Frame,
+        cx: &DrawContext<'_>,
+    ) -> Option<ViewAction> {
+        let loaded = self.types_loaded();
+        let mut action = None;
+        egui::Panel::bottom("legend").frame(frame).show(ui, |ui| {
+            action = match legend(ui, cx.names, &loaded, &cx.filter.hidden_types) {
+                Some(LegendAction::Colour(e)) => Some(ViewAction::Colour(e)),
+                Some(LegendAction::Toggle(t)) => Some(ViewAction::ToggleType(t)),
+                None => None,
+            };
+            if let Some(e) = &cx.colours.error {
+                ui.colored_label(ui.visuals().warn_fg_color, format!("colours: {e}"));
+            }
+        });
+        action
+    }
+    fn ui(&mut self, ui: &mut Ui, cx: &DrawContext<'_>) -> Option<ViewAction> {
+        self.draw(
+            ui,
+            cx.names,
+            &cx.filter.hidden_producers,
+            cx.whole,
+            cx.cursor,
+        );
+        None
+    }
+    fn scripted_move(&mut self, i: u64, whole: TimeRange, _: TimeRange) -> Option<TimeRange> {
+        match i / 100 {
+            0 => self.zoom(0.97, 0.5, whole),
+            1 => self.pan(0.01),
+            2 => self.pan(-0.01),
+            _ => self.zoom(1.0 / 0.97, 0.5, whole),
+        }
+        None
+    }
+    /// The chart brings the group's new cursor into view.
+    fn cursor_moved(&mut self, t: Timestamp) {
+        if !self.view.contains(t) {
+            let half = self.view.len() / 2;
+            self.view = TimeRange::new(t - half, t + half);
+        }
+    }
+    fn bands_mut(&mut self) -> Option<&mut Vec<socscope_analysis::results::Band>> {
+        Some(&mut self.bands)
     }
 }
 

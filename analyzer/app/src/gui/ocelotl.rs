@@ -11,13 +11,14 @@ use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Shape, Stroke, Ui};
 use socscope_analysis::micro::{Metric, TraceMicroscopicModel};
 use socscope_analysis::ocelotl::DrawnKind;
 use socscope_analysis::overview::{
-    Aggregated, Aggregation, OcelotlState, Partition, Reuse, SpatialDrawing, TemporalDrawing,
+    Aggregated, Aggregation, OcelotlState, Overview, Partition, Reuse, SpatialDrawing,
+    TemporalDrawing,
 };
 use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{TimeRange, Timestamp};
 
 use super::readers::TraceNames;
-use super::views::{GroupView, LoadContext};
+use super::views::{DrawContext, GroupView, LoadContext, ViewAction};
 
 /// Width of the type legend right of the overview.
 const LEGEND_W: f32 = 170.0;
@@ -25,14 +26,6 @@ const LEGEND_W: f32 = 170.0;
 const HIERARCHY_W: f32 = 190.0;
 /// Children thinner than this many points are drawn as their parent (visual aggregation).
 const MIN_AREA_PX: f64 = 4.0;
-
-/// What the user asked the group for.
-pub enum OcelotlAction {
-    /// Zoom: the group's interval becomes this one (every view of the group follows).
-    Zoom(TimeRange),
-    /// Open a Gantt chart on this interval, in a new group.
-    GanttOn(TimeRange),
-}
 
 pub struct OcelotlView {
     pub state: OcelotlState,
@@ -256,25 +249,11 @@ impl OcelotlView {
     }
 
     /// Draws the view; returns what the user asked of the group.
-    pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames) -> Option<OcelotlAction> {
+    fn draw(&mut self, ui: &mut Ui, names: &TraceNames) -> Option<ViewAction> {
         self.settings_ui(ui);
         let mut action = None;
         let Some(a) = self.state.aggregated().cloned() else {
-            let msg = match &self.state.overview {
-                Some(o) if o.error.is_some() => o.error.clone().unwrap_or_default(),
-                Some(_) => {
-                    "no value of this metric in the interval (check the metric and the filters)"
-                        .into()
-                }
-                None => "aggregating…".into(),
-            };
-            ui.add_space(20.0);
-            ui.vertical_centered(|ui| {
-                if self.state.busy() {
-                    ui.spinner();
-                }
-                ui.weak(msg);
-            });
+            self.no_overview_note(ui);
             return None;
         };
         self.bisection_ui(ui, &a);
@@ -305,22 +284,107 @@ impl OcelotlView {
         let p = ui.painter_at(over_rect);
         let visuals = ui.visuals().clone();
         let text = visuals.weak_text_color();
-        let type_colour = |u: usize| -> Color32 {
-            overview
-                .micro
-                .types
-                .get(u)
-                .map_or(Color32::GRAY, |t| names.colour(t.id))
+        self.refresh_overview_image(ui, &a, &part, &overview, plot.size(), names);
+        if let Some((_, t)) = &self.drawn {
+            p.image(
+                t.id(),
+                plot,
+                Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+                Color32::WHITE,
+            );
+        }
+        if let Partition::Spatiotemporal(_) = &*part {
+            let spatial_leaf_px = f64::from(plot.height()) / a.model.producers().max(1) as f64;
+            hierarchy_ui(
+                &p,
+                &a,
+                Rect::from_min_max(
+                    Pos2::new(over_rect.left(), plot.top()),
+                    Pos2::new(over_rect.left() + HIERARCHY_W, plot.bottom()),
+                ),
+                spatial_leaf_px,
+                &visuals,
+            );
+        }
+        type_legend(&p, plot, &overview.micro, names, &visuals);
+        // The part of the interval not read yet (the pipeline runs) or not complete (live).
+        if !overview.complete() {
+            let done = overview.micro.grid.slices as f32 / overview.slices_total.max(1) as f32;
+            let x = plot.left() + plot.width() * done.min(1.0);
+            p.text(
+                Pos2::new(x + 4.0, plot.center().y),
+                Align2::LEFT_CENTER,
+                format!(
+                    "reading slices {} / {}…",
+                    overview.micro.grid.slices, overview.slices_total
+                ),
+                FontId::proportional(12.0),
+                text,
+            );
+        }
+        let range = grid.range;
+        time_axis(&p, plot, range, text);
+        self.paint_title(&p, over_rect, plot, &overview, &part, text);
+        // Hover.
+        if let Some(pos) = resp.hover_pos()
+            && plot.contains(pos)
+            && self.drag_from.is_none()
+        {
+            let slices = grid.slices.max(1);
+            let s = (((pos.x - plot.left()) / plot.width()) * slices as f32) as usize;
+            let s = s.min(slices - 1);
+            let leaf = ((pos.y - plot.top()) / plot.height() * a.model.producers() as f32) as usize;
+            if let Some(tip) = hover_text(&a, &part, &overview.micro, s, leaf, plot, &self.state) {
+                resp.clone().on_hover_text_at_pointer(tip);
+            }
+        }
+        if let Some(zoom) = self.drag_to_zoom(&p, &resp, plot, range, &visuals) {
+            action = Some(zoom);
+        }
+        // Curves, p slider and buttons.
+        let mut child = ui.new_child(egui::UiBuilder::new().max_rect(curves_rect));
+        if let Some(act) = self.curves_ui(&mut child, &a, range) {
+            action = Some(act);
+        }
+        action
+    }
+
+    /// Why there is no overview yet (aggregating, an error, nothing of the metric).
+    fn no_overview_note(&self, ui: &mut Ui) {
+        let msg = match &self.state.overview {
+            Some(o) if o.error.is_some() => o.error.clone().unwrap_or_default(),
+            Some(_) => {
+                "no value of this metric in the interval (check the metric and the filters)".into()
+            }
+            None => "aggregating…".into(),
         };
-        let slices = grid.slices.max(1);
-        let spatial_leaf_px = f64::from(plot.height()) / a.model.producers().max(1) as f64;
-        // The overview is drawn into an image of the plot's pixels, shown as one textured quad and
-        // drawn again only when what it shows changes (not on every frame: a software renderer
-        // would otherwise shade the plot twice and thousands of triangles each frame).
+        ui.add_space(20.0);
+        ui.vertical_centered(|ui| {
+            if self.state.busy() {
+                ui.spinner();
+            }
+            ui.weak(msg);
+        });
+    }
+
+    /// The overview is drawn into an image of the plot's pixels, shown as one textured quad and
+    /// drawn again only when what it shows changes (not on every frame: a software renderer
+    /// would otherwise shade the plot twice and thousands of triangles each frame).
+    fn refresh_overview_image(
+        &mut self,
+        ui: &Ui,
+        a: &Arc<Aggregated>,
+        part: &Arc<Partition>,
+        overview: &Overview,
+        plot: egui::Vec2,
+        names: &TraceNames,
+    ) {
+        let visuals = ui.visuals();
+        let text = visuals.weak_text_color();
         let ppp = ui.ctx().pixels_per_point();
         let size = [
-            ((plot.width() * ppp).round() as usize).max(1),
-            ((plot.height() * ppp).round() as usize).max(1),
+            ((plot.x * ppp).round() as usize).max(1),
+            ((plot.y * ppp).round() as usize).max(1),
         ];
         let key = OverviewKey {
             micro: overview.micro.clone(),
@@ -330,12 +394,14 @@ impl OcelotlView {
             spatial: self.state.settings.spatial,
             size,
             dark: visuals.dark_mode,
-            colours: (0..overview.micro.types.len()).map(type_colour).collect(),
+            colours: (0..overview.micro.types.len())
+                .map(|u| type_colour(&overview.micro, names, u))
+                .collect(),
         };
         if self.drawn.as_ref().is_none_or(|(k, _)| *k != key) {
             let image = overview_image(
-                &a,
-                &part,
+                a,
+                part,
                 &key,
                 &OverviewColours {
                     background: visuals.extreme_bg_color,
@@ -359,100 +425,20 @@ impl OcelotlView {
             self.drawn = Some((key, texture));
             self.image_builds += 1;
         }
-        if let Some((_, t)) = &self.drawn {
-            p.image(
-                t.id(),
-                plot,
-                Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
-                Color32::WHITE,
-            );
-        }
-        if let Partition::Spatiotemporal(_) = &*part {
-            hierarchy_ui(
-                &p,
-                &a,
-                Rect::from_min_max(
-                    Pos2::new(over_rect.left(), plot.top()),
-                    Pos2::new(over_rect.left() + HIERARCHY_W, plot.bottom()),
-                ),
-                spatial_leaf_px,
-                &visuals,
-            );
-        }
-        // Legend: the types of the model, top down as they are stacked (the first type at the bottom).
-        let mut ly = plot.top();
-        for (shown, (u, t)) in overview.micro.types.iter().enumerate().rev().enumerate() {
-            if ly + 14.0 > plot.bottom() {
-                p.text(
-                    Pos2::new(plot.right() + 10.0, ly),
-                    Align2::LEFT_TOP,
-                    format!("… {} more", overview.micro.types.len() - shown),
-                    FontId::proportional(11.0),
-                    text,
-                );
-                break;
-            }
-            p.rect_filled(
-                Rect::from_min_size(
-                    Pos2::new(plot.right() + 10.0, ly + 2.0),
-                    egui::vec2(10.0, 10.0),
-                ),
-                1.0,
-                type_colour(u),
-            );
-            let name: String = t.name.chars().take(22).collect();
-            p.text(
-                Pos2::new(plot.right() + 24.0, ly),
-                Align2::LEFT_TOP,
-                name,
-                FontId::proportional(11.0),
-                visuals.text_color(),
-            );
-            ly += 15.0;
-        }
-        // The part of the interval not read yet (the pipeline runs) or not complete (live).
-        if !overview.complete() {
-            let done = overview.micro.grid.slices as f32 / overview.slices_total.max(1) as f32;
-            let x = plot.left() + plot.width() * done.min(1.0);
-            p.text(
-                Pos2::new(x + 4.0, plot.center().y),
-                Align2::LEFT_CENTER,
-                format!(
-                    "reading slices {} / {}…",
-                    overview.micro.grid.slices, overview.slices_total
-                ),
-                FontId::proportional(12.0),
-                text,
-            );
-        }
-        // Time axis.
-        let range = grid.range;
-        let axis = TimeAxis::new(
-            range.start,
-            range.end,
-            (plot.width() / 110.0).max(2.0) as usize,
-        );
-        let time_x = |t: Timestamp| {
-            plot.left()
-                + ((t - range.start) as f64 / range.len().max(1) as f64) as f32 * plot.width()
-        };
-        for t in axis.ticks(range.start, range.end) {
-            let x = time_x(t);
-            p.line_segment(
-                [
-                    Pos2::new(x, plot.bottom()),
-                    Pos2::new(x, plot.bottom() + 4.0),
-                ],
-                Stroke::new(1.0, text),
-            );
-            p.text(
-                Pos2::new(x, plot.bottom() + 5.0),
-                Align2::CENTER_TOP,
-                axis.label(t),
-                FontId::proportional(11.0),
-                text,
-            );
-        }
+    }
+
+    /// The line above the overview: aggregation, metric, slices, parts at p, cache reuse.
+    fn paint_title(
+        &self,
+        p: &egui::Painter,
+        over_rect: Rect,
+        plot: Rect,
+        overview: &Overview,
+        part: &Partition,
+        text: Color32,
+    ) {
+        let grid = overview.micro.grid;
+        let spatial = matches!(part, Partition::Spatiotemporal(_));
         let reuse = match overview.reuse {
             Reuse::Fresh => "",
             Reuse::Exact => " · model from the cache",
@@ -478,19 +464,18 @@ impl OcelotlView {
             FontId::proportional(12.0),
             text,
         );
-        // Hover.
-        if let Some(pos) = resp.hover_pos()
-            && plot.contains(pos)
-            && self.drag_from.is_none()
-        {
-            let s = (((pos.x - plot.left()) / plot.width()) * slices as f32) as usize;
-            let s = s.min(slices - 1);
-            let leaf = ((pos.y - plot.top()) / plot.height() * a.model.producers() as f32) as usize;
-            if let Some(tip) = hover_text(&a, &part, &overview.micro, s, leaf, plot, &self.state) {
-                resp.clone().on_hover_text_at_pointer(tip);
-            }
-        }
-        // Drag: select an interval to zoom into.
+    }
+
+    /// Drag: select an interval to zoom into; the zoom, once the drag ends on a wide enough one.
+    fn drag_to_zoom(
+        &mut self,
+        p: &egui::Painter,
+        resp: &egui::Response,
+        plot: Rect,
+        range: TimeRange,
+        visuals: &egui::Visuals,
+    ) -> Option<ViewAction> {
+        let mut action = None;
         if resp.drag_started()
             && let Some(pos) = resp.interact_pointer_pos()
         {
@@ -509,7 +494,7 @@ impl OcelotlView {
             if resp.drag_stopped() {
                 let (a, b) = (time_at(x0.min(x1)), time_at(x0.max(x1)));
                 if b > a && x0.max(x1) - x0.min(x1) >= 3.0 {
-                    action = Some(OcelotlAction::Zoom(TimeRange::new(a, b)));
+                    action = Some(ViewAction::Load(TimeRange::new(a, b)));
                 }
                 self.drag_from = None;
             }
@@ -517,20 +502,10 @@ impl OcelotlView {
         if !resp.dragged() && !resp.drag_stopped() {
             self.drag_from = None;
         }
-        // Curves, p slider and buttons.
-        let mut child = ui.new_child(egui::UiBuilder::new().max_rect(curves_rect));
-        if let Some(act) = self.curves_ui(&mut child, &a, range) {
-            action = Some(act);
-        }
         action
     }
 
-    fn curves_ui(
-        &mut self,
-        ui: &mut Ui,
-        a: &Aggregated,
-        range: TimeRange,
-    ) -> Option<OcelotlAction> {
+    fn curves_ui(&mut self, ui: &mut Ui, a: &Aggregated, range: TimeRange) -> Option<ViewAction> {
         let mut action = None;
         let curve = a.curve();
         ui.horizontal(|ui| {
@@ -566,7 +541,7 @@ impl OcelotlView {
                 )
                 .clicked()
             {
-                action = Some(OcelotlAction::GanttOn(range));
+                action = Some(ViewAction::GanttOn(range));
             }
             ui.separator();
             ui.add(
@@ -731,6 +706,84 @@ fn over(dst: Color32, src: Color32) -> Color32 {
         mix(src.g(), dst.g()),
         mix(src.b(), dst.b()),
     )
+}
+
+/// The colour of type `u` of the model (the trace's colour of that type).
+fn type_colour(micro: &TraceMicroscopicModel, names: &TraceNames, u: usize) -> Color32 {
+    micro
+        .types
+        .get(u)
+        .map_or(Color32::GRAY, |t| names.colour(t.id))
+}
+
+/// Legend: the types of the model, top down as they are stacked (the first type at the bottom).
+fn type_legend(
+    p: &egui::Painter,
+    plot: Rect,
+    micro: &TraceMicroscopicModel,
+    names: &TraceNames,
+    visuals: &egui::Visuals,
+) {
+    let text = visuals.weak_text_color();
+    let mut ly = plot.top();
+    for (shown, (u, t)) in micro.types.iter().enumerate().rev().enumerate() {
+        if ly + 14.0 > plot.bottom() {
+            p.text(
+                Pos2::new(plot.right() + 10.0, ly),
+                Align2::LEFT_TOP,
+                format!("… {} more", micro.types.len() - shown),
+                FontId::proportional(11.0),
+                text,
+            );
+            break;
+        }
+        p.rect_filled(
+            Rect::from_min_size(
+                Pos2::new(plot.right() + 10.0, ly + 2.0),
+                egui::vec2(10.0, 10.0),
+            ),
+            1.0,
+            type_colour(micro, names, u),
+        );
+        let name: String = t.name.chars().take(22).collect();
+        p.text(
+            Pos2::new(plot.right() + 24.0, ly),
+            Align2::LEFT_TOP,
+            name,
+            FontId::proportional(11.0),
+            visuals.text_color(),
+        );
+        ly += 15.0;
+    }
+}
+
+/// The time axis under the overview.
+fn time_axis(p: &egui::Painter, plot: Rect, range: TimeRange, text: Color32) {
+    let axis = TimeAxis::new(
+        range.start,
+        range.end,
+        (plot.width() / 110.0).max(2.0) as usize,
+    );
+    let time_x = |t: Timestamp| {
+        plot.left() + ((t - range.start) as f64 / range.len().max(1) as f64) as f32 * plot.width()
+    };
+    for t in axis.ticks(range.start, range.end) {
+        let x = time_x(t);
+        p.line_segment(
+            [
+                Pos2::new(x, plot.bottom()),
+                Pos2::new(x, plot.bottom() + 4.0),
+            ],
+            Stroke::new(1.0, text),
+        );
+        p.text(
+            Pos2::new(x, plot.bottom() + 5.0),
+            Align2::CENTER_TOP,
+            axis.label(t),
+            FontId::proportional(11.0),
+            text,
+        );
+    }
 }
 
 /// An opaque image of the overview's pixels (`key.size`): the partition's parts (temporal: one
@@ -1043,6 +1096,42 @@ fn metric_label(m: Metric) -> &'static str {
 }
 
 impl GroupView for OcelotlView {
+    fn new(interval: TimeRange, _names: &TraceNames) -> Self {
+        OcelotlView::new(interval)
+    }
+    fn reads_summary() -> bool {
+        true
+    }
+    fn ui(&mut self, ui: &mut Ui, cx: &DrawContext<'_>) -> Option<ViewAction> {
+        self.draw(ui, cx.names)
+    }
+    /// Ocelotl's zoom is not graphical (it re-runs the pipeline on the selected interval, on the
+    /// loader thread): its frames sweep p up and down (the partition is recomputed and drawn at
+    /// each), then zoom into the middle half of the interval and back out.
+    fn scripted_move(
+        &mut self,
+        i: u64,
+        whole: TimeRange,
+        interval: TimeRange,
+    ) -> Option<TimeRange> {
+        match i / 100 {
+            0 => self.state.set_p((i % 100) as f64 / 100.0),
+            1 => self.state.set_p(1.0 - (i % 100) as f64 / 100.0),
+            2 if i.is_multiple_of(100) => {
+                let q = interval.len() / 4;
+                return Some(TimeRange::new(interval.start + q, interval.end - q));
+            }
+            3 if i.is_multiple_of(100) => {
+                let h = interval.len() / 2;
+                return Some(TimeRange::new(
+                    (interval.start - h).max(whole.start),
+                    (interval.end + h).min(whole.end),
+                ));
+            }
+            _ => {}
+        }
+        None
+    }
     fn load(&mut self, cx: &LoadContext<'_>) {
         self.live_trace = !cx.meta.info.finished;
         self.state.load(

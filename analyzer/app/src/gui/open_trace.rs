@@ -24,43 +24,59 @@ use super::views::{GroupView, LoadContext};
 /// Above this many events a new group opens on the first part of the trace rather than all of it.
 pub(super) const FIRST_OPEN_EVENTS: u64 = 5_000_000;
 
-/// One view group's views (the group's shared state lives in [`ViewGroups`]).
-pub struct GroupViews {
-    pub gantt: GanttView,
-    pub table: TableView,
-    pub density: DensityView,
-    pub stats: StatsView,
-    pub ocelotl: OcelotlView,
-    pub traceviz: TraceVizView,
-    pub bars: HashMap<ViewKind, (TimeBar, BarEdit)>,
-    /// The group revision each view last loaded.
-    pub loaded: HashMap<ViewKind, u64>,
+/// Declares [`GroupViews`] from one line per view (its kind, its field, its type), and with it the
+/// lookups by kind: the only place that lists the views.
+macro_rules! group_views {
+    ($($kind:ident => $field:ident: $view:ty),* $(,)?) => {
+        /// One view group's views (the group's shared state lives in [`ViewGroups`]).
+        pub struct GroupViews {
+            $(pub $field: $view,)*
+            pub bars: HashMap<ViewKind, (TimeBar, BarEdit)>,
+            /// The group revision each view last loaded.
+            pub loaded: HashMap<ViewKind, u64>,
+        }
+
+        impl GroupViews {
+            /// The views of a new group on `interval`.
+            fn new(interval: TimeRange, names: &TraceNames) -> Self {
+                Self {
+                    $($field: <$view as GroupView>::new(interval, names),)*
+                    bars: HashMap::new(),
+                    loaded: HashMap::new(),
+                }
+            }
+
+            /// Whether the view of kind `k` reads the store's summary (see [`GroupView::reads_summary`]).
+            fn reads_summary(k: ViewKind) -> bool {
+                match k {
+                    $(ViewKind::$kind => <$view as GroupView>::reads_summary(),)*
+                }
+            }
+
+            /// The view of kind `k`.
+            pub fn view(&self, k: ViewKind) -> &dyn GroupView {
+                match k {
+                    $(ViewKind::$kind => &self.$field,)*
+                }
+            }
+
+            /// The view of kind `k`, to drive it.
+            pub fn view_mut(&mut self, k: ViewKind) -> &mut dyn GroupView {
+                match k {
+                    $(ViewKind::$kind => &mut self.$field,)*
+                }
+            }
+        }
+    };
 }
 
-impl GroupViews {
-    /// The view of kind `k`.
-    pub fn view(&self, k: ViewKind) -> &dyn GroupView {
-        match k {
-            ViewKind::Gantt => &self.gantt,
-            ViewKind::Table => &self.table,
-            ViewKind::Density => &self.density,
-            ViewKind::Statistics => &self.stats,
-            ViewKind::Ocelotl => &self.ocelotl,
-            ViewKind::TraceViz => &self.traceviz,
-        }
-    }
-
-    /// The view of kind `k`, to drive it.
-    pub fn view_mut(&mut self, k: ViewKind) -> &mut dyn GroupView {
-        match k {
-            ViewKind::Gantt => &mut self.gantt,
-            ViewKind::Table => &mut self.table,
-            ViewKind::Density => &mut self.density,
-            ViewKind::Statistics => &mut self.stats,
-            ViewKind::Ocelotl => &mut self.ocelotl,
-            ViewKind::TraceViz => &mut self.traceviz,
-        }
-    }
+group_views! {
+    Gantt => gantt: GanttView,
+    Table => table: TableView,
+    Density => density: DensityView,
+    Statistics => stats: StatsView,
+    Ocelotl => ocelotl: OcelotlView,
+    TraceViz => traceviz: TraceVizView,
 }
 
 /// An open trace.
@@ -124,7 +140,7 @@ impl OpenTrace {
     fn first_interval(&self, view: ViewKind) -> TimeRange {
         let whole = self.whole();
         // Ocelotl and TraceViz read the store's summary, whose cost does not grow with the events.
-        let summarised = matches!(view, ViewKind::Ocelotl | ViewKind::TraceViz);
+        let summarised = GroupViews::reads_summary(view);
         match &self.meta {
             Some(m) if m.info.event_count > FIRST_OPEN_EVENTS && !summarised => {
                 let len = (whole.len() as f64 * FIRST_OPEN_EVENTS as f64
@@ -139,16 +155,7 @@ impl OpenTrace {
         let Some(names) = &self.names else { return };
         let interval = self.first_interval(view);
         let i = self.groups.open(interval, view);
-        self.views.push(GroupViews {
-            gantt: GanttView::new(interval),
-            table: TableView::new(names.table.clone(), interval),
-            density: DensityView::new(interval),
-            stats: StatsView::new(interval),
-            ocelotl: OcelotlView::new(interval),
-            traceviz: TraceVizView::new(interval),
-            bars: HashMap::new(),
-            loaded: HashMap::new(),
-        });
+        self.views.push(GroupViews::new(interval, names));
         self.active_group = i;
     }
 

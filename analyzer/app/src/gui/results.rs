@@ -383,24 +383,26 @@ fn bring_into_view(g: &mut socscope_analysis::sync::ViewGroup, whole: TimeRange,
     }
 }
 
-/// Draws `bands` on the group's Gantt, density and TraceViz; a view showing none comes to the Gantt.
+/// Draws `bands` on the group's views that draw bands (the Gantt, the density, TraceViz); a view
+/// showing none comes to the Gantt.
 fn show_bands(g: &mut socscope_analysis::sync::ViewGroup, v: &mut GroupViews, bands: Vec<Band>) {
-    if !matches!(
-        g.active,
-        ViewKind::Gantt | ViewKind::Density | ViewKind::TraceViz
-    ) {
+    if v.view_mut(g.active).bands_mut().is_none() {
         g.switch_to(ViewKind::Gantt);
     }
-    v.gantt.bands = bands.clone();
-    v.density.bands = bands.clone();
-    v.traceviz.bands = bands;
+    for k in ViewKind::ALL {
+        if let Some(b) = v.view_mut(k).bands_mut() {
+            *b = bands.clone();
+        }
+    }
 }
 
 fn clear_bands(s: &mut OpenTrace) {
     for v in &mut s.views {
-        v.gantt.bands.clear();
-        v.density.bands.clear();
-        v.traceviz.bands.clear();
+        for k in ViewKind::ALL {
+            if let Some(b) = v.view_mut(k).bands_mut() {
+                b.clear();
+            }
+        }
     }
     s.results.applied = None;
 }

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use anyhow::Context;
 use socscope_analysis::sync::ViewKind;
-use socscope_tracedb::TimeRange;
 
 use super::{GuiApp, ViewOptions};
 
@@ -154,39 +153,11 @@ impl Shell {
         if !moving {
             return Some(phase);
         }
-        // 100 frames zooming in, 100 panning right, 100 panning left, 100 zooming out.
-        // Ocelotl's zoom is not graphical (it re-runs the pipeline on the selected interval, on the
-        // loader thread): its frames sweep p up and down (the partition is recomputed and drawn at
-        // each), then zoom into the middle half of the interval and back out.
+        // 100 frames zooming in, 100 panning right, 100 panning left, 100 zooming out, each view as
+        // it zooms and pans (Ocelotl by sweeping p and loading narrower and wider intervals).
         let interval = group.interval;
-        let v = &mut s.views[gi];
-        match (k, i / 100) {
-            (ViewKind::Gantt, 0) => v.gantt.zoom(0.97, 0.5, whole),
-            (ViewKind::Gantt, 1) => v.gantt.pan(0.01),
-            (ViewKind::Gantt, 2) => v.gantt.pan(-0.01),
-            (ViewKind::Gantt, _) => v.gantt.zoom(1.0 / 0.97, 0.5, whole),
-            (ViewKind::TraceViz, 0) => v.traceviz.timeline.zoom(0.97, 0.5),
-            (ViewKind::TraceViz, 1) => v.traceviz.timeline.pan(0.01),
-            (ViewKind::TraceViz, 2) => v.traceviz.timeline.pan(-0.01),
-            (ViewKind::TraceViz, _) => v.traceviz.timeline.zoom(1.0 / 0.97, 0.5),
-            (ViewKind::Ocelotl, 0) => v.ocelotl.state.set_p((i % 100) as f64 / 100.0),
-            (ViewKind::Ocelotl, 1) => v.ocelotl.state.set_p(1.0 - (i % 100) as f64 / 100.0),
-            (ViewKind::Ocelotl, 2) if i.is_multiple_of(100) => {
-                let q = interval.len() / 4;
-                group.set_interval(TimeRange::new(interval.start + q, interval.end - q));
-            }
-            (ViewKind::Ocelotl, 3) if i.is_multiple_of(100) => {
-                let h = interval.len() / 2;
-                group.set_interval(TimeRange::new(
-                    (interval.start - h).max(whole.start),
-                    (interval.end + h).min(whole.end),
-                ));
-            }
-            (ViewKind::Ocelotl, _) => {}
-            (_, 0) => v.density.zoom(0.97, 0.5),
-            (_, 1) => v.density.pan(0.01),
-            (_, 2) => v.density.pan(-0.01),
-            (_, _) => v.density.zoom(1.0 / 0.97, 0.5),
+        if let Some(r) = s.views[gi].view_mut(k).scripted_move(i, whole, interval) {
+            group.set_interval(r);
         }
         Some(phase)
     }

@@ -12,7 +12,8 @@ use socscope_analysis::table::{
 };
 use socscope_tracedb::{Filter, TimeRange, Timestamp, units};
 
-use super::views::{GroupView, LoadContext};
+use super::readers::TraceNames;
+use super::views::{DrawContext, GroupView, LoadContext, ViewAction};
 use socscope_analysis::loader::Progress;
 
 /// Above this many rows the table stops loading and asks for a shorter interval.
@@ -140,7 +141,7 @@ impl TableView {
     }
 
     /// Draws the table; returns the timestamp of a clicked row.
-    pub fn ui(&mut self, ui: &mut Ui) -> Option<Timestamp> {
+    fn draw(&mut self, ui: &mut Ui) -> Option<Timestamp> {
         let mut clicked = None;
         let last_w = (ui.available_width() - WIDTHS.iter().sum::<f32>() - 40.0).max(120.0);
         let w = |i: usize| {
@@ -253,6 +254,12 @@ impl TableView {
 }
 
 impl GroupView for TableView {
+    fn new(interval: TimeRange, names: &TraceNames) -> Self {
+        TableView::new(names.table.clone(), interval)
+    }
+    fn ui(&mut self, ui: &mut Ui, _cx: &DrawContext<'_>) -> Option<ViewAction> {
+        self.draw(ui).map(ViewAction::Cursor)
+    }
     fn load(&mut self, cx: &LoadContext<'_>) {
         TableView::load(
             self,

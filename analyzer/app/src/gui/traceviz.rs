@@ -14,7 +14,7 @@ use socscope_tracedb::units::{self, TimeAxis};
 use socscope_tracedb::{ProducerId, TimeRange, Timestamp};
 
 use super::readers::TraceNames;
-use super::views::{GroupView, LoadContext};
+use super::views::{DrawContext, GroupView, LoadContext, ViewAction};
 
 const TREE_W: f32 = 230.0;
 const TREE_ROW_H: f32 = 18.0;
@@ -440,7 +440,6 @@ impl TraceVizView {
         }
     }
 
-    /// Draws the view.
     /// The outline (with its Slick Graph band below) and the rows' histograms, one pixel column
     /// per bin of `t`: each row scaled to its largest bin, the outline to its top.
     fn images(
@@ -509,7 +508,8 @@ impl TraceVizView {
         (img, rows_img)
     }
 
-    pub fn ui(&mut self, ui: &mut Ui, names: &TraceNames, cursor: Option<Timestamp>) {
+    /// Draws the view: its toolbar and proposals, then the outline and the rows beside the tree.
+    fn draw(&mut self, ui: &mut Ui, names: &TraceNames, cursor: Option<Timestamp>) {
         self.sync_tree(names);
         if let Some(groups) = self.pending_groups.take() {
             self.tree.replace_groups(&groups);
@@ -518,49 +518,20 @@ impl TraceVizView {
         self.proposals_ui(ui);
         let full = ui.available_rect_before_wrap();
         ui.allocate_rect(full, Sense::hover());
-        let right = Rect::from_min_max(Pos2::new(full.left() + TREE_W + 8.0, full.top()), full.max);
-        let outline_h = (right.height() * 0.28).clamp(60.0, 170.0);
-        let outline_rect = Rect::from_min_max(
-            Pos2::new(right.left(), right.top() + 16.0),
-            Pos2::new(right.right() - 8.0, right.top() + 16.0 + outline_h),
-        );
-        let band = Rect::from_min_max(
-            Pos2::new(outline_rect.left(), outline_rect.bottom() + 2.0),
-            Pos2::new(outline_rect.right(), outline_rect.bottom() + 12.0),
-        );
-        let axis1 = band.bottom() + 2.0;
-        let rows_rect = Rect::from_min_max(
-            Pos2::new(outline_rect.left(), axis1 + 22.0),
-            Pos2::new(outline_rect.right(), right.bottom() - 22.0),
-        );
-        // The tree's rows are the histograms' rows, at the same heights.
-        let tree_rect = Rect::from_min_max(
-            Pos2::new(full.left(), rows_rect.top()),
-            Pos2::new(full.left() + TREE_W, rows_rect.bottom()),
-        );
+        let l = Layout::of(full);
         let all_rows = self.tree.rows();
-        let fits = (rows_rect.height() / TREE_ROW_H).max(1.0) as usize;
-        // The wheel over the tree scrolls the rows (over the charts it zooms).
-        if let Some(pos) = ui.input(|i| i.pointer.hover_pos())
-            && tree_rect.contains(pos)
-        {
-            let scroll = ui.input(|i| i.smooth_scroll_delta.y);
-            if scroll != 0.0 {
-                let by = (-scroll / TREE_ROW_H).round() as isize;
-                self.row_offset = (self.row_offset as isize + by).max(0) as usize;
-            }
-        }
-        self.row_offset = self.row_offset.min(all_rows.len().saturating_sub(fits));
-        let width = outline_rect.width().max(1.0) as usize;
+        let fits = (l.rows.height() / TREE_ROW_H).max(1.0) as usize;
+        self.scroll_tree(ui, l.tree, all_rows.len(), fits);
+        let width = l.width();
         if width > 10 {
             self.timeline.set_width(width);
         }
         let visuals = ui.visuals().clone();
         let text = visuals.weak_text_color();
-        let p = ui.painter_at(right);
+        let p = ui.painter_at(l.right);
         let Some(t) = self.timeline.timeline.clone() else {
             p.text(
-                right.center(),
+                l.right.center(),
                 Align2::CENTER_CENTER,
                 if self.timeline.busy() {
                     "loading…"
@@ -574,20 +545,7 @@ impl TraceVizView {
         };
         let visible = self.tree.visible();
         let hover_pos = ui.input(|i| i.pointer.hover_pos());
-        let row_h = TREE_ROW_H;
-        // Outline layers: every shown row, in order.
-        let mut layers: Vec<(Row, Vec<f64>)> = Vec::new();
-        let mut acc = vec![0.0; width];
-        let mut columns: std::collections::HashMap<Row, Vec<f64>> =
-            std::collections::HashMap::new();
-        for &row in &visible {
-            let cols = self.timeline.columns(&self.tree.values(row, &t), width);
-            for (a, v) in acc.iter_mut().zip(&cols) {
-                *a += v;
-            }
-            layers.push((row, acc.clone()));
-            columns.insert(row, cols);
-        }
+        let outline = self.outline_layers(&t, &visible, width);
         // The rows on screen (their hover, value and highlight) and the images.
         let shown: Vec<Row> = all_rows
             .iter()
@@ -595,39 +553,12 @@ impl TraceVizView {
             .take(fits)
             .map(|r| r.row)
             .collect();
-        let rows_px_h = ((fits as f32 * row_h) as usize).max(1);
-        let mut hovered_value: Option<(Row, f64, Timestamp)> = None;
-        let view = self.timeline.view;
-        for (k, &row) in shown.iter().enumerate() {
-            let y0 = rows_rect.top() + k as f32 * row_h;
-            let y1 = y0 + row_h - 2.0;
-            let Some(cols) = columns.get(&row) else {
-                continue;
-            };
-            if self.hovered == Some(row) {
-                p.rect_stroke(
-                    Rect::from_min_max(
-                        Pos2::new(rows_rect.left(), y0),
-                        Pos2::new(rows_rect.right(), y1),
-                    ),
-                    0.0,
-                    Stroke::new(1.0, visuals.strong_text_color()),
-                    egui::StrokeKind::Outside,
-                );
-            }
-            if let Some(pos) = hover_pos
-                && pos.y >= y0
-                && pos.y < y0 + row_h
-                && rows_rect.x_range().contains(pos.x)
-            {
-                let c = ((pos.x - rows_rect.left()) as usize).min(width - 1);
-                let at = view.start + ((c as f64 + 0.5) / width as f64 * view.len() as f64) as i64;
-                hovered_value = Some((row, cols[c], at));
-            }
-        }
+        let rows_px_h = ((fits as f32 * TREE_ROW_H) as usize).max(1);
+        let hovered_value =
+            self.rows_on_screen(&p, &visuals, &l, &shown, &outline.columns, hover_pos);
         if all_rows.len() > fits {
             ui.painter().text(
-                Pos2::new(full.left() + 4.0, rows_rect.bottom() + 4.0),
+                Pos2::new(full.left() + 4.0, l.rows.bottom() + 4.0),
                 Align2::LEFT_TOP,
                 format!(
                     "rows {}–{} of {} (wheel here to scroll)",
@@ -639,18 +570,140 @@ impl TraceVizView {
                 text,
             );
         }
-        // The outline (layers stacked in row order, each in its row's colour, with the Slick Graph
-        // band: 003 eq. 1-2, grey level = luminance) and the rows' histograms are two images of the
-        // timeline's bins, drawn again only when the timeline or what they show changes. Zooming
-        // and panning only move the part of them on screen (the bins keep their heights until
-        // the view's own timeline comes, REFINE_AFTER later, at the view's pixels).
-        let oh = (outline_rect.height().max(2.0)) as usize;
-        let band_h = band.height().max(1.0) as usize;
-        let bg = visuals.extreme_bg_color;
+        let heights = [
+            (l.outline.height().max(2.0)) as usize,
+            l.band.height().max(1.0) as usize,
+            rows_px_h,
+            TREE_ROW_H as usize,
+        ];
+        self.refresh_images(ui, names, &t, &visible, &shown, heights);
+        self.paint_images(&p, &t, &l, width, rows_px_h);
+        // Bands of an opened annotation result, over the outline and over the rows (the rows of
+        // their producers tinted).
+        if !self.bands.is_empty() {
+            let view = self.timeline.view;
+            super::bands::draw_bands(ui, l.outline, view, &self.bands, None);
+            let ids: Vec<ProducerId> = all_rows
+                .iter()
+                .skip(self.row_offset)
+                .take(fits)
+                .map(|r| match r.row {
+                    Row::Actor(id) => id,
+                    // A group's row is no producer of a band.
+                    Row::Group(_) => ProducerId::MAX,
+                })
+                .collect();
+            super::bands::draw_bands(ui, l.rows, view, &self.bands, Some((&ids, TREE_ROW_H)));
+        }
+        self.paint_labels_and_axes(ui, &p, &l, &t, [visible.len(), all_rows.len()], text);
+        self.paint_cursor(&p, &l, cursor);
+        let resp = self.zoom_and_pan(ui, &l);
+        let now_hovered = match hovered_value {
+            Some(hovered) => Some(self.row_value_tip(&resp, &t, hovered)),
+            None => self.outline_tip(&resp, &t, &visible, &l, &outline, hover_pos),
+        };
+        if hover_pos.is_some_and(|p| !l.tree.contains(p)) {
+            self.hovered = now_hovered;
+        }
+        let mut child = ui.new_child(egui::UiBuilder::new().max_rect(l.tree));
+        self.tree_ui(&mut child, l.tree, names);
+    }
+
+    /// The wheel over the tree scrolls the rows (over the charts it zooms).
+    fn scroll_tree(&mut self, ui: &Ui, tree: Rect, rows: usize, fits: usize) {
+        if let Some(pos) = ui.input(|i| i.pointer.hover_pos())
+            && tree.contains(pos)
+        {
+            let scroll = ui.input(|i| i.smooth_scroll_delta.y);
+            if scroll != 0.0 {
+                let by = (-scroll / TREE_ROW_H).round() as isize;
+                self.row_offset = (self.row_offset as isize + by).max(0) as usize;
+            }
+        }
+        self.row_offset = self.row_offset.min(rows.saturating_sub(fits));
+    }
+
+    /// Outline layers: every shown row, in order, stacked; and each row's columns at `width` pixels.
+    fn outline_layers(&self, t: &traceviz::Timeline, visible: &[Row], width: usize) -> Outline {
+        let mut layers: Vec<(Row, Vec<f64>)> = Vec::new();
+        let mut acc = vec![0.0; width];
+        let mut columns: std::collections::HashMap<Row, Vec<f64>> =
+            std::collections::HashMap::new();
+        for &row in visible {
+            let cols = self.timeline.columns(&self.tree.values(row, t), width);
+            for (a, v) in acc.iter_mut().zip(&cols) {
+                *a += v;
+            }
+            layers.push((row, acc.clone()));
+            columns.insert(row, cols);
+        }
+        Outline {
+            layers,
+            acc,
+            columns,
+        }
+    }
+
+    /// Outlines the hovered row and finds the row, value and time under the pointer, if it is over
+    /// the rows.
+    fn rows_on_screen(
+        &self,
+        p: &egui::Painter,
+        visuals: &egui::Visuals,
+        l: &Layout,
+        shown: &[Row],
+        columns: &std::collections::HashMap<Row, Vec<f64>>,
+        hover_pos: Option<Pos2>,
+    ) -> Option<(Row, f64, Timestamp)> {
+        let width = l.width();
+        let row_h = TREE_ROW_H;
+        let view = self.timeline.view;
+        let mut hovered_value = None;
+        for (k, &row) in shown.iter().enumerate() {
+            let y0 = l.rows.top() + k as f32 * row_h;
+            let y1 = y0 + row_h - 2.0;
+            let Some(cols) = columns.get(&row) else {
+                continue;
+            };
+            if self.hovered == Some(row) {
+                p.rect_stroke(
+                    Rect::from_min_max(Pos2::new(l.rows.left(), y0), Pos2::new(l.rows.right(), y1)),
+                    0.0,
+                    Stroke::new(1.0, visuals.strong_text_color()),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            if let Some(pos) = hover_pos
+                && pos.y >= y0
+                && pos.y < y0 + row_h
+                && l.rows.x_range().contains(pos.x)
+            {
+                let c = ((pos.x - l.rows.left()) as usize).min(width - 1);
+                let at = view.start + ((c as f64 + 0.5) / width as f64 * view.len() as f64) as i64;
+                hovered_value = Some((row, cols[c], at));
+            }
+        }
+        hovered_value
+    }
+
+    /// The outline (layers stacked in row order, each in its row's colour, with the Slick Graph
+    /// band: 003 eq. 1-2, grey level = luminance) and the rows' histograms are two images of the
+    /// timeline's bins, drawn again only when the timeline or what they show changes. Zooming
+    /// and panning only move the part of them on screen (the bins keep their heights until
+    /// the view's own timeline comes, REFINE_AFTER later, at the view's pixels).
+    fn refresh_images(
+        &mut self,
+        ui: &Ui,
+        names: &TraceNames,
+        t: &traceviz::Timeline,
+        visible: &[Row],
+        shown: &[Row],
+        heights: [usize; 4],
+    ) {
         let key = ImagesKey {
             revision: self.timeline.revision,
             bins: t.outline.len(),
-            heights: [oh, band_h, rows_px_h, row_h as usize],
+            heights,
             layers: visible
                 .iter()
                 .map(|&r| {
@@ -668,10 +721,10 @@ impl TraceVizView {
             groups: self.tree.group_list(),
             sigma: self.sigma.to_bits(),
             luminance: self.luminance.to_bits(),
-            background: bg,
+            background: ui.visuals().extreme_bg_color,
         };
         if self.images.as_ref().is_none_or(|(k, _, _)| *k != key) {
-            let (outline_img, rows_img) = self.images(&t, &key, &visible);
+            let (outline_img, rows_img) = self.images(t, &key, visible);
             let (o, r) = match self.images.take() {
                 Some((_, mut o, mut r)) => {
                     o.set(outline_img, egui::TextureOptions::NEAREST);
@@ -691,14 +744,25 @@ impl TraceVizView {
             self.images = Some((key, o, r));
             self.image_builds += 1;
         }
-        // The part of the view the timeline covers, and where its bins are on screen.
+    }
+
+    /// The part of the view the timeline covers, from the images, where its bins are on screen.
+    fn paint_images(
+        &self,
+        p: &egui::Painter,
+        t: &traceviz::Timeline,
+        l: &Layout,
+        width: usize,
+        rows_px_h: usize,
+    ) {
+        let view = self.timeline.view;
         let (ts, te) = (t.start.max(view.start), t.end.min(view.end));
         if let Some((_, outline_tex, rows_tex)) = &self.images
             && te > ts
             && t.end > t.start
         {
             let x = |v: i64| {
-                outline_rect.left()
+                l.outline.left()
                     + ((v - view.start) as f64 / view.len() as f64) as f32 * width as f32
             };
             let u = |v: i64| ((v - t.start) as f64 / (t.end - t.start) as f64) as f32;
@@ -706,8 +770,8 @@ impl TraceVizView {
             p.image(
                 outline_tex.id(),
                 Rect::from_min_max(
-                    Pos2::new(x0, outline_rect.top()),
-                    Pos2::new(x1, band.bottom()),
+                    Pos2::new(x0, l.outline.top()),
+                    Pos2::new(x1, l.band.bottom()),
                 ),
                 Rect::from_min_max(Pos2::new(u0, 0.0), Pos2::new(u1, 1.0)),
                 Color32::WHITE,
@@ -715,152 +779,227 @@ impl TraceVizView {
             p.image(
                 rows_tex.id(),
                 Rect::from_min_max(
-                    Pos2::new(x0, rows_rect.top()),
-                    Pos2::new(x1, rows_rect.top() + rows_px_h as f32),
+                    Pos2::new(x0, l.rows.top()),
+                    Pos2::new(x1, l.rows.top() + rows_px_h as f32),
                 ),
                 Rect::from_min_max(Pos2::new(u0, 0.0), Pos2::new(u1, 1.0)),
                 Color32::WHITE,
             );
         }
-        // Bands of an opened annotation result, over the outline and over the rows (the rows of
-        // their producers tinted).
-        if !self.bands.is_empty() {
-            super::bands::draw_bands(ui, outline_rect, view, &self.bands, None);
-            let ids: Vec<ProducerId> = all_rows
-                .iter()
-                .skip(self.row_offset)
-                .take(fits)
-                .map(|r| match r.row {
-                    Row::Actor(id) => id,
-                    // A group's row is no producer of a band.
-                    Row::Group(_) => ProducerId::MAX,
-                })
-                .collect();
-            super::bands::draw_bands(ui, rows_rect, view, &self.bands, Some((&ids, row_h)));
-        }
-        // The outline's scale is the images': the top of the timeline's outline of the shown rows.
-        let top = {
-            let mut sum = vec![0.0; t.outline.len()];
-            for &r in &visible {
-                for (a, v) in sum.iter_mut().zip(self.tree.values(r, &t)) {
-                    *a += v;
-                }
+    }
+
+    /// The outline's scale is the images': the top of the timeline's outline of the shown rows.
+    fn outline_top(&self, t: &traceviz::Timeline, visible: &[Row]) -> f64 {
+        let mut sum = vec![0.0; t.outline.len()];
+        for &r in visible {
+            for (a, v) in sum.iter_mut().zip(self.tree.values(r, t)) {
+                *a += v;
             }
-            sum.into_iter().fold(0.0, f64::max).max(1e-300)
-        };
-        let oy = |v: f64| outline_rect.bottom() - (v / top) as f32 * (outline_rect.height() - 2.0);
+        }
+        sum.into_iter().fold(0.0, f64::max).max(1e-300)
+    }
+
+    /// The help beside the tree, the time axes under the outline and the rows (in the same units),
+    /// and the outline's title, for `visible` rows of `all`.
+    fn paint_labels_and_axes(
+        &self,
+        ui: &Ui,
+        p: &egui::Painter,
+        l: &Layout,
+        t: &traceviz::Timeline,
+        [visible, all]: [usize; 2],
+        text: Color32,
+    ) {
+        let view = self.timeline.view;
+        let width = l.width();
         ui.painter().text(
-            Pos2::new(full.left() + 4.0, outline_rect.top()),
+            Pos2::new(l.full.left() + 4.0, l.outline.top()),
             Align2::LEFT_TOP,
             format!(
-                "Actors: {} rows shown of {}\nclick, shift/ctrl-click: select\ndrag: reorder · dot: hide/show\nright-click a group: rename, operator, delete",
-                visible.len(),
-                all_rows.len()
+                "Actors: {visible} rows shown of {all}\nclick, shift/ctrl-click: select\ndrag: reorder · dot: hide/show\nright-click a group: rename, operator, delete",
             ),
             FontId::proportional(11.0),
             text,
         );
-        // Time axes under the outline and under the rows, in the same units.
+        time_axis(p, view, l.outline.left(), l.outline.right(), l.axis, text);
         time_axis(
-            &p,
+            p,
             view,
-            outline_rect.left(),
-            outline_rect.right(),
-            axis1,
-            text,
-        );
-        time_axis(
-            &p,
-            view,
-            rows_rect.left(),
-            rows_rect.right(),
-            rows_rect.bottom() + 2.0,
+            l.rows.left(),
+            l.rows.right(),
+            l.rows.bottom() + 2.0,
             text,
         );
         p.text(
-            Pos2::new(outline_rect.left(), right.top() + 1.0),
+            Pos2::new(l.outline.left(), l.right.top() + 1.0),
             Align2::LEFT_TOP,
             format!(
-                "outline of {} rows · {} per pixel · {} · wheel: zoom · drag: pan",
-                visible.len(),
+                "outline of {visible} rows · {} per pixel · {} · wheel: zoom · drag: pan",
                 units::duration_compact(view.len() as f64 / width as f64),
                 statistic_label(t.statistic)
             ),
             FontId::proportional(12.0),
             text,
         );
+    }
+
+    /// The group's cursor across the outline and the rows.
+    fn paint_cursor(&self, p: &egui::Painter, l: &Layout, cursor: Option<Timestamp>) {
+        let view = self.timeline.view;
         if let Some(c) = cursor
             && view.contains(c)
         {
-            let x = outline_rect.left()
-                + ((c - view.start) as f64 / view.len() as f64) as f32 * outline_rect.width();
-            for r in [outline_rect, rows_rect] {
+            let x = l.outline.left()
+                + ((c - view.start) as f64 / view.len() as f64) as f32 * l.outline.width();
+            for r in [l.outline, l.rows] {
                 p.line_segment(
                     [Pos2::new(x, r.top()), Pos2::new(x, r.bottom())],
                     Stroke::new(1.5, super::theme::cursor()),
                 );
             }
         }
-        // Zoom and pan on both the outline and the rows, in step.
-        let interact = outline_rect.union(rows_rect);
+    }
+
+    /// Zoom and pan on both the outline and the rows, in step.
+    fn zoom_and_pan(&mut self, ui: &Ui, l: &Layout) -> egui::Response {
+        let interact = l.outline.union(l.rows);
         let resp = ui.interact(interact, ui.scope_id().with("tv-plot"), Sense::drag());
         if let Some(pos) = resp.hover_pos() {
             let scroll = ui.input(|i| i.smooth_scroll_delta.y);
             if scroll != 0.0 {
                 self.timeline.zoom(
                     (-scroll as f64 / 200.0).exp(),
-                    ((pos.x - outline_rect.left()) / outline_rect.width()) as f64,
+                    ((pos.x - l.outline.left()) / l.outline.width()) as f64,
                 );
             }
         }
         if resp.dragged() {
             self.timeline
-                .pan(-(resp.drag_delta().x / outline_rect.width()) as f64);
+                .pan(-(resp.drag_delta().x / l.outline.width()) as f64);
         }
         if self.timeline.moving() {
             ui.ctx().request_repaint_after(REFINE_AFTER);
         }
-        // Hover: the row under the pointer (tree label and outline layer highlighted) and its value.
-        let mut now_hovered = None;
-        if let Some((row, v, at)) = hovered_value {
-            now_hovered = Some(row);
-            resp.clone().on_hover_text_at_pointer(format!(
-                "{}\n{} s\n{}",
-                self.tree.label(row),
-                units::timestamp(at),
-                value_text(t.statistic, v)
-            ));
-        } else if let Some(pos) = hover_pos
-            && outline_rect.contains(pos)
-        {
-            let c = ((pos.x - outline_rect.left()) as usize).min(width - 1);
-            let v = acc[c];
-            let layer = layers
-                .iter()
-                .zip(std::iter::once(0.0).chain(layers.iter().map(|l| l.1[c])))
-                .find(|((_, l), b)| {
-                    let (yt, yb) = (oy(l[c]), oy(*b));
-                    pos.y >= yt && pos.y <= yb
-                })
-                .map(|((r, _), _)| *r);
-            now_hovered = layer;
-            let at = view.start + ((c as f64 + 0.5) / width as f64 * view.len() as f64) as i64;
-            let mut s = format!(
-                "{} s\noutline: {}",
-                units::timestamp(at),
-                value_text(t.statistic, v)
-            );
-            if let Some(r) = layer {
-                s.push_str(&format!("\n{}", self.tree.label(r)));
-            }
-            resp.clone().on_hover_text_at_pointer(s);
-        }
-        if hover_pos.is_some_and(|p| !tree_rect.contains(p)) {
-            self.hovered = now_hovered;
-        }
-        let mut child = ui.new_child(egui::UiBuilder::new().max_rect(tree_rect));
-        self.tree_ui(&mut child, tree_rect, names);
+        resp
     }
+
+    /// Hover over the rows: the row's label, time and value; the row, to highlight.
+    fn row_value_tip(
+        &self,
+        resp: &egui::Response,
+        t: &traceviz::Timeline,
+        (row, v, at): (Row, f64, Timestamp),
+    ) -> Row {
+        resp.clone().on_hover_text_at_pointer(format!(
+            "{}\n{} s\n{}",
+            self.tree.label(row),
+            units::timestamp(at),
+            value_text(t.statistic, v)
+        ));
+        row
+    }
+
+    /// Hover over the outline: the time, the outline's value and the layer under the pointer; that
+    /// layer's row, to highlight.
+    fn outline_tip(
+        &self,
+        resp: &egui::Response,
+        t: &traceviz::Timeline,
+        visible: &[Row],
+        l: &Layout,
+        outline: &Outline,
+        hover_pos: Option<Pos2>,
+    ) -> Option<Row> {
+        let width = l.width();
+        let pos = hover_pos.filter(|pos| l.outline.contains(*pos))?;
+        let view = self.timeline.view;
+        let top = self.outline_top(t, visible);
+        let oy = |v: f64| l.outline.bottom() - (v / top) as f32 * (l.outline.height() - 2.0);
+        let c = ((pos.x - l.outline.left()) as usize).min(width - 1);
+        let v = outline.acc[c];
+        let layers = &outline.layers;
+        let layer = layers
+            .iter()
+            .zip(std::iter::once(0.0).chain(layers.iter().map(|l| l.1[c])))
+            .find(|((_, l), b)| {
+                let (yt, yb) = (oy(l[c]), oy(*b));
+                pos.y >= yt && pos.y <= yb
+            })
+            .map(|((r, _), _)| *r);
+        let at = view.start + ((c as f64 + 0.5) / width as f64 * view.len() as f64) as i64;
+        let mut s = format!(
+            "{} s\noutline: {}",
+            units::timestamp(at),
+            value_text(t.statistic, v)
+        );
+        if let Some(r) = layer {
+            s.push_str(&format!("\n{}", self.tree.label(r)));
+        }
+        resp.clone().on_hover_text_at_pointer(s);
+        layer
+    }
+}
+
+/// Where TraceViz draws its parts in the space it has.
+struct Layout {
+    full: Rect,
+    /// Everything right of the tree.
+    right: Rect,
+    outline: Rect,
+    /// The Slick Graph band under the outline.
+    band: Rect,
+    /// The top of the time axis under the band.
+    axis: f32,
+    rows: Rect,
+    /// The tree's rows are the histograms' rows, at the same heights.
+    tree: Rect,
+}
+
+impl Layout {
+    fn of(full: Rect) -> Self {
+        let right = Rect::from_min_max(Pos2::new(full.left() + TREE_W + 8.0, full.top()), full.max);
+        let outline_h = (right.height() * 0.28).clamp(60.0, 170.0);
+        let outline = Rect::from_min_max(
+            Pos2::new(right.left(), right.top() + 16.0),
+            Pos2::new(right.right() - 8.0, right.top() + 16.0 + outline_h),
+        );
+        let band = Rect::from_min_max(
+            Pos2::new(outline.left(), outline.bottom() + 2.0),
+            Pos2::new(outline.right(), outline.bottom() + 12.0),
+        );
+        let axis = band.bottom() + 2.0;
+        let rows = Rect::from_min_max(
+            Pos2::new(outline.left(), axis + 22.0),
+            Pos2::new(outline.right(), right.bottom() - 22.0),
+        );
+        let tree = Rect::from_min_max(
+            Pos2::new(full.left(), rows.top()),
+            Pos2::new(full.left() + TREE_W, rows.bottom()),
+        );
+        Self {
+            full,
+            right,
+            outline,
+            band,
+            axis,
+            rows,
+            tree,
+        }
+    }
+
+    /// The outline's width in pixels, which is also the rows' (one column per pixel).
+    fn width(&self) -> usize {
+        self.outline.width().max(1.0) as usize
+    }
+}
+
+/// The outline's layers at the view's pixels: each shown row's columns, and their running sums.
+struct Outline {
+    /// Each row with the sum of its and the previous rows' columns (its layer's top).
+    layers: Vec<(Row, Vec<f64>)>,
+    /// The sum of every row's columns (the outline's top).
+    acc: Vec<f64>,
+    columns: std::collections::HashMap<Row, Vec<f64>>,
 }
 
 fn lerp(a: Color32, b: Color32, t: f32) -> Color32 {
@@ -911,6 +1050,28 @@ fn value_text(s: Statistic, v: f64) -> String {
 }
 
 impl GroupView for TraceVizView {
+    fn new(interval: TimeRange, _names: &TraceNames) -> Self {
+        TraceVizView::new(interval)
+    }
+    fn reads_summary() -> bool {
+        true
+    }
+    fn ui(&mut self, ui: &mut Ui, cx: &DrawContext<'_>) -> Option<ViewAction> {
+        self.draw(ui, cx.names, cx.cursor);
+        None
+    }
+    fn scripted_move(&mut self, i: u64, _: TimeRange, _: TimeRange) -> Option<TimeRange> {
+        match i / 100 {
+            0 => self.timeline.zoom(0.97, 0.5),
+            1 => self.timeline.pan(0.01),
+            2 => self.timeline.pan(-0.01),
+            _ => self.timeline.zoom(1.0 / 0.97, 0.5),
+        }
+        None
+    }
+    fn bands_mut(&mut self) -> Option<&mut Vec<socscope_analysis::results::Band>> {
+        Some(&mut self.bands)
+    }
     fn load(&mut self, cx: &LoadContext<'_>) {
         self.timeline.load(cx.trace, cx.interval, cx.filter.clone());
     }
