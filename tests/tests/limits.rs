@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use socscope_collector::{Notice, tcp::ServeLimits};
 use socscope_sim::SimConfig;
+use socscope_wire::WIRE_VERSION;
+use socscope_wire::encode::encode_hello;
+use socscope_wire::frame::Hello;
 use support::{Collector, assert_exact_counts, hello, sim_over_tcp};
 
 fn warnings(collector: &Collector) -> Vec<String> {

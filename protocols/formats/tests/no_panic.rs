@@ -59,6 +59,9 @@ fn read_ftrace(input: &[u8]) -> Seen {
                 seen.0 += 1;
             }
             Ok(Some(ftrace::Line::Header)) => {}
+            Ok(Some(ftrace::Line::StackFrame(frame))) => {
+                std::hint::black_box(frame);
+            }
             Ok(None) => break,
             Err(e) => parse_error(e, &mut seen),
         }

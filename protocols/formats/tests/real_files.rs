@@ -26,6 +26,10 @@ fn ftrace_counts(rel: &str) -> (u64, u64) {
         match l {
             ftrace::Line::Record(_) => records += 1,
             ftrace::Line::Header => headers += 1,
+            // None of the shared ftrace files holds a `kernel_stack` event, so no frame line either.
+            ftrace::Line::StackFrame(frame) => {
+                panic!("{rel}: unexpected stack frame line {frame:?}")
+            }
         }
     }
     (records, headers)

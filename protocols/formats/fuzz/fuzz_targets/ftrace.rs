@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
                     let _ = Record::pairs(args).count();
                 }
             }
-            Ok(Some(Line::Header)) | Err(_) => {}
+            Ok(Some(Line::Header | Line::StackFrame(_))) | Err(_) => {}
             Ok(None) => break,
         }
     }
