@@ -370,7 +370,7 @@ fn report_text_with_kernel_stacks_gives_the_trace_the_dat_gives() {
     // 9 379 of the shared file, less CPU 4's page the stacks' page replaced.
     assert_eq!(n, 9367);
     // The text import holds both stacks: one attached, one an event of its own.
-    let t = TraceReader::open(&dir.path().join("text.db")).unwrap();
+    let t = TraceReader::open(dir.path().join("text.db")).unwrap();
     let types = t.event_types().unwrap();
     let freq = types.iter().find(|t| t.name == "cpu_frequency").unwrap();
     assert!(freq.params.iter().any(|p| p.name == "stack"));
