@@ -1,7 +1,9 @@
-//! The Results panel (RT-427 §3.1.3): the analysis results saved in a trace — by the CLI's `--save` or
-//! from the pie and the table here — listed with kind, tool, date and description, opened into the
-//! views (annotations as bands on the Gantt and the density, groups applied to the pie, a search applied
-//! to the table) and deleted. Store access happens on the user's clicks only, never per frame.
+//! The Results panel (RT-427 §3.1.3): the analysis results saved in a trace — by the CLI's `--save`, by
+//! the collector's triggers, or from the views here (the pie's groups, the table's search, an Ocelotl
+//! partition as bands or as a processed trace, TraceViz's actor groups) — listed with kind, tool, date and
+//! description, opened into the views (annotations as bands on the Gantt, the density and TraceViz,
+//! groups applied to the pie or to TraceViz, a search applied to the table) and deleted. Store access
+//! happens on the user's clicks only, never per frame.
 
 use eframe::egui;
 use egui::Ui;
