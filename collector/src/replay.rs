@@ -9,7 +9,8 @@ use crate::{CollectorError, Result};
 
 /// Ingests a capture file; returns its sessions and the notices (drops, version errors) it produced.
 /// A file in which no session starts (random bytes, another format, a board of an unreadable wire
-/// version) is an error saying so, in one message, rather than a success with a warning per frame.
+/// version) is an error saying so, in one message, rather than a success with a warning per frame. Under
+/// a flight recorder a session watched with no trigger firing gives no report and is no error.
 pub fn replay_file(path: &Path, config: IngestConfig) -> Result<(Vec<SessionReport>, Vec<Notice>)> {
     let io = |source| CollectorError::Io {
         path: path.to_path_buf(),
@@ -30,9 +31,12 @@ pub fn replay_file(path: &Path, config: IngestConfig) -> Result<(Vec<SessionRepo
         notices.extend(ingest.take_notices());
     }
     let unreadable = ingest.orphan_frames();
+    // A flight recorder whose triggers never fired watched a session and stored nothing: that is its
+    // job, not an unreadable input.
+    let had_session = ingest.has_had_session();
     let (reports, rest) = ingest.finish()?;
     notices.extend(rest);
-    if reports.is_empty() {
+    if reports.is_empty() && !had_session {
         let version = notices.iter().find_map(|n| match n {
             Notice::VersionRejected { message, .. } => Some(message.clone()),
             _ => None,

@@ -390,6 +390,51 @@ fn saves_are_bounded_and_a_stream_ending_inside_a_window_says_so() {
     ));
 }
 
+#[test]
+fn a_replay_whose_triggers_never_fire_watches_the_session_and_saves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wire = stressed_capture(tmp.path());
+    let mut config = IngestConfig::new(tmp.path().join("flight"));
+    // No marker of that name on this board: the rule never fires.
+    config.triggers = Some(triggers(&["marker:never-on-this-board"]));
+    config.flight = Some(FlightConfig::new(60 * S, S, S));
+    let (saved, notices) = replay::replay_file(&wire, config)
+        .expect("a watched session with no firing is not an unreadable input");
+    assert!(saved.is_empty(), "{saved:?}");
+    let stored: Vec<_> = std::fs::read_dir(tmp.path().join("flight"))
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "db") && !p.ends_with("catalog.db"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(stored.is_empty(), "{stored:?}");
+    let watch = notices
+        .iter()
+        .find_map(|n| match n {
+            Notice::WatchEnded(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the watch's end is said");
+    assert_eq!(watch.not_saved, 0, "{watch:?}");
+    assert!(watch.records > 0 && watch.firings.is_empty(), "{watch:?}");
+
+    // Random bytes under a flight recorder are still refused as no session at all.
+    let junk = tmp.path().join("junk.wire");
+    std::fs::write(
+        &junk,
+        (0..4096u32)
+            .map(|i| (i * 37 % 251) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let mut config = IngestConfig::new(tmp.path().join("junk"));
+    config.triggers = Some(triggers(&["loss"]));
+    config.flight = Some(FlightConfig::new(60 * S, S, S));
+    let err = replay::replay_file(&junk, config).unwrap_err().to_string();
+    assert!(err.contains("no session found"), "{err}");
+}
+
 /// A board whose CPU 0 enters IRQ 7 at 10 ms and never leaves it (a hang), while CPU 1 goes on switching
 /// threads every 5 ms for 3 s, with IRQ 9 every 10 ms up to 1 s (a periodic event that stops). The real
 /// agent encodes it (1 MHz clock, blocks sent once 20 ms old); returns the stream and, after each step,
