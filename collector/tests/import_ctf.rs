@@ -14,7 +14,7 @@ use common::real;
 use socscope_collector::import::{ImportReport, detect_format};
 use socscope_formats::Format;
 use socscope_formats::ctf::CtfReader;
-use socscope_tracedb::{EventCategory, EventKind, Filter, TimeRange, TraceReader};
+use socscope_tracedb::{EventCategory, Filter, TimeRange, TraceReader};
 
 fn run(dir: &Path, out: &Path, strict: bool) -> socscope_collector::Result<ImportReport> {
     common::import_file(dir, Format::Ctf, out, strict)
@@ -765,49 +765,12 @@ fn lost_packets_are_a_loss_as_babeltrace2_reports_them() {
 /// A trace as comparable text, one line per type, producer (by kind and board id) and event (time,
 /// end, type, producer, CPU, parameters), each part sorted.
 fn dump(path: &Path) -> Vec<String> {
-    let r = TraceReader::open(path).unwrap();
-    let types = r.event_types().unwrap();
-    let type_name: HashMap<_, _> = types.iter().map(|t| (t.id, t.name.clone())).collect();
-    let mut t: Vec<String> = types
-        .iter()
-        .map(|t| {
-            let p: Vec<&str> = t.params.iter().map(|p| p.name.as_str()).collect();
-            format!("type {} {:?} {p:?}", t.name, t.category)
-        })
-        .collect();
-    t.sort();
-    let producers = r.producers().unwrap();
-    let key: HashMap<_, _> = producers
-        .iter()
-        .map(|p| (p.id, format!("{}:{}", p.kind.name(), p.local_id)))
-        .collect();
-    let mut p: Vec<String> = producers
-        .iter()
-        .map(|p| {
-            let parent = p
-                .parent
-                .and_then(|q| key.get(&q))
-                .cloned()
-                .unwrap_or_default();
-            format!("producer {} {} <{parent}>", key[&p.id], p.name)
-        })
-        .collect();
-    p.sort();
-    let mut e: Vec<String> = Vec::new();
-    for ev in r.events(TimeRange::all(), &Filter::all()).unwrap() {
-        let ev = ev.unwrap().event;
-        let end = match ev.kind {
-            EventKind::State { end, depth } => format!("state {end} {depth}"),
-            EventKind::Link { end, target } => format!("link {end} {}", key[&target]),
-            k => format!("{k:?}"),
-        };
-        e.push(format!(
-            "{} {} {} {} {:?} {:?}",
-            ev.ts, end, type_name[&ev.type_id], key[&ev.producer], ev.cpu, ev.params
-        ));
-    }
-    e.sort();
-    t.into_iter().chain(p).chain(e).collect()
+    let (t, p, e) = common::dump(path);
+    t.into_iter()
+        .map(|l| format!("type {l}"))
+        .chain(p.into_iter().map(|l| format!("producer {l}")))
+        .chain(e)
+        .collect()
 }
 
 /// FNV-1a (64 bits) of `lines`, each ended by a newline: a digest that does not change from build

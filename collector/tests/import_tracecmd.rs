@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{import_file as run, real};
+use common::{dump, import_file as run, real};
 use socscope_formats::Format;
-use socscope_tracedb::{EventKind, Filter, TimeRange, TraceReader};
+use socscope_tracedb::{Filter, TimeRange, TraceReader};
 
 fn trace_cmd(args: &[&str]) -> Vec<u8> {
     let out = Command::new("trace-cmd")
@@ -23,54 +22,6 @@ fn trace_cmd(args: &[&str]) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
-}
-
-/// A trace as comparable text: its types, its producers (by kind and board id) and its events (time,
-/// end, type, producer, CPU, parameters), sorted.
-fn dump(path: &Path) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let r = TraceReader::open(path).unwrap();
-    let types = r.event_types().unwrap();
-    let type_name: HashMap<_, _> = types.iter().map(|t| (t.id, t.name.clone())).collect();
-    let mut t: Vec<String> = types
-        .iter()
-        .map(|t| {
-            let p: Vec<&str> = t.params.iter().map(|p| p.name.as_str()).collect();
-            format!("{} {:?} {p:?}", t.name, t.category)
-        })
-        .collect();
-    t.sort();
-    let producers = r.producers().unwrap();
-    let key: HashMap<_, _> = producers
-        .iter()
-        .map(|p| (p.id, format!("{}:{}", p.kind.name(), p.local_id)))
-        .collect();
-    let mut p: Vec<String> = producers
-        .iter()
-        .map(|p| {
-            let parent = p
-                .parent
-                .and_then(|q| key.get(&q))
-                .cloned()
-                .unwrap_or_default();
-            format!("{} {} <{parent}>", key[&p.id], p.name)
-        })
-        .collect();
-    p.sort();
-    let mut e: Vec<String> = Vec::new();
-    for ev in r.events(TimeRange::all(), &Filter::all()).unwrap() {
-        let ev = ev.unwrap().event;
-        let end = match ev.kind {
-            EventKind::State { end, depth } => format!("state {end} {depth}"),
-            EventKind::Link { end, target } => format!("link {end} {}", key[&target]),
-            k => format!("{k:?}"),
-        };
-        e.push(format!(
-            "{} {} {} {} {:?} {:?}",
-            ev.ts, end, type_name[&ev.type_id], key[&ev.producer], ev.cpu, ev.params
-        ));
-    }
-    e.sort();
-    (t, p, e)
 }
 
 /// Imports `dat` and its `trace-cmd report` text; both traces must be the same.
