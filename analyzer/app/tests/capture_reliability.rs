@@ -7,12 +7,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::collect::{Collect, next_json};
 use common::socscope;
 use serde_json::Value;
 use socscope_sim::SimConfig;
@@ -53,79 +54,10 @@ fn open_session_bytes(board: &'static str) -> Vec<u8> {
     bytes[..=cut].to_vec()
 }
 
-/// `socscope collect --json` on a loopback port, with its standard output read line by line.
-struct Collect {
-    child: Child,
-    lines: BufReader<ChildStdout>,
-    address: String,
-}
-
-impl Collect {
-    fn start(dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_socscope"))
-            .args(["collect", "--listen", "127.0.0.1:0", "--json", "--dir"])
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socscope collect starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap());
-        let listening = loop {
-            let v = next_json(&mut lines);
-            if v["event"] == "listening" {
-                break v;
-            }
-        };
-        let address = listening["address"].as_str().unwrap().to_string();
-        Self {
-            child,
-            lines,
-            address,
-        }
-    }
-
-    /// Waits for the JSON line whose `event` is `event`.
-    fn wait_for(&mut self, event: &str) -> Value {
-        loop {
-            let v = next_json(&mut self.lines);
-            if v["event"] == event {
-                return v;
-            }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits (at most 30 s) for the process to exit; returns its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "socscope collect did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn next_json(lines: &mut BufReader<ChildStdout>) -> Value {
-    let mut line = String::new();
-    let n = lines.read_line(&mut line).unwrap();
-    assert!(n > 0, "socscope collect closed its output");
-    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-}
-
 /// Starts a collector, streams an unfinished session to it and waits until some events are committed;
 /// returns the collector, the open connection and the trace file.
 fn collector_with_open_session(dir: &Path, board: &'static str) -> (Collect, TcpStream, PathBuf) {
-    let mut collect = Collect::start(dir);
+    let mut collect = Collect::start(dir, &[]);
     let mut board_link = TcpStream::connect(&collect.address).unwrap();
     board_link.write_all(&open_session_bytes(board)).unwrap();
     let started = collect.wait_for("session_started");

@@ -7,11 +7,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::collect::Collect;
 use common::socscope;
 use serde_json::Value;
 use socscope_sim::SimConfig;
@@ -57,73 +57,6 @@ impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(self.0.path()).status();
     }
-}
-
-/// `socscope collect --json` on a loopback port, its standard output read line by line.
-struct Collect {
-    child: Child,
-    lines: BufReader<ChildStdout>,
-    address: String,
-}
-
-impl Collect {
-    fn start(dir: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_socscope"))
-            .args(["collect", "--listen", "127.0.0.1:0", "--json", "--dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socscope collect starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap());
-        let address = loop {
-            let v = next_json(&mut lines);
-            if v["event"] == "listening" {
-                break v["address"].as_str().unwrap().to_string();
-            }
-        };
-        Self {
-            child,
-            lines,
-            address,
-        }
-    }
-
-    fn wait_for(&mut self, event: &str) -> Value {
-        loop {
-            let v = next_json(&mut self.lines);
-            if v["event"] == event {
-                return v;
-            }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "socscope collect did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn next_json(lines: &mut BufReader<ChildStdout>) -> Value {
-    let mut line = String::new();
-    let n = lines.read_line(&mut line).unwrap();
-    assert!(n > 0, "socscope collect closed its output");
-    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
 }
 
 /// A simulated board streaming as fast as it can to `address` (its errors ignored: the collector may

@@ -4,6 +4,7 @@
 // Each test binary compiles this module and uses only some of its helpers.
 #![allow(dead_code)]
 
+pub mod collect;
 #[cfg(feature = "gui")]
 pub mod gui;
 
