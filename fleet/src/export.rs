@@ -18,9 +18,10 @@ use arrow_array::{
     StringArray, TimestampMicrosecondArray,
 };
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use socscope_tracedb::{
     EventCategory, EventKind, EventType, Filter, INTERRUPTED_PARAM, ParamValue, Producer,
     SCHEMA_VERSION, StoredEvent, TimeRange, TraceInfo, TraceReader,
@@ -35,8 +36,14 @@ const BATCH_ROWS: usize = 64 * 1024;
 /// Rows per Parquet row group: large enough for good compression and few footers, small enough that
 /// the writer's buffered row group stays a few tens of MB.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
-/// zstd level of the data pages (3: zstd's default, fast to write, as small as level 9 within a few %).
+/// zstd level of the data pages (3: zstd's default, fast to write, as small as level 9 within a few %;
+/// level 1 writes 10 % faster and 7 % bigger on a simulated night).
 const ZSTD_LEVEL: i32 = 3;
+/// Columns that grow along the file (events in time order): stored as differences (DELTA_BINARY_PACKED)
+/// instead of a dictionary that overflows into plain values. On a simulated fleet this takes the events
+/// table from 10.3 to 7.3 bytes per event and writes it 1.5× faster; `duration_ns` does not grow and
+/// stays smaller plain (1.1 bytes per event against 2.6 delta-coded).
+const DELTA_COLUMNS: [&str; 3] = ["event_id", "ts_ns", "time_unix_ns"];
 
 /// Footer key naming the trace of a file.
 pub const META_TRACE_ID: &str = "socscope.trace_id";
@@ -109,13 +116,19 @@ fn props(source: &Source, fp: &str, rows: usize) -> WriterProperties {
             source.catalog.to_string_lossy().into_owned(),
         ),
     ];
-    WriterProperties::builder()
+    let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(ZSTD_LEVEL).unwrap_or_default(),
         ))
         .set_max_row_group_row_count(Some(rows))
-        .set_key_value_metadata(Some(kv))
-        .build()
+        .set_key_value_metadata(Some(kv));
+    for column in DELTA_COLUMNS {
+        let path = ColumnPath::from(column);
+        b = b
+            .set_column_dictionary_enabled(path.clone(), false)
+            .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+    }
+    b.build()
 }
 
 /// Writes `batches` of `table` to `tmp` (a new file) and returns its size.
@@ -322,7 +335,6 @@ struct EventRows {
     event_id: Vec<i64>,
     ts: Vec<i64>,
     time_unix: Vec<i64>,
-    end: Vec<Option<i64>>,
     duration: Vec<Option<i64>>,
     category: Vec<i32>,
     type_id: Vec<i64>,
@@ -378,7 +390,6 @@ impl EventRows {
             EventKind::Link { end, target } => (Some(end), None, Some(i64::from(target)), None),
             EventKind::Variable { value } => (None, None, None, Some(value)),
         };
-        self.end.push(end);
         self.duration.push(end.map(|x| x.saturating_sub(e.ts)));
         self.depth.push(depth);
         self.target_id.push(target);
@@ -463,7 +474,6 @@ impl EventRows {
             Arc::new(Int64Array::from(r.event_id)),
             Arc::new(Int64Array::from(r.ts)),
             Arc::new(Int64Array::from(r.time_unix)),
-            Arc::new(Int64Array::from(r.end)),
             Arc::new(Int64Array::from(r.duration)),
             dict(r.category, &categories),
             Arc::new(Int64Array::from(r.type_id)),

@@ -63,7 +63,7 @@ GROUP BY r.soc, r.firmware, e.board, e.cpu, e.type, slice"
         Metric::Duration => format!(
             "{head},
 clipped AS (SELECT r.soc, r.firmware, e.board, e.cpu, e.type, r.lo, axis.len,
-                   greatest(e.ts_ns, r.lo) AS a, least(e.end_ns, r.lo + axis.len) AS b
+                   greatest(e.ts_ns, r.lo) AS a, least(e.ts_ns + e.duration_ns, r.lo + axis.len) AS b
             FROM events e JOIN runs r ON e.trace_id = r.trace_id CROSS JOIN axis
             WHERE e.category = 'state'),
 cut AS (SELECT soc, firmware, board, cpu, type, lo, len, a, b,

@@ -244,7 +244,7 @@ pub fn dataset_digest(
         for_each_batch(path, |b| {
             let ids = column(b, "event_id", path)?.as_primitive::<Int64Type>();
             let ts = column(b, "ts_ns", path)?.as_primitive::<Int64Type>();
-            let end = column(b, "end_ns", path)?;
+            let duration = column(b, "duration_ns", path)?;
             let category = strings_of(column(b, "category", path)?)?;
             let ty = strings_of(column(b, "type", path)?)?;
             let producer = strings_of(column(b, "producer", path)?)?;
@@ -256,7 +256,7 @@ pub fn dataset_digest(
                 let rec = EventRecord {
                     event_id: ids.value(i),
                     ts: ts.value(i),
-                    end: opt_i64(end, i),
+                    end: opt_i64(duration, i).map(|d| ts.value(i) + d),
                     category: category[i].clone().unwrap_or_default(),
                     type_name: ty[i].clone().unwrap_or_default(),
                     producer: producer[i].clone().unwrap_or_default(),

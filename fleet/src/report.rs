@@ -233,10 +233,10 @@ ref AS (SELECT trace_id, t_min_ns, t_max_ns FROM traces WHERE trace_id = {r}),
 grids AS (SELECT s.trace_id AS run, s.t_min_ns AS run_lo, ref.t_min_ns AS ref_lo,
                  greatest(s.t_max_ns + 1 - s.t_min_ns, ref.t_max_ns + 1 - ref.t_min_ns, {n}) AS len
           FROM sel s CROSS JOIN ref WHERE s.trace_id <> ref.trace_id),
-spans AS (SELECT g.run, 'run' AS side, e.producer, e.type, e.ts_ns, e.end_ns, g.run_lo AS lo, g.len
+spans AS (SELECT g.run, 'run' AS side, e.producer, e.type, e.ts_ns, e.ts_ns + e.duration_ns AS end_ns, g.run_lo AS lo, g.len
           FROM events e JOIN grids g ON e.trace_id = g.run WHERE e.category = 'state'
           UNION ALL
-          SELECT g.run, 'ref' AS side, e.producer, e.type, e.ts_ns, e.end_ns, g.ref_lo AS lo, g.len
+          SELECT g.run, 'ref' AS side, e.producer, e.type, e.ts_ns, e.ts_ns + e.duration_ns AS end_ns, g.ref_lo AS lo, g.len
           FROM events e CROSS JOIN grids g WHERE e.trace_id = {r} AND e.category = 'state'),
 clipped AS (SELECT run, side, producer, type, lo, len,
                    greatest(ts_ns, lo) AS a, least(end_ns, lo + len) AS b FROM spans),

@@ -7,7 +7,7 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 /// Version of the dataset layout and schema, written in `socscope-fleet.json` and in every file's
 /// footer (`socscope.dataset_version`). Raised when a column changes meaning or type.
-pub const DATASET_VERSION: u32 = 1;
+pub const DATASET_VERSION: u32 = 2;
 
 /// One of the dataset's tables: a directory `DATASET/<name>/board=…/date=…/<trace id>.parquet`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -138,7 +138,6 @@ fn events_schema() -> SchemaRef {
         Field::new("event_id", DataType::Int64, false),
         Field::new("ts_ns", DataType::Int64, false),
         Field::new("time_unix_ns", DataType::Int64, false),
-        Field::new("end_ns", DataType::Int64, true),
         Field::new("duration_ns", DataType::Int64, true),
         Field::new("category", dict_utf8(), false),
         Field::new("type_id", DataType::Int64, false),

@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -23,6 +25,40 @@ pub struct SyncOptions {
     pub include_live: bool,
     /// Remove the files of traces that a synced catalog no longer lists.
     pub prune: bool,
+    /// Traces exported at once, each on its own thread (0: one per core, at most [`MAX_AUTO_JOBS`]).
+    pub jobs: usize,
+}
+
+/// The most traces `sync` exports at once when not told: each holds a row group being encoded (a few
+/// tens of MB), so four keep a sync's memory near 256 MB on a machine of many cores.
+pub const MAX_AUTO_JOBS: usize = 4;
+
+impl SyncOptions {
+    /// How many traces to export at once for `traces` traces.
+    pub fn jobs_for(&self, traces: usize) -> usize {
+        let wanted = if self.jobs == 0 {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_AUTO_JOBS)
+        } else {
+            self.jobs
+        };
+        wanted.clamp(1, traces.max(1))
+    }
+}
+
+/// What an exporting thread tells the thread that keeps the summary and the progress bar.
+enum WorkerNews {
+    /// Worker `worker` started on a trace.
+    Started { worker: usize, trace_id: String },
+    /// Worker `worker` has written `events` events of its current trace.
+    Events { worker: usize, events: u64 },
+    /// Worker `worker` finished the trace `index` of the list.
+    Done {
+        worker: usize,
+        index: usize,
+        outcome: Result<Outcome>,
+    },
 }
 
 /// Where a sync is, for a progress bar.
@@ -200,36 +236,90 @@ fn sync_only(
         }
     }
 
-    let total = sources.len();
+    let list: Vec<&Source> = sources.values().collect();
     let mut state = SyncProgress {
-        traces_total: total,
+        traces_total: list.len(),
         ..SyncProgress::default()
     };
     progress(&state);
-    for source in sources.values() {
-        state.current = source.trace_id.clone();
-        progress(&state);
-        match sync_one(&ds, &contents, source, options, &mut |n| {
-            let mut s = state.clone();
-            s.events_written += n;
-            progress(&s);
-        }) {
-            Ok(Outcome::Written(w)) => {
-                summary.traces_written += 1;
-                summary.events += w.events;
-                summary.bytes += w.bytes;
-                state.events_written += w.events;
-            }
-            Ok(Outcome::Unchanged) => summary.traces_unchanged += 1,
-            Ok(Outcome::Live) => summary.traces_live_skipped += 1,
-            Err(e) => summary.failures.push(SyncFailure {
-                trace: source.path.clone(),
-                error: e.to_string(),
-            }),
+    let jobs = options.jobs_for(list.len());
+    let next = AtomicUsize::new(0);
+    let mut failures: Vec<(usize, SyncFailure)> = Vec::new();
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<WorkerNews>();
+        for worker in 0..jobs {
+            let tx = tx.clone();
+            let (list, next, ds, contents) = (&list, &next, &ds, &contents);
+            scope.spawn(move || {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(source) = list.get(index) else { break };
+                    let _ = tx.send(WorkerNews::Started {
+                        worker,
+                        trace_id: source.trace_id.clone(),
+                    });
+                    let outcome = sync_one(ds, contents, source, options, &mut |events| {
+                        let _ = tx.send(WorkerNews::Events { worker, events });
+                    });
+                    if tx
+                        .send(WorkerNews::Done {
+                            worker,
+                            index,
+                            outcome,
+                        })
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
         }
-        state.traces_done += 1;
-        progress(&state);
-    }
+        drop(tx);
+        // Events written by each worker in the trace it is on, shown in the bar before it finishes.
+        let mut current = vec![0u64; jobs];
+        for news in rx {
+            match news {
+                WorkerNews::Started { worker, trace_id } => {
+                    current[worker] = 0;
+                    state.current = trace_id;
+                }
+                WorkerNews::Events { worker, events } => current[worker] = events,
+                WorkerNews::Done {
+                    worker,
+                    index,
+                    outcome,
+                } => {
+                    current[worker] = 0;
+                    match outcome {
+                        Ok(Outcome::Written(w)) => {
+                            summary.traces_written += 1;
+                            summary.events += w.events;
+                            summary.bytes += w.bytes;
+                            state.events_written += w.events;
+                        }
+                        Ok(Outcome::Unchanged) => summary.traces_unchanged += 1,
+                        Ok(Outcome::Live) => summary.traces_live_skipped += 1,
+                        Err(e) => failures.push((
+                            index,
+                            SyncFailure {
+                                trace: list[index].path.clone(),
+                                error: e.to_string(),
+                            },
+                        )),
+                    }
+                    state.traces_done += 1;
+                }
+            }
+            let mut shown = state.clone();
+            shown.events_written += current.iter().sum::<u64>();
+            progress(&shown);
+        }
+    });
+    // In the order of the trace ids, whatever order the threads finished in.
+    failures.sort_by_key(|(index, _)| *index);
+    summary
+        .failures
+        .extend(failures.into_iter().map(|(_, f)| f));
 
     if only.is_some() {
         summary.seconds = started.elapsed().as_secs_f64();

@@ -375,3 +375,70 @@ fn a_file_that_is_not_a_trace_fails_alone() {
     assert!(s.failures[0].trace.ends_with("bad.db"));
     assert!(s.failures[0].error.contains("bad.db"), "{:?}", s.failures);
 }
+
+#[test]
+fn traces_synced_on_several_threads_equal_those_synced_one_by_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cat = tmp.path().join("rig");
+    std::fs::create_dir_all(&cat).unwrap();
+    for (i, n) in [900, 40, 2_500, 1, 700].into_iter().enumerate() {
+        write_trace(
+            &cat,
+            &format!("t{i}"),
+            &format!("stb-{}", i % 3),
+            NIGHT + i as i64 * DAY,
+            n,
+            i % 2 == 0,
+            true,
+        );
+    }
+    // A file the catalog lists that is not a trace: its failure is reported once, whichever thread met it.
+    write_trace(&cat, "t5", "stb-1", NIGHT, 10, false, true);
+    std::fs::write(cat.join("t5.db"), b"not a trace").unwrap();
+    let sync_with = |jobs: usize, out: &Path| {
+        let dirs = [cat.clone()];
+        let mut shown = Vec::new();
+        let s = sync(
+            &dirs,
+            out,
+            SyncOptions {
+                jobs,
+                ..SyncOptions::default()
+            },
+            &mut |p| shown.push((p.traces_done, p.events_written)),
+        )
+        .unwrap();
+        // The bar never goes back, and ends on every trace and event.
+        assert!(
+            shown
+                .windows(2)
+                .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1)
+        );
+        assert_eq!(shown.last().copied(), Some((6, s.events)));
+        s
+    };
+    let one = tmp.path().join("one");
+    let three = tmp.path().join("three");
+    let a = sync_with(1, &one);
+    let b = sync_with(3, &three);
+    assert_eq!(a.traces_written, 5);
+    assert_eq!(
+        (a.traces_written, a.events, a.bytes),
+        (b.traces_written, b.events, b.bytes)
+    );
+    assert_eq!(a.failures.len(), 1, "{:?}", a.failures);
+    assert_eq!(a.failures.len(), b.failures.len());
+    assert_eq!(a.failures[0].trace, b.failures[0].trace);
+    let (ca, cb) = (
+        Dataset::open(&one).unwrap().contents().unwrap(),
+        Dataset::open(&three).unwrap().contents().unwrap(),
+    );
+    for i in 0..5 {
+        let id = format!("t{i}");
+        assert_eq!(
+            normalise(dataset_digest(&ca, &id, 1).unwrap()),
+            normalise(dataset_digest(&cb, &id, 1).unwrap()),
+            "{id}"
+        );
+    }
+}

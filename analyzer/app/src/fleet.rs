@@ -61,6 +61,9 @@ pub struct SyncArgs {
     /// Remove the files of traces a synced catalog no longer lists.
     #[arg(long)]
     pub prune: bool,
+    /// Traces exported at once, each on its own thread (default: one per core, at most 4).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -195,6 +198,7 @@ fn sync(args: SyncArgs) -> Result<ExitCode> {
         SyncOptions {
             include_live: args.include_live,
             prune: args.prune,
+            jobs: args.jobs.map_or(0, usize::from),
         },
         &mut on_progress,
     )
