@@ -61,6 +61,55 @@ pub const DICT_BYTES: usize = 16 << 10;
 /// takes about 6 MB while it runs): a collector storing many boards trains them in turn.
 pub const MAX_TRAININGS: usize = 2;
 
+/// Dictionaries trained by one writer, lent to the next writers of the same source: the windows a
+/// flight recorder saves from one board's session are that board's stream, cut in pieces, so the
+/// dictionary trained on its first window fits the later ones as well. A writer that has
+/// dictionaries to share takes a stream's one when it opens the stream's first chunk that could use
+/// it (stored in its own file as if trained there) instead of gathering samples and training again;
+/// a stream the shelf has none for trains as usual and puts its dictionary on the shelf.
+#[derive(Clone, Default)]
+pub struct SharedDictionaries(
+    std::sync::Arc<std::sync::Mutex<FxHashMap<i64, std::sync::Arc<[u8]>>>>,
+);
+
+impl std::fmt::Debug for SharedDictionaries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedDictionaries({} streams)", self.len())
+    }
+}
+
+impl SharedDictionaries {
+    /// An empty shelf.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Streams that have a dictionary on the shelf.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no dictionary has been put on the shelf yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<i64, std::sync::Arc<[u8]>>> {
+        // A writer that panicked while holding the lock left a map that is still whole.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, stream: i64) -> Option<std::sync::Arc<[u8]>> {
+        self.lock().get(&stream).cloned()
+    }
+
+    fn put(&self, stream: i64, dict: &[u8]) {
+        self.lock().entry(stream).or_insert_with(|| dict.into());
+    }
+}
+
 /// Trainings running now (see [`MAX_TRAININGS`]).
 static TRAININGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -172,6 +221,9 @@ pub struct TraceWriter {
     decompressor: crate::codec::Decompressor,
     /// The one dictionary training under way, if any.
     training: Option<Training>,
+    /// Dictionaries shared with other writers of the same source, if any (see
+    /// [`TraceWriter::share_dictionaries`]).
+    shared_dicts: Option<SharedDictionaries>,
     summary_scratch: Vec<u8>,
     /// Cells stored per summary level (what decides when the finest width doubles).
     stored_cells: Vec<u64>,
@@ -257,6 +309,7 @@ impl TraceWriter {
             conn,
             decompressor,
             training: None,
+            shared_dicts: None,
             summary_scratch: Vec::new(),
             stored_cells: vec![0; config.summary_levels as usize],
             summary: SummaryAcc::bounded(
@@ -295,6 +348,15 @@ impl TraceWriter {
     /// What readers can see now (the last commit).
     pub fn info(&self) -> &TraceInfo {
         &self.committed
+    }
+
+    /// Takes streams' dictionaries from `shelf` instead of training them, and puts the ones this
+    /// writer trains on it (see [`SharedDictionaries`]). Without dictionaries
+    /// ([`WriterConfig::dictionaries`] off) the shelf is not used.
+    pub fn share_dictionaries(&mut self, shelf: SharedDictionaries) {
+        if self.config.dictionaries {
+            self.shared_dicts = Some(shelf);
+        }
     }
 
     /// Runs one write: refused once a write has failed; a failure rolls back what was not committed
@@ -614,8 +676,10 @@ impl TraceWriter {
         }
         self.begin()?;
         if self.streams[idx].tail.is_none() {
-            // A new chunk: take a dictionary that has become ready.
+            // A new chunk: take a dictionary that has become ready, or one another writer of the
+            // same source trained.
             self.poll_training()?;
+            self.take_shared_dictionary(idx)?;
         }
         let s = &mut self.streams[idx];
         if s.tail.is_none() {
@@ -769,6 +833,21 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Stream `idx` still gathering samples: adopts the dictionary the shelf holds for it, if any.
+    fn take_shared_dictionary(&mut self, idx: usize) -> Result<()> {
+        let Some(shelf) = &self.shared_dicts else {
+            return Ok(());
+        };
+        let s = &self.streams[idx];
+        if !matches!(s.dict, StreamDict::Gathering { .. }) {
+            return Ok(());
+        }
+        if let Some(dict) = shelf.get(s.id) {
+            self.adopt_dictionary(idx, Some(dict.to_vec()))?;
+        }
+        Ok(())
+    }
+
     /// Stores stream `idx`'s trained dictionary (in the open transaction) and makes it the one
     /// its next chunks use; without one, the stream keeps none.
     fn adopt_dictionary(&mut self, idx: usize, dict: Option<Vec<u8>>) -> Result<()> {
@@ -780,6 +859,9 @@ impl TraceWriter {
             self.streams[idx].dict = StreamDict::Off;
             return Ok(());
         };
+        if let Some(shelf) = &self.shared_dicts {
+            shelf.put(self.streams[idx].id, &data);
+        }
         self.begin()?;
         let stream = self.streams[idx].id;
         self.conn
