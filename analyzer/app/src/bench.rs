@@ -143,7 +143,7 @@ pub enum BenchCommand {
         /// Seconds of the stream each of the 16 boards replays.
         #[arg(long, default_value_t = 90.0)]
         boards_seconds: f64,
-        /// Rounds of (plain, triggers, flight recorder), alternated.
+        /// Rounds of (plain, triggers, flight recorder saving every window, one, none), alternated.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// Where to write the stream and traces (a temporary directory by default).
