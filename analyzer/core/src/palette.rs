@@ -176,6 +176,34 @@ impl UserColours {
             .unwrap_or_else(|| colour(name))
     }
 
+    /// The colours of a trace's top-level producers (processes, CPUs, IRQ lines), `labels`, in a
+    /// chart whose types are drawn in `type_colours`. A CPU track draws each thread in its
+    /// process's colour beside states in their type's, so a process must not take a type's colour
+    /// (the hashed `kernel` fell on `allocated_bytes`' brown) nor another top-level producer's:
+    /// each keeps its own (the user's, else its name's) unless a type or a producer before it in
+    /// name order has it, and then takes the next free palette colour. A user's choice is kept as is.
+    /// The result does not depend on the order of `labels`, so the GUI and the PNGs agree.
+    pub fn top_level_colours(&self, type_colours: &[Rgb], labels: &[&str]) -> Vec<Rgb> {
+        let mut order: Vec<usize> = (0..labels.len()).collect();
+        order.sort_by(|&a, &b| labels[a].cmp(labels[b]).then(a.cmp(&b)));
+        let mut all: Vec<(Rgb, bool)> = type_colours.iter().map(|&c| (c, true)).collect();
+        all.extend(order.iter().map(|&i| {
+            (
+                self.producer_colour(labels[i]),
+                self.producers.contains_key(labels[i]),
+            )
+        }));
+        let picked = distinct(&all);
+        let mut out = vec![OTHERS; labels.len()];
+        for (k, &i) in order.iter().enumerate() {
+            out[i] = match self.producers.get(labels[i]) {
+                Some(&c) => c,
+                None => picked[type_colours.len() + k],
+            };
+        }
+        out
+    }
+
     /// `$SOCSCOPE_COLOURS` if set, else `colours.json` in `$XDG_CONFIG_HOME/socscope` (or
     /// `~/.config/socscope`); `None` without a home.
     pub fn default_path() -> Option<std::path::PathBuf> {
@@ -265,6 +293,38 @@ mod tests {
         assert_eq!(set.len(), 216);
         assert!(!set.contains(&OTHERS));
         assert!(distinct(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_process_never_takes_the_colour_of_a_type_of_its_chart() {
+        // The hashed name of the kernel falls on a known type's colour.
+        assert_eq!(colour("kernel"), colour("mark"));
+        let types: Vec<Rgb> = ["running", "irq", "allocated_bytes", "mark", "syscall"]
+            .map(colour)
+            .to_vec();
+        let u = UserColours::default();
+        let procs = ["player", "kernel", "cpu0", "cpu1", "vdec"];
+        let c = u.top_level_colours(&types, &procs);
+        let set: std::collections::BTreeSet<Rgb> = c.iter().copied().collect();
+        assert_eq!(set.len(), procs.len(), "one colour each: {c:?}");
+        for (name, got) in procs.iter().zip(&c) {
+            assert!(!types.contains(got), "{name} takes a type's colour {got:?}");
+        }
+        // A name whose colour is free keeps it (the first such in name order); the order of the
+        // labels does not matter.
+        let mut by_name: Vec<usize> = (0..procs.len()).collect();
+        by_name.sort_by_key(|&i| procs[i]);
+        let free = by_name
+            .into_iter()
+            .find(|&i| !types.contains(&colour(procs[i])))
+            .expect("a name off the types' colours");
+        assert_eq!(c[free], colour(procs[free]));
+        let rev = u.top_level_colours(&types, &["vdec", "cpu1", "cpu0", "kernel", "player"]);
+        assert_eq!(rev, [c[4], c[3], c[2], c[1], c[0]]);
+        // A user's choice stands, even on a type's colour.
+        let mut u = UserColours::default();
+        u.producers.insert("kernel".into(), colour("irq"));
+        assert_eq!(u.top_level_colours(&types, &procs)[1], colour("irq"));
     }
 
     #[test]
