@@ -133,10 +133,17 @@ fn ocelotl_spatiotemporal_snapshot() {
         assert!(matches!(*part, Partition::Spatiotemporal(_)));
         assert!(!part.is_empty());
     }
+    // The picture without the pointer (the README's shows it too).
+    h.snapshot("ocelotl_spatiotemporal_dark");
     // Hovering the overview tells the area under the pointer.
     h.hover_at(egui::pos2(500.0, 250.0));
     h.run();
-    h.snapshot("ocelotl_spatiotemporal_dark");
+    assert!(
+        h.query_all_by_label_contains("aggregate: ")
+            .next()
+            .is_some(),
+        "no hover details"
+    );
 }
 
 #[test]
