@@ -3,8 +3,10 @@
 # (zapping, a CPU stress, so the Gantt's CPU tracks and every view have something to show), each
 # view opened on it in a real window under Xvfb, `socscope view --screenshot` (which moves the
 # pointer out of the window first). The spatiotemporal Ocelotl picture is the GUI test's snapshot
-# (analyzer/app/tests/snapshots/ocelotl_spatiotemporal_dark.png, made by
-# `UPDATE_SNAPSHOTS=1 cargo test --test gui_analysis_views`): the view opens in temporal mode.
+# (analyzer/app/tests/snapshots/ocelotl_spatiotemporal_dark.png, 60 slices, taken once settled and
+# without the pointer by `UPDATE_SNAPSHOTS=1 cargo test --test gui_analysis_views`): in a window
+# (`view --view ocelotl --aggregation spatiotemporal`) its bisection over 200 slices had not settled
+# within the screenshot's wait in a debug build.
 #
 # Usage: scripts/readme-screenshots.sh [OUT_DIR]   (default docs/screenshots)
 # Needs Xvfb and a built `socscope` (SOCSCOPE=path, default target/release/socscope).

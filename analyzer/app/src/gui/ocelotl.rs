@@ -104,10 +104,19 @@ pub enum SavePartition {
     ProcessedTrace,
 }
 
+/// Whether new Ocelotl views open in spatiotemporal mode (`socscope view --aggregation
+/// spatiotemporal` sets it).
+pub static OPEN_SPATIOTEMPORAL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 impl OcelotlView {
     pub fn new(range: TimeRange) -> Self {
+        let mut state = OcelotlState::new(range);
+        if OPEN_SPATIOTEMPORAL.load(std::sync::atomic::Ordering::Relaxed) {
+            state.settings.aggregation = Aggregation::Spatiotemporal;
+        }
         Self {
-            state: OcelotlState::new(range),
+            state,
             live_trace: false,
             drag_from: None,
             save_description: String::new(),
