@@ -420,6 +420,9 @@ fn process_cpu_s() -> f64 {
         * 1e-9
 }
 
+/// One listed p as bits: p, gain, loss, and the parts' slice ranges.
+type ListedBits = (u32, u64, u64, Vec<(usize, usize)>);
+
 /// `socscope bench aggregate --kernels`: the temporal case with the vector quality kernel and
 /// the scalar one (the kernel before it, kept in this binary), alternated run by run in this
 /// process: wall and CPU of qualities + bisection, and whether the two lists are the same bits.
@@ -461,7 +464,7 @@ pub fn kernels(slices: &[usize], runs: usize) -> Result<ExitCode> {
                 );
                 rows.push(json!({"kernel": name, "wall_s": wall, "cpu_s": cpu, "qualities_s": r.qualities.as_secs_f64(), "bisection_s": r.bisection.as_secs_f64(), "significant_ps": r.significant_ps, "loadavg": load}));
                 // The p, the quality bits and the parts of every entry.
-                let key: Vec<(u32, u64, u64, Vec<(usize, usize)>)> = list
+                let key: Vec<ListedBits> = list
                     .entries()
                     .iter()
                     .map(|e| {
