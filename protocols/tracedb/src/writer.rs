@@ -47,6 +47,19 @@ pub struct WriterConfig {
     /// `false` trains them in the call that completes the samples, which makes the chunks that
     /// use one depend only on the events and the commits.
     pub train_in_background: bool,
+    /// Chunks a stream must have stored before its dictionary is trained (on the samples of its
+    /// first chunks, gathered meanwhile); `0`: as soon as the samples are there. Training takes
+    /// 10–30 ms of CPU and stores 16 KiB: paid back only by a stream that goes on for many more
+    /// chunks. A live capture cannot know how long a stream will last and trains early; an import
+    /// trains only the streams that have shown they are long (see `IMPORT_DICT_MIN_CHUNKS` in the
+    /// collector).
+    pub dict_min_chunks: i64,
+    /// Make each commit durable (SQLite's `synchronous=NORMAL` in WAL mode): a crash or a power
+    /// cut keeps every committed event, which a live capture needs. `false`: nothing is synced
+    /// until [`TraceWriter::finish`], which syncs the finished file once; for a file that is worth
+    /// nothing before it is finished (an import: removed when it fails, run again after a crash).
+    /// A power cut while such a file is written may leave it unreadable.
+    pub sync_commits: bool,
 }
 
 /// Block bodies a stream's closed chunks must have given before its dictionary is trained
@@ -104,6 +117,8 @@ impl Default for WriterConfig {
             summary_max_buckets: summary::DEFAULT_MAX_BUCKETS,
             dictionaries: true,
             train_in_background: true,
+            dict_min_chunks: 0,
+            sync_commits: true,
         }
     }
 }
@@ -214,7 +229,7 @@ impl TraceWriter {
                 "summary levels must be ≥ 1 and base_shift + levels ≤ 62".into(),
             ));
         }
-        let conn = schema::create(&path, TRACE_DDL, TRACE_APPLICATION_ID)?;
+        let conn = schema::create(&path, TRACE_DDL, TRACE_APPLICATION_ID, config.sync_commits)?;
         let lock = recovery::lock_for_writing(&path)?;
         conn.execute(
             "INSERT INTO trace_info (id, trace_type, board, soc, os, application, cpus, tick_rate_hz,
@@ -731,8 +746,10 @@ impl TraceWriter {
             let dict = handle.join().ok().flatten();
             self.adopt_dictionary(idx, dict)?;
         }
+        let min_chunks = self.config.dict_min_chunks;
         let ready = self.streams.iter().position(|s| {
-            matches!(&s.dict, StreamDict::Gathering { bytes, .. } if bytes.len() >= DICT_SAMPLE_BYTES)
+            s.chunk_count >= min_chunks
+                && matches!(&s.dict, StreamDict::Gathering { bytes, .. } if bytes.len() >= DICT_SAMPLE_BYTES)
         });
         let Some(idx) = ready else {
             return Ok(());
@@ -1047,12 +1064,51 @@ impl TraceWriter {
                 Ok(())
             })
             .ctx(&self.path)?;
+        if !self.config.sync_commits {
+            // Nothing was synced while the file was written: the checkpoint below syncs the WAL,
+            // then the file, and the switch back to a rollback journal syncs again.
+            self.conn
+                .pragma_update(None, "synchronous", "FULL")
+                .ctx(&self.path)?;
+        }
         // One self-contained file from now on; readers may hold it busy, which is fine.
         recovery::make_self_contained(&self.conn);
+        if !self.config.sync_commits {
+            // A reader kept the checkpoint from running to its end: sync what is left as it is.
+            self.sync_files()?;
+        }
         self.finished = true;
         self.committed.complete = complete;
         self.committed.finished = true;
         Ok(self.committed.clone())
+    }
+}
+
+impl TraceWriter {
+    /// Syncs the file, its WAL if one is left, and its directory (which names them).
+    fn sync_files(&self) -> Result<()> {
+        let wal = recovery::wal_path(&self.path);
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        for f in [self.path.as_path(), wal.as_path(), dir] {
+            match std::fs::File::open(f) {
+                Ok(file) => file.sync_all().map_err(|source| StoreError::Io {
+                    path: f.to_path_buf(),
+                    source,
+                })?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(StoreError::Io {
+                        path: f.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }
 
