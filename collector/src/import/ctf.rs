@@ -68,6 +68,7 @@ pub(super) fn run(
             }
         };
         imp.event(&e, kernel.get(e.trace).copied().unwrap_or(true), writer)?;
+        reader.recycle(e);
         for loss in reader.take_losses() {
             imp.loss_reports += 1;
             imp.discarded += loss.count;

@@ -418,15 +418,17 @@ pub(crate) fn display(path: &Path) -> String {
 
 /// How often an import commits what it wrote. A capture commits often (readers follow it live); an
 /// import's file is followed only by a viewer opened on it meanwhile, and each commit rewrites the open
-/// tail chunk of every stream (a loaded machine, which stretches the import, would commit all the more
-/// per event), so it commits less often.
-pub const IMPORT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+/// tail chunk of every stream and merges the summary rows it touches into those stored (a loaded
+/// machine, which stretches the import, would commit all the more per event: at 2 s, the commits of a
+/// 600 k-event kernel CTF import took a sixth of its CPU time), so it commits seldom.
+pub const IMPORT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Chunks (of 4 096 events) a stream of an import must have stored before its zstd dictionary is
-/// trained (see `WriterConfig::dict_min_chunks`): a capture of a few tens of thousands of events
-/// spread over its CPUs' streams trains none, whose 10–30 ms each were up to a fifth of such an
-/// import's CPU time and whose 16 KiB each outweighed what they saved; a long stream still gets one.
-pub const IMPORT_DICT_MIN_CHUNKS: i64 = 8;
+/// Events a stream of an import must have stored before its zstd dictionary is trained (see
+/// `WriterConfig::dict_min_events`), eight full chunks: a capture of a few tens of thousands of
+/// events spread over its CPUs' streams trains none, whose 10–30 ms each were up to a fifth of such
+/// an import's CPU time and whose 16 KiB each outweighed what they saved; a long stream still gets
+/// one.
+pub const IMPORT_DICT_MIN_EVENTS: i64 = 8 * 4096;
 
 /// Imports `files` (one trace: per-CPU KPTrace files with their `System.map` and format description, or
 /// one file of the other formats) into a new trace at `out`, registered in the catalog of its directory.
@@ -564,7 +566,7 @@ fn import_into(
         &meta,
         socscope_tracedb::WriterConfig {
             commit_interval: IMPORT_COMMIT_INTERVAL,
-            dict_min_chunks: IMPORT_DICT_MIN_CHUNKS,
+            dict_min_events: IMPORT_DICT_MIN_EVENTS,
             // The file is worth nothing before it is finished (removed when the import fails): its
             // commits are not synced, `finish` syncs it once.
             sync_commits: false,
