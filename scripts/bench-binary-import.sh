@@ -5,7 +5,10 @@
 # from run to run), RUNS times each; wall time, user+system CPU time and peak RSS from /usr/bin/time.
 # Inputs: the shared files, and larger ones made from them (N times as long:
 # protocols/formats/examples/larger_inputs.rs).
-#   [SOCSCOPE_BIN=path] scripts/bench-binary-import.sh [RUNS] [N]
+#   [SOCSCOPE_BIN=path] [SOCSCOPE_BEFORE=path] [LARGER_INPUTS_BIN=path] scripts/bench-binary-import.sh [RUNS] [N]
+# SOCSCOPE_BEFORE: another socscope binary (an earlier commit's) measured in the same run, as
+# `before`; the readers' order rotates from run to run. LARGER_INPUTS_BIN: the larger_inputs example
+# already built (else it is built and run with cargo).
 # Output: one line per measure, `input bytes events reader wall_s cpu_s peak_rss_kb run`.
 set -euo pipefail
 runs=${1:-3}
@@ -17,7 +20,11 @@ work=${TMPDIR:-/tmp}/socscope-bench-binary
 socscope=${SOCSCOPE_BIN:-$root/target/release/socscope}
 [ -n "${SOCSCOPE_BIN:-}" ] || cargo build --release -q -p socscope-analyzer --bin socscope
 rm -rf "$work" && mkdir -p "$work"
-cargo run --release -q -p socscope-formats --example larger_inputs -- "$shared" "$work" "$n"
+if [ -n "${LARGER_INPUTS_BIN:-}" ]; then
+  "$LARGER_INPUTS_BIN" "$shared" "$work" "$n"
+else
+  cargo run --release -q -p socscope-formats --example larger_inputs -- "$shared" "$work" "$n"
+fi
 measure() { # label, command...
   local label=$1; shift
   /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; return 1; }
@@ -29,6 +36,7 @@ inputs=(
   "dat $work/lisa-x$n.dat"
   "ctf $shared/ctf/lttng-kernel-arm-bug446190"
   "ctf $shared/ctf/lttng-ust-ros2"
+  "ctf $shared/ctf/perf-ctf-taskset2"
   "ctf $work/lttng-kernel-arm-bug446190-x$n"
   "ctf $work/lttng-ust-ros2-x$n"
 )
@@ -49,16 +57,21 @@ for entry in "${inputs[@]}"; do
     events=$(babeltrace2 "$path" 2>/dev/null | wc -l)
     format=ctf
   fi
+  readers=(ref socscope)
+  [ -z "${SOCSCOPE_BEFORE:-}" ] || readers+=(before)
   for run in $(seq "$runs"); do
-    rm -rf "$work/db"; mkdir -p "$work/db"
-    ours=("$socscope" import "$path" --format "$format" --dir "$work/db")
-    if [ $((run % 2)) = 1 ]; then
-      a=$(measure ref "${ref[@]}"); b=$(measure socscope "${ours[@]}")
-    else
-      b=$(measure socscope "${ours[@]}"); a=$(measure ref "${ref[@]}")
-    fi
-    echo "$(basename "$path") $bytes $events $a run$run"
-    echo "$(basename "$path") $bytes $events $b run$run"
+    # Rotate which reader goes first.
+    k=$(( (run - 1) % ${#readers[@]} ))
+    order=("${readers[@]:$k}" "${readers[@]:0:$k}")
+    for reader in "${order[@]}"; do
+      rm -rf "$work/db"; mkdir -p "$work/db"
+      case $reader in
+        ref) line=$(measure ref "${ref[@]}") ;;
+        socscope) line=$(measure socscope "$socscope" import "$path" --format "$format" --dir "$work/db") ;;
+        before) line=$(measure before "$SOCSCOPE_BEFORE" import "$path" --format "$format" --dir "$work/db") ;;
+      esac
+      echo "$(basename "$path") $bytes $events $line run$run"
+    done
   done
   echo "# load: $(cat /proc/loadavg)"
 done

@@ -26,14 +26,20 @@
 //! saver that falls behind slows the stream rather than losing frames. The window closes when the
 //! watch's own reconstruction has passed its end: the watch then waits for the saver to store what it
 //! was handed and to close the trace. Should no thread be available, the window is saved in the
-//! stream's thread.
+//! stream's thread. The times the stream waited for a saver, and the windows saved inline, are counted
+//! in the session's [`WatchReport`].
+//!
+//! The windows of one session share their zstd dictionaries: the first window trains them (as any
+//! trace does), the later ones take them from the session's shelf
+//! ([`socscope_tracedb::SharedDictionaries`]) and store a copy in their own file, so that a night of
+//! many windows trains once per board session rather than once per window.
 //!
 //! Start here: [`FlightConfig`], [`FlightRecorder`], [`WindowSpec`].
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -368,12 +374,21 @@ struct OpenSave {
     path: PathBuf,
     /// The window's end so far (post after the last trigger), trace ns.
     end: Timestamp,
+    /// Times a batch found the saver's queue full and the stream waited for it.
+    waits: u64,
 }
 
 impl OpenSave {
     /// Starts saving the window that `ingest` (fed its `Hello` and dictionaries) stores: `ring`, the
-    /// ring's frames from the window's start, go first.
-    fn start(ingest: Ingest, ring: FrameBatch, end: Timestamp, idle: Duration) -> Self {
+    /// ring's frames from the window's start, go first. `own_thread` false: saved in the stream's
+    /// thread.
+    fn start(
+        ingest: Ingest,
+        ring: FrameBatch,
+        end: Timestamp,
+        idle: Duration,
+        own_thread: bool,
+    ) -> Self {
         let shared = Arc::new(SaverShared::default());
         let path = ingest
             .session_path()
@@ -383,18 +398,22 @@ impl OpenSave {
             ingest,
             shared: Arc::clone(&shared),
         };
-        let (to, from) = sync_channel(SAVE_QUEUE);
-        // The save is handed over once the thread runs, so that it stays here should none start.
-        let (give, take) = sync_channel::<WindowSave>(1);
-        let spawned = std::thread::Builder::new()
-            .name("socscope-window".into())
-            .spawn(move || take.recv().ok().map(|save| save.run(from, idle)));
-        let saver = match spawned {
-            Ok(thread) => match give.send(save) {
-                Ok(()) => Saver::Thread { to, thread },
-                Err(back) => Saver::Inline(Box::new(back.0)),
-            },
-            Err(_) => Saver::Inline(Box::new(save)),
+        let saver = if own_thread {
+            let (to, from) = sync_channel(SAVE_QUEUE);
+            // The save is handed over once the thread runs, so that it stays here should none start.
+            let (give, take) = sync_channel::<WindowSave>(1);
+            let spawned = std::thread::Builder::new()
+                .name("socscope-window".into())
+                .spawn(move || take.recv().ok().map(|save| save.run(from, idle)));
+            match spawned {
+                Ok(thread) => match give.send(save) {
+                    Ok(()) => Saver::Thread { to, thread },
+                    Err(back) => Saver::Inline(Box::new(back.0)),
+                },
+                Err(_) => Saver::Inline(Box::new(save)),
+            }
+        } else {
+            Saver::Inline(Box::new(save))
         };
         let mut open = Self {
             saver,
@@ -402,6 +421,7 @@ impl OpenSave {
             pending: FrameBatch::default(),
             path,
             end,
+            waits: 0,
         };
         open.send(ToSaver::Frames(ring));
         open
@@ -432,11 +452,21 @@ impl OpenSave {
     fn deliver(&mut self, message: ToSaver) {
         match &mut self.saver {
             // A saver gone (it panicked) is found and said at `finish`.
-            Saver::Thread { to, .. } => {
-                let _ = to.send(message);
-            }
+            Saver::Thread { to, .. } => match to.try_send(message) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(message)) => {
+                    // The saver is behind: the stream waits for it rather than drop or hoard frames.
+                    self.waits += 1;
+                    let _ = to.send(message);
+                }
+            },
             Saver::Inline(save) => save.handle(message),
         }
+    }
+
+    /// Whether the window is saved in the stream's own thread.
+    fn inline(&self) -> bool {
+        matches!(self.saver, Saver::Inline(_))
     }
 
     /// The store ended the window's session.
@@ -480,6 +510,14 @@ struct Watch {
     /// The latest record time of each CPU seen (a window ends when every CPU has passed its end: CPUs
     /// send their batches independently).
     cpu_heads: Vec<Option<Timestamp>>,
+    /// The zstd dictionaries the session's first windows trained, lent to its later ones: every
+    /// window is a piece of the same stream, and training them again for each was CPU time a plain
+    /// capture spends once.
+    dictionaries_shelf: socscope_tracedb::SharedDictionaries,
+    /// Times the stream waited for a saver (see [`WatchReport::saver_waits`]).
+    saver_waits: u64,
+    /// Windows saved in the stream's thread.
+    saved_inline: u64,
 }
 
 impl Watch {
@@ -814,6 +852,9 @@ impl FlightRecorder {
             records_seen: false,
             not_saved: 0,
             cpu_heads: Vec::new(),
+            dictionaries_shelf: socscope_tracedb::SharedDictionaries::new(),
+            saver_waits: 0,
+            saved_inline: 0,
         });
     }
 
@@ -891,6 +932,7 @@ impl FlightRecorder {
             end: post_end,
             first_kept: None,
             cut_short: None,
+            dictionaries: Some(w.dictionaries_shelf.clone()),
         };
         let mut config = self.config.clone();
         config.flight = None;
@@ -909,7 +951,7 @@ impl FlightRecorder {
             spec.first_kept = first_kept;
         }
         self.notices.extend(ingest.take_notices());
-        let save = OpenSave::start(ingest, ring, post_end, idle);
+        let save = OpenSave::start(ingest, ring, post_end, idle, self.flight.saver_thread);
         self.notices.push(Notice::TriggerFired {
             source,
             board: w.hello.board.clone(),
@@ -935,6 +977,10 @@ impl FlightRecorder {
     }
 
     fn finish_save(&mut self, save: OpenSave) {
+        if let Some(w) = self.watch.as_mut() {
+            w.saver_waits += save.waits;
+            w.saved_inline += u64::from(save.inline());
+        }
         let (saved, notices) = save.finish();
         self.notices.extend(notices);
         match saved {
@@ -1019,6 +1065,8 @@ impl FlightRecorder {
             saved: w.saved,
             not_saved: w.not_saved,
             peak_ring_bytes: w.ring.peak_bytes,
+            saver_waits: w.saver_waits,
+            saved_inline: w.saved_inline,
             trace_seconds: w.recon.last_ts() as f64 / 1e9,
         };
         self.notices.push(Notice::WatchEnded(report));

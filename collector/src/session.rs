@@ -1236,6 +1236,9 @@ impl Ingest {
             &meta,
             self.config.commit_interval,
         )?;
+        if let Some(shelf) = window.as_ref().and_then(|w| w.dictionaries.clone()) {
+            writer.share_dictionaries(shelf);
+        }
         let mut recon = Reconstructor::new(hello.tick_rate_hz, hello.start_ticks, hello.cpu_count);
         recon.set_syscall_abi(crate::syscalls::SyscallAbi::for_board(
             &hello.soc, &hello.os,

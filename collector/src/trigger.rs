@@ -492,6 +492,13 @@ pub struct TriggerEngine {
     max_lateness: Timestamp,
     /// Whether a rule watches state openings (state and gap rules).
     watches_opens: bool,
+    /// Per type id below [`DENSE_TYPE_IDS`]: whether a state or gap rule names the type or a marker
+    /// rule matches its name. Most records are of types no rule names: one look-up here lets them by
+    /// (every record of the stream goes through [`TriggerEngine::saw_event`]).
+    watched_types: Vec<bool>,
+    /// Whether a marker rule matches text: then punctual events with text are looked at whatever
+    /// their type.
+    has_marker_rules: bool,
     /// Indices of recorded firings completed since the last [`TriggerEngine::take_revised`].
     revised: Vec<usize>,
     /// Every firing recorded in this session.
@@ -503,6 +510,10 @@ pub struct TriggerEngine {
     frames: u64,
     warnings: Vec<String>,
 }
+
+/// Type ids the engine keeps a flat table for (see `TriggerEngine::watched_types`); a board's ids are
+/// small and dense, larger ones take the rules' own look-ups.
+const DENSE_TYPE_IDS: usize = 1 << 16;
 
 impl TriggerEngine {
     fn new(set: &TriggerSet) -> Self {
@@ -543,6 +554,11 @@ impl TriggerEngine {
                 .rules
                 .iter()
                 .any(|r| matches!(r.kind, RuleKind::State { .. } | RuleKind::Gap { .. })),
+            watched_types: Vec::new(),
+            has_marker_rules: set
+                .rules
+                .iter()
+                .any(|r| matches!(r.kind, RuleKind::Marker(_))),
             revised: Vec::new(),
             firings: Vec::new(),
             handed_out: 0,
@@ -921,6 +937,26 @@ impl TriggerEngine {
                 _ => {}
             }
         }
+        let watched = self.state.iter().any(|s| {
+            s.types.contains(&t.id) || s.marker_types.get(&t.id).copied().unwrap_or(false)
+        });
+        if let Ok(id) = usize::try_from(t.id)
+            && id < DENSE_TYPE_IDS
+        {
+            if self.watched_types.len() <= id {
+                self.watched_types.resize(id + 1, false);
+            }
+            self.watched_types[id] = watched;
+        }
+    }
+
+    /// Whether a rule may care about records of type `ty` (by name): false only when none does.
+    #[inline]
+    fn type_watched(&self, ty: TypeId) -> bool {
+        match usize::try_from(ty) {
+            Ok(id) if id < DENSE_TYPE_IDS => self.watched_types.get(id).copied().unwrap_or(false),
+            _ => true,
+        }
     }
 
     /// The firing of rule `i` judged at its deadline: the state (or the wait for the next start) began at
@@ -953,11 +989,29 @@ impl TriggerEngine {
             .unwrap_or_else(|| format!("producer {p}"))
     }
 
+    /// Every record of the stream comes here: kept small enough to inline into the reconstruction's
+    /// sink, the rules' work is behind it.
+    #[inline]
     fn saw_event(&mut self, e: &Event) {
         let end = e.end();
         if end > self.head {
             self.head = end;
         }
+        // Most records: of a type no rule names, no text for a marker rule, no reference to follow.
+        if self.probes.is_empty()
+            && !self.type_watched(e.type_id)
+            && !(self.has_marker_rules
+                && matches!(e.kind, EventKind::Punctual)
+                && e.params.iter().any(|v| matches!(v, ParamValue::String(_))))
+        {
+            return;
+        }
+        self.judge_event(e);
+    }
+
+    /// A record some rule may care about.
+    #[inline(never)]
+    fn judge_event(&mut self, e: &Event) {
         for i in 0..self.rules.len() {
             let s = &self.state[i];
             let matches = |s: &RuleState| {
@@ -1059,7 +1113,7 @@ impl TriggerEngine {
     }
 
     fn saw_open(&mut self, start: Timestamp, ty: TypeId, producer: ProducerId, cpu: u16) {
-        if !self.watches_opens {
+        if !self.watches_opens || !self.type_watched(ty) {
             return;
         }
         for i in 0..self.rules.len() {

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use socscope_tracedb::{
-    AnalysisKind, AnalysisResult, IngestStat, ParamValue, Timestamp, TraceWriter,
+    AnalysisKind, AnalysisResult, IngestStat, ParamValue, SharedDictionaries, Timestamp,
+    TraceWriter,
 };
 
 use crate::trigger::{
@@ -34,6 +35,9 @@ pub struct FlightConfig {
     pub max_saves: Option<u64>,
     /// Windows saved so far, shared by every board of the collector.
     pub saves: Arc<AtomicU64>,
+    /// Save each window on a thread of its own (the default); `false`: in the stream's thread, as
+    /// when no thread can be started (the watch then waits while the window is stored).
+    pub saver_thread: bool,
 }
 
 impl FlightConfig {
@@ -46,6 +50,7 @@ impl FlightConfig {
             post,
             max_saves: None,
             saves: Arc::default(),
+            saver_thread: true,
         }
     }
 
@@ -81,6 +86,10 @@ pub struct WindowSpec {
     pub first_kept: Option<Timestamp>,
     /// Why the window ended before its end (the board said `Bye`, the link died), if it did.
     pub cut_short: Option<String>,
+    /// The zstd dictionaries of the board's earlier windows, shared by all the windows of one watched
+    /// session: a window takes them instead of training its own (see
+    /// [`socscope_tracedb::SharedDictionaries`]); `None`: the window trains its own.
+    pub dictionaries: Option<SharedDictionaries>,
 }
 
 /// Writes the triggers' counters and the `trigger` tag into a session's trace (not yet committed).
@@ -200,6 +209,12 @@ pub struct WatchReport {
     pub not_saved: u64,
     /// Most bytes the ring held at once.
     pub peak_ring_bytes: usize,
+    /// Times the stream waited for a window's saver, which had [`crate::flight::SAVE_QUEUE`] batches
+    /// not yet stored (back-pressure: the stream slows, nothing is dropped).
+    pub saver_waits: u64,
+    /// Windows saved in the stream's own thread (no thread could be started for them, or
+    /// [`FlightConfig::saver_thread`] is off).
+    pub saved_inline: u64,
     /// Latest trace time seen.
     pub trace_seconds: f64,
 }

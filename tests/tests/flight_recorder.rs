@@ -339,6 +339,144 @@ fn a_saved_window_holds_every_event_of_a_full_capture_within_it_on_the_same_cloc
     assert_eq!(traces(&tmp.path().join("flight")).len(), saved.len());
 }
 
+/// The stored dictionaries of a trace (stream, data).
+fn stored_dictionaries(path: &Path) -> Vec<(i64, Vec<u8>)> {
+    let reader = TraceReader::open(path).unwrap();
+    let mut st = reader
+        .connection()
+        .prepare("SELECT stream, data FROM chunk_dict ORDER BY stream")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The recorder's end-of-watch report among `notices`.
+fn watch_report(notices: &[Notice]) -> socscope_collector::flight::WatchReport {
+    notices
+        .iter()
+        .find_map(|n| match n {
+            Notice::WatchEnded(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the watch's end is said")
+}
+
+/// A window saved slowly: 20 s of the board, stress from 4 s to 7 s, a 10 s post window, and a
+/// window's store committing every 2 ms, so the saver falls behind the stream by more than the
+/// batches it may queue. The stream then waits for it (counted) and loses nothing: the window holds
+/// exactly what the same window saved in the stream's own thread (the path taken when no thread can be
+/// started) holds, and every event of a full capture within it. Later windows of a session take the
+/// dictionaries its first window trained.
+#[test]
+fn a_saver_behind_the_stream_slows_it_and_a_window_saved_inline_is_the_same() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wire = tmp.path().join("long.wire");
+    let sim = SimConfig {
+        duration_s: 20.0,
+        io_stress: vec![Scenario {
+            at: 4.0,
+            duration: 3.0,
+        }],
+        ..SimConfig::default()
+    };
+    capture_file(&sim, &wire);
+    let (full, _) = replay::replay_file(&wire, IngestConfig::new(tmp.path().join("full"))).unwrap();
+    let save = |name: &str, saver_thread: bool| {
+        let mut config = IngestConfig::new(tmp.path().join(name));
+        config.commit_interval = std::time::Duration::from_millis(2);
+        config.triggers = Some(triggers(&["gap:running@vsync-cb>25ms"]));
+        let mut flight = FlightConfig::new(10 * S, S, 10 * S);
+        flight.saver_thread = saver_thread;
+        config.flight = Some(flight);
+        let (saved, notices) = replay::replay_file(&wire, config).unwrap();
+        assert_eq!(saved.len(), 1, "{notices:?}");
+        assert!(saved[0].complete, "{:?}", saved[0]);
+        (saved[0].path.clone(), watch_report(&notices))
+    };
+    let (threaded, watch) = save("threaded", true);
+    assert!(
+        watch.saver_waits > 0,
+        "the stream waited for the saver: {watch:?}"
+    );
+    assert_eq!(watch.saved_inline, 0);
+    let (inline, watch) = save("inline", false);
+    assert_eq!(watch.saved_inline, 1, "{watch:?}");
+    assert_eq!(watch.saver_waits, 0);
+
+    let range = |path: &Path| {
+        let stats = ingest_stats(&TraceReader::open(path).unwrap());
+        assert_eq!(stats["window_cut_short"], 0);
+        TimeRange::new(stats["window_start_ns"], stats["window_end_ns"])
+    };
+    let window = range(&threaded);
+    assert_eq!(window, range(&inline));
+    assert!(window.end - window.start > 10 * S, "{window:?}");
+    let a = events_within(&threaded, window);
+    assert!(a.len() > 100_000, "{}", a.len());
+    assert!(
+        compare_keys(&a) == compare_keys(&events_within(&inline, window)),
+        "the same window, saved on a thread or inline"
+    );
+    // Every event of the full capture within it, by time, type and CPU.
+    let loose = |m: &BTreeMap<Key, usize>| {
+        let mut out: BTreeMap<(i64, String, Option<u16>), usize> = BTreeMap::new();
+        for ((ts, _, ty, _, cpu, _), n) in m {
+            *out.entry((*ts, ty.clone(), *cpu)).or_default() += n;
+        }
+        out
+    };
+    assert!(loose(&a) == loose(&events_within(&full[0].path, window)));
+}
+
+/// Windows of one session after the first take the dictionaries the first one trained (the same
+/// bytes, stored in their own file) rather than training their own.
+#[test]
+fn later_windows_of_a_session_reuse_the_first_windows_dictionaries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wire = tmp.path().join("two.wire");
+    // Two stressed spells far apart: two windows, each long enough to train dictionaries.
+    let sim = SimConfig {
+        duration_s: 24.0,
+        io_stress: vec![
+            Scenario {
+                at: 4.0,
+                duration: 2.0,
+            },
+            Scenario {
+                at: 16.0,
+                duration: 2.0,
+            },
+        ],
+        ..SimConfig::default()
+    };
+    capture_file(&sim, &wire);
+    let mut config = IngestConfig::new(tmp.path().join("flight"));
+    config.triggers = Some(triggers(&["gap:running@vsync-cb>25ms"]));
+    config.flight = Some(FlightConfig::new(10 * S, 3 * S, 2 * S));
+    let (saved, notices) = replay::replay_file(&wire, config).unwrap();
+    assert_eq!(saved.len(), 2, "{notices:?}");
+    let first = stored_dictionaries(&saved[0].path);
+    let second = stored_dictionaries(&saved[1].path);
+    assert!(!first.is_empty(), "the first window trained dictionaries");
+    // A stream the first window trained for has the very same dictionary in the second (a stream too
+    // sparse to train in the first may train in the second, and then shares its own).
+    let mut reused = 0;
+    for (stream, data) in &second {
+        if let Some((_, theirs)) = first.iter().find(|(s, _)| s == stream) {
+            assert!(theirs == data, "stream {stream}: a dictionary of its own");
+            reused += 1;
+        }
+    }
+    assert!(
+        reused > 0,
+        "none of the second window's {} dictionaries is the first's ({} there)",
+        second.len(),
+        first.len()
+    );
+}
+
 #[test]
 fn saves_are_bounded_and_a_stream_ending_inside_a_window_says_so() {
     let tmp = tempfile::tempdir().unwrap();

@@ -143,7 +143,7 @@ pub enum BenchCommand {
         /// Seconds of the stream each of the 16 boards replays.
         #[arg(long, default_value_t = 90.0)]
         boards_seconds: f64,
-        /// Rounds of (plain, triggers, flight recorder), alternated.
+        /// Rounds of (plain, triggers, flight recorder saving every window, one, none), alternated.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// Where to write the stream and traces (a temporary directory by default).
@@ -192,17 +192,17 @@ pub enum BenchCommand {
         /// With --scale: runs of each spatiotemporal case per build.
         #[arg(long, requires = "scale", default_value_t = 2)]
         runs: usize,
-        /// With --scale: slice counts of the temporal case.
-        #[arg(
-            long,
-            requires = "scale",
-            value_delimiter = ',',
-            default_value = "1000,5000"
-        )]
+        /// With --scale or --kernels: slice counts of the temporal case.
+        #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
         temporal_slices: Vec<usize>,
-        /// With --scale: runs of each temporal case per build.
-        #[arg(long, requires = "scale", default_value_t = 5)]
+        /// With --scale or --kernels: runs of each temporal case per build (or kernel).
+        #[arg(long, default_value_t = 5)]
         temporal_runs: usize,
+        /// Instead: the temporal case (S = 100, U = 5, --temporal-slices) in this process,
+        /// the vector quality kernel alternated with the scalar one of the build before it;
+        /// wall and CPU time of qualities + bisection, and whether both gave the same list.
+        #[arg(long, conflicts_with = "scale")]
+        kernels: bool,
         /// With --scale: passed to this build's `aggregate --memory-budget`.
         #[arg(long, requires = "scale")]
         memory_budget: Option<String>,
@@ -405,6 +405,12 @@ fn run_bench(cmd: BenchCommand) -> Result<ExitCode> {
             memory_budget,
             dir,
         }),
+        BenchCommand::Aggregate {
+            kernels: true,
+            temporal_slices,
+            temporal_runs,
+            ..
+        } => aggregate::kernels(&temporal_slices, temporal_runs),
         BenchCommand::Aggregate {
             events,
             trace,

@@ -133,6 +133,7 @@ pub fn print_notice(n: &Notice, json: bool) {
                 "records": r.records, "lost_on_board": r.lost_on_board, "lost_in_transit": r.lost_in_transit,
                 "firings": r.firings.len(), "windows_saved": r.saved, "not_saved": r.not_saved,
                 "peak_ring_bytes": r.peak_ring_bytes, "trace_seconds": r.trace_seconds,
+                "saver_waits": r.saver_waits, "windows_saved_inline": r.saved_inline,
             }),
         };
         // A closed standard output stops the capture loop (see `run`); the notice itself is not an error.
@@ -203,7 +204,7 @@ pub fn print_notice(n: &Notice, json: bool) {
         }
         Notice::WatchEnded(r) => {
             let _ = crate::out::line(format_args!(
-                "session ended:   {} ({}): {} records in {:.2} s of trace, {}, {} trigger firing(s), {} window(s) saved{}, ring peak {}",
+                "session ended:   {} ({}): {} records in {:.2} s of trace, {}, {} trigger firing(s), {} window(s) saved{}, ring peak {}{}",
                 printable(&r.board),
                 r.source,
                 r.records,
@@ -216,7 +217,15 @@ pub fn print_notice(n: &Notice, json: bool) {
                 } else {
                     String::new()
                 },
-                units::bytes(r.peak_ring_bytes as u64)
+                units::bytes(r.peak_ring_bytes as u64),
+                if r.saver_waits > 0 {
+                    format!(
+                        ", the stream waited {} time(s) for a window being saved",
+                        r.saver_waits
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
     }

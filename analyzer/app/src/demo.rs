@@ -273,6 +273,7 @@ fn live_gui(mut config: SimConfig, args: &DemoArgs) -> Result<ExitCode> {
         frame_log: None,
         script: None,
         no_cpu_tracks: false,
+        aggregation: "temporal".into(),
     })?;
     options.dir = Some(args.dir.clone());
     if let Err(e) = socscope_analyzer::gui::run(options) {

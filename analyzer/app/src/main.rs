@@ -143,7 +143,8 @@ enum Command {
     #[command(
         after_help = "Examples:\n  socscope view\n  socscope view traces/sim-stb-20261121T101500Z-s1.db --view table\n  \
         socscope view TRACE --screenshot gantt.png\n  \
-        socscope view TRACE --view ocelotl --screenshot ocelotl.png"
+        socscope view TRACE --view ocelotl --screenshot ocelotl.png\n  \
+        socscope view TRACE --view ocelotl --aggregation spatiotemporal"
     )]
     View(view::ViewArgs),
     /// Statistics of an interval: event count per producer or type, state or link duration per type.

@@ -705,13 +705,29 @@ pub fn spatiotemporal(
         .label_style(font(11))
         .draw()
         .map_err(err)?;
-    // Producer names at the left of their rows (every k-th when they would overlap).
-    let every = (np / 45).max(1);
-    for (i, name) in names.iter().enumerate().step_by(every) {
-        let (_, py) = chart.backend_coord(&(0.0, (np - i) as f64 - 0.5));
-        let label: String = name.chars().take(28).collect();
-        root.draw(&Text::new(label, (14, py - 6), font(11)))
-            .map_err(err)?;
+    // The producer hierarchy left of the rows, as Ocelotl draws it: a box per node over the rows
+    // of its producers, one column per level, each named when it is tall enough (leaves every k-th
+    // when they would overlap).
+    let boxes = hierarchy_boxes(&h, &nodes, &names);
+    let (plot_left, plot_top) = chart.backend_coord(&(0.0, np as f64));
+    let row_h = f64::from(chart.backend_coord(&(0.0, 0.0)).1 - plot_top) / np.max(1) as f64;
+    let area = (HIERARCHY_X, plot_left - 6);
+    let every = if row_h >= 11.0 { 1 } else { (np / 45).max(1) };
+    for b in &boxes {
+        let (x0, x1) = hierarchy_box_x(area, b, boxes.iter().map(|b| b.depth).max().unwrap_or(1));
+        let y0 = plot_top + (b.rows.0 as f64 * row_h).round() as i32;
+        let y1 = plot_top + ((b.rows.1 + 1) as f64 * row_h).round() as i32;
+        root.draw(&Rectangle::new(
+            [(x0, y0), (x1, y1)],
+            rgb(HIERARCHY_LINE).stroke_width(1),
+        ))
+        .map_err(err)?;
+        let tall = f64::from(y1 - y0) >= 11.0;
+        if tall || (b.leaf && b.rows.0 % every == 0) {
+            let label = fit(&b.name, 11, x1 - x0 - 5);
+            root.draw(&Text::new(label, (x0 + 3, (y0 + y1) / 2 - 6), font(11)))
+                .map_err(err)?;
+        }
     }
     for am in &modes {
         let (a, b) = span[am.area.node];
@@ -746,6 +762,75 @@ pub fn spatiotemporal(
         .collect();
     legend(&root, &items, 1025, 50)?;
     root.present().map_err(err)
+}
+
+/// Left edge of the producer hierarchy beside a spatiotemporal map.
+const HIERARCHY_X: i32 = 14;
+/// The hierarchy's box lines.
+const HIERARCHY_LINE: Rgb = [150, 150, 150];
+
+/// One box of the producer hierarchy beside a spatiotemporal map: a node other than the root,
+/// over the rows of its producers.
+#[derive(Debug, Clone, PartialEq)]
+struct HierarchyBox {
+    name: String,
+    /// 1 for a child of the root.
+    depth: usize,
+    /// First and last row (producer index, top down) under the node.
+    rows: (usize, usize),
+    leaf: bool,
+}
+
+/// The boxes of hierarchy `h` (its nodes named by `nodes`), parents before children. A leaf is
+/// named by its producer's label in `leaf_names` (told apart by id where names repeat); a
+/// producer's own events under its children stay `NAME (self)`.
+fn hierarchy_boxes(
+    h: &ocelotl::SpatialHierarchy,
+    nodes: &[socscope_analysis::micro::SpatialNode],
+    leaf_names: &[String],
+) -> Vec<HierarchyBox> {
+    let mut span = vec![(usize::MAX, 0usize); h.len()];
+    for &node in h.post_order() {
+        span[node] = match h.leaf_producer(node) {
+            Some(p) => (p, p),
+            None => h.children(node).iter().fold((usize::MAX, 0), |acc, &c| {
+                (acc.0.min(span[c].0), acc.1.max(span[c].1))
+            }),
+        };
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, usize)> =
+        h.children(h.root()).iter().rev().map(|&c| (c, 1)).collect();
+    while let Some((n, depth)) = stack.pop() {
+        if span[n].0 == usize::MAX {
+            continue;
+        }
+        let node_name = nodes.get(n).map_or("", |x| x.name.as_str());
+        let name = match h.leaf_producer(n).and_then(|p| leaf_names.get(p)) {
+            Some(label) if node_name.ends_with(" (self)") => format!("{label} (self)"),
+            Some(label) => label.clone(),
+            None => node_name.to_owned(),
+        };
+        out.push(HierarchyBox {
+            name,
+            depth,
+            rows: span[n],
+            leaf: h.is_leaf(n),
+        });
+        stack.extend(h.children(n).iter().rev().map(|&c| (c, depth + 1)));
+    }
+    out
+}
+
+/// The x extent of a hierarchy box in `area` (left, right): a column per level, at most 90 px
+/// wide and leaving the leaves at least 100 px; a leaf reaches the area's right edge.
+fn hierarchy_box_x(area: (i32, i32), b: &HierarchyBox, max_depth: usize) -> (i32, i32) {
+    let (left, right) = area;
+    let inner = max_depth.saturating_sub(1).max(1) as i32;
+    let col = ((right - left - 100) / inner).clamp(20, 90);
+    let x0 = left + (b.depth as i32 - 1) * col;
+    let x1 = if b.leaf { right } else { x0 + col };
+    (x0.min(right - 10), x1)
 }
 
 /// A time axis along `y` under a plot of `plot_w` pixels from `left`, for an interval of `span_ns`:
@@ -1059,19 +1144,26 @@ pub fn gantt(path: &Path, g: &GanttPicture) -> Result<()> {
     let height = (GANTT_TOP + rows_h + 60).max(200) as u32;
     let root = canvas(path, g.width, height)?;
     let type_names: Vec<&str> = g.types.iter().map(|t| t.name.as_str()).collect();
-    let type_rgb: HashMap<u32, Rgb> = g
-        .types
-        .iter()
-        .map(|t| t.id)
-        .zip(type_colours(&type_names))
-        .collect();
+    let picked = type_colours(&type_names);
+    let type_rgb: HashMap<u32, Rgb> = g.types.iter().map(|t| t.id).zip(picked.clone()).collect();
     let producer_names: Vec<&str> = g.producers.iter().map(|p| p.name.as_str()).collect();
-    let producer_rgb: HashMap<ProducerId, Rgb> = g
+    let mut producer_rgb: HashMap<ProducerId, Rgb> = g
         .producers
         .iter()
         .map(|p| p.id)
         .zip(producer_colours(&producer_names))
         .collect();
+    // A process colours its threads on the CPU rows, beside states in type colours: never a
+    // type's colour (as in the GUI).
+    let top: Vec<&socscope_tracedb::Producer> =
+        g.producers.iter().filter(|p| p.parent.is_none()).collect();
+    let top_rgb = user().top_level_colours(
+        &picked,
+        &top.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+    );
+    for (p, c) in top.iter().zip(top_rgb) {
+        producer_rgb.insert(p.id, c);
+    }
     let parent: HashMap<ProducerId, Option<ProducerId>> =
         g.producers.iter().map(|p| (p.id, p.parent)).collect();
     // A thread that ran on a CPU takes its process's colour, as in the GUI.
@@ -1503,6 +1595,72 @@ mod tests {
             .collect();
         assert_eq!(saturated.len(), 2, "{saturated:?}");
         assert!(saturated.contains(&palette::colour("irq")));
+    }
+
+    #[test]
+    fn the_hierarchy_beside_a_spatiotemporal_map_boxes_each_node_over_its_rows() {
+        use socscope_analysis::micro::SpatialNode;
+        // all -> player -> (player (self), demux, demux); all -> kernel -> swapper; all -> cpu0.
+        let children: Vec<Vec<usize>> = vec![
+            vec![1, 5, 7],
+            vec![2, 3, 4],
+            vec![],
+            vec![],
+            vec![],
+            vec![6],
+            vec![],
+            vec![],
+        ];
+        let leaf = vec![
+            None,
+            None,
+            Some(0),
+            Some(1),
+            Some(2),
+            None,
+            Some(3),
+            Some(4),
+        ];
+        let h = ocelotl::SpatialHierarchy::new(children, leaf, 5).unwrap();
+        let node = |name: &str| SpatialNode {
+            name: name.into(),
+            producer: None,
+        };
+        let nodes = vec![
+            node("all"),
+            node("player"),
+            node("player (self)"),
+            node("demux"),
+            node("demux"),
+            node("kernel"),
+            node("swapper"),
+            node("cpu0"),
+        ];
+        let labels: Vec<String> = ["player", "demux #3", "demux #4", "swapper", "cpu0"]
+            .map(String::from)
+            .to_vec();
+        let boxes = hierarchy_boxes(&h, &nodes, &labels);
+        let got: Vec<(&str, usize, (usize, usize), bool)> = boxes
+            .iter()
+            .map(|b| (b.name.as_str(), b.depth, b.rows, b.leaf))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("player", 1, (0, 2), false),
+                ("player (self)", 2, (0, 0), true),
+                ("demux #3", 2, (1, 1), true),
+                ("demux #4", 2, (2, 2), true),
+                ("kernel", 1, (3, 3), false),
+                ("swapper", 2, (3, 3), true),
+                ("cpu0", 1, (4, 4), true),
+            ]
+        );
+        // Columns: the processes' left of the threads', a leaf to the right edge.
+        let area = (14, 214);
+        assert_eq!(hierarchy_box_x(area, &boxes[0], 2), (14, 104));
+        assert_eq!(hierarchy_box_x(area, &boxes[2], 2), (104, 214));
+        assert_eq!(hierarchy_box_x(area, &boxes[6], 2), (14, 214));
     }
 
     #[test]

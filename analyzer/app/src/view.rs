@@ -34,6 +34,10 @@ pub struct ViewArgs {
     /// Open the Gantt charts without their CPU tracks (the toolbar's "CPUs" shows them again).
     #[arg(long)]
     pub no_cpu_tracks: bool,
+    /// The Ocelotl views' aggregation at opening: temporal or spatiotemporal (the view's
+    /// "Aggregation" changes it).
+    #[arg(long, value_name = "MODE", default_value = "temporal")]
+    pub aggregation: String,
 }
 
 #[cfg(feature = "gui")]
@@ -51,6 +55,15 @@ pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
         .split_once('x')
         .and_then(|(w, h)| Some((w.parse::<f32>().ok()?, h.parse::<f32>().ok()?)))
         .ok_or_else(|| bad_argument!("--size wants WIDTHxHEIGHT, got {:?}", args.size))?;
+    let spatiotemporal = match args.aggregation.as_str() {
+        "temporal" => false,
+        "spatiotemporal" => true,
+        other => {
+            return Err(bad_argument!(
+                "unknown aggregation {other:?} (temporal or spatiotemporal)"
+            ));
+        }
+    };
     let script = match &args.script {
         Some(s) => Some(s.parse().map_err(|e: String| bad_argument!("{e}"))?),
         None => None,
@@ -84,6 +97,7 @@ pub fn options(args: &ViewArgs) -> Result<socscope_analyzer::gui::ViewOptions> {
         frame_log: args.frame_log.clone(),
         script,
         cpu_tracks: !args.no_cpu_tracks,
+        spatiotemporal,
     })
 }
 

@@ -649,3 +649,42 @@ fn the_gantt_png_draws_a_cpu_section_of_the_threads_that_ran() {
         .collect();
     assert!(colours.len() >= 2, "{colours:?}");
 }
+
+/// `aggregate --mode spatiotemporal --png`: the producer hierarchy stands left of the map, as in
+/// Ocelotl — a box per process over its threads' rows, whose left edges make one line from the
+/// first row to the last, and a column of thread boxes right of it.
+#[test]
+fn the_spatiotemporal_png_draws_the_producer_hierarchy() {
+    let t = traces();
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("st.png");
+    let v = json(&[
+        "aggregate",
+        s(&t.reference),
+        "--mode",
+        "spatiotemporal",
+        "--slices",
+        "20",
+        "--json",
+        "--png",
+        s(&png),
+    ]);
+    // Processes with threads under them: a hierarchy of two levels below `all`.
+    let nodes = v["nodes"].as_array().unwrap();
+    assert!(nodes.len() > 4, "{nodes:?}");
+    let (w, px) = decode_png(&png);
+    let h = px.len() / w;
+    let line = [150u8, 150, 150];
+    let column = |x: usize| (0..h).filter(|&y| px[y * w + x] == line).count();
+    // The top-level boxes' left edges at x = 14 run down every producer's row: at least the
+    // height the picture gives its rows (the height minus the 160 px of caption and axis).
+    let first = column(14);
+    assert!(
+        first >= h - 160,
+        "{first} px of hierarchy line at x = 14 of {h}"
+    );
+    // A second level: thread boxes start right of the processes' column (its left edge lies
+    // somewhere in 40..120 px and runs down part of the rows).
+    let second = (40..120).map(column).max().unwrap();
+    assert!(second >= 30, "no second hierarchy column ({second} px)");
+}

@@ -133,10 +133,17 @@ fn ocelotl_spatiotemporal_snapshot() {
         assert!(matches!(*part, Partition::Spatiotemporal(_)));
         assert!(!part.is_empty());
     }
+    // The picture without the pointer (the README's shows it too).
+    h.snapshot("ocelotl_spatiotemporal_dark");
     // Hovering the overview tells the area under the pointer.
     h.hover_at(egui::pos2(500.0, 250.0));
     h.run();
-    h.snapshot("ocelotl_spatiotemporal_dark");
+    assert!(
+        h.query_all_by_label_contains("aggregate: ")
+            .next()
+            .is_some(),
+        "no hover details"
+    );
 }
 
 #[test]
@@ -302,4 +309,47 @@ fn images_are_drawn_again_only_when_what_they_show_changes() {
     settle(&mut h);
     assert!(open_trace(&h).views[0].traceviz.timeline.revision > rev);
     assert!(tv(&h) > b1);
+}
+
+/// The gain and loss curves under the overview have a y axis (0 % to 100 % of each curve's
+/// maximum), and the p shown is a blue line named `p = …` above it, off the axis, even when p is a
+/// few thousandths (its x then is a few pixels from the axis and on a step of the curves).
+#[test]
+fn ocelotl_curves_have_a_y_axis_and_a_p_marker_one_can_see() {
+    let (_dir, t) = trace();
+    let mut h = harness(&t, ViewKind::Ocelotl, false);
+    settle(&mut h);
+    let p = open_trace(&h).views[0].ocelotl.state.p;
+    let ys: Vec<f32> = ["100 %", "75 %", "50 %", "25 %", "0 %"]
+        .iter()
+        .map(|l| h.get_by_label(l).rect().center().y)
+        .collect();
+    assert!(ys.windows(2).all(|w| w[0] < w[1]), "{ys:?}");
+    // The axis is right of its values.
+    let axis_x = h.get_by_label("0 %").rect().right();
+    let name_text = format!("p = {p:.4}");
+    let name = h.get_by_label(&name_text).rect();
+    let img = h.render().unwrap();
+    let scale = img.width() as f32 / 1100.0;
+    // A row of pixels inside the plot, under the marker's name.
+    let y = ((ys[0] + ys[1]) * 0.5 * scale) as u32;
+    let blue: Vec<f32> = (0..img.width())
+        .filter(|&x| {
+            let c = img.get_pixel(x, y);
+            let (r, g, b) = (i32::from(c[0]), i32::from(c[1]), i32::from(c[2]));
+            b > r + 80 && b > g + 40
+        })
+        .map(|x| x as f32 / scale)
+        .collect();
+    assert!(!blue.is_empty(), "no p marker at y = {y}");
+    assert!(
+        blue.iter()
+            .all(|&x| x > axis_x + 4.0 && (x < name.left() || x > name.right())),
+        "marker at {blue:?}, axis at {axis_x}, name at {name:?}"
+    );
+    assert!(
+        blue.iter()
+            .any(|&x| (x - name.left()).abs() < 14.0 || (x - name.right()).abs() < 14.0),
+        "the name is beside its line: {blue:?} / {name:?}"
+    );
 }

@@ -211,6 +211,38 @@ fn the_window_opens_on_ocelotl_and_traceviz() {
             "only {colours} colours in the {view_name} window"
         );
     }
+    // `--aggregation spatiotemporal` opens Ocelotl on the producers' map, not the temporal chart.
+    let shot = dir.path().join("spatiotemporal.png");
+    let out = view(
+        &x,
+        &[
+            t.to_str().unwrap(),
+            "--view",
+            "ocelotl",
+            "--aggregation",
+            "spatiotemporal",
+            "--screenshot",
+            shot.to_str().unwrap(),
+            "--size",
+            "1000x600",
+        ],
+    )
+    .output()
+    .expect("socscope view runs");
+    assert!(out.status.success(), "{out:?}");
+    assert_ne!(
+        std::fs::read(&shot).unwrap(),
+        std::fs::read(dir.path().join("ocelotl.png")).unwrap(),
+        "the spatiotemporal window looks like the temporal one"
+    );
+    let out = view(&x, &[t.to_str().unwrap(), "--aggregation", "spatial"])
+        .output()
+        .expect("socscope view runs");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("temporal or spatiotemporal"),
+        "{out:?}"
+    );
 }
 
 /// Distinct pixel values of an `xwd -root` dump (TrueColor, 24 or 32 bits per pixel).

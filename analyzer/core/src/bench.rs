@@ -129,6 +129,47 @@ pub fn temporal(slices: usize, producers: usize, types: usize) -> BenchRun {
     }
 }
 
+/// Which temporal quality kernel [`temporal_with`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemporalKernel {
+    /// What [`TemporalAggregation::new`] uses: the vector logarithm where it reproduces this
+    /// host's `log`, else the scalar loop.
+    Default,
+    /// The scalar loop, one `log` call per interval and series (the kernel before issue 29).
+    Scalar,
+}
+
+/// [`temporal`] on a given model with a given kernel, returning the list too, so that two
+/// kernels' results can be compared.
+pub fn temporal_with(
+    model: &MicroscopicModel,
+    kernel: TemporalKernel,
+) -> (
+    BenchRun,
+    crate::ocelotl::PList<crate::ocelotl::TemporalPartition>,
+) {
+    let started = Instant::now();
+    let agg = match kernel {
+        TemporalKernel::Default => TemporalAggregation::new(model, false),
+        TemporalKernel::Scalar => TemporalAggregation::new_scalar(model, false),
+    };
+    let qualities = started.elapsed();
+    let started = Instant::now();
+    let list = agg.significant_ps(crate::ocelotl::DEFAULT_THRESHOLD);
+    let run = BenchRun {
+        qualities,
+        bisection: started.elapsed(),
+        significant_ps: list.len(),
+        listed_parts: list.entries().iter().map(|e| e.partition.n_parts()).sum(),
+    };
+    (run, list)
+}
+
+/// Whether [`TemporalKernel::Default`] runs the vector kernel on this host.
+pub fn temporal_vector_kernel_in_use() -> bool {
+    crate::ocelotl::temporal_vector_kernel_in_use()
+}
+
 /// Spatiotemporal qualities + full bisection (with every listed partition) on a synthetic model
 /// over a complete hierarchy (`[4, 4, 4]`: 85 nodes).
 pub fn spatiotemporal(slices: usize, fan_out: &[usize], types: usize) -> BenchRun {

@@ -96,13 +96,7 @@ pub fn distinct(preferred: &[(Rgb, bool)]) -> Vec<Rgb> {
     let order = (0..preferred.len())
         .filter(|&i| preferred[i].1)
         .chain((0..preferred.len()).filter(|&i| !preferred[i].1));
-    let spares = PALETTE.iter().copied().chain((1..=4).flat_map(|k: u32| {
-        let f = 0.18 * f64::from(k);
-        PALETTE
-            .iter()
-            .flat_map(move |&c| [lighten(c, f.min(0.9)), shade(c, (1.0 - f).max(0.1))])
-    }));
-    let mut spares = spares.filter(|c| *c != OTHERS && *c != VOID);
+    let mut spares = spares();
     for i in order {
         let want = preferred[i].0;
         let c = if used.contains(&want) {
@@ -117,6 +111,32 @@ pub fn distinct(preferred: &[(Rgb, bool)]) -> Vec<Rgb> {
         out[i] = Some(c);
     }
     out.into_iter().map(|c| c.unwrap_or(OTHERS)).collect()
+}
+
+/// The palette, then its lighter and darker shades: the colours an entry moves to when its own is
+/// taken (never the greys of "others" and "void").
+fn spares() -> impl Iterator<Item = Rgb> {
+    PALETTE
+        .iter()
+        .copied()
+        .chain((1..=4).flat_map(|k: u32| {
+            let f = 0.18 * f64::from(k);
+            PALETTE
+                .iter()
+                .flat_map(move |&c| [lighten(c, f.min(0.9)), shade(c, (1.0 - f).max(0.1))])
+        }))
+        .filter(|c| *c != OTHERS && *c != VOID)
+}
+
+/// Two colours a reader would take for one on a chart (two browns, two olives): closer than 64
+/// in RGB distance.
+fn alike(a: Rgb, b: Rgb) -> bool {
+    let d: i32 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (i32::from(*x) - i32::from(y)).pow(2))
+        .sum();
+    d < 64 * 64
 }
 
 /// `c` blended towards white by `amount` (0 = unchanged, 1 = white): lighter shades for
@@ -174,6 +194,41 @@ impl UserColours {
             .get(name)
             .copied()
             .unwrap_or_else(|| colour(name))
+    }
+
+    /// The colours of a trace's top-level producers (processes, CPUs, IRQ lines), `labels`, in a
+    /// chart whose types are drawn in `type_colours`. A CPU track draws each thread in its
+    /// process's colour beside states in their type's, so a process must not take a type's colour
+    /// (the hashed `kernel` fell on `allocated_bytes`' brown) nor another top-level producer's:
+    /// each keeps its own (the user's, else its name's) unless a type or a producer before it in
+    /// name order has it, and then takes the next free palette colour. A user's choice is kept as is.
+    /// The result does not depend on the order of `labels`, so the GUI and the PNGs agree.
+    pub fn top_level_colours(&self, type_colours: &[Rgb], labels: &[&str]) -> Vec<Rgb> {
+        let mut order: Vec<usize> = (0..labels.len()).collect();
+        order.sort_by(|&a, &b| labels[a].cmp(labels[b]).then(a.cmp(&b)));
+        let mut used: Vec<Rgb> = type_colours.to_vec();
+        used.extend(order.iter().filter_map(|&i| self.producers.get(labels[i])));
+        let mut out = vec![OTHERS; labels.len()];
+        for i in order {
+            let c = match self.producers.get(labels[i]) {
+                Some(&c) => c,
+                None => {
+                    let want = self.producer_colour(labels[i]);
+                    let free = |c: &Rgb| used.iter().all(|u| !alike(*u, *c));
+                    if free(&want) {
+                        want
+                    } else {
+                        spares()
+                            .find(|c| free(c))
+                            .or_else(|| spares().find(|c| !used.contains(c)))
+                            .unwrap_or(want)
+                    }
+                }
+            };
+            used.push(c);
+            out[i] = c;
+        }
+        out
     }
 
     /// `$SOCSCOPE_COLOURS` if set, else `colours.json` in `$XDG_CONFIG_HOME/socscope` (or
@@ -265,6 +320,45 @@ mod tests {
         assert_eq!(set.len(), 216);
         assert!(!set.contains(&OTHERS));
         assert!(distinct(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_process_never_takes_the_colour_of_a_type_of_its_chart() {
+        // The hashed name of the kernel falls on a known type's colour.
+        assert_eq!(colour("kernel"), colour("mark"));
+        let types: Vec<Rgb> = ["running", "irq", "allocated_bytes", "mark", "syscall"]
+            .map(colour)
+            .to_vec();
+        let u = UserColours::default();
+        let procs = ["player", "kernel", "cpu0", "cpu1", "audio"];
+        let c = u.top_level_colours(&types, &procs);
+        let set: std::collections::BTreeSet<Rgb> = c.iter().copied().collect();
+        assert_eq!(set.len(), procs.len(), "one colour each: {c:?}");
+        for (name, got) in procs.iter().zip(&c) {
+            assert!(
+                types.iter().all(|t| !alike(*t, *got)),
+                "{name} takes a colour like a type's: {got:?}"
+            );
+        }
+        // Not even one like it: the GUI's `kernel (0)` hashes to a brown next to allocated_bytes'.
+        assert!(alike(colour("kernel (0)"), colour("allocated_bytes")));
+        let k = u.top_level_colours(&types, &["kernel (0)"]);
+        assert!(!alike(k[0], colour("allocated_bytes")), "{k:?}");
+        // A name whose colour is free keeps it (the first such in name order); the order of the
+        // labels does not matter.
+        let mut by_name: Vec<usize> = (0..procs.len()).collect();
+        by_name.sort_by_key(|&i| procs[i]);
+        let free = by_name
+            .into_iter()
+            .find(|&i| types.iter().all(|t| !alike(*t, colour(procs[i]))))
+            .expect("a name off the types' colours");
+        assert_eq!(c[free], colour(procs[free]));
+        let rev = u.top_level_colours(&types, &["audio", "cpu1", "cpu0", "kernel", "player"]);
+        assert_eq!(rev, [c[4], c[3], c[2], c[1], c[0]]);
+        // A user's choice stands, even on a type's colour.
+        let mut u = UserColours::default();
+        u.producers.insert("kernel".into(), colour("irq"));
+        assert_eq!(u.top_level_colours(&types, &procs)[1], colour("irq"));
     }
 
     #[test]

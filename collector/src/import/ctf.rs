@@ -7,14 +7,13 @@
 
 use std::borrow::Cow;
 use std::fmt::Write;
-use std::path::Path;
 
 use socscope_formats::ctf::{CtfEvent, CtfReader, Value, field_name};
 use socscope_formats::ftrace;
 use socscope_tracedb::{IngestStat, LossRecord, TraceWriter};
 
 use super::ftrace::{FtraceImporter, KernelRecord, Prepared, Task};
-use super::{Lines, format_err, stat};
+use super::{Lines, stat};
 use crate::Result;
 
 /// Soft-IRQ vector names (the kernel's `softirq_to_name`), as ftrace prints them.
@@ -24,11 +23,10 @@ const SOFTIRQS: [&str; 10] = [
 
 /// Imports the CTF trace (or session) directory `dir`.
 pub(super) fn run(
-    dir: &Path,
+    mut reader: CtfReader,
     writer: &mut TraceWriter,
     lines: &mut Lines<'_, '_>,
 ) -> Result<Vec<IngestStat>> {
-    let mut reader = CtfReader::open(dir).map_err(format_err)?;
     for s in &reader.missing_streams {
         lines.damaged(socscope_formats::FormatError::Binary(
             socscope_formats::BinaryError::new(
@@ -70,6 +68,7 @@ pub(super) fn run(
             }
         };
         imp.event(&e, kernel.get(e.trace).copied().unwrap_or(true), writer)?;
+        reader.recycle(e);
         for loss in reader.take_losses() {
             imp.loss_reports += 1;
             imp.discarded += loss.count;
@@ -439,9 +438,8 @@ pub(super) struct CtfHeader {
     pub(super) params: Vec<(String, String)>,
 }
 
-/// Reads the metadata of every trace under `dir`.
-pub(super) fn header(dir: &Path) -> Result<CtfHeader> {
-    let r = CtfReader::open(dir).map_err(format_err)?;
+/// What the metadata of every trace the reader holds says.
+pub(super) fn header(r: &CtfReader) -> CtfHeader {
     let mut h = CtfHeader {
         board: String::new(),
         os: String::new(),
@@ -482,5 +480,5 @@ pub(super) fn header(dir: &Path) -> Result<CtfHeader> {
         .max()
         .map_or(1, |m| m + 1);
     h.cpus = cpus.clamp(1, 65_536);
-    Ok(h)
+    h
 }

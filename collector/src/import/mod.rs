@@ -179,6 +179,29 @@ fn refuse_binary(f: &Path, format: Format) -> Result<()> {
 }
 
 /// What a capture's header says about where it was taken.
+/// A binary capture's reader, opened once: its header describes the trace, then its events are read
+/// (opening parses the event formats, the symbols, the TSDL metadata: not a cost to pay twice).
+enum Opened {
+    TraceCmd(Box<socscope_formats::tracecmd::DatReader<BufReader<File>>>),
+    Ctf(Box<socscope_formats::ctf::CtfReader>),
+    /// A text format: its importer opens the file itself.
+    Text,
+}
+
+impl Opened {
+    fn open(files: &[PathBuf], format: Format) -> Result<Self> {
+        Ok(match format {
+            Format::TraceCmd => Self::TraceCmd(Box::new(
+                socscope_formats::tracecmd::DatReader::open(&files[0]).map_err(format_err)?,
+            )),
+            Format::Ctf => Self::Ctf(Box::new(
+                socscope_formats::ctf::CtfReader::open(&files[0]).map_err(format_err)?,
+            )),
+            _ => Self::Text,
+        })
+    }
+}
+
 struct Header {
     board: String,
     os: String,
@@ -190,15 +213,15 @@ impl Header {
     /// Reads the header of `files`: ftrace's `# tracer:` and `#P:N` (or trace-cmd's `cpus=N`); KPTrace's
     /// per-CPU files. What the file does not say (ftrace text names neither host nor kernel; Pajé and
     /// GST_DEBUG logs say nothing of the board) is left empty, and `info` omits it.
-    fn read(files: &[PathBuf], format: Format) -> Result<Self> {
+    fn read(files: &[PathBuf], format: Format, opened: &Opened) -> Result<Self> {
         let mut h = Self {
             board: String::new(),
             os: String::new(),
             cpus: 1,
             params: Vec::new(),
         };
-        match format {
-            Format::Kptrace => {
+        match (format, opened) {
+            (Format::Kptrace, _) => {
                 h.os = "STLinux".into();
                 let cpus = files
                     .iter()
@@ -207,7 +230,7 @@ impl Header {
                     .max();
                 h.cpus = cpus.unwrap_or(1);
             }
-            Format::Ftrace => {
+            (Format::Ftrace, _) => {
                 let head = head_of(&files[0], 16 * 1024)?;
                 let text = String::from_utf8_lossy(&head);
                 for line in text.lines().take(64) {
@@ -225,8 +248,8 @@ impl Header {
                     }
                 }
             }
-            Format::TraceCmd => {
-                let d = tracecmd::header(&files[0])?;
+            (_, Opened::TraceCmd(reader)) => {
+                let d = tracecmd::header(reader);
                 h.board = d.board;
                 h.os = d.os;
                 h.cpus = d.cpus;
@@ -236,8 +259,8 @@ impl Header {
                     .map(|(k, v)| (k, ParamValue::String(escaped(&v))))
                     .collect();
             }
-            Format::Ctf => {
-                let d = ctf::header(&files[0])?;
+            (_, Opened::Ctf(reader)) => {
+                let d = ctf::header(reader);
                 h.board = d.board;
                 h.os = d.os;
                 h.cpus = d.cpus;
@@ -247,7 +270,7 @@ impl Header {
                     .map(|(k, v)| (k, ParamValue::String(escaped(&v))))
                     .collect();
             }
-            Format::Paje | Format::Gst => {}
+            (Format::Paje | Format::Gst | Format::TraceCmd | Format::Ctf, _) => {}
         }
         Ok(h)
     }
@@ -395,9 +418,17 @@ pub(crate) fn display(path: &Path) -> String {
 
 /// How often an import commits what it wrote. A capture commits often (readers follow it live); an
 /// import's file is followed only by a viewer opened on it meanwhile, and each commit rewrites the open
-/// tail chunk of every stream (a loaded machine, which stretches the import, would commit all the more
-/// per event), so it commits less often.
-pub const IMPORT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+/// tail chunk of every stream and merges the summary rows it touches into those stored (a loaded
+/// machine, which stretches the import, would commit all the more per event: at 2 s, the commits of a
+/// 600 k-event kernel CTF import took a sixth of its CPU time), so it commits seldom.
+pub const IMPORT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Events a stream of an import must have stored before its zstd dictionary is trained (see
+/// `WriterConfig::dict_min_events`), eight full chunks: a capture of a few tens of thousands of
+/// events spread over its CPUs' streams trains none, whose 10–30 ms each were up to a fifth of such
+/// an import's CPU time and whose 16 KiB each outweighed what they saved; a long stream still gets
+/// one.
+pub const IMPORT_DICT_MIN_EVENTS: i64 = 8 * 4096;
 
 /// Imports `files` (one trace: per-CPU KPTrace files with their `System.map` and format description, or
 /// one file of the other formats) into a new trace at `out`, registered in the catalog of its directory.
@@ -507,7 +538,8 @@ fn import_into(
     for f in files {
         refuse_binary(f, format)?;
     }
-    let header = Header::read(files, format)?;
+    let opened = Opened::open(files, format)?;
+    let header = Header::read(files, format, &opened)?;
     let mut params = vec![("format".into(), ParamValue::String(format.name().into()))];
     params.extend(header.params);
     let meta = TraceHeader {
@@ -534,6 +566,10 @@ fn import_into(
         &meta,
         socscope_tracedb::WriterConfig {
             commit_interval: IMPORT_COMMIT_INTERVAL,
+            dict_min_events: IMPORT_DICT_MIN_EVENTS,
+            // The file is worth nothing before it is finished (removed when the import fails): its
+            // commits are not synced, `finish` syncs it once.
+            sync_commits: false,
             ..socscope_tracedb::WriterConfig::default()
         },
     )?;
@@ -547,13 +583,20 @@ fn import_into(
         warnings: Vec::new(),
         bytes: 0,
     };
-    let stats = match format {
-        Format::Ftrace => ftrace::run(&files[0], &mut writer, &mut lines)?,
-        Format::Kptrace => kptrace::run(files, &mut writer, &mut lines)?,
-        Format::Paje => paje::run(&files[0], &mut writer, &mut lines)?,
-        Format::Gst => gst::run(&files[0], &mut writer, &mut lines)?,
-        Format::TraceCmd => tracecmd::run(&files[0], &mut writer, &mut lines)?,
-        Format::Ctf => ctf::run(&files[0], &mut writer, &mut lines)?,
+    let stats = match (format, opened) {
+        (_, Opened::TraceCmd(reader)) => tracecmd::run(*reader, &mut writer, &mut lines)?,
+        (_, Opened::Ctf(reader)) => ctf::run(*reader, &mut writer, &mut lines)?,
+        (Format::Ftrace, _) => ftrace::run(&files[0], &mut writer, &mut lines)?,
+        (Format::Kptrace, _) => kptrace::run(files, &mut writer, &mut lines)?,
+        (Format::Paje, _) => paje::run(&files[0], &mut writer, &mut lines)?,
+        (Format::Gst, _) => gst::run(&files[0], &mut writer, &mut lines)?,
+        (Format::TraceCmd | Format::Ctf, Opened::Text) => {
+            return Err(CollectorError::Invalid(format!(
+                "{}: internal error: a {} capture without its reader",
+                escaped(&display(&files[0])),
+                format.name()
+            )));
+        }
     };
     let common = [
         stat("bytes", lines.bytes, "bytes read from the imported files"),

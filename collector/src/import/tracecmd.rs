@@ -4,14 +4,15 @@
 //! stored as losses.
 
 use std::fmt::Write;
-use std::path::Path;
+use std::fs::File;
+use std::io::BufReader;
 
 use socscope_formats::ftrace;
 use socscope_formats::tracecmd::{DatEvent, DatReader};
 use socscope_tracedb::{IngestStat, LossRecord, TraceWriter};
 
 use super::ftrace::{FtraceImporter, Prepared};
-use super::{Lines, format_err, stat};
+use super::{Lines, stat};
 use crate::Result;
 
 /// An event read but not yet imported: a `kernel_stack` record may follow it.
@@ -28,11 +29,10 @@ struct Held {
 
 /// Imports the `.dat` file `path`.
 pub(super) fn run(
-    path: &Path,
+    mut reader: DatReader<BufReader<File>>,
     writer: &mut TraceWriter,
     lines: &mut Lines<'_, '_>,
 ) -> Result<Vec<IngestStat>> {
-    let mut reader = DatReader::open(path).map_err(format_err)?;
     let mut imp = DatImporter {
         ftrace: FtraceImporter::new(writer)?,
         prepared: Prepared::default(),
@@ -262,8 +262,7 @@ pub(super) struct DatHeader {
 }
 
 /// Reads the header and options of `path`.
-pub(super) fn header(path: &Path) -> Result<DatHeader> {
-    let r = DatReader::open(path).map_err(format_err)?;
+pub(super) fn header(r: &DatReader<BufReader<File>>) -> DatHeader {
     let i = r.info();
     // `Linux host 6.1.0 #1 SMP ... x86_64`.
     let mut uname = i.uname.as_deref().unwrap_or("").split_whitespace();
@@ -285,10 +284,10 @@ pub(super) fn header(path: &Path) -> Result<DatHeader> {
     if let Some(u) = &i.uname {
         params.push(("uname".into(), u.clone()));
     }
-    Ok(DatHeader {
+    DatHeader {
         board: host.unwrap_or("").to_string(),
         os,
         cpus: i.cpus.max(1),
         params,
-    })
+    }
 }

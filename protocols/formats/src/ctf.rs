@@ -289,6 +289,41 @@ pub struct CtfReader {
     losses: Vec<CtfLoss>,
     /// Streams named by an index file but not there.
     pub missing_streams: Vec<String>,
+    /// Struct vectors of events already used, for the next events' structs.
+    spare: Spare,
+}
+
+/// Struct field vectors given back by events already used ([`CtfReader::recycle`]) and the
+/// decoder's stack of structs: each event's structs take their vectors from here instead of
+/// allocating (an LTTng kernel event is three to four structs).
+#[derive(Default)]
+struct Spare {
+    fields: Vec<Vec<(Rc<str>, Value)>>,
+    stack: Vec<Vec<(Rc<str>, Value)>>,
+}
+
+/// Most field vectors kept for reuse (an event's worth many times over).
+const MAX_SPARE: usize = 256;
+
+/// Gives `v`'s struct vectors (its own and those inside it) back to `spare`, emptied.
+fn give_back(v: Value, spare: &mut Vec<Vec<(Rc<str>, Value)>>) {
+    match v {
+        Value::Struct(mut fields) => {
+            for (_, x) in fields.drain(..) {
+                give_back(x, spare);
+            }
+            if spare.len() < MAX_SPARE {
+                spare.push(fields);
+            }
+        }
+        Value::Array(items) => {
+            for x in items {
+                give_back(x, spare);
+            }
+        }
+        Value::Variant(_, x) => give_back(*x, spare),
+        _ => {}
+    }
 }
 
 /// The metadata file `bytes` (called `path` in errors), parsed; and the clock its headers map to.
@@ -360,6 +395,7 @@ impl CtfReader {
             pending: Vec::new(),
             losses: Vec::new(),
             missing_streams: Vec::new(),
+            spare: Spare::default(),
         };
         for d in dirs {
             r.add_trace(&d)?;
@@ -378,6 +414,7 @@ impl CtfReader {
             pending: Vec::new(),
             losses: Vec::new(),
             missing_streams: Vec::new(),
+            spare: Spare::default(),
         };
         let (metadata, clock) = parse_metadata(metadata, Path::new("metadata"))?;
         for (name, bytes) in streams {
@@ -499,6 +536,13 @@ impl CtfReader {
         std::mem::take(&mut self.losses)
     }
 
+    /// Gives back an event the caller is done with: the next events reuse its memory.
+    pub fn recycle(&mut self, e: CtfEvent) {
+        for v in [e.stream_context, e.context, e.fields].into_iter().flatten() {
+            give_back(v, &mut self.spare.fields);
+        }
+    }
+
     /// The next event in time order (ties: the stream listed first); `Err` for a stream whose data is
     /// damaged (the events before the damage were returned; the other streams go on at the next call).
     pub fn next_event(&mut self) -> Result<Option<CtfEvent>, FormatError> {
@@ -541,7 +585,7 @@ impl CtfReader {
             }
             let trace = &self.traces[s.trace];
             let s = &mut self.streams[i];
-            match decode_event(trace, s, i) {
+            match decode_event(trace, s, i, &mut self.spare) {
                 Ok(ev) => {
                     s.current = Some(ev);
                     return Ok(());
@@ -731,6 +775,8 @@ struct Scopes {
     clock_bits: Option<(u64, u32)>,
     /// Where each integer decoded lies, in decoding order, when asked ([`repeat`] rewrites them).
     ints: Option<Vec<IntAt>>,
+    /// Emptied struct vectors to decode into.
+    spare: Vec<Vec<(Rc<str>, Value)>>,
 }
 
 /// An integer of a packet: its bit position, size, byte order (as decoded), and whether it holds a
@@ -1045,7 +1091,9 @@ impl<'a> Decoder<'a> {
 
     fn structure(&mut self, s: &Fields, scopes: &mut Scopes) -> Result<Value, Cut> {
         self.align(s.align);
-        scopes.stack.push(Vec::with_capacity(s.fields.len()));
+        let mut fields = scopes.spare.pop().unwrap_or_default();
+        fields.reserve(s.fields.len());
+        scopes.stack.push(fields);
         for (name, t) in &s.fields {
             let v = match self.value(t, scopes) {
                 Ok(v) => v,
@@ -1092,6 +1140,7 @@ fn decode_event(
     trace: &CtfTrace,
     s: &mut StreamFile,
     index: usize,
+    spare: &mut Spare,
 ) -> Result<CtfEvent, FormatError> {
     let meta = &trace.metadata;
     let Some(sc) = meta.streams.get(&s.stream_class) else {
@@ -1103,9 +1152,12 @@ fn decode_event(
     };
     let mut d = Decoder::new(&s.packet, s.content_bits, meta.big_endian);
     d.pos = s.pos;
+    // (An event that fails to decode keeps the vectors it took: the next ones allocate anew.)
     let mut scopes = Scopes {
         clock_bits: Some((s.clock, 64)),
         ints: s.recorded.as_ref().map(|_| Vec::new()),
+        stack: std::mem::take(&mut spare.stack),
+        spare: std::mem::take(&mut spare.fields),
         ..Scopes::default()
     };
     let start = d.pos;
@@ -1171,6 +1223,13 @@ fn decode_event(
             .and_then(Value::as_i128)
             .map(|c| c as u32)
     });
+    // The header served to find the class and the clock: its vectors go back for the next event.
+    if let Some(h) = scopes.event_header.take() {
+        give_back(h, &mut scopes.spare);
+    }
+    scopes.stack.clear();
+    spare.stack = std::mem::take(&mut scopes.stack);
+    spare.fields = std::mem::take(&mut scopes.spare);
     Ok(CtfEvent {
         trace: s.trace,
         stream: index,

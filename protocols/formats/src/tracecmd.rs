@@ -442,58 +442,102 @@ pub(crate) fn field_value<'a>(data: &'a [u8], f: &Field, big: bool) -> Option<Fi
     })
 }
 
-/// Kernel symbols (`/proc/kallsyms`), sorted by address.
+/// Kernel symbols (`/proc/kallsyms`): the section's text as read, its function symbols indexed by
+/// address on the first lookup, so that a capture whose events print no kernel address never pays
+/// for the index (the section of a distribution kernel is megabytes).
 #[derive(Debug, Default)]
 pub struct Kallsyms {
-    addrs: Vec<u64>,
-    names: Vec<Box<str>>,
+    text: String,
+    /// Address, then the name's start and length in `text`, sorted by address.
+    index: std::sync::OnceLock<Vec<(u64, u32, u32)>>,
 }
 
 impl Kallsyms {
     fn parse(text: &[u8]) -> Self {
-        let mut pairs: Vec<(u64, Box<str>)> = Vec::new();
-        for line in text.split(|&b| b == b'\n') {
-            let mut w = line
-                .split(|&b| b == b' ' || b == b'\t')
-                .filter(|w| !w.is_empty());
-            let (Some(addr), Some(kind), Some(name)) = (w.next(), w.next(), w.next()) else {
-                continue;
-            };
-            // Only text symbols name functions (what `%ps` wants).
-            if !matches!(kind, b"T" | b"t" | b"W" | b"w") {
+        Self {
+            text: String::from_utf8_lossy(text).into_owned(),
+            index: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The function symbols (`T`, `t`, `W`, `w`: what `%ps` wants) of `text`'s lines
+    /// `ADDRESS KIND NAME [MODULE]`, sorted by address (symbols at one address in file order).
+    fn index_of(text: &str) -> Vec<(u64, u32, u32)> {
+        let mut out = Vec::new();
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            let end = bytes[at..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| at + i);
+            let line = &bytes[at..end];
+            let line_start = at;
+            at = end + 1;
+            // Words separated by spaces and tabs.
+            let mut words = [(0usize, 0usize); 3];
+            let mut n = 0;
+            let mut i = 0;
+            while i < line.len() && n < 3 {
+                while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
+                    i += 1;
+                }
+                let start = i;
+                while i < line.len() && line[i] != b' ' && line[i] != b'\t' {
+                    i += 1;
+                }
+                if i > start {
+                    words[n] = (start, i);
+                    n += 1;
+                }
+            }
+            if n < 3 || !matches!(&line[words[1].0..words[1].1], b"T" | b"t" | b"W" | b"w") {
                 continue;
             }
-            let Some(addr) = std::str::from_utf8(addr)
+            let Some(addr) = std::str::from_utf8(&line[words[0].0..words[0].1])
                 .ok()
                 .and_then(|a| u64::from_str_radix(a, 16).ok())
             else {
                 continue;
             };
-            pairs.push((addr, String::from_utf8_lossy(name).into()));
+            let (Ok(start), Ok(len)) = (
+                u32::try_from(line_start + words[2].0),
+                u32::try_from(words[2].1 - words[2].0),
+            ) else {
+                // Past 4 GiB of text (the section is bounded far below): not indexed.
+                continue;
+            };
+            out.push((addr, start, len));
         }
-        pairs.sort_by_key(|p| p.0);
-        let (addrs, names) = pairs.into_iter().unzip();
-        Self { addrs, names }
+        out.sort_by_key(|e| e.0);
+        out
+    }
+
+    fn index(&self) -> &[(u64, u32, u32)] {
+        self.index.get_or_init(|| Self::index_of(&self.text))
     }
 
     /// The function containing `addr`, and the offset of `addr` in it.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
-        let i = self.addrs.partition_point(|&a| a <= addr).checked_sub(1)?;
+        let index = self.index();
+        let i = index.partition_point(|e| e.0 <= addr).checked_sub(1)?;
+        let (at, start, len) = index[i];
         // Past the last symbol is not in any function.
-        if i + 1 == self.addrs.len() && addr - self.addrs[i] > 1 << 20 {
+        if i + 1 == index.len() && addr - at > 1 << 20 {
             return None;
         }
-        Some((&self.names[i], addr - self.addrs[i]))
+        let name = self.text.get(start as usize..start as usize + len as usize)?;
+        Some((name, addr - at))
     }
 
-    /// Symbols known.
+    /// Function symbols known.
     pub fn len(&self) -> usize {
-        self.addrs.len()
+        self.index().len()
     }
 
     /// Whether none is known.
     pub fn is_empty(&self) -> bool {
-        self.addrs.is_empty()
+        self.index().is_empty()
     }
 }
 

@@ -48,5 +48,6 @@ pub use summary::{
 pub use upgrade::{UpgradeReport, upgrade_trace};
 pub use vtab::register_events_table;
 pub use writer::{
-    DEFAULT_MAX_CHUNK_SPAN, DICT_BYTES, DICT_SAMPLE_BYTES, MAX_TRAININGS, TraceWriter, WriterConfig,
+    DEFAULT_MAX_CHUNK_SPAN, DICT_BYTES, DICT_SAMPLE_BYTES, MAX_TRAININGS, SharedDictionaries,
+    TraceWriter, WriterConfig,
 };

@@ -273,7 +273,15 @@ pub(crate) fn schema_version_of(application_id: i32) -> i64 {
 }
 
 /// Creates a new store file of the given kind with its tables.
-pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Connection> {
+/// `durable`: each commit is made durable as SQLite's `synchronous=NORMAL` does in WAL mode; `false`
+/// syncs nothing (`synchronous=OFF`), for a file that is worth nothing until its writer finishes it
+/// and syncs it once (an import, see [`crate::WriterConfig::sync_commits`]).
+pub(crate) fn create(
+    path: &Path,
+    ddl: &str,
+    application_id: i32,
+    durable: bool,
+) -> Result<Connection> {
     // Exclusive creation: two writers choosing the same name at the same moment (two boards
     // of the same name) must not both build tables in one file. SQLite opens the empty file
     // this leaves as a new database.
@@ -302,7 +310,14 @@ pub(crate) fn create(path: &Path, ddl: &str, application_id: i32) -> Result<Conn
         // back when the writer finishes (`PRAGMA incremental_vacuum`); set before any table.
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
             .ctx(path)?;
+        if !durable {
+            // Before the switch to WAL, whose rollback-journal transaction would sync too.
+            conn.pragma_update(None, "synchronous", "OFF").ctx(path)?;
+        }
         set_pragmas(&conn, path)?;
+        if !durable {
+            conn.pragma_update(None, "synchronous", "OFF").ctx(path)?;
+        }
         let version = schema_version_of(application_id);
         conn.execute_batch(&format!(
             "BEGIN; {ddl} PRAGMA application_id = {application_id}; PRAGMA user_version = {version}; COMMIT;"
@@ -350,7 +365,7 @@ pub(crate) fn create_atomically(path: &Path, ddl: &str, application_id: i32) -> 
         }
     };
     remove_tmp();
-    let built = create(&tmp, ddl, application_id).and_then(|conn| {
+    let built = create(&tmp, ddl, application_id, true).and_then(|conn| {
         // Closing the only connection checkpoints the WAL into the file and deletes it.
         conn.close().map_err(|(_, e)| e).ctx(&tmp)
     });

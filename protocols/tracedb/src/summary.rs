@@ -307,6 +307,28 @@ impl SummaryAcc {
         }
     }
 
+    /// How many cells each of `levels` levels would hold if the accumulator were drained now
+    /// (what the density rule counts once they are stored), the accumulator left as it is.
+    pub(crate) fn cells_per_level(&self, levels: u32) -> Vec<u64> {
+        let mut trial = Self {
+            shift: self.shift,
+            map: self.map.clone(),
+            lo: self.lo,
+            hi: self.hi,
+            max_buckets: self.max_buckets,
+            max_shift: self.max_shift,
+            rebase: 0,
+            events: self.events,
+        };
+        let mut cells = vec![0; levels as usize];
+        for b in trial.drain_buckets(levels) {
+            if let Some(n) = cells.get_mut(b.level as usize) {
+                *n += b.cells.len() as u64;
+            }
+        }
+        cells
+    }
+
     /// The accumulated totals of `levels` levels, grouped by bucket, and clears: for each
     /// `(level, bucket)` in order, its cells sorted by `(producer, type)`.
     pub(crate) fn drain_buckets(&mut self, levels: u32) -> Vec<BucketCells> {

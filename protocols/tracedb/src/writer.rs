@@ -47,6 +47,19 @@ pub struct WriterConfig {
     /// `false` trains them in the call that completes the samples, which makes the chunks that
     /// use one depend only on the events and the commits.
     pub train_in_background: bool,
+    /// Events a stream must have stored before its dictionary is trained (on the samples of its
+    /// first chunks, gathered meanwhile); `0`: as soon as the samples are there. Training takes
+    /// 10–30 ms of CPU and stores up to 16 KiB: paid back only by a stream that goes on for many
+    /// more chunks. A live capture cannot know how long a stream will last and trains early; an
+    /// import trains only the streams that have shown they are long (see
+    /// `IMPORT_DICT_MIN_EVENTS` in the collector).
+    pub dict_min_events: i64,
+    /// Make each commit durable (SQLite's `synchronous=NORMAL` in WAL mode): a crash or a power
+    /// cut keeps every committed event, which a live capture needs. `false`: nothing is synced
+    /// until [`TraceWriter::finish`], which syncs the finished file once; for a file that is worth
+    /// nothing before it is finished (an import: removed when it fails, run again after a crash).
+    /// A power cut while such a file is written may leave it unreadable.
+    pub sync_commits: bool,
 }
 
 /// Block bodies a stream's closed chunks must have given before its dictionary is trained
@@ -54,12 +67,66 @@ pub struct WriterConfig {
 /// find what the stream's blocks share, little enough that training takes 10–30 ms.
 pub const DICT_SAMPLE_BYTES: usize = 128 << 10;
 
+/// Summary cells the writer holds before it commits whatever the commit interval (about 50 bytes
+/// each, twice that while a first commit widens the summary): a fast import, which commits seldom,
+/// held all its 2 ms buckets until its end (570 MB for 2 M user-space events).
+pub const MAX_PENDING_SUMMARY_CELLS: usize = 1 << 17;
+
 /// Largest dictionary a stream gets.
 pub const DICT_BYTES: usize = 16 << 10;
 
 /// Dictionary trainings running at once in the process, whatever the number of writers (each
 /// takes about 6 MB while it runs): a collector storing many boards trains them in turn.
 pub const MAX_TRAININGS: usize = 2;
+
+/// Dictionaries trained by one writer, lent to the next writers of the same source: the windows a
+/// flight recorder saves from one board's session are that board's stream, cut in pieces, so the
+/// dictionary trained on its first window fits the later ones as well. A writer that has
+/// dictionaries to share takes a stream's one when it opens the stream's first chunk that could use
+/// it (stored in its own file as if trained there) instead of gathering samples and training again;
+/// a stream the shelf has none for trains as usual and puts its dictionary on the shelf.
+#[derive(Clone, Default)]
+pub struct SharedDictionaries(
+    std::sync::Arc<std::sync::Mutex<FxHashMap<i64, std::sync::Arc<[u8]>>>>,
+);
+
+impl std::fmt::Debug for SharedDictionaries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedDictionaries({} streams)", self.len())
+    }
+}
+
+impl SharedDictionaries {
+    /// An empty shelf.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Streams that have a dictionary on the shelf.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no dictionary has been put on the shelf yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<i64, std::sync::Arc<[u8]>>> {
+        // A writer that panicked while holding the lock left a map that is still whole.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, stream: i64) -> Option<std::sync::Arc<[u8]>> {
+        self.lock().get(&stream).cloned()
+    }
+
+    fn put(&self, stream: i64, dict: &[u8]) {
+        self.lock().entry(stream).or_insert_with(|| dict.into());
+    }
+}
 
 /// Trainings running now (see [`MAX_TRAININGS`]).
 static TRAININGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -104,6 +171,8 @@ impl Default for WriterConfig {
             summary_max_buckets: summary::DEFAULT_MAX_BUCKETS,
             dictionaries: true,
             train_in_background: true,
+            dict_min_events: 0,
+            sync_commits: true,
         }
     }
 }
@@ -172,6 +241,9 @@ pub struct TraceWriter {
     decompressor: crate::codec::Decompressor,
     /// The one dictionary training under way, if any.
     training: Option<Training>,
+    /// Dictionaries shared with other writers of the same source, if any (see
+    /// [`TraceWriter::share_dictionaries`]).
+    shared_dicts: Option<SharedDictionaries>,
     summary_scratch: Vec<u8>,
     /// Cells stored per summary level (what decides when the finest width doubles).
     stored_cells: Vec<u64>,
@@ -214,7 +286,7 @@ impl TraceWriter {
                 "summary levels must be ≥ 1 and base_shift + levels ≤ 62".into(),
             ));
         }
-        let conn = schema::create(&path, TRACE_DDL, TRACE_APPLICATION_ID)?;
+        let conn = schema::create(&path, TRACE_DDL, TRACE_APPLICATION_ID, config.sync_commits)?;
         let lock = recovery::lock_for_writing(&path)?;
         conn.execute(
             "INSERT INTO trace_info (id, trace_type, board, soc, os, application, cpus, tick_rate_hz,
@@ -257,6 +329,7 @@ impl TraceWriter {
             conn,
             decompressor,
             training: None,
+            shared_dicts: None,
             summary_scratch: Vec::new(),
             stored_cells: vec![0; config.summary_levels as usize],
             summary: SummaryAcc::bounded(
@@ -295,6 +368,15 @@ impl TraceWriter {
     /// What readers can see now (the last commit).
     pub fn info(&self) -> &TraceInfo {
         &self.committed
+    }
+
+    /// Takes streams' dictionaries from `shelf` instead of training them, and puts the ones this
+    /// writer trains on it (see [`SharedDictionaries`]). Without dictionaries
+    /// ([`WriterConfig::dictionaries`] off) the shelf is not used.
+    pub fn share_dictionaries(&mut self, shelf: SharedDictionaries) {
+        if self.config.dictionaries {
+            self.shared_dicts = Some(shelf);
+        }
     }
 
     /// Runs one write: refused once a write has failed; a failure rolls back what was not committed
@@ -589,7 +671,9 @@ impl TraceWriter {
     }
 
     fn maybe_commit_(&mut self) -> Result<bool> {
-        if self.last_commit.elapsed() >= self.config.commit_interval {
+        if self.last_commit.elapsed() >= self.config.commit_interval
+            || self.summary.map.len() >= MAX_PENDING_SUMMARY_CELLS
+        {
             self.commit_()?;
             return Ok(true);
         }
@@ -614,8 +698,10 @@ impl TraceWriter {
         }
         self.begin()?;
         if self.streams[idx].tail.is_none() {
-            // A new chunk: take a dictionary that has become ready.
+            // A new chunk: take a dictionary that has become ready, or one another writer of the
+            // same source trained.
             self.poll_training()?;
+            self.take_shared_dictionary(idx)?;
         }
         let s = &mut self.streams[idx];
         if s.tail.is_none() {
@@ -731,8 +817,10 @@ impl TraceWriter {
             let dict = handle.join().ok().flatten();
             self.adopt_dictionary(idx, dict)?;
         }
+        let min_events = self.config.dict_min_events;
         let ready = self.streams.iter().position(|s| {
-            matches!(&s.dict, StreamDict::Gathering { bytes, .. } if bytes.len() >= DICT_SAMPLE_BYTES)
+            s.event_count >= min_events
+                && matches!(&s.dict, StreamDict::Gathering { bytes, .. } if bytes.len() >= DICT_SAMPLE_BYTES)
         });
         let Some(idx) = ready else {
             return Ok(());
@@ -769,6 +857,21 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Stream `idx` still gathering samples: adopts the dictionary the shelf holds for it, if any.
+    fn take_shared_dictionary(&mut self, idx: usize) -> Result<()> {
+        let Some(shelf) = &self.shared_dicts else {
+            return Ok(());
+        };
+        let s = &self.streams[idx];
+        if !matches!(s.dict, StreamDict::Gathering { .. }) {
+            return Ok(());
+        }
+        if let Some(dict) = shelf.get(s.id) {
+            self.adopt_dictionary(idx, Some(dict.to_vec()))?;
+        }
+        Ok(())
+    }
+
     /// Stores stream `idx`'s trained dictionary (in the open transaction) and makes it the one
     /// its next chunks use; without one, the stream keeps none.
     fn adopt_dictionary(&mut self, idx: usize, dict: Option<Vec<u8>>) -> Result<()> {
@@ -780,6 +883,9 @@ impl TraceWriter {
             self.streams[idx].dict = StreamDict::Off;
             return Ok(());
         };
+        if let Some(shelf) = &self.shared_dicts {
+            shelf.put(self.streams[idx].id, &data);
+        }
         self.begin()?;
         let stream = self.streams[idx].id;
         self.conn
@@ -802,6 +908,9 @@ impl TraceWriter {
             self.flush_stream(i, false)?;
         }
         self.begin()?;
+        if self.config.summary && self.stored_cells.iter().all(|&n| n == 0) {
+            self.widen_summary_before_storing();
+        }
         let p = self.path.clone();
         let rebase = self.summary.take_rebase();
         if rebase > 0 {
@@ -912,6 +1021,32 @@ impl TraceWriter {
         self.pending_t_max = i64::MIN;
         self.last_commit = Instant::now();
         Ok(())
+    }
+
+    /// Before any summary row is stored (an import's one commit, at its end): the finest width
+    /// doubles now as often as the density rule ([`Self::density_coarsening`]) would make it
+    /// double once the rows are stored, so that they are written once at that width. Stored
+    /// first, a 600 k-event import's some hundred thousand rows of 2 ms buckets were written,
+    /// then moved down and merged into a few hundred: a sixth of its CPU time.
+    fn widen_summary_before_storing(&mut self) {
+        if self.summary.events < summary::SUMMARY_DENSITY_MIN_EVENTS || self.summary.map.is_empty()
+        {
+            return;
+        }
+        let levels = self.config.summary_levels;
+        let most = self.summary.headroom().min(levels.saturating_sub(1));
+        let cells = self.summary.cells_per_level(levels);
+        // The accumulator's width (a pending rebase included), which the stored rows will have.
+        let k = summary_widening(
+            self.summary.events,
+            &cells,
+            self.summary.shift,
+            self.summary.span(),
+            most,
+        );
+        if k > 0 {
+            self.summary.coarsen(k);
+        }
     }
 
     /// How many times the finest summary width should double so that the finest level holds
@@ -1047,12 +1182,51 @@ impl TraceWriter {
                 Ok(())
             })
             .ctx(&self.path)?;
+        if !self.config.sync_commits {
+            // Nothing was synced while the file was written: the checkpoint below syncs the WAL,
+            // then the file, and the switch back to a rollback journal syncs again.
+            self.conn
+                .pragma_update(None, "synchronous", "FULL")
+                .ctx(&self.path)?;
+        }
         // One self-contained file from now on; readers may hold it busy, which is fine.
         recovery::make_self_contained(&self.conn);
+        if !self.config.sync_commits {
+            // A reader kept the checkpoint from running to its end: sync what is left as it is.
+            self.sync_files()?;
+        }
         self.finished = true;
         self.committed.complete = complete;
         self.committed.finished = true;
         Ok(self.committed.clone())
+    }
+}
+
+impl TraceWriter {
+    /// Syncs the file, its WAL if one is left, and its directory (which names them).
+    fn sync_files(&self) -> Result<()> {
+        let wal = recovery::wal_path(&self.path);
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        for f in [self.path.as_path(), wal.as_path(), dir] {
+            match std::fs::File::open(f) {
+                Ok(file) => file.sync_all().map_err(|source| StoreError::Io {
+                    path: f.to_path_buf(),
+                    source,
+                })?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(StoreError::Io {
+                        path: f.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }
 

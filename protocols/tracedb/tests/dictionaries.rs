@@ -224,3 +224,102 @@ fn a_missing_or_damaged_dictionary_is_an_error_naming_the_chunk() {
         }
     }
 }
+
+/// The dictionaries (stream id → data) stored in a trace.
+fn stored_dictionaries(path: &std::path::Path) -> Vec<(i64, Vec<u8>)> {
+    let c = rusqlite::Connection::open(path).unwrap();
+    let mut st = c
+        .prepare("SELECT stream, data FROM chunk_dict ORDER BY stream")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A writer that shares a shelf puts the dictionaries it trains on it; a later writer of the same
+/// source takes them from its first chunks on (too few events to train any of its own), stores them
+/// in its own file, and reads back every event; without the shelf the same events get none.
+#[test]
+fn dictionaries_shared_between_writers_of_one_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let inline = WriterConfig {
+        train_in_background: false,
+        ..WriterConfig::default()
+    };
+    let shelf = SharedDictionaries::new();
+    let first = dir.path().join("first.db");
+    let mut w = new_writer(&first, inline.clone());
+    w.share_dictionaries(shelf.clone());
+    write_all(w, &mixed_events(200_000, 9));
+    let trained = stored_dictionaries(&first);
+    assert!(trained.len() >= 2, "{} dictionaries", trained.len());
+    assert_eq!(shelf.len(), trained.len(), "every trained one is shared");
+
+    // A short piece of the same kind of stream: not enough samples to train.
+    let piece = mixed_events(12_000, 10);
+    let alone = dir.path().join("alone.db");
+    write(&alone, &piece, inline.clone());
+    assert!(stored_dictionaries(&alone).is_empty(), "too short to train");
+    assert!(chunk_dicts(&alone).iter().all(|c| c.2 == 0));
+
+    let second = dir.path().join("second.db");
+    let mut w = new_writer(&second, inline.clone());
+    w.share_dictionaries(shelf.clone());
+    write_all(w, &piece);
+    let taken = stored_dictionaries(&second);
+    assert!(!taken.is_empty(), "the shelf's dictionaries are taken");
+    for (stream, data) in &taken {
+        let theirs = trained.iter().find(|(s, _)| s == stream);
+        assert_eq!(
+            theirs.map(|t| &t.1),
+            Some(data),
+            "stream {stream}: the first writer's dictionary"
+        );
+    }
+    assert_eq!(shelf.len(), trained.len(), "nothing new trained");
+    // Every chunk of a stream the shelf had a dictionary for uses it, from the stream's first chunk;
+    // the others (streams too sparse to have trained one) use none.
+    let c = rusqlite::Connection::open(&second).unwrap();
+    let mut st = c
+        .prepare("SELECT stream, data FROM chunk ORDER BY id")
+        .unwrap();
+    let chunks: Vec<(i64, u64)> = st
+        .query_map([], |r| {
+            let blob: Vec<u8> = r.get(1)?;
+            Ok((r.get(0)?, format_and_dict(&blob).1))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(chunks.iter().any(|c| c.1 != 0), "{chunks:?}");
+    for (stream, dict) in &chunks {
+        let shared = trained.iter().any(|(s, _)| s == stream);
+        assert_eq!(*dict != 0, shared, "stream {stream}: {chunks:?}");
+    }
+    let r = TraceReader::open(&second).unwrap();
+    assert_eq!(
+        sorted(read_all(&r, TimeRange::all(), &Filter::all())),
+        sorted(piece.clone())
+    );
+
+    // Dictionaries turned off: the shelf is not used.
+    let off = dir.path().join("off.db");
+    let mut w = new_writer(
+        &off,
+        WriterConfig {
+            dictionaries: false,
+            ..inline
+        },
+    );
+    w.share_dictionaries(shelf);
+    write_all(w, &piece);
+    assert!(stored_dictionaries(&off).is_empty());
+}
+
+fn write_all(mut w: TraceWriter, events: &[Event]) {
+    for e in events {
+        w.push(e).unwrap();
+    }
+    w.finish(true).unwrap();
+}

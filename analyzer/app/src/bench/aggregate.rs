@@ -406,3 +406,109 @@ pub fn scale(args: ScaleArgs) -> Result<ExitCode> {
     outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(ExitCode::SUCCESS)
 }
+
+/// CPU time of this process so far (every thread), from the scheduler's nanosecond counters.
+fn process_cpu_s() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        * 1e-9
+}
+
+/// One listed p as bits: p, gain, loss, and the parts' slice ranges.
+type ListedBits = (u32, u64, u64, Vec<(usize, usize)>);
+
+/// `socscope bench aggregate --kernels`: the temporal case with the vector quality kernel and
+/// the scalar one (the kernel before it, kept in this binary), alternated run by run in this
+/// process: wall and CPU of qualities + bisection, and whether the two lists are the same bits.
+pub fn kernels(slices: &[usize], runs: usize) -> Result<ExitCode> {
+    use socscope_analysis::bench::{TemporalKernel, synthetic_model, temporal_with};
+    let vector = socscope_analysis::bench::temporal_vector_kernel_in_use();
+    if !vector {
+        errln!(
+            "note: this host's log is not the one the vector kernel reproduces; both runs use the scalar kernel"
+        );
+    }
+    let mut cases = Vec::new();
+    for &t in slices {
+        let model = synthetic_model(t, 100, 5, 1);
+        let mut rows = Vec::new();
+        let mut lists = Vec::new();
+        for run in 0..runs {
+            let order = if run % 2 == 0 {
+                [TemporalKernel::Scalar, TemporalKernel::Default]
+            } else {
+                [TemporalKernel::Default, TemporalKernel::Scalar]
+            };
+            for kernel in order {
+                let load = loadavg();
+                let cpu = process_cpu_s();
+                let started = Instant::now();
+                let (r, list) = temporal_with(&model, kernel);
+                let wall = started.elapsed().as_secs_f64();
+                let cpu = process_cpu_s() - cpu;
+                let name = match kernel {
+                    TemporalKernel::Scalar => "scalar (before)",
+                    TemporalKernel::Default => "vector (after)",
+                };
+                errln!(
+                    "temporal T={t} S=100 U=5 run {}: {name}: {wall:.3} s wall, {cpu:.3} s CPU (qualities {:.3} s, bisection {:.3} s), load {load}",
+                    run + 1,
+                    r.qualities.as_secs_f64(),
+                    r.bisection.as_secs_f64(),
+                );
+                rows.push(json!({"kernel": name, "wall_s": wall, "cpu_s": cpu, "qualities_s": r.qualities.as_secs_f64(), "bisection_s": r.bisection.as_secs_f64(), "significant_ps": r.significant_ps, "loadavg": load}));
+                // The p, the quality bits and the parts of every entry.
+                let key: Vec<ListedBits> = list
+                    .entries()
+                    .iter()
+                    .map(|e| {
+                        (
+                            e.p.to_bits(),
+                            e.quality.gain.to_bits(),
+                            e.quality.loss.to_bits(),
+                            e.partition.ranges().to_vec(),
+                        )
+                    })
+                    .collect();
+                lists.push(key);
+            }
+        }
+        let same = lists.windows(2).all(|w| w[0] == w[1]);
+        if !same {
+            bail!(
+                "temporal T={t}: the two kernels gave different p lists, qualities or partitions"
+            );
+        }
+        let range = |kernel: &str, field: &str| {
+            let v: Vec<f64> = rows
+                .iter()
+                .filter(|r| r["kernel"] == kernel)
+                .filter_map(|r| r[field].as_f64())
+                .collect();
+            json!([
+                v.iter().copied().fold(f64::INFINITY, f64::min),
+                v.iter().copied().fold(0.0, f64::max)
+            ])
+        };
+        cases.push(json!({
+            "case": format!("temporal T={t} S=100 U=5"),
+            "before_scalar": {"wall_s": range("scalar (before)", "wall_s"), "cpu_s": range("scalar (before)", "cpu_s")},
+            "after_vector": {"wall_s": range("vector (after)", "wall_s"), "cpu_s": range("vector (after)", "cpu_s")},
+            "same_output": same,
+            "runs": rows,
+        }));
+    }
+    let v = json!({
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "vector_kernel": vector,
+        "cases": cases,
+    });
+    outln!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(ExitCode::SUCCESS)
+}

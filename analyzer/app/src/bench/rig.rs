@@ -3,9 +3,12 @@
 //! then — replayed from one `.wire` file (a reproducible stream) through the collector:
 //!
 //! - ingest rate of plain `collect` (the anchor), of `collect --trigger …`, and of
-//!   `collect --flight-recorder 60 --trigger …`, alternated over rounds in the same run; wall time (what
-//!   the ratio is) and the process's CPU time (user + system, every thread: the flight
-//!   recorder saves its windows on threads of its own, so both are given);
+//!   `collect --flight-recorder 60 --trigger …` in three shapes — every firing saved (the stress makes
+//!   the rules fire for 10 s a minute: 3 windows holding 31 % of a 180 s stream, a heavy night), one
+//!   window saved (`--max-saves 1`: one glitch a night) and none (`--max-saves 0`: a quiet night, the
+//!   watch and the ring alone) — alternated over rounds in the same run; wall time (what the issue's
+//!   ratio is) and the process's CPU time (user + system, every thread: the flight recorder saves its
+//!   windows on threads of its own, so both are given);
 //! - the flight recorder's memory (its ring's own accounting, peak) for 1 board and for 16 boards at once;
 //! - completeness of every saved window: the events of a full capture of the same stream that lie inside
 //!   the window, found in the window (same time, type, CPU);
@@ -49,6 +52,16 @@ fn flight(window_s: i64) -> FlightConfig {
     FlightConfig::new(window_s * S, 10 * S, 2 * S)
 }
 
+/// The modes a round replays, the anchor first: plain `collect`, the triggers alone, and the flight
+/// recorder saving every window, one window, none.
+const MODES: [&str; 5] = [
+    "plain",
+    "triggers",
+    "flight",
+    "flight-one-save",
+    "flight-no-save",
+];
+
 /// The stream: `seconds` of the default board (20 k events/s), I/O stress for 10 s every minute.
 fn write_stream(path: &Path, seconds: f64) -> Result<u64> {
     let io_stress = (0..)
@@ -86,9 +99,16 @@ fn replay(wire: &Path, dir: &Path, boards: usize, mode: &str) -> Result<Replayed
         "triggers" => config.triggers = Some(triggers()?),
         _ => {
             config.triggers = Some(triggers()?);
-            config.flight = Some(flight(60));
+            let mut f = flight(60);
+            f.max_saves = match mode {
+                "flight-one-save" => Some(1),
+                "flight-no-save" => Some(0),
+                _ => None,
+            };
+            config.flight = Some(f);
         }
     }
+    let flight_mode = config.flight.is_some();
     let started = Instant::now();
     let cpu_started = cpu_seconds();
     let handles: Vec<_> = (0..boards)
@@ -116,11 +136,11 @@ fn replay(wire: &Path, dir: &Path, boards: usize, mode: &str) -> Result<Replayed
                     out.peak_ring = out.peak_ring.max(r.peak_ring_bytes);
                     out.firings += r.firings.len();
                 }
-                Notice::SessionEnded(r) if mode != "flight" => out.records += r.records,
+                Notice::SessionEnded(r) if !flight_mode => out.records += r.records,
                 _ => {}
             }
         }
-        if mode == "flight" {
+        if flight_mode {
             out.windows.extend(reports.into_iter().map(|r| r.path));
         }
     }
@@ -281,16 +301,16 @@ pub fn run(
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut rates: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut cpu_rates: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let mut saved: std::collections::BTreeMap<&str, usize> = Default::default();
     let mut peak_1 = 0usize;
     let mut windows = Vec::new();
     let mut firings = 0;
     for round in 0..rounds {
         // Alternated so that load drifts hit every mode alike.
-        let order: [&str; 3] = if round % 2 == 0 {
-            ["plain", "triggers", "flight"]
-        } else {
-            ["flight", "triggers", "plain"]
-        };
+        let mut order = MODES;
+        if round % 2 == 1 {
+            order.reverse();
+        }
         for mode in order {
             let r = replay(&wire, &dir.join(mode), 1, mode)?;
             rates
@@ -301,6 +321,7 @@ pub fn run(
                 .entry(mode)
                 .or_default()
                 .push(r.records as f64 / r.cpu_seconds.max(0.01));
+            saved.insert(mode, r.windows.len());
             if mode == "flight" {
                 peak_1 = peak_1.max(r.peak_ring);
                 windows = r.windows;
@@ -328,21 +349,15 @@ pub fn run(
     };
     let ratio = |m: &str| ratio_of(&rates, m);
     let cpu_ratio = |m: &str| ratio_of(&cpu_rates, m);
+    let others = &MODES[1..];
     let doc: Value = json!({
         "stream": {"seconds": seconds, "records": events, "rate": events as f64 / seconds},
         "rounds": rounds,
-        "records_per_s": {
-            "plain": rates["plain"], "triggers": rates["triggers"], "flight": rates["flight"],
-        },
-        "ratio_vs_plain": {
-            "triggers": ratio("triggers"), "flight": ratio("flight"),
-        },
-        "records_per_cpu_s": {
-            "plain": cpu_rates["plain"], "triggers": cpu_rates["triggers"], "flight": cpu_rates["flight"],
-        },
-        "cpu_ratio_vs_plain": {
-            "triggers": cpu_ratio("triggers"), "flight": cpu_ratio("flight"),
-        },
+        "records_per_s": rates,
+        "ratio_vs_plain": others.iter().map(|m| (m.to_string(), json!(ratio(m)))).collect::<serde_json::Map<_, _>>(),
+        "records_per_cpu_s": cpu_rates,
+        "cpu_ratio_vs_plain": others.iter().map(|m| (m.to_string(), json!(cpu_ratio(m)))).collect::<serde_json::Map<_, _>>(),
+        "windows_saved": saved,
         "flight_ring_peak_bytes_1_board": peak_1,
         "flight_windows_saved": windows.len(),
         "flight_firings": firings,
@@ -360,21 +375,18 @@ pub fn run(
     if json_out {
         outln!("{doc}");
     } else {
-        let (tlo, thi) = ratio("triggers");
-        let (flo, fhi) = ratio("flight");
         outln!("stream: {} s, {} records; {rounds} rounds", seconds, events);
-        outln!(
-            "records/s: plain {:?}, triggers {:?}, flight recorder {:?}",
-            rates["plain"],
-            rates["triggers"],
-            rates["flight"]
-        );
-        outln!("vs plain: triggers {tlo:.3}–{thi:.3}, flight recorder {flo:.3}–{fhi:.3}");
-        let (tlo, thi) = cpu_ratio("triggers");
-        let (flo, fhi) = cpu_ratio("flight");
-        outln!(
-            "records per CPU second vs plain: triggers {tlo:.3}–{thi:.3}, flight recorder {flo:.3}–{fhi:.3}"
-        );
+        for m in MODES {
+            outln!("records/s, {m}: {:?}", rates[m]);
+        }
+        for m in others {
+            let (lo, hi) = ratio(m);
+            let (clo, chi) = cpu_ratio(m);
+            outln!(
+                "{m} vs plain: {lo:.3}–{hi:.3}; per CPU second {clo:.3}–{chi:.3}; windows saved: {}",
+                saved.get(m).copied().unwrap_or(0)
+            );
+        }
         outln!(
             "flight recorder (60 s): ring peak {} for 1 board, {} for the largest of 16; {} windows saved for {firings} firings",
             units::bytes(peak_1 as u64),

@@ -54,6 +54,8 @@ pub struct ViewOptions {
     pub script: Option<Script>,
     /// Gantt charts open with their CPU tracks shown.
     pub cpu_tracks: bool,
+    /// Ocelotl views open in spatiotemporal mode (else temporal).
+    pub spatiotemporal: bool,
 }
 
 /// Opens the window and runs until it is closed. Without a display it fails at once with one line saying
@@ -63,6 +65,8 @@ pub fn run(options: ViewOptions) -> anyhow::Result<()> {
         anyhow::bail!("cannot open a window: {why}; {}", display::HINT);
     }
     gantt::CPU_TRACKS_SHOWN.store(options.cpu_tracks, std::sync::atomic::Ordering::Relaxed);
+    ocelotl::OPEN_SPATIOTEMPORAL
+        .store(options.spatiotemporal, std::sync::atomic::Ordering::Relaxed);
     let mut native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("socscope")

@@ -104,10 +104,19 @@ pub enum SavePartition {
     ProcessedTrace,
 }
 
+/// Whether new Ocelotl views open in spatiotemporal mode (`socscope view --aggregation
+/// spatiotemporal` sets it).
+pub static OPEN_SPATIOTEMPORAL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 impl OcelotlView {
     pub fn new(range: TimeRange) -> Self {
+        let mut state = OcelotlState::new(range);
+        if OPEN_SPATIOTEMPORAL.load(std::sync::atomic::Ordering::Relaxed) {
+            state.settings.aggregation = Aggregation::Spatiotemporal;
+        }
         Self {
-            state: OcelotlState::new(range),
+            state,
             live_trace: false,
             drag_from: None,
             save_description: String::new(),
@@ -587,17 +596,23 @@ impl OcelotlView {
             }
         }
         let rect = ui.available_rect_before_wrap();
+        // Left: the y axis (its title and values); top: a line for the legend and the p marker's
+        // name; bottom: the p axis.
         let plot = Rect::from_min_max(
-            Pos2::new(rect.left() + 60.0, rect.top() + 4.0),
+            Pos2::new(rect.left() + 62.0, rect.top() + 18.0),
             Pos2::new(rect.right() - 10.0, rect.bottom() - 16.0),
         );
-        if plot.height() < 20.0 {
+        if plot.height() < 30.0 {
             return action;
         }
         let resp = ui.allocate_rect(rect, Sense::click_and_drag());
+        // Texts a reader (and the tests) can find are labels put in a child of the area: placing
+        // them moves no cursor.
+        let mut labels = ui.new_child(egui::UiBuilder::new().max_rect(rect));
         let p = ui.painter_at(rect);
         let visuals = ui.visuals();
         let text = visuals.weak_text_color();
+        let strong = visuals.text_color();
         p.rect_filled(plot, 0.0, visuals.extreme_bg_color);
         let gmax = curve
             .iter()
@@ -613,6 +628,62 @@ impl OcelotlView {
         let y_of = |v: f64| plot.bottom() - (v.clamp(-0.05, 1.0) as f32) * plot.height() * 0.95;
         let gain = Color32::from_rgb(0x2c, 0xa0, 0x2c);
         let loss = Color32::from_rgb(0xd6, 0x27, 0x28);
+        let marker = p_marker_colour(visuals.dark_mode);
+        // The p shown, as a band under the curves (it often sits on a step of them) and a line
+        // over them, kept off the axes where it would be lost.
+        let marker_x = (x_of(self.state.p)).clamp(plot.left() + 3.0, plot.right() - 3.0);
+        p.rect_filled(
+            Rect::from_x_y_ranges(marker_x - 5.0..=marker_x + 5.0, plot.y_range()),
+            0.0,
+            marker.gamma_multiply(0.18),
+        );
+        // The y axis: each curve relative to its largest value.
+        let y_ticks: &[f64] = if plot.height() >= 90.0 {
+            &[0.0, 0.25, 0.5, 0.75, 1.0]
+        } else {
+            &[0.0, 0.5, 1.0]
+        };
+        for &v in y_ticks {
+            let y = y_of(v);
+            p.line_segment(
+                [Pos2::new(plot.left(), y), Pos2::new(plot.right(), y)],
+                Stroke::new(1.0, text.gamma_multiply(0.25)),
+            );
+            p.line_segment(
+                [Pos2::new(plot.left() - 4.0, y), Pos2::new(plot.left(), y)],
+                Stroke::new(1.0, text),
+            );
+            labels.put(
+                Rect::from_min_max(
+                    Pos2::new(rect.left() + 16.0, y - 7.0),
+                    Pos2::new(plot.left() - 6.0, y + 7.0),
+                ),
+                egui::Label::new(
+                    egui::RichText::new(format!("{:.0} %", v * 100.0))
+                        .size(10.0)
+                        .color(text),
+                )
+                .selectable(false),
+            );
+        }
+        let title = p.layout_no_wrap(
+            "of its maximum".to_owned(),
+            FontId::proportional(10.0),
+            text,
+        );
+        let title_w = title.size().x;
+        p.add(
+            egui::epaint::TextShape::new(
+                Pos2::new(rect.left() + 2.0, plot.center().y + title_w * 0.5),
+                title,
+                text,
+            )
+            .with_angle(-std::f32::consts::FRAC_PI_2),
+        );
+        p.line_segment(
+            [plot.left_top(), plot.left_bottom()],
+            Stroke::new(1.0, text),
+        );
         for (col, f) in [
             (
                 gain,
@@ -643,24 +714,55 @@ impl OcelotlView {
                 Stroke::new(1.0, text),
             );
         }
-        let x = x_of(self.state.p);
         p.line_segment(
-            [Pos2::new(x, plot.top()), Pos2::new(x, plot.bottom())],
-            Stroke::new(1.5, visuals.strong_text_color()),
+            [
+                Pos2::new(marker_x, plot.top()),
+                Pos2::new(marker_x, plot.bottom()),
+            ],
+            Stroke::new(2.0, marker),
         );
-        p.text(
-            Pos2::new(rect.left() + 4.0, plot.top()),
-            Align2::LEFT_TOP,
-            "gain",
-            FontId::proportional(11.0),
-            gain,
-        );
-        p.text(
-            Pos2::new(rect.left() + 4.0, plot.top() + 14.0),
-            Align2::LEFT_TOP,
-            "loss",
-            FontId::proportional(11.0),
-            loss,
+        p.add(Shape::convex_polygon(
+            vec![
+                Pos2::new(marker_x - 5.0, plot.top() - 6.0),
+                Pos2::new(marker_x + 5.0, plot.top() - 6.0),
+                Pos2::new(marker_x, plot.top()),
+            ],
+            marker,
+            Stroke::NONE,
+        ));
+        // The legend, right of the top line.
+        let mut x = plot.right();
+        for (name, col) in [("loss", loss), ("gain", gain)] {
+            let g = p.layout_no_wrap(name.to_owned(), FontId::proportional(11.0), strong);
+            x -= g.size().x;
+            p.galley(Pos2::new(x, rect.top() + 1.0), g, strong);
+            x -= 20.0;
+            p.line_segment(
+                [
+                    Pos2::new(x + 2.0, rect.top() + 8.0),
+                    Pos2::new(x + 16.0, rect.top() + 8.0),
+                ],
+                Stroke::new(2.0, col),
+            );
+            x -= 12.0;
+        }
+        let legend_left = x;
+        // The p marker's name on the top line: right of it, or left where the legend is.
+        let name = format!("p = {:.4}", self.state.p);
+        let name_w = p
+            .layout_no_wrap(name.clone(), FontId::proportional(11.0), marker)
+            .size()
+            .x
+            + 4.0;
+        let name_x = if marker_x + 8.0 + name_w < legend_left {
+            marker_x + 8.0
+        } else {
+            (marker_x - 8.0 - name_w).max(plot.left())
+        };
+        labels.put(
+            Rect::from_min_size(Pos2::new(name_x, rect.top()), egui::vec2(name_w, 16.0)),
+            egui::Label::new(egui::RichText::new(name).size(11.0).color(marker).strong())
+                .selectable(false),
         );
         for (v, label) in [(0.0, "0"), (0.5, "0.5"), (1.0, "p = 1")] {
             p.text(
@@ -694,6 +796,16 @@ impl OcelotlView {
             }
         }
         action
+    }
+}
+
+/// The colour of the p marker on the gain and loss curves: a blue neither curve has, lighter on a
+/// dark background.
+pub fn p_marker_colour(dark: bool) -> Color32 {
+    if dark {
+        Color32::from_rgb(0x5a, 0xaf, 0xf0)
+    } else {
+        Color32::from_rgb(0x1f, 0x6f, 0xd0)
     }
 }
 

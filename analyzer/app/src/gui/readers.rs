@@ -60,17 +60,29 @@ impl TraceNames {
                 )
             })
             .collect();
+        let picked = socscope_analysis::palette::distinct(&wanted);
         let type_colours = meta
             .types
             .iter()
-            .zip(socscope_analysis::palette::distinct(&wanted))
+            .zip(picked.iter().copied())
             .map(|(t, c)| (t.id, rgb(c)))
             .collect();
-        let producer_colours = tree
+        // Processes (and the other top-level producers) colour their threads on the CPU tracks, next
+        // to states in type colours: none takes a type's colour or another's.
+        let top: Vec<&socscope_analysis::hierarchy::TreeNode> =
+            tree.nodes().iter().filter(|n| n.parent.is_none()).collect();
+        let top_colours = colours.user.top_level_colours(
+            &picked,
+            &top.iter().map(|n| n.label.as_str()).collect::<Vec<_>>(),
+        );
+        let mut producer_colours: HashMap<ProducerId, egui::Color32> = tree
             .nodes()
             .iter()
             .map(|n| (n.id, rgb(colours.user.producer_colour(&n.label))))
             .collect();
+        for (n, c) in top.iter().zip(top_colours) {
+            producer_colours.insert(n.id, rgb(c));
+        }
         let type_names = meta.types.iter().map(|t| (t.id, t.name.clone())).collect();
         Self {
             tree,

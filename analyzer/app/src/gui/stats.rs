@@ -6,7 +6,7 @@ use eframe::egui;
 use std::collections::BTreeSet;
 use std::f32::consts::TAU;
 
-use egui::{Color32, Sense, Stroke, Ui, Vec2};
+use egui::{Color32, FontId, Pos2, Rect, Sense, Stroke, Ui, Vec2};
 use socscope_analysis::live::{Growth, LiveLoad};
 use socscope_analysis::loader::{self, LoadRequest, Progress, chunk_size};
 use socscope_analysis::stats::{
@@ -214,19 +214,42 @@ impl StatsView {
         }
     }
 
-    /// The pie, with the hovered slice's value (and the entities of "others") in a tooltip.
+    /// The pie, each slice named outside it with its share (`running 26.3 %`) on a leader line,
+    /// and the hovered slice's value (and the entities of "others") in a tooltip.
     fn pie(&self, ui: &mut Ui, names: &TraceNames, slices: &[Slice]) {
-        let side = (ui.available_height() - 10.0)
-            .min(ui.available_width() * 0.5)
-            .clamp(120.0, 420.0);
-        let (rect, resp) = ui.allocate_exact_size(Vec2::splat(side), Sense::hover());
+        let font = FontId::proportional(12.5);
+        let text_colour = ui.visuals().text_color();
+        let labels: Vec<(String, f32)> = slices
+            .iter()
+            .map(|s| {
+                let text = slice_share_label(&self.slice_label(names, &s.kind), s.share);
+                let w = ui
+                    .painter()
+                    .layout_no_wrap(text.clone(), font.clone(), text_colour)
+                    .size()
+                    .x;
+                (text, w)
+            })
+            .collect();
+        // Room for the widest label on both sides; the table beside keeps at least 360 px.
+        let label_w = labels.iter().map(|l| l.1).fold(0.0f32, f32::max).min(220.0) + LEADER;
+        let height = (ui.available_height() - 10.0).clamp(160.0, 460.0);
+        let width =
+            (ui.available_width() - 360.0).clamp(2.0 * label_w + 120.0, 2.0 * label_w + 440.0);
+        let (rect, resp) = ui.allocate_exact_size(Vec2::new(width, height), Sense::hover());
         let p = ui.painter_at(rect);
-        let (c, r) = (rect.center(), side * 0.45);
+        let r = ((width - 2.0 * label_w) * 0.5)
+            .min(height * 0.5 - 14.0)
+            .max(50.0)
+            - 4.0;
+        let c = rect.center();
         let mut a0 = -TAU / 4.0;
         let hover = resp.hover_pos();
         let mut hovered = None;
+        let mut mids = Vec::with_capacity(slices.len());
         for (i, s) in slices.iter().enumerate() {
             let a1 = a0 + TAU * s.share as f32;
+            mids.push((a0 + a1) * 0.5);
             let steps = ((a1 - a0) / 0.05).ceil().max(1.0) as usize;
             let mut pts = vec![c];
             for k in 0..=steps {
@@ -257,6 +280,37 @@ impl StatsView {
             a0 = a1;
         }
         p.circle_stroke(c, r, Stroke::new(1.0, ui.visuals().weak_text_color()));
+        let wanted: Vec<PieLabel> = labels
+            .iter()
+            .zip(&mids)
+            .zip(slices)
+            .map(|(((text, w), &mid), s)| PieLabel {
+                text: text.clone(),
+                width: *w,
+                mid,
+                share: s.share,
+            })
+            .collect();
+        let leader = Stroke::new(1.0, ui.visuals().weak_text_color());
+        // Labels in a child of the pie's rectangle: placing them moves no cursor of the row.
+        let mut label_ui = ui.new_child(egui::UiBuilder::new().max_rect(rect));
+        for placed in layout_pie_labels(&wanted, c, r, rect, LINE_H)
+            .into_iter()
+            .flatten()
+        {
+            p.line_segment([placed.on_pie, placed.elbow], leader);
+            p.line_segment([placed.elbow, placed.end], leader);
+            // A widget, not painted text: a screen reader (and the GUI tests) read it.
+            label_ui.put(
+                placed.rect,
+                egui::Label::new(
+                    egui::RichText::new(placed.text)
+                        .font(font.clone())
+                        .color(text_colour),
+                )
+                .selectable(false),
+            );
+        }
         if let Some(i) = hovered {
             let s = &slices[i];
             let mut text = format!(
@@ -441,6 +495,105 @@ impl StatsView {
     }
 }
 
+/// Height of one pie label's line.
+const LINE_H: f32 = 16.0;
+/// Horizontal room between the pie and its labels, for the leader lines.
+const LEADER: f32 = 26.0;
+
+/// A slice's label: its name and share, `running 26.3 %`.
+fn slice_share_label(name: &str, share: f64) -> String {
+    format!("{name} {:.1} %", share * 100.0)
+}
+
+/// A pie label to place: its text and width, the angle of its slice's middle, the slice's share.
+struct PieLabel {
+    text: String,
+    width: f32,
+    mid: f32,
+    share: f64,
+}
+
+/// Where a pie label goes, with its leader line (on the pie's edge, bent once, to the text).
+#[derive(Debug, PartialEq)]
+struct PlacedLabel {
+    text: String,
+    rect: Rect,
+    on_pie: Pos2,
+    elbow: Pos2,
+    end: Pos2,
+}
+
+/// Places the labels of a pie at `c` of radius `r` in `area`: each on the side of its slice's
+/// middle (right or left), as near its slice's height as the others allow, `line_h` apart so none
+/// overlaps another, inside `area`. When a side holds more labels than lines, its smallest slices
+/// go unlabelled (`None`): their share stays in the table and the tooltip.
+fn layout_pie_labels(
+    labels: &[PieLabel],
+    c: Pos2,
+    r: f32,
+    area: Rect,
+    line_h: f32,
+) -> Vec<Option<PlacedLabel>> {
+    let mut out: Vec<Option<PlacedLabel>> = labels.iter().map(|_| None).collect();
+    let lines = ((area.height() / line_h).floor() as usize).max(1);
+    for right in [true, false] {
+        let mut side: Vec<usize> = (0..labels.len())
+            .filter(|&i| (labels[i].mid.cos() >= 0.0) == right)
+            .collect();
+        // The largest slices keep their labels when there are more than lines.
+        side.sort_by(|&a, &b| labels[b].share.total_cmp(&labels[a].share));
+        side.truncate(lines);
+        let wanted_y = |i: usize| c.y + labels[i].mid.sin() * (r + 12.0);
+        side.sort_by(|&a, &b| wanted_y(a).total_cmp(&wanted_y(b)));
+        // Centres of the lines: top down, each at least a line below the previous, then bottom up
+        // so the last fits in the area (there are at most `lines` of them, so the first still does).
+        let top = area.top() + line_h * 0.5;
+        let bottom = area.bottom() - line_h * 0.5;
+        let mut ys: Vec<f32> = Vec::with_capacity(side.len());
+        for &i in &side {
+            let y = wanted_y(i).max(top);
+            ys.push(ys.last().map_or(y, |&prev: &f32| y.max(prev + line_h)));
+        }
+        let mut next = bottom + line_h;
+        for y in ys.iter_mut().rev() {
+            *y = y.min(next - line_h);
+            next = *y;
+        }
+        for (&i, y) in side.iter().zip(ys) {
+            let l = &labels[i];
+            let dir = Vec2::angled(l.mid);
+            let on_pie = c + dir * r;
+            let elbow = c + dir * (r + 8.0);
+            let x_edge = if right {
+                c.x + r + LEADER
+            } else {
+                c.x - r - LEADER
+            };
+            let width = l.width.min(area.width() * 0.5);
+            let rect = if right {
+                Rect::from_min_size(
+                    Pos2::new(x_edge, y - line_h * 0.5),
+                    Vec2::new(width, line_h),
+                )
+            } else {
+                Rect::from_min_size(
+                    Pos2::new(x_edge - width, y - line_h * 0.5),
+                    Vec2::new(width, line_h),
+                )
+            };
+            let end = Pos2::new(if right { x_edge - 3.0 } else { x_edge + 3.0 }, y);
+            out[i] = Some(PlacedLabel {
+                text: l.text.clone(),
+                rect,
+                on_pie,
+                elbow,
+                end,
+            });
+        }
+    }
+    out
+}
+
 impl GroupView for StatsView {
     fn new(interval: TimeRange, _names: &TraceNames) -> Self {
         StatsView::new(interval)
@@ -468,5 +621,101 @@ impl GroupView for StatsView {
     }
     fn stop(&mut self) {
         StatsView::stop(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn label(text: &str, share: f64, start: f64) -> PieLabel {
+        // The slice's middle, as the pie draws it: from the top, clockwise on screen.
+        let mid = -TAU / 4.0 + TAU * (start + share / 2.0) as f32;
+        PieLabel {
+            text: text.into(),
+            width: 7.0 * text.len() as f32,
+            mid,
+            share,
+        }
+    }
+
+    fn pie_of(shares: &[f64]) -> Vec<PieLabel> {
+        let mut start = 0.0;
+        shares
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let l = label(&slice_share_label(&format!("type{i}"), s), s, start);
+                start += s;
+                l
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_label_says_the_slice_and_its_share() {
+        assert_eq!(slice_share_label("running", 0.26249), "running 26.2 %");
+        assert_eq!(slice_share_label("others (3)", 0.0059), "others (3) 0.6 %");
+    }
+
+    #[test]
+    fn labels_sit_outside_the_pie_on_their_slices_side_and_never_overlap() {
+        let area = Rect::from_min_size(Pos2::new(0.0, 0.0), Vec2::new(700.0, 400.0));
+        let (c, r) = (area.center(), 150.0);
+        // Many thin slices at the end of the turn crowd the top left, as the small types do.
+        let mut shares = vec![0.26, 0.15, 0.15, 0.14, 0.13, 0.13, 0.02];
+        shares.extend([
+            0.004, 0.004, 0.002, 0.002, 0.001, 0.001, 0.001, 0.001, 0.001,
+        ]);
+        let labels = pie_of(&shares);
+        let placed: Vec<PlacedLabel> = layout_pie_labels(&labels, c, r, area, 16.0)
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(placed.len(), labels.len(), "room for every label here");
+        for (i, a) in placed.iter().enumerate() {
+            assert!(area.contains_rect(a.rect), "{} leaves the area", a.text);
+            // Outside the circle: the label's nearest edge is beyond the radius.
+            assert!(
+                a.rect.left() >= c.x + r || a.rect.right() <= c.x - r,
+                "{} over the pie",
+                a.text
+            );
+            for b in &placed[i + 1..] {
+                assert!(
+                    !a.rect.shrink(0.5).intersects(b.rect.shrink(0.5)),
+                    "{} overlaps {}",
+                    a.text,
+                    b.text
+                );
+            }
+        }
+        // The largest slice starts at the top and turns right: its label is on the right.
+        let first = placed
+            .iter()
+            .find(|p| p.text.starts_with("type0 "))
+            .unwrap();
+        assert!(first.rect.left() > c.x);
+    }
+
+    #[test]
+    fn a_crowded_side_drops_the_labels_of_its_smallest_slices() {
+        let area = Rect::from_min_size(Pos2::new(0.0, 0.0), Vec2::new(500.0, 100.0));
+        // Six lines fit; eight tiny slices after a half on the right sit on the left.
+        let mut shares = vec![0.5];
+        shares.extend([0.1, 0.09, 0.08, 0.07, 0.06, 0.05, 0.03, 0.02]);
+        let labels = pie_of(&shares);
+        let placed = layout_pie_labels(&labels, area.center(), 40.0, area, 16.0);
+        let left: Vec<&PlacedLabel> = placed
+            .iter()
+            .flatten()
+            .filter(|p| p.rect.right() < area.center().x)
+            .collect();
+        assert_eq!(left.len(), 6);
+        assert!(
+            placed[8].is_none() && placed[7].is_none(),
+            "the two smallest go"
+        );
+        assert!(placed[1].is_some());
     }
 }

@@ -8,7 +8,7 @@ use egui::Ui;
 use socscope_analysis::live::{Growth, LiveLoad, Step, StepKind};
 use socscope_analysis::loader::{self, LoadRequest, LoaderHandle, chunk_size};
 use socscope_analysis::table::{
-    Column, ColumnFilters, TableConsumer, TableModel, TableNames, TableSnapshot,
+    Column, ColumnFilters, TableConsumer, TableModel, TableNames, TableRow, TableSnapshot,
 };
 use socscope_tracedb::{Filter, TimeRange, Timestamp, units};
 
@@ -52,6 +52,9 @@ pub struct TableView {
     pub error: Option<String>,
     scroll_to: Option<u64>,
     pub selected: Option<i64>,
+    /// The selected row as it was clicked, shown whole in the details pane under the table (its
+    /// parameters are cut at the column's width in the table).
+    selected_row: Option<TableRow>,
     /// "Save filter" was clicked: the open trace saves the filter and its rows as a search result.
     pub save_filter: bool,
 }
@@ -65,6 +68,7 @@ impl TableView {
             error: None,
             scroll_to: None,
             selected: None,
+            selected_row: None,
             save_filter: false,
         }
     }
@@ -218,14 +222,27 @@ impl TableView {
                         for (i, c) in Column::ALL.iter().enumerate() {
                             let text = names.cell(row, *c);
                             let empty = text.is_empty();
-                            let cell = ui.add_sized(
-                                [w(i), row_h - 2.0],
-                                egui::Button::selectable(
-                                    selected,
-                                    egui::RichText::new(text).monospace().size(11.5),
+                            let rich = egui::RichText::new(text.as_str()).monospace().size(11.5);
+                            let mut cell = if *c == Column::Parameters {
+                                // Read from the left, as text is; cut at the column's edge, whole
+                                // in the tooltip and in the details pane of the selected row.
+                                ui.add_sized(
+                                    [w(i), row_h - 2.0],
+                                    egui::Button::selectable(selected, (rich, egui::Atom::grow()))
+                                        .truncate(),
                                 )
-                                .truncate(),
-                            );
+                            } else {
+                                ui.add_sized(
+                                    [w(i), row_h - 2.0],
+                                    egui::Button::selectable(selected, rich).truncate(),
+                                )
+                            };
+                            if *c == Column::Parameters && !empty {
+                                cell = cell.on_hover_ui(|ui| {
+                                    ui.set_max_width(560.0);
+                                    ui.add(egui::Label::new(parameter_lines(&text)).wrap());
+                                });
+                            }
                             if empty {
                                 // A screen reader still hears which cell it is on (a punctual event
                                 // has no duration).
@@ -238,19 +255,76 @@ impl TableView {
                                 });
                             }
                             if cell.clicked() {
-                                clicked = Some((row.id, row.ts));
+                                clicked = Some(row.clone());
                             }
                         }
                     });
                 }
             },
         );
-        if let Some((id, ts)) = clicked {
-            self.selected = Some(id);
+        if let Some(row) = clicked {
+            let ts = row.ts;
+            self.selected = Some(row.id);
+            self.selected_row = Some(row);
             return Some(ts);
         }
         None
     }
+
+    /// The details pane: the selected event whole, every column, its parameters one per line and
+    /// selectable (to copy).
+    fn details(&self, ui: &mut Ui) {
+        let Some(row) = &self.selected_row else {
+            ui.weak("Click a row to see the whole event here");
+            return;
+        };
+        let names = self.model.names();
+        ui.strong("Selected event");
+        egui::ScrollArea::vertical()
+            .id_salt("table-details")
+            .max_height(180.0)
+            .auto_shrink([false, true])
+            .show(ui, |ui| {
+                egui::Grid::new("table-details-grid")
+                    .num_columns(2)
+                    .spacing([12.0, 2.0])
+                    .show(ui, |ui| {
+                        for c in Column::ALL {
+                            let text = names.cell(row, c);
+                            ui.label(c.title());
+                            let shown = match c {
+                                Column::Parameters => parameter_lines(&text),
+                                _ if text.is_empty() => "none".to_owned(),
+                                _ => text,
+                            };
+                            ui.add(
+                                egui::Label::new(egui::RichText::new(shown).monospace())
+                                    .wrap()
+                                    .selectable(true),
+                            );
+                            ui.end_row();
+                        }
+                    });
+            });
+    }
+}
+
+/// The parameters column's `a=1, b=x, c=3` as one `name=value` per line. A comma is a separator only
+/// when a `name=` follows it, so a value holding `, ` stays on its line.
+fn parameter_lines(params: &str) -> String {
+    let mut out = String::with_capacity(params.len());
+    let mut rest = params;
+    while let Some(i) = rest.find(", ") {
+        let after = &rest[i + 2..];
+        let next_is_param = after
+            .split_once('=')
+            .is_some_and(|(name, _)| !name.is_empty() && !name.contains([' ', ',']));
+        out.push_str(&rest[..i]);
+        out.push_str(if next_is_param { "\n" } else { ", " });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 impl GroupView for TableView {
@@ -259,6 +333,18 @@ impl GroupView for TableView {
     }
     fn ui(&mut self, ui: &mut Ui, _cx: &DrawContext<'_>) -> Option<ViewAction> {
         self.draw(ui).map(ViewAction::Cursor)
+    }
+    fn bottom_panels(
+        &mut self,
+        ui: &mut Ui,
+        frame: egui::Frame,
+        _cx: &DrawContext<'_>,
+    ) -> Option<ViewAction> {
+        egui::Panel::bottom("table-details")
+            .frame(frame)
+            .resizable(true)
+            .show(ui, |ui| self.details(ui));
+        None
     }
     fn load(&mut self, cx: &LoadContext<'_>) {
         TableView::load(
@@ -301,5 +387,24 @@ impl GroupView for TableView {
                 units::timestamp(self.loaded().end)
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parameter_lines;
+
+    #[test]
+    fn parameters_go_one_per_line_and_values_with_commas_stay_whole() {
+        assert_eq!(
+            parameter_lines("name=futex, end=0.024007000, depth=1, nr=240"),
+            "name=futex\nend=0.024007000\ndepth=1\nnr=240"
+        );
+        assert_eq!(
+            parameter_lines("msg=a, b and c, level=2"),
+            "msg=a, b and c\nlevel=2"
+        );
+        assert_eq!(parameter_lines(""), "");
+        assert_eq!(parameter_lines("value=3"), "value=3");
     }
 }

@@ -18,6 +18,7 @@
 
 mod complexity;
 mod dichotomy;
+mod fastlog;
 mod model;
 mod report;
 mod spatiotemporal;
@@ -40,6 +41,12 @@ pub use view::{
     AreaMode, DrawnArea, DrawnKind, StackedPart, StackedProportions, spatiotemporal_modes,
     stacked_proportions, visual_aggregation,
 };
+
+/// Whether the temporal qualities use the vector logarithm on this host (it reproduces the
+/// host's `log` bit for bit, or it is not used).
+pub fn temporal_vector_kernel_in_use() -> bool {
+    fastlog::available()
+}
 
 /// The bisection threshold Ocelotl uses by default.
 pub const DEFAULT_THRESHOLD: f32 = 0.001;

@@ -7,6 +7,7 @@ use super::complexity::{divergence, entropy_reduction, ln_table};
 use super::dichotomy::{
     Bisection, Cancelled, Observer, PList, Quality, Schedule, bisect, bisect_observed,
 };
+use super::fastlog;
 use super::model::MicroscopicModel;
 
 /// Index of the interval `[start, end]` in the packed lower triangle, rows by end.
@@ -27,60 +28,191 @@ pub struct TemporalQualities {
     normalized: bool,
 }
 
+/// One (producer, type) series that is not all zero: its values and their `v·log2 v`, each
+/// followed by [`LANES`]` − 1` zeros so that four consecutive starts can be loaded at once.
+type Series = (Vec<f64>, Vec<f64>);
+
+/// Interval starts handled together by the vector kernel.
+const LANES: usize = 4;
+
+/// An all-zero series adds exactly +0.0 to every interval (the original drops inactive
+/// producers for the same reason), so skipping it changes no bit.
+fn active_series(model: &MicroscopicModel) -> Vec<Series> {
+    let n = model.slices();
+    (0..model.producers())
+        .flat_map(|s| (0..model.types()).map(move |u| (s, u)))
+        .filter_map(|(s, u)| {
+            let mut values: Vec<f64> = (0..n).map(|t| model.value(t, s, u)).collect();
+            if values.iter().all(|&v| v == 0.0) {
+                return None;
+            }
+            let mut micro: Vec<f64> = values.iter().map(|&v| entropy_reduction(v, 0.0)).collect();
+            values.resize(n + LANES - 1, 0.0);
+            micro.resize(n + LANES - 1, 0.0);
+            Some((values, micro))
+        })
+        .collect()
+}
+
+/// Gains and losses of the intervals starting at `start`, by length − 1: the original's loop
+/// for one start, one logarithm at a time.
+fn row_qualities(start: usize, n: usize, series: &[Series], ln: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let len = n - start;
+    let mut gain = vec![0.0; len];
+    let mut loss = vec![0.0; len];
+    for (values, micro) in series {
+        let (values, micro) = (&values[start..], &micro[start..]);
+        let (mut sum, mut ent) = (values[0], micro[0]);
+        for i in 1..len {
+            // Running sums left to right: the original's sum[i][j] = sum[i-1][j] + v[j+i].
+            sum += values[i];
+            ent += micro[i];
+            let reduction = entropy_reduction(sum, ent);
+            gain[i] += reduction;
+            loss[i] += divergence(ln[i + 1], sum, reduction);
+        }
+    }
+    (gain, loss)
+}
+
+/// [`row_qualities`] for the [`LANES`] starts `first..first + LANES` at once, lane l holding
+/// start `first + l`: gains and losses at `[i * LANES + l]`, by length − 1.
+///
+/// Each lane performs the scalar loop's operations in the scalar loop's order (running sums,
+/// series in order, the same logarithm bits from [`fastlog::log4`]), so every interval gets
+/// the same bits; lanes whose interval runs past the last slice compute on the zero padding
+/// and are never read.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn block_qualities(first: usize, n: usize, series: &[Series], ln: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    use std::arch::x86_64::*;
+    let len = n - first;
+    let mut gain = vec![0.0; len * LANES];
+    let mut loss = vec![0.0; len * LANES];
+    let ln2 = _mm256_set1_pd(super::complexity::LN2);
+    for (values, micro) in series {
+        let (values, micro) = (&values[first..], &micro[first..]);
+        // `values` and `micro` hold at least len + LANES − 1 doubles from here (the padding),
+        // so every load below is in bounds; the asserts let the compiler see it.
+        assert!(values.len() >= len + LANES - 1 && micro.len() >= len + LANES - 1);
+        // SAFETY (every load and store in this loop): indices i..i + LANES with
+        // i < len, inside `values`/`micro` (asserted above) and inside `gain`/`loss`
+        // (len * LANES long) at i * LANES.
+        let (mut sum, mut ent) = unsafe {
+            (
+                _mm256_loadu_pd(values.as_ptr()),
+                _mm256_loadu_pd(micro.as_ptr()),
+            )
+        };
+        for i in 1..len {
+            unsafe {
+                sum = _mm256_add_pd(sum, _mm256_loadu_pd(values.as_ptr().add(i)));
+                ent = _mm256_add_pd(ent, _mm256_loadu_pd(micro.as_ptr().add(i)));
+            }
+            let positive = _mm256_cmp_pd::<_CMP_GT_OQ>(sum, _mm256_setzero_pd());
+            let mut ln_sum = fastlog::log4(sum);
+            // Lanes the vector log does not cover (sums near 1, subnormal…) and that
+            // `entropy_reduction` will use: one scalar call each, as before.
+            let scalar = fastlog::needs_scalar(sum) & _mm256_movemask_pd(positive);
+            if scalar != 0 {
+                let (mut s, mut l) = ([0.0; LANES], [0.0; LANES]);
+                unsafe {
+                    _mm256_storeu_pd(s.as_mut_ptr(), sum);
+                    _mm256_storeu_pd(l.as_mut_ptr(), ln_sum);
+                }
+                for k in 0..LANES {
+                    if scalar & (1 << k) != 0 {
+                        l[k] = s[k].ln();
+                    }
+                }
+                ln_sum = unsafe { _mm256_loadu_pd(l.as_ptr()) };
+            }
+            // entropy_reduction: (sum·ln sum)/ln 2 − ent where sum > 0, else exactly +0.0.
+            let reduction = _mm256_and_pd(
+                _mm256_sub_pd(_mm256_div_pd(_mm256_mul_pd(sum, ln_sum), ln2), ent),
+                positive,
+            );
+            // divergence: (sum·ln |A|)/ln 2 − reduction.
+            let divergence = _mm256_sub_pd(
+                _mm256_div_pd(_mm256_mul_pd(sum, _mm256_set1_pd(ln[i + 1])), ln2),
+                reduction,
+            );
+            unsafe {
+                let g = gain.as_mut_ptr().add(i * LANES);
+                let l = loss.as_mut_ptr().add(i * LANES);
+                _mm256_storeu_pd(g, _mm256_add_pd(_mm256_loadu_pd(g), reduction));
+                _mm256_storeu_pd(l, _mm256_add_pd(_mm256_loadu_pd(l), divergence));
+            }
+        }
+    }
+    (gain, loss)
+}
+
 impl TemporalQualities {
-    /// Θ(S·U·T²) logarithms; intervals are independent, so starts are spread over threads.
+    /// Θ(S·U·T²) logarithms; intervals are independent, so starts are spread over threads,
+    /// and where [`fastlog`] reproduces this host's `log`, four starts share each vector
+    /// instruction.
     ///
     /// Every interval still accumulates its series in the original (producer-major,
-    /// type-minor) order, so the sums are bit-identical to the sequential original.
+    /// type-minor) order with the same logarithms, so the sums are bit-identical to the
+    /// sequential original whichever kernel runs.
     pub fn compute(model: &MicroscopicModel) -> Self {
-        let n = model.slices();
-        // An all-zero series adds exactly +0.0 to every interval (the original drops inactive
-        // producers for the same reason), so skipping it changes no bit.
-        let series: Vec<(Vec<f64>, Vec<f64>)> = (0..model.producers())
-            .flat_map(|s| (0..model.types()).map(move |u| (s, u)))
-            .filter_map(|(s, u)| {
-                let values: Vec<f64> = (0..n).map(|t| model.value(t, s, u)).collect();
-                if values.iter().all(|&v| v == 0.0) {
-                    return None;
+        #[cfg(target_arch = "x86_64")]
+        if fastlog::available() {
+            let n = model.slices();
+            let series = active_series(model);
+            let ln = ln_table(n);
+            let blocks: Vec<(Vec<f64>, Vec<f64>)> = (0..n)
+                .step_by(LANES)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                // SAFETY: `fastlog::available` checked AVX2 and FMA.
+                .map(|first| unsafe { block_qualities(first, n, &series, &ln) })
+                .collect();
+            let mut q = Self::zero(n);
+            for (b, (g, l)) in blocks.into_iter().enumerate() {
+                for lane in 0..LANES {
+                    let start = b * LANES + lane;
+                    for i in 0..n.saturating_sub(start) {
+                        q.gain[at(start + i, start)] = g[i * LANES + lane];
+                        q.loss[at(start + i, start)] = l[i * LANES + lane];
+                    }
                 }
-                let micro = values.iter().map(|&v| entropy_reduction(v, 0.0)).collect();
-                Some((values, micro))
-            })
-            .collect();
+            }
+            return q;
+        }
+        Self::compute_scalar(model)
+    }
+
+    /// [`Self::compute`] with one logarithm call per interval and series, rows in parallel:
+    /// the kernel of the build before the vector one (kept for hosts whose `log` the vector
+    /// path does not reproduce, and as the anchor of `socscope bench ocelotl`).
+    pub fn compute_scalar(model: &MicroscopicModel) -> Self {
+        let n = model.slices();
+        let series = active_series(model);
         let ln = ln_table(n);
         let rows: Vec<(Vec<f64>, Vec<f64>)> = (0..n)
             .into_par_iter()
-            .map(|start| {
-                let len = n - start;
-                let mut gain = vec![0.0; len];
-                let mut loss = vec![0.0; len];
-                for (values, micro) in &series {
-                    let (values, micro) = (&values[start..], &micro[start..]);
-                    let (mut sum, mut ent) = (values[0], micro[0]);
-                    for i in 1..len {
-                        // Running sums left to right: the original's sum[i][j] = sum[i-1][j] + v[j+i].
-                        sum += values[i];
-                        ent += micro[i];
-                        let reduction = entropy_reduction(sum, ent);
-                        gain[i] += reduction;
-                        loss[i] += divergence(ln[i + 1], sum, reduction);
-                    }
-                }
-                (gain, loss)
-            })
+            .map(|start| row_qualities(start, n, &series, &ln))
             .collect();
-        let mut gain = vec![0.0; n * (n + 1) / 2];
-        let mut loss = vec![0.0; n * (n + 1) / 2];
+        let mut q = Self::zero(n);
         for (start, (g, l)) in rows.into_iter().enumerate() {
             for (i, (g, l)) in g.into_iter().zip(l).enumerate() {
-                gain[at(start + i, start)] = g;
-                loss[at(start + i, start)] = l;
+                q.gain[at(start + i, start)] = g;
+                q.loss[at(start + i, start)] = l;
             }
         }
+        q
+    }
+
+    fn zero(n: usize) -> Self {
         Self {
             slices: n,
-            gain,
-            loss,
+            gain: vec![0.0; n * (n + 1) / 2],
+            loss: vec![0.0; n * (n + 1) / 2],
             normalized: false,
         }
     }
@@ -205,6 +337,16 @@ impl TemporalAggregation {
     /// Computes the qualities; `normalize` is Ocelotl's "Normalize" setting (off by default).
     pub fn new(model: &MicroscopicModel, normalize: bool) -> Self {
         let mut qualities = TemporalQualities::compute(model);
+        if normalize {
+            qualities.normalize();
+        }
+        Self { qualities }
+    }
+
+    /// [`Self::new`] with [`TemporalQualities::compute_scalar`]: the same aggregation through
+    /// the scalar kernel, for measuring one against the other in one process.
+    pub fn new_scalar(model: &MicroscopicModel, normalize: bool) -> Self {
+        let mut qualities = TemporalQualities::compute_scalar(model);
         if normalize {
             qualities.normalize();
         }
@@ -377,6 +519,44 @@ mod tests {
                 }
             }
             proptest::prop_assert_eq!(got, literal_qualities(&m));
+        }
+    }
+
+    /// Slices past the last multiple of four, sums near 1 (the log's separate path), zeros,
+    /// negatives and subnormals: the vector kernel must agree with the scalar one everywhere.
+    #[test]
+    fn vector_and_scalar_kernels_give_the_same_bits() {
+        let (t, s, u) = (131, 3, 2);
+        let mut state = 0x1234_5678_9abc_def0_u64;
+        let values: Vec<f64> = (0..t * s * u)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let x = (state >> 11) as f64 / (1u64 << 53) as f64;
+                match i % 7 {
+                    0 => 0.0,
+                    1 => x * 0.05,
+                    2 => -x,
+                    3 => 1e-310 * x,
+                    _ => 1000.0 * x,
+                }
+            })
+            .collect();
+        let m = MicroscopicModel::new(t, s, u, values).unwrap();
+        let (a, b) = (
+            TemporalQualities::compute(&m),
+            TemporalQualities::compute_scalar(&m),
+        );
+        for start in 0..t {
+            for end in start..t {
+                let (x, y) = (a.quality(start, end), b.quality(start, end));
+                assert_eq!(
+                    (x.gain.to_bits(), x.loss.to_bits()),
+                    (y.gain.to_bits(), y.loss.to_bits()),
+                    "[{start}, {end}]"
+                );
+            }
         }
     }
 

@@ -106,12 +106,15 @@ fn repeat_trace(dir: &Path, out: &Path, n: usize) -> Result<(), FormatError> {
         let mut packets = Vec::new();
         while r.load_packet(i)? {
             let CtfReader {
-                traces, streams: s, ..
+                traces,
+                streams: s,
+                spare,
+                ..
             } = &mut r;
             let s = &mut s[i];
             let trace = &traces[s.trace];
             while s.pos < s.content_bits {
-                decode_event(trace, s, i)?;
+                decode_event(trace, s, i, spare)?;
             }
             if let Some(e) = s.cut.take() {
                 return Err(e);
