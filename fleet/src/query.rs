@@ -96,7 +96,9 @@ impl Engine {
                 .with_table_partition_cols(
                     PARTITION_COLUMNS
                         .iter()
-                        .map(|c| ((*c).to_owned(), DataType::Utf8))
+                        // As string views: a batch's partition value is then one short view per
+                        // row, which GROUP BY board compares inline.
+                        .map(|c| ((*c).to_owned(), DataType::Utf8View))
                         .collect(),
                 );
             let config = ListingTableConfig::new(url)
