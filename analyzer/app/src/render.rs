@@ -836,9 +836,21 @@ fn hierarchy_box_x(area: (i32, i32), b: &HierarchyBox, max_depth: usize) -> (i32
 /// A time axis along `y` under a plot of `plot_w` pixels from `left`, for an interval of `span_ns`:
 /// ticks, labels from the interval's start, and what it is.
 fn time_axis(root: &Area, left: i32, plot_w: i32, y: i32, span_ns: i64) -> Result<()> {
-    let axis = TimeAxis::new(0, span_ns.max(1), (plot_w / 110).max(2) as usize);
-    for t in axis.ticks(0, span_ns.max(1)) {
-        let x = left + (t as f64 / span_ns.max(1) as f64 * f64::from(plot_w)).round() as i32;
+    time_axis_between(root, left, plot_w, y, 0, span_ns.max(1))
+}
+
+/// A time axis under a plot of `plot_w` pixels showing `from..to` (ns, `to > from`), ticks labelled.
+fn time_axis_between(
+    root: &Area,
+    left: i32,
+    plot_w: i32,
+    y: i32,
+    from: i64,
+    to: i64,
+) -> Result<()> {
+    let axis = TimeAxis::new(from, to, (plot_w / 110).max(2) as usize);
+    for t in axis.ticks(from, to) {
+        let x = left + ((t - from) as f64 / (to - from) as f64 * f64::from(plot_w)).round() as i32;
         root.draw(&PathElement::new(
             vec![(x, y), (x, y + 5)],
             BLACK.stroke_width(1),
@@ -1248,25 +1260,7 @@ pub fn gantt(path: &Path, g: &GanttPicture) -> Result<()> {
     let axis_y = GANTT_TOP + rows_h + 4;
     // The axis in trace time: a chart of 4 s to 6 s reads 4 s to 6 s.
     let (from, to) = (g.from_start_ns, g.from_start_ns + f.view.len().max(1));
-    let axis = TimeAxis::new(from, to, (plot_w / 110).max(2) as usize);
-    for t in axis.ticks(from, to) {
-        let x = GANTT_LEFT
-            + ((t - from) as f64 / (to - from) as f64 * f64::from(plot_w)).round() as i32;
-        root.draw(&PathElement::new(
-            vec![(x, axis_y), (x, axis_y + 5)],
-            BLACK.stroke_width(1),
-        ))
-        .map_err(err)?;
-        let label = axis.label(t);
-        let w = text_width(&label, 11);
-        root.draw(&Text::new(label, (x - w / 2, axis_y + 7), font(11)))
-            .map_err(err)?;
-    }
-    root.draw(&PathElement::new(
-        vec![(GANTT_LEFT, axis_y), (GANTT_LEFT + plot_w, axis_y)],
-        BLACK.stroke_width(1),
-    ))
-    .map_err(err)?;
+    time_axis_between(&root, GANTT_LEFT, plot_w, axis_y, from, to)?;
     root.draw(&Text::new(
         "time from the start of the trace",
         (GANTT_LEFT, axis_y + 24),
