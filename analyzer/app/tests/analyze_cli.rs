@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::socscope;
+use common::{decode_png, socscope};
 use serde_json::Value;
 
 /// A 10 s capture of the simulated board (seed 1), with the given stress options.
@@ -575,20 +575,6 @@ fn progress_is_drawn_on_a_terminal_only() {
     ]);
     assert!(piped.status.success());
     assert!(piped.stderr.is_empty(), "{piped:?}");
-}
-
-fn decode_png(path: &Path) -> (usize, Vec<[u8; 3]>) {
-    let mut r = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()))
-        .read_info()
-        .unwrap();
-    let mut buf = vec![0; r.output_buffer_size().unwrap()];
-    let info = r.next_frame(&mut buf).unwrap();
-    let n = info.color_type.samples();
-    let px = buf[..info.buffer_size()]
-        .chunks(n)
-        .map(|c| [c[0], c[1], c[2]])
-        .collect();
-    (info.width as usize, px)
 }
 
 /// `gantt --png`: the CPU section first. Over the CPU stress (4 s to 6 s) cpu0's row is a thread's

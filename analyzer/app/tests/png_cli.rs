@@ -2,7 +2,8 @@
 //! the trace has both `running` and `thread_exit`): producers of one name told apart, every type of a
 //! chart in its own colour.
 
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 
 use serde_json::Value;
@@ -18,21 +19,6 @@ fn socscope(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Width and RGB pixels of a PNG.
-fn decode(path: &Path) -> (usize, Vec<[u8; 3]>) {
-    let mut r = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()))
-        .read_info()
-        .unwrap();
-    let mut buf = vec![0; r.output_buffer_size().unwrap()];
-    let info = r.next_frame(&mut buf).unwrap();
-    let n = info.color_type.samples();
-    let px = buf[..info.buffer_size()]
-        .chunks(n)
-        .map(|c| [c[0], c[1], c[2]])
-        .collect();
-    (info.width as usize, px)
 }
 
 #[test]
@@ -84,7 +70,7 @@ fn charts_tell_producers_and_types_apart() {
         .map(|t| t.as_str().unwrap())
         .collect();
     assert!(types.contains(&"running") && types.contains(&"thread_exit"));
-    let (w, px) = decode(&png);
+    let (w, px) = common::decode_png(&png);
     let boxes: Vec<[u8; 3]> = (0..types.len())
         .map(|i| px[(56 + 18 * i) * w + 846])
         .collect();

@@ -43,3 +43,18 @@ pub fn demo_trace(seed: u64, seconds: u32) -> (tempfile::TempDir, PathBuf) {
     let file = PathBuf::from(doc["file"].as_str().expect("the demo names its trace file"));
     (dir, file)
 }
+
+/// Width and RGB pixels of a PNG the program wrote.
+pub fn decode_png(path: &std::path::Path) -> (usize, Vec<[u8; 3]>) {
+    let mut r = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let n = info.color_type.samples();
+    let px = buf[..info.buffer_size()]
+        .chunks(n)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width as usize, px)
+}
