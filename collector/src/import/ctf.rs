@@ -48,6 +48,8 @@ pub(super) fn run(
         ftrace: FtraceImporter::new(writer)?,
         prepared: Prepared::default(),
         args: String::new(),
+        fields_pairs: Vec::new(),
+        fields_direct: false,
         comm: String::new(),
         damaged: 0,
         discarded: 0,
@@ -135,6 +137,10 @@ struct CtfImporter {
     ftrace: FtraceImporter,
     prepared: Prepared,
     args: String,
+    /// The `key=value` pairs [`CtfImporter::fields`] wrote in `args`, as byte ranges (see
+    /// [`Prepared::set_one`]), when reading them back would give exactly these (`fields_direct`).
+    fields_pairs: Vec<[usize; 4]>,
+    fields_direct: bool,
     comm: String,
     damaged: u64,
     discarded: u64,
@@ -199,6 +205,7 @@ impl CtfImporter {
             full
         };
         self.args.clear();
+        self.fields_direct = false;
         self.comm.clear();
         // The thread: user-space contexts name it, and a user-space event belongs to it (the thread that
         // emitted it); a kernel event belongs to the CPU's running thread (its `tid` context, when
@@ -383,14 +390,27 @@ impl CtfImporter {
             ts: e.ns,
             body,
         };
-        self.prepared.prepare_one(&record);
+        // Events of no rule (most of a kernel trace: kmem, RCU, timers, workqueues) have their
+        // pairs from `fields`; the text is read back only where a value would make it ambiguous.
+        let direct = self.fields_direct
+            && ret.is_none()
+            && !body_name.starts_with("sys_enter_")
+            && a.len() == self.args.len();
+        if direct {
+            self.prepared.set_one(&self.fields_pairs);
+        } else {
+            self.prepared.prepare_one(&record);
+        }
         let prepared = self.prepared.get(0, ret.as_deref().unwrap_or(a));
         self.ftrace
             .record_by(&record, &prepared, emitted_by_thread, writer)
     }
 
-    /// The payload as `key=value` pairs.
+    /// The payload as `key=value` pairs, and their byte ranges in `fields_pairs`: `fields_direct`
+    /// says whether they are those [`ftrace::Record::pairs`] would read from the text.
     fn fields(&mut self, e: &CtfEvent) {
+        self.fields_pairs.clear();
+        self.fields_direct = true;
         let Some(Value::Struct(fields)) = &e.fields else {
             return;
         };
@@ -398,9 +418,18 @@ impl CtfImporter {
             if i > 0 {
                 self.args.push(' ');
             }
-            self.args.push_str(field_name(n));
+            let key = field_name(n);
+            let k = self.args.len();
+            self.args.push_str(key);
             self.args.push('=');
+            let v_start = self.args.len();
             text(v, &mut self.args);
+            match plain_pair(key, &self.args[v_start..]) {
+                Some(len) => self
+                    .fields_pairs
+                    .push([k, k + key.len(), v_start, v_start + len]),
+                None => self.fields_direct = false,
+            }
         }
     }
 
@@ -423,6 +452,16 @@ impl CtfImporter {
             }
         }
     }
+}
+
+/// For a pair written `key=value` between single spaces: the length of the value that
+/// [`ftrace::Record::pairs`] reads back (its trailing `]` dropped), when it reads back this key and this
+/// value whatever pairs surround it: a key of no separator (white space, `=`, `[`, `,`) and a value of
+/// no white space. `None`: the text must be read.
+fn plain_pair(key: &str, value: &str) -> Option<usize> {
+    let plain_key = !key.is_empty()
+        && !key.contains(|c: char| c.is_whitespace() || matches!(c, '=' | '[' | ','));
+    (plain_key && !value.contains(char::is_whitespace)).then(|| value.trim_end_matches(']').len())
 }
 
 /// LTTng 2.5's syscall entries: `sys_<name>` (and `sys_unknown`).
@@ -481,4 +520,57 @@ pub(super) fn header(r: &CtfReader) -> CtfHeader {
         .map_or(1, |m| m + 1);
     h.cpus = cpus.clamp(1, 65_536);
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where `plain_pair` says the pairs need no reading back, they are exactly what the text's
+    /// reader finds, in every combination of neighbours.
+    #[test]
+    fn plain_pairs_are_those_the_text_reader_finds() {
+        let values = [
+            "1",
+            "-42",
+            "",
+            "0x7f",
+            "[1,2,3]",
+            "[[1,2],[3]]",
+            "{a:1,b:[2]}",
+            "RUNNING(0)",
+            "a=b",
+            "]",
+            "==>",
+            "x]]",
+            "caf\u{e9}",
+            "two words",
+            "tab\there",
+            "nel\u{85}x",
+            " lead",
+        ];
+        let keys = ["irq", "ptr", "_x", "a.b", "bad key", "k=v", "k[", ""];
+        let mut checked = 0;
+        for k1 in keys {
+            for v1 in values {
+                for k2 in keys {
+                    for v2 in values {
+                        let text = format!("{k1}={v1} {k2}={v2}");
+                        let (Some(l1), Some(l2)) = (plain_pair(k1, v1), plain_pair(k2, v2)) else {
+                            continue;
+                        };
+                        let expected = [(k1, &v1[..l1]), (k2, &v2[..l2])];
+                        let read: Vec<_> = ftrace::Record::pairs(&text).collect();
+                        assert_eq!(read, expected, "{text:?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+        assert_eq!(plain_pair("irq", "two words"), None);
+        assert_eq!(plain_pair("bad key", "1"), None);
+        assert_eq!(plain_pair("", "1"), None);
+        assert_eq!(plain_pair("a", "[[1],[2]]"), Some("[[1],[2".len()));
+    }
 }

@@ -87,6 +87,16 @@ impl Prepared {
         self.push(r);
     }
 
+    /// Record `i = 0` given its `key=value` pairs directly, as byte ranges (key, then value) of its
+    /// arguments: what [`Self::prepare_one`] would find in them, known without reading them back
+    /// (a binary capture's importer that wrote the arguments from decoded fields); then `get(0, args)`.
+    pub(super) fn set_one(&mut self, pairs: &[[usize; 4]]) {
+        self.records.clear();
+        self.pairs.clear();
+        self.pairs.extend_from_slice(pairs);
+        self.records.push(([0; 4], 0, self.pairs.len()));
+    }
+
     fn push(&mut self, r: &ftrace::Record<'_>) {
         let start = self.pairs.len();
         let mut values = [0; 4];

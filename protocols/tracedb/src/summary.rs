@@ -308,23 +308,19 @@ impl SummaryAcc {
     }
 
     /// How many cells each of `levels` levels would hold if the accumulator were drained now
-    /// (what the density rule counts once they are stored), the accumulator left as it is.
+    /// (what the density rule counts once they are stored), the accumulator left as it is: the
+    /// merges [`Self::drain_buckets`] makes, counted without building its rows.
     pub(crate) fn cells_per_level(&self, levels: u32) -> Vec<u64> {
-        let mut trial = Self {
-            shift: self.shift,
-            map: self.map.clone(),
-            lo: self.lo,
-            hi: self.hi,
-            max_buckets: self.max_buckets,
-            max_shift: self.max_shift,
-            rebase: 0,
-            events: self.events,
-        };
+        let mut cur: Vec<(CellKey, Totals)> = self.map.iter().map(|(k, v)| (*k, *v)).collect();
+        cur.sort_unstable_by_key(|e| e.0);
+        let mut next = Vec::with_capacity(cur.len());
         let mut cells = vec![0; levels as usize];
-        for b in trial.drain_buckets(levels) {
-            if let Some(n) = cells.get_mut(b.level as usize) {
-                *n += b.cells.len() as u64;
+        for (level, n) in (0..levels).zip(cells.iter_mut()) {
+            if level > 0 {
+                merge_level(&cur, 1i64 << (self.shift + level - 1), &mut next);
+                std::mem::swap(&mut cur, &mut next);
             }
+            *n = cur.iter().filter(|(_, t)| *t != (0, 0, 0)).count() as u64;
         }
         cells
     }
@@ -338,24 +334,7 @@ impl SummaryAcc {
         let mut next: Vec<(CellKey, Totals)> = Vec::with_capacity(cur.len());
         for level in 0..levels {
             if level > 0 {
-                // Buckets 2k and 2k+1 become bucket k: merge their two sorted runs; the left
-                // child's partial times move to the parent's end, one child width later.
-                let child_width = 1i64 << (self.shift + level - 1);
-                next.clear();
-                let mut i = 0;
-                while i < cur.len() {
-                    let parent = cur[i].0.0 >> 1;
-                    let mut j = i;
-                    while j < cur.len() && cur[j].0.0 == cur[i].0.0 {
-                        j += 1;
-                    }
-                    let mut k = j;
-                    while k < cur.len() && cur[k].0.0 >> 1 == parent {
-                        k += 1;
-                    }
-                    merge_runs(&cur[i..j], &cur[j..k], parent, child_width, &mut next);
-                    i = k;
-                }
+                merge_level(&cur, 1i64 << (self.shift + level - 1), &mut next);
                 std::mem::swap(&mut cur, &mut next);
             }
             let mut i = 0;
@@ -387,6 +366,27 @@ impl SummaryAcc {
             }
         }
         out
+    }
+}
+
+/// The cells of one level (sorted by key, buckets of width `child_width`) merged into the next
+/// level's, in `next` (emptied first): buckets 2k and 2k+1 become bucket k, their two sorted runs
+/// merged; the left child's partial times move to the parent's end, one child width later.
+fn merge_level(cur: &[(CellKey, Totals)], child_width: i64, next: &mut Vec<(CellKey, Totals)>) {
+    next.clear();
+    let mut i = 0;
+    while i < cur.len() {
+        let parent = cur[i].0.0 >> 1;
+        let mut j = i;
+        while j < cur.len() && cur[j].0.0 == cur[i].0.0 {
+            j += 1;
+        }
+        let mut k = j;
+        while k < cur.len() && cur[k].0.0 >> 1 == parent {
+            k += 1;
+        }
+        merge_runs(&cur[i..j], &cur[j..k], parent, child_width, next);
+        i = k;
     }
 }
 
@@ -810,6 +810,36 @@ pub(crate) fn summary_widening(events: u64, cells: &[u64], base: u32, span: i64,
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// The counted levels are those a drain stores, cell for cell (states across buckets, whose
+    /// opens and closes cancel out in wider buckets, included).
+    #[test]
+    fn cells_per_level_counts_what_a_drain_stores() {
+        let mut acc = SummaryAcc::new(4);
+        let mut x: u64 = 7;
+        for _ in 0..5_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let ts = (x >> 20) as i64 % 100_000;
+            let len = (x >> 50) as i64 % 3_000;
+            let is_state = x & 1 == 0;
+            acc.add(
+                ts,
+                ts + len,
+                is_state,
+                (x >> 8) as u32 % 5,
+                (x >> 12) as u32 % 3,
+            );
+        }
+        let counted = acc.cells_per_level(12);
+        let mut drained = vec![0u64; 12];
+        for b in acc.drain_buckets(12) {
+            drained[b.level as usize] += b.cells.len() as u64;
+        }
+        assert_eq!(counted, drained);
+        assert!(drained[0] > drained[11], "{drained:?}");
+    }
 
     #[test]
     fn resolution_shift() {

@@ -55,10 +55,11 @@ pub struct WriterConfig {
     /// `IMPORT_DICT_MIN_EVENTS` in the collector).
     pub dict_min_events: i64,
     /// Make each commit durable (SQLite's `synchronous=NORMAL` in WAL mode): a crash or a power
-    /// cut keeps every committed event, which a live capture needs. `false`: nothing is synced
-    /// until [`TraceWriter::finish`], which syncs the finished file once; for a file that is worth
-    /// nothing before it is finished (an import: removed when it fails, run again after a crash).
-    /// A power cut while such a file is written may leave it unreadable.
+    /// cut keeps every committed event, which a live capture needs. `false`: no WAL, the rollback
+    /// journal in memory, nothing synced until [`TraceWriter::finish`], which syncs the finished
+    /// file and its directory once; for a file that is worth nothing before it is finished (an
+    /// import: removed when it fails, run again after a crash). A crash or a power cut while such
+    /// a file is written may leave it unreadable (never once `finish` has returned).
     pub sync_commits: bool,
 }
 
@@ -1182,17 +1183,11 @@ impl TraceWriter {
                 Ok(())
             })
             .ctx(&self.path)?;
-        if !self.config.sync_commits {
-            // Nothing was synced while the file was written: the checkpoint below syncs the WAL,
-            // then the file, and the switch back to a rollback journal syncs again.
-            self.conn
-                .pragma_update(None, "synchronous", "FULL")
-                .ctx(&self.path)?;
-        }
         // One self-contained file from now on; readers may hold it busy, which is fine.
         recovery::make_self_contained(&self.conn);
         if !self.config.sync_commits {
-            // A reader kept the checkpoint from running to its end: sync what is left as it is.
+            // Nothing was synced while the file was written (and it had no WAL): sync it once, and
+            // its directory, now that it is whole.
             self.sync_files()?;
         }
         self.finished = true;
