@@ -555,58 +555,10 @@ struct DpInput<'a> {
     cand: &'a Table,
     /// An internal node's own gain and loss, for the aggregation flag; `None` for a leaf.
     own: Option<(&'a [f64], &'a [f64])>,
-    /// Block maxima of `cand`, for the bounds.
-    maxima: &'a BlockMaxima,
-}
-
-/// Cut positions per block of the DP's bound pass. A block of candidates is read only if the
-/// sum of its largest candidate and its largest prefix can reach the best value found so far.
-/// The unit tests use small blocks, so that their short series cross many block edges.
-const BOUND_BLOCK: usize = if cfg!(test) { 4 } else { 32 };
-
-/// For every end, the largest candidate value of each block of [`BOUND_BLOCK`] starts
-/// (`NaN`s ignored): the candidates' half of the DP's upper bounds.
-struct BlockMaxima {
-    offsets: Vec<usize>,
-    max: Vec<f64>,
-}
-
-impl BlockMaxima {
-    fn new(cand: &Table, n: usize) -> Self {
-        let mut offsets = Vec::with_capacity(n + 1);
-        let mut max = Vec::with_capacity(n * n.div_ceil(BOUND_BLOCK) / 2 + n);
-        for e in 0..n {
-            offsets.push(max.len());
-            for block in cand.value[at(e, 0)..=at(e, e)].chunks(BOUND_BLOCK) {
-                max.push(block_max(block));
-            }
-        }
-        offsets.push(max.len());
-        BlockMaxima { offsets, max }
-    }
-
-    #[inline]
-    fn of_end(&self, end: usize) -> &[f64] {
-        &self.max[self.offsets[end]..self.offsets[end + 1]]
-    }
-}
-
-/// The largest value, `NaN` ignored (−∞ when there is none).
-#[inline]
-fn block_max(values: &[f64]) -> f64 {
-    values
-        .iter()
-        .fold(f64::NEG_INFINITY, |m, &x| if x > m { x } else { m })
 }
 
 /// The DP of lpaggreg's `computeBestCuts` for rows `rows` (interval starts), all ends: rows
 /// are independent, the ends are swept once for the whole block.
-///
-/// The best cut of `[k, e]` maximises `prefix(k, s − 1) + cand(s, e)` over `s`. Blocks of
-/// [`BOUND_BLOCK`] cut positions are skipped when `max prefix + max cand` over the block is
-/// below the best value already found: floating-point addition is monotone, so no sum in the
-/// block can exceed that bound, and the sums that are made are the original's, in its order,
-/// with its tie rules. The result is the same bits as the full scan.
 #[inline(always)]
 fn dp_rows<const L: usize>(inp: &DpInput, rows: Range<usize>) -> RowBlock {
     let (n, cand) = (inp.n, inp.cand);
@@ -615,92 +567,36 @@ fn dp_rows<const L: usize>(inp: &DpInput, rows: Range<usize>) -> RowBlock {
         .clone()
         .map(|k| (Table::with_capacity(n - k), Vec::with_capacity(n - k)))
         .collect();
-    // Per row, per block of cut positions `s`: the largest prefix `best(k, s − 1)` so far.
-    let blocks = n.div_ceil(BOUND_BLOCK);
-    let mut prefix_max: Vec<Vec<f64>> = rows
-        .clone()
-        .map(|_| vec![f64::NEG_INFINITY; blocks])
-        .collect();
     let own = |i: usize| inp.own.map(|(g, l)| Compromise::pic(inp.p, g[i], l[i]));
     for e in first..n {
         let base = at(e, 0);
-        let cand_max = inp.maxima.of_end(e);
         for k in rows.start..rows.end.min(e + 1) {
             let (row, cuts) = &mut out[k - first];
-            let pmax = &mut prefix_max[k - first];
             let j = e - k;
             let mut cur = cand.get(base + k);
             let mut cc = k;
             let mut agg = own(base + k).is_none_or(|pic| pic == cur);
             // Strict improvement only, so the winner is the first candidate that is greatest
-            // in (value, gain, −loss) order: it has the largest value. A bounded pass finds
-            // that value; only if it can beat the current best are the candidates that reach
-            // it looked at, in the original's order and arithmetic.
+            // in (value, gain, −loss) order: it has the largest value. One vectorisable pass
+            // finds that value; only if it can beat the current best are the candidates that
+            // reach it looked at, in the original's order and arithmetic.
             if j > 0 {
-                // Index `c` of these slices is the cut `s = k + 1 + c`.
                 let values = &cand.value[base + k + 1..=base + e];
                 let prefixes = &row.value[..j];
-                let span = |b: usize| {
-                    let lo = (b * BOUND_BLOCK).max(k + 1) - (k + 1);
-                    let hi = ((b + 1) * BOUND_BLOCK).min(e + 1) - (k + 1);
-                    lo..hi
-                };
-                let (first_block, last_block) = ((k + 1) / BOUND_BLOCK, e / BOUND_BLOCK);
-                let bound = |b: usize| cand_max[b] + pmax[b];
-                let threshold = cur.value;
-                let mut top = f64::NEG_INFINITY;
-                // The previous end's cut usually stays best: its block first raises `top`,
-                // so that most other blocks fall below it.
-                let hint = cuts.last().map_or(k, |&c| (c & !AGGREGATED) as usize);
-                let hint_block = (hint > k).then_some(hint / BOUND_BLOCK);
-                if let Some(b) = hint_block {
-                    let r = span(b);
-                    top = sum_max::<L>(&values[r.clone()], &prefixes[r]);
-                }
-                for b in first_block..=last_block {
-                    if Some(b) == hint_block {
-                        continue;
-                    }
-                    let u = bound(b);
-                    // Not `u >= …`: a NaN bound is never a reason to skip.
-                    if u < threshold || u < top {
-                        continue;
-                    }
-                    let r = span(b);
-                    let x = sum_max::<L>(&values[r.clone()], &prefixes[r]);
-                    if x > top {
-                        top = x;
-                    }
-                }
-                if top >= threshold {
-                    for b in first_block..=last_block {
-                        if bound(b) < top {
-                            continue;
+                let top = sum_max::<L>(values, prefixes);
+                if top >= cur.value {
+                    for_each_tie(values, prefixes, top, |c| {
+                        let prefix = row.get(c);
+                        let next = cand.get(base + k + 1 + c).add(prefix);
+                        if next.beats(cur) {
+                            cur = next;
+                            cc = k + 1 + c;
+                            agg = own(base + k + 1 + c).is_none_or(|pic| pic.add(prefix) == next);
                         }
-                        let r = span(b);
-                        let at_c = r.start;
-                        for_each_tie(&values[r.clone()], &prefixes[r], top, |i| {
-                            let c = at_c + i;
-                            let prefix = row.get(c);
-                            let next = cand.get(base + k + 1 + c).add(prefix);
-                            if next.beats(cur) {
-                                cur = next;
-                                cc = k + 1 + c;
-                                agg =
-                                    own(base + k + 1 + c).is_none_or(|pic| pic.add(prefix) == next);
-                            }
-                        });
-                    }
+                    });
                 }
             }
             row.push(cur);
-            // `best(k, e)` is the prefix of the cut `s = e + 1`.
-            if e + 1 < n {
-                let b = (e + 1) / BOUND_BLOCK;
-                if cur.value > pmax[b] {
-                    pmax[b] = cur.value;
-                }
-            }
             cuts.push(cc as u32 | if agg { AGGREGATED } else { 0 });
         }
     }
@@ -1003,13 +899,11 @@ impl SpatiotemporalQualities {
             }
         };
         drop(mine);
-        let maxima = BlockMaxima::new(&cand, n);
         let input = DpInput {
             n,
             p,
             cand: &cand,
             own: (!leaf).then_some((gain, loss)),
-            maxima: &maxima,
         };
         let blocks = dp_all(&input);
         drop(cand);
@@ -1070,13 +964,11 @@ impl SpatiotemporalQualities {
                 }
             }
         }
-        let maxima = BlockMaxima::new(&cand, len);
         let input = DpInput {
             n: len,
             p,
             cand: &cand,
             own: None,
-            maxima: &maxima,
         };
         let block = dp_block(&input, 0..1);
         let (_, row) = block.rows.into_iter().next().expect("one row");
@@ -1552,8 +1444,8 @@ mod tests {
             })
     }
 
-    /// Longer series than [`tree_model`] (many bound blocks per row), made of a few phases
-    /// with noise, so that the bounds skip blocks, plus exact repeats and zeros for ties.
+    /// Longer series than [`tree_model`] (rows longer than several vector chunks), made of a
+    /// few phases with noise, plus exact repeats and zeros for ties.
     fn long_tree_model() -> impl Strategy<Value = (MicroscopicModel, SpatialHierarchy)> {
         (
             prop::collection::vec(1usize..=2, 1..=2),
@@ -1653,10 +1545,10 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
-        /// Long rows: the bounded pass skips blocks here, and must still pick the literal
-        /// DP's cut (and aggregation flag) everywhere.
+        /// Long rows: the vectorised maximum runs over whole chunks and tails here, and must
+        /// still pick the literal DP's cut (and aggregation flag) everywhere.
         #[test]
-        fn bounded_dp_is_the_literal_dp_on_long_series((m, h) in long_tree_model(), p in prop_oneof![Just(0.0), Just(1.0), Just(0.5), 0.0..=1.0f64]) {
+        fn fast_dp_is_the_literal_dp_on_long_series((m, h) in long_tree_model(), p in prop_oneof![Just(0.0), Just(1.0), Just(0.5), 0.0..=1.0f64]) {
             let q = SpatiotemporalQualities::compute(&m, &h);
             check_against_literal(&q, &h, m.slices(), p)?;
         }
