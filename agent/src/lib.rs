@@ -279,8 +279,6 @@ struct RingState {
     in_flight: bool,
     /// A dump is sending this ring's window: no block is overwritten until it is out.
     dumping: bool,
-    /// Records of the blocks closed so far.
-    closed_records: u64,
     dropped: u64,
     /// Overwritten since the last dump, and since the start.
     overwritten: u64,
@@ -301,7 +299,6 @@ impl RingState {
         closed: 0,
         in_flight: false,
         dumping: false,
-        closed_records: 0,
         dropped: 0,
         overwritten: 0,
         overwritten_total: 0,
@@ -310,6 +307,12 @@ impl RingState {
     /// Whether a block is open.
     fn open(&self) -> bool {
         self.limit != 0
+    }
+
+    /// Records of the blocks closed so far: every sequence number given out when a block closed or a
+    /// record was dropped (not kept: 8 bytes of RAM per CPU).
+    fn closed_records(&self) -> u64 {
+        self.next_seq - self.dropped
     }
 
     /// The sequence number the next record gets.
@@ -592,7 +595,7 @@ struct Link<const CPUS: usize, const OUT: usize> {
     dump: DumpState<CPUS>,
     frames: u64,
     bytes: u64,
-    out: [u8; OUT],
+    _out: core::marker::PhantomData<[u8; OUT]>,
 }
 
 /// Where a dump stands (a transport that takes one frame per call dumps over several calls).
@@ -763,7 +766,7 @@ impl<
                 },
                 frames: 0,
                 bytes: 0,
-                out: [0; OUT],
+                _out: core::marker::PhantomData,
             }),
             static_producers: &[],
             static_types: &[],
@@ -778,8 +781,8 @@ impl<
     fn fit_hello(&mut self) {
         loop {
             let hello = self.hello(u64::MAX);
-            let link = self.link.get_mut();
-            if encode::encode_hello(&mut link.out, &hello).is_ok() {
+            let mut out = [0u8; OUT];
+            if encode::encode_hello(&mut out, &hello).is_ok() {
                 return;
             }
             let c = &mut self.config;
@@ -829,7 +832,7 @@ impl<
             for ring in &self.rings {
                 // SAFETY: ring states are only touched inside the critical section.
                 let r = unsafe { &*ring.state.get() };
-                s.records += r.closed_records + u64::from(if r.open() { r.count } else { 0 });
+                s.records += r.closed_records() + u64::from(if r.open() { r.count } else { 0 });
                 s.dropped += r.dropped;
                 s.overwritten += r.overwritten_total;
             }
@@ -916,8 +919,8 @@ impl<
         if def.name.len() > MAX_NAME_LEN {
             return Err(AgentError::NameTooLong);
         }
-        let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*def)])
+        let mut out = [0u8; OUT];
+        encode::encode_dictionary(&mut out, &[DictEntry::Producer(*def)])
             .map_err(|_| AgentError::DeclarationTooLarge)?;
         Ok(())
     }
@@ -936,8 +939,8 @@ impl<
         if self.custom_types().any(|t| t.id == def.id) {
             return Err(AgentError::DuplicateType);
         }
-        let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*def)])
+        let mut out = [0u8; OUT];
+        encode::encode_dictionary(&mut out, &[DictEntry::EventType(*def)])
             .map_err(|_| AgentError::DeclarationTooLarge)?;
         Ok(())
     }
@@ -1421,9 +1424,10 @@ impl<
                 cpu: cpu as u16,
                 sequences,
             };
-            let n = encode::encode_cpu_total(&mut link.out, &total)
-                .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n =
+                encode::encode_cpu_total(&mut out, &total).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.totals_sent += 1;
         }
         let stats = self.stats_unlocked();
@@ -1432,8 +1436,9 @@ impl<
             records: stats.0,
             dropped: stats.1,
         };
-        let n = encode::encode_bye(&mut link.out, &bye).map_err(|_| TransportError::Closed)?;
-        self.write_out(link, transport, n)
+        let mut out = [0u8; OUT];
+        let n = encode::encode_bye(&mut out, &bye).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, &out, n)
     }
 
     /// Post-mortem mode: sends what the rings hold now, as a session of its own — `Hello` (whose
@@ -1456,9 +1461,9 @@ impl<
         }
         if !link.hello_sent {
             let hello = self.hello(link.dump.oldest_ticks);
-            let n =
-                encode::encode_hello(&mut link.out, &hello).map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n = encode::encode_hello(&mut out, &hello).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
         }
         self.send_dictionary(link, transport)?;
@@ -1474,9 +1479,10 @@ impl<
                     first_seq,
                     overwritten: link.dump.overwritten.get(cpu).copied().unwrap_or(0),
                 };
-                let n = encode::encode_window(&mut link.out, &window)
-                    .map_err(|_| TransportError::Closed)?;
-                self.write_out(link, transport, n)?;
+                let mut out = [0u8; OUT];
+                let n =
+                    encode::encode_window(&mut out, &window).map_err(|_| TransportError::Closed)?;
+                self.write_out(link, transport, &out, n)?;
                 if let Some(s) = link.sent_seq.get_mut(cpu) {
                     *s = first_seq;
                 }
@@ -1492,9 +1498,10 @@ impl<
                 cpu: cpu as u16,
                 sequences: link.dump.until.get(cpu).copied().unwrap_or(0),
             };
-            let n = encode::encode_cpu_total(&mut link.out, &total)
-                .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n =
+                encode::encode_cpu_total(&mut out, &total).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.totals_sent += 1;
         }
         let bye = Bye {
@@ -1502,8 +1509,9 @@ impl<
             records: link.dump.records,
             dropped: link.dump.dropped,
         };
-        let n = encode::encode_bye(&mut link.out, &bye).map_err(|_| TransportError::Closed)?;
-        self.write_out(link, transport, n)?;
+        let mut out = [0u8; OUT];
+        let n = encode::encode_bye(&mut out, &bye).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, &out, n)?;
         // The next dump is a session of its own: Hello and dictionary again.
         critical_section::with(|_| {
             for ring in &self.rings {
@@ -1554,7 +1562,7 @@ impl<
                     *o = s.overwritten;
                 }
                 s.overwritten = 0;
-                totals.0 += s.closed_records;
+                totals.0 += s.closed_records();
                 totals.1 += s.dropped;
             }
         });
@@ -1635,14 +1643,15 @@ impl<
         }
     }
 
-    /// Writes the first `n` bytes of the control-frame buffer.
+    /// Writes the first `n` bytes of a control frame built in `out` (on the drain's stack).
     fn write_out<T: Transport>(
         &self,
         link: &mut Link<CPUS, OUT>,
         transport: &mut T,
+        out: &[u8],
         n: usize,
     ) -> Result<(), TransportError> {
-        let frame = link.out.get(..n).ok_or(TransportError::Closed)?;
+        let frame = out.get(..n).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
         link.frames += 1;
         link.bytes += n as u64;
@@ -1674,9 +1683,10 @@ impl<
             link.types_sent = 0;
         }
         if !link.hello_sent {
-            let n = encode::encode_hello(&mut link.out, &self.hello(link.session_start_ticks))
+            let mut out = [0u8; OUT];
+            let n = encode::encode_hello(&mut out, &self.hello(link.session_start_ticks))
                 .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
             link.last_hello_ticks = now;
             link.last_frame_ticks = now;
@@ -1698,9 +1708,9 @@ impl<
                 records,
                 dropped,
             };
-            let n =
-                encode::encode_heartbeat(&mut link.out, &hb).map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n = encode::encode_heartbeat(&mut out, &hb).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.last_frame_ticks = now;
         }
         Ok(())
@@ -1722,9 +1732,10 @@ impl<
                 self.producers.get(i)
             })
         {
-            let n = encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*p)])
+            let mut out = [0u8; OUT];
+            let n = encode::encode_dictionary(&mut out, &[DictEntry::Producer(*p)])
                 .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            self.write_out(link, transport, &out, n)?;
             link.producers_sent += 1;
         }
         while let Some(t) = link
@@ -1734,9 +1745,10 @@ impl<
                 self.types.get(i)
             })
         {
-            let n = encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*t)])
+            let mut out = [0u8; OUT];
+            let n = encode::encode_dictionary(&mut out, &[DictEntry::EventType(*t)])
                 .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            self.write_out(link, transport, &out, n)?;
             link.types_sent += 1;
         }
         Ok(())
@@ -1851,8 +1863,9 @@ impl<
             first_seq,
             count,
         };
-        let n = encode::encode_loss(&mut link.out, &frame).map_err(|_| TransportError::Closed)?;
-        self.write_out(link, transport, n)
+        let mut out = [0u8; OUT];
+        let n = encode::encode_loss(&mut out, &frame).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, &out, n)
     }
 
     /// Frames the CPU's claimed block where it lies (once: a frame the transport refused stays framed)
@@ -1914,7 +1927,6 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     s.wr = 0;
     s.limit = 0;
     s.closed += 1;
-    s.closed_records += u64::from(s.count);
     s.next_seq = s.first_seq + u64::from(s.count);
 }
 
