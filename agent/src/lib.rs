@@ -489,19 +489,24 @@ const RECORD_HEAD: usize = 3 + V32;
 /// The first argument of the record paths ([`Agent::push_small`] and the others), in one register: the
 /// CPU (bits 0–15), the record type (bits 16–22: built-in ids are below 128), the values' shape (bits
 /// 23–25: [`NO_VALUE`] and the others; for [`Agent::push_values`], [`ONE_ADDRESS`] says the last value
-/// is an address) and the longest encoding of the record with these values (bits 26–31: type, delta and
-/// values), all but the CPU known when the kind is compiled.
+/// is an address) and the longest encoding of the values (bits 26–31), all but the CPU known when the
+/// kind is compiled. A path that knows its shape gets [`NO_VALUE`] here: its head is then a constant of
+/// one instruction (`cpu | type << 16`), where the shape's bits would take two.
 const fn record_head(cpu: u16, ty: Builtin, shape: u8) -> u32 {
+    cpu as u32 | (ty.id() as u32 & 0x7f) << 16 | shape_bits(shape)
+}
+
+/// A shape and the longest encoding of a record of that shape (type, delta, values) in a
+/// [`record_head`]'s bits 23–31; none for [`NO_VALUE`].
+const fn shape_bits(shape: u8) -> u32 {
     let params_len = match shape {
+        NO_VALUE => return 0,
         ONE_U32 => V32,
         ONE_U64 | ONE_ADDRESS => V64,
         TWO_U32 => 2 * V32,
         _ => 0,
     };
-    cpu as u32
-        | (ty.id() as u32 & 0x7f) << 16
-        | (shape as u32) << 23
-        | ((RECORD_HEAD + params_len) as u32) << 26
+    (shape as u32) << 23 | ((RECORD_HEAD + params_len) as u32) << 26
 }
 
 /// The record type, shape and values' longest encoding of a [`record_head`].
@@ -517,7 +522,7 @@ const fn head_shape(head: u32) -> u8 {
 
 #[inline(always)]
 const fn head_params_len(head: u32) -> usize {
-    (head >> 26) as usize - RECORD_HEAD
+    ((head >> 26) as usize).wrapping_sub(RECORD_HEAD)
 }
 
 /// What [`Agent::push_small`] writes after a record's type and delta (the shape in its `head`): nothing,
@@ -528,6 +533,8 @@ const ONE_U32: u8 = 1;
 const ONE_U64: u8 = 2;
 const ONE_ADDRESS: u8 = 3;
 const TWO_U32: u8 = 4;
+/// No value, on the shared [`Agent::push_small`] copy (which reads the record's length from its head).
+const NO_VALUE_SHARED: u8 = 5;
 /// The [`Agent::push_small`] copy of the shapes that have none of their own.
 const SHARED: u8 = 7;
 
@@ -1096,26 +1103,37 @@ impl<
         lo: u32,
         hi: u32,
     ) -> Result<Recorded, AgentError> {
-        let stored = self.push_with::<X>(
-            head as u16,
-            head_type(head),
-            head_params_len(head),
-            |c, ring| match COPY {
-                TWO_U32 => {
-                    c.u32(lo);
-                    c.u32(hi);
-                }
-                ONE_ADDRESS => address(c, ring, u64::from(hi) << 32 | u64::from(lo)),
-                _ => match head_shape(head) {
-                    ONE_U32 => c.u32(lo),
-                    ONE_U64 => c.u64(u64::from(hi) << 32 | u64::from(lo)),
-                    _ => {}
+        let params_len = match COPY {
+            SHARED => head_params_len(head),
+            _ => head_params_len(shape_bits(COPY)),
+        };
+        let stored =
+            self.push_with::<X>(
+                head as u16,
+                head_type(head),
+                params_len,
+                |c, ring| match COPY {
+                    TWO_U32 => {
+                        c.u32(lo);
+                        c.u32(hi);
+                    }
+                    ONE_ADDRESS => address(c, ring, u64::from(hi) << 32 | u64::from(lo)),
+                    _ => match head_shape(head) {
+                        ONE_U32 => c.u32(lo),
+                        ONE_U64 => c.u64(u64::from(hi) << 32 | u64::from(lo)),
+                        _ => {}
+                    },
                 },
-            },
-        );
+            );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_small_again::<X>(head, lo, hi, now),
+            Err(now) => {
+                let head = match COPY {
+                    SHARED => head,
+                    _ => head | shape_bits(COPY),
+                };
+                self.push_small_again::<X>(head, lo, hi, now)
+            }
         }
     }
 
@@ -2041,15 +2059,15 @@ macro_rules! record_kinds {
 record_kinds! {
     /// `C`: the running thread on `cpu` changes from `prev` to `next`.
     context_switch(prev: u32, next: u32) =>
-        push_small[TWO_U32](ContextSwitch, TWO_U32, prev, next);
+        push_small[TWO_U32](ContextSwitch, NO_VALUE, prev, next);
     /// `I`: interrupt `irq` starts.
     irq_entry(irq: u32) => push_small[SHARED](IrqEntry, ONE_U32, irq, 0);
     /// `i`: the current interrupt ends.
-    irq_exit() => push_small[SHARED](IrqExit, NO_VALUE, 0, 0);
+    irq_exit() => push_small[SHARED](IrqExit, NO_VALUE_SHARED, 0, 0);
     /// `S`: a soft IRQ handler starts.
-    softirq_entry(handler: u64) => push_small[ONE_ADDRESS](SoftIrqEntry, ONE_ADDRESS, handler as u32, (handler >> 32) as u32);
+    softirq_entry(handler: u64) => push_small[ONE_ADDRESS](SoftIrqEntry, NO_VALUE, handler as u32, (handler >> 32) as u32);
     /// `s`: the current soft IRQ ends.
-    softirq_exit() => push_small[SHARED](SoftIrqExit, NO_VALUE, 0, 0);
+    softirq_exit() => push_small[SHARED](SoftIrqExit, NO_VALUE_SHARED, 0, 0);
     /// `E`: system call `nr` starts with arguments `args`.
     syscall_entry(nr: u32, args: [u64; 4]) =>
         push_syscall(SyscallEntry, NO_VALUE, nr, &args);
@@ -2063,9 +2081,9 @@ record_kinds! {
     /// `KM`: a numbered mark.
     mark(id: u64) => push_small[SHARED](Mark, ONE_U64, id as u32, (id >> 32) as u32);
     /// `U`: a user function at `address` starts.
-    user_entry(address: u64) => push_small[ONE_ADDRESS](UserEntry, ONE_ADDRESS, address as u32, (address >> 32) as u32);
+    user_entry(address: u64) => push_small[ONE_ADDRESS](UserEntry, NO_VALUE, address as u32, (address >> 32) as u32);
     /// `u`: the current user function returns.
-    user_exit() => push_small[SHARED](UserExit, NO_VALUE, 0, 0);
+    user_exit() => push_small[SHARED](UserExit, NO_VALUE_SHARED, 0, 0);
     /// `Kc`: thread `pid` named `name` is created.
     thread_create(pid: u32, name: &str) => push_string(ThreadCreate, NO_VALUE, Some(pid), name);
     /// `KX`: thread `pid` exits.
@@ -2073,7 +2091,7 @@ record_kinds! {
     /// `MM`: `size` bytes allocated at `ptr`.
     kmalloc(size: u64, ptr: u64) => push_values(Kmalloc, ONE_ADDRESS, &[size, ptr]);
     /// `MF`: the allocation at `ptr` is freed.
-    kfree(ptr: u64) => push_small[ONE_ADDRESS](Kfree, ONE_ADDRESS, ptr as u32, (ptr >> 32) as u32);
+    kfree(ptr: u64) => push_small[ONE_ADDRESS](Kfree, NO_VALUE, ptr as u32, (ptr >> 32) as u32);
 }
 
 /// The agent borrowed by one context ([`Agent::exclusive`]): the same record methods with no critical
