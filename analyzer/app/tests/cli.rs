@@ -241,3 +241,77 @@ fn collect_replays_a_capture_and_exits() {
     assert_eq!(ls["traces"].as_array().map(Vec::len), Some(1));
     assert_eq!(ls["traces"][0]["events"], ended[0]["events"]);
 }
+
+#[test]
+fn upgrade_gives_an_old_capture_its_cpu_tracks_and_tells_its_catalog() {
+    // A capture of the release before the CPU tracks (schema version 2), in a catalog.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("old.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protocols/tracedb/tests/data/v2-sim.db"),
+        &trace,
+    )
+    .unwrap();
+    socscope_tracedb::Catalog::open(dir.path())
+        .unwrap()
+        .register_file("old.db")
+        .unwrap();
+    let cpu_rows = |v: &Value| {
+        v["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] == "on_cpu" || t["name"] == "cpu_idle")
+            .map(|t| t["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    // `stats` says what to do.
+    let stats = stdout(&socscope(&["stats", path_str(&trace)]));
+    assert!(
+        stats.contains(&format!(
+            "no CPU tracks in this trace (recorded before them; `socscope upgrade {}` derives them",
+            trace.display()
+        )),
+        "{stats}"
+    );
+    let before = json(&socscope(&["info", path_str(&trace), "--json"]));
+    assert_eq!(
+        (before["events"].as_u64(), cpu_rows(&before)),
+        (Some(1302), 0)
+    );
+
+    let out = socscope(&["upgrade", path_str(&trace)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("schema version 2 -> ")
+            && text.contains("CPU tracks derived from the context switches: 345 slices on 2 CPUs")
+            && text.contains("1647 events now"),
+        "{text}"
+    );
+    let after = json(&socscope(&["info", path_str(&trace), "--json"]));
+    assert_eq!(
+        (after["events"].as_u64(), cpu_rows(&after)),
+        (Some(1647), 345)
+    );
+    let ls = json(&socscope(&["ls", "--dir", path_str(dir.path()), "--json"]));
+    assert_eq!(ls["traces"][0]["events"], 1647, "{ls}");
+    // `stats` now has the per-CPU utilisation the tracks give.
+    let stats = socscope(&["stats", path_str(&trace)]);
+    let text = stdout(&stats);
+    assert!(
+        text.contains("CPU utilisation over") && text.contains("cpu0") && text.contains("cpu1"),
+        "{text}"
+    );
+
+    // Again: nothing to do, and it says so.
+    let again = socscope(&["upgrade", path_str(&trace), "--json"]);
+    let doc = json(&again);
+    assert_eq!(doc["cpu_tracks"], "present", "{doc}");
+    assert_eq!(doc["events"], 1647);
+    let text = stdout(&socscope(&["upgrade", path_str(&trace)]));
+    assert!(
+        text.contains("with its CPU tracks: nothing to do"),
+        "{text}"
+    );
+}
