@@ -11,6 +11,7 @@ mod codec;
 mod error;
 mod filter;
 mod fuzzing;
+mod lock;
 mod model;
 mod reader;
 mod recovery;

@@ -133,7 +133,7 @@ pub fn upgrade_trace(path: impl AsRef<Path>) -> Result<UpgradeReport> {
         return Ok(report);
     }
     // Appending to a trace being captured would race its writer's chunk ids and summary.
-    if crate::recovery::is_being_written(path)? {
+    if crate::lock::is_being_written(path)? {
         return Err(StoreError::InvalidRequest(format!(
             "{} is being written (a capture or import holds it): upgrade it once it is finished",
             path.display()
@@ -393,7 +393,7 @@ fn derive_cpu_tracks(conn: &Connection, path: &Path) -> Result<(u64, u32, u64)> 
                 used_tracks.push(cpu);
             }
             if s.buf.len() >= codec::MAX_CHUNK_EVENTS
-                || s.buf.span() > crate::writer::DEFAULT_MAX_CHUNK_SPAN
+                || s.buf.span() > codec::DEFAULT_MAX_CHUNK_SPAN
             {
                 store(s, next_chunk)?;
                 next_chunk += 1;
