@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 
 use socscope_tracedb::{
-    CPU_IDLE_TYPE, Event, EventCategory, EventKind, EventType, LossRecord, ON_CPU_TYPE, ParamDef,
-    ParamType, ParamValue, Producer, ProducerId, ProducerKind, Result, Timestamp, TypeId,
+    Event, EventCategory, EventKind, EventType, LossRecord, ParamDef, ParamType, ParamValue,
+    Producer, ProducerId, ProducerKind, Result, Timestamp, TypeId, cpu_track_slice,
+    cpu_track_types,
 };
 use socscope_wire::decode::{
     DecodedParamValue, Dictionary, OwnedEventTypeDef, ProducerInfo, RecordView,
@@ -23,8 +24,8 @@ use socscope_wire::dict::{self as wdict, Builtin, Category};
 
 use crate::syscalls::SyscallAbi;
 
-/// Store type id of the thread "running" state.
-pub const RUNNING_TYPE: TypeId = 100_001;
+/// Store type id of the thread "running" state (the store's: the CPU tracks are derived from it).
+pub use socscope_tracedb::RUNNING_TYPE;
 /// Store type id of the wake-up link.
 pub const WAKEUP_TYPE: TypeId = 100_002;
 /// Store type id of the allocated-bytes variable.
@@ -454,21 +455,9 @@ impl Reconstructor {
             category: EventCategory::Link,
             params: Vec::new(),
         })?;
-        sink.event_type(&EventType {
-            id: ON_CPU_TYPE,
-            name: "on_cpu".into(),
-            category: EventCategory::State,
-            params: vec![
-                ParamDef::new("thread", ParamType::Unsigned),
-                ParamDef::new("tid", ParamType::Unsigned),
-            ],
-        })?;
-        sink.event_type(&EventType {
-            id: CPU_IDLE_TYPE,
-            name: "cpu_idle".into(),
-            category: EventCategory::State,
-            params: Vec::new(),
-        })?;
+        for ty in cpu_track_types() {
+            sink.event_type(&ty)?;
+        }
         sink.event_type(&EventType {
             id: ALLOCATED_TYPE,
             name: "allocated_bytes".into(),
@@ -709,8 +698,8 @@ impl Reconstructor {
         sink.event(&self.simple)
     }
 
-    /// The CPU track's slice for a thread's time on `cpu` (see `SCHEMA.md`, CPU tracks): `on_cpu`
-    /// naming the thread, or `cpu_idle` for the idle task (pid 0).
+    /// The CPU track's slice for a thread's time on `cpu` (see `SCHEMA.md`, CPU tracks), by the rule
+    /// `upgrade_trace` also derives old traces' tracks with ([`cpu_track_slice`]).
     fn emit_cpu_slice(
         &mut self,
         cpu: usize,
@@ -720,27 +709,11 @@ impl Reconstructor {
         end: Timestamp,
         sink: &mut impl Sink,
     ) -> Result<()> {
-        // An empty slice says nothing (a capture's first switch at its first record), and would
-        // share its start with the next slice at the same depth.
-        let Some(&track) = self.cpu_producers.get(cpu).filter(|_| end > start) else {
+        let Some(&track) = self.cpu_producers.get(cpu) else {
             return Ok(());
         };
-        self.simple.ts = start;
-        self.simple.producer = track;
-        self.simple.cpu = Some(cpu as u16);
-        self.simple.kind = EventKind::State {
-            end: end.max(start),
-            depth: 0,
-        };
-        if pid == 0 {
-            self.simple.type_id = CPU_IDLE_TYPE;
-        } else {
-            self.simple.type_id = ON_CPU_TYPE;
-            self.simple.params.clear();
-            self.simple
-                .params
-                .push(ParamValue::Unsigned(u64::from(thread)));
-            self.simple.params.push(ParamValue::Unsigned(pid));
+        if !cpu_track_slice(&mut self.simple, track, cpu as u16, thread, pid, start, end) {
+            return Ok(());
         }
         self.stats.events += 1;
         let result = sink.event(&self.simple);

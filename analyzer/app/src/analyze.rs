@@ -512,6 +512,12 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         }
     }
     let cpu = socscope_analysis::cpu::cpu_utilisation(&reader, range)?;
+    // A trace with `running` states but no `on_cpu` type was recorded before the CPU tracks.
+    let types = reader.event_types()?;
+    let before_tracks = types
+        .iter()
+        .any(|t| t.id == socscope_tracedb::RUNNING_TYPE && t.name == "running")
+        && !types.iter().any(|t| t.id == socscope_tracedb::ON_CPU_TYPE);
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }
@@ -573,7 +579,8 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
                 v
             );
         }
-        print_cpu_utilisation(&cpu)?;
+        let trace_arg = c.trace.display().to_string();
+        print_cpu_utilisation(&cpu, before_tracks.then_some(trace_arg.as_str()))?;
         wrote(&c.png, false)?;
         said_saved(saved_id.as_slice(), "grouping", &c.trace)?;
     }
@@ -581,9 +588,20 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
 }
 
 /// The CPU section of `stats`: each CPU's busy share, then the threads that used the most CPU.
-fn print_cpu_utilisation(cpu: &socscope_analysis::cpu::CpuUtilisation) -> Result<()> {
+/// `recorded_before_tracks`: the trace argument of a trace whose context switches were recorded
+/// before the CPU tracks existed (what to upgrade).
+fn print_cpu_utilisation(
+    cpu: &socscope_analysis::cpu::CpuUtilisation,
+    recorded_before_tracks: Option<&str>,
+) -> Result<()> {
     if cpu.cpus.iter().all(|c| c.busy_ns + c.idle_ns == 0) {
-        outln!("CPU utilisation: no CPU tracks in this trace (no context switches)");
+        match recorded_before_tracks {
+            Some(trace) => outln!(
+                "CPU utilisation: no CPU tracks in this trace (recorded before them; \
+                 `socscope upgrade {trace}` derives them from its context switches)"
+            ),
+            None => outln!("CPU utilisation: no CPU tracks in this trace (no context switches)"),
+        }
         return Ok(());
     }
     outln!("CPU utilisation over {}", units::duration(cpu.interval_ns));

@@ -20,6 +20,7 @@ mod import;
 mod overview;
 mod plain_sqlite;
 mod rig;
+mod upgrade;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
@@ -221,6 +222,25 @@ pub enum BenchCommand {
         DuckDB and Spark come from target/python-venv (scripts/install-test-deps.sh) or --python."
     )]
     Fleet(FleetArgs),
+    /// `socscope upgrade` deriving the CPU tracks of a trace recorded before them, against the
+    /// collector's ingest of the same capture (20 k events/s, a zap every 5 s), alternated.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p socscope-analyzer -- bench upgrade --seconds 180 --rounds 4"
+    )]
+    Upgrade {
+        /// Seconds of capture.
+        #[arg(long, default_value_t = 180.0)]
+        seconds: f64,
+        /// Rounds (ingest and upgrade in each, their order alternated).
+        #[arg(long, default_value_t = 4)]
+        rounds: usize,
+        /// Where to write the capture and traces (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Arguments of `socscope bench fleet`.
@@ -334,7 +354,8 @@ fn bench_json(cmd: &BenchCommand) -> bool {
         | BenchCommand::Rig { json, .. }
         | BenchCommand::Capture { json, .. }
         | BenchCommand::Import { json, .. }
-        | BenchCommand::Aggregate { json, .. } => *json,
+        | BenchCommand::Aggregate { json, .. }
+        | BenchCommand::Upgrade { json, .. } => *json,
         BenchCommand::Fleet(a) => a.json,
         BenchCommand::Overview(a) => a.json,
     }
@@ -349,6 +370,12 @@ fn run_bench(cmd: BenchCommand) -> Result<ExitCode> {
             json,
         } => fuzz::run(inputs, &targets, seed, json),
         BenchCommand::Ingest { events, dir, json } => ingest(events, dir, json),
+        BenchCommand::Upgrade {
+            seconds,
+            rounds,
+            dir,
+            json,
+        } => upgrade::run(seconds, rounds, dir, json),
         BenchCommand::Read {
             events,
             reads,

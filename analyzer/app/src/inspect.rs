@@ -703,13 +703,33 @@ pub fn sql(path: &Path, query: &str, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `socscope upgrade`: each file converted in place to the current trace schema; stops at the
-/// first file that cannot be converted (those before it stay converted).
+/// `socscope upgrade`: each file converted in place to the current trace schema, with the CPU
+/// tracks of a trace recorded before them derived from its context switches; stops at the first
+/// file that cannot be converted (those before it stay converted). A catalog beside a file that
+/// lists it is told its new event count.
 pub fn upgrade(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
+    use socscope_tracedb::CpuTracks;
     for path in paths {
         crate::input::require_file(path)?;
+        // Rebuilding the summary reads every chunk: seconds on a long capture.
+        let spinner = crate::out::progress_bar(json, None, "{spinner} {elapsed} {msg}");
+        if let Some(b) = &spinner {
+            b.set_message(format!("upgrading {}", path.display()));
+        }
         let r = socscope_tracedb::upgrade_trace(path)
-            .with_context(|| format!("cannot upgrade {}", path.display()))?;
+            .with_context(|| format!("cannot upgrade {}", path.display()));
+        if let Some(b) = spinner {
+            b.finish_and_clear();
+        }
+        let r = r?;
+        if matches!(r.cpu_tracks, CpuTracks::Derived { .. }) {
+            refresh_catalog_entry(path)?;
+        }
+        let (tracks, slices) = match r.cpu_tracks {
+            CpuTracks::Present => ("present", 0),
+            CpuTracks::Derived { slices, .. } => ("derived", slices),
+            CpuTracks::NoSchedule => ("no_context_switches", 0),
+        };
         if json {
             outln!(
                 "{}",
@@ -719,32 +739,66 @@ pub fn upgrade(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
                     "to_version": r.to_version,
                     "events": r.events,
                     "summary_rows": r.summary_rows,
+                    "cpu_tracks": tracks,
+                    "cpu_track_slices": slices,
                 })
             );
-        } else if r.from_version == r.to_version {
-            outln!(
-                "{}: already at schema version {}",
-                path.display(),
-                r.to_version
-            );
-        } else if r.summary_rows == 0 {
-            outln!(
-                "{}: schema version {} -> {}, {} events kept (chunks and summary as they were)",
-                path.display(),
-                r.from_version,
-                r.to_version,
-                r.events
-            );
-        } else {
-            outln!(
-                "{}: schema version {} -> {}, {} events kept, summary rebuilt ({} rows)",
-                path.display(),
-                r.from_version,
-                r.to_version,
-                r.events,
-                r.summary_rows
-            );
+            continue;
         }
+        let schema = if r.from_version == r.to_version {
+            format!("already at schema version {}", r.to_version)
+        } else {
+            format!("schema version {} -> {}", r.from_version, r.to_version)
+        };
+        let events = r.events.to_string();
+        let line = match r.cpu_tracks {
+            CpuTracks::Present if r.from_version == r.to_version => {
+                format!("{schema}, with its CPU tracks: nothing to do ({events} events)")
+            }
+            CpuTracks::Derived { slices, cpus } => format!(
+                "{schema}; CPU tracks derived from the context switches: {} slices on {cpus} {} \
+                 added ({events} events now, every earlier event keeps its id), summary rebuilt \
+                 ({} rows)",
+                slices,
+                if cpus == 1 { "CPU" } else { "CPUs" },
+                r.summary_rows
+            ),
+            CpuTracks::NoSchedule => format!(
+                "{schema}, {events} events kept; no context switches recorded: no CPU tracks to \
+                 derive"
+            ),
+            CpuTracks::Present if r.summary_rows == 0 => {
+                format!("{schema}, {events} events kept (chunks and summary as they were)")
+            }
+            CpuTracks::Present => format!(
+                "{schema}, {events} events kept, summary rebuilt ({} rows)",
+                r.summary_rows
+            ),
+        };
+        outln!("{}: {line}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Tells the catalog beside an upgraded trace (if there is one and it lists the trace) the trace's
+/// new event count, so that `ls` and `info N` agree with the file.
+fn refresh_catalog_entry(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.join(socscope_tracedb::CATALOG_FILE).is_file() {
+        return Ok(());
+    }
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return Ok(());
+    };
+    let catalog = socscope_tracedb::Catalog::open(&dir)
+        .with_context(|| format!("cannot open the catalog in {}", dir.display()))?;
+    if let Some(entry) = catalog.trace_by_db_file(name)? {
+        catalog.register_file(&entry.db_file).with_context(|| {
+            format!("cannot refresh {name} in the catalog of {}", dir.display())
+        })?;
+    }
+    Ok(())
 }

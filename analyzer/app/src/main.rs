@@ -98,7 +98,8 @@ enum Command {
         json: bool,
     },
     /// Convert trace files written by an older socscope to this version's schema, in place
-    /// (events, event ids and saved results are kept; a version 1 file's summary is rebuilt).
+    /// (events, event ids and saved results are kept; a version 1 file's summary is rebuilt), and
+    /// derive the CPU tracks of traces recorded before them from their context switches.
     #[command(
         after_help = "Examples:\n  socscope upgrade traces/old.db\n  socscope upgrade traces/*.db --json"
     )]

@@ -241,3 +241,175 @@ fn collect_replays_a_capture_and_exits() {
     assert_eq!(ls["traces"].as_array().map(Vec::len), Some(1));
     assert_eq!(ls["traces"][0]["events"], ended[0]["events"]);
 }
+
+#[test]
+fn upgrade_gives_an_old_capture_its_cpu_tracks_and_tells_its_catalog() {
+    // A capture of the release before the CPU tracks (schema version 2), in a catalog.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("old.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protocols/tracedb/tests/data/v2-sim.db"),
+        &trace,
+    )
+    .unwrap();
+    socscope_tracedb::Catalog::open(dir.path())
+        .unwrap()
+        .register_file("old.db")
+        .unwrap();
+    let cpu_rows = |v: &Value| {
+        v["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] == "on_cpu" || t["name"] == "cpu_idle")
+            .map(|t| t["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    // `stats` says what to do.
+    let stats = stdout(&socscope(&["stats", path_str(&trace)]));
+    assert!(
+        stats.contains(&format!(
+            "no CPU tracks in this trace (recorded before them; `socscope upgrade {}` derives them",
+            trace.display()
+        )),
+        "{stats}"
+    );
+    let before = json(&socscope(&["info", path_str(&trace), "--json"]));
+    assert_eq!(
+        (before["events"].as_u64(), cpu_rows(&before)),
+        (Some(1302), 0)
+    );
+
+    let out = socscope(&["upgrade", path_str(&trace)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("schema version 2 -> ")
+            && text.contains("CPU tracks derived from the context switches: 345 slices on 2 CPUs")
+            && text.contains("1647 events now"),
+        "{text}"
+    );
+    let after = json(&socscope(&["info", path_str(&trace), "--json"]));
+    assert_eq!(
+        (after["events"].as_u64(), cpu_rows(&after)),
+        (Some(1647), 345)
+    );
+    let ls = json(&socscope(&["ls", "--dir", path_str(dir.path()), "--json"]));
+    assert_eq!(ls["traces"][0]["events"], 1647, "{ls}");
+    // `stats` now has the per-CPU utilisation the tracks give.
+    let stats = socscope(&["stats", path_str(&trace)]);
+    let text = stdout(&stats);
+    assert!(
+        text.contains("CPU utilisation over") && text.contains("cpu0") && text.contains("cpu1"),
+        "{text}"
+    );
+
+    // Again: nothing to do, and it says so.
+    let again = socscope(&["upgrade", path_str(&trace), "--json"]);
+    let doc = json(&again);
+    assert_eq!(doc["cpu_tracks"], "present", "{doc}");
+    assert_eq!(doc["events"], 1647);
+    let text = stdout(&socscope(&["upgrade", path_str(&trace)]));
+    assert!(
+        text.contains("with its CPU tracks: nothing to do"),
+        "{text}"
+    );
+}
+
+/// A demo capture's trace copied without its CPU tracks (as traces were written before them).
+fn demo_without_cpu_tracks(dir: &Path, seconds: &str) -> PathBuf {
+    use socscope_tracedb::{
+        CPU_IDLE_TYPE, Filter, ON_CPU_TYPE, TimeRange, TraceReader, TraceWriter,
+    };
+    let doc = json(&socscope(&[
+        "demo",
+        "--headless",
+        "--json",
+        "--duration",
+        seconds,
+        "--seed",
+        "3",
+        "--dir",
+        path_str(&dir.join("demo")),
+    ]));
+    let fresh = PathBuf::from(doc["file"].as_str().unwrap());
+    let old = dir.join("old.db");
+    let is_track = |t: u32| t == ON_CPU_TYPE || t == CPU_IDLE_TYPE;
+    let r = TraceReader::open(&fresh).unwrap();
+    let mut w = TraceWriter::create(&old, &r.info().unwrap().meta).unwrap();
+    for t in r.event_types().unwrap().iter().filter(|t| !is_track(t.id)) {
+        w.add_event_type(t).unwrap();
+    }
+    for p in r.producers().unwrap() {
+        w.add_producer(&p).unwrap();
+    }
+    for e in r.events(TimeRange::all(), &Filter::all()).unwrap() {
+        let e = e.unwrap();
+        if !is_track(e.type_id) {
+            w.push(&e.event).unwrap();
+        }
+    }
+    w.finish(true).unwrap();
+    old
+}
+
+#[test]
+fn an_upgrade_killed_midway_leaves_the_trace_as_it_was_or_upgraded_never_between() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = demo_without_cpu_tracks(dir.path(), "20");
+    let info = |p: &Path| json(&socscope(&["info", path_str(p), "--json"]));
+    let before = info(&old);
+    let events = before["events"].as_u64().unwrap();
+    let tracks = |v: &Value| {
+        v["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] == "on_cpu" || t["name"] == "cpu_idle")
+            .map(|t| t["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(tracks(&before), 0);
+    // Killed (SIGKILL: no clean-up of any kind) at several points of its work.
+    let mut killed_before_the_end = 0;
+    for delay_ms in [50, 150, 300, 600] {
+        let copy = dir.path().join(format!("kill-{delay_ms}.db"));
+        std::fs::copy(&old, &copy).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_socscope"))
+            .args(["upgrade", path_str(&copy)])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().ok();
+        child.wait().unwrap();
+        killed_before_the_end += usize::from(!finished);
+        // Either as it was, or whole: the event count and the events agree, never a part.
+        let now = info(&copy);
+        let n = now["events"].as_u64().unwrap();
+        let by_type: u64 = now["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(by_type, n, "killed after {delay_ms} ms: {now}");
+        let slices = tracks(&now);
+        assert!(
+            (n, slices) == (events, 0) || (slices > 0 && n == events + slices),
+            "killed after {delay_ms} ms: {n} events, {slices} slices"
+        );
+        // And an upgrade then completes it (or finds it done).
+        let out = socscope(&["upgrade", path_str(&copy), "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let after = info(&copy);
+        assert!(tracks(&after) > 0);
+        assert_eq!(after["events"].as_u64(), Some(events + tracks(&after)));
+    }
+    assert!(
+        killed_before_the_end > 0,
+        "no upgrade was still running when killed"
+    );
+}

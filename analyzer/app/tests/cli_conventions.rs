@@ -351,3 +351,127 @@ fn messages_to_a_closed_stderr_do_not_panic() {
         Some(1)
     );
 }
+
+/// A trace that starts 14.2 ms after its session (as the QEMU board's capture does), with a mark
+/// every millisecond from its start and a 10 ms state every 10 ms from 5 ms in: events fall on
+/// the edges of the ranges below.
+fn offset_trace(dir: &Path) -> std::path::PathBuf {
+    use socscope_tracedb::{
+        Event, EventCategory, EventType, Producer, ProducerKind, TraceHeader, TraceWriter,
+    };
+    let path = dir.join("offset.db");
+    let mut w = TraceWriter::create(&path, &TraceHeader::default()).unwrap();
+    for (id, name, category) in [
+        (1, "mark", EventCategory::Punctual),
+        (2, "busy", EventCategory::State),
+    ] {
+        w.add_event_type(&EventType {
+            id,
+            name: name.into(),
+            category,
+            params: Vec::new(),
+        })
+        .unwrap();
+    }
+    w.add_producer(&Producer {
+        id: 1,
+        parent: None,
+        kind: ProducerKind::Thread,
+        local_id: 7,
+        name: "worker".into(),
+    })
+    .unwrap();
+    const T0: i64 = 14_200_000;
+    for k in 0..3000 {
+        w.push(&Event::punctual(T0 + k * 1_000_000, 1, 1, Some(0)))
+            .unwrap();
+    }
+    for k in 0..300 {
+        let start = T0 + 5_000_000 + k * 10_000_000;
+        w.push(&Event::state(start, start + 10_000_000, 0, 2, 1, Some(0)))
+            .unwrap();
+    }
+    w.finish(true).unwrap();
+    path
+}
+
+#[test]
+fn export_stats_and_density_take_one_range_as_the_same_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = offset_trace(dir.path());
+    let t = s(&trace);
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // (range, marks, states) worked out by hand: offsets count from the first event (14.2 ms), a
+    // range holds the events that start in it, its start included and its end excluded.
+    for (range, marks, busy) in [
+        ("1s..2s", 1000, 100),
+        ("0..5ms", 5, 0),
+        ("5ms..15ms", 10, 1),
+        ("2.9s..", 100, 10),
+        ("..1ms", 1, 0),
+    ] {
+        let csv = dir.path().join("range.csv");
+        let out = run(&[
+            "export",
+            t,
+            "--format",
+            "csv",
+            "--range",
+            range,
+            "-o",
+            s(&csv),
+        ]);
+        assert!(out.status.success(), "{range}: {}", stderr(&out));
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        let of = |name: &str| {
+            rows.iter()
+                .filter(|r| r.split(',').nth(3) == Some(name))
+                .count()
+        };
+        assert_eq!((of("mark"), of("busy")), (marks, busy), "export {range}");
+
+        let stats = json(&["stats", t, "--range", range, "--json"]);
+        let count = |name: &str| {
+            stats["slices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["label"] == name)
+                .map_or(0, |s| s["value"].as_f64().unwrap() as usize)
+        };
+        assert_eq!(
+            (count("mark"), count("busy")),
+            (marks, busy),
+            "stats {range}"
+        );
+
+        let density = json(&["density", t, "--range", range, "--json", "--bins", "7"]);
+        let types: Vec<&str> = density["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let per_type = |name: &str| -> usize {
+            let Some(i) = types.iter().position(|t| *t == name) else {
+                return 0;
+            };
+            density["bins"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["per_type"][i].as_u64().unwrap() as usize)
+                .sum()
+        };
+        assert_eq!(
+            (per_type("mark"), per_type("busy")),
+            (marks, busy),
+            "density {range}"
+        );
+    }
+}

@@ -179,3 +179,64 @@ fn the_legend_lists_every_type_loaded_and_a_click_on_a_name_hides_or_shows_it() 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn at_1900_px_the_legend_names_every_type_of_a_capture_with_many_inside_the_window() {
+    // A real ftrace capture with events of 16 types (the QEMU board's capture has 16; this one
+    // declares 24): the legend of the whole trace wraps instead of cutting types off, and stays
+    // inside the window.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("syscalls.db");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/traces/ftrace/tci-ftrace_syscalls.txt");
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args(["import", "--format", "ftrace"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&db)
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reader = socscope_tracedb::TraceReader::open(&db).unwrap();
+    // The time origin: no event before zero, so the time bar starts at 0 or after.
+    assert!(reader.info().unwrap().t_min >= 0);
+    let types: Vec<String> = reader
+        .event_types()
+        .unwrap()
+        .into_iter()
+        .filter(|t| {
+            let only = socscope_tracedb::Filter::all().types([t.id]);
+            reader
+                .count(socscope_tracedb::TimeRange::all(), &only)
+                .unwrap()
+                > 0
+        })
+        .map(|t| t.name)
+        .collect();
+    assert!(types.len() >= 15, "{types:?}");
+    drop(reader);
+
+    let size = egui::Vec2::new(1900.0, 900.0);
+    let app = GuiApp::new(None, &[db], ViewKind::Gantt, false);
+    let mut h = Harness::builder()
+        .with_size(size)
+        .with_max_steps(16)
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app);
+    settle(&mut h);
+    let window = egui::Rect::from_min_size(egui::Pos2::ZERO, size);
+    let missing: Vec<&String> = types
+        .iter()
+        .filter(|t| {
+            !h.query_all_by_label(t)
+                .any(|n| window.contains_rect(n.rect()))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in the legend: {missing:?} of {types:?}"
+    );
+}

@@ -11,6 +11,7 @@ mod codec;
 mod error;
 mod filter;
 mod fuzzing;
+mod lock;
 mod model;
 mod reader;
 mod recovery;
@@ -45,7 +46,7 @@ pub use summary::SUMMARY_EVENTS_PER_CELL;
 pub use summary::{
     DEFAULT_BASE_SHIFT, DEFAULT_LEVELS, Resolution, Summary, SummaryBucket, SummaryCell,
 };
-pub use upgrade::{UpgradeReport, upgrade_trace};
+pub use upgrade::{CpuTracks, DERIVED_CPU_SLICES_STAT, UpgradeReport, upgrade_trace};
 pub use vtab::register_events_table;
 pub use writer::{
     DEFAULT_MAX_CHUNK_SPAN, DICT_BYTES, DICT_SAMPLE_BYTES, MAX_TRAININGS, SharedDictionaries,

@@ -25,6 +25,67 @@ pub const ON_CPU_TYPE: TypeId = 100_004;
 /// The state type of an idle CPU (`cpu_idle`): on a CPU producer, while its idle task (pid 0) runs.
 pub const CPU_IDLE_TYPE: TypeId = 100_005;
 
+/// The state type of a thread's time on a CPU (`running`): on the thread's producer, one per
+/// stretch between the context switches that put it on and took it off that CPU. Written by the
+/// collector's reconstruction; the CPU tracks are derived from it ([`cpu_track_slice`]).
+pub const RUNNING_TYPE: TypeId = 100_001;
+
+/// The CPU track's slice for one stretch a thread ran on a CPU (`SCHEMA.md`, CPU tracks): a state
+/// on the CPU's producer `track` from `start` to `end`, `cpu_idle` for the idle task (`tid` 0),
+/// else `on_cpu` naming the thread's producer and its id on the board.
+///
+/// The one rule for live ingest (the collector writes it beside each `running` state) and for
+/// traces written before the CPU tracks existed (`upgrade_trace` derives it from their `running`
+/// states). `out` is overwritten (its parameter vector reused); false, and `out` untouched, for an
+/// empty stretch: it says nothing, and would share its start with the next slice at the same depth.
+pub fn cpu_track_slice(
+    out: &mut Event,
+    track: ProducerId,
+    cpu: Cpu,
+    thread: ProducerId,
+    tid: u64,
+    start: Timestamp,
+    end: Timestamp,
+) -> bool {
+    if end <= start {
+        return false;
+    }
+    out.ts = start;
+    out.producer = track;
+    out.cpu = Some(cpu);
+    out.kind = EventKind::State { end, depth: 0 };
+    out.params.clear();
+    if tid == 0 {
+        out.type_id = CPU_IDLE_TYPE;
+    } else {
+        out.type_id = ON_CPU_TYPE;
+        out.params.push(ParamValue::Unsigned(u64::from(thread)));
+        out.params.push(ParamValue::Unsigned(tid));
+    }
+    true
+}
+
+/// The CPU-track types as the collector declares them (`SCHEMA.md`, CPU tracks).
+pub fn cpu_track_types() -> [EventType; 2] {
+    [
+        EventType {
+            id: ON_CPU_TYPE,
+            name: "on_cpu".into(),
+            category: EventCategory::State,
+            params: vec![
+                ParamDef::new("thread", ParamType::Unsigned),
+                ParamDef::new("tid", ParamType::Unsigned),
+            ],
+        },
+        EventType {
+            id: CPU_IDLE_TYPE,
+            name: "cpu_idle".into(),
+            category: EventCategory::State,
+            params: Vec::new(),
+        },
+    ]
+}
+
 /// Stable identifier of a stored event: `chunk_id * 4096 + index in chunk` (see `SCHEMA.md`).
 pub type EventId = i64;
 

@@ -153,11 +153,7 @@ impl Drop for TrainingSlot {
     }
 }
 
-/// Default longest trace time one chunk may span (2^36 ns ≈ 69 s): long enough that a slow
-/// stream still fills its chunks (a set-top box's sparse streams send a few events a second),
-/// short enough that the `max_span` window of a stream's lookups holds few chunks. Readers decode
-/// only the 512-event blocks they reach, so a long chunk costs them nothing more.
-pub const DEFAULT_MAX_CHUNK_SPAN: i64 = 1 << 36;
+pub use crate::codec::DEFAULT_MAX_CHUNK_SPAN;
 
 impl Default for WriterConfig {
     fn default() -> Self {

@@ -166,6 +166,12 @@ pub(crate) fn longest_of_class(class: u32) -> Option<i64> {
     }
 }
 
+/// Default longest trace time one chunk may span (2^36 ns ≈ 69 s): long enough that a slow
+/// stream still fills its chunks (a set-top box's sparse streams send a few events a second),
+/// short enough that the `max_span` window of a stream's lookups holds few chunks. Readers decode
+/// only the 512-event blocks they reach, so a long chunk costs them nothing more.
+pub const DEFAULT_MAX_CHUNK_SPAN: i64 = 1 << 36;
+
 /// The stream of an event: `category << 24 | class << 16 | cpu` (cpu `0xFFFF` = none).
 pub fn stream_id(category: EventCategory, class: u32, cpu: Option<Cpu>) -> i64 {
     (i64::from(category.code()) << 24) | (i64::from(class) << 16) | i64::from(cpu.unwrap_or(0xFFFF))
