@@ -279,8 +279,6 @@ struct RingState {
     in_flight: bool,
     /// A dump is sending this ring's window: no block is overwritten until it is out.
     dumping: bool,
-    /// Records of the blocks closed so far.
-    closed_records: u64,
     dropped: u64,
     /// Overwritten since the last dump, and since the start.
     overwritten: u64,
@@ -301,7 +299,6 @@ impl RingState {
         closed: 0,
         in_flight: false,
         dumping: false,
-        closed_records: 0,
         dropped: 0,
         overwritten: 0,
         overwritten_total: 0,
@@ -310,6 +307,12 @@ impl RingState {
     /// Whether a block is open.
     fn open(&self) -> bool {
         self.limit != 0
+    }
+
+    /// Records of the blocks closed so far: every sequence number given out when a block closed or a
+    /// record was dropped (not kept: 8 bytes of RAM per CPU).
+    fn closed_records(&self) -> u64 {
+        self.next_seq - self.dropped
     }
 
     /// The sequence number the next record gets.
@@ -483,20 +486,57 @@ const V64: usize = 10;
 /// (at most 32 bits: a longer gap opens a new block, whose base carries the time).
 const RECORD_HEAD: usize = 3 + V32;
 
-/// The first argument of [`Agent::push_values`]: the CPU (bits 0–15), the record type (bits 16–23) and
-/// whether the last value is an address (bit 24), in one register.
-const fn record_head(cpu: u16, ty: Builtin, address_last: bool) -> u32 {
-    cpu as u32 | (ty.id() as u32) << 16 | (address_last as u32) << 24
+/// The first argument of the record paths ([`Agent::push_small`] and the others), in one register: the
+/// CPU (bits 0–15), the record type (bits 16–22: built-in ids are below 128), the values' shape (bits
+/// 23–25: [`NO_VALUE`] and the others; for [`Agent::push_values`], [`ONE_ADDRESS`] says the last value
+/// is an address) and the longest encoding of the values (bits 26–31), all but the CPU known when the
+/// kind is compiled. A path that knows its shape gets [`NO_VALUE`] here: its head is then a constant of
+/// one instruction (`cpu | type << 16`), where the shape's bits would take two.
+const fn record_head(cpu: u16, ty: Builtin, shape: u8) -> u32 {
+    cpu as u32 | (ty.id() as u32 & 0x7f) << 16 | shape_bits(shape)
 }
 
-/// What [`Agent::push_small`] writes after a record's type and delta (its `SHAPE`): nothing, one value
-/// of up to 32 bits (`lo`), one of up to 64 (`lo`, `hi`), an address delta (`lo`, `hi`: the address),
-/// or two values of up to 32 bits (`lo`, then `hi`). One copy of the path per shape used.
+/// A shape and the longest encoding of a record of that shape (type, delta, values) in a
+/// [`record_head`]'s bits 23–31; none for [`NO_VALUE`].
+const fn shape_bits(shape: u8) -> u32 {
+    let params_len = match shape {
+        NO_VALUE => return 0,
+        ONE_U32 => V32,
+        ONE_U64 | ONE_ADDRESS => V64,
+        TWO_U32 => 2 * V32,
+        _ => 0,
+    };
+    (shape as u32) << 23 | ((RECORD_HEAD + params_len) as u32) << 26
+}
+
+/// The record type, shape and values' longest encoding of a [`record_head`].
+#[inline(always)]
+const fn head_type(head: u32) -> u16 {
+    (head >> 16) as u16 & 0x7f
+}
+
+#[inline(always)]
+const fn head_shape(head: u32) -> u8 {
+    (head >> 23) as u8 & 7
+}
+
+#[inline(always)]
+const fn head_params_len(head: u32) -> usize {
+    ((head >> 26) as usize).wrapping_sub(RECORD_HEAD)
+}
+
+/// What [`Agent::push_small`] writes after a record's type and delta (the shape in its `head`): nothing,
+/// one value of up to 32 bits (`lo`), one of up to 64 (`lo`, `hi`), an address delta (`lo`, `hi`: the
+/// address), or two values of up to 32 bits (`lo`, then `hi`). One copy of the path for every shape.
 const NO_VALUE: u8 = 0;
 const ONE_U32: u8 = 1;
 const ONE_U64: u8 = 2;
 const ONE_ADDRESS: u8 = 3;
 const TWO_U32: u8 = 4;
+/// No value, on the shared [`Agent::push_small`] copy (which reads the record's length from its head).
+const NO_VALUE_SHARED: u8 = 5;
+/// The [`Agent::push_small`] copy of the shapes that have none of their own.
+const SHARED: u8 = 7;
 
 /// How the record path keeps other contexts out of a ring while it writes.
 trait Exclusion {
@@ -562,7 +602,7 @@ struct Link<const CPUS: usize, const OUT: usize> {
     dump: DumpState<CPUS>,
     frames: u64,
     bytes: u64,
-    out: [u8; OUT],
+    _out: core::marker::PhantomData<[u8; OUT]>,
 }
 
 /// Where a dump stands (a transport that takes one frame per call dumps over several calls).
@@ -733,7 +773,7 @@ impl<
                 },
                 frames: 0,
                 bytes: 0,
-                out: [0; OUT],
+                _out: core::marker::PhantomData,
             }),
             static_producers: &[],
             static_types: &[],
@@ -748,8 +788,8 @@ impl<
     fn fit_hello(&mut self) {
         loop {
             let hello = self.hello(u64::MAX);
-            let link = self.link.get_mut();
-            if encode::encode_hello(&mut link.out, &hello).is_ok() {
+            let mut out = [0u8; OUT];
+            if encode::encode_hello(&mut out, &hello).is_ok() {
                 return;
             }
             let c = &mut self.config;
@@ -799,7 +839,7 @@ impl<
             for ring in &self.rings {
                 // SAFETY: ring states are only touched inside the critical section.
                 let r = unsafe { &*ring.state.get() };
-                s.records += r.closed_records + u64::from(if r.open() { r.count } else { 0 });
+                s.records += r.closed_records() + u64::from(if r.open() { r.count } else { 0 });
                 s.dropped += r.dropped;
                 s.overwritten += r.overwritten_total;
             }
@@ -886,8 +926,8 @@ impl<
         if def.name.len() > MAX_NAME_LEN {
             return Err(AgentError::NameTooLong);
         }
-        let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*def)])
+        let mut out = [0u8; OUT];
+        encode::encode_dictionary(&mut out, &[DictEntry::Producer(*def)])
             .map_err(|_| AgentError::DeclarationTooLarge)?;
         Ok(())
     }
@@ -906,8 +946,8 @@ impl<
         if self.custom_types().any(|t| t.id == def.id) {
             return Err(AgentError::DuplicateType);
         }
-        let link = self.link.get_mut();
-        encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*def)])
+        let mut out = [0u8; OUT];
+        encode::encode_dictionary(&mut out, &[DictEntry::EventType(*def)])
             .map_err(|_| AgentError::DeclarationTooLarge)?;
         Ok(())
     }
@@ -1010,21 +1050,24 @@ impl<
     /// the kind), the last one an address delta when `head` says so.
     #[inline(never)]
     fn push_values<X: Exclusion>(&self, head: u32, values: &[u64]) -> Result<Recorded, AgentError> {
-        let address_last = head >> 24 != 0;
-        // Built-in ids are below 128: one byte.
-        let ty = u16::from((head >> 16) as u8 & 0x7f);
-        let stored = self.push_with::<X>(head as u16, ty, values.len() * V64, |c, ring| {
-            if let Some((&last, rest)) = values.split_last() {
-                for &v in rest {
-                    c.u64(v);
+        let address_last = head_shape(head) == ONE_ADDRESS;
+        let stored = self.push_with::<X>(
+            head as u16,
+            head_type(head),
+            values.len() * V64,
+            |c, ring| {
+                if let Some((&last, rest)) = values.split_last() {
+                    for &v in rest {
+                        c.u64(v);
+                    }
+                    if address_last {
+                        address(c, ring, last);
+                    } else {
+                        c.u64(last);
+                    }
                 }
-                if address_last {
-                    address(c, ring, last);
-                } else {
-                    c.u64(last);
-                }
-            }
-        });
+            },
+        );
         match stored {
             Ok(outcome) => outcome,
             Err(now) => self.push_values_again::<X>(head, values, now),
@@ -1047,37 +1090,50 @@ impl<
     }
 
     /// The record path of the built-in kinds with at most two values (the common kinds: `irq_entry`,
-    /// `context_switch`, `wakeup`, `mark`, the exits…), one copy per `SHAPE` (see [`ONE_U32`] and the
-    /// others): the values come in registers and are written with no loop or test of the shape.
-    /// `head` is [`record_head`].
+    /// `context_switch`, `wakeup`, `mark`, the exits…): `head` is [`record_head`], whose shape says
+    /// what `lo` and `hi` hold; the values come in registers and are written with no loop. `COPY`:
+    /// [`SHARED`], one copy for the kinds with no value, one value of up to 32 bits or one of up to 64
+    /// (the shape tested when the record is written), or a copy of its own for [`TWO_U32`] and
+    /// [`ONE_ADDRESS`] (the context switch and the functions, near the bound of 100 instructions
+    /// with a test of the shape: see BENCHMARKS.md).
     #[inline(never)]
-    fn push_small<X: Exclusion, const SHAPE: u8>(
+    fn push_small<X: Exclusion, const COPY: u8>(
         &self,
         head: u32,
         lo: u32,
         hi: u32,
     ) -> Result<Recorded, AgentError> {
-        // Built-in ids are below 128: one byte.
-        let ty = u16::from((head >> 16) as u8 & 0x7f);
+        let params_len = match COPY {
+            SHARED => head_params_len(head),
+            _ => head_params_len(shape_bits(COPY)),
+        };
         let stored =
             self.push_with::<X>(
                 head as u16,
-                ty,
-                Self::small_len(SHAPE),
-                |c, ring| match SHAPE {
-                    ONE_U32 => c.u32(lo),
-                    ONE_U64 => c.u64(u64::from(hi) << 32 | u64::from(lo)),
-                    ONE_ADDRESS => address(c, ring, u64::from(hi) << 32 | u64::from(lo)),
+                head_type(head),
+                params_len,
+                |c, ring| match COPY {
                     TWO_U32 => {
                         c.u32(lo);
                         c.u32(hi);
                     }
-                    _ => {}
+                    ONE_ADDRESS => address(c, ring, u64::from(hi) << 32 | u64::from(lo)),
+                    _ => match head_shape(head) {
+                        ONE_U32 => c.u32(lo),
+                        ONE_U64 => c.u64(u64::from(hi) << 32 | u64::from(lo)),
+                        _ => {}
+                    },
                 },
             );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_small_again::<X>(head | u32::from(SHAPE) << 25, lo, hi, now),
+            Err(now) => {
+                let head = match COPY {
+                    SHARED => head,
+                    _ => head | shape_bits(COPY),
+                };
+                self.push_small_again::<X>(head, lo, hi, now)
+            }
         }
     }
 
@@ -1090,8 +1146,7 @@ impl<
         nr: u32,
         args: &[u64; 4],
     ) -> Result<Recorded, AgentError> {
-        let ty = u16::from((head >> 16) as u8 & 0x7f);
-        let stored = self.push_with::<X>(head as u16, ty, V32 + 4 * V64, |c, _| {
+        let stored = self.push_with::<X>(head as u16, head_type(head), V32 + 4 * V64, |c, _| {
             c.u32(nr);
             let [a0, a1, a2, a3] = *args;
             c.u64(a0);
@@ -1121,18 +1176,7 @@ impl<
         }
     }
 
-    /// The longest encoding of a [`Agent::push_small`] shape's values.
-    const fn small_len(shape: u8) -> usize {
-        match shape {
-            ONE_U32 => V32,
-            ONE_U64 | ONE_ADDRESS => V64,
-            TWO_U32 => 2 * V32,
-            _ => 0,
-        }
-    }
-
-    /// [`Agent::push_small`] after [`Agent::make_room`], one copy for every shape: `head` carries the
-    /// shape in bits 25–27.
+    /// [`Agent::push_small`] after [`Agent::make_room`].
     #[cold]
     #[inline(never)]
     fn push_small_again<X: Exclusion>(
@@ -1142,17 +1186,13 @@ impl<
         hi: u32,
         now: u64,
     ) -> Result<Recorded, AgentError> {
-        let shape = (head >> 25) as u8 & 7;
-        let head = head & ((1 << 25) - 1);
-        if let Err(outcome) = self.make_room::<X>(head as u16, Self::small_len(shape), now) {
-            return outcome;
-        }
-        match shape {
-            ONE_U32 => self.push_small::<X, ONE_U32>(head, lo, hi),
-            ONE_U64 => self.push_small::<X, ONE_U64>(head, lo, hi),
-            ONE_ADDRESS => self.push_small::<X, ONE_ADDRESS>(head, lo, hi),
-            TWO_U32 => self.push_small::<X, TWO_U32>(head, lo, hi),
-            _ => self.push_small::<X, NO_VALUE>(head, lo, hi),
+        match self.make_room::<X>(head as u16, head_params_len(head), now) {
+            Ok(()) => match head_shape(head) {
+                TWO_U32 => self.push_small::<X, TWO_U32>(head, lo, hi),
+                ONE_ADDRESS => self.push_small::<X, ONE_ADDRESS>(head, lo, hi),
+                _ => self.push_small::<X, SHARED>(head, lo, hi),
+            },
+            Err(outcome) => outcome,
         }
     }
 
@@ -1167,7 +1207,7 @@ impl<
     ) -> Result<Recorded, AgentError> {
         let stored = self.push_with::<X>(
             head as u16,
-            u16::from((head >> 16) as u8 & 0x7f),
+            head_type(head),
             2 * V32 + text.len(),
             |c, _| {
                 if let Some(n) = number {
@@ -1402,9 +1442,10 @@ impl<
                 cpu: cpu as u16,
                 sequences,
             };
-            let n = encode::encode_cpu_total(&mut link.out, &total)
-                .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n =
+                encode::encode_cpu_total(&mut out, &total).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.totals_sent += 1;
         }
         let stats = self.stats_unlocked();
@@ -1413,8 +1454,9 @@ impl<
             records: stats.0,
             dropped: stats.1,
         };
-        let n = encode::encode_bye(&mut link.out, &bye).map_err(|_| TransportError::Closed)?;
-        self.write_out(link, transport, n)
+        let mut out = [0u8; OUT];
+        let n = encode::encode_bye(&mut out, &bye).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, &out, n)
     }
 
     /// Post-mortem mode: sends what the rings hold now, as a session of its own — `Hello` (whose
@@ -1437,9 +1479,9 @@ impl<
         }
         if !link.hello_sent {
             let hello = self.hello(link.dump.oldest_ticks);
-            let n =
-                encode::encode_hello(&mut link.out, &hello).map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n = encode::encode_hello(&mut out, &hello).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
         }
         self.send_dictionary(link, transport)?;
@@ -1455,9 +1497,10 @@ impl<
                     first_seq,
                     overwritten: link.dump.overwritten.get(cpu).copied().unwrap_or(0),
                 };
-                let n = encode::encode_window(&mut link.out, &window)
-                    .map_err(|_| TransportError::Closed)?;
-                self.write_out(link, transport, n)?;
+                let mut out = [0u8; OUT];
+                let n =
+                    encode::encode_window(&mut out, &window).map_err(|_| TransportError::Closed)?;
+                self.write_out(link, transport, &out, n)?;
                 if let Some(s) = link.sent_seq.get_mut(cpu) {
                     *s = first_seq;
                 }
@@ -1473,9 +1516,10 @@ impl<
                 cpu: cpu as u16,
                 sequences: link.dump.until.get(cpu).copied().unwrap_or(0),
             };
-            let n = encode::encode_cpu_total(&mut link.out, &total)
-                .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n =
+                encode::encode_cpu_total(&mut out, &total).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.totals_sent += 1;
         }
         let bye = Bye {
@@ -1483,8 +1527,9 @@ impl<
             records: link.dump.records,
             dropped: link.dump.dropped,
         };
-        let n = encode::encode_bye(&mut link.out, &bye).map_err(|_| TransportError::Closed)?;
-        self.write_out(link, transport, n)?;
+        let mut out = [0u8; OUT];
+        let n = encode::encode_bye(&mut out, &bye).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, &out, n)?;
         // The next dump is a session of its own: Hello and dictionary again.
         critical_section::with(|_| {
             for ring in &self.rings {
@@ -1535,7 +1580,7 @@ impl<
                     *o = s.overwritten;
                 }
                 s.overwritten = 0;
-                totals.0 += s.closed_records;
+                totals.0 += s.closed_records();
                 totals.1 += s.dropped;
             }
         });
@@ -1616,14 +1661,15 @@ impl<
         }
     }
 
-    /// Writes the first `n` bytes of the control-frame buffer.
+    /// Writes the first `n` bytes of a control frame built in `out` (on the drain's stack).
     fn write_out<T: Transport>(
         &self,
         link: &mut Link<CPUS, OUT>,
         transport: &mut T,
+        out: &[u8],
         n: usize,
     ) -> Result<(), TransportError> {
-        let frame = link.out.get(..n).ok_or(TransportError::Closed)?;
+        let frame = out.get(..n).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
         link.frames += 1;
         link.bytes += n as u64;
@@ -1655,9 +1701,10 @@ impl<
             link.types_sent = 0;
         }
         if !link.hello_sent {
-            let n = encode::encode_hello(&mut link.out, &self.hello(link.session_start_ticks))
+            let mut out = [0u8; OUT];
+            let n = encode::encode_hello(&mut out, &self.hello(link.session_start_ticks))
                 .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
             link.last_hello_ticks = now;
             link.last_frame_ticks = now;
@@ -1679,9 +1726,9 @@ impl<
                 records,
                 dropped,
             };
-            let n =
-                encode::encode_heartbeat(&mut link.out, &hb).map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            let mut out = [0u8; OUT];
+            let n = encode::encode_heartbeat(&mut out, &hb).map_err(|_| TransportError::Closed)?;
+            self.write_out(link, transport, &out, n)?;
             link.last_frame_ticks = now;
         }
         Ok(())
@@ -1703,9 +1750,10 @@ impl<
                 self.producers.get(i)
             })
         {
-            let n = encode::encode_dictionary(&mut link.out, &[DictEntry::Producer(*p)])
+            let mut out = [0u8; OUT];
+            let n = encode::encode_dictionary(&mut out, &[DictEntry::Producer(*p)])
                 .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            self.write_out(link, transport, &out, n)?;
             link.producers_sent += 1;
         }
         while let Some(t) = link
@@ -1715,9 +1763,10 @@ impl<
                 self.types.get(i)
             })
         {
-            let n = encode::encode_dictionary(&mut link.out, &[DictEntry::EventType(*t)])
+            let mut out = [0u8; OUT];
+            let n = encode::encode_dictionary(&mut out, &[DictEntry::EventType(*t)])
                 .map_err(|_| TransportError::Closed)?;
-            self.write_out(link, transport, n)?;
+            self.write_out(link, transport, &out, n)?;
             link.types_sent += 1;
         }
         Ok(())
@@ -1832,8 +1881,9 @@ impl<
             first_seq,
             count,
         };
-        let n = encode::encode_loss(&mut link.out, &frame).map_err(|_| TransportError::Closed)?;
-        self.write_out(link, transport, n)
+        let mut out = [0u8; OUT];
+        let n = encode::encode_loss(&mut out, &frame).map_err(|_| TransportError::Closed)?;
+        self.write_out(link, transport, &out, n)
     }
 
     /// Frames the CPU's claimed block where it lies (once: a frame the transport refused stays framed)
@@ -1895,7 +1945,6 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     s.wr = 0;
     s.limit = 0;
     s.closed += 1;
-    s.closed_records += u64::from(s.count);
     s.next_seq = s.first_seq + u64::from(s.count);
 }
 
@@ -1966,7 +2015,7 @@ fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
 /// inlined into its callers, so flash grows with the kinds used, not with the call sites).
 macro_rules! record_kinds {
     ($( $(#[$doc:meta])* $name:ident ( $($arg:ident : $t:ty),* ) =>
-        $path:ident $([$shape:ident])? ($kind:ident, $addr:expr $(, $v:expr)*); )*) => {
+        $path:ident $([$copy:ident])? ($kind:ident, $shape:ident $(, $v:expr)*); )*) => {
         impl<
             C: Clock,
             const CPUS: usize,
@@ -1981,7 +2030,7 @@ macro_rules! record_kinds {
                 $(#[$doc])*
                 #[inline]
                 pub fn $name(&self, cpu: u16 $(, $arg: $t)*) -> Result<Recorded, AgentError> {
-                    self.$path::<Masked $(, $shape)?>(record_head(cpu, Builtin::$kind, $addr) $(, $v)*)
+                    self.$path::<Masked $(, $copy)?>(record_head(cpu, Builtin::$kind, $shape) $(, $v)*)
                 }
             )*
         }
@@ -2000,7 +2049,7 @@ macro_rules! record_kinds {
                 $(#[$doc])*
                 #[inline]
                 pub fn $name(&mut self, cpu: u16 $(, $arg: $t)*) -> Result<Recorded, AgentError> {
-                    self.agent.$path::<Borrowed $(, $shape)?>(record_head(cpu, Builtin::$kind, $addr) $(, $v)*)
+                    self.agent.$path::<Borrowed $(, $copy)?>(record_head(cpu, Builtin::$kind, $shape) $(, $v)*)
                 }
             )*
         }
@@ -2010,39 +2059,39 @@ macro_rules! record_kinds {
 record_kinds! {
     /// `C`: the running thread on `cpu` changes from `prev` to `next`.
     context_switch(prev: u32, next: u32) =>
-        push_small[TWO_U32](ContextSwitch, false, prev, next);
+        push_small[TWO_U32](ContextSwitch, NO_VALUE, prev, next);
     /// `I`: interrupt `irq` starts.
-    irq_entry(irq: u32) => push_small[ONE_U32](IrqEntry, false, irq, 0);
+    irq_entry(irq: u32) => push_small[SHARED](IrqEntry, ONE_U32, irq, 0);
     /// `i`: the current interrupt ends.
-    irq_exit() => push_small[NO_VALUE](IrqExit, false, 0, 0);
+    irq_exit() => push_small[SHARED](IrqExit, NO_VALUE_SHARED, 0, 0);
     /// `S`: a soft IRQ handler starts.
-    softirq_entry(handler: u64) => push_small[ONE_ADDRESS](SoftIrqEntry, true, handler as u32, (handler >> 32) as u32);
+    softirq_entry(handler: u64) => push_small[ONE_ADDRESS](SoftIrqEntry, NO_VALUE, handler as u32, (handler >> 32) as u32);
     /// `s`: the current soft IRQ ends.
-    softirq_exit() => push_small[NO_VALUE](SoftIrqExit, false, 0, 0);
+    softirq_exit() => push_small[SHARED](SoftIrqExit, NO_VALUE_SHARED, 0, 0);
     /// `E`: system call `nr` starts with arguments `args`.
     syscall_entry(nr: u32, args: [u64; 4]) =>
-        push_syscall(SyscallEntry, false, nr, &args);
+        push_syscall(SyscallEntry, NO_VALUE, nr, &args);
     /// `X`: system call `nr` returns `ret`.
     syscall_exit(nr: u32, ret: i64) =>
-        push_values(SyscallExit, false, &[u64::from(nr), socscope_wire::varint::zigzag(ret)]);
+        push_values(SyscallExit, NO_VALUE, &[u64::from(nr), socscope_wire::varint::zigzag(ret)]);
     /// `W`: the running thread wakes thread `pid`.
-    wakeup(pid: u32) => push_small[ONE_U32](Wakeup, false, pid, 0);
+    wakeup(pid: u32) => push_small[SHARED](Wakeup, ONE_U32, pid, 0);
     /// `K`: a text marker.
-    marker(text: &str) => push_string(Marker, false, None, text);
+    marker(text: &str) => push_string(Marker, NO_VALUE, None, text);
     /// `KM`: a numbered mark.
-    mark(id: u64) => push_small[ONE_U64](Mark, false, id as u32, (id >> 32) as u32);
+    mark(id: u64) => push_small[SHARED](Mark, ONE_U64, id as u32, (id >> 32) as u32);
     /// `U`: a user function at `address` starts.
-    user_entry(address: u64) => push_small[ONE_ADDRESS](UserEntry, true, address as u32, (address >> 32) as u32);
+    user_entry(address: u64) => push_small[ONE_ADDRESS](UserEntry, NO_VALUE, address as u32, (address >> 32) as u32);
     /// `u`: the current user function returns.
-    user_exit() => push_small[NO_VALUE](UserExit, false, 0, 0);
+    user_exit() => push_small[SHARED](UserExit, NO_VALUE_SHARED, 0, 0);
     /// `Kc`: thread `pid` named `name` is created.
-    thread_create(pid: u32, name: &str) => push_string(ThreadCreate, false, Some(pid), name);
+    thread_create(pid: u32, name: &str) => push_string(ThreadCreate, NO_VALUE, Some(pid), name);
     /// `KX`: thread `pid` exits.
-    thread_exit(pid: u32) => push_small[ONE_U32](ThreadExit, false, pid, 0);
+    thread_exit(pid: u32) => push_small[SHARED](ThreadExit, ONE_U32, pid, 0);
     /// `MM`: `size` bytes allocated at `ptr`.
-    kmalloc(size: u64, ptr: u64) => push_values(Kmalloc, true, &[size, ptr]);
+    kmalloc(size: u64, ptr: u64) => push_values(Kmalloc, ONE_ADDRESS, &[size, ptr]);
     /// `MF`: the allocation at `ptr` is freed.
-    kfree(ptr: u64) => push_small[ONE_ADDRESS](Kfree, true, ptr as u32, (ptr >> 32) as u32);
+    kfree(ptr: u64) => push_small[ONE_ADDRESS](Kfree, NO_VALUE, ptr as u32, (ptr >> 32) as u32);
 }
 
 /// The agent borrowed by one context ([`Agent::exclusive`]): the same record methods with no critical

@@ -80,11 +80,13 @@ impl Engine {
             .with_target_partitions(threads)
             .with_batch_size(8192)
             .with_information_schema(true);
-        // Filters evaluated while decoding (only matching rows are materialised) and pages skipped by
-        // their index: what makes the selective queries cheap.
+        // Row groups and pages are skipped by their statistics and index (events are in time order, so
+        // a time range reads only its pages). Filters are not pushed into the decoder: on this dataset
+        // they keep most rows (`category = 'state'` keeps 88 %, a board's hour all of it), and building
+        // the row selections cost 10–20 % more CPU than filtering decoded batches (measured on
+        // `bench fleet`'s queries).
         let opts = config.options_mut();
-        opts.execution.parquet.pushdown_filters = true;
-        opts.execution.parquet.reorder_filters = true;
+        opts.execution.parquet.pushdown_filters = false;
         opts.execution.parquet.enable_page_index = true;
         let ctx = SessionContext::new_with_config_rt(config, env);
         for table in Table::ALL {

@@ -73,79 +73,53 @@ pub fn seal_in_place_with(
         buf.get(1..1 + decoded_len)
             .ok_or(EncodeError::BufferTooSmall)?,
     );
-    let end = 1 + decoded_len + CRC_LEN;
+    let mut end = 1 + decoded_len + CRC_LEN;
     buf.get_mut(1 + decoded_len..end)
         .ok_or(EncodeError::BufferTooSmall)?
         .copy_from_slice(&crc.to_le_bytes());
-    let splits = if end > 255 {
-        count_full_runs(buf, end)?
-    } else {
-        0
-    };
-    if splits == 0 {
-        set(buf, end, 0)?;
-        stuff_zeros(buf, end);
-        return Ok(end + 1);
-    }
-    // Each run of 254 non-zero bytes needs a code byte of its own: move the data up by that many bytes
-    // once, then encode it downwards into place (the write position never passes the read position).
-    if end + splits >= buf.len() {
-        return Err(EncodeError::BufferTooSmall);
-    }
-    let mut j = end;
-    while j > 1 {
-        j -= 1;
-        let b = buf.get(j).copied().unwrap_or(0);
-        set(buf, j + splits, b)?;
-    }
-    let data_end = end + splits;
-    let (mut r, mut w, mut code_at) = (1 + splits, 1, 0);
+    // COBS in place, one pass: each zero becomes the code byte of the block after it (`buf[0]` is the
+    // first block's), so the data stays where it is, except after a block of 254 non-zero bytes that
+    // more data follows: its code byte (0xFF) carries no zero, so the next block's code byte is
+    // inserted and the rest moves up by one (rare: at most once per 254 bytes). Byte by byte: this
+    // path serves control frames and long `Events` frames; a board's ring blocks take
+    // `seal_fletcher_short`.
+    let (mut code_at, mut i) = (0, 1);
     loop {
-        let mut run = 0;
-        while r < data_end && run < 254 {
-            let b = buf.get(r).copied().unwrap_or(0);
-            if b == 0 {
+        // Four bytes at a time while they hold no zero and the block stays under 254 data bytes (a
+        // word has a zero byte exactly when `(w - 0x01010101) & !w & 0x80808080` is not 0): a host's
+        // 4 KiB blocks are framed at several bytes per cycle.
+        while i + 4 <= end && i + 4 - code_at < 255 {
+            let Some(w) = buf.get(i..i + 4).and_then(|w| <[u8; 4]>::try_from(w).ok()) else {
+                break;
+            };
+            let w = u32::from_le_bytes(w);
+            if w.wrapping_sub(0x0101_0101) & !w & 0x8080_8080 != 0 {
                 break;
             }
-            set(buf, w, b)?;
-            w += 1;
-            r += 1;
-            run += 1;
+            i += 4;
         }
-        if r == data_end {
-            set(buf, code_at, (run + 1) as u8)?;
-            break;
-        }
-        if run == 254 {
-            set(buf, code_at, 0xFF)?;
-        } else {
-            // The zero that ends this block.
-            set(buf, code_at, (run + 1) as u8)?;
-            r += 1;
-        }
-        code_at = w;
-        w += 1;
-    }
-    set(buf, w, 0)?;
-    Ok(w + 1)
-}
-
-/// How many code bytes COBS inserts into `buf[1..end]`: one per run of 254 non-zero bytes that more
-/// data follows.
-fn count_full_runs(buf: &[u8], end: usize) -> Result<usize, EncodeError> {
-    let data = buf.get(1..end).ok_or(EncodeError::BufferTooSmall)?;
-    let (mut at, mut splits) = (0, 0);
-    loop {
-        let window = data.get(at..(at + 254).min(data.len())).unwrap_or_default();
-        match find_zero(window) {
-            Some(k) => at += k + 1,
-            None if at + 254 >= data.len() => return Ok(splits),
-            None => {
-                splits += 1;
-                at += 254;
+        if i - code_at == 255 && i < end {
+            // Moved by hand, downwards: `copy_within` would link a 700-byte `memmove` on a board.
+            let mut j = end;
+            while j > i {
+                let byte = buf.get(j - 1).copied().ok_or(EncodeError::BufferTooSmall)?;
+                set(buf, j, byte)?;
+                j -= 1;
             }
+            set(buf, code_at, 0xFF)?;
+            code_at = i;
+            end += 1;
+        } else if i >= end {
+            break;
+        } else if buf.get(i).copied() == Some(0) {
+            set(buf, code_at, (i - code_at) as u8)?;
+            code_at = i;
         }
+        i += 1;
     }
+    set(buf, code_at, (end - code_at) as u8)?;
+    set(buf, end, 0)?;
+    Ok(end + 1)
 }
 
 /// [`seal_in_place_with`] Fletcher-32 for a frame of at most 255 encoded bytes before the delimiter
@@ -214,60 +188,6 @@ fn seal_fletcher_short(buf: &mut [u8], decoded_len: usize) -> Result<usize, Enco
         p.add(end).write(0);
     }
     Ok(end + 1)
-}
-
-/// COBS in place for a frame with no run of 254 non-zero bytes in `buf[1..end]`: the code byte of each
-/// block goes where the zero that ends the previous block was (`buf[0]` for the first), the data stays
-/// where it is. Reads four bytes at a time (a word has a zero byte exactly when `(w - 0x01010101) & !w &
-/// 0x80808080` is not 0) and rewrites only the zeros: a board's cost per byte is a few instructions.
-fn stuff_zeros(buf: &mut [u8], end: usize) {
-    let end = end.min(buf.len().saturating_sub(1));
-    let p = buf.as_mut_ptr();
-    let mut code_at = 0usize;
-    let mut i = 1usize;
-    // SAFETY: every index read or written is below `end`, which is below `buf.len()`; `code_at` is 0 or
-    // an index already read (below `i`).
-    unsafe {
-        while i + 4 <= end {
-            let w = u32::from_le(p.add(i).cast::<u32>().read_unaligned());
-            if w.wrapping_sub(0x0101_0101) & !w & 0x8080_8080 != 0 {
-                for k in 0..4 {
-                    if (w >> (8 * k)) & 0xff == 0 {
-                        p.add(code_at).write((i + k - code_at) as u8);
-                        code_at = i + k;
-                    }
-                }
-            }
-            i += 4;
-        }
-        while i < end {
-            if p.add(i).read() == 0 {
-                p.add(code_at).write((i - code_at) as u8);
-                code_at = i;
-            }
-            i += 1;
-        }
-        p.add(code_at).write((end - code_at) as u8);
-    }
-}
-
-/// The index of the first zero byte, looked for four bytes at a time (a word has a zero byte exactly when
-/// `(w - 0x01010101) & !w & 0x80808080` is not 0): COBS's cost per byte on a board.
-fn find_zero(data: &[u8]) -> Option<usize> {
-    let mut words = data.chunks_exact(4);
-    let mut at = 0;
-    for w in &mut words {
-        let v = u32::from_le_bytes(<[u8; 4]>::try_from(w).unwrap_or_default());
-        if v.wrapping_sub(0x0101_0101) & !v & 0x8080_8080 != 0 {
-            return w.iter().position(|&b| b == 0).map(|k| at + k);
-        }
-        at += 4;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&b| b == 0)
-        .map(|k| at + k)
 }
 
 #[inline]
@@ -710,24 +630,6 @@ mod tests {
             .unwrap();
             assert_eq!(&buf[..m - 1], &expected[..n], "len {}", data.len());
             assert_eq!(buf[m - 1], 0);
-        }
-    }
-
-    #[test]
-    fn find_zero_finds_the_first_zero_at_every_position() {
-        for len in 0..40 {
-            for z in 0..=len {
-                let mut d = [0x5au8; 40];
-                if z < len {
-                    d[z] = 0;
-                    d[(z + 1..len).next().unwrap_or(z)] = 0;
-                }
-                assert_eq!(
-                    find_zero(&d[..len]),
-                    (z < len).then_some(z),
-                    "len {len} zero at {z}"
-                );
-            }
         }
     }
 

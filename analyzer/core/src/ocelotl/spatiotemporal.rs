@@ -1444,6 +1444,73 @@ mod tests {
             })
     }
 
+    /// Longer series than [`tree_model`] (rows longer than several vector chunks), made of a
+    /// few phases with noise, plus exact repeats and zeros for ties.
+    fn long_tree_model() -> impl Strategy<Value = (MicroscopicModel, SpatialHierarchy)> {
+        (
+            prop::collection::vec(1usize..=2, 1..=2),
+            24usize..=80,
+            1usize..=3,
+            prop::collection::vec((0.0..4.0f64, 0.0..4.0f64, 0.0..4.0f64), 1..=4),
+        )
+            .prop_flat_map(|(fan_out, t, u, phases)| {
+                let h = SpatialHierarchy::balanced(&fan_out);
+                let s = h.leaf_count(h.root());
+                let noise = prop_oneof![Just(0.0), Just(0.0), Just(1.0), 0.0..0.5f64];
+                prop::collection::vec(noise, t * s * u).prop_map(move |noise| {
+                    let values = noise
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &x)| {
+                            let (slice, rest) = (i / (s * u), i % (s * u));
+                            let phase = phases[slice * phases.len() / t];
+                            let level = [phase.0, phase.1, phase.2][rest % 3];
+                            (level + x).floor()
+                        })
+                        .collect();
+                    (MicroscopicModel::new(t, s, u, values).unwrap(), h.clone())
+                })
+            })
+    }
+
+    /// The fast DP's cut tables (every leaf row recomputed) against [`literal_cuts`].
+    fn check_against_literal(
+        q: &SpatiotemporalQualities,
+        h: &SpatialHierarchy,
+        n: usize,
+        p: f64,
+    ) -> Result<(), TestCaseError> {
+        let ev = Evaluation {
+            p,
+            observer: &NeverCancelled,
+            nodes_done: Default::default(),
+        };
+        let mut fast = vec![Vec::new(); h.len()];
+        q.solve(&ev, h.root(), None, &mut fast).unwrap();
+        let literal = literal_cuts(q, p);
+        for node in 0..h.len() {
+            if h.is_leaf(node) {
+                // Leaves keep no table: every row is recomputed on demand.
+                for k in 0..n {
+                    let row = q.leaf_row(node, k, n - 1, p);
+                    for e in k..n {
+                        prop_assert_eq!(
+                            row[e - k],
+                            literal[node][at(e, k)],
+                            "leaf {} [{}, {}]",
+                            node,
+                            k,
+                            e
+                        );
+                    }
+                }
+            } else {
+                prop_assert_eq!(&fast[node], &literal[node], "node {}", node);
+            }
+        }
+        Ok(())
+    }
+
     use proptest::prelude::*;
 
     proptest! {
@@ -1453,23 +1520,7 @@ mod tests {
         fn fast_dp_is_the_literal_dp((m, h) in tree_model(), p in prop_oneof![Just(0.0), Just(1.0), Just(0.0009765625), 0.0..=1.0f64]) {
             let n = m.slices();
             for q in [SpatiotemporalQualities::compute(&m, &h), SpatiotemporalQualities::recomputed(&m, &h)] {
-                let ev = Evaluation { p, observer: &NeverCancelled, nodes_done: Default::default() };
-                let mut fast = vec![Vec::new(); h.len()];
-                q.solve(&ev, h.root(), None, &mut fast).unwrap();
-                let literal = literal_cuts(&q, p);
-                for node in 0..h.len() {
-                    if h.is_leaf(node) {
-                        // Leaves keep no table: every row is recomputed on demand.
-                        for k in 0..n {
-                            let row = q.leaf_row(node, k, n - 1, p);
-                            for e in k..n {
-                                prop_assert_eq!(row[e - k], literal[node][at(e, k)], "leaf {} [{}, {}]", node, k, e);
-                            }
-                        }
-                    } else {
-                        prop_assert_eq!(&fast[node], &literal[node], "node {}", node);
-                    }
-                }
+                check_against_literal(&q, &h, n, p)?;
             }
         }
 
@@ -1488,6 +1539,18 @@ mod tests {
                 }
             }
             prop_assert_eq!(stored.best_partition(p), recomputed.best_partition(p));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Long rows: the vectorised maximum runs over whole chunks and tails here, and must
+        /// still pick the literal DP's cut (and aggregation flag) everywhere.
+        #[test]
+        fn fast_dp_is_the_literal_dp_on_long_series((m, h) in long_tree_model(), p in prop_oneof![Just(0.0), Just(1.0), Just(0.5), 0.0..=1.0f64]) {
+            let q = SpatiotemporalQualities::compute(&m, &h);
+            check_against_literal(&q, &h, m.slices(), p)?;
         }
     }
 }
