@@ -512,12 +512,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         }
     }
     let cpu = socscope_analysis::cpu::cpu_utilisation(&reader, range)?;
-    // A trace with `running` states but no `on_cpu` type was recorded before the CPU tracks.
-    let types = reader.event_types()?;
-    let before_tracks = types
-        .iter()
-        .any(|t| t.id == socscope_tracedb::RUNNING_TYPE && t.name == "running")
-        && !types.iter().any(|t| t.id == socscope_tracedb::ON_CPU_TYPE);
+    let before_tracks = socscope_tracedb::recorded_before_cpu_tracks(&reader.event_types()?);
     if let Some(png) = &c.png {
         render::stats(png, &snap).with_context(|| format!("cannot draw {}", png.display()))?;
     }

@@ -240,3 +240,76 @@ fn at_1900_px_the_legend_names_every_type_of_a_capture_with_many_inside_the_wind
         "not in the legend: {missing:?} of {types:?}"
     );
 }
+
+/// What the Gantt of `trace` shows for its CPU section: whether a line there says the trace has no
+/// CPU tracks (`Some(true)` when it is exactly the hint for `trace`), and whether the status line says it.
+fn cpu_section_hints(trace: &Path) -> (Option<bool>, bool) {
+    let app = GuiApp::new(None, &[trace.to_path_buf()], ViewKind::Gantt, false);
+    let mut h = Harness::builder()
+        .with_size(egui::Vec2::new(1400.0, 700.0))
+        .with_max_steps(16)
+        .build_ui_state(|ui, app: &mut GuiApp| app.ui(ui), app);
+    settle(&mut h);
+    let hint = format!(
+        "No CPU tracks in this trace (recorded before them) — run `socscope upgrade {}` to derive \
+         them",
+        trace.display()
+    );
+    let line = h
+        .query_by_label_contains("No CPU tracks in this trace")
+        .map(|_| h.query_by_label(&hint).is_some());
+    let status = h
+        .query_by_label_contains("no CPU tracks (recorded before them): `socscope upgrade`")
+        .is_some();
+    (line, status)
+}
+
+#[test]
+fn a_trace_recorded_before_the_cpu_tracks_says_so_in_the_gantt_and_not_once_upgraded() {
+    // A capture of the release before the CPU tracks (context switches, no `on_cpu`), as the
+    // upgrade tests use it.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protocols/tracedb/tests/data/v2-sim.db"),
+        &old,
+    )
+    .unwrap();
+    assert_eq!(cpu_section_hints(&old), (Some(true), true));
+    // Upgraded, the same trace has its tracks: no hint.
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .arg("upgrade")
+        .arg(&old)
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(cpu_section_hints(&old), (None, false));
+
+    // A fresh capture (written with its tracks) has none either.
+    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args([
+            "demo",
+            "--headless",
+            "--json",
+            "--duration",
+            "2",
+            "--seed",
+            "5",
+            "--dir",
+        ])
+        .arg(dir.path().join("demo"))
+        .output()
+        .expect("socscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fresh = std::path::PathBuf::from(doc["file"].as_str().unwrap());
+    assert_eq!(cpu_section_hints(&fresh), (None, false));
+}

@@ -65,6 +65,17 @@ pub fn cpu_track_slice(
     true
 }
 
+/// Whether a trace declaring `types` was recorded before the CPU tracks existed: it has the
+/// collector's `running` states (its context switches) but no `on_cpu` type, which the collector
+/// declares in every trace since the tracks exist (and `upgrade_trace` with the tracks it derives).
+/// What `socscope stats` and the GUI's Gantt check before pointing the user to `socscope upgrade`.
+pub fn recorded_before_cpu_tracks(types: &[EventType]) -> bool {
+    types
+        .iter()
+        .any(|t| t.id == RUNNING_TYPE && t.name == "running" && t.category == EventCategory::State)
+        && !types.iter().any(|t| t.id == ON_CPU_TYPE)
+}
+
 /// The CPU-track types as the collector declares them (`SCHEMA.md`, CPU tracks).
 pub fn cpu_track_types() -> [EventType; 2] {
     [

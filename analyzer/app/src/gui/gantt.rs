@@ -32,6 +32,14 @@ const LABEL_W: f32 = 190.0;
 /// Above this many events the Gantt stops loading and asks for a shorter interval.
 const MAX_EVENTS: u64 = 30_000_000;
 
+/// What the Gantt says where the CPU section would be for a trace recorded before the CPU tracks.
+fn no_cpu_tracks_hint(trace: &std::path::Path) -> String {
+    format!(
+        "No CPU tracks in this trace (recorded before them) — run `socscope upgrade {}` to derive them",
+        trace.display()
+    )
+}
+
 /// Starts a load of the Gantt's events for a step of its [`LiveLoad`].
 fn spawn(
     trace: &std::path::Path,
@@ -72,6 +80,9 @@ pub struct GanttView {
     /// Show the CPU tracks (the CPU producers' rows, with the interrupts each CPU served).
     pub cpu_tracks: bool,
     tracks: CpuTracks,
+    /// For a trace recorded before the CPU tracks existed: the line that says so where the CPU
+    /// section would be, with the command that derives them.
+    no_tracks_hint: Option<String>,
     row_offset: usize,
     cache: Option<(FrameKey, GanttFrame)>,
     /// The chart's shapes for the cached frame, drawn again as long as nothing they show changes.
@@ -117,6 +128,7 @@ impl GanttView {
             show_empty: false,
             cpu_tracks: CPU_TRACKS_SHOWN.load(std::sync::atomic::Ordering::Relaxed),
             tracks: CpuTracks::default(),
+            no_tracks_hint: None,
             row_offset: 0,
             cache: None,
             drawn: None,
@@ -138,12 +150,21 @@ impl GanttView {
         self.model.set_losses(meta.losses.clone());
         self.tracks = CpuTracks::new(&meta.producers, &meta.types);
         self.model.set_cpu_tracks(self.tracks.clone());
+        // The same test as `socscope stats` makes before pointing to `socscope upgrade`.
+        self.no_tracks_hint = socscope_tracedb::recorded_before_cpu_tracks(&meta.types)
+            .then(|| no_cpu_tracks_hint(trace));
         self.lanes = Arc::new(Lanes::new(&meta.types));
         self.view = range;
         self.cache = None;
         self.drawn = None;
         self.live
             .load(range, spawn(trace, filter, self.lanes.clone()));
+    }
+
+    /// The line shown where the CPU section would be when the trace was recorded before the CPU
+    /// tracks existed (None for a trace that has them, or had no context switches to derive them from).
+    pub fn no_cpu_tracks_hint(&self) -> Option<&str> {
+        self.no_tracks_hint.as_deref()
     }
 
     /// The interval whose events are loaded (or loading).
@@ -404,7 +425,13 @@ impl GanttView {
         let avail = ui.available_size();
         let (outer, _) = ui.allocate_exact_size(avail, Sense::hover());
         let header_h = 18.0;
-        let fit = (((outer.height() - header_h) / ROW_H).floor().max(1.0)) as usize;
+        // A trace recorded before the CPU tracks: one line above the rows, where the CPU section
+        // would start, says why its CPUs show no threads and how to get them.
+        let hint = self.no_tracks_hint.clone().filter(|_| self.cpu_tracks);
+        let hint_h = if hint.is_some() { ROW_H } else { 0.0 };
+        let fit = (((outer.height() - header_h - hint_h) / ROW_H)
+            .floor()
+            .max(1.0)) as usize;
         // When not every row fits, the last line holds the "rows a-b of n" hint rather than a row under it.
         let visible_rows = if rows_all.len() > fit {
             fit.saturating_sub(1).max(1)
@@ -422,9 +449,36 @@ impl GanttView {
         let ppp = ui.pixels_per_point();
         let snap = |v: f32| (v * ppp).round() / ppp;
         let chart = Rect::from_min_max(
-            Pos2::new(snap(outer.left() + LABEL_W), snap(outer.top() + header_h)),
+            Pos2::new(
+                snap(outer.left() + LABEL_W),
+                snap(outer.top() + header_h + hint_h),
+            ),
             outer.right_bottom(),
         );
+        if let Some(hint) = hint {
+            let strip = Rect::from_min_max(
+                Pos2::new(outer.left() + 4.0, outer.top() + header_h),
+                Pos2::new(outer.right(), chart.top()),
+            );
+            // Left-aligned over the row labels, where the eye starts reading the CPU section.
+            let mut line = ui.new_child(
+                egui::UiBuilder::new()
+                    .max_rect(strip)
+                    .layout(egui::Layout::left_to_right(egui::Align::Center)),
+            );
+            line.add(
+                egui::Label::new(
+                    egui::RichText::new(hint)
+                        .size(12.0)
+                        .color(ui.visuals().warn_fg_color),
+                )
+                .truncate(),
+            )
+            .on_hover_text(
+                "The trace's context switches were recorded before the collector wrote \
+                 CPU tracks; the upgrade derives them in place and keeps every event",
+            );
+        }
         let width = chart.width().max(1.0) as u32;
         let view = self.view;
         let painter = ui.painter_at(outer);
@@ -1235,6 +1289,14 @@ impl GroupView for GanttView {
     }
     fn stop(&mut self) {
         GanttView::stop(self);
+    }
+    /// A trace recorded before the CPU tracks: the status line says so too.
+    fn summary(&self) -> Option<String> {
+        self.no_tracks_hint.as_ref()?;
+        let events = GanttView::progress(self).map_or(0, |p| p.events);
+        Some(format!(
+            "{events} events · no CPU tracks (recorded before them): `socscope upgrade` derives them"
+        ))
     }
     fn capped(&self) -> Option<String> {
         self.truncated().then(|| {
