@@ -147,13 +147,24 @@ fn a_later_board_is_stored_completely(collector: &mut Collector, seed: u64, sess
 }
 
 /// Writes a file on `dir`'s disk until the disk refuses one more byte; returns its size.
-fn fill_to_the_last_byte(path: &Path) -> u64 {
+/// Takes every byte left on the disk, as another program would (appending to `path`). With
+/// `until_released`, none of the room the collector's reserve frees: the collector may find the disk
+/// full while the smaller writes below still run, and a hog that went on would take the very room the
+/// collector closes its traces in (it did, about once in ten runs); it stops as soon as that file is gone.
+fn fill_to_the_last_byte(path: &Path, until_released: Option<&Path>) -> u64 {
     use std::io::Write;
-    let mut file = std::fs::File::create(path).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
     let block = vec![0x5au8; 64 << 10];
     let mut written = 0u64;
     for step in [block.len(), 4096, 1] {
         loop {
+            if until_released.is_some_and(|reserve| !reserve.exists()) {
+                return written;
+            }
             match file.write(&block[..step]) {
                 Ok(0) => break,
                 Ok(n) => written += n as u64,
@@ -175,6 +186,7 @@ fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
     let mount = disk.path().to_path_buf();
     let mut config = socscope_collector::IngestConfig::new(&mount);
     config.disk_reserve = socscope_collector::DiskReserve::new(&mount, 512 << 10);
+    let reserve_file = config.disk_reserve.path().to_path_buf();
     let mut collector = Collector::start_configured(
         disk,
         config,
@@ -198,12 +210,19 @@ fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
     collector.wait_started(2);
     std::thread::sleep(std::time::Duration::from_millis(700));
     let hog = mount.join("hog");
-    let taken = fill_to_the_last_byte(&hog);
+    assert!(
+        reserve_file.exists(),
+        "the reserve is set aside while the boards stream"
+    );
+    let taken = fill_to_the_last_byte(&hog, Some(&reserve_file));
     eprintln!("the hog took the last {taken} bytes");
     let reports = collector.wait_sessions(2);
     for b in boards {
         b.join().unwrap();
     }
+    // The other program goes on: it takes what the closes left of the freed reserve too.
+    let more = fill_to_the_last_byte(&hog, None);
+    eprintln!("then {more} bytes more");
     for r in &reports {
         assert!(!r.complete);
         let why = r
