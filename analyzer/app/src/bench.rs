@@ -289,6 +289,21 @@ fn rss_max_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Runs the simulator with `config` and writes its wire stream to `wire` (a new file), for a replay.
+fn record_sim(config: &SimConfig, wire: &Path) -> Result<socscope_sim::SimSummary> {
+    let file =
+        std::fs::File::create(wire).with_context(|| format!("cannot create {}", wire.display()))?;
+    let mut link = socscope_sim::transport::WriterTransport::new(
+        std::io::BufWriter::with_capacity(1 << 20, file),
+    );
+    let sim = socscope_sim::run(config, &mut link)?;
+    if let Some(e) = link.error() {
+        return Err(anyhow!("writing {}: {e}", wire.display()));
+    }
+    link.finish()?;
+    Ok(sim)
+}
+
 fn file_size(path: &Path) -> u64 {
     let mut total = 0;
     for suffix in ["", "-wal", "-shm"] {

@@ -4,15 +4,13 @@
 //! process (so that its peak memory is its own), and measured: records/s, stored events, file and
 //! summary bytes, bytes per event, peak RSS, and how bytes per event grow with the length.
 
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use socscope_sim::SimConfig;
-use socscope_sim::transport::WriterTransport;
 
 use super::{file_size, rss_max_bytes, scratch_dir};
 use crate::out::outln;
@@ -140,14 +138,7 @@ fn capture(shape: &Shape, dir: &Path, keep: bool) -> Result<Value> {
         board: "bench-stb",
         ..SimConfig::default()
     };
-    let file = std::fs::File::create(&wire)
-        .with_context(|| format!("cannot create {}", wire.display()))?;
-    let mut t = WriterTransport::new(BufWriter::with_capacity(1 << 20, file));
-    let sim = socscope_sim::run(&config, &mut t)?;
-    if let Some(e) = t.error() {
-        return Err(anyhow!("writing {}: {e}", wire.display()));
-    }
-    t.finish()?;
+    let sim = super::record_sim(&config, &wire)?;
     // The replay in a child process: its peak RSS is the collector's alone.
     let exe = std::env::current_exe().context("cannot find the socscope executable")?;
     let output = Command::new(exe)

@@ -5,14 +5,12 @@
 //! the same files, Spark local times beside them. Syncs and queries run in child processes, so that their
 //! peak RSS is their own.
 
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use socscope_sim::transport::WriterTransport;
 use socscope_sim::{Scenario, SimConfig};
 use socscope_tracedb::units;
 
@@ -229,11 +227,7 @@ fn capture(boards: usize, seconds: f64, dir: &Path, catalog: &Path, exe: &Path) 
             zap_every_s: Some(30.0),
             ..SimConfig::default()
         };
-        let file = std::fs::File::create(&wire)
-            .with_context(|| format!("cannot create {}", wire.display()))?;
-        let mut t = WriterTransport::new(BufWriter::with_capacity(1 << 20, file));
-        socscope_sim::run(&config, &mut t)?;
-        t.finish()?;
+        super::record_sim(&config, &wire)?;
         args.push("--replay".into());
         args.push(wire.display().to_string());
     }

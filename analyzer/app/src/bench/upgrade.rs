@@ -5,7 +5,6 @@
 //! file; the anchor replays it into a fresh trace (`collect --replay`); the old trace is that
 //! trace copied without its CPU tracks (as the collector wrote traces before them), then upgraded.
 
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,7 +12,6 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 use socscope_sim::SimConfig;
-use socscope_sim::transport::WriterTransport;
 use socscope_tracedb::{
     CPU_IDLE_TYPE, CpuTracks, Filter, ON_CPU_TYPE, TimeRange, TraceReader, TraceWriter,
     upgrade_trace,
@@ -97,14 +95,7 @@ pub fn run(seconds: f64, rounds: usize, dir: Option<PathBuf>, json_out: bool) ->
         board: "bench-stb",
         ..SimConfig::default()
     };
-    let file = std::fs::File::create(&wire)
-        .with_context(|| format!("cannot create {}", wire.display()))?;
-    let mut t = WriterTransport::new(BufWriter::with_capacity(1 << 20, file));
-    let sim = socscope_sim::run(&config, &mut t)?;
-    if let Some(e) = t.error() {
-        return Err(anyhow!("writing {}: {e}", wire.display()));
-    }
-    t.finish()?;
+    let sim = super::record_sim(&config, &wire)?;
     // The old trace, once (not timed).
     let (fresh, _, _) = ingest(&wire, &dir.join("first"))?;
     let old = dir.join("old.db");
