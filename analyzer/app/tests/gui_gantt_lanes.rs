@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::gui::settle_loaded as settle;
@@ -47,19 +46,24 @@ fn import(dir: &Path) -> std::path::PathBuf {
     let src = dir.join("two-types.trace");
     std::fs::write(&src, TRACE).unwrap();
     let db = dir.join("two-types.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(["import", "--format", "paje"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&db)
-        .output()
-        .expect("socscope runs");
+    succeeds(common::socscope(&[
+        "import",
+        "--format",
+        "paje",
+        src.to_str().unwrap(),
+        "-o",
+        db.to_str().unwrap(),
+    ]));
+    db
+}
+
+/// Asserts that a run of the program succeeded, showing its stderr otherwise.
+fn succeeds(out: std::process::Output) {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    db
 }
 
 #[test]
@@ -189,18 +193,14 @@ fn at_1900_px_the_legend_names_every_type_of_a_capture_with_many_inside_the_wind
     let db = dir.path().join("syscalls.db");
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/data/traces/ftrace/tci-ftrace_syscalls.txt");
-    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args(["import", "--format", "ftrace"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&db)
-        .output()
-        .expect("socscope runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(common::socscope(&[
+        "import",
+        "--format",
+        "ftrace",
+        src.to_str().unwrap(),
+        "-o",
+        db.to_str().unwrap(),
+    ]));
     let reader = socscope_tracedb::TraceReader::open(&db).unwrap();
     // The time origin: no event before zero, so the time bar starts at 0 or after.
     assert!(reader.info().unwrap().t_min >= 0);
@@ -277,39 +277,10 @@ fn a_trace_recorded_before_the_cpu_tracks_says_so_in_the_gantt_and_not_once_upgr
     .unwrap();
     assert_eq!(cpu_section_hints(&old), (Some(true), true));
     // Upgraded, the same trace has its tracks: no hint.
-    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .arg("upgrade")
-        .arg(&old)
-        .output()
-        .expect("socscope runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(common::socscope(&["upgrade", old.to_str().unwrap()]));
     assert_eq!(cpu_section_hints(&old), (None, false));
 
     // A fresh capture (written with its tracks) has none either.
-    let out = Command::new(env!("CARGO_BIN_EXE_socscope"))
-        .args([
-            "demo",
-            "--headless",
-            "--json",
-            "--duration",
-            "2",
-            "--seed",
-            "5",
-            "--dir",
-        ])
-        .arg(dir.path().join("demo"))
-        .output()
-        .expect("socscope runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let fresh = std::path::PathBuf::from(doc["file"].as_str().unwrap());
+    let (_demo, fresh) = common::demo_trace(5, 2);
     assert_eq!(cpu_section_hints(&fresh), (None, false));
 }
