@@ -289,6 +289,28 @@ fn rss_max_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Replays `wire` into `dir` as `collect` would (its disk reserve set aside first, not timed): the
+/// sessions, the notices and the replay's wall seconds.
+fn replay_wire(
+    wire: &Path,
+    dir: &Path,
+) -> Result<(
+    Vec<socscope_collector::SessionReport>,
+    Vec<socscope_collector::Notice>,
+    f64,
+)> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let config = socscope_collector::IngestConfig::new(dir);
+    config
+        .disk_reserve
+        .ensure()
+        .with_context(|| format!("cannot set aside the disk reserve in {}", dir.display()))?;
+    let started = Instant::now();
+    let (sessions, notices) = socscope_collector::replay::replay_file(wire, config)
+        .with_context(|| format!("while replaying {}", wire.display()))?;
+    Ok((sessions, notices, started.elapsed().as_secs_f64()))
+}
+
 /// Runs the simulator with `config` and writes its wire stream to `wire` (a new file), for a replay.
 fn record_sim(config: &SimConfig, wire: &Path) -> Result<socscope_sim::SimSummary> {
     let file =

@@ -140,9 +140,7 @@ pub fn cpu_utilisation(reader: &TraceReader, range: TimeRange) -> Result<CpuUtil
 #[cfg(test)]
 mod tests {
     use super::*;
-    use socscope_tracedb::{
-        Event, EventCategory, EventType, ParamDef, ParamType, Producer, TraceHeader, TraceWriter,
-    };
+    use socscope_tracedb::{Event, Producer, TraceHeader, TraceWriter};
 
     /// Two CPUs over [0, 400): cpu0 runs demux (21) 0–150, idles 150–250, runs vdec (23) 250–400;
     /// cpu1 runs the other demux (22) 50–120, vdec 120–180, then idles 180–400.
@@ -150,21 +148,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cpu.db");
         let mut w = TraceWriter::create(&path, &TraceHeader::default()).unwrap();
-        let on_cpu = EventType {
-            id: ON_CPU_TYPE,
-            name: "on_cpu".into(),
-            category: EventCategory::State,
-            params: vec![
-                ParamDef::new("thread", ParamType::Unsigned),
-                ParamDef::new("tid", ParamType::Unsigned),
-            ],
-        };
-        let idle = EventType {
-            id: CPU_IDLE_TYPE,
-            name: "cpu_idle".into(),
-            category: EventCategory::State,
-            params: vec![],
-        };
+        // The types as the collector declares them.
+        let [on_cpu, idle] = socscope_tracedb::cpu_track_types();
         w.add_event_type(&on_cpu).unwrap();
         w.add_event_type(&idle).unwrap();
         let p = |id, parent, kind, local_id, name: &str| Producer {

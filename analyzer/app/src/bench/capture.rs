@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -222,17 +221,7 @@ fn table_bytes(trace: &Path) -> Result<(u64, u64, u64)> {
 
 /// The child's side: replays one `.wire` file into `dir` and prints what it measured as JSON.
 pub fn replay_one(wire: &Path, dir: &Path) -> Result<ExitCode> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let config = socscope_collector::IngestConfig::new(dir);
-    // As `collect` does, before any board is read (not part of the ingest's time).
-    config
-        .disk_reserve
-        .ensure()
-        .with_context(|| format!("cannot set aside the disk reserve in {}", dir.display()))?;
-    let started = Instant::now();
-    let (sessions, notices) = socscope_collector::replay::replay_file(wire, config)
-        .with_context(|| format!("while replaying {}", wire.display()))?;
-    let wall = started.elapsed().as_secs_f64();
+    let (sessions, notices, wall) = super::replay_wire(wire, dir)?;
     let session = match sessions.as_slice() {
         [s] => s,
         _ => bail!(

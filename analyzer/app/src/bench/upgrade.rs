@@ -28,16 +28,7 @@ fn loadavg() -> String {
 
 /// Replays `wire` into a new trace in `dir`: (trace, seconds, events stored).
 fn ingest(wire: &Path, dir: &Path) -> Result<(PathBuf, f64, u64)> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let config = socscope_collector::IngestConfig::new(dir);
-    config
-        .disk_reserve
-        .ensure()
-        .with_context(|| format!("cannot set aside the disk reserve in {}", dir.display()))?;
-    let started = Instant::now();
-    let (sessions, _) = socscope_collector::replay::replay_file(wire, config)
-        .with_context(|| format!("while replaying {}", wire.display()))?;
-    let secs = started.elapsed().as_secs_f64();
+    let (sessions, _, secs) = super::replay_wire(wire, dir)?;
     match sessions.as_slice() {
         [s] => Ok((s.path.clone(), secs, s.events)),
         _ => bail!(
