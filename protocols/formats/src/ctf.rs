@@ -309,16 +309,23 @@ const MAX_SPARE: usize = 256;
 fn give_back(v: Value, spare: &mut Vec<Vec<(Rc<str>, Value)>>) {
     match v {
         Value::Struct(mut fields) => {
-            for (_, x) in fields.drain(..) {
-                give_back(x, spare);
+            // Only the nested containers are taken out; the scalars (most fields) are dropped in
+            // place by `clear`, not moved out one by one.
+            for (_, x) in &mut fields {
+                if matches!(x, Value::Struct(_) | Value::Array(_) | Value::Variant(..)) {
+                    give_back(std::mem::replace(x, Value::Uint(0, 10)), spare);
+                }
             }
+            fields.clear();
             if spare.len() < MAX_SPARE {
                 spare.push(fields);
             }
         }
-        Value::Array(items) => {
-            for x in items {
-                give_back(x, spare);
+        Value::Array(mut items) => {
+            for x in &mut items {
+                if matches!(x, Value::Struct(_) | Value::Array(_) | Value::Variant(..)) {
+                    give_back(std::mem::replace(x, Value::Uint(0, 10)), spare);
+                }
             }
         }
         Value::Variant(_, x) => give_back(*x, spare),

@@ -306,23 +306,27 @@ pub(crate) fn create(
     }
     let built = (|| {
         let conn = Connection::open(path).ctx(path)?;
+        if !durable {
+            // Nothing synced, and no WAL: its pages would be written twice (in the WAL, then by the
+            // checkpoint into the file) for a file nobody reads before it is finished. The journal
+            // kept in memory still rolls back a failed transaction (a full disk); a crash leaves
+            // a file that was worth nothing anyway. Set first: `auto_vacuum` below writes the
+            // file's header in a transaction of its own, which would otherwise go through a
+            // journal on disk and four syncs (journal twice, directory, file).
+            conn.pragma_update(None, "synchronous", "OFF").ctx(path)?;
+            conn.pragma_update(None, "journal_mode", "MEMORY")
+                .ctx(path)?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))
+                .ctx(path)?;
+        }
         conn.pragma_update(None, "page_size", 4096).ctx(path)?;
         // Pages freed while a trace grows (tail chunks and summary rows rewritten) are given
         // back when the writer finishes (`PRAGMA incremental_vacuum`); set before any table.
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
             .ctx(path)?;
         if durable {
+            // After `page_size`: a file in WAL mode keeps the page size it has.
             set_pragmas(&conn, path)?;
-        } else {
-            // Nothing synced, and no WAL: its pages would be written twice (in the WAL, then by the
-            // checkpoint into the file) for a file nobody reads before it is finished. The journal
-            // kept in memory still rolls back a failed transaction (a full disk); a crash leaves
-            // a file that was worth nothing anyway.
-            conn.pragma_update(None, "synchronous", "OFF").ctx(path)?;
-            conn.pragma_update(None, "journal_mode", "MEMORY")
-                .ctx(path)?;
-            conn.busy_timeout(std::time::Duration::from_secs(5))
-                .ctx(path)?;
         }
         let version = schema_version_of(application_id);
         conn.execute_batch(&format!(

@@ -237,7 +237,10 @@ impl SummaryAcc {
             return;
         }
         let s = self.shift;
-        let old = std::mem::take(&mut self.map);
+        // Sized once (for half the cells: wider buckets merge neighbours) instead of grown
+        // from empty through every doubling.
+        let fresh = FxHashMap::with_capacity_and_hasher(self.map.len() / 2, Default::default());
+        let old = std::mem::replace(&mut self.map, fresh);
         for ((b, p, t), (c, o, x)) in old {
             let nb = b >> k;
             let lift = bucket_end(nb, s + k).wrapping_sub(bucket_end(b, s));

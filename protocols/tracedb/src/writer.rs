@@ -1345,4 +1345,52 @@ mod tests {
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// An unsynced file (an import's) is laid out like a durable one: its journal settings are
+    /// taken before its header is first written (so that first write is not synced), and the page
+    /// size and incremental vacuum set after them still hold; finished, it is a rollback-journal
+    /// file like a durable one.
+    #[test]
+    fn an_unsynced_file_keeps_its_page_size_and_vacuum_mode() {
+        let dir = std::env::temp_dir().join(format!("socscope-unsynced-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for sync_commits in [false, true] {
+            let path = dir.join(format!("t-{sync_commits}.db"));
+            let config = WriterConfig {
+                sync_commits,
+                ..WriterConfig::default()
+            };
+            let w = TraceWriter::create_with(&path, &TraceHeader::default(), config).unwrap();
+            w.finish(true).unwrap();
+            let conn = Connection::open(&path).unwrap();
+            let pragma = |name: &str| -> String {
+                conn.query_row(&format!("PRAGMA {name}"), [], |r| {
+                    r.get::<_, rusqlite::types::Value>(0)
+                })
+                .map(|v| format!("{v:?}"))
+                .unwrap()
+            };
+            assert_eq!(
+                pragma("page_size"),
+                "Integer(4096)",
+                "sync_commits {sync_commits}"
+            );
+            assert_eq!(
+                pragma("auto_vacuum"),
+                "Integer(2)",
+                "sync_commits {sync_commits}"
+            );
+            assert_eq!(
+                pragma("journal_mode"),
+                "Text(\"delete\")",
+                "sync_commits {sync_commits}"
+            );
+            assert_eq!(
+                pragma("application_id"),
+                format!("Integer({TRACE_APPLICATION_ID})")
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
