@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The figures of BENCHMARKS.md's "Agent on the board" section, on the emulated mps2-an386:
-#   1. instructions per recorded event, by kind: the firmware's `bench` mode under QEMU -icount shift=0
+#   1. instructions per recorded event, by kind: the firmware's `bench` mode under QEMU -icount shift=0, in
+#      the image built without `timed-masking` (build.sh untimed: the plain PRIMASK critical section, as
+#      the `cortex-m` crate's single-core one; the default image adds a flag test at each end of every
+#      masked section, 8 instructions per record, to time them for part 3)
 #      (one instruction = 1 ns of board time; the timer counts 25 MHz, so one tick = 40 instructions);
 #      the drain (framing: header, CRC-32C, COBS) per event; the firmware's path; and `loaded`: thread mode
 #      recording while SysTick and a 10 kHz timer interrupt record too and PendSV drains (all included);
@@ -12,12 +15,19 @@
 #   4. the UART's sustained events/s: `flood` mode at 115 200 and 921 600 baud equivalents, 5 s of board
 #      time each, under -icount shift=4 (62.5 M instructions per second, near a Cortex-M4 at 64 MHz).
 # Usage: targets/cortex-m/measure.sh [RUNS]   (default 3 runs of each measurement)
-# Environment: ELF=firmware image and FOOTPRINT=footprint image to measure another build (e.g. one built
-# from an earlier commit in another worktree); default: build this tree's.
+# Environment: ELF=firmware image, BENCH_ELF=the image of parts 1 (default: build.sh untimed, or $ELF when
+# ELF is given) and FOOTPRINT=footprint image to measure another build (e.g. one built from an earlier
+# commit in another worktree); default: build this tree's.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs="${1:-3}"
-elf="${ELF:-$("$root/targets/cortex-m/build.sh")}"
+if [ -n "${ELF:-}" ]; then
+  elf="$ELF"
+  bench_elf="${BENCH_ELF:-$ELF}"
+else
+  bench_elf="${BENCH_ELF:-$("$root/targets/cortex-m/build.sh" untimed)}"
+  elf="$("$root/targets/cortex-m/build.sh")"
+fi
 footprint="${FOOTPRINT:-}"
 if [ -z "$footprint" ]; then
   "$root/scripts/build-bare-metal.sh" >/dev/null
@@ -26,10 +36,13 @@ fi
 qemu() {
   qemu-system-arm -M mps2-an386 -nographic -monitor none "$@" -kernel "$elf"
 }
+qemu_bench() {
+  qemu-system-arm -M mps2-an386 -nographic -monitor none "$@" -kernel "$bench_elf"
+}
 
-echo "== instructions per recorded event (-icount shift=0; ticks x 40), $runs runs"
+echo "== instructions per recorded event (-icount shift=0; ticks x 40), $runs runs; image $(basename "$bench_elf")"
 for run in $(seq "$runs"); do
-  qemu -icount shift=0,sleep=off -serial null \
+  qemu_bench -icount shift=0,sleep=off -serial null \
     -semihosting-config enable=on,target=native,arg=fw,arg=mode=bench 2>&1 |
     awk -v run="$run" '
       /^bench empty-loop/ { empty = $6 / $4 }
@@ -42,11 +55,20 @@ for run in $(seq "$runs"); do
       END { if (ram != "") printf "run %s  agent RAM (size_of, printed by the firmware): %d bytes, of which %d besides the ring blocks\n", run, ram, state }'
 done
 
+if [ "$bench_elf" != "$elf" ]; then
+  echo "== the same in the default image $(basename "$elf") (masked sections timed: a flag test at each end), 1 run"
+  qemu -icount shift=0,sleep=off -serial null \
+    -semihosting-config enable=on,target=native,arg=fw,arg=mode=bench 2>&1 |
+    awk '/^bench empty-loop/ { empty = $6 / $4 }
+      /^bench record / { line = line sprintf(" %s %.1f", $3, ($7 / $5 - empty) * 40) }
+      END { printf " %s\n", line }' | fold -s -w 110
+fi
+
 echo "== post-mortem mode against streaming mode, record path per kind (-icount shift=0), same run"
 # Not grep -q: it would stop reading early, and strings killed by SIGPIPE fails the pipeline (pipefail).
-if strings "$elf" | grep 'player-post-mortem' >/dev/null; then
+if strings "$bench_elf" | grep 'player-post-mortem' >/dev/null; then
   for m in 0 1; do
-    qemu -icount shift=0,sleep=off -serial null \
+    qemu_bench -icount shift=0,sleep=off -serial null \
       -semihosting-config "enable=on,target=native,arg=fw,arg=mode=bench,arg=postmortem=$m" 2>&1 |
       awk -v m="$m" '
         /^bench empty-loop/ { empty = $6 / $4 }

@@ -194,18 +194,26 @@ static TYPES: [EventTypeDef<'static>; 5] = [
 // The critical section (PRIMASK), which the agent and the firmware use: every outermost masked section is
 // timed with the board clock, so the firmware reports the longest time interrupts waited.
 
+/// The firmware's critical section: PRIMASK, each outermost masked section timed.
+///
+/// Without the `timed-masking` feature (the image `measure.sh` counts the record path's instructions
+/// with) it is the plain single-core PRIMASK section, the same instructions as the `cortex-m` crate's
+/// `critical-section-single-core` implementation: the agent's cost on a board that does not time its
+/// masked sections, without the flag tests (4 instructions at entry, 4 at exit) of the timed build.
 struct MeasuredPrimask;
 critical_section::set_impl!(MeasuredPrimask);
 
 /// Whether masked sections are timed (not in `bench` mode, whose figures are the agent's alone).
 static TIME_MASKING: AtomicBool = AtomicBool::new(true);
 /// When the current outermost masked section started (timer 1).
+#[cfg(feature = "timed-masking")]
 static MASKED_SINCE: AtomicU32 = AtomicU32::new(0);
 /// The longest masked section so far, in clock ticks, and how many were timed.
 static MASKED_MAX: AtomicU32 = AtomicU32::new(0);
 static MASKED_SECTIONS: AtomicU32 = AtomicU32::new(0);
 /// Where the current outermost masked section started, and the longest one (a code address, printed for
 /// `llvm-addr2line`/`llvm-objdump`: which section is the longest).
+#[cfg(feature = "timed-masking")]
 static MASKED_SINCE_PC: AtomicU32 = AtomicU32::new(0);
 static MASKED_MAX_PC: AtomicU32 = AtomicU32::new(0);
 
@@ -220,6 +228,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
             core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack, preserves_flags));
         }
         let was_active = primask & 1 == 0;
+        #[cfg(feature = "timed-masking")]
         if was_active && TIME_MASKING.load(Ordering::Relaxed) {
             let pc: u32;
             // SAFETY: reads the program counter (this function is inlined where the section starts).
@@ -234,6 +243,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
     #[inline(always)]
     unsafe fn release(was_active: critical_section::RawRestoreState) {
         if was_active {
+            #[cfg(feature = "timed-masking")]
             if TIME_MASKING.load(Ordering::Relaxed) {
                 masked_section_ends();
             }
@@ -245,6 +255,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
 
 /// Notes when and where an outermost masked section starts (out of line: the inlined part of the
 /// critical section stays a flag test).
+#[cfg(feature = "timed-masking")]
 #[inline(never)]
 fn masked_section_starts(pc: u32) {
     MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
@@ -253,6 +264,7 @@ fn masked_section_starts(pc: u32) {
 
 /// Times the outermost masked section that ends now (interrupts still masked: plain loads and stores
 /// are atomic here).
+#[cfg(feature = "timed-masking")]
 #[inline(never)]
 fn masked_section_ends() {
     let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
