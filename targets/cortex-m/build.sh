@@ -5,6 +5,7 @@
 #   targets/cortex-m/build.sh            the default image (target/.../release/socscope-cortex-m)
 #   targets/cortex-m/build.sh VARIANT    another image, copied to target/.../release/socscope-cortex-m-VARIANT:
 #     untimed   masked sections not timed (the plain PRIMASK critical section): measure.sh's record counts
+#     probe     probe mode: the board only records; the host reads its rings (socscope collect --probe)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bare-metal-env.sh
@@ -13,7 +14,8 @@ variant="${1:-}"
 case "$variant" in
   "") features=() ;;
   untimed) features=(--no-default-features) ;;
-  *) echo "build.sh: unknown variant '$variant' (expected untimed)" >&2; exit 2 ;;
+  probe) features=(--features probe) ;;
+  *) echo "build.sh: unknown variant '$variant' (expected untimed or probe)" >&2; exit 2 ;;
 esac
 CARGO_TARGET_THUMBV7EM_NONE_EABIHF_LINKER="$lld" \
   "${cargo[@]}" build -q --release --manifest-path targets/cortex-m/Cargo.toml --target "$target" \
