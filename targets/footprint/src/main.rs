@@ -11,9 +11,9 @@ use core::ptr::read_volatile;
 #[cfg(not(feature = "probe"))]
 use core::ptr::write_volatile;
 
+use socscope_agent::{Clock, Config};
 #[cfg(not(feature = "probe"))]
 use socscope_agent::{SmallAgent, Transport, TransportError};
-use socscope_agent::{Clock, Config};
 
 // The agent masks interrupts through the `critical-section` crate; cortex-m provides its PRIMASK one.
 use cortex_m as _;
