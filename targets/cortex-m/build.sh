@@ -3,7 +3,8 @@
 # firmware or the agent.
 #
 #   targets/cortex-m/build.sh            the default image (target/.../release/socscope-cortex-m)
-#   targets/cortex-m/build.sh VARIANT    another image, copied to target/.../release/socscope-cortex-m-VARIANT:
+#   targets/cortex-m/build.sh VARIANT    another image, copied to target/.../release/socscope-cortex-m-VARIANT
+#                                        (the default path then holds that variant until the next default build):
 #     untimed   masked sections not timed (the plain PRIMASK critical section): measure.sh's record counts
 #     probe     probe mode: the board only records; the host reads its rings (socscope collect --probe)
 set -euo pipefail

@@ -21,17 +21,25 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs="${1:-3}"
+footprint="${FOOTPRINT:-}"
+if [ -z "$footprint" ]; then
+  "$root/scripts/build-bare-metal.sh" >/dev/null
+  footprint="$root/target/bare-metal/thumbv7em-none-eabihf/release/socscope-footprint"
+fi
+# Probe mode (the board only records; the host frames): its footprint image and firmware, when this tree
+# has them (PROBE_FOOTPRINT= and PROBE_ELF= to measure others; empty: skipped).
+probe_footprint="${PROBE_FOOTPRINT-$footprint-probe}"
+probe_elf="${PROBE_ELF-}"
+if [ -z "${PROBE_ELF+set}" ] && [ -z "${ELF:-}" ] && grep -q '^probe' "$root/targets/cortex-m/Cargo.toml"; then
+  probe_elf="$("$root/targets/cortex-m/build.sh" probe)"
+fi
+# The variants are copies (build.sh VARIANT); the default image is built last, at its own path.
 if [ -n "${ELF:-}" ]; then
   elf="$ELF"
   bench_elf="${BENCH_ELF:-$ELF}"
 else
   bench_elf="${BENCH_ELF:-$("$root/targets/cortex-m/build.sh" untimed)}"
   elf="$("$root/targets/cortex-m/build.sh")"
-fi
-footprint="${FOOTPRINT:-}"
-if [ -z "$footprint" ]; then
-  "$root/scripts/build-bare-metal.sh" >/dev/null
-  footprint="$root/target/bare-metal/thumbv7em-none-eabihf/release/socscope-footprint"
 fi
 qemu() {
   qemu-system-arm -M mps2-an386 -nographic -monitor none "$@" -kernel "$elf"
@@ -97,6 +105,33 @@ llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
     printf "  firmware: agent constant data (CRC-32C table): %d bytes\n", table
     if (agent > 0) printf "  firmware: the AGENT static: %d bytes of RAM (.bss)\n", agent
   }'
+
+echo "== probe mode (the board records only; the host reads its rings through a debug port and frames them)"
+if [ -n "$probe_footprint" ] && [ -f "$probe_footprint" ]; then
+  llvm-size -A "$probe_footprint" | awk '$1 ~ /^\.(text|rodata)$/ { printf "  footprint image in probe mode %-8s %6d bytes\n", $1, $2 }'
+  llvm-nm -C --size-sort -S --radix=d "$probe_footprint" | awk '
+    { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
+    kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire)::/ { agent += size }
+    kind ~ /[tT]/ && name ~ /compiler_builtins|__aeabi/ { mem += size }
+    name ~ /^reset$/ { reset = size }
+    END { printf "  of which the agent'"'"'s functions %d, the harness loop (16 record calls, Agent::new, attach_probe, probe_close_blocks inlined) %d, memcpy/memset (the constructor'"'"'s) %d bytes\n", agent, reset, mem }'
+else
+  echo "  (no probe-mode footprint image)"
+fi
+if [ -n "$probe_elf" ] && [ -f "$probe_elf" ]; then
+  llvm-nm -C --size-sort -S --radix=d "$probe_elf" | awk '
+    { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
+    kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire|postcard|serde|cobs|crc)::/ { code += size }
+    name ~ /^socscope_cortex_m::DICTIONARY$/ { dict = size }
+    END { printf "  firmware in probe mode: agent code %d bytes (custom records and stats included), dictionary image in flash %d bytes\n", code, dict }'
+  qemu-system-arm -M mps2-an386 -nographic -monitor none -icount shift=4,sleep=off -serial null \
+    -semihosting-config "enable=on,target=native,arg=fw,arg=mode=run,arg=seconds=1" -kernel "$probe_elf" 2>&1 |
+    awk '/agent-ram/ || /probe-control/ { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) }
+      END { printf "  firmware in probe mode: agent RAM %d bytes (size_of), of which %d besides the ring blocks, + control block %d bytes = ring + %d\n",
+        v["agent-ram"], v["agent-state"], v["bytes"], v["agent-state"] + v["bytes"] }'
+else
+  echo "  (no probe-mode firmware)"
+fi
 
 echo "== masked sections and interrupt latency (run, 3 s of board time, -icount shift=4: 16 ns/instruction), $runs runs"
 for run in $(seq "$runs"); do
