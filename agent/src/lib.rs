@@ -627,13 +627,17 @@ struct DumpState<const CPUS: usize> {
 }
 
 /// What the record path and the drain share besides the rings (under the critical section).
-struct Shared {
+struct Shared<const CPUS: usize> {
     rejected: u64,
     clock_regressions: u64,
     /// A context is draining (poll, flush, finish or dump): another gets `WouldBlock`.
     draining: bool,
     /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
     restart: bool,
+    /// Probe mode ([`Agent::attach_probe`]): the host drains the rings through this control block. Set
+    /// only through `&mut self` (so read without the critical section); here, in the padding after the
+    /// flags, it costs no RAM.
+    probe: Option<&'static ProbeControl<CPUS>>,
 }
 
 /// The recorder. `CPUS` rings of `BLOCKS` blocks of `BLOCK` bytes; `OUT` is the control-frame buffer
@@ -656,7 +660,7 @@ pub struct Agent<
     config: Config,
     mode: Mode,
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
-    shared: UnsafeCell<Shared>,
+    shared: UnsafeCell<Shared<CPUS>>,
     link: UnsafeCell<Link<CPUS, OUT>>,
     /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
     static_producers: &'static [ProducerDef<'static>],
@@ -664,8 +668,6 @@ pub struct Agent<
     /// Declarations registered one by one (copied: up to `PRODUCERS` and `TYPES`).
     producers: Vec<ProducerDef<'static>, PRODUCERS>,
     types: Vec<EventTypeDef<'static>, TYPES>,
-    /// Probe mode ([`Agent::attach_probe`]): the host drains the rings through this control block.
-    probe: Option<&'static ProbeControl<CPUS>>,
 }
 
 // SAFETY: the clock, the ring states and `shared` are only touched inside the platform's critical section
@@ -689,9 +691,9 @@ unsafe impl<
 pub type SmallAgent<C> = Agent<C, 2, 256, 4, { frame_buffer_len(256) }, 16, 8>;
 
 /// Releases the drain when dropped.
-struct DrainGuard<'a>(&'a UnsafeCell<Shared>);
+struct DrainGuard<'a, const CPUS: usize>(&'a UnsafeCell<Shared<CPUS>>);
 
-impl Drop for DrainGuard<'_> {
+impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
     fn drop(&mut self) {
         // SAFETY: `shared` is only touched inside the critical section.
         critical_section::with(|_| unsafe { (*self.0.get()).draining = false });
@@ -759,6 +761,7 @@ impl<
                 clock_regressions: 0,
                 draining: false,
                 restart: false,
+                probe: None,
             }),
             link: UnsafeCell::new(Link {
                 hello_sent: false,
@@ -789,7 +792,6 @@ impl<
             static_types: &[],
             producers: Vec::new(),
             types: Vec::new(),
-            probe: None,
         };
         agent.fit_hello();
         agent
@@ -1401,7 +1403,7 @@ impl<
         state: &mut RingState,
         now: u64,
     ) -> Recorded {
-        let probe = self.probe.and_then(|p| p.rings.get(cpu));
+        let probe = self.probe().and_then(|p| p.rings.get(cpu));
         if let Some(p) = probe {
             take_released::<BLOCKS>(p, state);
         }
@@ -1410,7 +1412,7 @@ impl<
             let may_overwrite = self.mode == Mode::PostMortem
                 && !state.in_flight
                 && !state.dumping
-                && self.probe.is_none();
+                && self.probe().is_none();
             let oldest = ring.blocks.get(state.oldest);
             match oldest {
                 Some(block) if may_overwrite => {
@@ -1481,9 +1483,17 @@ impl<
                 .set(UnsafeCell::raw_get(ring.blocks.as_ptr()) as usize as u64);
         }
         self.mode = Mode::Stream;
-        self.probe = Some(control);
+        self.shared.get_mut().probe = Some(control);
         c.state.store(PROBE_STATE_RECORDING, Relaxed);
         probe::store_magic(&c.magic);
+    }
+
+    /// The control block in probe mode.
+    #[inline(always)]
+    fn probe(&self) -> Option<&'static ProbeControl<CPUS>> {
+        // SAFETY: `probe` is written only through `&mut self` (`attach_probe`): no write can run
+        // alongside this read.
+        unsafe { (*self.shared.get()).probe }
     }
 
     /// Probe mode: closes every ring's open block that holds records, so that the host can read it (a
@@ -1491,7 +1501,7 @@ impl<
     /// block). A ring whose blocks are all waiting for the host keeps its open block. Nothing in
     /// streaming mode (the drain closes blocks itself).
     pub fn probe_close_blocks(&self) {
-        let Some(control) = self.probe else {
+        let Some(control) = self.probe() else {
             return;
         };
         for (cpu, p) in control.rings.iter().enumerate() {
@@ -1508,7 +1518,7 @@ impl<
     /// sequence numbers given out and the records dropped per CPU, the time), which the host sends as
     /// `CpuTotal` and `Bye` once it has read every block.
     pub fn probe_finish(&self) {
-        let Some(control) = self.probe else {
+        let Some(control) = self.probe() else {
             return;
         };
         for (cpu, p) in control.rings.iter().enumerate() {
@@ -1725,8 +1735,8 @@ impl<
     }
 
     /// Takes the drain for this context, or `WouldBlock` if another context holds it.
-    fn begin_drain(&self) -> Result<DrainGuard<'_>, TransportError> {
-        if OUT == 0 || self.probe.is_some() {
+    fn begin_drain(&self) -> Result<DrainGuard<'_, CPUS>, TransportError> {
+        if OUT == 0 || self.probe().is_some() {
             // The host drains the rings (probe mode): a drain on the board would take its blocks.
             return Err(TransportError::Closed);
         }
