@@ -38,10 +38,12 @@ pub struct ProbeU64 {
 }
 
 impl ProbeU64 {
-    const ZERO: Self = Self {
-        lo: AtomicU32::new(0),
-        hi: AtomicU32::new(0),
-    };
+    const fn zero() -> Self {
+        Self {
+            lo: AtomicU32::new(0),
+            hi: AtomicU32::new(0),
+        }
+    }
 
     pub(crate) fn set(&self, v: u64) {
         self.lo.store(v as u32, Ordering::Relaxed);
@@ -109,11 +111,6 @@ pub struct ProbeControl<const CPUS: usize> {
 impl<const CPUS: usize> ProbeControl<CPUS> {
     /// An empty control block (all zeros: it costs no flash in a `static`).
     pub const fn new() -> Self {
-        const NAME: ProbeName = ProbeName {
-            addr: ProbeU64::ZERO,
-            len: AtomicU32::new(0),
-            _reserved: AtomicU32::new(0),
-        };
         Self {
             magic: [const { AtomicU32::new(0) }; 4],
             version: AtomicU32::new(0),
@@ -122,21 +119,27 @@ impl<const CPUS: usize> ProbeControl<CPUS> {
             blocks: AtomicU32::new(0),
             records_at: AtomicU32::new(0),
             state: AtomicU32::new(PROBE_STATE_UNSET),
-            tick_rate_hz: ProbeU64::ZERO,
-            session_id: ProbeU64::ZERO,
-            start_ticks: ProbeU64::ZERO,
-            end_ticks: ProbeU64::ZERO,
-            dictionary: ProbeU64::ZERO,
+            tick_rate_hz: ProbeU64::zero(),
+            session_id: ProbeU64::zero(),
+            start_ticks: ProbeU64::zero(),
+            end_ticks: ProbeU64::zero(),
+            dictionary: ProbeU64::zero(),
             dictionary_len: AtomicU32::new(0),
             cpu_count: AtomicU32::new(0),
-            names: [NAME; PROBE_NAMES],
+            names: [const {
+                ProbeName {
+                    addr: ProbeU64::zero(),
+                    len: AtomicU32::new(0),
+                    _reserved: AtomicU32::new(0),
+                }
+            }; PROBE_NAMES],
             rings: [const {
                 ProbeRing {
-                    blocks: ProbeU64::ZERO,
+                    blocks: ProbeU64::zero(),
                     closed: AtomicU32::new(0),
                     released: AtomicU32::new(0),
-                    sequences: ProbeU64::ZERO,
-                    dropped: ProbeU64::ZERO,
+                    sequences: ProbeU64::zero(),
+                    dropped: ProbeU64::zero(),
                 }
             }; CPUS],
         }

@@ -315,34 +315,6 @@ impl Builtin {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn builtin_ids_are_dense_and_reserved() {
-        for (i, b) in BUILTINS.iter().enumerate() {
-            assert_eq!(b.id() as usize, i + 1);
-            assert_eq!(Builtin::from_id(b.id()), Some(*b));
-            assert_eq!(b.def().id, b.id());
-            assert!(b.def().params.len() <= crate::MAX_PARAMS);
-            assert!(b.id() < FIRST_CUSTOM_TYPE);
-        }
-        assert_eq!(Builtin::from_id(0), None);
-        assert_eq!(Builtin::from_id(17), None);
-    }
-
-    #[test]
-    fn exits_point_at_their_entries() {
-        for b in BUILTINS {
-            if let Category::StateExit { enter } = b.def().category {
-                let entry = Builtin::from_id(enter).expect("entry is a builtin");
-                assert_eq!(entry.def().category, Category::StateEnter);
-            }
-        }
-    }
-}
-
 /// The length of [`dictionary_image`]`(producers, types)`.
 pub const fn dictionary_image_len(
     producers: &[ProducerDef<'_>],
@@ -451,4 +423,32 @@ const fn put_str(out: &mut [u8], at: usize, s: &str) -> usize {
         i += 1;
     }
     at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_ids_are_dense_and_reserved() {
+        for (i, b) in BUILTINS.iter().enumerate() {
+            assert_eq!(b.id() as usize, i + 1);
+            assert_eq!(Builtin::from_id(b.id()), Some(*b));
+            assert_eq!(b.def().id, b.id());
+            assert!(b.def().params.len() <= crate::MAX_PARAMS);
+            assert!(b.id() < FIRST_CUSTOM_TYPE);
+        }
+        assert_eq!(Builtin::from_id(0), None);
+        assert_eq!(Builtin::from_id(17), None);
+    }
+
+    #[test]
+    fn exits_point_at_their_entries() {
+        for b in BUILTINS {
+            if let Category::StateExit { enter } = b.def().category {
+                let entry = Builtin::from_id(enter).expect("entry is a builtin");
+                assert_eq!(entry.def().category, Category::StateEnter);
+            }
+        }
+    }
 }
