@@ -16,6 +16,10 @@
 use core::cell::UnsafeCell;
 
 use heapless::Vec;
+
+pub mod probe;
+
+use probe::{PROBE_STATE_FINISHED, PROBE_STATE_RECORDING, PROBE_VERSION, ProbeControl, ProbeRing};
 use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
 use socscope_wire::encode::{self, CRC_LEN, EVENTS_HEADER_MAX};
 use socscope_wire::frame::{
@@ -623,18 +627,23 @@ struct DumpState<const CPUS: usize> {
 }
 
 /// What the record path and the drain share besides the rings (under the critical section).
-struct Shared {
+struct Shared<const CPUS: usize> {
     rejected: u64,
     clock_regressions: u64,
     /// A context is draining (poll, flush, finish or dump): another gets `WouldBlock`.
     draining: bool,
     /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
     restart: bool,
+    /// Probe mode ([`Agent::attach_probe`]): the host drains the rings through this control block. Set
+    /// only through `&mut self` (so read without the critical section); here, in the padding after the
+    /// flags, it costs no RAM.
+    probe: Option<&'static ProbeControl<CPUS>>,
 }
 
 /// The recorder. `CPUS` rings of `BLOCKS` blocks of `BLOCK` bytes; `OUT` is the control-frame buffer
 /// (`Hello`, one dictionary entry, loss reports, totals; [`frame_buffer_len`]`(BLOCK)` is always enough,
-/// 128 bytes is for a small board's names); up to `PRODUCERS` declared producers and `TYPES` custom
+/// 128 bytes is for a small board's names; 0 for an agent with no drain on the board, whose rings a
+/// probe reads: [`Agent::attach_probe`]); up to `PRODUCERS` declared producers and `TYPES` custom
 /// event types.
 ///
 /// On a host, put it in a `Box`: it holds all its buffers inline.
@@ -651,7 +660,7 @@ pub struct Agent<
     config: Config,
     mode: Mode,
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
-    shared: UnsafeCell<Shared>,
+    shared: UnsafeCell<Shared<CPUS>>,
     link: UnsafeCell<Link<CPUS, OUT>>,
     /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
     static_producers: &'static [ProducerDef<'static>],
@@ -682,9 +691,9 @@ unsafe impl<
 pub type SmallAgent<C> = Agent<C, 2, 256, 4, { frame_buffer_len(256) }, 16, 8>;
 
 /// Releases the drain when dropped.
-struct DrainGuard<'a>(&'a UnsafeCell<Shared>);
+struct DrainGuard<'a, const CPUS: usize>(&'a UnsafeCell<Shared<CPUS>>);
 
-impl Drop for DrainGuard<'_> {
+impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
     fn drop(&mut self) {
         // SAFETY: `shared` is only touched inside the critical section.
         critical_section::with(|_| unsafe { (*self.0.get()).draining = false });
@@ -718,7 +727,10 @@ impl<
             "blocks of at least 72 bytes"
         );
         assert!(BLOCK <= u32::MAX as usize);
-        assert!(OUT >= 48, "a control-frame buffer of at least 48 bytes");
+        assert!(
+            OUT == 0 || OUT >= 48,
+            "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
+        );
     };
 
     /// The bytes of records one block holds.
@@ -749,6 +761,7 @@ impl<
                 clock_regressions: 0,
                 draining: false,
                 restart: false,
+                probe: None,
             }),
             link: UnsafeCell::new(Link {
                 hello_sent: false,
@@ -786,6 +799,10 @@ impl<
 
     /// Cuts the longest name until the `Hello` fits the control-frame buffer.
     fn fit_hello(&mut self) {
+        if OUT == 0 {
+            // No drain on the board: the host builds `Hello` (probe mode), with no buffer to fit.
+            return;
+        }
         loop {
             let hello = self.hello(u64::MAX);
             let mut out = [0u8; OUT];
@@ -926,9 +943,11 @@ impl<
         if def.name.len() > MAX_NAME_LEN {
             return Err(AgentError::NameTooLong);
         }
-        let mut out = [0u8; OUT];
-        encode::encode_dictionary(&mut out, &[DictEntry::Producer(*def)])
-            .map_err(|_| AgentError::DeclarationTooLarge)?;
+        if OUT > 0 {
+            let mut out = [0u8; OUT];
+            encode::encode_dictionary(&mut out, &[DictEntry::Producer(*def)])
+                .map_err(|_| AgentError::DeclarationTooLarge)?;
+        }
         Ok(())
     }
 
@@ -946,9 +965,11 @@ impl<
         if self.custom_types().any(|t| t.id == def.id) {
             return Err(AgentError::DuplicateType);
         }
-        let mut out = [0u8; OUT];
-        encode::encode_dictionary(&mut out, &[DictEntry::EventType(*def)])
-            .map_err(|_| AgentError::DeclarationTooLarge)?;
+        if OUT > 0 {
+            let mut out = [0u8; OUT];
+            encode::encode_dictionary(&mut out, &[DictEntry::EventType(*def)])
+                .map_err(|_| AgentError::DeclarationTooLarge)?;
+        }
         Ok(())
     }
 
@@ -1360,7 +1381,7 @@ impl<
         let outcome = if fits {
             Recorded::Stored
         } else {
-            self.next_block(ring, state, now)
+            self.next_block(usize::from(cpu), ring, state, now)
         };
         // SAFETY: entered above.
         unsafe { X::leave(token) };
@@ -1375,10 +1396,23 @@ impl<
 
     /// Closes the open block (if any) and opens the next one at `now`; in post-mortem mode the oldest
     /// closed block makes room when the ring is full; otherwise the record is dropped and counted.
-    fn next_block(&self, ring: &Ring<BLOCK, BLOCKS>, state: &mut RingState, now: u64) -> Recorded {
-        close_open::<BLOCK, BLOCKS>(ring, state);
+    fn next_block(
+        &self,
+        cpu: usize,
+        ring: &Ring<BLOCK, BLOCKS>,
+        state: &mut RingState,
+        now: u64,
+    ) -> Recorded {
+        let probe = self.probe().and_then(|p| p.rings.get(cpu));
+        if let Some(p) = probe {
+            take_released::<BLOCKS>(p, state);
+        }
+        close_open_published::<BLOCK, BLOCKS>(ring, state, probe);
         if state.closed >= BLOCKS {
-            let may_overwrite = self.mode == Mode::PostMortem && !state.in_flight && !state.dumping;
+            let may_overwrite = self.mode == Mode::PostMortem
+                && !state.in_flight
+                && !state.dumping
+                && self.probe().is_none();
             let oldest = ring.blocks.get(state.oldest);
             match oldest {
                 Some(block) if may_overwrite => {
@@ -1406,6 +1440,99 @@ impl<
         state.last_ticks = now;
         state.last_address = 0;
         Recorded::Stored
+    }
+
+    /// Probe mode: a debug probe or the host reads the rings through `control` and frames them itself
+    /// (`socscope collect --probe`); the board only records ([`Agent::poll`], [`Agent::flush`],
+    /// [`Agent::finish`] and [`Agent::dump`] then return [`TransportError::Closed`]). `dictionary` is
+    /// the board's dictionary as the body of one `Dictionary` frame
+    /// (`socscope_wire::dict::dictionary_image`, in flash), which the host sends for it. Call it once the
+    /// agent is where it stays (a `static`): the control block gives the host the rings' addresses. A
+    /// full ring drops records (streaming mode's rule, whatever [`Agent::set_mode`] said).
+    pub fn attach_probe(
+        &mut self,
+        control: &'static ProbeControl<CPUS>,
+        dictionary: &'static [u8],
+    ) {
+        use core::sync::atomic::Ordering::Relaxed;
+        let c = control;
+        c.version.store(PROBE_VERSION, Relaxed);
+        c.cpus.store(CPUS as u32, Relaxed);
+        c.block.store(BLOCK as u32, Relaxed);
+        c.blocks.store(BLOCKS as u32, Relaxed);
+        c.records_at.store(HEAD as u32, Relaxed);
+        c.cpu_count.store(u32::from(self.config.cpu_count), Relaxed);
+        c.tick_rate_hz.set(self.config.tick_rate_hz);
+        c.session_id.set(self.config.session_id);
+        c.start_ticks.set(self.link.get_mut().session_start_ticks);
+        c.dictionary.set(dictionary.as_ptr() as usize as u64);
+        c.dictionary_len.store(dictionary.len() as u32, Relaxed);
+        let names = [
+            self.config.board,
+            self.config.soc,
+            self.config.os,
+            self.config.application,
+            self.config.token,
+            AGENT_VERSION,
+        ];
+        for (slot, name) in c.names.iter().zip(names) {
+            slot.set(name);
+        }
+        for (slot, ring) in c.rings.iter().zip(&self.rings) {
+            slot.blocks
+                .set(UnsafeCell::raw_get(ring.blocks.as_ptr()) as usize as u64);
+        }
+        self.mode = Mode::Stream;
+        self.shared.get_mut().probe = Some(control);
+        c.state.store(PROBE_STATE_RECORDING, Relaxed);
+        probe::store_magic(&c.magic);
+    }
+
+    /// The control block in probe mode.
+    #[inline(always)]
+    fn probe(&self) -> Option<&'static ProbeControl<CPUS>> {
+        // SAFETY: `probe` is written only through `&mut self` (`attach_probe`): no write can run
+        // alongside this read.
+        unsafe { (*self.shared.get()).probe }
+    }
+
+    /// Probe mode: closes every ring's open block that holds records, so that the host can read it (a
+    /// board calls it periodically, e.g. every flush latency, to bound how long records wait in an open
+    /// block). A ring whose blocks are all waiting for the host keeps its open block. Nothing in
+    /// streaming mode (the drain closes blocks itself).
+    pub fn probe_close_blocks(&self) {
+        let Some(control) = self.probe() else {
+            return;
+        };
+        for (cpu, p) in control.rings.iter().enumerate() {
+            self.with_ring(cpu, |ring, s| {
+                take_released::<BLOCKS>(p, s);
+                if s.open() && s.count > 0 {
+                    close_open_published::<BLOCK, BLOCKS>(ring, s, Some(p));
+                }
+            });
+        }
+    }
+
+    /// Probe mode: ends the session: closes every open block and publishes the final counters (the
+    /// sequence numbers given out and the records dropped per CPU, the time), which the host sends as
+    /// `CpuTotal` and `Bye` once it has read every block.
+    pub fn probe_finish(&self) {
+        let Some(control) = self.probe() else {
+            return;
+        };
+        for (cpu, p) in control.rings.iter().enumerate() {
+            self.with_ring(cpu, |ring, s| {
+                take_released::<BLOCKS>(p, s);
+                close_open_published::<BLOCK, BLOCKS>(ring, s, Some(p));
+                p.sequences.set(s.next());
+                p.dropped.set(s.dropped);
+            });
+        }
+        control.end_ticks.set(self.now());
+        control
+            .state
+            .store(PROBE_STATE_FINISHED, core::sync::atomic::Ordering::Release);
     }
 
     /// Sends what is due: `Hello` first, new dictionary entries, full blocks, blocks older than the flush
@@ -1608,7 +1735,11 @@ impl<
     }
 
     /// Takes the drain for this context, or `WouldBlock` if another context holds it.
-    fn begin_drain(&self) -> Result<DrainGuard<'_>, TransportError> {
+    fn begin_drain(&self) -> Result<DrainGuard<'_, CPUS>, TransportError> {
+        if OUT == 0 || self.probe().is_some() {
+            // The host drains the rings (probe mode): a drain on the board would take its blocks.
+            return Err(TransportError::Closed);
+        }
         critical_section::with(|_| {
             // SAFETY: `shared` is only touched inside the critical section.
             let shared = unsafe { &mut *self.shared.get() };
@@ -1946,6 +2077,31 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     s.limit = 0;
     s.closed += 1;
     s.next_seq = s.first_seq + u64::from(s.count);
+}
+
+/// [`close_open`], and in probe mode the block's publication to the host (its `closed` count advanced
+/// after the block's numbers are in its head).
+fn close_open_published<const BLOCK: usize, const BLOCKS: usize>(
+    ring: &Ring<BLOCK, BLOCKS>,
+    s: &mut RingState,
+    probe: Option<&ProbeRing>,
+) {
+    let was_open = s.open();
+    close_open::<BLOCK, BLOCKS>(ring, s);
+    if was_open && let Some(p) = probe {
+        p.publish_closed();
+    }
+}
+
+/// Probe mode: the blocks the host has released since are free again (the oldest closed ones).
+fn take_released<const BLOCKS: usize>(p: &ProbeRing, s: &mut RingState) {
+    let waiting = p.waiting() as usize;
+    // A host can only release blocks the board closed: any other value is ignored.
+    if waiting < s.closed {
+        let freed = s.closed - waiting;
+        s.oldest = (s.oldest + freed) % BLOCKS;
+        s.closed = waiting;
+    }
 }
 
 /// Builds a block's `Events` frame in place: the header just before its records, then the CRC and COBS.

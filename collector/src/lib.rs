@@ -3,7 +3,8 @@
 //!
 //! Start here: [`intake::Intake`] (one byte stream → traces, stored whole by a [`session::Ingest`] or
 //! watched by a [`flight::FlightRecorder`]; every source uses it), [`tcp::serve`] (many
-//! boards at once over TCP), [`serial::capture`] and [`replay::replay_file`], and
+//! boards at once over TCP), [`serial::capture`], [`probe::capture`] (a board's rings read through a debug
+//! port) and [`replay::replay_file`], and
 //! [`reconstruct::Reconstructor`] (records → states, links, variables), and [`import::import`] (text
 //! captures: KPTrace, Pajé, ftrace, GST_DEBUG).
 
@@ -13,6 +14,7 @@ pub mod fuzz;
 pub mod import;
 pub mod intake;
 pub mod naming;
+pub mod probe;
 pub mod reconstruct;
 pub mod replay;
 pub mod reserve;

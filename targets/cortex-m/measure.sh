@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The figures of BENCHMARKS.md's "Agent on the board" section, on the emulated mps2-an386:
-#   1. instructions per recorded event, by kind: the firmware's `bench` mode under QEMU -icount shift=0
+#   1. instructions per recorded event, by kind: the firmware's `bench` mode under QEMU -icount shift=0, in
+#      the image built without `timed-masking` (build.sh untimed: the plain PRIMASK critical section, as
+#      the `cortex-m` crate's single-core one; the default image adds a flag test at each end of every
+#      masked section, 8 instructions per record, to time them for part 3)
 #      (one instruction = 1 ns of board time; the timer counts 25 MHz, so one tick = 40 instructions);
 #      the drain (framing: header, CRC-32C, COBS) per event; the firmware's path; and `loaded`: thread mode
 #      recording while SysTick and a 10 kHz timer interrupt record too and PendSV drains (all included);
@@ -12,24 +15,42 @@
 #   4. the UART's sustained events/s: `flood` mode at 115 200 and 921 600 baud equivalents, 5 s of board
 #      time each, under -icount shift=4 (62.5 M instructions per second, near a Cortex-M4 at 64 MHz).
 # Usage: targets/cortex-m/measure.sh [RUNS]   (default 3 runs of each measurement)
-# Environment: ELF=firmware image and FOOTPRINT=footprint image to measure another build (e.g. one built
-# from an earlier commit in another worktree); default: build this tree's.
+# Environment: ELF=firmware image, BENCH_ELF=the image of parts 1 (default: build.sh untimed, or $ELF when
+# ELF is given) and FOOTPRINT=footprint image to measure another build (e.g. one built from an earlier
+# commit in another worktree); default: build this tree's.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs="${1:-3}"
-elf="${ELF:-$("$root/targets/cortex-m/build.sh")}"
 footprint="${FOOTPRINT:-}"
 if [ -z "$footprint" ]; then
   "$root/scripts/build-bare-metal.sh" >/dev/null
   footprint="$root/target/bare-metal/thumbv7em-none-eabihf/release/socscope-footprint"
 fi
+# Probe mode (the board only records; the host frames): its footprint image and firmware, when this tree
+# has them (PROBE_FOOTPRINT= and PROBE_ELF= to measure others; empty: skipped).
+probe_footprint="${PROBE_FOOTPRINT-$footprint-probe}"
+probe_elf="${PROBE_ELF-}"
+if [ -z "${PROBE_ELF+set}" ] && [ -z "${ELF:-}" ] && grep -q '^probe' "$root/targets/cortex-m/Cargo.toml"; then
+  probe_elf="$("$root/targets/cortex-m/build.sh" probe)"
+fi
+# The variants are copies (build.sh VARIANT); the default image is built last, at its own path.
+if [ -n "${ELF:-}" ]; then
+  elf="$ELF"
+  bench_elf="${BENCH_ELF:-$ELF}"
+else
+  bench_elf="${BENCH_ELF:-$("$root/targets/cortex-m/build.sh" untimed)}"
+  elf="$("$root/targets/cortex-m/build.sh")"
+fi
 qemu() {
   qemu-system-arm -M mps2-an386 -nographic -monitor none "$@" -kernel "$elf"
 }
+qemu_bench() {
+  qemu-system-arm -M mps2-an386 -nographic -monitor none "$@" -kernel "$bench_elf"
+}
 
-echo "== instructions per recorded event (-icount shift=0; ticks x 40), $runs runs"
+echo "== instructions per recorded event (-icount shift=0; ticks x 40), $runs runs; image $(basename "$bench_elf")"
 for run in $(seq "$runs"); do
-  qemu -icount shift=0,sleep=off -serial null \
+  qemu_bench -icount shift=0,sleep=off -serial null \
     -semihosting-config enable=on,target=native,arg=fw,arg=mode=bench 2>&1 |
     awk -v run="$run" '
       /^bench empty-loop/ { empty = $6 / $4 }
@@ -42,11 +63,20 @@ for run in $(seq "$runs"); do
       END { if (ram != "") printf "run %s  agent RAM (size_of, printed by the firmware): %d bytes, of which %d besides the ring blocks\n", run, ram, state }'
 done
 
+if [ "$bench_elf" != "$elf" ]; then
+  echo "== the same in the default image $(basename "$elf") (masked sections timed: a flag test at each end), 1 run"
+  qemu -icount shift=0,sleep=off -serial null \
+    -semihosting-config enable=on,target=native,arg=fw,arg=mode=bench 2>&1 |
+    awk '/^bench empty-loop/ { empty = $6 / $4 }
+      /^bench record / { line = line sprintf(" %s %.1f", $3, ($7 / $5 - empty) * 40) }
+      END { printf " %s\n", line }' | fold -s -w 110
+fi
+
 echo "== post-mortem mode against streaming mode, record path per kind (-icount shift=0), same run"
 # Not grep -q: it would stop reading early, and strings killed by SIGPIPE fails the pipeline (pipefail).
-if strings "$elf" | grep 'player-post-mortem' >/dev/null; then
+if strings "$bench_elf" | grep 'player-post-mortem' >/dev/null; then
   for m in 0 1; do
-    qemu -icount shift=0,sleep=off -serial null \
+    qemu_bench -icount shift=0,sleep=off -serial null \
       -semihosting-config "enable=on,target=native,arg=fw,arg=mode=bench,arg=postmortem=$m" 2>&1 |
       awk -v m="$m" '
         /^bench empty-loop/ { empty = $6 / $4 }
@@ -75,6 +105,33 @@ llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
     printf "  firmware: agent constant data (CRC-32C table): %d bytes\n", table
     if (agent > 0) printf "  firmware: the AGENT static: %d bytes of RAM (.bss)\n", agent
   }'
+
+echo "== probe mode (the board records only; the host reads its rings through a debug port and frames them)"
+if [ -n "$probe_footprint" ] && [ -f "$probe_footprint" ]; then
+  llvm-size -A "$probe_footprint" | awk '$1 ~ /^\.(text|rodata)$/ { printf "  footprint image in probe mode %-8s %6d bytes\n", $1, $2 }'
+  llvm-nm -C --size-sort -S --radix=d "$probe_footprint" | awk '
+    { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
+    kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire)::/ { agent += size }
+    kind ~ /[tT]/ && name ~ /compiler_builtins|__aeabi/ { mem += size }
+    name ~ /^reset$/ { reset = size }
+    END { printf "  of which the agent'"'"'s functions %d, the harness loop (16 record calls, Agent::new, attach_probe, probe_close_blocks inlined) %d, memcpy/memset (the constructor'"'"'s) %d bytes\n", agent, reset, mem }'
+else
+  echo "  (no probe-mode footprint image)"
+fi
+if [ -n "$probe_elf" ] && [ -f "$probe_elf" ]; then
+  llvm-nm -C --size-sort -S --radix=d "$probe_elf" | awk '
+    { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
+    kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire|postcard|serde|cobs|crc)::/ { code += size }
+    name ~ /^socscope_cortex_m::DICTIONARY$/ { dict = size }
+    END { printf "  firmware in probe mode: agent code %d bytes (custom records and stats included), dictionary image in flash %d bytes\n", code, dict }'
+  qemu-system-arm -M mps2-an386 -nographic -monitor none -icount shift=4,sleep=off -serial null \
+    -semihosting-config "enable=on,target=native,arg=fw,arg=mode=run,arg=seconds=1" -kernel "$probe_elf" 2>&1 |
+    awk '/agent-ram/ || /probe-control/ { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) }
+      END { printf "  firmware in probe mode: agent RAM %d bytes (size_of), of which %d besides the ring blocks, + control block %d bytes = ring + %d\n",
+        v["agent-ram"], v["agent-state"], v["bytes"], v["agent-state"] + v["bytes"] }'
+else
+  echo "  (no probe-mode firmware)"
+fi
 
 echo "== masked sections and interrupt latency (run, 3 s of board time, -icount shift=4: 16 ns/instruction), $runs runs"
 for run in $(seq "$runs"); do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the traced firmware on QEMU's mps2-an386 board and captures its UART with `socscope collect`.
 #
-#   targets/cortex-m/run.sh --seconds N --dir DIR [--tcp] [--baud B] [--mode run|flood|postmortem]
+#   targets/cortex-m/run.sh --seconds N --dir DIR [--tcp | --probe] [--baud B] [--mode run|flood|postmortem]
 #                           [--dump-after S] [--icount SHIFT] [--uart-log FILE]
 #
 # Builds the image (installing Debian's rustc-web and qemu-system-arm if missing), starts QEMU with the UART
@@ -11,6 +11,9 @@
 # after that one session, and this script then stops QEMU. Prints the collector's lines and the firmware's own counters
 # (lines starting `socscope-board:`).
 #
+#   --probe       probe mode: the firmware built with its `probe` feature only records; QEMU's gdbstub
+#                 (-gdb) is the debug probe, and `socscope collect --probe` reads the rings through it and
+#                 frames them (no UART); modes run and flood.
 #   --baud B      the UART's modelled speed (default 921600; 0: as fast as QEMU takes bytes). QEMU's UART
 #                 has no speed of its own: the firmware moves B/10 bytes per second into it.
 #   --mode M      run: the scheduler, tasks and interrupts (default); flood: thread mode records as fast
@@ -29,13 +32,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 
-seconds=5 dir=socscope-traces tcp=0 baud=921600 mode=run icount="" session="$(date +%s)" dump_after=2 uart_log=""
+seconds=5 dir=socscope-traces tcp=0 probe=0 baud=921600 mode=run icount="" session="$(date +%s)" dump_after=2 uart_log=""
 usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;
     --dir) dir="${2:?--dir needs a value}"; shift 2 ;;
     --tcp) tcp=1; shift ;;
+    --probe) probe=1; shift ;;
     --baud) baud="${2:?--baud needs a value}"; shift 2 ;;
     --mode) mode="${2:?--mode needs a value}"; shift 2 ;;
     --icount) icount="${2:?--icount needs a value}"; shift 2 ;;
@@ -59,7 +63,13 @@ if ! command -v qemu-system-arm >/dev/null; then
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
 fi
-elf="$("$root/targets/cortex-m/build.sh")"
+[ "$probe" = 0 ] || [ "$mode" != postmortem ] || { echo "run.sh: --probe runs modes run and flood" >&2; exit 2; }
+[ "$probe" = 0 ] || [ "$tcp" = 0 ] || { echo "run.sh: --probe and --tcp exclude each other" >&2; exit 2; }
+if [ "$probe" = 1 ]; then
+  elf="$("$root/targets/cortex-m/build.sh" probe)"
+else
+  elf="$("$root/targets/cortex-m/build.sh")"
+fi
 socscope="${SOCSCOPE:-}"
 if [ -z "$socscope" ]; then
   (cd "$root" && cargo build -q --release -p socscope-analyzer --bin socscope)
@@ -91,7 +101,35 @@ wait_line() {
   return 1
 }
 
-if [ "$tcp" = 1 ]; then
+if [ "$probe" = 1 ]; then
+  # QEMU starts paused (-S) with its gdbstub on a loopback port; the collector connects to it, finds the
+  # agent's control block once the firmware has filled it, and reads the rings until the board finishes.
+  started=0
+  for _ in $(seq 20); do
+    port=$((20000 + RANDOM % 40000))
+    "${qemu[@]}" -S -monitor none -serial null -gdb "tcp:127.0.0.1:$port" >"$work/qemu.out" 2>&1 &
+    qemu_pid=$!
+    for _ in $(seq 50); do
+      kill -0 "$qemu_pid" 2>/dev/null || break
+      # Until QEMU listens, the collector fails to connect and exits: then try again.
+      "$socscope" collect --probe "127.0.0.1:$port" --no-listen --dir "$dir" --sessions 1 \
+        >"$work/collector.out" 2>&1 &
+      collector_pid=$!
+      if wait_line "$work/collector.out" '^reading a board' "$collector_pid" >/dev/null; then
+        started=1
+        break
+      fi
+      wait "$collector_pid" 2>/dev/null || true
+      collector_pid=""
+      sleep 0.1
+    done
+    [ "$started" = 1 ] && break
+    kill "$qemu_pid" 2>/dev/null || true
+    wait "$qemu_pid" 2>/dev/null || true
+    qemu_pid=""
+  done
+  [ "$started" = 1 ] || { cat "$work/qemu.out" "$work/collector.out" >&2; echo "run.sh: the collector could not reach QEMU's gdbstub" >&2; exit 1; }
+elif [ "$tcp" = 1 ]; then
   "$socscope" collect --listen 127.0.0.1:0 --dir "$dir" --sessions 1 >"$work/collector.out" 2>&1 &
   collector_pid=$!
   line="$(wait_line "$work/collector.out" '^listening on ' "$collector_pid")" || {

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use socscope_collector::naming::printable;
 use socscope_collector::serial::SerialSpec;
-use socscope_collector::{IngestConfig, Notice, replay, serial, tcp};
+use socscope_collector::{IngestConfig, Notice, probe, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
 
 use crate::DEFAULT_DIR;
@@ -27,6 +27,11 @@ pub struct CollectArgs {
     /// A serial port to capture from, PATH[:BAUD] (default 115200 baud); repeatable.
     #[arg(long, value_name = "PATH[:BAUD]")]
     pub serial: Vec<String>,
+    /// A board whose agent runs in probe mode, read through a GDB remote-protocol debug port (QEMU's
+    /// `-gdb tcp::PORT`, OpenOCD, a J-Link GDB server): HOST:PORT, and @ADDRESS of the agent's control
+    /// block if known (else the RAM at 0x20000000 is scanned for it); repeatable.
+    #[arg(long, value_name = "HOST:PORT[@ADDRESS]")]
+    pub probe: Vec<String>,
     /// A .wire capture to ingest as if it came from a board; repeatable.
     #[arg(long, value_name = "FILE")]
     pub replay: Vec<PathBuf>,
@@ -332,6 +337,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     } else {
         args.max_connections
     } + args.serial.len()
+        + args.probe.len()
         + args.replay.len();
     let needed = socscope_collector::DiskReserve::needed(open_at_once);
     if args.disk_reserve > 0 && args.disk_reserve < needed {
@@ -360,6 +366,12 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     let mut ports = Vec::new();
     for spec in &specs {
         ports.push((spec.clone(), serial::open(spec)?));
+    }
+    let mut probes = Vec::new();
+    for s in &args.probe {
+        let spec = s.parse::<probe::ProbeSpec>()?;
+        let port = probe::connect(&spec)?;
+        probes.push((spec, port));
     }
     let std_listener = if args.no_listen {
         None
@@ -476,6 +488,18 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
             }
             blocking.push(tokio::task::spawn_blocking(move || {
                 serial::capture(port, &spec, config, stop, |n| {
+                    let _ = tx.send(n);
+                })
+                .map(|_| ())
+            }));
+        }
+        for (spec, port) in probes {
+            let (config, stop, tx) = (config.clone(), stop.clone(), notice_tx.clone());
+            if !args.json {
+                outln!("reading a board through the debug port {}", spec.address);
+            }
+            blocking.push(tokio::task::spawn_blocking(move || {
+                probe::capture(port, &spec, config, stop, std::time::Duration::from_millis(2), |n| {
                     let _ = tx.send(n);
                 })
                 .map(|_| ())

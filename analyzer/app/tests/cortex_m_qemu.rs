@@ -440,3 +440,95 @@ fn a_post_mortem_dump_on_qemu_is_stored_as_the_window_of_the_ring() {
         .any(|e| e.params.contains(&marker));
     assert!(found, "the dump's own marker is in the window");
 }
+
+#[test]
+fn the_firmware_in_probe_mode_is_read_through_the_debug_port_exactly() {
+    // 1. Probe mode: the firmware built with its `probe` feature only records; `socscope collect
+    // --probe` reads its rings through QEMU's gdbstub and frames them on the host. The trace holds what
+    // the board counted, per type, with the dictionary from the board's flash image.
+    let dir = tempfile::tempdir().unwrap();
+    let board = run(dir.path(), &["--probe", "--seconds", "3", "--icount", "4"]);
+    assert_eq!(board.total("frames"), 0, "the board framed nothing");
+    assert_eq!(board.total("uart-bytes"), 0, "nor used its UART");
+    let reader = check_trace(dir.path(), &board);
+    let made = |name: &str| {
+        board.stored.get(name).copied().unwrap_or(0)
+            + board.dropped_per_type.get(name).copied().unwrap_or(0)
+    };
+    for (_, name) in NAMES {
+        assert!(made(name) > 0, "{name} recorded: {:?}", board.stored);
+    }
+    let dropped = board.total("dropped");
+    let losses = reader.losses().unwrap();
+    assert_eq!(
+        losses.iter().map(|l| l.count).sum::<u64>(),
+        dropped,
+        "{losses:?}"
+    );
+    let producers = reader.producers().unwrap();
+    assert!(
+        producers
+            .iter()
+            .any(|p| p.kind == ProducerKind::SoftIrq && p.name == "vsync bottom half (PendSV)"),
+        "{producers:?}"
+    );
+    for task in ["idle", "input", "decoder", "render", "audio", "zapper"] {
+        assert!(
+            producers
+                .iter()
+                .any(|p| p.kind == ProducerKind::Thread && p.name == task),
+            "thread {task}: {producers:?}"
+        );
+    }
+    // The vsync job is a state: one per job the board stored (each closed by its exit record).
+    let types = reader.event_types().unwrap();
+    let job = types
+        .iter()
+        .find(|t| t.name == "vsync_job")
+        .expect("the board's vsync_job type")
+        .id;
+    let jobs = reader
+        .states_overlapping(TimeRange::all(), &Filter::all())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.type_id == job)
+        .count() as u64;
+    assert_eq!(jobs, board.stored["vsync_job"], "vsync_job states");
+    let marks = made("mark");
+    assert!((175..=181).contains(&marks), "{marks} vsync marks in 3 s");
+
+    // 2. Flood: thread mode records faster than the host reads; the board drops records, numbered,
+    // and the trace's loss intervals add up to its count.
+    let dir = tempfile::tempdir().unwrap();
+    let board = run(
+        dir.path(),
+        &[
+            "--probe",
+            "--mode",
+            "flood",
+            "--seconds",
+            "2",
+            "--icount",
+            "4",
+        ],
+    );
+    let reader = check_trace(dir.path(), &board);
+    let dropped = board.total("dropped");
+    assert!(
+        dropped > 0,
+        "a flood outruns the probe: {:?}",
+        board.summary
+    );
+    let losses = reader.losses().unwrap();
+    assert_eq!(
+        losses.iter().map(|l| l.count).sum::<u64>(),
+        dropped,
+        "{losses:?}"
+    );
+    for l in &losses {
+        let (Some(from), Some(to)) = (l.seq_from, l.seq_to) else {
+            panic!("a board loss has its sequence numbers: {l:?}");
+        };
+        assert_eq!(to - from + 1, l.count, "{l:?}");
+    }
+}

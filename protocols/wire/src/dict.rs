@@ -315,6 +315,116 @@ impl Builtin {
     }
 }
 
+/// The length of [`dictionary_image`]`(producers, types)`.
+pub const fn dictionary_image_len(
+    producers: &[ProducerDef<'_>],
+    types: &[EventTypeDef<'_>],
+) -> usize {
+    write_dictionary_image(producers, types, &mut [])
+}
+
+/// A board's dictionary as the body of one `Dictionary` frame — the entry count, the producers, then the
+/// event types, each as `encode::encode_dictionary` writes it — computed at compile time:
+///
+/// ```
+/// use socscope_wire::dict::{dictionary_image, dictionary_image_len, ProducerDef, ProducerKind};
+/// const PRODUCERS: [ProducerDef<'static>; 1] = [ProducerDef {
+///     id: 1, parent: None, kind: ProducerKind::Thread, local_id: 1, name: "main",
+/// }];
+/// static IMAGE: [u8; dictionary_image_len(&PRODUCERS, &[])] = dictionary_image(&PRODUCERS, &[]);
+/// assert_eq!(IMAGE[0], 1);
+/// ```
+///
+/// A board whose drain runs on the host (the agent's probe mode) keeps this image in flash for the
+/// host to read, so that it carries no dictionary encoder. `N` must be [`dictionary_image_len`]: a
+/// shorter array holds the image's first `N` bytes only.
+pub const fn dictionary_image<const N: usize>(
+    producers: &[ProducerDef<'_>],
+    types: &[EventTypeDef<'_>],
+) -> [u8; N] {
+    let mut out = [0u8; N];
+    write_dictionary_image(producers, types, &mut out);
+    out
+}
+
+/// Writes the image into `out` (as much as fits) and returns its whole length.
+const fn write_dictionary_image(
+    producers: &[ProducerDef<'_>],
+    types: &[EventTypeDef<'_>],
+    out: &mut [u8],
+) -> usize {
+    let mut at = put_varint(out, 0, (producers.len() + types.len()) as u64);
+    let mut i = 0;
+    while i < producers.len() {
+        let p = &producers[i];
+        at = put_byte(out, at, 0);
+        at = put_varint(out, at, p.id as u64);
+        at = match p.parent {
+            None => put_byte(out, at, 0),
+            Some(parent) => {
+                let at = put_byte(out, at, 1);
+                put_varint(out, at, parent as u64)
+            }
+        };
+        at = put_varint(out, at, p.kind as u64);
+        at = put_varint(out, at, p.local_id);
+        at = put_str(out, at, p.name);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < types.len() {
+        let t = &types[i];
+        at = put_byte(out, at, 1);
+        at = put_varint(out, at, t.id as u64);
+        at = put_str(out, at, t.name);
+        at = match t.category {
+            Category::Punctual => put_byte(out, at, 0),
+            Category::StateEnter => put_byte(out, at, 1),
+            Category::StateExit { enter } => {
+                let at = put_byte(out, at, 2);
+                put_varint(out, at, enter as u64)
+            }
+            Category::Variable => put_byte(out, at, 3),
+            Category::Special => put_byte(out, at, 4),
+        };
+        at = put_varint(out, at, t.params.len() as u64);
+        let mut j = 0;
+        while j < t.params.len() {
+            at = put_str(out, at, t.params[j].name);
+            at = put_varint(out, at, t.params[j].ty as u64);
+            j += 1;
+        }
+        i += 1;
+    }
+    at
+}
+
+const fn put_byte(out: &mut [u8], at: usize, b: u8) -> usize {
+    if at < out.len() {
+        out[at] = b;
+    }
+    at + 1
+}
+
+const fn put_varint(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        at = put_byte(out, at, (v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    put_byte(out, at, v as u8)
+}
+
+const fn put_str(out: &mut [u8], at: usize, s: &str) -> usize {
+    let bytes = s.as_bytes();
+    let mut at = put_varint(out, at, bytes.len() as u64);
+    let mut i = 0;
+    while i < bytes.len() {
+        at = put_byte(out, at, bytes[i]);
+        i += 1;
+    }
+    at
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,13 +41,23 @@ use hw::{Line, SYSCLK_HZ};
 /// Bytes per ring block, blocks per ring.
 const BLOCK: usize = 256;
 const BLOCKS: usize = 8;
-/// The control-frame buffer: the board's `Hello` and its longest declaration fit in it.
+/// The control-frame buffer: the board's `Hello` and its longest declaration fit in it. None in the
+/// probe build: the host frames what it reads.
+#[cfg(not(feature = "probe"))]
 const CONTROL: usize = 96;
+#[cfg(feature = "probe")]
+const CONTROL: usize = 0;
+/// Producers registered at run time: the soft IRQ, whose handler address is only known then; in the
+/// probe build it is in the dictionary image in flash, under a fixed id ([`SOFTIRQ_ID`]).
+#[cfg(not(feature = "probe"))]
+const RUN_TIME_PRODUCERS: usize = 1;
+#[cfg(feature = "probe")]
+const RUN_TIME_PRODUCERS: usize = 0;
 /// One CPU; the board's threads and interrupts share its ring (each record masks interrupts for that
 /// record only).
 /// The dictionary's tables are in flash ([`PRODUCERS`], [`TYPES`], `Agent::declare_static`); room for
 /// one producer registered at run time (the soft IRQ, whose handler address is only known then).
-type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, 1, 0>;
+type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0>;
 
 /// Thread ids (also their bit in `READY`; a lower id runs first).
 const PID_IDLE: u32 = 0;
@@ -157,6 +167,42 @@ static PRODUCERS: [ProducerDef<'static>; 10] = [
     },
 ];
 
+/// The vsync bottom half: declared at run time (its handler's address), or in the probe build under this
+/// fixed id (a `const` dictionary cannot hold a function's address).
+const SOFTIRQ_NAME: &str = "vsync bottom half (PendSV)";
+#[cfg(feature = "probe")]
+const SOFTIRQ_ID: u64 = 1;
+
+/// The probe build's producers: the board's and the soft IRQ.
+#[cfg(feature = "probe")]
+static PROBE_PRODUCERS: [ProducerDef<'static>; 11] = {
+    let mut all = [ProducerDef {
+        id: 0x200,
+        parent: None,
+        kind: ProducerKind::SoftIrq,
+        local_id: SOFTIRQ_ID,
+        name: SOFTIRQ_NAME,
+    }; 11];
+    let mut i = 0;
+    while i < PRODUCERS.len() {
+        all[i] = PRODUCERS[i];
+        i += 1;
+    }
+    all
+};
+
+/// The probe build's dictionary, encoded at compile time (no encoder on the board): the host sends it.
+#[cfg(feature = "probe")]
+static DICTIONARY: [u8; socscope_wire::dict::dictionary_image_len(&PROBE_PRODUCERS, &TYPES)] =
+    socscope_wire::dict::dictionary_image(&PROBE_PRODUCERS, &TYPES);
+
+/// The probe build's control block (SPEC.md, "Probe mode"): the host finds it by its magic bytes, or by
+/// this symbol.
+#[cfg(feature = "probe")]
+#[unsafe(no_mangle)]
+static SOCSCOPE_PROBE: socscope_agent::probe::ProbeControl<1> =
+    socscope_agent::probe::ProbeControl::new();
+
 static TYPES: [EventTypeDef<'static>; 5] = [
     EventTypeDef {
         id: T_VSYNC_JOB,
@@ -194,18 +240,26 @@ static TYPES: [EventTypeDef<'static>; 5] = [
 // The critical section (PRIMASK), which the agent and the firmware use: every outermost masked section is
 // timed with the board clock, so the firmware reports the longest time interrupts waited.
 
+/// The firmware's critical section: PRIMASK, each outermost masked section timed.
+///
+/// Without the `timed-masking` feature (the image `measure.sh` counts the record path's instructions
+/// with) it is the plain single-core PRIMASK section, the same instructions as the `cortex-m` crate's
+/// `critical-section-single-core` implementation: the agent's cost on a board that does not time its
+/// masked sections, without the flag tests (4 instructions at entry, 4 at exit) of the timed build.
 struct MeasuredPrimask;
 critical_section::set_impl!(MeasuredPrimask);
 
 /// Whether masked sections are timed (not in `bench` mode, whose figures are the agent's alone).
 static TIME_MASKING: AtomicBool = AtomicBool::new(true);
 /// When the current outermost masked section started (timer 1).
+#[cfg(feature = "timed-masking")]
 static MASKED_SINCE: AtomicU32 = AtomicU32::new(0);
 /// The longest masked section so far, in clock ticks, and how many were timed.
 static MASKED_MAX: AtomicU32 = AtomicU32::new(0);
 static MASKED_SECTIONS: AtomicU32 = AtomicU32::new(0);
 /// Where the current outermost masked section started, and the longest one (a code address, printed for
 /// `llvm-addr2line`/`llvm-objdump`: which section is the longest).
+#[cfg(feature = "timed-masking")]
 static MASKED_SINCE_PC: AtomicU32 = AtomicU32::new(0);
 static MASKED_MAX_PC: AtomicU32 = AtomicU32::new(0);
 
@@ -220,6 +274,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
             core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack, preserves_flags));
         }
         let was_active = primask & 1 == 0;
+        #[cfg(feature = "timed-masking")]
         if was_active && TIME_MASKING.load(Ordering::Relaxed) {
             let pc: u32;
             // SAFETY: reads the program counter (this function is inlined where the section starts).
@@ -234,6 +289,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
     #[inline(always)]
     unsafe fn release(was_active: critical_section::RawRestoreState) {
         if was_active {
+            #[cfg(feature = "timed-masking")]
             if TIME_MASKING.load(Ordering::Relaxed) {
                 masked_section_ends();
             }
@@ -245,6 +301,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
 
 /// Notes when and where an outermost masked section starts (out of line: the inlined part of the
 /// critical section stays a flag test).
+#[cfg(feature = "timed-masking")]
 #[inline(never)]
 fn masked_section_starts(pc: u32) {
     MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
@@ -253,6 +310,7 @@ fn masked_section_starts(pc: u32) {
 
 /// Times the outermost masked section that ends now (interrupts still masked: plain loads and stores
 /// are atomic here).
+#[cfg(feature = "timed-masking")]
 #[inline(never)]
 fn masked_section_ends() {
     let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
@@ -501,6 +559,7 @@ static DRAIN_DISCARDS: AtomicBool = AtomicBool::new(false);
 
 /// Sends what the agent has due into the UART queue (PendSV, the lowest priority), with interrupts
 /// enabled: the agent masks them only to claim a finished block and to give it back.
+#[cfg(not(feature = "probe"))]
 fn drain() {
     let Some(agent) = agent() else {
         return;
@@ -541,7 +600,10 @@ fn install(agent: BoardAgent) {
         return;
     }
     // SAFETY: not ready yet: nothing else reads the slot.
-    unsafe { (*AGENT.agent.get()).write(agent) };
+    let _agent = unsafe { (*AGENT.agent.get()).write(agent) };
+    // The rings' addresses are final now: the control block can give them to the host.
+    #[cfg(feature = "probe")]
+    _agent.attach_probe(&SOCSCOPE_PROBE, &DICTIONARY);
     AGENT.ready.store(true, Ordering::Release);
 }
 
@@ -715,10 +777,27 @@ fn PendSV() {
     drain();
 }
 
+/// Probe build: the host reads closed blocks; the open one is closed once its records are a flush
+/// latency (20 ms) old, as the streaming drain would send it.
+#[cfg(feature = "probe")]
+fn drain() {
+    static LAST_CLOSE_MS: AtomicU32 = AtomicU32::new(0);
+    let ms = MS.load(Ordering::Relaxed);
+    if ms.wrapping_sub(LAST_CLOSE_MS.load(Ordering::Relaxed)) >= 20 {
+        LAST_CLOSE_MS.store(ms, Ordering::Relaxed);
+        if let Some(agent) = agent() {
+            agent.probe_close_blocks();
+        }
+    }
+}
+
 /// The vsync "soft IRQ": hands the new frame to the decoder and the renderer.
 #[inline(never)]
 fn vsync_bottom_half() {
+    #[cfg(not(feature = "probe"))]
     softirq_entry(vsync_bottom_half as *const () as usize);
+    #[cfg(feature = "probe")]
+    softirq_entry(SOFTIRQ_ID as usize);
     wake(PID_DECODER);
     wake(PID_RENDER);
     softirq_exit();
@@ -914,16 +993,20 @@ fn main() -> ! {
     );
     // The board's dictionary is in flash: the agent references these tables instead of copying them
     // (RAM). Only the soft IRQ's handler address is known at run time: registered (copied) alone.
+    #[cfg_attr(feature = "probe", allow(unused_mut))]
     let mut ok = agent.declare_static(&PRODUCERS, &TYPES).is_ok();
-    ok &= agent
-        .register_producer(ProducerDef {
-            id: 0x200,
-            parent: None,
-            kind: ProducerKind::SoftIrq,
-            local_id: vsync_bottom_half as *const () as usize as u64,
-            name: "vsync bottom half (PendSV)",
-        })
-        .is_ok();
+    #[cfg(not(feature = "probe"))]
+    {
+        ok &= agent
+            .register_producer(ProducerDef {
+                id: 0x200,
+                parent: None,
+                kind: ProducerKind::SoftIrq,
+                local_id: vsync_bottom_half as *const () as usize as u64,
+                name: SOFTIRQ_NAME,
+            })
+            .is_ok();
+    }
     // `postmortem=1` with `mode=bench`: the record path's cost in post-mortem mode (full rings overwrite
     // their oldest block), against the same bench in streaming mode.
     if mode == b"postmortem" || number("postmortem", 0) == 1 {
@@ -1081,6 +1164,19 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
     let Some(agent) = agent() else {
         return false;
     };
+    // Probe build: the last blocks and the final counters go into the control block; the host sends
+    // them, with `Bye`.
+    #[cfg(feature = "probe")]
+    {
+        agent.probe_finish();
+        Line::new()
+            .text("socscope-board: probe-control ")
+            .num(&SOCSCOPE_PROBE as *const _ as usize as u64)
+            .text(" bytes ")
+            .num(core::mem::size_of_val(&SOCSCOPE_PROBE) as u64)
+            .print();
+    }
+    #[cfg(not(feature = "probe"))]
     if !POST_MORTEM.load(Ordering::Relaxed) {
         // Until Bye is out, the UART queue emptied in between.
         loop {

@@ -7,9 +7,13 @@
 #![no_std]
 #![no_main]
 
-use core::ptr::{read_volatile, write_volatile};
+use core::ptr::read_volatile;
+#[cfg(not(feature = "probe"))]
+use core::ptr::write_volatile;
 
-use socscope_agent::{Clock, Config, SmallAgent, Transport, TransportError};
+use socscope_agent::{Clock, Config};
+#[cfg(not(feature = "probe"))]
+use socscope_agent::{SmallAgent, Transport, TransportError};
 
 // The agent masks interrupts through the `critical-section` crate; cortex-m provides its PRIMASK one.
 use cortex_m as _;
@@ -17,6 +21,7 @@ use cortex_m as _;
 /// DWT cycle counter of a Cortex-M.
 const DWT_CYCCNT: *const u32 = 0xE000_1004 as *const u32;
 /// A UART data register (the address of a typical STM32 USART).
+#[cfg(not(feature = "probe"))]
 const UART_DR: *mut u32 = 0x4000_4404 as *mut u32;
 /// Where the image reads its "events" from, so the compiler cannot know them.
 const INPUT: *const u32 = 0x2000_0000 as *const u32;
@@ -38,8 +43,19 @@ impl Clock for CycleCounter {
     }
 }
 
+/// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer (no drain on the
+/// board), no dictionary storage.
+#[cfg(feature = "probe")]
+type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0>;
+
+/// The probe build's control block.
+#[cfg(feature = "probe")]
+static PROBE: socscope_agent::probe::ProbeControl<2> = socscope_agent::probe::ProbeControl::new();
+
+#[cfg(not(feature = "probe"))]
 struct Uart;
 
+#[cfg(not(feature = "probe"))]
 impl Transport for Uart {
     fn write_frame(&mut self, frame: &[u8]) -> Result<(), TransportError> {
         for &b in frame {
@@ -72,7 +88,8 @@ static RESET_VECTOR: extern "C" fn() -> ! = reset;
 
 #[unsafe(no_mangle)]
 extern "C" fn reset() -> ! {
-    let agent = SmallAgent::new(
+    #[cfg_attr(not(feature = "probe"), allow(unused_mut))]
+    let mut agent = SmallAgent::new(
         CycleCounter { high: 0, last: 0 },
         Config {
             board: "footprint",
@@ -88,6 +105,12 @@ extern "C" fn reset() -> ! {
             token: "",
         },
     );
+    #[cfg(feature = "probe")]
+    {
+        // In a register-sized slot the agent would move; here it stays on this never-returning stack.
+        agent.attach_probe(&PROBE, &[]);
+    }
+    #[cfg(not(feature = "probe"))]
     let mut uart = Uart;
     loop {
         let v = input();
@@ -109,6 +132,9 @@ extern "C" fn reset() -> ! {
             14 => agent.kmalloc(0, u64::from(v & 4095), u64::from(v)),
             _ => agent.kfree(0, u64::from(v)),
         };
+        #[cfg(not(feature = "probe"))]
         let _ = agent.poll(&mut uart);
+        #[cfg(feature = "probe")]
+        agent.probe_close_blocks();
     }
 }
