@@ -8,6 +8,8 @@
 
 mod error;
 pub mod export;
+#[cfg(feature = "fleet")]
+mod implied;
 pub mod layout;
 #[cfg(feature = "fleet")]
 pub mod overview;

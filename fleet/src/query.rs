@@ -13,10 +13,13 @@ use datafusion::datasource::listing::{
 };
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use crate::error::{FleetError, Result};
+use crate::implied::DropImpliedFilters;
 use crate::layout::Dataset;
 use crate::schema::{PARTITION_COLUMNS, Table};
 
@@ -88,7 +91,17 @@ impl Engine {
         let opts = config.options_mut();
         opts.execution.parquet.pushdown_filters = false;
         opts.execution.parquet.enable_page_index = true;
-        let ctx = SessionContext::new_with_config_rt(config, env);
+        // Ours first: projection pushdown, later in DataFusion's list, then stops decoding the columns
+        // that only a dropped filter term read.
+        let mut rules = PhysicalOptimizer::new().rules;
+        rules.insert(0, Arc::new(DropImpliedFilters));
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(env)
+            .with_default_features()
+            .with_physical_optimizer_rules(rules)
+            .build();
+        let ctx = SessionContext::new_with_state(state);
         for table in Table::ALL {
             let dir = dataset.table_dir(table);
             std::fs::create_dir_all(&dir).map_err(FleetError::io(&dir))?;
