@@ -5,6 +5,8 @@
 #   targets/cortex-m/build.sh            the default image (target/.../release/socscope-cortex-m)
 #   targets/cortex-m/build.sh VARIANT    another image, copied to target/.../release/socscope-cortex-m-VARIANT
 #                                        (the default path then holds that variant until the next default build):
+#   Every image is also printed as a copy of its own (`-default` for the default one), made under a lock:
+#   tests run QEMU on several variants at once, and cargo puts every build at the same default path.
 #     untimed   masked sections not timed (the plain PRIMASK critical section): measure.sh's record counts
 #     probe     probe mode: the board only records; the host reads its rings (socscope collect --probe)
 set -euo pipefail
@@ -18,12 +20,15 @@ case "$variant" in
   probe) features=(--features probe) ;;
   *) echo "build.sh: unknown variant '$variant' (expected untimed or probe)" >&2; exit 2 ;;
 esac
+mkdir -p "$out"
+exec 9>"$out/.build.lock"
+flock 9
 CARGO_TARGET_THUMBV7EM_NONE_EABIHF_LINKER="$lld" \
   "${cargo[@]}" build -q --release --manifest-path targets/cortex-m/Cargo.toml --target "$target" \
   "${build_std[@]}" --target-dir "$out" "${features[@]}"
 elf="$PWD/$out/$target/release/socscope-cortex-m"
-if [ -n "$variant" ]; then
-  cp "$elf" "$elf-$variant"
-  elf="$elf-$variant"
-fi
-echo "$elf"
+copy="$elf-${variant:-default}"
+# Replaced by a rename: a QEMU that already loaded the previous copy is not disturbed.
+cp "$elf" "$copy.tmp.$$"
+mv -f "$copy.tmp.$$" "$copy"
+echo "$copy"
