@@ -179,6 +179,26 @@ fn check_pty_capture(dir: &Path, board: &Board) {
 
 /// The checks both runs share: the trace holds what the board counted, per type, and its timestamps
 /// never go backwards.
+/// The board dropped records (`why` says why it must have), and the trace's loss intervals are exactly
+/// those drops: numbered, on CPU 0, adding up to the board's count.
+fn losses_match_the_boards_drops(reader: &TraceReader, board: &Board, why: &str) {
+    let dropped = board.total("dropped");
+    assert!(dropped > 0, "{why}: {:?}", board.summary);
+    let losses = reader.losses().unwrap();
+    assert_eq!(
+        losses.iter().map(|l| l.count).sum::<u64>(),
+        dropped,
+        "the loss intervals add up to the board's count: {losses:?}"
+    );
+    for l in &losses {
+        let (Some(from), Some(to)) = (l.seq_from, l.seq_to) else {
+            panic!("a board loss has its sequence numbers: {l:?}");
+        };
+        assert_eq!(to - from + 1, l.count, "{l:?}");
+        assert_eq!(l.cpu, Some(0), "{l:?}");
+    }
+}
+
 fn check_trace(dir: &Path, board: &Board) -> TraceReader {
     let reader = TraceReader::open(only_trace(dir)).expect("the trace opens");
     let stats = stats(&reader);
@@ -354,26 +374,7 @@ fn the_firmware_on_qemu_is_captured_exactly_and_its_drops_are_counted() {
         ],
     );
     let reader = check_trace(dir.path(), &board);
-    let dropped = board.total("dropped");
-    assert!(
-        dropped > 0,
-        "a slow UART loses records: {:?}",
-        board.summary
-    );
-    let losses = reader.losses().unwrap();
-    assert!(!losses.is_empty());
-    assert_eq!(
-        losses.iter().map(|l| l.count).sum::<u64>(),
-        dropped,
-        "the loss intervals add up to the board's count: {losses:?}"
-    );
-    for l in &losses {
-        let (Some(from), Some(to)) = (l.seq_from, l.seq_to) else {
-            panic!("a board loss has its sequence numbers: {l:?}");
-        };
-        assert_eq!(to - from + 1, l.count, "{l:?}");
-        assert_eq!(l.cpu, Some(0));
-    }
+    losses_match_the_boards_drops(&reader, &board, "a slow UART loses records");
 }
 
 #[test]
@@ -513,22 +514,5 @@ fn the_firmware_in_probe_mode_is_read_through_the_debug_port_exactly() {
         ],
     );
     let reader = check_trace(dir.path(), &board);
-    let dropped = board.total("dropped");
-    assert!(
-        dropped > 0,
-        "a flood outruns the probe: {:?}",
-        board.summary
-    );
-    let losses = reader.losses().unwrap();
-    assert_eq!(
-        losses.iter().map(|l| l.count).sum::<u64>(),
-        dropped,
-        "{losses:?}"
-    );
-    for l in &losses {
-        let (Some(from), Some(to)) = (l.seq_from, l.seq_to) else {
-            panic!("a board loss has its sequence numbers: {l:?}");
-        };
-        assert_eq!(to - from + 1, l.count, "{l:?}");
-    }
+    losses_match_the_boards_drops(&reader, &board, "a flood outruns the probe");
 }
