@@ -1,8 +1,5 @@
 //! The agent end to end through the real decoder: what goes in comes out, and losses are counted exactly.
 
-use std::cell::Cell;
-use std::rc::Rc;
-
 use proptest::prelude::*;
 use socscope_agent::{Agent, AgentError, Clock, Config, Mode, Recorded, Transport, TransportError};
 use socscope_wire::decode::{DecodeError, Frame, StreamDecoder};
@@ -11,14 +8,8 @@ use socscope_wire::dict::{
 };
 use socscope_wire::frame::ParamValue;
 
-#[derive(Clone, Default)]
-struct SharedClock(Rc<Cell<u64>>);
-
-impl Clock for SharedClock {
-    fn now(&mut self) -> u64 {
-        self.0.get()
-    }
-}
+mod common;
+use common::{SharedClock, config};
 
 /// Collects frames; refuses them while `blocked`.
 #[derive(Default)]
@@ -38,22 +29,6 @@ impl Transport for Capture {
 }
 
 type TestAgent = Agent<SharedClock, 2, 128, 4, { socscope_agent::frame_buffer_len(128) }, 8, 4>;
-
-fn config() -> Config {
-    Config {
-        board: "stb-test",
-        soc: "sti7105",
-        os: "linux",
-        application: "player",
-        cpu_count: 2,
-        tick_rate_hz: 1_000_000,
-        session_id: 7,
-        flush_latency_ticks: 1_000,
-        heartbeat_ticks: 10_000,
-        hello_every_ticks: 0,
-        token: "",
-    }
-}
 
 fn decode_all(bytes: &[u8]) -> Vec<Frame> {
     let mut d = StreamDecoder::default();

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use socscope_agent::probe::ProbeControl;
-use socscope_agent::{Agent, Clock, Config, Recorded};
+use socscope_agent::{Agent, Recorded};
 use socscope_wire::dict::{
     Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind, dictionary_image,
     dictionary_image_len,
@@ -14,14 +14,8 @@ use socscope_wire::dict::{
 use socscope_wire::encode;
 use socscope_wire::frame::{DictEntry, FrameKind};
 
-#[derive(Clone, Default)]
-struct SharedClock(Rc<Cell<u64>>);
-
-impl Clock for SharedClock {
-    fn now(&mut self) -> u64 {
-        self.0.get()
-    }
-}
+mod common;
+use common::{SharedClock, config};
 
 /// Two rings of four 256-byte blocks, no drain on the board (`OUT` = 0).
 type ProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0>;
@@ -62,22 +56,6 @@ const TYPES: [EventTypeDef<'static>; 2] = [
 ];
 static DICTIONARY: [u8; dictionary_image_len(&PRODUCERS, &TYPES)] =
     dictionary_image(&PRODUCERS, &TYPES);
-
-fn config() -> Config {
-    Config {
-        board: "stb-test",
-        soc: "sti7105",
-        os: "linux",
-        application: "player",
-        cpu_count: 2,
-        tick_rate_hz: 1_000_000,
-        session_id: 7,
-        flush_latency_ticks: 1_000,
-        heartbeat_ticks: 10_000,
-        hello_every_ticks: 0,
-        token: "",
-    }
-}
 
 /// An agent where it stays (leaked), attached to a control block, and its clock.
 fn attached() -> (&'static ProbeAgent, &'static ProbeControl<2>, Rc<Cell<u64>>) {
