@@ -206,6 +206,12 @@ pub struct AggregateArgs {
     /// fit is refused before it starts.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
     pub memory_budget: u64,
+    /// The spatiotemporal algorithm: `exact` (lpaggreg's results bit for bit), `scalable`
+    /// (monotone cut windows and prefix-sum qualities: far faster on long series of many
+    /// producers, its partitions may differ), or `auto`: exact while its qualities fit in the
+    /// memory budget kept, scalable above that size.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub algorithm: AlgorithmArg,
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -690,6 +696,24 @@ pub fn density(args: DensityArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--algorithm` of `socscope aggregate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlgorithmArg {
+    Auto,
+    Exact,
+    Scalable,
+}
+
+impl From<AlgorithmArg> for ocelotl::AlgorithmChoice {
+    fn from(a: AlgorithmArg) -> Self {
+        match a {
+            AlgorithmArg::Auto => ocelotl::AlgorithmChoice::Auto,
+            AlgorithmArg::Exact => ocelotl::AlgorithmChoice::Exact,
+            AlgorithmArg::Scalable => ocelotl::AlgorithmChoice::Scalable,
+        }
+    }
+}
+
 pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
     if let Some(model) = &args.model {
         if args.png.is_some() {
@@ -715,6 +739,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
             &ocelotl::RunControl {
                 memory_budget: args.memory_budget,
                 observer: &progress,
+                algorithm: args.algorithm.into(),
             },
         )?;
         drop(progress);
@@ -764,6 +789,7 @@ pub fn aggregate(args: AggregateArgs) -> Result<ExitCode> {
         &ocelotl::RunControl {
             memory_budget: args.memory_budget,
             observer: &progress,
+            algorithm: args.algorithm.into(),
         },
     )?;
     drop(progress);
@@ -915,7 +941,8 @@ fn print_report_text(report: &ocelotl::AggregationReport, plist: bool) -> Result
     };
     let e = &report.engine;
     outln!(
-        "engine: qualities {}, {} p evaluated, estimated peak {} MiB of a {} MiB budget",
+        "engine: {} algorithm, qualities {}, {} p evaluated, estimated peak {} MiB of a {} MiB budget",
+        e.algorithm,
         e.qualities,
         e.evaluations,
         e.memory_estimate_bytes.div_ceil(1 << 20),

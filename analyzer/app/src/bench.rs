@@ -207,6 +207,15 @@ pub enum BenchCommand {
         /// With --scale: passed to this build's `aggregate --memory-budget`.
         #[arg(long, requires = "scale")]
         memory_budget: Option<String>,
+        /// With --scale: passed to this build's `aggregate --algorithm` (auto, exact, scalable).
+        #[arg(long, requires = "scale")]
+        algorithm: Option<String>,
+        /// Instead: the scalable algorithm against the exact one on the generated 10×10×10
+        /// tree (U = 4) at these slice counts, in this process: both full bisections
+        /// (threshold 0.001), the p values whose partition differs and the largest relative
+        /// quality differences.
+        #[arg(long, value_delimiter = ',', value_name = "T,...", conflicts_with_all = ["scale", "kernels"])]
+        compare_algorithms: Vec<usize>,
     },
     /// The first picture of the Ocelotl and TraceViz views: the Ocelotl pipeline (T = 200, temporal,
     /// event count, cold cache) to its first published overview and to the whole one, and the TraceViz
@@ -458,6 +467,7 @@ fn run_bench(cmd: BenchCommand) -> Result<ExitCode> {
             temporal_slices,
             temporal_runs,
             memory_budget,
+            algorithm,
             dir,
             ..
         } => aggregate::scale(aggregate::ScaleArgs {
@@ -467,8 +477,12 @@ fn run_bench(cmd: BenchCommand) -> Result<ExitCode> {
             temporal_slices,
             temporal_runs,
             memory_budget,
+            algorithm,
             dir,
         }),
+        BenchCommand::Aggregate {
+            compare_algorithms, ..
+        } if !compare_algorithms.is_empty() => aggregate::compare(&compare_algorithms),
         BenchCommand::Aggregate {
             kernels: true,
             temporal_slices,

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use socscope_analysis::ocelotl::{
-    AggregationMode, Area, MemoryPlan, ModelFile, RunControl, RunOptions,
-    SpatiotemporalAggregation, TemporalAggregation, run_model, run_model_with,
+    AggregationMode, AlgorithmChoice, Area, MemoryPlan, ModelFile, RunControl, RunOptions,
+    SpatiotemporalAggregation, TemporalAggregation, compare_algorithms, run_model, run_model_with,
     spatiotemporal_modes, stacked_proportions,
 };
 
@@ -233,6 +233,70 @@ fn spatiotemporal_sections_match_the_original_exactly() {
     diffs.assert_none("spatiotemporal");
 }
 
+/// The scalable algorithm (chosen above a size, or asked for) against the original and the
+/// exact algorithm on every shared vector, p by p (run with --nocapture to read the figures).
+///
+/// It does NOT give the original's partitions everywhere: on v06 (all-zero producers) 17 of
+/// the 39 p values have another partition of the same quality, within a relative 4e-16.
+/// There the partitions tie in real numbers (an all-zero producer's area cut once more or
+/// once less), and both algorithms decide by the rounding of their own sums. So this test
+/// asserts equality where the vectors have no such tie (v01, v03, v04: p lists, partitions
+/// and qualities bit for bit, against the original too), and, on the others, that every
+/// differing partition is such a tie (its quality within a relative 1e-12 of the exact one).
+#[test]
+fn spatiotemporal_sections_match_with_the_scalable_algorithm() {
+    let mut diffs = Diffs(Vec::new());
+    let mut compared = 0;
+    for (name, file, expected) in vectors() {
+        let want = &expected["spatiotemporal"];
+        if want.get("omitted").is_some() {
+            continue;
+        }
+        let report = run_model_with(
+            &file,
+            &options(AggregationMode::Spatiotemporal, false, &file),
+            &RunControl {
+                algorithm: AlgorithmChoice::Scalable,
+                ..RunControl::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(report.engine.algorithm, "scalable", "{name}");
+        let m = &file.model;
+        let c = compare_algorithms(m, m.hierarchy().unwrap(), file.threshold);
+        println!("{name}: {c:?}");
+        assert!(
+            c.max_relative_area_quality_difference < 1e-12,
+            "{name}: {c:?}"
+        );
+        if name.starts_with("v06") {
+            assert!(
+                c.max_relative_partition_quality_difference < 1e-12,
+                "{name}: {c:?}"
+            );
+        } else {
+            let got = serde_json::to_value(&report).unwrap();
+            compare_section(
+                &mut diffs,
+                &name,
+                "spatiotemporal",
+                &got,
+                want,
+                &["node_parts", "aggregates", "aggregates_canonical"],
+            );
+            assert!(c.same_p_list, "{name}: {c:?}");
+            assert_eq!(c.differing_partitions, 0, "{name}: {c:?}");
+            assert_eq!(
+                c.max_relative_partition_quality_difference, 0.0,
+                "{name}: {c:?}"
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared > 0, "no vector has a spatiotemporal section");
+    diffs.assert_none("spatiotemporal, scalable algorithm");
+}
+
 /// Recomputing the qualities at every p instead of keeping them (what a budget too small for
 /// the tables chooses) must not change a bit of any result.
 #[test]
@@ -245,7 +309,8 @@ fn spatiotemporal_sections_match_with_recomputed_qualities() {
         }
         let m = &file.model;
         let h = m.hierarchy().unwrap();
-        let plan = MemoryPlan::choose(m.slices(), h, m.types(), u64::MAX).unwrap();
+        let plan =
+            MemoryPlan::choose(m.slices(), h, m.types(), u64::MAX, AlgorithmChoice::Exact).unwrap();
         assert!(
             plan.recomputed_bytes < plan.stored_bytes,
             "{name}: recomputing should need less memory: {plan:?}"
@@ -255,11 +320,13 @@ fn spatiotemporal_sections_match_with_recomputed_qualities() {
             &options(AggregationMode::Spatiotemporal, false, &file),
             &RunControl {
                 memory_budget: plan.recomputed_bytes,
+                algorithm: AlgorithmChoice::Exact,
                 ..RunControl::default()
             },
         )
         .unwrap();
         assert_eq!(report.engine.qualities, "recomputed", "{name}");
+        assert_eq!(report.engine.algorithm, "exact", "{name}");
         let got = serde_json::to_value(&report).unwrap();
         compare_section(
             &mut diffs,
@@ -275,6 +342,7 @@ fn spatiotemporal_sections_match_with_recomputed_qualities() {
             &options(AggregationMode::Spatiotemporal, false, &file),
             &RunControl {
                 memory_budget: plan.recomputed_bytes - 1,
+                algorithm: AlgorithmChoice::Exact,
                 ..RunControl::default()
             },
         )

@@ -133,13 +133,48 @@ pub struct ScaleArgs {
     pub temporal_slices: Vec<usize>,
     pub temporal_runs: usize,
     pub memory_budget: Option<String>,
+    /// Passed to this build's `aggregate --algorithm`.
+    pub algorithm: Option<String>,
     pub dir: Option<PathBuf>,
+}
+
+/// `socscope bench aggregate --compare-algorithms`: the scalable algorithm against the exact
+/// one on the scale case's tree, p by p.
+pub fn compare(slices: &[usize]) -> Result<ExitCode> {
+    let mut out = Vec::new();
+    for &t in slices {
+        let m = socscope_analysis::bench::synthetic_hierarchical_model(t, &[10, 10, 10], 4, 29);
+        let h = m
+            .hierarchy()
+            .context("the generated model has a hierarchy")?;
+        let started = Instant::now();
+        let c = socscope_analysis::ocelotl::compare_algorithms(&m, h, 0.001);
+        errln!(
+            "10x10x10 U=4 T={t}: {} of {} p values of the exact list with another partition; \
+             p lists {}; largest relative difference {:.3e} (partition qualities), {:.3e} \
+             (area qualities); {:.1} s",
+            c.differing_partitions,
+            c.exact_ps,
+            if c.same_p_list { "equal" } else { "different" },
+            c.max_relative_partition_quality_difference,
+            c.max_relative_area_quality_difference,
+            started.elapsed().as_secs_f64()
+        );
+        out.push(json!({"case": format!("spatiotemporal 10x10x10 U=4 T={t}"), "comparison": c, "loadavg": loadavg()}));
+    }
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(&json!({ "cases": out }))?
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What one child `socscope aggregate` cost.
 #[derive(Debug, Clone, serde::Serialize)]
 struct ChildRun {
     build: &'static str,
+    /// The spatiotemporal algorithm the child ran (its `engine:` line).
+    algorithm: String,
     wall_s: f64,
     cpu_s: f64,
     peak_rss_mib: f64,
@@ -219,6 +254,14 @@ fn measure(build: &'static str, bin: &Path, args: &[String]) -> Result<ChildRun>
     let status = child.wait()?;
     let stdout = out_t.join().unwrap_or_default();
     let stderr = err_t.join().unwrap_or_default();
+    // "engine: scalable algorithm, ..." (builds before the scalable one print no algorithm:
+    // they are exact).
+    let algorithm = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("engine: "))
+        .and_then(|l| l.split_once(" algorithm,").map(|(a, _)| a))
+        .unwrap_or("exact")
+        .to_owned();
     let said = if status.success() {
         // The engine line exists only in the new build; the rest must be the same.
         stdout
@@ -231,6 +274,7 @@ fn measure(build: &'static str, bin: &Path, args: &[String]) -> Result<ChildRun>
     };
     Ok(ChildRun {
         build,
+        algorithm,
         wall_s: wall.as_secs_f64(),
         cpu_s: cpu,
         peak_rss_mib: rss as f64 / f64::from(1 << 20),
@@ -305,6 +349,11 @@ pub fn scale(args: ScaleArgs) -> Result<ExitCode> {
         .memory_budget
         .iter()
         .flat_map(|b| ["--memory-budget".to_owned(), b.clone()])
+        .chain(
+            args.algorithm
+                .iter()
+                .flat_map(|a| ["--algorithm".to_owned(), a.clone()]),
+        )
         .collect();
     let mut cases = Vec::new();
     let mut plan: Vec<(String, PathBuf, &'static str, usize)> = Vec::new();
@@ -353,8 +402,9 @@ pub fn scale(args: ScaleArgs) -> Result<ExitCode> {
                 }
                 let r = measure(build, bin, &a)?;
                 errln!(
-                    "{name} run {}: {build}: {:.2} s wall, {:.2} s CPU, {:.0} MiB peak, load {}{}",
+                    "{name} run {}: {build} ({}): {:.2} s wall, {:.2} s CPU, {:.0} MiB peak, load {}{}",
                     run + 1,
+                    r.algorithm,
                     r.wall_s,
                     r.cpu_s,
                     r.peak_rss_mib,
@@ -395,7 +445,7 @@ pub fn scale(args: ScaleArgs) -> Result<ExitCode> {
             "before": summary("before"),
             "after": summary("after"),
             "same_output": same,
-            "runs": runs_out.iter().map(|r| json!({"build": r.build, "wall_s": r.wall_s, "cpu_s": r.cpu_s, "peak_rss_mib": r.peak_rss_mib, "loadavg": r.loadavg, "ok": r.ok, "error": if r.ok { None } else { Some(&r.said) }})).collect::<Vec<_>>(),
+            "runs": runs_out.iter().map(|r| json!({"build": r.build, "algorithm": r.algorithm, "wall_s": r.wall_s, "cpu_s": r.cpu_s, "peak_rss_mib": r.peak_rss_mib, "loadavg": r.loadavg, "ok": r.ok, "error": if r.ok { None } else { Some(&r.said) }})).collect::<Vec<_>>(),
         }));
     }
     let v = json!({

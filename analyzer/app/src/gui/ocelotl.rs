@@ -235,6 +235,14 @@ impl OcelotlView {
     /// overview is the coarse p = 1): say so, and how far it is; Stop keeps what was found.
     fn bisection_ui(&self, ui: &mut Ui, a: &socscope_analysis::overview::Aggregated) {
         let b = &a.bisection;
+        // Above the size where the exact qualities fit, the engine runs its scalable
+        // algorithm, whose partitions may differ from lpaggreg's on near-ties: say so.
+        if let socscope_analysis::overview::AggregationResult::Spatiotemporal { agg, .. } =
+            &a.result
+            && agg.algorithm() == socscope_analysis::ocelotl::Algorithm::Scalable
+        {
+            ui.weak("scalable algorithm (prefix-sum qualities): this tree × slice count is above the size where the exact one's qualities fit in memory; near-ties may be decided otherwise than by lpaggreg");
+        }
         if a.complete {
             return;
         }

@@ -33,8 +33,9 @@ pub use report::{
     run_model_with,
 };
 pub use spatiotemporal::{
-    Area, DEFAULT_MEMORY_BUDGET, MemoryPlan, QualityStore, SpatiotemporalAggregation,
-    SpatiotemporalPartition, SpatiotemporalQualities,
+    Algorithm, AlgorithmChoice, AlgorithmComparison, Area, DEFAULT_MEMORY_BUDGET, MemoryPlan,
+    QualityStore, SpatiotemporalAggregation, SpatiotemporalPartition, SpatiotemporalQualities,
+    compare_algorithms,
 };
 pub use temporal::{TemporalAggregation, TemporalPartition, TemporalQualities};
 pub use view::{

@@ -9,7 +9,8 @@ use serde::{Serialize, Serializer};
 use super::dichotomy::{Cancelled, Observer, Quality, Unobserved};
 use super::model::{MicroscopicModel, ModelError, ModelFile};
 use super::spatiotemporal::{
-    Area, DEFAULT_MEMORY_BUDGET, MemoryPlan, SpatiotemporalAggregation, SpatiotemporalPartition,
+    AlgorithmChoice, Area, DEFAULT_MEMORY_BUDGET, MemoryPlan, SpatiotemporalAggregation,
+    SpatiotemporalPartition,
 };
 use super::temporal::{TemporalAggregation, TemporalPartition};
 
@@ -105,6 +106,9 @@ pub struct AggregationReport {
 /// whether the qualities were kept or recomputed at every p (the same numbers either way).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineReport {
+    /// `"exact"` (lpaggreg's bits) or `"scalable"` (monotone cut windows, prefix-sum
+    /// qualities); the temporal aggregation is always exact.
+    pub algorithm: &'static str,
     /// `"stored"` or `"recomputed"`.
     pub qualities: &'static str,
     pub memory_budget_bytes: u64,
@@ -118,12 +122,15 @@ pub struct EngineReport {
 pub struct RunControl<'a> {
     pub memory_budget: u64,
     pub observer: &'a dyn Observer<()>,
+    /// The spatiotemporal algorithm: exact, scalable, or chosen by size.
+    pub algorithm: AlgorithmChoice,
 }
 
 impl Default for RunControl<'_> {
     fn default() -> Self {
         Self {
             memory_budget: DEFAULT_MEMORY_BUDGET,
+            algorithm: AlgorithmChoice::Auto,
             observer: &Unobserved,
         }
     }
@@ -289,7 +296,7 @@ pub fn run_model_with(
                 .map(|&p| temporal_entry(p, Some(f64::from(p as f32)), &agg.best_partition(p)))
                 .collect();
             let whole = agg.qualities().quality(0, model.slices() - 1);
-            let plan = ("stored", needed);
+            let plan = ("exact", "stored", needed);
             (
                 options.normalize,
                 whole,
@@ -306,19 +313,28 @@ pub fn run_model_with(
                     origin: model.name().unwrap_or("model").to_owned(),
                 })?;
             let (agg, plan): (_, MemoryPlan) =
-                SpatiotemporalAggregation::within(model, hierarchy, budget).map_err(|plan| {
-                    too_large(
-                        model,
-                        "spatiotemporal",
-                        &format!(
-                            " over {} hierarchy nodes even with its qualities recomputed at every p (kept, they would need {} MiB)",
-                            hierarchy.len(),
-                            mib(plan.stored_bytes)
-                        ),
-                        plan.recomputed_bytes,
-                        budget,
-                    )
-                })?;
+                SpatiotemporalAggregation::within(model, hierarchy, budget, control.algorithm)
+                    .map_err(|plan| {
+                        too_large(
+                            model,
+                            "spatiotemporal",
+                            &format!(
+                                " over {} hierarchy nodes with the {} algorithm{} (the exact one would need {} MiB with its qualities kept, {} MiB recomputing them at every p; the scalable one {} MiB)",
+                                hierarchy.len(),
+                                plan.algorithm.name(),
+                                if plan.algorithm == crate::ocelotl::Algorithm::Exact {
+                                    " and its qualities recomputed at every p"
+                                } else {
+                                    ""
+                                },
+                                mib(plan.stored_bytes),
+                                mib(plan.recomputed_bytes),
+                                mib(plan.scalable_bytes)
+                            ),
+                            plan.bytes,
+                            budget,
+                        )
+                    })?;
             let list = agg
                 .significant_ps_observed(threshold, &observer)
                 .map_err(cancelled)?;
@@ -335,7 +351,7 @@ pub fn run_model_with(
             let whole: Quality = agg
                 .qualities()
                 .quality(hierarchy.root(), 0, model.slices() - 1);
-            let plan = (plan.store.name(), plan.bytes);
+            let plan = (plan.algorithm.name(), plan.store.name(), plan.bytes);
             (false, whole, dichotomy, list.default_p(), at_p, plan)
         }
     };
@@ -350,9 +366,10 @@ pub fn run_model_with(
         ocelotl_default_p: default_p,
         at_p,
         engine: EngineReport {
-            qualities: plan.0,
+            algorithm: plan.0,
+            qualities: plan.1,
             memory_budget_bytes: budget,
-            memory_estimate_bytes: plan.1,
+            memory_estimate_bytes: plan.2,
             evaluations: observer
                 .evaluations
                 .load(std::sync::atomic::Ordering::Relaxed),
