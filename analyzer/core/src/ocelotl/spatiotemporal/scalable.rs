@@ -323,85 +323,112 @@ fn dp_windowed<const L: usize>(
 ) -> (Table, Vec<u32>) {
     let cells = intervals(len);
     let bounds = (len > blocks.min_candidates).then(|| CutBounds::new(cand, len, blocks));
-    // Rows kept whole while the rows before them are solved: row k's best values are the
-    // prefixes of its cuts; its cuts are the window of row k − 1.
     let mut best = Table::zeroed(cells);
     let mut cut = vec![0u32; cells];
-    let mut row_best = Table::with_capacity(len);
-    let mut row_cut: Vec<u32> = Vec::with_capacity(len);
-    let mut below: Vec<u32> = Vec::with_capacity(len);
-    let mut runs: Vec<Range<usize>> = Vec::new();
     let own = |i: usize| own.map(|(g, l)| Compromise::pic(p, g[i], l[i]));
-    for k in (0..len).rev() {
-        row_best.value.clear();
-        row_best.gain.clear();
-        row_best.loss.clear();
-        std::mem::swap(&mut below, &mut row_cut);
-        row_cut.clear();
-        let mut row_bounds = bounds.as_ref().map(RowBounds::new);
-        for e in k..len {
-            let j = e - k;
+    // Rows are solved in blocks that sweep the ends once, so each end's candidates are read
+    // from memory once per block (as the exact mode does); within an end, the block's rows
+    // go from the last to the first, so the cut of `[k + 1, e]` is known for `[k, e]`.
+    // `below` holds the cuts of the row just after the block (solved before it).
+    let mut below: Vec<u32> = Vec::new();
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    let mut first = len.saturating_sub(1) / ROWS_PER_BLOCK * ROWS_PER_BLOCK;
+    loop {
+        let rows = first..(first + ROWS_PER_BLOCK).min(len);
+        // Per row: best compromises and cut codes by `e − k`, and the row's block bounds.
+        let mut row_best: Vec<Table> = rows
+            .clone()
+            .map(|k| Table::with_capacity(len - k))
+            .collect();
+        let mut row_cut: Vec<Vec<u32>> =
+            rows.clone().map(|k| Vec::with_capacity(len - k)).collect();
+        let mut row_bounds: Vec<Option<RowBounds>> = rows
+            .clone()
+            .map(|_| bounds.as_ref().map(RowBounds::new))
+            .collect();
+        for e in rows.start..len {
             let base = at(e, 0);
-            let mut cur = cand.get(base + k);
-            let mut cc = k;
-            let mut agg = own(base + k).is_none_or(|pic| pic == cur);
-            if j > 0 {
-                let values = &cand.value[base + k + 1..=base + e];
-                let prefixes = &row_best.value[..j];
-                let top = match (&bounds, &row_bounds) {
-                    (Some(b), Some(rb)) if j >= b.blocks.min_candidates => {
-                        // The window's best cut: the first block scanned.
-                        let right = (below[j - 1] & !AGGREGATED) as usize;
-                        let left = (row_cut[j - 1] & !AGGREGATED) as usize;
-                        let (lo, hi) = (left.max(k + 1).min(right), left.max(k + 1).max(right));
-                        let mut hint = lo;
-                        let mut top = f64::NEG_INFINITY;
-                        for s in lo..=hi {
-                            let x = values[s - k - 1] + prefixes[s - k - 1];
-                            if x > top {
-                                top = x;
-                                hint = s;
+            for k in rows.clone().rev().filter(|&k| k <= e) {
+                let r = k - rows.start;
+                let j = e - k;
+                let mut cur = cand.get(base + k);
+                let mut cc = k;
+                let mut agg = own(base + k).is_none_or(|pic| pic == cur);
+                if j > 0 {
+                    // The cut of [k + 1, e]: in this block, or the row after it.
+                    let right = if k + 1 < rows.end {
+                        row_cut[r + 1][j - 1]
+                    } else {
+                        below[j - 1]
+                    };
+                    let right = (right & !AGGREGATED) as usize;
+                    let (row, cuts) = (&row_best[r], &row_cut[r]);
+                    let values = &cand.value[base + k + 1..=base + e];
+                    let prefixes = &row.value[..j];
+                    let top = match (&bounds, &row_bounds[r]) {
+                        (Some(b), Some(rb)) if j >= b.blocks.min_candidates => {
+                            // The window's best cut: the first block scanned.
+                            let left = ((cuts[j - 1] & !AGGREGATED) as usize).max(k + 1);
+                            let (lo, hi) = (left.min(right), left.max(right));
+                            let mut hint = lo;
+                            let mut top = f64::NEG_INFINITY;
+                            for s in lo..=hi {
+                                let x = values[s - k - 1] + prefixes[s - k - 1];
+                                if x > top {
+                                    top = x;
+                                    hint = s;
+                                }
                             }
+                            bounded_max::<L>(
+                                values, prefixes, k, e, cur.value, hint, b, rb, &mut runs,
+                            )
                         }
-                        bounded_max::<L>(values, prefixes, k, e, cur.value, hint, b, rb, &mut runs)
-                    }
-                    _ => {
-                        runs.clear();
-                        runs.push(0..j);
-                        sum_max::<L>(values, prefixes)
-                    }
-                };
-                if top >= cur.value {
-                    for r in &runs {
-                        let at_c = r.start;
-                        for_each_tie(&values[r.clone()], &prefixes[r.clone()], top, |c| {
-                            let c = at_c + c;
-                            let prefix = row_best.get(c);
-                            let next = cand.get(base + k + 1 + c).add(prefix);
-                            if next.beats(cur) {
-                                cur = next;
-                                cc = k + 1 + c;
-                                agg =
-                                    own(base + k + 1 + c).is_none_or(|pic| pic.add(prefix) == next);
-                            }
-                        });
+                        _ => {
+                            runs.clear();
+                            runs.push(0..j);
+                            sum_max::<L>(values, prefixes)
+                        }
+                    };
+                    if top >= cur.value {
+                        for run in &runs {
+                            let at_c = run.start;
+                            for_each_tie(&values[run.clone()], &prefixes[run.clone()], top, |c| {
+                                let c = at_c + c;
+                                let prefix = row.get(c);
+                                let next = cand.get(base + k + 1 + c).add(prefix);
+                                if next.beats(cur) {
+                                    cur = next;
+                                    cc = k + 1 + c;
+                                    agg = own(base + k + 1 + c)
+                                        .is_none_or(|pic| pic.add(prefix) == next);
+                                }
+                            });
+                        }
                     }
                 }
+                if let (Some(b), Some(rb)) = (&bounds, row_bounds[r].as_mut())
+                    && e + 1 < len
+                {
+                    rb.push(b, e + 1, cur.value);
+                }
+                row_best[r].push(cur);
+                row_cut[r].push(cc as u32 | if agg { AGGREGATED } else { 0 });
             }
-            if let (Some(b), Some(rb)) = (&bounds, row_bounds.as_mut())
-                && e + 1 < len
-            {
-                rb.push(b, e + 1, cur.value);
-            }
-            let code = cc as u32 | if agg { AGGREGATED } else { 0 };
-            row_best.push(cur);
-            row_cut.push(code);
-            let i = at(e, k);
-            best.value[i] = cur.value;
-            best.gain[i] = cur.gain;
-            best.loss[i] = cur.loss;
-            cut[i] = code;
         }
+        for (r, k) in rows.clone().enumerate() {
+            for e in k..len {
+                let i = at(e, k);
+                best.value[i] = row_best[r].value[e - k];
+                best.gain[i] = row_best[r].gain[e - k];
+                best.loss[i] = row_best[r].loss[e - k];
+                cut[i] = row_cut[r][e - k];
+            }
+        }
+        if first == 0 {
+            break;
+        }
+        below = std::mem::take(&mut row_cut[0]);
+        first -= ROWS_PER_BLOCK;
     }
     (best, cut)
 }
