@@ -78,9 +78,9 @@ impl QualityStore {
 pub enum Algorithm {
     /// lpaggreg's, bit for bit: every cut of every interval, the original's sums.
     Exact,
-    /// Prefix-sum qualities and a DP seeded by monotone cut windows (see the `scalable`
-    /// module): no quadratic sum table per node; the DP is the exact maximum over qualities
-    /// that differ from the exact ones in their last bits, so near-ties may go the other way.
+    /// Prefix-sum qualities (see the `scalable` module): no quadratic sum table per node;
+    /// the exact DP over qualities that differ from the exact ones in their last bits, so
+    /// partitions that tie in real numbers may be decided the other way.
     Scalable,
 }
 
@@ -171,8 +171,9 @@ fn scalable_estimate(slices: usize, h: &SpatialHierarchy, types: usize) -> u64 {
     let threads = rayon::current_num_threads() as u64;
     let totals = nodes * n * types * 16 + n * h.leaf_count(h.root()) as u64 * types * 8;
     let level = cells * 24;
-    // Qualities, candidates, best compromises and cuts of one node.
-    let working = cells * (16 + 24 + 24 + 4);
+    // Qualities, candidates, the DP's row outputs, best compromises and cuts of one node,
+    // and its cut bounds.
+    let working = cells * (16 + 24 + 28 + 24 + 4) + n * n;
     let leaves = 2 * working + 2 * cells * 24;
     let walk = threads * working;
     let cuts = internal * cells * 4;

@@ -1,25 +1,23 @@
 //! The scalable spatiotemporal mode: qualities from per-node prefix sums instead of the
-//! exact mode's per-node tables of running sums, and a DP whose search starts in Knuth's
-//! monotone-cut window, for the sizes where the exact mode's tables do not fit in memory and
-//! recomputing them at every p is too slow.
+//! exact mode's per-node tables of running sums, for the sizes where the exact mode's
+//! quality tables do not fit in memory and recomputing them at every p costs most of the
+//! time.
 //!
 //! What it changes against the exact mode, and so why it is a mode of its own:
 //! - The sums of an interval are differences of compensated (double-double) prefix sums of
-//!   the node's slice totals: O(T·U) per node instead of the exact mode's O(T²·U) table, and
-//!   no table added child into parent. The qualities the DP compares therefore differ from
-//!   the exact ones in their last bits (measured: [`AlgorithmComparison`]), so a near-tie may
-//!   be decided the other way. The partitions' reported qualities are still computed from the
-//!   model in the exact arithmetic, so equal partitions report equal qualities.
-//! - The DP is the exact mode's maximum over these candidates (every cut that may win is
-//!   looked at, ties in the original's order), with rows solved from the last start to the
-//!   first so that Knuth's window (the cuts between the last cut of `[k, e − 1]` and that of
-//!   `[k + 1, e]`) is known: its best cut is scanned first and sets the bar under which the
-//!   cut blocks' bounds skip. pIC does not always meet the quadrangle inequality the window
-//!   assumes (the shared vector v03 breaks it), which is why the window only seeds the
-//!   search and never limits it.
+//!   the node's slice totals: O(T·U) per node instead of the exact mode's O(T²·U) table of
+//!   running sums, and no table added child into parent. An interval's sums come out
+//!   correctly rounded, so intervals with the same values get the same qualities wherever
+//!   they are (as in the exact mode), but the qualities the DP compares differ from the
+//!   exact ones in their last bits (measured: [`AlgorithmComparison`]). Where two partitions
+//!   tie in real numbers, each mode decides by its own rounding, so they may pick different
+//!   ones of equal quality (the shared vector v06 does this). The partitions' reported
+//!   qualities are computed from the model in the exact arithmetic, so equal partitions
+//!   report equal qualities.
+//! - Consecutive leaf children are solved two at a time, one per core.
 //!
-//! Everything else — the candidate rule, the tie order, the aggregation flag, the partition
-//! walk — is the exact mode's.
+//! The DP itself — the candidate rule, the bounded inner maximum, the tie order, the
+//! aggregation flag — and the partition walk are the exact mode's.
 
 use super::*;
 
@@ -306,15 +304,17 @@ fn row_avx2(
     whole
 }
 
-/// A node's DP over `len` slices: the exact mode's maximum (every cut that may win is looked
-/// at, ties in the original's order) over this mode's candidates, rows (starts) from the last
-/// to the first so that Knuth's window — the cuts between the last cut of `[k, e − 1]` and
-/// that of `[k + 1, e]` — is known for every interval. The window is only where the search
-/// starts: its best candidate sets the bar below which the cut blocks' bounds skip, so where
-/// the window's assumption (the quadrangle inequality, which pIC does not always meet) fails,
-/// the result is still the full maximum. Returns the best compromise and the cut code of
-/// every local cell `at(e, k)`.
-fn dp_windowed<const L: usize>(
+/// A node's DP over `len` slices: the exact mode's kernel (rows in parallel blocks, the
+/// bounded inner maximum, the original's tie order) over this mode's candidates. Returns the
+/// best compromise and the cut code of every local cell `at(e, k)`.
+///
+/// Knuth's monotone-cut window (the last cut of `[k, e]` between those of `[k, e − 1]` and
+/// `[k + 1, e]`, O(T²) per node) was tried here first and dropped: pIC does not meet the
+/// quadrangle inequality it needs, and on the shared vector v03 the windowed DP missed the
+/// optimum at 23 of 1 025 grid p (a partition with 5 % more gain and 550× the loss of the
+/// exact one). Used only to seed the bounded search, it was no faster than the exact
+/// kernel's own seed (the previous end's cut), and slower row by row, so it is not kept.
+fn dp_node(
     len: usize,
     p: f64,
     cand: &Table,
@@ -323,144 +323,28 @@ fn dp_windowed<const L: usize>(
 ) -> (Table, Vec<u32>) {
     let cells = intervals(len);
     let bounds = (len > blocks.min_candidates).then(|| CutBounds::new(cand, len, blocks));
+    let input = DpInput {
+        n: len,
+        p,
+        cand,
+        own,
+        bounds: bounds.as_ref(),
+    };
     let mut best = Table::zeroed(cells);
     let mut cut = vec![0u32; cells];
-    let own = |i: usize| own.map(|(g, l)| Compromise::pic(p, g[i], l[i]));
-    // Rows are solved in blocks that sweep the ends once, so each end's candidates are read
-    // from memory once per block (as the exact mode does); within an end, the block's rows
-    // go from the last to the first, so the cut of `[k + 1, e]` is known for `[k, e]`.
-    // `below` holds the cuts of the row just after the block (solved before it).
-    let mut below: Vec<u32> = Vec::new();
-    let mut runs: Vec<Range<usize>> = Vec::new();
-    let mut first = len.saturating_sub(1) / ROWS_PER_BLOCK * ROWS_PER_BLOCK;
-    loop {
-        let rows = first..(first + ROWS_PER_BLOCK).min(len);
-        // Per row: best compromises and cut codes by `e − k`, and the row's block bounds.
-        let mut row_best: Vec<Table> = rows
-            .clone()
-            .map(|k| Table::with_capacity(len - k))
-            .collect();
-        let mut row_cut: Vec<Vec<u32>> =
-            rows.clone().map(|k| Vec::with_capacity(len - k)).collect();
-        let mut row_bounds: Vec<Option<RowBounds>> = rows
-            .clone()
-            .map(|_| bounds.as_ref().map(RowBounds::new))
-            .collect();
-        for e in rows.start..len {
-            let base = at(e, 0);
-            for k in rows.clone().rev().filter(|&k| k <= e) {
-                let r = k - rows.start;
-                let j = e - k;
-                let mut cur = cand.get(base + k);
-                let mut cc = k;
-                let mut agg = own(base + k).is_none_or(|pic| pic == cur);
-                if j > 0 {
-                    // The cut of [k + 1, e]: in this block, or the row after it.
-                    let right = if k + 1 < rows.end {
-                        row_cut[r + 1][j - 1]
-                    } else {
-                        below[j - 1]
-                    };
-                    let right = (right & !AGGREGATED) as usize;
-                    let (row, cuts) = (&row_best[r], &row_cut[r]);
-                    let values = &cand.value[base + k + 1..=base + e];
-                    let prefixes = &row.value[..j];
-                    let top = match (&bounds, &row_bounds[r]) {
-                        (Some(b), Some(rb)) if j >= b.blocks.min_candidates => {
-                            // The window's best cut: the first block scanned.
-                            let left = ((cuts[j - 1] & !AGGREGATED) as usize).max(k + 1);
-                            let (lo, hi) = (left.min(right), left.max(right));
-                            let mut hint = lo;
-                            let mut top = f64::NEG_INFINITY;
-                            for s in lo..=hi {
-                                let x = values[s - k - 1] + prefixes[s - k - 1];
-                                if x > top {
-                                    top = x;
-                                    hint = s;
-                                }
-                            }
-                            bounded_max::<L>(
-                                values, prefixes, k, e, cur.value, hint, b, rb, &mut runs,
-                            )
-                        }
-                        _ => {
-                            runs.clear();
-                            runs.push(0..j);
-                            sum_max::<L>(values, prefixes)
-                        }
-                    };
-                    if top >= cur.value {
-                        for run in &runs {
-                            let at_c = run.start;
-                            for_each_tie(&values[run.clone()], &prefixes[run.clone()], top, |c| {
-                                let c = at_c + c;
-                                let prefix = row.get(c);
-                                let next = cand.get(base + k + 1 + c).add(prefix);
-                                if next.beats(cur) {
-                                    cur = next;
-                                    cc = k + 1 + c;
-                                    agg = own(base + k + 1 + c)
-                                        .is_none_or(|pic| pic.add(prefix) == next);
-                                }
-                            });
-                        }
-                    }
-                }
-                if let (Some(b), Some(rb)) = (&bounds, row_bounds[r].as_mut())
-                    && e + 1 < len
-                {
-                    rb.push(b, e + 1, cur.value);
-                }
-                row_best[r].push(cur);
-                row_cut[r].push(cc as u32 | if agg { AGGREGATED } else { 0 });
-            }
-        }
-        for (r, k) in rows.clone().enumerate() {
+    for block in dp_all(&input) {
+        for (r, (row_best, row_cut)) in block.rows.iter().enumerate() {
+            let k = block.first + r;
             for e in k..len {
                 let i = at(e, k);
-                best.value[i] = row_best[r].value[e - k];
-                best.gain[i] = row_best[r].gain[e - k];
-                best.loss[i] = row_best[r].loss[e - k];
-                cut[i] = row_cut[r][e - k];
+                best.value[i] = row_best.value[e - k];
+                best.gain[i] = row_best.gain[e - k];
+                best.loss[i] = row_best.loss[e - k];
+                cut[i] = row_cut[e - k];
             }
         }
-        if first == 0 {
-            break;
-        }
-        below = std::mem::take(&mut row_cut[0]);
-        first -= ROWS_PER_BLOCK;
     }
     (best, cut)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn dp_windowed_avx2(
-    len: usize,
-    p: f64,
-    cand: &Table,
-    own: Option<(&[f64], &[f64])>,
-    blocks: CutBlocks,
-) -> (Table, Vec<u32>) {
-    dp_windowed::<16>(len, p, cand, own, blocks)
-}
-
-/// [`dp_windowed`] with AVX2's lanes where the CPU has them (the same results).
-fn dp_node(
-    len: usize,
-    p: f64,
-    cand: &Table,
-    own: Option<(&[f64], &[f64])>,
-    blocks: CutBlocks,
-) -> (Table, Vec<u32>) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { dp_windowed_avx2(len, p, cand, own, blocks) };
-        }
-    }
-    dp_windowed::<8>(len, p, cand, own, blocks)
 }
 
 /// `acc += t`, cell by cell.
@@ -580,8 +464,8 @@ impl SpatiotemporalQualities {
     }
 
     /// The cuts of a leaf's row `start` up to `end` (global slice numbers), as the leaf's
-    /// DP in [`Self::solve_scalable`] made them: the DP of `[start, end]` alone reads only
-    /// cells inside it, with the same qualities, so it gives the same row.
+    /// DP in [`Self::solve_scalable`] made them: a row reads only its own cells, with the
+    /// same qualities (prefixes of the whole series), so it is recomputed alone.
     pub(super) fn leaf_row_scalable(
         &self,
         totals: &[SliceTotals],
@@ -591,12 +475,24 @@ impl SpatiotemporalQualities {
         p: f64,
     ) -> Vec<u32> {
         let len = end - start + 1;
-        let (_, cut) = self.leaf_dp(totals, leaf, start, len, p);
-        (0..len)
-            .map(|x| {
-                let code = cut[at(x, 0)];
-                ((code & !AGGREGATED) + start as u32) | (code & AGGREGATED)
-            })
+        let pre = Prefixes::new(&totals[leaf], self.slices, self.types);
+        let q = node_qualities(&pre, self.types, start, len, 1, true, &self.ln, false);
+        let cells = intervals(len);
+        let mut cand = Table::with_capacity(cells);
+        for i in 0..cells {
+            cand.push(Compromise::pic(p, q.gain[i], q.loss[i]));
+        }
+        let input = DpInput {
+            n: len,
+            p,
+            cand: &cand,
+            own: None,
+            bounds: None,
+        };
+        let block = dp_block(&input, 0..1);
+        let (_, row) = block.rows.into_iter().next().expect("one row");
+        row.into_iter()
+            .map(|code| ((code & !AGGREGATED) + start as u32) | (code & AGGREGATED))
             .collect()
     }
 }
@@ -753,10 +649,10 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
-        /// The DP's bounded, window-seeded maximum is the full scan's on every cell, whatever
-        /// the block shape (tiny blocks cross many edges and skip often).
+        /// The DP's bounded maximum over this mode's candidates is the full scan's on every
+        /// cell, whatever the block shape (tiny blocks cross many edges and skip often).
         #[test]
-        fn windowed_dp_is_the_full_scan(
+        fn node_dp_is_the_full_scan(
             t in 2usize..=70,
             u in 1usize..=3,
             seed in any::<u64>(),
@@ -775,7 +671,7 @@ mod tests {
                     cand.push(Compromise::pic(p, nq.gain[i], nq.loss[i]));
                 }
                 let own = Some((&nq.gain[..], &nq.loss[..]));
-                let full = dp_windowed::<8>(t, p, &cand, own, blocks(8, 8, usize::MAX));
+                let full = dp_node(t, p, &cand, own, blocks(8, 8, usize::MAX));
                 for b in [blocks(4, 2, 2), blocks(2, 1, 1), blocks(32, 8, 64), blocks(8, 4, 3)] {
                     let got = dp_node(t, p, &cand, own, b);
                     prop_assert_eq!(&got.1, &full.1);
