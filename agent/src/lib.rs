@@ -20,7 +20,7 @@ use heapless::Vec;
 pub mod probe;
 
 use probe::{PROBE_STATE_FINISHED, PROBE_STATE_RECORDING, PROBE_VERSION, ProbeControl, ProbeRing};
-use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
+use socscope_wire::dict::{BUILTINS, Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
 use socscope_wire::encode::{self, CRC_LEN, EVENTS_HEADER_MAX};
 use socscope_wire::frame::{
     Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, FrameCheck, FrameKind, Heartbeat,
@@ -396,6 +396,15 @@ impl Cursor {
             // SAFETY: as in `u32`.
             self.at = unsafe { varint_u64_wide(self.at, v) };
         }
+    }
+
+    /// A varint of up to 64 bits, with no inline fast case (one call: for the generic record path,
+    /// where flash matters more than a few instructions).
+    #[inline(always)]
+    fn varint(&mut self, v: u64) {
+        self.reserve(V64);
+        // SAFETY: as in `u32`.
+        self.at = unsafe { varint_u64_wide(self.at, v) };
     }
 
     /// Checks, in debug builds, that `n` more bytes stay within the record's bound (counting what is
@@ -989,18 +998,26 @@ impl<
         type_id: u16,
         values: &[ParamValue<'_>],
     ) -> Result<Recorded, AgentError> {
-        let params = match Builtin::from_id(type_id) {
-            Some(b) => b.def().params,
+        let builtin = usize::from(type_id).wrapping_sub(1);
+        let matches = match BUILTIN_PARAMS.get(builtin) {
+            Some(&packed) => {
+                packed & 7 == values.len() as u32
+                    && values
+                        .iter()
+                        .enumerate()
+                        .all(|(i, v)| (packed >> (3 + 3 * i)) & 7 == v.param_type() as u32)
+            }
             None => match self.custom_types().find(|t| t.id == type_id) {
-                Some(t) => t.params,
+                Some(t) => {
+                    t.params.len() == values.len()
+                        && t.params
+                            .iter()
+                            .zip(values)
+                            .all(|(p, v)| p.ty == v.param_type())
+                }
                 None => return Err(self.reject(AgentError::UnknownType)),
             },
         };
-        let matches = params.len() == values.len()
-            && params
-                .iter()
-                .zip(values)
-                .all(|(p, v)| p.ty == v.param_type());
         if !matches {
             return Err(self.reject(AgentError::ParamMismatch));
         }
@@ -1015,16 +1032,7 @@ impl<
         }
         let stored = self.push_with::<X>(cpu, type_id, max_len, |c, ring| {
             for v in values {
-                match *v {
-                    ParamValue::Unsigned(x) => c.u64(x),
-                    ParamValue::Signed(x) => c.u64(socscope_wire::varint::zigzag(x)),
-                    ParamValue::Float(x) => c.bytes(&x.to_le_bytes()),
-                    ParamValue::Str(s) => {
-                        c.u32(s.len() as u32);
-                        c.bytes(s.as_bytes());
-                    }
-                    ParamValue::Address(a) => address(c, ring, a),
-                }
+                write_value(c, ring, v);
             }
         });
         match stored {
@@ -2148,6 +2156,49 @@ fn frame_block<T: Transport>(
         .ok_or(encode::EncodeError::BufferTooSmall)?;
     let len = encode::seal_in_place_with(frame, end - start - 1, FrameCheck::Fletcher32)?;
     Ok((start, start + len))
+}
+
+/// The parameter types of every built-in type, by id − 1, packed for [`Agent::record`]: the count in
+/// bits 0–2, then each parameter's `ParamType` in 3 bits. A table of 64 bytes in flash, where a
+/// `match` over the types' definitions took code and their names.
+static BUILTIN_PARAMS: [u32; BUILTINS.len()] = {
+    let mut packed = [0; BUILTINS.len()];
+    let mut i = 0;
+    while i < BUILTINS.len() {
+        let params = BUILTINS[i].def().params;
+        assert!(params.len() <= 7 && 3 + 3 * params.len() <= 32);
+        let mut word = params.len() as u32;
+        let mut j = 0;
+        while j < params.len() {
+            word |= (params[j].ty as u32) << (3 + 3 * j);
+            j += 1;
+        }
+        packed[i] = word;
+        i += 1;
+    }
+    packed
+};
+
+/// One value of a record of any declared type ([`Agent::record`]), out of line: one copy of the five
+/// encodings in flash (the built-in kinds have record paths of their own and do not come here).
+#[inline(never)]
+fn write_value(c: &mut Cursor, ring: &mut RingState, v: &ParamValue<'_>) {
+    let number = match *v {
+        ParamValue::Unsigned(x) => x,
+        ParamValue::Signed(x) => socscope_wire::varint::zigzag(x),
+        ParamValue::Address(a) => {
+            // The same bytes as `address` writes.
+            let d = a.wrapping_sub(ring.last_address);
+            ring.last_address = a;
+            socscope_wire::varint::zigzag(d as i64)
+        }
+        ParamValue::Float(x) => return c.bytes(&x.to_le_bytes()),
+        ParamValue::Str(s) => {
+            c.varint(s.len() as u64);
+            return c.bytes(s.as_bytes());
+        }
+    };
+    c.varint(number);
 }
 
 /// An address parameter: the zigzagged difference from the previous address of the block.
