@@ -398,15 +398,6 @@ impl Cursor {
         }
     }
 
-    /// A varint of up to 64 bits, with no inline fast case (one call: for the generic record path,
-    /// where flash matters more than a few instructions).
-    #[inline(always)]
-    fn varint(&mut self, v: u64) {
-        self.reserve(V64);
-        // SAFETY: as in `u32`.
-        self.at = unsafe { varint_u64_wide(self.at, v) };
-    }
-
     /// Checks, in debug builds, that `n` more bytes stay within the record's bound (counting what is
     /// left as if all were written; a varint may write fewer).
     #[inline(always)]
@@ -2179,9 +2170,10 @@ static BUILTIN_PARAMS: [u32; BUILTINS.len()] = {
     packed
 };
 
-/// One value of a record of any declared type ([`Agent::record`]), out of line: one copy of the five
-/// encodings in flash (the built-in kinds have record paths of their own and do not come here).
-#[inline(never)]
+/// One value of a record of any declared type ([`Agent::record`]): the integers and the address delta
+/// share one copy of the varint's fast cases (flash), inlined in the record's masked section (no call
+/// there: the longest masked section is a custom record's).
+#[inline(always)]
 fn write_value(c: &mut Cursor, ring: &mut RingState, v: &ParamValue<'_>) {
     let number = match *v {
         ParamValue::Unsigned(x) => x,
@@ -2194,11 +2186,12 @@ fn write_value(c: &mut Cursor, ring: &mut RingState, v: &ParamValue<'_>) {
         }
         ParamValue::Float(x) => return c.bytes(&x.to_le_bytes()),
         ParamValue::Str(s) => {
-            c.varint(s.len() as u64);
+            c.u32(s.len() as u32);
             return c.bytes(s.as_bytes());
         }
     };
-    c.varint(number);
+    // One copy of the fast cases (it runs with interrupts masked).
+    c.u64(number);
 }
 
 /// An address parameter: the zigzagged difference from the previous address of the block.
