@@ -9,8 +9,8 @@ record paths). So each instruction is attributed through the image's DWARF line 
 
 * `llvm-symbolizer --inlines` gives, for every instruction, the chain of functions inlined at that
   address, innermost first, each with its source file and line;
-* the innermost frame whose file is the project's own source decides: `agent/` or `protocols/wire/`
-  -> the agent, `targets/` -> the board (firmware or footprint harness). Frames of libraries (core,
+* the innermost frame whose file is the project's own source decides: `agent/src/` or
+  `protocols/wire/src/` -> the agent, `targets/*/src/` -> the board (firmware or footprint harness). Frames of libraries (core,
   compiler_builtins, critical-section, cortex-m, heapless: /usr/lib/rustlib, ~/.cargo/registry) and
   frames at line 0 (compiler-generated, whose file is unreliable) are skipped: a `core::ptr::write`
   inlined into the agent is the agent's; the board's `Clock::now` inlined into an agent function is
@@ -23,7 +23,7 @@ Constant tables: a named `.rodata` symbol of the agent or wire crate is the agen
 builds its address (a `movw`/`movt` pair or a `ldr` from the literal pool), also when board code
 refers to it too (reported as shared).
 
-Usage: flash-owners.py ELF [ROOT]   (ROOT: the repository, default: two levels above this file)
+Usage: flash-owners.py ELF
 Prints `key value` lines (bytes) that measure.sh formats.
 """
 
@@ -39,13 +39,13 @@ def run(*args):
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
 
 
-def owner_of_file(path, root):
+def owner_of_file(path):
+    # By the path inside the repository, wherever it was built (a worktree, a clean clone).
     if not path or path.startswith("/usr/lib/rustlib") or "/.cargo/" in path or path.startswith("/rustc/"):
         return None
-    rel = os.path.relpath(path, root) if os.path.isabs(path) else path
-    if rel.startswith("agent/") or rel.startswith("protocols/wire/"):
+    if re.search(r"(^|/)(agent|protocols/wire)/src/", path):
         return "agent"
-    if rel.startswith("targets/"):
+    if re.search(r"(^|/)targets/[^/]+/src/", path):
         return "board"
     return None
 
@@ -63,8 +63,6 @@ def board_symbol(name):
 
 def main():
     elf = sys.argv[1]
-    root = sys.argv[2] if len(sys.argv) > 2 else os.path.normpath(os.path.join(os.path.dirname(__file__), "../.."))
-    root = os.path.realpath(root)
 
     # Every instruction (and data word in the code: jump tables, literal pools), its size and text.
     insns = []
@@ -117,7 +115,7 @@ def main():
                 has_lines = True
             if line_no == "0":
                 continue
-            o = owner_of_file(path, root)
+            o = owner_of_file(path)
             if o:
                 who = o
                 break

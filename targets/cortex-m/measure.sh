@@ -95,7 +95,7 @@ fi
 # tables with inlining (flash-owners.py says how); an image without line tables is reported as such.
 agent_flash() {
   local image="$1" label="$2" out
-  if ! out="$(python3 "$root/targets/cortex-m/flash-owners.py" "$image" "$root" 2>&1)"; then
+  if ! out="$(python3 "$root/targets/cortex-m/flash-owners.py" "$image" 2>&1)"; then
     echo "  $label: agent code + tables not attributed ($out)"
     return 0
   fi
