@@ -905,7 +905,7 @@ fn the_generic_record_writes_what_each_kind_writes() {
     };
     let run = |generic: bool| {
         let clock = SharedClock::default();
-        let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+        let agent = Box::new(TestAgent::new(clock.clone(), config()));
         let mut out = Capture::default();
         for (n, (kind, values)) in kinds.iter().enumerate() {
             clock.0.set(10 + n as u64 * 3);
