@@ -202,7 +202,8 @@ pub struct AgentStats {
     pub overwritten: u64,
 }
 
-/// Where a closed block's numbers are kept until it is framed: in the bytes reserved for its header.
+/// Where a closed block's numbers are kept until it is framed: in the bytes reserved for its header (its
+/// base time from when it opens, the others from when it closes).
 mod block_meta {
     pub const FIRST_SEQ: usize = 0;
     pub const BASE_TICKS: usize = 8;
@@ -259,8 +260,10 @@ fn get<const N: usize>(block: &[u8], at: usize) -> [u8; N] {
 ///
 /// Blocks `oldest .. oldest + closed` (modulo `BLOCKS`) are closed and wait to be sent, the oldest first;
 /// the block after them is the open one when `limit` is not zero. Sequence numbers: the open block's
-/// records are `first_seq .. first_seq + count`; `next_seq` is the next one given out when no block is
-/// open. The record path's fields come first (one cache line, loaded together).
+/// records are `next_seq .. next_seq + count` (`next_seq` moves when the block closes); with no block
+/// open, `next_seq` is the next one given out. The open block's base time is in its head
+/// ([`block_meta::BASE_TICKS`], written when it opens), not here: the state holds only what the record
+/// path and the block switch need (RAM). The record path's fields come first.
 #[derive(Clone, Copy, Debug)]
 struct RingState {
     /// Where the next record goes: a byte offset from the ring's first block (the open block's
@@ -274,8 +277,6 @@ struct RingState {
     count: u32,
     last_ticks: u64,
     last_address: u64,
-    first_seq: u64,
-    base_ticks: u64,
     next_seq: u64,
     oldest: usize,
     closed: usize,
@@ -296,8 +297,6 @@ impl RingState {
         count: 0,
         last_ticks: 0,
         last_address: 0,
-        first_seq: 0,
-        base_ticks: 0,
         next_seq: 0,
         oldest: 0,
         closed: 0,
@@ -322,7 +321,7 @@ impl RingState {
     /// The sequence number the next record gets.
     fn next(&self) -> u64 {
         if self.open() {
-            self.first_seq + u64::from(self.count)
+            self.next_seq + u64::from(self.count)
         } else {
             self.next_seq
         }
@@ -1434,8 +1433,15 @@ impl<
         state.wr = (slot * BLOCK + HEAD) as u32;
         state.limit = (slot * BLOCK + Self::CAPACITY_END) as u32;
         state.count = 0;
-        state.first_seq = state.next_seq;
-        state.base_ticks = now;
+        if let Some(block) = ring.blocks.get(slot) {
+            // SAFETY: the new open block is the record path's, inside its exclusion (this runs there);
+            // its head is not written again until it closes.
+            put(
+                unsafe { &mut *block.get() },
+                block_meta::BASE_TICKS,
+                now.to_le_bytes(),
+            );
+        }
         state.last_ticks = now;
         state.last_address = 0;
         Recorded::Stored
@@ -1930,7 +1936,7 @@ impl<
                     if until.is_none()
                         && s.closed == 0
                         && s.open()
-                        && (all || now.saturating_sub(s.base_ticks) >= latency)
+                        && (all || now.saturating_sub(open_base_ticks(ring, s)) >= latency)
                     {
                         close_open::<BLOCK, BLOCKS>(ring, s);
                     }
@@ -2063,8 +2069,8 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     let slot = (s.oldest + s.closed) % BLOCKS;
     if let Some(b) = ring.blocks.get(slot) {
         let meta = BlockMeta {
-            first_seq: s.first_seq,
-            base_ticks: s.base_ticks,
+            first_seq: s.next_seq,
+            base_ticks: open_base_ticks(ring, s),
             count: s.count,
             // `wr` is within the open block: `slot * BLOCK + HEAD ..= slot * BLOCK + CAPACITY_END`.
             end: (s.wr as usize).saturating_sub(slot * BLOCK).max(HEAD) as u32,
@@ -2075,7 +2081,20 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     s.wr = 0;
     s.limit = 0;
     s.closed += 1;
-    s.next_seq = s.first_seq + u64::from(s.count);
+    s.next_seq += u64::from(s.count);
+}
+
+/// The open block's base time, from its head (inside the critical section).
+fn open_base_ticks<const BLOCK: usize, const BLOCKS: usize>(
+    ring: &Ring<BLOCK, BLOCKS>,
+    s: &RingState,
+) -> u64 {
+    let slot = (s.oldest + s.closed) % BLOCKS;
+    ring.blocks.get(slot).map_or(0, |b| {
+        // SAFETY: the open block's head is written only by the block switch, inside the critical
+        // section, where this runs too; the record path writes after the head.
+        u64::from_le_bytes(get(unsafe { &*b.get() }, block_meta::BASE_TICKS))
+    })
 }
 
 /// [`close_open`], and in probe mode the block's publication to the host (its `closed` count advanced

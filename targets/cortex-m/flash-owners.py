@@ -31,6 +31,7 @@ import bisect
 import collections
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -62,6 +63,8 @@ def board_symbol(name):
 
 
 def main():
+    # Piped into `head` or `awk` that stops early: end quietly.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     elf = sys.argv[1]
 
     # Every instruction (and data word in the code: jump tables, literal pools), its size and text.
