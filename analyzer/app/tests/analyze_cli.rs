@@ -386,11 +386,31 @@ fn aggregate_memory_budget_refuses_before_it_starts() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("engine: qualities stored,")
-                && l.contains("of a 1024 MiB budget")),
+        text.lines().any(
+            |l| l.starts_with("engine: exact algorithm, qualities stored,")
+                && l.contains("of a 1024 MiB budget")
+        ),
         "{text}"
     );
+    // The scalable algorithm can be asked for, and says so; a bad name is a usage error.
+    let out = socscope(&[
+        "aggregate",
+        "--model",
+        m,
+        "--mode",
+        "spatiotemporal",
+        "--algorithm",
+        "scalable",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("engine: scalable algorithm, qualities recomputed,")),
+        "{text}"
+    );
+    let out = socscope(&["aggregate", "--model", m, "--algorithm", "fastest"]);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 fn text(args: &[&str]) -> String {

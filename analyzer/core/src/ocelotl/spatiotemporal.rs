@@ -120,8 +120,9 @@ pub struct MemoryPlan {
 impl MemoryPlan {
     /// The estimate for `slices` × the hierarchy × `types` under `choice`: the exact
     /// algorithm with stored qualities if they fit in `budget`; above that size the scalable
-    /// one (`Auto`), or the exact one with recomputed qualities (`Exact`); `Err` with the
-    /// smallest plan when nothing asked for fits.
+    /// one (`Auto`, or the exact one recomputing its qualities if only that fits), or the
+    /// exact one with recomputed qualities (`Exact`); `Err` with the smallest plan asked for
+    /// when nothing fits.
     pub fn choose(
         slices: usize,
         hierarchy: &SpatialHierarchy,
@@ -145,12 +146,16 @@ impl MemoryPlan {
         let scalable = plan(Algorithm::Scalable, QualityStore::Recomputed, scalable);
         let fits = |p: MemoryPlan| (p.bytes <= budget).then_some(p);
         let chosen = match choice {
-            AlgorithmChoice::Auto => fits(exact_stored).or(fits(scalable)),
+            // Below the scalable algorithm's need, recomputing the exact qualities may still fit.
+            AlgorithmChoice::Auto => fits(exact_stored)
+                .or(fits(scalable))
+                .or(fits(exact_recomputed)),
             AlgorithmChoice::Exact => fits(exact_stored).or(fits(exact_recomputed)),
             AlgorithmChoice::Scalable => fits(scalable),
         };
         chosen.ok_or(match choice {
-            AlgorithmChoice::Exact => exact_recomputed,
+            AlgorithmChoice::Scalable => scalable,
+            _ if exact_recomputed.bytes < scalable.bytes => exact_recomputed,
             _ => scalable,
         })
     }
