@@ -1855,6 +1855,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_algorithm_is_chosen_by_size_and_can_be_forced() {
+        let h = SpatialHierarchy::balanced(&[10, 10, 10]);
+        let plan = |t, budget, choice| MemoryPlan::choose(t, &h, 4, budget, choice);
+        let gib = DEFAULT_MEMORY_BUDGET;
+        let small = plan(250, gib, AlgorithmChoice::Auto).unwrap();
+        assert_eq!(
+            (small.algorithm, small.store),
+            (Algorithm::Exact, QualityStore::Stored)
+        );
+        let large = plan(1000, gib, AlgorithmChoice::Auto).unwrap();
+        assert_eq!(large.algorithm, Algorithm::Scalable);
+        let forced = plan(1000, gib, AlgorithmChoice::Exact).unwrap();
+        assert_eq!(
+            (forced.algorithm, forced.store),
+            (Algorithm::Exact, QualityStore::Recomputed)
+        );
+        assert_eq!(
+            plan(250, gib, AlgorithmChoice::Scalable).unwrap().algorithm,
+            Algorithm::Scalable
+        );
+        // Where only the exact recomputation fits, Auto takes it rather than refusing.
+        if large.recomputed_bytes < large.scalable_bytes {
+            let between = plan(1000, large.recomputed_bytes, AlgorithmChoice::Auto).unwrap();
+            assert_eq!(
+                (between.algorithm, between.store),
+                (Algorithm::Exact, QualityStore::Recomputed)
+            );
+        }
+        let refused = plan(1000, 1 << 20, AlgorithmChoice::Auto).unwrap_err();
+        assert!(refused.bytes > 1 << 20);
+    }
+
     /// Two leaves under a root, one type.
     fn pair(values: &[f64]) -> (MicroscopicModel, SpatialHierarchy) {
         let t = values.len() / 2;
