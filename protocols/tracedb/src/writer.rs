@@ -835,7 +835,7 @@ impl TraceWriter {
         else {
             return Ok(());
         };
-        let train = move || zstd::dict::from_continuous(&bytes, &sizes, DICT_BYTES).ok();
+        let train = move || crate::dict_train::train(&bytes, &sizes, DICT_BYTES);
         if let Some(slot) = slot {
             let spawned = std::thread::Builder::new()
                 .name("socscope-dict".into())
