@@ -20,7 +20,7 @@ use heapless::Vec;
 pub mod probe;
 
 use probe::{PROBE_STATE_FINISHED, PROBE_STATE_RECORDING, PROBE_VERSION, ProbeControl, ProbeRing};
-use socscope_wire::dict::{Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
+use socscope_wire::dict::{BUILTINS, Builtin, EventTypeDef, FIRST_CUSTOM_TYPE, ProducerDef};
 use socscope_wire::encode::{self, CRC_LEN, EVENTS_HEADER_MAX};
 use socscope_wire::frame::{
     Bye, CpuTotal, DictEntry, EVENTS_FLAG_ZSTD, EventsHeader, FrameCheck, FrameKind, Heartbeat,
@@ -202,7 +202,8 @@ pub struct AgentStats {
     pub overwritten: u64,
 }
 
-/// Where a closed block's numbers are kept until it is framed: in the bytes reserved for its header.
+/// Where a closed block's numbers are kept until it is framed: in the bytes reserved for its header (its
+/// base time from when it opens, the others from when it closes).
 mod block_meta {
     pub const FIRST_SEQ: usize = 0;
     pub const BASE_TICKS: usize = 8;
@@ -259,8 +260,10 @@ fn get<const N: usize>(block: &[u8], at: usize) -> [u8; N] {
 ///
 /// Blocks `oldest .. oldest + closed` (modulo `BLOCKS`) are closed and wait to be sent, the oldest first;
 /// the block after them is the open one when `limit` is not zero. Sequence numbers: the open block's
-/// records are `first_seq .. first_seq + count`; `next_seq` is the next one given out when no block is
-/// open. The record path's fields come first (one cache line, loaded together).
+/// records are `next_seq .. next_seq + count` (`next_seq` moves when the block closes); with no block
+/// open, `next_seq` is the next one given out. The open block's base time is in its head
+/// ([`block_meta::BASE_TICKS`], written when it opens), not here: the state holds only what the record
+/// path and the block switch need (RAM). The record path's fields come first.
 #[derive(Clone, Copy, Debug)]
 struct RingState {
     /// Where the next record goes: a byte offset from the ring's first block (the open block's
@@ -274,8 +277,6 @@ struct RingState {
     count: u32,
     last_ticks: u64,
     last_address: u64,
-    first_seq: u64,
-    base_ticks: u64,
     next_seq: u64,
     oldest: usize,
     closed: usize,
@@ -296,8 +297,6 @@ impl RingState {
         count: 0,
         last_ticks: 0,
         last_address: 0,
-        first_seq: 0,
-        base_ticks: 0,
         next_seq: 0,
         oldest: 0,
         closed: 0,
@@ -322,7 +321,7 @@ impl RingState {
     /// The sequence number the next record gets.
     fn next(&self) -> u64 {
         if self.open() {
-            self.first_seq + u64::from(self.count)
+            self.next_seq + u64::from(self.count)
         } else {
             self.next_seq
         }
@@ -989,18 +988,26 @@ impl<
         type_id: u16,
         values: &[ParamValue<'_>],
     ) -> Result<Recorded, AgentError> {
-        let params = match Builtin::from_id(type_id) {
-            Some(b) => b.def().params,
+        let builtin = usize::from(type_id).wrapping_sub(1);
+        let matches = match BUILTIN_PARAMS.get(builtin) {
+            Some(&packed) => {
+                packed & 7 == values.len() as u32
+                    && values
+                        .iter()
+                        .enumerate()
+                        .all(|(i, v)| (packed >> (3 + 3 * i)) & 7 == v.param_type() as u32)
+            }
             None => match self.custom_types().find(|t| t.id == type_id) {
-                Some(t) => t.params,
+                Some(t) => {
+                    t.params.len() == values.len()
+                        && t.params
+                            .iter()
+                            .zip(values)
+                            .all(|(p, v)| p.ty == v.param_type())
+                }
                 None => return Err(self.reject(AgentError::UnknownType)),
             },
         };
-        let matches = params.len() == values.len()
-            && params
-                .iter()
-                .zip(values)
-                .all(|(p, v)| p.ty == v.param_type());
         if !matches {
             return Err(self.reject(AgentError::ParamMismatch));
         }
@@ -1015,16 +1022,7 @@ impl<
         }
         let stored = self.push_with::<X>(cpu, type_id, max_len, |c, ring| {
             for v in values {
-                match *v {
-                    ParamValue::Unsigned(x) => c.u64(x),
-                    ParamValue::Signed(x) => c.u64(socscope_wire::varint::zigzag(x)),
-                    ParamValue::Float(x) => c.bytes(&x.to_le_bytes()),
-                    ParamValue::Str(s) => {
-                        c.u32(s.len() as u32);
-                        c.bytes(s.as_bytes());
-                    }
-                    ParamValue::Address(a) => address(c, ring, a),
-                }
+                write_value(c, ring, v);
             }
         });
         match stored {
@@ -1435,8 +1433,15 @@ impl<
         state.wr = (slot * BLOCK + HEAD) as u32;
         state.limit = (slot * BLOCK + Self::CAPACITY_END) as u32;
         state.count = 0;
-        state.first_seq = state.next_seq;
-        state.base_ticks = now;
+        if let Some(block) = ring.blocks.get(slot) {
+            // SAFETY: the new open block is the record path's, inside its exclusion (this runs there);
+            // its head is not written again until it closes.
+            put(
+                unsafe { &mut *block.get() },
+                block_meta::BASE_TICKS,
+                now.to_le_bytes(),
+            );
+        }
         state.last_ticks = now;
         state.last_address = 0;
         Recorded::Stored
@@ -1931,7 +1936,7 @@ impl<
                     if until.is_none()
                         && s.closed == 0
                         && s.open()
-                        && (all || now.saturating_sub(s.base_ticks) >= latency)
+                        && (all || now.saturating_sub(open_base_ticks(ring, s)) >= latency)
                     {
                         close_open::<BLOCK, BLOCKS>(ring, s);
                     }
@@ -2064,8 +2069,8 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     let slot = (s.oldest + s.closed) % BLOCKS;
     if let Some(b) = ring.blocks.get(slot) {
         let meta = BlockMeta {
-            first_seq: s.first_seq,
-            base_ticks: s.base_ticks,
+            first_seq: s.next_seq,
+            base_ticks: open_base_ticks(ring, s),
             count: s.count,
             // `wr` is within the open block: `slot * BLOCK + HEAD ..= slot * BLOCK + CAPACITY_END`.
             end: (s.wr as usize).saturating_sub(slot * BLOCK).max(HEAD) as u32,
@@ -2076,7 +2081,20 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     s.wr = 0;
     s.limit = 0;
     s.closed += 1;
-    s.next_seq = s.first_seq + u64::from(s.count);
+    s.next_seq += u64::from(s.count);
+}
+
+/// The open block's base time, from its head (inside the critical section).
+fn open_base_ticks<const BLOCK: usize, const BLOCKS: usize>(
+    ring: &Ring<BLOCK, BLOCKS>,
+    s: &RingState,
+) -> u64 {
+    let slot = (s.oldest + s.closed) % BLOCKS;
+    ring.blocks.get(slot).map_or(0, |b| {
+        // SAFETY: the open block's head is written only by the block switch, inside the critical
+        // section, where this runs too; the record path writes after the head.
+        u64::from_le_bytes(get(unsafe { &*b.get() }, block_meta::BASE_TICKS))
+    })
 }
 
 /// [`close_open`], and in probe mode the block's publication to the host (its `closed` count advanced
@@ -2148,6 +2166,51 @@ fn frame_block<T: Transport>(
         .ok_or(encode::EncodeError::BufferTooSmall)?;
     let len = encode::seal_in_place_with(frame, end - start - 1, FrameCheck::Fletcher32)?;
     Ok((start, start + len))
+}
+
+/// The parameter types of every built-in type, by id − 1, packed for [`Agent::record`]: the count in
+/// bits 0–2, then each parameter's `ParamType` in 3 bits. A table of 64 bytes in flash, where a
+/// `match` over the types' definitions took code and their names.
+static BUILTIN_PARAMS: [u32; BUILTINS.len()] = {
+    let mut packed = [0; BUILTINS.len()];
+    let mut i = 0;
+    while i < BUILTINS.len() {
+        let params = BUILTINS[i].def().params;
+        assert!(params.len() <= 7 && 3 + 3 * params.len() <= 32);
+        let mut word = params.len() as u32;
+        let mut j = 0;
+        while j < params.len() {
+            word |= (params[j].ty as u32) << (3 + 3 * j);
+            j += 1;
+        }
+        packed[i] = word;
+        i += 1;
+    }
+    packed
+};
+
+/// One value of a record of any declared type ([`Agent::record`]): the integers and the address delta
+/// share one copy of the varint's fast cases (flash), inlined in the record's masked section (no call
+/// there: the longest masked section is a custom record's).
+#[inline(always)]
+fn write_value(c: &mut Cursor, ring: &mut RingState, v: &ParamValue<'_>) {
+    let number = match *v {
+        ParamValue::Unsigned(x) => x,
+        ParamValue::Signed(x) => socscope_wire::varint::zigzag(x),
+        ParamValue::Address(a) => {
+            // The same bytes as `address` writes.
+            let d = a.wrapping_sub(ring.last_address);
+            ring.last_address = a;
+            socscope_wire::varint::zigzag(d as i64)
+        }
+        ParamValue::Float(x) => return c.bytes(&x.to_le_bytes()),
+        ParamValue::Str(s) => {
+            c.u32(s.len() as u32);
+            return c.bytes(s.as_bytes());
+        }
+    };
+    // One copy of the fast cases (it runs with interrupts masked).
+    c.u64(number);
 }
 
 /// An address parameter: the zigzagged difference from the previous address of the block.

@@ -8,8 +8,11 @@
 #      the drain (framing: header, CRC-32C, COBS) per event; the firmware's path; and `loaded`: thread mode
 #      recording while SysTick and a 10 kHz timer interrupt record too and PendSV drains (all included);
 #   2. the agent's flash: the footprint image (targets/footprint: the agent alone, every record kind, the
-#      drain) and the agent's symbols in the firmware image; its RAM: the size of the firmware's agent
-#      (`size_of`, printed by the firmware) and of its state besides the ring blocks;
+#      drain); in the firmware images, the agent's symbols and, exactly, its code and tables with every
+#      instruction attributed through the line tables' inlining (flash-owners.py: the agent's inlined
+#      parts included, the board's clock and critical section inlined into the agent excluded); its RAM:
+#      the size of the firmware's agent (`size_of`, printed by the firmware), of its state besides the
+#      ring blocks, and the agent's symbols in the image's .bss (its slot, the probe control block);
 #   3. the longest time interrupts stayed masked and the vsync interrupt's longest latency (the firmware
 #      times every masked section with its clock) in `run` mode, 3 s of board time at -icount shift=4;
 #   4. the UART's sustained events/s: `flood` mode at 115 200 and 921 600 baud equivalents, 5 s of board
@@ -88,6 +91,33 @@ else
   echo "  (this build has no post-mortem mode)"
 fi
 
+# The agent's code and tables in a firmware image, every instruction attributed through the image's line
+# tables with inlining (flash-owners.py says how); an image without line tables is reported as such.
+agent_flash() {
+  local image="$1" label="$2" out
+  if ! out="$(python3 "$root/targets/cortex-m/flash-owners.py" "$image" 2>&1)"; then
+    echo "  $label: agent code + tables not attributed ($out)"
+    return 0
+  fi
+  echo "$out" | awk -v label="$label" '{ v[$1] = $2 }
+    END {
+      printf "  %s: agent code + tables, attributed by DWARF inlining: %d + %d = %d bytes (target 4 096)\n", label,
+        v["agent-code"], v["agent-tables"], v["agent-code"] + v["agent-tables"]
+      printf "  %s:   not counted: the board'"'"'s clock and critical section inlined in the agent'"'"'s functions %d, the board'"'"'s tables the agent reads (dictionary, declarations) %d; of the agent'"'"'s tables %d also used by the board\n", label,
+        v["board-code-in-agent-functions"], v["board-tables-read-by-agent"], v["agent-tables-shared"]
+    }'
+}
+
+# The agent's RAM as the linker placed it: the symbols of the agent's slot and its probe control block.
+agent_ram() {
+  local image="$1" label="$2"
+  llvm-nm -C -S --radix=d "$image" | awk -v label="$label" '
+    { size = $2 + 0; name = substr($0, index($0, $4)) }
+    name ~ /^socscope_cortex_m::AGENT$/ { slot = size }
+    name ~ /^(socscope_cortex_m::)?SOCSCOPE_PROBE$/ { control = size }
+    END { printf "  %s: RAM in the image'"'"'s symbols: the AGENT slot %d bytes (the agent and its ready flag, padded), the probe control block %d bytes\n", label, slot, control }'
+}
+
 echo "== agent flash"
 llvm-size -A "$footprint" | awk '$1 ~ /^\.(text|rodata)$/ { printf "  footprint image (the agent alone, every record kind) %-8s %6d bytes\n", $1, $2 }'
 llvm-nm -C --size-sort -S --radix=d "$footprint" | awk '
@@ -101,10 +131,12 @@ llvm-nm -C --size-sort -S --radix=d "$elf" | awk '
   kind ~ /[rR]/ && size == 1028 { table += size }
   name ~ /^socscope_cortex_m::AGENT$/ { agent = size }
   END {
-    printf "  firmware: agent code (agent, wire, postcard, cobs, crc symbols): %d bytes\n", code
+    printf "  firmware: agent code by symbol names (agent, wire, postcard, cobs, crc symbols; earlier passes'"'"' figure): %d bytes\n", code
     printf "  firmware: agent constant data (CRC-32C table): %d bytes\n", table
     if (agent > 0) printf "  firmware: the AGENT static: %d bytes of RAM (.bss)\n", agent
   }'
+agent_flash "$elf" "firmware"
+agent_ram "$elf" "firmware"
 
 echo "== probe mode (the board records only; the host reads its rings through a debug port and frames them)"
 if [ -n "$probe_footprint" ] && [ -f "$probe_footprint" ]; then
@@ -123,12 +155,14 @@ if [ -n "$probe_elf" ] && [ -f "$probe_elf" ]; then
     { size = $2 + 0; kind = $3; name = substr($0, index($0, $4)) }
     kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire|postcard|serde|cobs|crc)::/ { code += size }
     name ~ /^socscope_cortex_m::DICTIONARY$/ { dict = size }
-    END { printf "  firmware in probe mode: agent code %d bytes (custom records and stats included), dictionary image in flash %d bytes\n", code, dict }'
+    END { printf "  firmware in probe mode: agent code by symbol names %d bytes (custom records and stats included), dictionary image in flash %d bytes\n", code, dict }'
+  agent_flash "$probe_elf" "firmware in probe mode"
   qemu-system-arm -M mps2-an386 -nographic -monitor none -icount shift=4,sleep=off -serial null \
     -semihosting-config "enable=on,target=native,arg=fw,arg=mode=run,arg=seconds=1" -kernel "$probe_elf" 2>&1 |
     awk '/agent-ram/ || /probe-control/ { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) }
       END { printf "  firmware in probe mode: agent RAM %d bytes (size_of), of which %d besides the ring blocks, + control block %d bytes = ring + %d\n",
         v["agent-ram"], v["agent-state"], v["bytes"], v["agent-state"] + v["bytes"] }'
+  agent_ram "$probe_elf" "firmware in probe mode"
 else
   echo "  (no probe-mode firmware)"
 fi
