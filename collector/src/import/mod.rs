@@ -438,8 +438,8 @@ pub const IMPORT_DICT_MIN_EVENTS: i64 = 8 * 4096;
 /// MB). glibc maps each buffer above its dynamic threshold on its own and trims the heap's top back
 /// to the kernel as soon as 128 KiB are free there: every reuse then faults its pages in again,
 /// cleared by the kernel. A 631 k-event kernel CTF import took 20 900 page faults that way; with
-/// freed memory kept (up to 64 MiB, a bound, so the peak stays bounded) 11 800, and 5-15 % less CPU
-/// time (BENCHMARKS.md, "Import — binary Linux captures"). Elsewhere than glibc this does nothing.
+/// freed memory kept (up to 64 MiB more, so the peak stays bounded: 42 → 56 MB there) 11 800
+/// (BENCHMARKS.md, "Import — binary Linux captures"). Elsewhere than glibc this does nothing.
 pub fn keep_freed_memory_for_reuse() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
