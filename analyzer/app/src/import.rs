@@ -98,6 +98,8 @@ fn unique_in(dir: &std::path::Path, stem: &str) -> PathBuf {
 }
 
 pub fn run(args: ImportArgs) -> Result<ExitCode> {
+    // The process does nothing but this import.
+    socscope_collector::import::keep_freed_memory_for_reuse();
     for f in &args.files {
         crate::input::require_file(f)?;
     }

@@ -430,6 +430,30 @@ pub const IMPORT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::fro
 /// one.
 pub const IMPORT_DICT_MIN_EVENTS: i64 = 8 * 4096;
 
+/// Tells the C allocator to keep freed memory for reuse, for a process whose one job is an import
+/// (the `socscope import` command; not the collector or the viewer, which live for hours).
+///
+/// An import frees and allocates the same large buffers over and over (packets and pages of up to
+/// tens of MB, chunk buffers, hash tables that double, the dictionary trainer's tables of several
+/// MB). glibc maps each buffer above its dynamic threshold on its own and trims the heap's top back
+/// to the kernel as soon as 128 KiB are free there: every reuse then faults its pages in again,
+/// cleared by the kernel. A 631 k-event kernel CTF import took 20 900 page faults that way; with
+/// freed memory kept (up to 64 MiB more, so the peak stays bounded: 42 → 56 MB there) 11 800
+/// (BENCHMARKS.md, "Import — binary Linux captures"). Elsewhere than glibc this does nothing.
+pub fn keep_freed_memory_for_reuse() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        const KEEP: libc::c_int = 64 << 20;
+        for param in [libc::M_MMAP_THRESHOLD, libc::M_TRIM_THRESHOLD] {
+            // SAFETY: mallopt only sets allocator parameters; it is called before the import
+            // allocates its buffers, and a refused value (0 returned) leaves glibc's default.
+            unsafe {
+                libc::mallopt(param, KEEP);
+            }
+        }
+    }
+}
+
 /// Imports `files` (one trace: per-CPU KPTrace files with their `System.map` and format description, or
 /// one file of the other formats) into a new trace at `out`, registered in the catalog of its directory.
 pub fn import(
@@ -638,7 +662,7 @@ fn import_into(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if register {
-        Catalog::open(&dir)?.register_file(&db_file)?;
+        Catalog::register_file_in(&dir, &db_file)?;
     }
     partial.keep = true;
     Ok(ImportReport {

@@ -545,8 +545,16 @@ impl CtfReader {
 
     /// Gives back an event the caller is done with: the next events reuse its memory.
     pub fn recycle(&mut self, e: CtfEvent) {
-        for v in [e.stream_context, e.context, e.fields].into_iter().flatten() {
-            give_back(v, &mut self.spare.fields);
+        // One by one: an array of the three would be copied whole (144 bytes) for each event.
+        let spare = &mut self.spare.fields;
+        if let Some(v) = e.fields {
+            give_back(v, spare);
+        }
+        if let Some(v) = e.context {
+            give_back(v, spare);
+        }
+        if let Some(v) = e.stream_context {
+            give_back(v, spare);
         }
     }
 
@@ -908,6 +916,7 @@ impl<'a> Decoder<'a> {
         }
     }
 
+    #[inline]
     fn bits(&mut self, size: u32, order: ByteOrder) -> Result<u64, Cut> {
         let big = self.is_big(order);
         let size64 = u64::from(size);
@@ -957,6 +966,7 @@ impl<'a> Decoder<'a> {
         Ok(v)
     }
 
+    #[inline]
     fn int(&mut self, t: &IntType, scopes: &mut Scopes) -> Result<(u64, i64), Cut> {
         self.align(t.align);
         let pos = self.pos;
@@ -991,6 +1001,25 @@ impl<'a> Decoder<'a> {
             }
         }
         Ok((v, s))
+    }
+
+    /// [`Self::value`], with integers (most fields) decoded here: inlined into the struct and array
+    /// loops, their values are built where they are stored, not returned through memory by the
+    /// recursive call and copied twice (those copies stalled on the stores that had just written
+    /// them: a fifth of the decoder's time on an LTTng kernel trace).
+    #[inline(always)]
+    fn field_value(&mut self, t: &Type, scopes: &mut Scopes) -> Result<Value, Cut> {
+        match t {
+            Type::Int(i) => {
+                let (u, s) = self.int(i, scopes)?;
+                Ok(if i.signed {
+                    Value::Int(s, i.base)
+                } else {
+                    Value::Uint(u, i.base)
+                })
+            }
+            _ => self.value(t, scopes),
+        }
     }
 
     fn value(&mut self, t: &Type, scopes: &mut Scopes) -> Result<Value, Cut> {
@@ -1091,7 +1120,7 @@ impl<'a> Decoder<'a> {
         }
         let mut items = Vec::with_capacity(n);
         for _ in 0..n {
-            items.push(self.value(t, scopes)?);
+            items.push(self.field_value(t, scopes)?);
         }
         Ok(Value::Array(items))
     }
@@ -1102,7 +1131,7 @@ impl<'a> Decoder<'a> {
         fields.reserve(s.fields.len());
         scopes.stack.push(fields);
         for (name, t) in &s.fields {
-            let v = match self.value(t, scopes) {
+            let v = match self.field_value(t, scopes) {
                 Ok(v) => v,
                 Err(e) => {
                     scopes.stack.pop();

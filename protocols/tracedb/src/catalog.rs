@@ -111,7 +111,7 @@ impl Catalog {
         if !path.exists() {
             // Several processes may create the catalog at once: build it aside and move it in
             // atomically, so nobody ever sees a half-created file.
-            schema::create_atomically(&path, CATALOG_DDL, CATALOG_APPLICATION_ID)?;
+            schema::create_atomically(&path, CATALOG_DDL, CATALOG_APPLICATION_ID, |_, _| Ok(()))?;
         }
         let conn = schema::open(&path, "catalog", CATALOG_APPLICATION_ID, false)?;
         conn.pragma_update(None, "foreign_keys", true).ctx(&path)?;
@@ -133,92 +133,53 @@ impl Catalog {
         }
     }
 
-    fn type_id(&self, name: &str) -> Result<i64> {
-        let p = &self.path;
-        self.conn
-            .execute(
-                "INSERT OR IGNORE INTO trace_type (name) VALUES (?1)",
-                [name],
-            )
-            .ctx(p)?;
-        self.conn
-            .query_row("SELECT id FROM trace_type WHERE name = ?1", [name], |r| {
-                r.get(0)
-            })
-            .ctx(p)
-    }
-
     /// Adds a trace, or updates the one with the same `db_file`; returns its id.
     pub fn register(&self, record: &CatalogEntry) -> Result<i64> {
-        let p = &self.path;
-        let m = &record.info.meta;
-        let tx = self.conn.unchecked_transaction().ctx(p)?;
-        let type_id = self.type_id(&m.trace_type)?;
-        self.conn
-            .execute(
-                "INSERT INTO trace (trace_type_id, db_file, board, soc, os, application, cpus, tick_rate_hz,
-                    start_unix_ns, duration_ns, event_count, complete, processed, description)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-                 ON CONFLICT (db_file) DO UPDATE SET trace_type_id = excluded.trace_type_id,
-                    board = excluded.board, soc = excluded.soc, os = excluded.os,
-                    application = excluded.application, cpus = excluded.cpus,
-                    tick_rate_hz = excluded.tick_rate_hz, start_unix_ns = excluded.start_unix_ns,
-                    duration_ns = excluded.duration_ns, event_count = excluded.event_count,
-                    complete = excluded.complete, processed = excluded.processed,
-                    description = excluded.description",
-                params![
-                    type_id,
-                    record.db_file,
-                    m.board,
-                    m.soc,
-                    m.os,
-                    m.application,
-                    m.cpus,
-                    m.tick_rate_hz as i64,
-                    m.start_unix_ns,
-                    record.info.duration(),
-                    record.info.event_count as i64,
-                    record.info.complete,
-                    m.processed,
-                    m.description
-                ],
-            )
-            .ctx(p)?;
-        let id: i64 = self
-            .conn
-            .query_row(
-                "SELECT id FROM trace WHERE db_file = ?1",
-                [&record.db_file],
-                |r| r.get(0),
-            )
-            .ctx(p)?;
-        self.conn
-            .execute("DELETE FROM trace_param WHERE trace_id = ?1", [id])
-            .ctx(p)?;
-        for (name, value) in &m.params {
-            self.conn
-                .execute(
-                    "INSERT OR IGNORE INTO trace_param_type (trace_type_id, name, type) VALUES (?1, ?2, ?3)",
-                    params![type_id, name, value.param_type().name()],
-                )
-                .ctx(p)?;
-            let pt: i64 = self
-                .conn
-                .query_row(
-                    "SELECT id FROM trace_param_type WHERE trace_type_id = ?1 AND name = ?2",
-                    params![type_id, name],
-                    |r| r.get(0),
-                )
-                .ctx(p)?;
-            self.conn
-                .execute(
-                    "INSERT OR REPLACE INTO trace_param (trace_id, param_type_id, value) VALUES (?1, ?2, ?3)",
-                    params![id, pt, value.to_string()],
-                )
-                .ctx(p)?;
+        register_on(&self.conn, &self.path, record)
+    }
+
+    /// Reads the trace file `db_file`'s information and registers it in `dir`'s catalog, which is
+    /// created when missing: then with the trace's row already in it, one file synced once (as
+    /// [`Catalog::open`] creates it), instead of a catalog created, opened again and written in
+    /// a second, durable transaction (four syncs more for an import into a new directory).
+    pub fn register_file_in(dir: impl AsRef<Path>, db_file: &str) -> Result<i64> {
+        let dir = dir.as_ref();
+        let record = CatalogEntry {
+            id: 0,
+            db_file: db_file.to_string(),
+            info: TraceInfo::default(),
+        };
+        let trace = if Path::new(db_file).is_absolute() {
+            PathBuf::from(db_file)
+        } else {
+            dir.join(db_file)
+        };
+        let record = CatalogEntry {
+            info: TraceReader::open(trace)?.info()?,
+            ..record
+        };
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join(CATALOG_FILE);
+        if !path.exists() {
+            let mut id = None;
+            let linked = schema::create_atomically(
+                &path,
+                CATALOG_DDL,
+                CATALOG_APPLICATION_ID,
+                |conn, tmp| {
+                    conn.pragma_update(None, "foreign_keys", true).ctx(tmp)?;
+                    id = Some(register_on(conn, tmp, &record)?);
+                    Ok(())
+                },
+            )?;
+            if let (true, Some(id)) = (linked, id) {
+                return Ok(id);
+            }
         }
-        tx.commit().ctx(p)?;
-        Ok(id)
+        Self::open(dir)?.register(&record)
     }
 
     /// Reads a trace file's information and registers (or refreshes) it under `db_file`.
@@ -493,4 +454,87 @@ impl Catalog {
             .optional()
             .ctx(&self.path)
     }
+}
+
+/// The id of trace type `name` in the catalog open on `conn` (the file `p`), added when new.
+fn type_id_on(conn: &Connection, p: &Path, name: &str) -> Result<i64> {
+    conn.execute(
+        "INSERT OR IGNORE INTO trace_type (name) VALUES (?1)",
+        [name],
+    )
+    .ctx(p)?;
+    conn.query_row("SELECT id FROM trace_type WHERE name = ?1", [name], |r| {
+        r.get(0)
+    })
+    .ctx(p)
+}
+
+/// Adds a trace to the catalog open on `conn` (the file `p`), or updates the one with the same
+/// `db_file`; returns its id.
+fn register_on(conn: &Connection, p: &Path, record: &CatalogEntry) -> Result<i64> {
+    let m = &record.info.meta;
+    let tx = conn.unchecked_transaction().ctx(p)?;
+    let type_id = type_id_on(conn, p, &m.trace_type)?;
+    conn
+        .execute(
+            "INSERT INTO trace (trace_type_id, db_file, board, soc, os, application, cpus, tick_rate_hz,
+                start_unix_ns, duration_ns, event_count, complete, processed, description)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+             ON CONFLICT (db_file) DO UPDATE SET trace_type_id = excluded.trace_type_id,
+                board = excluded.board, soc = excluded.soc, os = excluded.os,
+                application = excluded.application, cpus = excluded.cpus,
+                tick_rate_hz = excluded.tick_rate_hz, start_unix_ns = excluded.start_unix_ns,
+                duration_ns = excluded.duration_ns, event_count = excluded.event_count,
+                complete = excluded.complete, processed = excluded.processed,
+                description = excluded.description",
+            params![
+                type_id,
+                record.db_file,
+                m.board,
+                m.soc,
+                m.os,
+                m.application,
+                m.cpus,
+                m.tick_rate_hz as i64,
+                m.start_unix_ns,
+                record.info.duration(),
+                record.info.event_count as i64,
+                record.info.complete,
+                m.processed,
+                m.description
+            ],
+        )
+        .ctx(p)?;
+    let id: i64 = conn
+        .query_row(
+            "SELECT id FROM trace WHERE db_file = ?1",
+            [&record.db_file],
+            |r| r.get(0),
+        )
+        .ctx(p)?;
+    conn.execute("DELETE FROM trace_param WHERE trace_id = ?1", [id])
+        .ctx(p)?;
+    for (name, value) in &m.params {
+        conn
+            .execute(
+                "INSERT OR IGNORE INTO trace_param_type (trace_type_id, name, type) VALUES (?1, ?2, ?3)",
+                params![type_id, name, value.param_type().name()],
+            )
+            .ctx(p)?;
+        let pt: i64 = conn
+            .query_row(
+                "SELECT id FROM trace_param_type WHERE trace_type_id = ?1 AND name = ?2",
+                params![type_id, name],
+                |r| r.get(0),
+            )
+            .ctx(p)?;
+        conn
+            .execute(
+                "INSERT OR REPLACE INTO trace_param (trace_id, param_type_id, value) VALUES (?1, ?2, ?3)",
+                params![id, pt, value.to_string()],
+            )
+            .ctx(p)?;
+    }
+    tx.commit().ctx(p)?;
+    Ok(id)
 }

@@ -8,6 +8,7 @@
 pub mod bench;
 mod catalog;
 mod codec;
+mod dict_train;
 mod error;
 mod filter;
 mod fuzzing;

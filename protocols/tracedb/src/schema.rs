@@ -350,8 +350,17 @@ pub(crate) fn create(
 /// exposing a partly created file: the schema is written to a temporary file of the same
 /// directory, which is then hard-linked to `path` (linking fails if `path` exists, so a file
 /// that another process created first is kept). Returns once `path` holds a complete file
-/// (made by this call or by another one).
-pub(crate) fn create_atomically(path: &Path, ddl: &str, application_id: i32) -> Result<()> {
+/// (made by this call or by another one): `true` when this call's file was linked in.
+///
+/// `fill` writes the new file's first rows before it is synced and linked (a catalog created by an
+/// import holds its trace's row from the start); when another process's file is kept instead,
+/// what `fill` wrote is not in it, and the caller writes it again through that file.
+pub(crate) fn create_atomically(
+    path: &Path,
+    ddl: &str,
+    application_id: i32,
+    fill: impl FnOnce(&Connection, &Path) -> Result<()>,
+) -> Result<bool> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let io = |source: std::io::Error| StoreError::Io {
@@ -378,6 +387,7 @@ pub(crate) fn create_atomically(path: &Path, ddl: &str, application_id: i32) -> 
     // Built unsynced (nobody sees the temporary file), then synced once before it is linked in:
     // a dozen syncs fewer than building it durably, transaction by transaction.
     let built = create(&tmp, ddl, application_id, false).and_then(|conn| {
+        fill(&conn, &tmp)?;
         // Left in WAL mode, as every opening sets it: the first one then has no header to rewrite.
         conn.pragma_update(None, "journal_mode", "WAL").ctx(&tmp)?;
         // Closing the only connection checkpoints the WAL into the file and deletes it.
@@ -397,7 +407,7 @@ pub(crate) fn create_atomically(path: &Path, ddl: &str, application_id: i32) -> 
     remove_tmp();
     match linked {
         Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
         Err(e) => return Err(io(e)),
     }
     // The new name made durable too.
@@ -410,7 +420,8 @@ pub(crate) fn create_atomically(path: &Path, ddl: &str, application_id: i32) -> 
         .map_err(|source| StoreError::Io {
             path: dir.to_path_buf(),
             source,
-        })
+        })?;
+    Ok(true)
 }
 
 /// Opens an existing store file, checking that it is of the expected kind and version.

@@ -43,13 +43,13 @@ pub struct WriterConfig {
     /// chunks with it, in smaller blocks (see [`DICT_SAMPLE_BYTES`]).
     pub dictionaries: bool,
     /// Train dictionaries on a background thread (one at a time per writer, at most
-    /// [`MAX_TRAININGS`] in the process), so that ingest never waits for one (10–30 ms each);
+    /// [`MAX_TRAININGS`] in the process), so that ingest never waits for one (a few ms each, see `dict_train`);
     /// `false` trains them in the call that completes the samples, which makes the chunks that
     /// use one depend only on the events and the commits.
     pub train_in_background: bool,
     /// Events a stream must have stored before its dictionary is trained (on the samples of its
     /// first chunks, gathered meanwhile); `0`: as soon as the samples are there. Training takes
-    /// 10–30 ms of CPU and stores up to 16 KiB: paid back only by a stream that goes on for many
+    /// a few ms of CPU (10–30 ms with zstd's default trainer) and stores up to 16 KiB: paid back only by a stream that goes on for many
     /// more chunks. A live capture cannot know how long a stream will last and trains early; an
     /// import trains only the streams that have shown they are long (see
     /// `IMPORT_DICT_MIN_EVENTS` in the collector).
@@ -65,7 +65,8 @@ pub struct WriterConfig {
 
 /// Block bodies a stream's closed chunks must have given before its dictionary is trained
 /// (about 8 k events at the 16 bytes a set-top box's event takes decoded): enough for zstd to
-/// find what the stream's blocks share, little enough that training takes 10–30 ms.
+/// find what the stream's blocks share, little enough that training takes a few ms (about 2 ms
+/// each on an LTTng kernel stream, `dict_train`).
 pub const DICT_SAMPLE_BYTES: usize = 128 << 10;
 
 /// Summary cells the writer holds before it commits whatever the commit interval (about 50 bytes
@@ -77,7 +78,7 @@ pub const MAX_PENDING_SUMMARY_CELLS: usize = 1 << 17;
 pub const DICT_BYTES: usize = 16 << 10;
 
 /// Dictionary trainings running at once in the process, whatever the number of writers (each
-/// takes about 6 MB while it runs): a collector storing many boards trains them in turn.
+/// takes under 1 MB beside its samples while it runs): a collector storing many boards trains them in turn.
 pub const MAX_TRAININGS: usize = 2;
 
 /// Dictionaries trained by one writer, lent to the next writers of the same source: the windows a
@@ -835,7 +836,7 @@ impl TraceWriter {
         else {
             return Ok(());
         };
-        let train = move || zstd::dict::from_continuous(&bytes, &sizes, DICT_BYTES).ok();
+        let train = move || crate::dict_train::train(&bytes, &sizes, DICT_BYTES);
         if let Some(slot) = slot {
             let spawned = std::thread::Builder::new()
                 .name("socscope-dict".into())

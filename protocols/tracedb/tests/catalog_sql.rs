@@ -247,3 +247,59 @@ fn concurrent_open_of_a_new_catalog() {
         assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 }
+
+/// `Catalog::register_file_in`: a directory without a catalog gets one holding the trace from the
+/// start (the same row `register_file` writes, in a complete WAL-mode catalog); a directory with
+/// one gets the trace added to it.
+#[test]
+fn registering_a_file_in_a_directory_creates_its_catalog_with_the_trace_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let info = write(
+        &dir.path().join("a.db"),
+        &mixed_events(200, 1),
+        WriterConfig::default(),
+    );
+    assert!(!dir.path().join(CATALOG_FILE).exists());
+    let id_a = Catalog::register_file_in(dir.path(), "a.db").unwrap();
+    // Nothing left beside it but the catalog and the trace (no temporary file).
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a.db", CATALOG_FILE]);
+    let cat = Catalog::open(dir.path()).unwrap();
+    let rec_a = cat.trace(id_a).unwrap().unwrap();
+    assert_eq!(rec_a.info.event_count, info.event_count);
+    assert_eq!(rec_a.info.meta.board, "board-a");
+    assert_eq!(rec_a.info.meta.params, meta().params);
+    let mode: String = rusqlite::Connection::open(dir.path().join(CATALOG_FILE))
+        .unwrap()
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // The same as registering through an opened catalog.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("a.db"), other.path().join("a.db")).unwrap();
+    let by_open = Catalog::open(other.path()).unwrap();
+    let id = by_open.register_file("a.db").unwrap();
+    let rec = by_open.trace(id).unwrap().unwrap();
+    assert_eq!((rec.id, &rec.db_file), (rec_a.id, &rec_a.db_file));
+    assert_eq!(format!("{:?}", rec.info), format!("{:?}", rec_a.info));
+    drop(cat);
+
+    // An existing catalog: the second trace is added to it.
+    write(
+        &dir.path().join("b.db"),
+        &mixed_events(50, 2),
+        WriterConfig::default(),
+    );
+    let id_b = Catalog::register_file_in(dir.path(), "b.db").unwrap();
+    assert_ne!(id_a, id_b);
+    let cat = Catalog::open(dir.path()).unwrap();
+    assert_eq!(cat.traces().unwrap().len(), 2);
+    // A missing trace file registers nothing and creates no catalog.
+    let empty = tempfile::tempdir().unwrap();
+    assert!(Catalog::register_file_in(empty.path(), "none.db").is_err());
+    assert!(!empty.path().join(CATALOG_FILE).exists());
+}
