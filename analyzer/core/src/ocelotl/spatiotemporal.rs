@@ -534,6 +534,44 @@ fn qualities_from_sums(
     NodeQualities { gain, loss }
 }
 
+/// One type's contribution to four areas' gain and loss, lane by lane, from their sums and micro
+/// entropies: `entropy_reduction` (`(sum·ln sum)/ln 2 − micro` where sum > 0, else exactly +0.0)
+/// and the divergence (`(sum·ln |A|)/ln 2 − reduction`), with the library's `ln` wherever the
+/// vector log does not cover a lane. Shared by both algorithms' quality kernels, so a sum gives the
+/// same bits in either.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn reduction_divergence4(
+    sum: std::arch::x86_64::__m256d,
+    micro: std::arch::x86_64::__m256d,
+    ln_size: std::arch::x86_64::__m256d,
+) -> (std::arch::x86_64::__m256d, std::arch::x86_64::__m256d) {
+    use std::arch::x86_64::*;
+    let ln2 = _mm256_set1_pd(super::complexity::LN2);
+    let positive = _mm256_cmp_pd::<_CMP_GT_OQ>(sum, _mm256_setzero_pd());
+    let mut ln_sum = fastlog::log4(sum);
+    let scalar = fastlog::needs_scalar(sum) & _mm256_movemask_pd(positive);
+    if scalar != 0 {
+        let (mut s, mut lns) = ([0.0; 4], [0.0; 4]);
+        // SAFETY: four doubles into and out of `[f64; 4]`s.
+        unsafe { _mm256_storeu_pd(s.as_mut_ptr(), sum) };
+        unsafe { _mm256_storeu_pd(lns.as_mut_ptr(), ln_sum) };
+        for (i, x) in lns.iter_mut().enumerate() {
+            if scalar & (1 << i) != 0 {
+                *x = s[i].ln();
+            }
+        }
+        ln_sum = unsafe { _mm256_loadu_pd(lns.as_ptr()) };
+    }
+    let reduction = _mm256_and_pd(
+        _mm256_sub_pd(_mm256_div_pd(_mm256_mul_pd(sum, ln_sum), ln2), micro),
+        positive,
+    );
+    let divergence = _mm256_sub_pd(_mm256_div_pd(_mm256_mul_pd(sum, ln_size), ln2), reduction);
+    (reduction, divergence)
+}
+
 /// [`qualities_from_sums`] for the intervals `[start, end]` with `start` in `0..starts`, four
 /// consecutive starts per vector; returns how many starts it did (a multiple of four), the rest
 /// being left to the scalar loop.
@@ -559,7 +597,6 @@ fn quality_row_avx2(
     offset: usize,
 ) -> usize {
     use std::arch::x86_64::*;
-    let ln2 = _mm256_set1_pd(super::complexity::LN2);
     let row = at(end, 0);
     let whole = starts / 4 * 4;
     for first in (0..whole).step_by(4) {
@@ -574,28 +611,7 @@ fn quality_row_avx2(
             let (s, m) = (at4(&sums.sum), at4(&sums.micro));
             let sum = unsafe { _mm256_loadu_pd(s.as_ptr()) };
             let micro = unsafe { _mm256_loadu_pd(m.as_ptr()) };
-            let positive = _mm256_cmp_pd::<_CMP_GT_OQ>(sum, _mm256_setzero_pd());
-            let mut ln_sum = fastlog::log4(sum);
-            // Lanes the vector log does not cover and `entropy_reduction` uses: the library's.
-            let scalar = fastlog::needs_scalar(sum) & _mm256_movemask_pd(positive);
-            if scalar != 0 {
-                let mut lns = [0.0; 4];
-                unsafe { _mm256_storeu_pd(lns.as_mut_ptr(), ln_sum) };
-                for (i, x) in lns.iter_mut().enumerate() {
-                    if scalar & (1 << i) != 0 {
-                        *x = s[i].ln();
-                    }
-                }
-                ln_sum = unsafe { _mm256_loadu_pd(lns.as_ptr()) };
-            }
-            // entropy_reduction: (sum·ln sum)/ln 2 − micro where sum > 0, else exactly +0.0.
-            let reduction = _mm256_and_pd(
-                _mm256_sub_pd(_mm256_div_pd(_mm256_mul_pd(sum, ln_sum), ln2), micro),
-                positive,
-            );
-            // divergence: (sum·ln |A|)/ln 2 − reduction.
-            let divergence =
-                _mm256_sub_pd(_mm256_div_pd(_mm256_mul_pd(sum, ln_size), ln2), reduction);
+            let (reduction, divergence) = reduction_divergence4(sum, micro, ln_size);
             cg = _mm256_add_pd(cg, reduction);
             cl = _mm256_add_pd(cl, divergence);
         }

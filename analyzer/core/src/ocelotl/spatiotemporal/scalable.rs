@@ -247,7 +247,6 @@ fn row_avx2(
     loss: &mut [f64],
 ) -> usize {
     use std::arch::x86_64::*;
-    let ln2 = _mm256_set1_pd(super::super::complexity::LN2);
     let whole = starts / 4 * 4;
     let end1 = from + end + 1;
     for first in (0..whole).step_by(4) {
@@ -274,27 +273,7 @@ fn row_avx2(
             };
             let sum = diff(&pre.sum_hi, &pre.sum_lo);
             let micro = diff(&pre.micro_hi, &pre.micro_lo);
-            let positive = _mm256_cmp_pd::<_CMP_GT_OQ>(sum, _mm256_setzero_pd());
-            let mut ln_sum = fastlog::log4(sum);
-            let scalar = fastlog::needs_scalar(sum) & _mm256_movemask_pd(positive);
-            if scalar != 0 {
-                let mut s = [0.0; 4];
-                let mut lns = [0.0; 4];
-                unsafe { _mm256_storeu_pd(s.as_mut_ptr(), sum) };
-                unsafe { _mm256_storeu_pd(lns.as_mut_ptr(), ln_sum) };
-                for (i, x) in lns.iter_mut().enumerate() {
-                    if scalar & (1 << i) != 0 {
-                        *x = s[i].ln();
-                    }
-                }
-                ln_sum = unsafe { _mm256_loadu_pd(lns.as_ptr()) };
-            }
-            let reduction = _mm256_and_pd(
-                _mm256_sub_pd(_mm256_div_pd(_mm256_mul_pd(sum, ln_sum), ln2), micro),
-                positive,
-            );
-            let divergence =
-                _mm256_sub_pd(_mm256_div_pd(_mm256_mul_pd(sum, ln_size), ln2), reduction);
+            let (reduction, divergence) = reduction_divergence4(sum, micro, ln_size);
             cg = _mm256_add_pd(cg, reduction);
             cl = _mm256_add_pd(cl, divergence);
         }
