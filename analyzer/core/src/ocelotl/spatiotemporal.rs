@@ -534,6 +534,23 @@ fn qualities_from_sums(
     NodeQualities { gain, loss }
 }
 
+/// The cuts of the first row of a leaf's DP over `len` slices from `start` (candidates in
+/// `cand`), in global slice numbers: what both algorithms' partition walks recompute.
+fn leaf_first_row(cand: &Table, len: usize, start: usize, p: f64) -> Vec<u32> {
+    let input = DpInput {
+        n: len,
+        p,
+        cand,
+        own: None,
+        bounds: None,
+    };
+    let block = dp_block(&input, 0..1);
+    let (_, row) = block.rows.into_iter().next().expect("one row");
+    row.into_iter()
+        .map(|code| ((code & !AGGREGATED) + start as u32) | (code & AGGREGATED))
+        .collect()
+}
+
 /// One type's contribution to four areas' gain and loss, lane by lane, from their sums and micro
 /// entropies: `entropy_reduction` (`(sum·ln sum)/ln 2 − micro` where sum > 0, else exactly +0.0)
 /// and the divergence (`(sum·ln |A|)/ln 2 − reduction`), with the library's `ln` wherever the
@@ -1474,18 +1491,7 @@ impl SpatiotemporalQualities {
                 }
             }
         }
-        let input = DpInput {
-            n: len,
-            p,
-            cand: &cand,
-            own: None,
-            bounds: None,
-        };
-        let block = dp_block(&input, 0..1);
-        let (_, row) = block.rows.into_iter().next().expect("one row");
-        row.into_iter()
-            .map(|code| ((code & !AGGREGATED) + start as u32) | (code & AGGREGATED))
-            .collect()
+        leaf_first_row(&cand, len, start, p)
     }
 
     /// The partition maximising `p·gain − (1−p)·loss` over the hierarchy, with the

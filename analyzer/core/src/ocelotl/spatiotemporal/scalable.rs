@@ -461,18 +461,7 @@ impl SpatiotemporalQualities {
         for i in 0..cells {
             cand.push(Compromise::pic(p, q.gain[i], q.loss[i]));
         }
-        let input = DpInput {
-            n: len,
-            p,
-            cand: &cand,
-            own: None,
-            bounds: None,
-        };
-        let block = dp_block(&input, 0..1);
-        let (_, row) = block.rows.into_iter().next().expect("one row");
-        row.into_iter()
-            .map(|code| ((code & !AGGREGATED) + start as u32) | (code & AGGREGATED))
-            .collect()
+        leaf_first_row(&cand, len, start, p)
     }
 }
 
