@@ -343,9 +343,7 @@ mod tests {
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let xs: Vec<f64> = (0..1 << 20)
             .map(|i| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
+                crate::ocelotl::xorshift(&mut state);
                 if i % 2 == 0 {
                     f64::from_bits(state & 0x7fff_ffff_ffff_ffff)
                 } else {

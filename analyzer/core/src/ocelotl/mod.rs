@@ -25,6 +25,15 @@ mod spatiotemporal;
 mod temporal;
 mod view;
 
+/// The tests' pseudo-random values (xorshift64): one step of `state`, never zero if the seed
+/// is not.
+#[cfg(test)]
+fn xorshift(state: &mut u64) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+}
+
 pub use dichotomy::{Cancelled, InitialP, Observer, PEntry, PList, Quality, Unobserved};
 pub use model::{MicroscopicModel, ModelError, ModelFile, SpatialHierarchy};
 pub use report::{

@@ -2170,9 +2170,7 @@ mod tests {
             let mut state = seed | 1;
             let values = (0..t * s * u)
                 .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
+                    crate::ocelotl::xorshift(&mut state);
                     match state % 5 {
                         0 => 0.0,
                         1 => 1.0,

@@ -530,9 +530,7 @@ mod tests {
         let mut state = 0x1234_5678_9abc_def0_u64;
         let values: Vec<f64> = (0..t * s * u)
             .map(|i| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
+                crate::ocelotl::xorshift(&mut state);
                 let x = (state >> 11) as f64 / (1u64 << 53) as f64;
                 match i % 7 {
                     0 => 0.0,

@@ -592,9 +592,7 @@ mod tests {
         let mut state = seed | 1;
         let values = (0..t * s * u)
             .map(|i| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
+                crate::ocelotl::xorshift(&mut state);
                 let phase = levels[(i / (s * u)) * levels.len() / t];
                 match state % 6 {
                     0 => 0.0,
