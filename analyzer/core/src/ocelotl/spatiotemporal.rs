@@ -161,19 +161,50 @@ impl MemoryPlan {
     }
 }
 
+/// The counts both memory estimates start from (bytes are counted in `u64`).
+struct EstimateShape {
+    /// Slices.
+    n: u64,
+    /// Intervals of `n` slices.
+    cells: u64,
+    nodes: u64,
+    internal: u64,
+    /// Internal nodes on the longest root-to-leaf path.
+    depth: u64,
+    types: u64,
+    threads: u64,
+}
+
+impl EstimateShape {
+    fn new(slices: usize, h: &SpatialHierarchy, types: usize) -> Self {
+        let n = slices as u64;
+        EstimateShape {
+            n,
+            cells: n * (n + 1) / 2,
+            nodes: h.len() as u64,
+            internal: (0..h.len()).filter(|&v| !h.is_leaf(v)).count() as u64,
+            depth: internal_depth(h) as u64,
+            types: types as u64,
+            threads: rayon::current_num_threads() as u64,
+        }
+    }
+}
+
 /// Bytes the scalable algorithm takes at its peak: every node's slice totals and the model,
 /// the children's best compromises summed on the deepest path, the working tables of one
 /// internal node and two leaves (value tables, qualities, cuts) with the two leaves' results
 /// waiting, the internal nodes' cut tables, the partitions the bisection keeps, and the leaf
 /// rows recomputed for the walk, one per thread.
 fn scalable_estimate(slices: usize, h: &SpatialHierarchy, types: usize) -> u64 {
-    let n = slices as u64;
-    let cells = n * (n + 1) / 2;
-    let nodes = h.len() as u64;
-    let internal = (0..h.len()).filter(|&v| !h.is_leaf(v)).count() as u64;
-    let depth = internal_depth(h) as u64;
-    let types = types as u64;
-    let threads = rayon::current_num_threads() as u64;
+    let EstimateShape {
+        n,
+        cells,
+        nodes,
+        internal,
+        depth,
+        types,
+        threads,
+    } = EstimateShape::new(slices, h, types);
     let totals = nodes * n * types * 16 + n * h.leaf_count(h.root()) as u64 * types * 8;
     let level = cells * 24;
     // Qualities, candidates, the DP's row outputs, best compromises and cuts of one node,
@@ -191,13 +222,15 @@ fn scalable_estimate(slices: usize, h: &SpatialHierarchy, types: usize) -> u64 {
 /// working tables, the internal nodes' cut tables, the partitions the bisection keeps, and
 /// the leaf rows recomputed for the walk, one per thread.
 fn estimate(slices: usize, h: &SpatialHierarchy, types: usize, store: QualityStore) -> u64 {
-    let n = slices as u64;
-    let cells = n * (n + 1) / 2;
-    let nodes = h.len() as u64;
-    let internal = (0..h.len()).filter(|&v| !h.is_leaf(v)).count() as u64;
-    let depth = internal_depth(h) as u64;
-    let types = types as u64;
-    let threads = rayon::current_num_threads() as u64;
+    let EstimateShape {
+        n,
+        cells,
+        nodes,
+        internal,
+        depth,
+        types,
+        threads,
+    } = EstimateShape::new(slices, h, types);
     let sums = cells * types * 16;
     // Per internal level: the children's compromise sum, plus the per-type sums when recomputing.
     let level = cells * 24
