@@ -207,9 +207,9 @@ pub struct AggregateArgs {
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
     pub memory_budget: u64,
     /// The spatiotemporal algorithm: `exact` (lpaggreg's results bit for bit), `scalable`
-    /// (prefix-sum qualities: less memory and time on long series of many producers; where
-    /// two partitions tie it may pick the other one), or `auto`: exact while its qualities
-    /// fit in the memory budget kept, scalable above that size.
+    /// (the same results bit for bit, on a memory schedule for long series of many
+    /// producers: qualities recomputed at every p, two leaves at a time), or `auto`: exact
+    /// while its qualities fit in the memory budget kept, scalable above that size.
     #[arg(long, value_enum, default_value = "auto")]
     pub algorithm: AlgorithmArg,
     /// One JSON document instead of text.

@@ -234,15 +234,9 @@ fn spatiotemporal_sections_match_the_original_exactly() {
 }
 
 /// The scalable algorithm (chosen above a size, or asked for) against the original and the
-/// exact algorithm on every shared vector, p by p (run with --nocapture to read the figures).
-///
-/// It does NOT give the original's partitions everywhere: on v06 (all-zero producers) 17 of
-/// the 39 p values have another partition of the same quality, within a relative 4e-16.
-/// There the partitions tie in real numbers (an all-zero producer's area cut once more or
-/// once less), and both algorithms decide by the rounding of their own sums. So this test
-/// asserts equality where the vectors have no such tie (v01, v03, v04: p lists, partitions
-/// and qualities bit for bit, against the original too), and, on the others, that every
-/// differing partition is such a tie (its quality within a relative 1e-12 of the exact one).
+/// exact algorithm on every shared vector, p by p: the same p list, partitions and
+/// qualities, bit for bit (v06's all-zero producers included: its near-ties are decided by
+/// the same sums as the exact algorithm's).
 #[test]
 fn spatiotemporal_sections_match_with_the_scalable_algorithm() {
     let mut diffs = Diffs(Vec::new());
@@ -262,35 +256,25 @@ fn spatiotemporal_sections_match_with_the_scalable_algorithm() {
         )
         .unwrap();
         assert_eq!(report.engine.algorithm, "scalable", "{name}");
+        let got = serde_json::to_value(&report).unwrap();
+        compare_section(
+            &mut diffs,
+            &name,
+            "spatiotemporal",
+            &got,
+            want,
+            &["node_parts", "aggregates", "aggregates_canonical"],
+        );
         let m = &file.model;
         let c = compare_algorithms(m, m.hierarchy().unwrap(), file.threshold);
         println!("{name}: {c:?}");
-        assert!(
-            c.max_relative_area_quality_difference < 1e-12,
+        assert!(c.same_p_list, "{name}: {c:?}");
+        assert_eq!(c.differing_partitions, 0, "{name}: {c:?}");
+        assert_eq!(
+            c.max_relative_partition_quality_difference, 0.0,
             "{name}: {c:?}"
         );
-        if name.starts_with("v06") {
-            assert!(
-                c.max_relative_partition_quality_difference < 1e-12,
-                "{name}: {c:?}"
-            );
-        } else {
-            let got = serde_json::to_value(&report).unwrap();
-            compare_section(
-                &mut diffs,
-                &name,
-                "spatiotemporal",
-                &got,
-                want,
-                &["node_parts", "aggregates", "aggregates_canonical"],
-            );
-            assert!(c.same_p_list, "{name}: {c:?}");
-            assert_eq!(c.differing_partitions, 0, "{name}: {c:?}");
-            assert_eq!(
-                c.max_relative_partition_quality_difference, 0.0,
-                "{name}: {c:?}"
-            );
-        }
+        assert_eq!(c.max_relative_area_quality_difference, 0.0, "{name}: {c:?}");
         compared += 1;
     }
     assert!(compared > 0, "no vector has a spatiotemporal section");

@@ -236,12 +236,12 @@ impl OcelotlView {
     fn bisection_ui(&self, ui: &mut Ui, a: &socscope_analysis::overview::Aggregated) {
         let b = &a.bisection;
         // Above the size where the exact qualities fit, the engine runs its scalable
-        // algorithm, whose partitions may differ from lpaggreg's on near-ties: say so.
+        // algorithm (the same results, recomputed at every p): say why it takes longer.
         if let socscope_analysis::overview::AggregationResult::Spatiotemporal { agg, .. } =
             &a.result
             && agg.algorithm() == socscope_analysis::ocelotl::Algorithm::Scalable
         {
-            ui.weak("scalable algorithm (prefix-sum qualities): this tree × slice count is above the size where the exact one's qualities fit in memory; near-ties may be decided otherwise than by lpaggreg");
+            ui.weak("scalable algorithm (qualities recomputed at every p, two leaves at a time): this tree × slice count is above the size where the qualities fit in memory; the results are the exact algorithm's");
         }
         if a.complete {
             return;

@@ -106,8 +106,9 @@ pub struct AggregationReport {
 /// whether the qualities were kept or recomputed at every p (the same numbers either way).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineReport {
-    /// `"exact"` (lpaggreg's bits) or `"scalable"` (monotone cut windows, prefix-sum
-    /// qualities); the temporal aggregation is always exact.
+    /// `"exact"` or `"scalable"` (the same arithmetic, so lpaggreg's bits, on a schedule
+    /// that recomputes the qualities at every p, two leaves at a time); the temporal
+    /// aggregation is always exact.
     pub algorithm: &'static str,
     /// `"stored"` or `"recomputed"`.
     pub qualities: &'static str,
