@@ -1935,8 +1935,9 @@ mod tests {
                 }
             } else {
                 for &c in h.children(v) {
-                    for slice in 0..n {
-                        mass[v][slice] += mass[c][slice];
+                    let child = mass[c].clone();
+                    for (x, y) in mass[v].iter_mut().zip(child) {
+                        *x += y;
                     }
                 }
             }
