@@ -634,7 +634,8 @@ fn import_into(
     for s in common.iter().chain(&stats) {
         writer.set_ingest_stat(s)?;
     }
-    let info = writer.finish(true)?;
+    // Synced below: while the trace file syncs, its catalog is built.
+    let (info, unsynced) = writer.finish_unsynced(true)?;
     if info.event_count == 0 {
         let what = if format.spec().is_binary() {
             // A binary capture's header was read: what it lacks is events.
@@ -662,7 +663,28 @@ fn import_into(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if register {
-        Catalog::register_file_in(&dir, &db_file)?;
+        // The trace's sync (file and directory) waits on the disk: a thread does it while this one
+        // builds a new catalog aside and syncs it, which may only be linked in once the trace is
+        // durable (`register_written_in` waits for the thread before). A small import's wall time
+        // was mostly these syncs one after the other.
+        let on_thread = unsynced.clone();
+        let syncing = std::thread::Builder::new()
+            .name("import-sync".into())
+            .stack_size(64 * 1024)
+            .spawn(move || on_thread.sync());
+        let trace_durable = || match syncing {
+            Ok(thread) => thread.join().unwrap_or_else(|_| {
+                Err(socscope_tracedb::StoreError::Io {
+                    path: out.to_path_buf(),
+                    source: std::io::Error::other("the thread syncing the trace panicked"),
+                })
+            }),
+            // No thread to be had: sync here.
+            Err(_) => unsynced.sync(),
+        };
+        Catalog::register_written_in(&dir, &db_file, &info, trace_durable)?;
+    } else {
+        unsynced.sync()?;
     }
     partial.keep = true;
     Ok(ImportReport {
