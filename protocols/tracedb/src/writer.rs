@@ -1230,6 +1230,40 @@ impl UnsyncedTrace {
         }
         sync_files(&self.path)
     }
+
+    /// Syncs the file, then gives it its final name `name` (a hard link in the same directory,
+    /// refused when `name` exists: [`StoreError::AlreadyExists`]), drops the name it was written
+    /// under, and syncs the directory: a file built under a temporary name appears under `name`
+    /// only whole and durable, and a process killed at any moment leaves no file named `name`, or a
+    /// whole one. Same number of syncs as [`UnsyncedTrace::sync`].
+    pub fn sync_as(self, name: &Path) -> Result<()> {
+        let io = |path: &Path, source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if !self.synced {
+            std::fs::File::open(&self.path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io(&self.path, e))?;
+        }
+        match std::fs::hard_link(&self.path, name) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(StoreError::AlreadyExists {
+                    path: name.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(io(name, e)),
+        }
+        std::fs::remove_file(&self.path).map_err(|e| io(&self.path, e))?;
+        let dir = name
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io(dir, e))
+    }
 }
 
 /// Syncs the file, its WAL if one is left, and its directory (which names them).
