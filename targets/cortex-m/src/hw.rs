@@ -63,6 +63,13 @@ pub fn clock_init() {
     }
 }
 
+/// Timer 1's raw count (it counts down).
+#[inline(always)]
+pub fn clock_count() -> u32 {
+    // SAFETY: reads timer 1's VALUE register.
+    unsafe { read_volatile(reg(TIMER1, 0x04)) }
+}
+
 /// Timer 1's count, turned into an up-counter.
 pub fn clock_raw() -> u32 {
     // SAFETY: reads timer 1's VALUE register.

@@ -242,29 +242,36 @@ static TYPES: [EventTypeDef<'static>; 5] = [
 
 /// The firmware's critical section: PRIMASK, each outermost masked section timed.
 ///
-/// Without the `timed-masking` feature (the image `measure.sh` counts the record path's instructions
-/// with) it is the plain single-core PRIMASK section, the same instructions as the `cortex-m` crate's
+/// The timing is a property of the image, not a run-time switch: with the `timed-masking` feature
+/// every outermost section is timed, in every mode (`bench` included: its record counts are then the
+/// agent's plus the timing's). The token carries the section's start, timer 1's raw (down-counting)
+/// value read right after `cpsid`, with bit 0 set (0 means "nested: interrupts were already masked");
+/// the exit subtracts the timer's value from it and keeps the longest, inline, with no call and no
+/// flag. Setting bit 0 rounds a section up by at most one tick (40 ns).
+///
+/// Without the feature (the image `measure.sh` counts the agent's record path with) it is the plain
+/// single-core PRIMASK section, the same instructions as the `cortex-m` crate's
 /// `critical-section-single-core` implementation: the agent's cost on a board that does not time its
-/// masked sections, without the flag tests (4 instructions at entry, 4 at exit) of the timed build.
+/// masked sections.
 struct MeasuredPrimask;
 critical_section::set_impl!(MeasuredPrimask);
 
-/// Whether masked sections are timed (not in `bench` mode, whose figures are the agent's alone).
-static TIME_MASKING: AtomicBool = AtomicBool::new(true);
-/// When the current outermost masked section started (timer 1).
-#[cfg(feature = "timed-masking")]
-static MASKED_SINCE: AtomicU32 = AtomicU32::new(0);
-/// The longest masked section so far, in clock ticks, and how many were timed.
-static MASKED_MAX: AtomicU32 = AtomicU32::new(0);
-static MASKED_SECTIONS: AtomicU32 = AtomicU32::new(0);
-/// Where the current outermost masked section started, and the longest one (a code address, printed for
-/// `llvm-addr2line`/`llvm-objdump`: which section is the longest).
-#[cfg(feature = "timed-masking")]
-static MASKED_SINCE_PC: AtomicU32 = AtomicU32::new(0);
-static MASKED_MAX_PC: AtomicU32 = AtomicU32::new(0);
+/// The longest outermost masked section so far (clock ticks) and where it ended (a code address,
+/// printed for `llvm-addr2line`/`llvm-objdump`: which section is the longest). One static, so that the
+/// exit reaches both from one address. Touched only with interrupts masked.
+#[repr(C)]
+struct MaskedTimes {
+    max_ticks: AtomicU32,
+    max_at: AtomicU32,
+}
+
+static MASKED: MaskedTimes = MaskedTimes {
+    max_ticks: AtomicU32::new(0),
+    max_at: AtomicU32::new(0),
+};
 
 // SAFETY: `cpsid i` excludes every other context on this single-core board; `release` restores PRIMASK
-// as `acquire` found it, so sections nest.
+// as `acquire` found it (a non-zero token: interrupts were enabled), so sections nest.
 unsafe impl critical_section::Impl for MeasuredPrimask {
     #[inline(always)]
     unsafe fn acquire() -> critical_section::RawRestoreState {
@@ -274,54 +281,42 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
             core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack, preserves_flags));
         }
         let was_active = primask & 1 == 0;
-        #[cfg(feature = "timed-masking")]
-        if was_active && TIME_MASKING.load(Ordering::Relaxed) {
-            let pc: u32;
-            // SAFETY: reads the program counter (this function is inlined where the section starts).
-            unsafe {
-                core::arch::asm!("mov {}, pc", out(reg) pc, options(nomem, nostack, preserves_flags))
-            };
-            masked_section_starts(pc);
+        if !was_active {
+            0
+        } else if cfg!(feature = "timed-masking") {
+            hw::clock_count() | 1
+        } else {
+            1
         }
-        was_active
     }
 
     #[inline(always)]
-    unsafe fn release(was_active: critical_section::RawRestoreState) {
-        if was_active {
+    unsafe fn release(token: critical_section::RawRestoreState) {
+        if token != 0 {
             #[cfg(feature = "timed-masking")]
-            if TIME_MASKING.load(Ordering::Relaxed) {
-                masked_section_ends();
-            }
+            masked_section_ends(token);
             // SAFETY: interrupts were enabled when the outermost section started.
             unsafe { core::arch::asm!("cpsie i", options(nomem, nostack, preserves_flags)) };
         }
     }
 }
 
-/// Notes when and where an outermost masked section starts (out of line: the inlined part of the
-/// critical section stays a flag test).
+/// Times the outermost masked section that ends now, which started at timer count `start` (bit 0 set),
+/// and keeps the longest; interrupts are still masked, so plain loads and stores are enough.
 #[cfg(feature = "timed-masking")]
-#[inline(never)]
-fn masked_section_starts(pc: u32) {
-    MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
-    MASKED_SINCE.store(hw::clock_raw(), Ordering::Relaxed);
-}
-
-/// Times the outermost masked section that ends now (interrupts still masked: plain loads and stores
-/// are atomic here).
-#[cfg(feature = "timed-masking")]
-#[inline(never)]
-fn masked_section_ends() {
-    let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
-    if d > MASKED_MAX.load(Ordering::Relaxed) {
-        MASKED_MAX.store(d, Ordering::Relaxed);
-        MASKED_MAX_PC.store(MASKED_SINCE_PC.load(Ordering::Relaxed), Ordering::Relaxed);
+#[inline(always)]
+fn masked_section_ends(start: u32) {
+    // The timer counts down.
+    let ticks = start.wrapping_sub(hw::clock_count());
+    if ticks > MASKED.max_ticks.load(Ordering::Relaxed) {
+        let at: u32;
+        // SAFETY: reads the program counter (this function is inlined where the section ends).
+        unsafe {
+            core::arch::asm!("mov {}, pc", out(reg) at, options(nomem, nostack, preserves_flags))
+        };
+        MASKED.max_ticks.store(ticks, Ordering::Relaxed);
+        MASKED.max_at.store(at, Ordering::Relaxed);
     }
-    MASKED_SECTIONS.store(
-        MASKED_SECTIONS.load(Ordering::Relaxed).wrapping_add(1),
-        Ordering::Relaxed,
-    );
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1242,7 +1237,7 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
         .text(" ms ")
         .num(u64::from(MS.load(Ordering::Relaxed)))
         .text(" masked-max-ticks ")
-        .num(count(&MASKED_MAX))
+        .num(count(&MASKED.max_ticks))
         .text(" irq-latency-max-ticks ")
         .num(count(&IRQ_LATENCY_MAX))
         .text(if application == "bench" {
@@ -1254,16 +1249,14 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
         })
         .print();
     Line::new()
-        .text("socscope-board: masked-sections ")
-        .num(count(&MASKED_SECTIONS))
-        .text(" systicks ")
+        .text("socscope-board: systicks ")
         .num(count(&SYSTICKS))
         .text(" agent-ram ")
         .num(core::mem::size_of::<BoardAgent>() as u64)
         .text(" agent-state ")
         .num(BoardAgent::state_bytes() as u64)
         .text(" masked-max-at ")
-        .num(count(&MASKED_MAX_PC))
+        .num(count(&MASKED.max_at))
         .text(" uart-host-stalled-ms ")
         .num(count(&UART_HOST_STALLED_MS))
         .text(" uart-bytes ")
@@ -1300,12 +1293,11 @@ const BENCH_BATCH: u32 = 32;
 type RecordFn = fn(&BoardAgent, u32) -> Result<Recorded, AgentError>;
 
 /// Prints `bench <what> events N ticks T` for each record kind: the agent's record path alone (its own
-/// masked section included, the firmware's timing of masked sections off); `firmware` is the path the
+/// masked section included, and that section's timing in the `timed-masking` image); `firmware` is the path the
 /// firmware uses (its per-type counters too); `drain` is the cost of framing the blocks (header, CRC,
 /// COBS in place) per record, into a transport that discards them; `loaded` is thread mode recording while
 /// SysTick and a 10 kHz timer interrupt record too and PendSV drains (everything included, per event).
 fn bench() {
-    TIME_MASKING.store(false, Ordering::Relaxed);
     let Some(agent) = agent() else {
         return;
     };
