@@ -244,10 +244,11 @@ static TYPES: [EventTypeDef<'static>; 5] = [
 ///
 /// The timing is a property of the image, not a run-time switch: with the `timed-masking` feature
 /// every outermost section is timed, in every mode (`bench` included: its record counts are then the
-/// agent's plus the timing's). The token carries the section's start, timer 1's raw (down-counting)
-/// value read right after `cpsid`, with bit 0 set (0 means "nested: interrupts were already masked");
-/// the exit subtracts the timer's value from it and keeps the longest, inline, with no call and no
-/// flag. Setting bit 0 rounds a section up by at most one tick (40 ns).
+/// agent's plus the timing's). The token's bit 0 is PRIMASK as `acquire` found it (1: nested, interrupts
+/// were already masked); its other bits carry the section's start, timer 1's raw (down-counting) value
+/// read right after `cpsid`. The exit of an outermost section subtracts the timer's value from it and
+/// keeps the longest, inline, with no call and no flag. Dropping the start's bit 0 rounds a section up
+/// by at most one tick (40 ns).
 ///
 /// Without the feature (the image `measure.sh` counts the agent's record path with) it is the plain
 /// single-core PRIMASK section, the same instructions as the `cortex-m` crate's
@@ -271,7 +272,7 @@ static MASKED: MaskedTimes = MaskedTimes {
 };
 
 // SAFETY: `cpsid i` excludes every other context on this single-core board; `release` restores PRIMASK
-// as `acquire` found it (a non-zero token: interrupts were enabled), so sections nest.
+// as `acquire` found it (token bit 0 clear: interrupts were enabled), so sections nest.
 unsafe impl critical_section::Impl for MeasuredPrimask {
     #[inline(always)]
     unsafe fn acquire() -> critical_section::RawRestoreState {
@@ -280,19 +281,25 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
         unsafe {
             core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack, preserves_flags));
         }
-        let was_active = primask & 1 == 0;
-        if !was_active {
-            0
-        } else if cfg!(feature = "timed-masking") {
-            hw::clock_count() | 1
+        // Bit 0: PRIMASK as found (1: nested, interrupts were already masked).
+        if cfg!(feature = "timed-masking") {
+            let mut token = hw::clock_count();
+            // SAFETY: register arithmetic only. One `bfi`, opaque to the compiler: it then tests the
+            // token's bit 0 where the section ends instead of keeping PRIMASK's bit in a second register
+            // (spilled across the record path).
+            unsafe {
+                core::arch::asm!("bfi {t}, {p}, #0, #1", t = inout(reg) token, p = in(reg) primask,
+                    options(pure, nomem, nostack, preserves_flags));
+            }
+            token
         } else {
-            1
+            primask & 1
         }
     }
 
     #[inline(always)]
     unsafe fn release(token: critical_section::RawRestoreState) {
-        if token != 0 {
+        if token & 1 == 0 {
             #[cfg(feature = "timed-masking")]
             masked_section_ends(token);
             // SAFETY: interrupts were enabled when the outermost section started.
@@ -301,7 +308,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
     }
 }
 
-/// Times the outermost masked section that ends now, which started at timer count `start` (bit 0 set),
+/// Times the outermost masked section that ends now, which started at timer count `start` (bit 0 clear),
 /// and keeps the longest; interrupts are still masked, so plain loads and stores are enough.
 #[cfg(feature = "timed-masking")]
 #[inline(always)]
