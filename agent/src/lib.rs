@@ -592,9 +592,6 @@ struct Link<const CPUS: usize, const OUT: usize> {
     types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
-    /// When the agent was created: the session's time origin that a streamed `Hello` announces, so
-    /// that every record (even one recorded before the first poll) is at or after zero.
-    session_start_ticks: u64,
     /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
     /// call finishes over several calls).
     totals_sent: usize,
@@ -643,7 +640,9 @@ struct Shared<const CPUS: usize> {
 /// (`Hello`, one dictionary entry, loss reports, totals; [`frame_buffer_len`]`(BLOCK)` is always enough,
 /// 128 bytes is for a small board's names; 0 for an agent with no drain on the board, whose rings a
 /// probe reads: [`Agent::attach_probe`]); up to `PRODUCERS` declared producers and `TYPES` custom
-/// event types.
+/// event types. `DRAIN` is 1 (the default) for an agent that frames and sends on the board; 0 for one
+/// that only records for a probe (with `OUT` 0): it then holds none of the drain's state (its sent
+/// sequence numbers, claims, dump progress, counters: ≈ 170 bytes on a 32-bit board with one CPU).
 ///
 /// On a host, put it in a `Box`: it holds all its buffers inline.
 pub struct Agent<
@@ -654,13 +653,19 @@ pub struct Agent<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
+    const DRAIN: usize = 1,
 > {
     clock: UnsafeCell<C>,
     config: Config,
     mode: Mode,
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
     shared: UnsafeCell<Shared<CPUS>>,
-    link: UnsafeCell<Link<CPUS, OUT>>,
+    /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0).
+    link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
+    /// When the agent was created: the session's time origin that `Hello` announces (streamed, or in
+    /// the probe's control block), so that every record (even one recorded before the first poll) is at
+    /// or after zero.
+    session_start_ticks: u64,
     /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
     static_producers: &'static [ProducerDef<'static>],
     static_types: &'static [EventTypeDef<'static>],
@@ -682,7 +687,8 @@ unsafe impl<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
-> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+    const DRAIN: usize,
+> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
 {
 }
 
@@ -717,7 +723,8 @@ impl<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
-> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+    const DRAIN: usize,
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
 {
     const SIZES_OK: () = {
         assert!(CPUS > 0 && BLOCKS > 0);
@@ -729,6 +736,10 @@ impl<
         assert!(
             OUT == 0 || OUT >= 48,
             "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
+        );
+        assert!(
+            DRAIN == 1 || (DRAIN == 0 && OUT == 0),
+            "DRAIN is 1, or 0 for a probe-only agent (OUT 0)"
         );
     };
 
@@ -762,31 +773,8 @@ impl<
                 restart: false,
                 probe: None,
             }),
-            link: UnsafeCell::new(Link {
-                hello_sent: false,
-                producers_sent: 0,
-                types_sent: 0,
-                last_frame_ticks: 0,
-                last_hello_ticks: 0,
-                session_start_ticks,
-                totals_sent: 0,
-                sent_seq: [0; CPUS],
-                claimed: [None; CPUS],
-                dump: DumpState {
-                    active: false,
-                    until: [0; CPUS],
-                    first: [0; CPUS],
-                    window_sent: [false; CPUS],
-                    overwritten: [0; CPUS],
-                    oldest_ticks: 0,
-                    records: 0,
-                    dropped: 0,
-                    bye_ticks: 0,
-                },
-                frames: 0,
-                bytes: 0,
-                _out: core::marker::PhantomData,
-            }),
+            link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
+            session_start_ticks,
             static_producers: &[],
             static_types: &[],
             producers: Vec::new(),
@@ -867,9 +855,10 @@ impl<
             if !shared.draining {
                 // SAFETY: no drain is running (checked under the critical section, which a drain must
                 // take to start).
-                let link = unsafe { &*self.link.get() };
-                s.frames = link.frames;
-                s.bytes = link.bytes;
+                if let Some(link) = unsafe { &*self.link.get() }.first() {
+                    s.frames = link.frames;
+                    s.bytes = link.bytes;
+                }
             }
             s
         })
@@ -1051,7 +1040,9 @@ impl<
     /// Records through `&mut self`, with no critical section: for a single context that owns the agent
     /// (a simulator, a host program, a board that records from one context only), the borrow already
     /// keeps every other context out.
-    pub fn exclusive(&mut self) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES> {
+    pub fn exclusive(
+        &mut self,
+    ) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN> {
         Exclusive { agent: self }
     }
 
@@ -1469,7 +1460,7 @@ impl<
         c.cpu_count.store(u32::from(self.config.cpu_count), Relaxed);
         c.tick_rate_hz.set(self.config.tick_rate_hz);
         c.session_id.set(self.config.session_id);
-        c.start_ticks.set(self.link.get_mut().session_start_ticks);
+        c.start_ticks.set(self.session_start_ticks);
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
         let names = [
@@ -1565,7 +1556,7 @@ impl<
         let _drain = self.begin_drain()?;
         self.send_due(transport, true)?;
         // SAFETY: this context holds the drain.
-        let link = unsafe { &mut *self.link.get() };
+        let link = unsafe { self.link() }?;
         let cpus = CPUS.min(usize::from(self.config.cpu_count));
         while link.totals_sent < cpus {
             let cpu = link.totals_sent;
@@ -1605,7 +1596,7 @@ impl<
             return self.send_due(transport, true);
         }
         // SAFETY: this context holds the drain.
-        let link = unsafe { &mut *self.link.get() };
+        let link = unsafe { self.link() }?;
         if !link.dump.active {
             self.start_dump(link);
         }
@@ -1741,7 +1732,7 @@ impl<
 
     /// Takes the drain for this context, or `WouldBlock` if another context holds it.
     fn begin_drain(&self) -> Result<DrainGuard<'_, CPUS>, TransportError> {
-        if OUT == 0 || self.probe().is_some() {
+        if OUT == 0 || DRAIN == 0 || self.probe().is_some() {
             // The host drains the rings (probe mode): a drain on the board would take its blocks.
             return Err(TransportError::Closed);
         }
@@ -1754,6 +1745,18 @@ impl<
             shared.draining = true;
             Ok(DrainGuard(&self.shared))
         })
+    }
+
+    /// The drain's state (`Closed` for an agent with none: nothing drains on the board).
+    ///
+    /// # Safety
+    /// The caller holds the drain ([`Agent::begin_drain`]).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn link(&self) -> Result<&mut Link<CPUS, OUT>, TransportError> {
+        // SAFETY: per the contract, only this context touches the drain's state.
+        unsafe { &mut *self.link.get() }
+            .first_mut()
+            .ok_or(TransportError::Closed)
     }
 
     /// The board's time, read under the critical section (the record path owns the clock).
@@ -1818,7 +1821,7 @@ impl<
             return Ok(());
         }
         // SAFETY: this context holds the drain.
-        let link = unsafe { &mut *self.link.get() };
+        let link = unsafe { self.link() }?;
         let now = self.now();
         let frames_before = link.frames;
         let restart = critical_section::with(|_| {
@@ -1838,7 +1841,7 @@ impl<
         }
         if !link.hello_sent {
             let mut out = [0u8; OUT];
-            let n = encode::encode_hello(&mut out, &self.hello(link.session_start_ticks))
+            let n = encode::encode_hello(&mut out, &self.hello(self.session_start_ticks))
                 .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
@@ -2243,7 +2246,8 @@ macro_rules! record_kinds {
             const OUT: usize,
             const PRODUCERS: usize,
             const TYPES: usize,
-        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+            const DRAIN: usize,
+        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
         {
             $(
                 $(#[$doc])*
@@ -2262,7 +2266,8 @@ macro_rules! record_kinds {
             const OUT: usize,
             const PRODUCERS: usize,
             const TYPES: usize,
-        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+            const DRAIN: usize,
+        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
         {
             $(
                 $(#[$doc])*
@@ -2325,8 +2330,9 @@ pub struct Exclusive<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
+    const DRAIN: usize = 1,
 > {
-    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>,
+    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>,
 }
 
 impl<
@@ -2337,7 +2343,8 @@ impl<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
-> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+    const DRAIN: usize,
+> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
 {
     /// Records an event of any declared type, checking the values against the type's parameters.
     pub fn record(
@@ -2351,6 +2358,32 @@ impl<
 }
 
 impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
+    /// Nothing sent yet.
+    const NEW: Self = Self {
+        hello_sent: false,
+        producers_sent: 0,
+        types_sent: 0,
+        last_frame_ticks: 0,
+        last_hello_ticks: 0,
+        totals_sent: 0,
+        sent_seq: [0; CPUS],
+        claimed: [None; CPUS],
+        dump: DumpState {
+            active: false,
+            until: [0; CPUS],
+            first: [0; CPUS],
+            window_sent: [false; CPUS],
+            overwritten: [0; CPUS],
+            oldest_ticks: 0,
+            records: 0,
+            dropped: 0,
+            bye_ticks: 0,
+        },
+        frames: 0,
+        bytes: 0,
+        _out: core::marker::PhantomData,
+    };
+
     fn window_sent(&self, cpu: usize) -> Option<&bool> {
         self.dump.window_sent.get(cpu)
     }

@@ -17,8 +17,10 @@ use socscope_wire::frame::{DictEntry, FrameKind};
 mod common;
 use common::{SharedClock, config};
 
-/// Two rings of four 256-byte blocks, no drain on the board (`OUT` = 0).
-type ProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0>;
+/// Two rings of four 256-byte blocks, no drain on the board (`OUT` = 0, no drain state: `DRAIN` = 0).
+type ProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0>;
+/// The same with the drain's state kept (the default), as a board that may also stream has it.
+type ProbeAgentWithDrainState = Agent<SharedClock, 2, 256, 4, 0, 0, 0>;
 
 const PRODUCERS: [ProducerDef<'static>; 2] = [
     ProducerDef {
@@ -291,4 +293,41 @@ fn the_drain_is_refused_on_a_probe_agent() {
         agent.finish(&mut Sink),
         Err(socscope_agent::TransportError::Closed)
     );
+}
+
+#[test]
+fn a_probe_only_agent_holds_no_drain_state_and_behaves_the_same() {
+    // The drain's state (sent sequence numbers, claims, dump progress, counters) is the difference.
+    let without = ProbeAgent::state_bytes();
+    let with = ProbeAgentWithDrainState::state_bytes();
+    assert!(
+        without + 150 <= with,
+        "probe-only agent {without} bytes besides its rings, with the drain state {with}"
+    );
+    // The agent that keeps the drain state writes the same control block and refuses the drain too.
+    let clock = SharedClock::default();
+    clock.0.set(1000);
+    let full: &'static mut ProbeAgentWithDrainState =
+        Box::leak(Box::new(ProbeAgentWithDrainState::new(clock, config())));
+    let control: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    full.attach_probe(control, &DICTIONARY);
+    let (lean, lean_control, _) = attached();
+    assert_eq!(bytes_of(control).len(), bytes_of(lean_control).len());
+    // Same header fields (the rings' addresses differ: two agents).
+    assert_eq!(bytes_of(control)[..64], bytes_of(lean_control)[..64]);
+    struct Sink;
+    impl socscope_agent::Transport for Sink {
+        fn write_frame(&mut self, _: &[u8]) -> Result<(), socscope_agent::TransportError> {
+            panic!("nothing is sent from a probe agent");
+        }
+    }
+    assert_eq!(
+        full.poll(&mut Sink),
+        Err(socscope_agent::TransportError::Closed)
+    );
+    assert_eq!(
+        lean.dump(&mut Sink),
+        Err(socscope_agent::TransportError::Closed)
+    );
+    assert_eq!(lean.stats().frames, 0);
 }

@@ -57,7 +57,12 @@ const RUN_TIME_PRODUCERS: usize = 0;
 /// record only).
 /// The dictionary's tables are in flash ([`PRODUCERS`], [`TYPES`], `Agent::declare_static`); room for
 /// one producer registered at run time (the soft IRQ, whose handler address is only known then).
-type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0>;
+type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0, DRAIN>;
+/// The drain's state on the board: none in the probe build (the host frames and sends).
+#[cfg(not(feature = "probe"))]
+const DRAIN: usize = 1;
+#[cfg(feature = "probe")]
+const DRAIN: usize = 0;
 
 /// Thread ids (also their bit in `READY`; a lower id runs first).
 const PID_IDLE: u32 = 0;

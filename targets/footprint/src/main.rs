@@ -43,10 +43,10 @@ impl Clock for CycleCounter {
     }
 }
 
-/// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer (no drain on the
-/// board), no dictionary storage.
+/// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer and no drain state
+/// (nothing drains on the board), no dictionary storage.
 #[cfg(feature = "probe")]
-type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0>;
+type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0>;
 
 /// The probe build's control block.
 #[cfg(feature = "probe")]
