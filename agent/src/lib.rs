@@ -1442,13 +1442,16 @@ impl<
     /// (`socscope collect --probe`); the board only records ([`Agent::poll`], [`Agent::flush`],
     /// [`Agent::finish`] and [`Agent::dump`] then return [`TransportError::Closed`]). `dictionary` is
     /// the board's dictionary as the body of one `Dictionary` frame
-    /// (`socscope_wire::dict::dictionary_image`, in flash), which the host sends for it. Call it once the
+    /// (`socscope_wire::dict::dictionary_image`, in flash), which the host sends for it; `names` the
+    /// board's names for the host's `Hello` ([`probe::names_image`], in flash; the host takes the
+    /// names from it, the numbers from the configuration). Call it once the
     /// agent is where it stays (a `static`): the control block gives the host the rings' addresses. A
     /// full ring drops records (streaming mode's rule, whatever [`Agent::set_mode`] said).
     pub fn attach_probe(
         &mut self,
         control: &'static ProbeControl<CPUS>,
         dictionary: &'static [u8],
+        names: &'static [u8],
     ) {
         use core::sync::atomic::Ordering::Relaxed;
         let c = control;
@@ -1463,17 +1466,8 @@ impl<
         c.start_ticks.set(self.session_start_ticks);
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
-        let names = [
-            self.config.board,
-            self.config.soc,
-            self.config.os,
-            self.config.application,
-            self.config.token,
-            AGENT_VERSION,
-        ];
-        for (slot, name) in c.names.iter().zip(names) {
-            slot.set(name);
-        }
+        c.names.set(names.as_ptr() as usize as u64);
+        c.names_len.store(names.len() as u32, Relaxed);
         for (slot, ring) in c.rings.iter().zip(&self.rings) {
             slot.blocks
                 .set(UnsafeCell::raw_get(ring.blocks.as_ptr()) as usize as u64);

@@ -201,6 +201,29 @@ static PROBE_PRODUCERS: [ProducerDef<'static>; 11] = {
 static DICTIONARY: [u8; socscope_wire::dict::dictionary_image_len(&PROBE_PRODUCERS, &TYPES)] =
     socscope_wire::dict::dictionary_image(&PROBE_PRODUCERS, &TYPES);
 
+/// The board's names in `Hello`.
+const BOARD: &str = "mps2-an386";
+const SOC: &str = "cortex-m4f";
+const OS: &str = "socscope-cortex-m";
+
+/// The names image of the probe build for an application name (a `static` in flash: the control block
+/// points to it); an empty slice in the other builds, which send their names in their own `Hello`.
+macro_rules! names_image {
+    ($application:literal) => {{
+        #[cfg(feature = "probe")]
+        {
+            use socscope_agent::probe::{names_image, names_image_len};
+            static IMAGE: [u8; names_image_len(BOARD, SOC, OS, $application, "")] =
+                names_image(BOARD, SOC, OS, $application, "");
+            &IMAGE
+        }
+        #[cfg(not(feature = "probe"))]
+        {
+            &[]
+        }
+    }};
+}
+
 /// The probe build's control block (SPEC.md, "Probe mode"): the host finds it by its magic bytes, or by
 /// this symbol.
 #[cfg(feature = "probe")]
@@ -601,8 +624,11 @@ static AGENT: AgentSlot = AgentSlot {
     agent: UnsafeCell::new(MaybeUninit::uninit()),
 };
 
-/// Installs the agent (once, from `main`).
-fn install(agent: BoardAgent) {
+/// Installs the agent (once, from `main`); `names` is the probe build's names image (unused otherwise).
+fn install(
+    agent: BoardAgent,
+    #[cfg_attr(not(feature = "probe"), allow(unused))] names: &'static [u8],
+) {
     if AGENT.ready.load(Ordering::Acquire) {
         return;
     }
@@ -610,7 +636,7 @@ fn install(agent: BoardAgent) {
     let _agent = unsafe { (*AGENT.agent.get()).write(agent) };
     // The rings' addresses are final now: the control block can give them to the host.
     #[cfg(feature = "probe")]
-    _agent.attach_probe(&SOCSCOPE_PROBE, &DICTIONARY);
+    _agent.attach_probe(&SOCSCOPE_PROBE, &DICTIONARY, names);
     AGENT.ready.store(true, Ordering::Release);
 }
 
@@ -976,18 +1002,19 @@ fn main() -> ! {
 
     hw::clock_init();
     hw::uart_init();
-    let application = match mode {
-        b"bench" => "bench",
-        b"flood" => "flood",
-        b"postmortem" => "player-post-mortem",
-        _ => "player",
+    // The probe build's names image per application (the host's `Hello` takes its names from it).
+    let (application, names): (&str, &'static [u8]) = match mode {
+        b"bench" => ("bench", names_image!("bench")),
+        b"flood" => ("flood", names_image!("flood")),
+        b"postmortem" => ("player-post-mortem", names_image!("player-post-mortem")),
+        _ => ("player", names_image!("player")),
     };
     let mut agent = BoardAgent::new(
         BoardClock,
         Config {
-            board: "mps2-an386",
-            soc: "cortex-m4f",
-            os: "socscope-cortex-m",
+            board: BOARD,
+            soc: SOC,
+            os: OS,
             application,
             cpu_count: 1,
             tick_rate_hz: u64::from(SYSCLK_HZ),
@@ -1020,7 +1047,7 @@ fn main() -> ! {
         agent.set_mode(Mode::PostMortem);
         POST_MORTEM.store(true, Ordering::Relaxed);
     }
-    install(agent);
+    install(agent, names);
     if !ok {
         Line::new()
             .text("socscope-board: dictionary refused")

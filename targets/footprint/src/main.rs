@@ -48,6 +48,16 @@ impl Clock for CycleCounter {
 #[cfg(feature = "probe")]
 type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0>;
 
+/// The probe build's names image (the host's `Hello` names).
+#[cfg(feature = "probe")]
+static NAMES: [u8; socscope_agent::probe::names_image_len(
+    "footprint",
+    "cortex-m4f",
+    "bare-metal",
+    "footprint",
+    "",
+)] = socscope_agent::probe::names_image("footprint", "cortex-m4f", "bare-metal", "footprint", "");
+
 /// The probe build's control block.
 #[cfg(feature = "probe")]
 static PROBE: socscope_agent::probe::ProbeControl<2> = socscope_agent::probe::ProbeControl::new();
@@ -108,7 +118,7 @@ extern "C" fn reset() -> ! {
     #[cfg(feature = "probe")]
     {
         // In a register-sized slot the agent would move; here it stays on this never-returning stack.
-        agent.attach_probe(&PROBE, &[]);
+        agent.attach_probe(&PROBE, &[], &NAMES);
     }
     #[cfg(not(feature = "probe"))]
     let mut uart = Uart;
