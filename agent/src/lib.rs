@@ -285,8 +285,8 @@ struct RingState {
     /// A dump is sending this ring's window: no block is overwritten until it is out.
     dumping: bool,
     dropped: u64,
-    /// Overwritten since the last dump, and since the start.
-    overwritten: u64,
+    /// Overwritten since the start (those since the last dump: this less the total the drain noted
+    /// when it ended, [`DumpState::overwritten`]; 8 bytes of RAM per CPU less than keeping both).
     overwritten_total: u64,
 }
 
@@ -303,7 +303,6 @@ impl RingState {
         in_flight: false,
         dumping: false,
         dropped: 0,
-        overwritten: 0,
         overwritten_total: 0,
     };
 
@@ -615,6 +614,10 @@ struct DumpState<const CPUS: usize> {
     /// Per CPU: the window's first sequence number.
     first: [u64; CPUS],
     window_sent: [bool; CPUS],
+    /// Per CPU, between dumps: the ring's `overwritten_total` when the last dump ended; while a dump
+    /// runs: the records overwritten since then, which its window reports (no block is overwritten
+    /// while a dump runs, so the total holds still from the dump's start to its end). One array for
+    /// both: 8 bytes per CPU.
     overwritten: [u64; CPUS],
     oldest_ticks: u64,
     records: u64,
@@ -1408,7 +1411,6 @@ impl<
                     // SAFETY: the oldest block is closed and not claimed by a drain: only the record
                     // path (inside the critical section) may touch it.
                     let meta = BlockMeta::read(unsafe { &*block.get() });
-                    state.overwritten += u64::from(meta.count);
                     state.overwritten_total += u64::from(meta.count);
                     state.oldest = (state.oldest + 1) % BLOCKS;
                     state.closed -= 1;
@@ -1648,10 +1650,14 @@ impl<
         let n = encode::encode_bye(&mut out, &bye).map_err(|_| TransportError::Closed)?;
         self.write_out(link, transport, &out, n)?;
         // The next dump is a session of its own: Hello and dictionary again.
+        let totals = &mut link.dump.overwritten;
         critical_section::with(|_| {
-            for ring in &self.rings {
+            for (ring, noted) in self.rings.iter().zip(totals.iter_mut()) {
                 // SAFETY: ring states are only touched inside the critical section.
-                unsafe { (*ring.state.get()).dumping = false };
+                let s = unsafe { &mut *ring.state.get() };
+                s.dumping = false;
+                // Between dumps the array holds the total again (unchanged since the dump started).
+                *noted = s.overwritten_total;
             }
         });
         link.dump.active = false;
@@ -1693,10 +1699,10 @@ impl<
                     *u = s.next_seq;
                     *f = oldest.map_or(s.next_seq, |m| m.first_seq);
                 }
+                // The total when the last dump ended becomes the count since then.
                 if let Some(o) = dump.overwritten.get_mut(cpu) {
-                    *o = s.overwritten;
+                    *o = s.overwritten_total.saturating_sub(*o);
                 }
-                s.overwritten = 0;
                 totals.0 += s.closed_records();
                 totals.1 += s.dropped;
             }
