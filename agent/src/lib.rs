@@ -327,10 +327,13 @@ impl RingState {
     }
 }
 
-/// The ring blocks of one CPU and its state.
+/// The ring blocks of one CPU and its state. The state first (`repr(C)`): its fields are then a few
+/// bytes from the agent's start, in reach of Thumb-2's short offsets (`ldrd`'s 1 020 bytes) whatever
+/// the blocks' size.
+#[repr(C)]
 struct Ring<const BLOCK: usize, const BLOCKS: usize> {
-    blocks: [UnsafeCell<[u8; BLOCK]>; BLOCKS],
     state: UnsafeCell<RingState>,
+    blocks: [UnsafeCell<[u8; BLOCK]>; BLOCKS],
 }
 
 impl<const BLOCK: usize, const BLOCKS: usize> Ring<BLOCK, BLOCKS> {
@@ -648,6 +651,7 @@ struct Shared<const CPUS: usize> {
 /// sequence numbers, claims, dump progress, counters: ≈ 170 bytes on a 32-bit board with one CPU).
 ///
 /// On a host, put it in a `Box`: it holds all its buffers inline.
+#[repr(C)]
 pub struct Agent<
     C: Clock,
     const CPUS: usize,
@@ -659,10 +663,8 @@ pub struct Agent<
     const DRAIN: usize = 1,
 > {
     clock: UnsafeCell<C>,
-    config: Config,
-    mode: Mode,
-    rings: [Ring<BLOCK, BLOCKS>; CPUS],
     shared: UnsafeCell<Shared<CPUS>>,
+    config: Config,
     /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0).
     link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
     /// When the agent was created: the session's time origin that `Hello` announces (streamed, or in
@@ -675,6 +677,10 @@ pub struct Agent<
     /// Declarations registered one by one (copied: up to `PRODUCERS` and `TYPES`).
     producers: Vec<ProducerDef<'static>, PRODUCERS>,
     types: Vec<EventTypeDef<'static>, TYPES>,
+    mode: Mode,
+    /// Last (`repr(C)`): the other fields and the first ring's state stay at short offsets from the
+    /// agent's start, where the record path and the drain reach them in one instruction.
+    rings: [Ring<BLOCK, BLOCKS>; CPUS],
 }
 
 // SAFETY: the clock, the ring states and `shared` are only touched inside the platform's critical section
