@@ -1167,11 +1167,13 @@ impl<
     ) -> Result<Recorded, AgentError> {
         let stored = self.push_with::<X>(head as u16, head_type(head), V32 + 4 * V64, |c, _| {
             c.u32(nr);
-            let [a0, a1, a2, a3] = *args;
-            c.u64(a0);
-            c.u64(a1);
-            c.u64(a2);
-            c.u64(a3);
+            // Each read just before it is written: one register for the arguments' address instead of
+            // eight for their values (which pushed the section's token onto the stack).
+            let [a0, a1, a2, a3] = args;
+            c.u64(*a0);
+            c.u64(*a1);
+            c.u64(*a2);
+            c.u64(*a3);
         });
         match stored {
             Ok(outcome) => outcome,

@@ -315,7 +315,7 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
         compiler_fence(Ordering::SeqCst);
         // Bit 0: PRIMASK as found (1: nested, interrupts were already masked).
         if cfg!(feature = "timed-masking") {
-            let mut token = hw::clock_count();
+            let mut token = hw::clock_count_merged();
             // SAFETY: register arithmetic only. One `bfi`, opaque to the compiler: it then tests the
             // token's bit 0 where the section ends instead of keeping PRIMASK's bit in a second register
             // (spilled across the record path).
@@ -386,7 +386,12 @@ unsafe fn now_masked() -> u64 {
 /// the low word went down since.
 #[inline(always)]
 fn extend(state: &mut u64) -> u64 {
-    let low = hw::clock_raw();
+    extend_with(state, hw::clock_raw())
+}
+
+/// [`extend`] with the low word read.
+#[inline(always)]
+fn extend_with(state: &mut u64, low: u32) -> u64 {
     let mut high = (*state >> 32) as u32;
     if low < *state as u32 {
         high = high.wrapping_add(1);
@@ -416,7 +421,10 @@ struct BoardClock {
 impl Clock for BoardClock {
     #[inline(always)]
     fn now(&mut self) -> u64 {
-        extend(&mut self.state)
+        // The timed image's critical section read the timer just before (the agent reads its clock
+        // first thing in the section): the compiler takes that read for this one.
+        let low = u32::MAX - hw::clock_count_merged();
+        extend_with(&mut self.state, low)
     }
 }
 
