@@ -285,8 +285,8 @@ struct RingState {
     /// A dump is sending this ring's window: no block is overwritten until it is out.
     dumping: bool,
     dropped: u64,
-    /// Overwritten since the last dump, and since the start.
-    overwritten: u64,
+    /// Overwritten since the start (those since the last dump: this less the total the drain noted
+    /// when it ended, [`DumpState::overwritten`]; 8 bytes of RAM per CPU less than keeping both).
     overwritten_total: u64,
 }
 
@@ -303,7 +303,6 @@ impl RingState {
         in_flight: false,
         dumping: false,
         dropped: 0,
-        overwritten: 0,
         overwritten_total: 0,
     };
 
@@ -328,10 +327,13 @@ impl RingState {
     }
 }
 
-/// The ring blocks of one CPU and its state.
+/// The ring blocks of one CPU and its state. The state first (`repr(C)`): its fields are then a few
+/// bytes from the agent's start, in reach of Thumb-2's short offsets (`ldrd`'s 1 020 bytes) whatever
+/// the blocks' size.
+#[repr(C)]
 struct Ring<const BLOCK: usize, const BLOCKS: usize> {
-    blocks: [UnsafeCell<[u8; BLOCK]>; BLOCKS],
     state: UnsafeCell<RingState>,
+    blocks: [UnsafeCell<[u8; BLOCK]>; BLOCKS],
 }
 
 impl<const BLOCK: usize, const BLOCKS: usize> Ring<BLOCK, BLOCKS> {
@@ -592,9 +594,6 @@ struct Link<const CPUS: usize, const OUT: usize> {
     types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
-    /// When the agent was created: the session's time origin that a streamed `Hello` announces, so
-    /// that every record (even one recorded before the first poll) is at or after zero.
-    session_start_ticks: u64,
     /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
     /// call finishes over several calls).
     totals_sent: usize,
@@ -618,6 +617,10 @@ struct DumpState<const CPUS: usize> {
     /// Per CPU: the window's first sequence number.
     first: [u64; CPUS],
     window_sent: [bool; CPUS],
+    /// Per CPU, between dumps: the ring's `overwritten_total` when the last dump ended; while a dump
+    /// runs: the records overwritten since then, which its window reports (no block is overwritten
+    /// while a dump runs, so the total holds still from the dump's start to its end). One array for
+    /// both: 8 bytes per CPU.
     overwritten: [u64; CPUS],
     oldest_ticks: u64,
     records: u64,
@@ -643,9 +646,12 @@ struct Shared<const CPUS: usize> {
 /// (`Hello`, one dictionary entry, loss reports, totals; [`frame_buffer_len`]`(BLOCK)` is always enough,
 /// 128 bytes is for a small board's names; 0 for an agent with no drain on the board, whose rings a
 /// probe reads: [`Agent::attach_probe`]); up to `PRODUCERS` declared producers and `TYPES` custom
-/// event types.
+/// event types. `DRAIN` is 1 (the default) for an agent that frames and sends on the board; 0 for one
+/// that only records for a probe (with `OUT` 0): it then holds none of the drain's state (its sent
+/// sequence numbers, claims, dump progress, counters: ≈ 170 bytes on a 32-bit board with one CPU).
 ///
 /// On a host, put it in a `Box`: it holds all its buffers inline.
+#[repr(C)]
 pub struct Agent<
     C: Clock,
     const CPUS: usize,
@@ -654,19 +660,27 @@ pub struct Agent<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
+    const DRAIN: usize = 1,
 > {
     clock: UnsafeCell<C>,
-    config: Config,
-    mode: Mode,
-    rings: [Ring<BLOCK, BLOCKS>; CPUS],
     shared: UnsafeCell<Shared<CPUS>>,
-    link: UnsafeCell<Link<CPUS, OUT>>,
+    config: Config,
+    /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0).
+    link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
+    /// When the agent was created: the session's time origin that `Hello` announces (streamed, or in
+    /// the probe's control block), so that every record (even one recorded before the first poll) is at
+    /// or after zero.
+    session_start_ticks: u64,
     /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
     static_producers: &'static [ProducerDef<'static>],
     static_types: &'static [EventTypeDef<'static>],
     /// Declarations registered one by one (copied: up to `PRODUCERS` and `TYPES`).
     producers: Vec<ProducerDef<'static>, PRODUCERS>,
     types: Vec<EventTypeDef<'static>, TYPES>,
+    mode: Mode,
+    /// Last (`repr(C)`): the other fields and the first ring's state stay at short offsets from the
+    /// agent's start, where the record path and the drain reach them in one instruction.
+    rings: [Ring<BLOCK, BLOCKS>; CPUS],
 }
 
 // SAFETY: the clock, the ring states and `shared` are only touched inside the platform's critical section
@@ -682,7 +696,8 @@ unsafe impl<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
-> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+    const DRAIN: usize,
+> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
 {
 }
 
@@ -717,7 +732,8 @@ impl<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
-> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+    const DRAIN: usize,
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
 {
     const SIZES_OK: () = {
         assert!(CPUS > 0 && BLOCKS > 0);
@@ -729,6 +745,10 @@ impl<
         assert!(
             OUT == 0 || OUT >= 48,
             "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
+        );
+        assert!(
+            DRAIN == 1 || (DRAIN == 0 && OUT == 0),
+            "DRAIN is 1, or 0 for a probe-only agent (OUT 0)"
         );
     };
 
@@ -762,31 +782,8 @@ impl<
                 restart: false,
                 probe: None,
             }),
-            link: UnsafeCell::new(Link {
-                hello_sent: false,
-                producers_sent: 0,
-                types_sent: 0,
-                last_frame_ticks: 0,
-                last_hello_ticks: 0,
-                session_start_ticks,
-                totals_sent: 0,
-                sent_seq: [0; CPUS],
-                claimed: [None; CPUS],
-                dump: DumpState {
-                    active: false,
-                    until: [0; CPUS],
-                    first: [0; CPUS],
-                    window_sent: [false; CPUS],
-                    overwritten: [0; CPUS],
-                    oldest_ticks: 0,
-                    records: 0,
-                    dropped: 0,
-                    bye_ticks: 0,
-                },
-                frames: 0,
-                bytes: 0,
-                _out: core::marker::PhantomData,
-            }),
+            link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
+            session_start_ticks,
             static_producers: &[],
             static_types: &[],
             producers: Vec::new(),
@@ -867,9 +864,10 @@ impl<
             if !shared.draining {
                 // SAFETY: no drain is running (checked under the critical section, which a drain must
                 // take to start).
-                let link = unsafe { &*self.link.get() };
-                s.frames = link.frames;
-                s.bytes = link.bytes;
+                if let Some(link) = unsafe { &*self.link.get() }.first() {
+                    s.frames = link.frames;
+                    s.bytes = link.bytes;
+                }
             }
             s
         })
@@ -1051,7 +1049,9 @@ impl<
     /// Records through `&mut self`, with no critical section: for a single context that owns the agent
     /// (a simulator, a host program, a board that records from one context only), the borrow already
     /// keeps every other context out.
-    pub fn exclusive(&mut self) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES> {
+    pub fn exclusive(
+        &mut self,
+    ) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN> {
         Exclusive { agent: self }
     }
 
@@ -1167,11 +1167,13 @@ impl<
     ) -> Result<Recorded, AgentError> {
         let stored = self.push_with::<X>(head as u16, head_type(head), V32 + 4 * V64, |c, _| {
             c.u32(nr);
-            let [a0, a1, a2, a3] = *args;
-            c.u64(a0);
-            c.u64(a1);
-            c.u64(a2);
-            c.u64(a3);
+            // Each read just before it is written: one register for the arguments' address instead of
+            // eight for their values (which pushed the section's token onto the stack).
+            let [a0, a1, a2, a3] = args;
+            c.u64(*a0);
+            c.u64(*a1);
+            c.u64(*a2);
+            c.u64(*a3);
         });
         match stored {
             Ok(outcome) => outcome,
@@ -1417,7 +1419,6 @@ impl<
                     // SAFETY: the oldest block is closed and not claimed by a drain: only the record
                     // path (inside the critical section) may touch it.
                     let meta = BlockMeta::read(unsafe { &*block.get() });
-                    state.overwritten += u64::from(meta.count);
                     state.overwritten_total += u64::from(meta.count);
                     state.oldest = (state.oldest + 1) % BLOCKS;
                     state.closed -= 1;
@@ -1451,13 +1452,16 @@ impl<
     /// (`socscope collect --probe`); the board only records ([`Agent::poll`], [`Agent::flush`],
     /// [`Agent::finish`] and [`Agent::dump`] then return [`TransportError::Closed`]). `dictionary` is
     /// the board's dictionary as the body of one `Dictionary` frame
-    /// (`socscope_wire::dict::dictionary_image`, in flash), which the host sends for it. Call it once the
+    /// (`socscope_wire::dict::dictionary_image`, in flash), which the host sends for it; `names` the
+    /// board's names for the host's `Hello` ([`probe::names_image`], in flash; the host takes the
+    /// names from it, the numbers from the configuration). Call it once the
     /// agent is where it stays (a `static`): the control block gives the host the rings' addresses. A
     /// full ring drops records (streaming mode's rule, whatever [`Agent::set_mode`] said).
     pub fn attach_probe(
         &mut self,
         control: &'static ProbeControl<CPUS>,
         dictionary: &'static [u8],
+        names: &'static [u8],
     ) {
         use core::sync::atomic::Ordering::Relaxed;
         let c = control;
@@ -1469,20 +1473,11 @@ impl<
         c.cpu_count.store(u32::from(self.config.cpu_count), Relaxed);
         c.tick_rate_hz.set(self.config.tick_rate_hz);
         c.session_id.set(self.config.session_id);
-        c.start_ticks.set(self.link.get_mut().session_start_ticks);
+        c.start_ticks.set(self.session_start_ticks);
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
-        let names = [
-            self.config.board,
-            self.config.soc,
-            self.config.os,
-            self.config.application,
-            self.config.token,
-            AGENT_VERSION,
-        ];
-        for (slot, name) in c.names.iter().zip(names) {
-            slot.set(name);
-        }
+        c.names.set(names.as_ptr() as usize as u64);
+        c.names_len.store(names.len() as u32, Relaxed);
         for (slot, ring) in c.rings.iter().zip(&self.rings) {
             slot.blocks
                 .set(UnsafeCell::raw_get(ring.blocks.as_ptr()) as usize as u64);
@@ -1565,7 +1560,7 @@ impl<
         let _drain = self.begin_drain()?;
         self.send_due(transport, true)?;
         // SAFETY: this context holds the drain.
-        let link = unsafe { &mut *self.link.get() };
+        let link = unsafe { self.link() }?;
         let cpus = CPUS.min(usize::from(self.config.cpu_count));
         while link.totals_sent < cpus {
             let cpu = link.totals_sent;
@@ -1605,7 +1600,7 @@ impl<
             return self.send_due(transport, true);
         }
         // SAFETY: this context holds the drain.
-        let link = unsafe { &mut *self.link.get() };
+        let link = unsafe { self.link() }?;
         if !link.dump.active {
             self.start_dump(link);
         }
@@ -1663,10 +1658,14 @@ impl<
         let n = encode::encode_bye(&mut out, &bye).map_err(|_| TransportError::Closed)?;
         self.write_out(link, transport, &out, n)?;
         // The next dump is a session of its own: Hello and dictionary again.
+        let totals = &mut link.dump.overwritten;
         critical_section::with(|_| {
-            for ring in &self.rings {
+            for (ring, noted) in self.rings.iter().zip(totals.iter_mut()) {
                 // SAFETY: ring states are only touched inside the critical section.
-                unsafe { (*ring.state.get()).dumping = false };
+                let s = unsafe { &mut *ring.state.get() };
+                s.dumping = false;
+                // Between dumps the array holds the total again (unchanged since the dump started).
+                *noted = s.overwritten_total;
             }
         });
         link.dump.active = false;
@@ -1708,10 +1707,10 @@ impl<
                     *u = s.next_seq;
                     *f = oldest.map_or(s.next_seq, |m| m.first_seq);
                 }
+                // The total when the last dump ended becomes the count since then.
                 if let Some(o) = dump.overwritten.get_mut(cpu) {
-                    *o = s.overwritten;
+                    *o = s.overwritten_total.saturating_sub(*o);
                 }
-                s.overwritten = 0;
                 totals.0 += s.closed_records();
                 totals.1 += s.dropped;
             }
@@ -1741,7 +1740,7 @@ impl<
 
     /// Takes the drain for this context, or `WouldBlock` if another context holds it.
     fn begin_drain(&self) -> Result<DrainGuard<'_, CPUS>, TransportError> {
-        if OUT == 0 || self.probe().is_some() {
+        if OUT == 0 || DRAIN == 0 || self.probe().is_some() {
             // The host drains the rings (probe mode): a drain on the board would take its blocks.
             return Err(TransportError::Closed);
         }
@@ -1754,6 +1753,18 @@ impl<
             shared.draining = true;
             Ok(DrainGuard(&self.shared))
         })
+    }
+
+    /// The drain's state (`Closed` for an agent with none: nothing drains on the board).
+    ///
+    /// # Safety
+    /// The caller holds the drain ([`Agent::begin_drain`]).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn link(&self) -> Result<&mut Link<CPUS, OUT>, TransportError> {
+        // SAFETY: per the contract, only this context touches the drain's state.
+        unsafe { &mut *self.link.get() }
+            .first_mut()
+            .ok_or(TransportError::Closed)
     }
 
     /// The board's time, read under the critical section (the record path owns the clock).
@@ -1818,7 +1829,7 @@ impl<
             return Ok(());
         }
         // SAFETY: this context holds the drain.
-        let link = unsafe { &mut *self.link.get() };
+        let link = unsafe { self.link() }?;
         let now = self.now();
         let frames_before = link.frames;
         let restart = critical_section::with(|_| {
@@ -1838,7 +1849,7 @@ impl<
         }
         if !link.hello_sent {
             let mut out = [0u8; OUT];
-            let n = encode::encode_hello(&mut out, &self.hello(link.session_start_ticks))
+            let n = encode::encode_hello(&mut out, &self.hello(self.session_start_ticks))
                 .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
@@ -2243,7 +2254,8 @@ macro_rules! record_kinds {
             const OUT: usize,
             const PRODUCERS: usize,
             const TYPES: usize,
-        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+            const DRAIN: usize,
+        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
         {
             $(
                 $(#[$doc])*
@@ -2262,7 +2274,8 @@ macro_rules! record_kinds {
             const OUT: usize,
             const PRODUCERS: usize,
             const TYPES: usize,
-        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+            const DRAIN: usize,
+        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
         {
             $(
                 $(#[$doc])*
@@ -2325,8 +2338,9 @@ pub struct Exclusive<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
+    const DRAIN: usize = 1,
 > {
-    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>,
+    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>,
 }
 
 impl<
@@ -2337,7 +2351,8 @@ impl<
     const OUT: usize,
     const PRODUCERS: usize,
     const TYPES: usize,
-> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES>
+    const DRAIN: usize,
+> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
 {
     /// Records an event of any declared type, checking the values against the type's parameters.
     pub fn record(
@@ -2351,6 +2366,32 @@ impl<
 }
 
 impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
+    /// Nothing sent yet.
+    const NEW: Self = Self {
+        hello_sent: false,
+        producers_sent: 0,
+        types_sent: 0,
+        last_frame_ticks: 0,
+        last_hello_ticks: 0,
+        totals_sent: 0,
+        sent_seq: [0; CPUS],
+        claimed: [None; CPUS],
+        dump: DumpState {
+            active: false,
+            until: [0; CPUS],
+            first: [0; CPUS],
+            window_sent: [false; CPUS],
+            overwritten: [0; CPUS],
+            oldest_ticks: 0,
+            records: 0,
+            dropped: 0,
+            bye_ticks: 0,
+        },
+        frames: 0,
+        bytes: 0,
+        _out: core::marker::PhantomData,
+    };
+
     fn window_sent(&self, cpu: usize) -> Option<&bool> {
         self.dump.window_sent.get(cpu)
     }

@@ -16,10 +16,15 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use socscope_wire::MAX_NAME_LEN;
+
+use crate::AGENT_VERSION;
+
 /// The first 16 bytes of a control block: a host that does not know its address scans RAM for them.
 pub const PROBE_MAGIC: [u8; 16] = *b"socscope-probe\0\0";
-/// The layout version this agent writes.
-pub const PROBE_VERSION: u32 = 1;
+/// The layout version this agent writes: 2, the board's names as one image in flash (version 1 had six
+/// name entries, 80 bytes more of RAM; `socscope collect --probe` reads both).
+pub const PROBE_VERSION: u32 = 2;
 /// `state`: the agent has not filled the block yet.
 pub const PROBE_STATE_UNSET: u32 = 0;
 /// `state`: recording.
@@ -27,7 +32,7 @@ pub const PROBE_STATE_RECORDING: u32 = 1;
 /// `state`: the board finished its session ([`crate::Agent::probe_finish`]): every block is closed, and
 /// the rings' `sequences` and `dropped` and the block's `end_ticks` are final.
 pub const PROBE_STATE_FINISHED: u32 = 2;
-/// The names a control block carries, in this order.
+/// The names a names image carries, in this order: board, SoC, OS, application, token, agent version.
 pub const PROBE_NAMES: usize = 6;
 
 /// A 64-bit value as two 32-bit words (low first), for boards without 64-bit atomics.
@@ -57,14 +62,6 @@ impl ProbeU64 {
     }
 }
 
-/// A name: where its UTF-8 bytes are and how many.
-#[repr(C)]
-pub struct ProbeName {
-    pub(crate) addr: ProbeU64,
-    pub(crate) len: AtomicU32,
-    _reserved: AtomicU32,
-}
-
 /// One ring (one CPU): 32 bytes.
 #[repr(C)]
 pub struct ProbeRing {
@@ -80,7 +77,7 @@ pub struct ProbeRing {
     pub(crate) dropped: ProbeU64,
 }
 
-/// The control block of an agent with `CPUS` rings: 184 + 32 × `CPUS` bytes. Put it in a `static` and
+/// The control block of an agent with `CPUS` rings: 104 + 32 × `CPUS` bytes. Put it in a `static` and
 /// hand it to [`crate::Agent::attach_probe`].
 #[repr(C)]
 pub struct ProbeControl<const CPUS: usize> {
@@ -103,8 +100,11 @@ pub struct ProbeControl<const CPUS: usize> {
     pub(crate) dictionary: ProbeU64,
     pub(crate) dictionary_len: AtomicU32,
     pub(crate) cpu_count: AtomicU32,
-    /// Board, SoC, OS, application, token, agent version.
-    pub(crate) names: [ProbeName; PROBE_NAMES],
+    /// The board's names image ([`names_image`], in flash): board, SoC, OS, application, token, agent
+    /// version.
+    pub(crate) names: ProbeU64,
+    pub(crate) names_len: AtomicU32,
+    _reserved: AtomicU32,
     pub(crate) rings: [ProbeRing; CPUS],
 }
 
@@ -126,13 +126,9 @@ impl<const CPUS: usize> ProbeControl<CPUS> {
             dictionary: ProbeU64::zero(),
             dictionary_len: AtomicU32::new(0),
             cpu_count: AtomicU32::new(0),
-            names: [const {
-                ProbeName {
-                    addr: ProbeU64::zero(),
-                    len: AtomicU32::new(0),
-                    _reserved: AtomicU32::new(0),
-                }
-            }; PROBE_NAMES],
+            names: ProbeU64::zero(),
+            names_len: AtomicU32::new(0),
+            _reserved: AtomicU32::new(0),
             rings: [const {
                 ProbeRing {
                     blocks: ProbeU64::zero(),
@@ -193,11 +189,70 @@ impl SingleWriterAdd for AtomicU32 {
     }
 }
 
-impl ProbeName {
-    pub(crate) fn set(&self, s: &'static str) {
-        self.addr.set(s.as_ptr() as usize as u64);
-        self.len.store(s.len() as u32, Ordering::Relaxed);
+/// The length of [`names_image`]`(board, soc, os, application, token)`.
+pub const fn names_image_len(
+    board: &str,
+    soc: &str,
+    os: &str,
+    application: &str,
+    token: &str,
+) -> usize {
+    write_names_image([board, soc, os, application, token, AGENT_VERSION], &mut [])
+}
+
+/// The board's names as a probe-mode control block points to them (SPEC.md §12): board, SoC, OS,
+/// application, token and this agent's version, each a length byte and its UTF-8 bytes. Built at
+/// compile time into a `static` (in flash), so that the control block in RAM holds one address and
+/// one length instead of six of each. `N` must be [`names_image_len`] of the same names; a name longer
+/// than [`MAX_NAME_LEN`] (the wire's bound) does not compile.
+///
+/// ```
+/// use socscope_agent::probe::{names_image, names_image_len};
+/// static NAMES: [u8; names_image_len("board", "soc", "os", "app", "")] =
+///     names_image("board", "soc", "os", "app", "");
+/// assert_eq!(&NAMES[..6], b"\x05board");
+/// ```
+pub const fn names_image<const N: usize>(
+    board: &str,
+    soc: &str,
+    os: &str,
+    application: &str,
+    token: &str,
+) -> [u8; N] {
+    let mut out = [0u8; N];
+    let len = write_names_image(
+        [board, soc, os, application, token, AGENT_VERSION],
+        &mut out,
+    );
+    assert!(len == N, "N must be names_image_len of the same names");
+    out
+}
+
+/// Writes the image into `out` as far as it reaches and returns its whole length.
+const fn write_names_image(names: [&str; PROBE_NAMES], out: &mut [u8]) -> usize {
+    let mut at = 0;
+    let mut i = 0;
+    while i < PROBE_NAMES {
+        let name = names[i].as_bytes();
+        assert!(
+            name.len() <= MAX_NAME_LEN,
+            "a name longer than MAX_NAME_LEN"
+        );
+        if at < out.len() {
+            out[at] = name.len() as u8;
+        }
+        at += 1;
+        let mut j = 0;
+        while j < name.len() {
+            if at < out.len() {
+                out[at] = name[j];
+            }
+            at += 1;
+            j += 1;
+        }
+        i += 1;
     }
+    at
 }
 
 pub(crate) fn store_magic(words: &[AtomicU32; 4]) {

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use socscope_agent::probe::ProbeControl;
+use socscope_agent::probe::{ProbeControl, names_image, names_image_len};
 use socscope_agent::{Agent, Recorded};
 use socscope_wire::dict::{
     Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind, dictionary_image,
@@ -17,8 +17,10 @@ use socscope_wire::frame::{DictEntry, FrameKind};
 mod common;
 use common::{SharedClock, config};
 
-/// Two rings of four 256-byte blocks, no drain on the board (`OUT` = 0).
-type ProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0>;
+/// Two rings of four 256-byte blocks, no drain on the board (`OUT` = 0, no drain state: `DRAIN` = 0).
+type ProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0>;
+/// The same with the drain's state kept (the default), as a board that may also stream has it.
+type ProbeAgentWithDrainState = Agent<SharedClock, 2, 256, 4, 0, 0, 0>;
 
 const PRODUCERS: [ProducerDef<'static>; 2] = [
     ProducerDef {
@@ -56,6 +58,9 @@ const TYPES: [EventTypeDef<'static>; 2] = [
 ];
 static DICTIONARY: [u8; dictionary_image_len(&PRODUCERS, &TYPES)] =
     dictionary_image(&PRODUCERS, &TYPES);
+/// The names of `common::config()`, as the board keeps them in flash for the host's `Hello`.
+static NAMES: [u8; names_image_len("stb-test", "sti7105", "linux", "player", "")] =
+    names_image("stb-test", "sti7105", "linux", "player", "");
 
 /// An agent where it stays (leaked), attached to a control block, and its clock.
 fn attached() -> (&'static ProbeAgent, &'static ProbeControl<2>, Rc<Cell<u64>>) {
@@ -64,7 +69,7 @@ fn attached() -> (&'static ProbeAgent, &'static ProbeControl<2>, Rc<Cell<u64>>) 
     let time = clock.0.clone();
     let agent: &'static mut ProbeAgent = Box::leak(Box::new(ProbeAgent::new(clock, config())));
     let control: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
-    agent.attach_probe(control, &DICTIONARY);
+    agent.attach_probe(control, &DICTIONARY, &NAMES);
     (agent, control, time)
 }
 
@@ -91,22 +96,20 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// `<address>` in SPEC.md) set to zero here and checked against the real addresses apart.
 const GOLDEN: &str = "
 73 6f 63 73 63 6f 70 65 2d 70 72 6f 62 65 00 00
-01 00 00 00 02 00 00 00 00 01 00 00 04 00 00 00
+02 00 00 00 02 00 00 00 00 01 00 00 04 00 00 00
 1f 00 00 00 02 00 00 00 40 42 0f 00 00 00 00 00
 07 00 00 00 00 00 00 00 e8 03 00 00 00 00 00 00
 14 05 00 00 00 00 00 00 00 00 00 00 00 00 00 00
 35 00 00 00 02 00 00 00 00 00 00 00 00 00 00 00
-08 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-07 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-05 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-06 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-05 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+25 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
 01 00 00 00 00 00 00 00 03 00 00 00 00 00 00 00
 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
 00 00 00 00 00 00 00 00
 ";
+
+/// Where the rings' entries start (layout version 2).
+const RINGS_AT: usize = 104;
 
 fn hex(s: &str) -> Vec<u8> {
     s.split_whitespace()
@@ -117,7 +120,7 @@ fn hex(s: &str) -> Vec<u8> {
 #[test]
 fn the_control_block_is_the_golden_one() {
     let (agent, control, time) = attached();
-    assert_eq!(ProbeControl::<2>::size(), 184 + 2 * 32);
+    assert_eq!(ProbeControl::<2>::size(), 104 + 2 * 32);
     time.set(1010);
     assert_eq!(agent.context_switch(0, 1, 2), Ok(Recorded::Stored));
     time.set(1020);
@@ -140,33 +143,33 @@ fn the_control_block_is_the_golden_one() {
     let dict_addr = DICTIONARY.as_ptr() as u64;
     assert_eq!(u64_at(&b, 72), dict_addr, "the dictionary image's address");
     assert_eq!(u32_at(&b, 80) as usize, DICTIONARY.len());
-    let names = [
+    assert_eq!(
+        u64_at(&b, 88),
+        NAMES.as_ptr() as u64,
+        "the names image's address"
+    );
+    assert_eq!(u32_at(&b, 96) as usize, NAMES.len());
+    // The image: each name a length byte and its bytes, the agent's version last.
+    let mut image = Vec::new();
+    for name in [
         "stb-test",
         "sti7105",
         "linux",
         "player",
         "",
         socscope_agent::AGENT_VERSION,
-    ];
-    for (i, name) in names.iter().enumerate() {
-        let (addr, len) = (u64_at(&b, 88 + 16 * i), u32_at(&b, 96 + 16 * i) as usize);
-        assert_eq!(len, name.len(), "name {i}");
-        if len > 0 {
-            // SAFETY: the address of a `&'static str` the agent was given.
-            let text = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
-            assert_eq!(text, name.as_bytes());
-        }
+    ] {
+        image.push(name.len() as u8);
+        image.extend_from_slice(name.as_bytes());
     }
-    let ring0 = u64_at(&b, 184);
-    let ring1 = u64_at(&b, 216);
+    assert_eq!(NAMES[..], image[..]);
+    let ring0 = u64_at(&b, RINGS_AT);
+    let ring1 = u64_at(&b, RINGS_AT + 32);
     assert!(ring0 != 0 && ring1 > ring0, "the rings' blocks, in order");
 
     // The golden bytes, address fields zeroed.
     let mut masked = b.clone();
-    for at in [72usize, 184, 216]
-        .into_iter()
-        .chain((0..6).map(|i| 88 + 16 * i))
-    {
+    for at in [72usize, 88, RINGS_AT, RINGS_AT + 32] {
         masked[at..at + 8].fill(0);
     }
     assert_eq!(
@@ -240,15 +243,15 @@ fn a_full_ring_drops_until_the_host_releases_blocks() {
         "the block opened after the release, closed at the finish"
     );
     assert_eq!(
-        u64_at(&b, 184 + 16),
+        u64_at(&b, RINGS_AT + 16),
         stored + dropped,
         "sequence numbers given out"
     );
-    assert_eq!(u64_at(&b, 184 + 24), dropped, "dropped");
+    assert_eq!(u64_at(&b, RINGS_AT + 24), dropped, "dropped");
     let stats = agent.stats();
     assert_eq!((stats.records, stats.dropped), (stored, dropped));
     // The fifth block (slot 0 again) starts after the dropped ones: the host sees the gap.
-    let ring0 = u64_at(&b, 184);
+    let ring0 = u64_at(&b, RINGS_AT);
     // SAFETY: slot 0 holds the fifth closed block, not released.
     let block = unsafe { std::slice::from_raw_parts(ring0 as *const u8, 256) };
     assert_eq!(
@@ -291,4 +294,41 @@ fn the_drain_is_refused_on_a_probe_agent() {
         agent.finish(&mut Sink),
         Err(socscope_agent::TransportError::Closed)
     );
+}
+
+#[test]
+fn a_probe_only_agent_holds_no_drain_state_and_behaves_the_same() {
+    // The drain's state (sent sequence numbers, claims, dump progress, counters) is the difference.
+    let without = ProbeAgent::state_bytes();
+    let with = ProbeAgentWithDrainState::state_bytes();
+    assert!(
+        without + 150 <= with,
+        "probe-only agent {without} bytes besides its rings, with the drain state {with}"
+    );
+    // The agent that keeps the drain state writes the same control block and refuses the drain too.
+    let clock = SharedClock::default();
+    clock.0.set(1000);
+    let full: &'static mut ProbeAgentWithDrainState =
+        Box::leak(Box::new(ProbeAgentWithDrainState::new(clock, config())));
+    let control: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    full.attach_probe(control, &DICTIONARY, &NAMES);
+    let (lean, lean_control, _) = attached();
+    assert_eq!(bytes_of(control).len(), bytes_of(lean_control).len());
+    // Same header fields (the rings' addresses differ: two agents).
+    assert_eq!(bytes_of(control)[..64], bytes_of(lean_control)[..64]);
+    struct Sink;
+    impl socscope_agent::Transport for Sink {
+        fn write_frame(&mut self, _: &[u8]) -> Result<(), socscope_agent::TransportError> {
+            panic!("nothing is sent from a probe agent");
+        }
+    }
+    assert_eq!(
+        full.poll(&mut Sink),
+        Err(socscope_agent::TransportError::Closed)
+    );
+    assert_eq!(
+        lean.dump(&mut Sink),
+        Err(socscope_agent::TransportError::Closed)
+    );
+    assert_eq!(lean.stats().frames, 0);
 }

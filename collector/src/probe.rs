@@ -5,7 +5,7 @@
 //! The board (agent in probe mode, `Agent::attach_probe`) publishes a control block (SPEC.md, "Probe
 //! mode"): the rings' addresses, and per ring the count of blocks it closed; the host copies each closed
 //! block, then advances the ring's `released` count, which gives the block back to the board. Every
-//! frame the board's drain would have sent is built here: `Hello` from the block's names and clock,
+//! frame the board's drain would have sent is built here: `Hello` from the board's names and clock,
 //! `Dictionary` from the image in the board's flash, an `Events` frame per block, a `Loss` frame for
 //! every gap in the blocks' sequence numbers (records the board dropped when its ring was full), and
 //! once the board finished, `CpuTotal` per CPU and `Bye`.
@@ -30,11 +30,18 @@ use crate::{CollectorError, Result};
 
 /// The control block's magic bytes (its first 16).
 pub const MAGIC: [u8; 16] = *b"socscope-probe\0\0";
-/// The control block layout this reader knows.
-pub const VERSION: u32 = 1;
-/// Bytes before the first ring's entry, and per ring.
+/// The newest control block layout this reader knows; it reads every one from 1 on (1: six name
+/// entries in the block; 2: one names image in the board's flash).
+pub const VERSION: u32 = 2;
+/// Bytes before the first ring's entry: the longest header (version 1's), what a first read takes
+/// before the version is known.
 pub const HEADER_LEN: usize = 184;
+/// The same in version 2.
+pub const HEADER_LEN_V2: usize = 104;
+/// Bytes per ring entry.
 pub const RING_LEN: usize = 32;
+/// The names a board gives: board, SoC, OS, application, token, agent version.
+const NAMES: usize = 6;
 /// Where a block's numbers are (its first 24 bytes): first sequence number, base time, record count,
 /// end of its records.
 const META_LEN: usize = 24;
@@ -285,10 +292,52 @@ pub struct Control {
     pub start_ticks: u64,
     pub dictionary: (u64, usize),
     pub cpu_count: u16,
-    /// Board, SoC, OS, application, token, agent version: address and length.
-    pub names: [(u64, usize); 6],
+    /// Where the board's names are.
+    pub names: Names,
+    /// Bytes before the first ring's entry (184 in version 1, 104 in version 2).
+    pub header_len: usize,
     /// Per ring: its first block's address.
     pub rings: Vec<u64>,
+}
+
+/// Where a control block says the board's names are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Names {
+    /// Version 1: board, SoC, OS, application, token, agent version, each an address and a length.
+    Each([(u64, usize); NAMES]),
+    /// Version 2: one image (address, length): the six names, each a length byte and its UTF-8 bytes.
+    Image(u64, usize),
+}
+
+/// Splits a names image into its six names, or says where it is malformed.
+pub fn parse_names_image(image: &[u8]) -> std::result::Result<[String; NAMES], String> {
+    let mut names: [String; NAMES] = Default::default();
+    let mut at = 0;
+    for (i, name) in names.iter_mut().enumerate() {
+        let Some(&len) = image.get(at) else {
+            return Err(format!(
+                "the names image ends at byte {at} ({} bytes) before name {} of {NAMES}",
+                image.len(),
+                i + 1
+            ));
+        };
+        let bytes = image.get(at + 1..at + 1 + usize::from(len)).ok_or_else(|| {
+            format!(
+                "the names image's name {} (at byte {at}) says {len} bytes, the image has {} after it",
+                i + 1,
+                image.len() - at - 1
+            )
+        })?;
+        *name = String::from_utf8_lossy(bytes).into_owned();
+        at += 1 + usize::from(len);
+    }
+    if at != image.len() {
+        return Err(format!(
+            "the names image has {} bytes after its six names (at byte {at})",
+            image.len() - at
+        ));
+    }
+    Ok(names)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -313,9 +362,9 @@ impl Control {
             ));
         }
         let version = u32_at(b, 16);
-        if version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(format!(
-                "the control block at {address:#x} has layout version {version}; this collector reads version {VERSION}"
+                "the control block at {address:#x} has layout version {version}; this collector reads versions 1 to {VERSION}"
             ));
         }
         let cpus = u32_at(b, 20) as usize;
@@ -333,12 +382,20 @@ impl Control {
                 "the control block at {address:#x} is inconsistent: {cpus} rings of {blocks} blocks of {block} bytes, records at {records_at}"
             ));
         }
-        let mut names = [(0u64, 0usize); 6];
-        for (i, n) in names.iter_mut().enumerate() {
-            *n = (u64_at(b, 88 + 16 * i), u32_at(b, 96 + 16 * i) as usize);
-        }
+        let (names, header_len) = if version == 1 {
+            let mut names = [(0u64, 0usize); NAMES];
+            for (i, n) in names.iter_mut().enumerate() {
+                *n = (u64_at(b, 88 + 16 * i), u32_at(b, 96 + 16 * i) as usize);
+            }
+            (Names::Each(names), HEADER_LEN)
+        } else {
+            (
+                Names::Image(u64_at(b, 88), u32_at(b, 96) as usize),
+                HEADER_LEN_V2,
+            )
+        };
         let rings = (0..cpus)
-            .map(|c| u64_at(b, HEADER_LEN + RING_LEN * c))
+            .map(|c| u64_at(b, header_len + RING_LEN * c))
             .collect();
         Ok(Self {
             address,
@@ -352,13 +409,14 @@ impl Control {
             dictionary: (u64_at(b, 72), u32_at(b, 80) as usize),
             cpu_count: u32_at(b, 84).min(u32::from(u16::MAX)) as u16,
             names,
+            header_len,
             rings,
         })
     }
 
     /// The whole block's length.
     pub fn len(&self) -> usize {
-        HEADER_LEN + RING_LEN * self.cpus
+        self.header_len + RING_LEN * self.cpus
     }
 
     /// Whether it has no rings (never, once parsed).
@@ -409,7 +467,9 @@ impl<T: Target> ProbeReader<T> {
             target.halt()?;
             let found = match control {
                 Some(at) => {
-                    let b = target.read(at, HEADER_LEN)?;
+                    // Version 2's header: enough to know the version and the whole block's length,
+                    // read again whole below.
+                    let b = target.read(at, HEADER_LEN_V2)?;
                     Control::parse(at, &b).map(Some)
                 }
                 None => find_control(&mut target, scan.clone()),
@@ -436,15 +496,7 @@ impl<T: Target> ProbeReader<T> {
         let whole = target.read(control.address, control.len())?;
         let control = Control::parse(control.address, &whole)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        let mut names = Vec::new();
-        for &(addr, len) in &control.names {
-            let bytes = if len == 0 {
-                Vec::new()
-            } else {
-                target.read(addr, len.min(256))?
-            };
-            names.push(String::from_utf8_lossy(&bytes).into_owned());
-        }
+        let names = read_names(&mut target, &control)?;
         let (dict_addr, dict_len) = control.dictionary;
         let dictionary = if dict_len == 0 {
             Vec::new()
@@ -503,7 +555,7 @@ impl<T: Target> ProbeReader<T> {
         let finished = u32_at(&state_and_rings, 0) == STATE_FINISHED;
         let rings = self
             .target
-            .read(address + HEADER_LEN as u64, RING_LEN * cpus)?;
+            .read(address + self.control.header_len as u64, RING_LEN * cpus)?;
         let mut result = Poll::default();
         for cpu in 0..cpus {
             let entry = &rings[RING_LEN * cpu..RING_LEN * (cpu + 1)];
@@ -521,7 +573,7 @@ impl<T: Target> ProbeReader<T> {
             }
             if waiting > 0 {
                 let released = self.progress[cpu].taken as u32;
-                let at = address + (HEADER_LEN + RING_LEN * cpu + 12) as u64;
+                let at = address + (self.control.header_len + RING_LEN * cpu + 12) as u64;
                 self.target.write(at, &released.to_le_bytes())?;
             }
         }
@@ -619,6 +671,51 @@ impl<T: Target> ProbeReader<T> {
     }
 }
 
+/// The board's six names, from where its control block says they are.
+fn read_names<T: Target>(target: &mut T, control: &Control) -> std::io::Result<[String; NAMES]> {
+    match control.names {
+        Names::Each(each) => {
+            let mut names: [String; NAMES] = Default::default();
+            for (name, &(addr, len)) in names.iter_mut().zip(&each) {
+                let bytes = if len == 0 {
+                    Vec::new()
+                } else {
+                    target.read(addr, len.min(256))?
+                };
+                *name = String::from_utf8_lossy(&bytes).into_owned();
+            }
+            Ok(names)
+        }
+        Names::Image(addr, len) => {
+            // Six names of at most 255 bytes and their length bytes.
+            if len > NAMES * 256 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "the control block at {:#x} gives a names image of {len} bytes (at most {})",
+                        control.address,
+                        NAMES * 256
+                    ),
+                ));
+            }
+            let image = if len == 0 {
+                Vec::new()
+            } else {
+                target.read(addr, len)?
+            };
+            parse_names_image(&image).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{e} (the image at {addr:#x}, control block at {:#x})",
+                        control.address
+                    ),
+                )
+            })
+        }
+    }
+}
+
 fn encode_error(e: encode::EncodeError) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, format!("framing: {e}"))
 }
@@ -641,7 +738,9 @@ fn find_control<T: Target>(
         while off + 16 <= bytes.len() {
             if bytes[off..off + 16] == MAGIC {
                 let addr = at + off as u64;
-                let header = target.read(addr, HEADER_LEN).map_err(|e| e.to_string())?;
+                let header = target
+                    .read(addr, HEADER_LEN_V2)
+                    .map_err(|e| e.to_string())?;
                 return Control::parse(addr, &header).map(Some);
             }
             off += 4;
@@ -728,6 +827,139 @@ mod tests {
         );
         assert!("127.0.0.1".parse::<ProbeSpec>().is_err());
         assert!("127.0.0.1:1@zz".parse::<ProbeSpec>().is_err());
+    }
+
+    /// A board's memory as a debug port reads it.
+    struct Memory {
+        base: u64,
+        bytes: Vec<u8>,
+    }
+
+    impl Target for Memory {
+        fn read(&mut self, addr: u64, len: usize) -> std::io::Result<Vec<u8>> {
+            let at = (addr - self.base) as usize;
+            self.bytes
+                .get(at..at + len)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| proto("read past the memory"))
+        }
+        fn write(&mut self, addr: u64, bytes: &[u8]) -> std::io::Result<()> {
+            let at = (addr - self.base) as usize;
+            self.bytes[at..at + bytes.len()].copy_from_slice(bytes);
+            Ok(())
+        }
+        fn resume(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn halt(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    const BASE: u64 = 0x2000_0000;
+    const NAME_LIST: [&str; NAMES] = ["stb-test", "sti7105", "linux", "player", "", "0.1.0"];
+
+    /// A control block of `version` with one ring at 0x2000_0400 and the board's names after it at
+    /// 0x2000_0800, in the memory of a board.
+    fn board(version: u32) -> Memory {
+        let mut bytes = vec![0u8; 0x1000];
+        let put = |bytes: &mut Vec<u8>, at: usize, v: &[u8]| {
+            bytes[at..at + v.len()].copy_from_slice(v);
+        };
+        put(&mut bytes, 0, &MAGIC);
+        put(&mut bytes, 16, &version.to_le_bytes());
+        put(&mut bytes, 20, &1u32.to_le_bytes());
+        put(&mut bytes, 24, &256u32.to_le_bytes());
+        put(&mut bytes, 28, &4u32.to_le_bytes());
+        put(&mut bytes, 32, &31u32.to_le_bytes());
+        put(&mut bytes, 36, &1u32.to_le_bytes());
+        put(&mut bytes, 40, &1_000_000u64.to_le_bytes());
+        put(&mut bytes, 48, &7u64.to_le_bytes());
+        put(&mut bytes, 56, &1000u64.to_le_bytes());
+        put(&mut bytes, 84, &1u32.to_le_bytes());
+        let names_at = 0x800usize;
+        let ring_at = if version == 1 { 184 } else { 104 };
+        put(&mut bytes, ring_at, &(BASE + 0x400).to_le_bytes());
+        if version == 1 {
+            let mut at = names_at;
+            for (i, name) in NAME_LIST.iter().enumerate() {
+                put(&mut bytes, 88 + 16 * i, &(BASE + at as u64).to_le_bytes());
+                put(&mut bytes, 96 + 16 * i, &(name.len() as u32).to_le_bytes());
+                put(&mut bytes, at, name.as_bytes());
+                at += name.len();
+            }
+        } else {
+            let mut image = Vec::new();
+            for name in NAME_LIST {
+                image.push(name.len() as u8);
+                image.extend_from_slice(name.as_bytes());
+            }
+            put(&mut bytes, 88, &(BASE + names_at as u64).to_le_bytes());
+            put(&mut bytes, 96, &(image.len() as u32).to_le_bytes());
+            put(&mut bytes, names_at, &image);
+        }
+        Memory { base: BASE, bytes }
+    }
+
+    #[test]
+    fn reads_both_control_block_versions() {
+        for version in [1, 2] {
+            let mut memory = board(version);
+            let whole = memory.read(BASE, 256).unwrap();
+            let control = Control::parse(BASE, &whole).unwrap();
+            assert_eq!(control.rings, vec![BASE + 0x400], "version {version}");
+            assert_eq!(control.len(), if version == 1 { 216 } else { 136 });
+            assert_eq!((control.tick_rate_hz, control.session_id), (1_000_000, 7));
+            assert_eq!(control.start_ticks, 1000);
+            let names = read_names(&mut memory, &control).unwrap();
+            assert_eq!(names, NAME_LIST.map(String::from), "version {version}");
+            // The reader finds the block by its magic bytes and opens it from its first header read.
+            let found = find_control(&mut memory, BASE..BASE + 0x1000)
+                .unwrap()
+                .unwrap();
+            assert_eq!(found.address, BASE);
+            let (reader, frames) =
+                ProbeReader::open(board(version), None, BASE..BASE + 0x1000, Duration::ZERO)
+                    .unwrap();
+            assert_eq!(reader.control().rings, vec![BASE + 0x400]);
+            // `Hello` carries the names (postcard: a length byte, then the bytes).
+            let hello = frames.windows(9).any(|w| w == b"\x08stb-test");
+            assert!(
+                hello,
+                "version {version}: the board's name in the host's Hello"
+            );
+        }
+        let mut future = board(2);
+        future.bytes[16] = 3;
+        let whole = future.read(BASE, 256).unwrap();
+        let e = Control::parse(BASE, &whole).unwrap_err();
+        assert!(
+            e.contains("layout version 3") && e.contains("versions 1 to 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_names_image_is_refused_with_where() {
+        assert_eq!(
+            parse_names_image(b"\x01a\x01b\x00\x00\x00\x00").unwrap(),
+            ["a", "b", "", "", "", ""].map(String::from)
+        );
+        let e = parse_names_image(b"\x01a\x05b").unwrap_err();
+        assert!(e.contains("name 2 (at byte 2) says 5 bytes"), "{e}");
+        let e = parse_names_image(b"\x00\x00").unwrap_err();
+        assert!(e.contains("before name 3"), "{e}");
+        let e = parse_names_image(b"\x00\x00\x00\x00\x00\x00\x07").unwrap_err();
+        assert!(e.contains("1 bytes after its six names"), "{e}");
+        let mut memory = board(2);
+        memory.bytes[0x800] = 200;
+        let whole = memory.read(BASE, 256).unwrap();
+        let control = Control::parse(BASE, &whole).unwrap();
+        let e = read_names(&mut memory, &control).unwrap_err().to_string();
+        assert!(
+            e.contains("name 1 (at byte 0) says 200 bytes") && e.contains("0x20000800"),
+            "{e}"
+        );
     }
 
     #[test]

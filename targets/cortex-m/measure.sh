@@ -2,8 +2,8 @@
 # The figures of BENCHMARKS.md's "Agent on the board" section, on the emulated mps2-an386:
 #   1. instructions per recorded event, by kind: the firmware's `bench` mode under QEMU -icount shift=0, in
 #      the image built without `timed-masking` (build.sh untimed: the plain PRIMASK critical section, as
-#      the `cortex-m` crate's single-core one; the default image adds a flag test at each end of every
-#      masked section, 8 instructions per record, to time them for part 3)
+#      the `cortex-m` crate's single-core one; the default image times every masked section for part 3,
+#      in every mode: its counts are the agent's plus that timing, printed after)
 #      (one instruction = 1 ns of board time; the timer counts 25 MHz, so one tick = 40 instructions);
 #      the drain (framing: header, CRC-32C, COBS) per event; the firmware's path; and `loaded`: thread mode
 #      recording while SysTick and a 10 kHz timer interrupt record too and PendSV drains (all included);
@@ -67,7 +67,7 @@ for run in $(seq "$runs"); do
 done
 
 if [ "$bench_elf" != "$elf" ]; then
-  echo "== the same in the default image $(basename "$elf") (masked sections timed: a flag test at each end), 1 run"
+  echo "== the same in the default image $(basename "$elf") (every masked section timed: the timer read at each end, the longest kept), 1 run"
   qemu -icount shift=0,sleep=off -serial null \
     -semihosting-config enable=on,target=native,arg=fw,arg=mode=bench 2>&1 |
     awk '/^bench empty-loop/ { empty = $6 / $4 }

@@ -88,8 +88,8 @@ fn run(dir: &Path, args: &[&str]) -> Board {
                 board.stored.insert(name.clone(), s.parse().unwrap());
                 board.dropped_per_type.insert(name, d.parse().unwrap());
             }
-            ["mode", ..] | ["dump", ..] | ["masked-sections", ..] => {
-                // `mode NAME key value...`, `masked-sections N key value...`, `dump key value...`.
+            ["mode", ..] | ["dump", ..] | ["systicks", ..] => {
+                // `mode NAME key value...`, `systicks N key value...`, `dump key value...`.
                 let pairs = if words[0] == "dump" {
                     &words[1..]
                 } else {

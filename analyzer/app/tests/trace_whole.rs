@@ -563,3 +563,79 @@ fn a_replay_of_random_bytes_is_an_error() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no session found in the input"), "{err}");
 }
+
+/// An import killed at any moment (here while its trace is being written) leaves no file under the
+/// trace's name and no catalog: the trace is built under a hidden name and linked to its own only once
+/// whole and synced.
+#[test]
+fn an_import_killed_midway_leaves_no_trace_under_its_name() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/traces/ctf/lttng-kernel-arm-bug446190");
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_socscope"))
+        .args([
+            "import",
+            source.to_str().unwrap(),
+            "--format",
+            "ctf",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed as soon as the file being built is there (31 556 events: long enough in any build
+    // to be caught in the middle; if the import ever finishes first, the test says so).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let building = loop {
+        let found = std::fs::read_dir(dir.path()).unwrap().find_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.starts_with(".lttng-kernel-arm-bug446190.db.importing-")
+                .then_some(name)
+        });
+        if let Some(name) = found {
+            break name;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the import ended before its file being built was seen"
+        );
+        assert!(Instant::now() < deadline, "no file being built");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    child.kill().unwrap();
+    let _ = child.wait();
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        std::slice::from_ref(&building),
+        "what the killed import left"
+    );
+    // The same import run to its end: the trace under its name, registered, nothing else.
+    let out = socscope(&[
+        "import",
+        source.to_str().unwrap(),
+        "--format",
+        "ctf",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| *n != building)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["catalog.db", "lttng-kernel-arm-bug446190.db"]);
+    let info = TraceReader::open(dir.path().join("lttng-kernel-arm-bug446190.db"))
+        .unwrap()
+        .info()
+        .unwrap();
+    assert!(info.finished && info.complete && info.event_count > 0);
+}

@@ -579,14 +579,23 @@ fn import_into(
         processed: false,
         params,
     };
+    // Written under a hidden name beside `out`, and linked to `out` only once whole and synced
+    // (`UnsyncedTrace::sync_as`): an import killed at any moment (kill -9, power loss) leaves no
+    // file named `out`, or a whole one, never a half-written trace that `info` would open.
+    let building = out.with_file_name(format!(
+        ".{}.importing-{}",
+        out.file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        std::process::id()
+    ));
     // Declared before the writer, so dropped after it: an import that fails or keeps nothing leaves no
     // trace behind to be mistaken for a capture.
     let mut partial = Partial {
-        path: out.to_path_buf(),
+        path: building.clone(),
         keep: false,
     };
     let mut writer = TraceWriter::create_with(
-        out,
+        &building,
         &meta,
         socscope_tracedb::WriterConfig {
             commit_interval: IMPORT_COMMIT_INTERVAL,
@@ -634,7 +643,8 @@ fn import_into(
     for s in common.iter().chain(&stats) {
         writer.set_ingest_stat(s)?;
     }
-    let info = writer.finish(true)?;
+    // Synced below: while the trace file syncs, its catalog is built.
+    let (info, unsynced) = writer.finish_unsynced(true)?;
     if info.event_count == 0 {
         let what = if format.spec().is_binary() {
             // A binary capture's header was read: what it lacks is events.
@@ -662,7 +672,39 @@ fn import_into(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if register {
-        Catalog::register_file_in(&dir, &db_file)?;
+        // The trace's sync (file, final name, directory) waits on the disk: a thread does it while
+        // this one builds a new catalog aside and syncs it, which may only be linked in once the
+        // trace is durable under its name (`register_written_in` waits for the thread before). A
+        // small import's wall time was mostly these syncs one after the other.
+        let on_thread = unsynced.clone();
+        let name = out.to_path_buf();
+        let syncing = std::thread::Builder::new()
+            .name("import-sync".into())
+            .stack_size(64 * 1024)
+            .spawn(move || on_thread.sync_as(&name));
+        let published = std::cell::Cell::new(false);
+        let trace_durable = || {
+            let synced = match syncing {
+                Ok(thread) => thread.join().unwrap_or_else(|_| {
+                    Err(socscope_tracedb::StoreError::Io {
+                        path: out.to_path_buf(),
+                        source: std::io::Error::other("the thread syncing the trace panicked"),
+                    })
+                }),
+                // No thread to be had: sync here.
+                Err(_) => unsynced.sync_as(out),
+            };
+            published.set(synced.is_ok());
+            synced
+        };
+        let registered = Catalog::register_written_in(&dir, &db_file, &info, trace_durable);
+        if published.get() {
+            // Now named `out`: a failed registration removes it under that name.
+            partial.path = out.to_path_buf();
+        }
+        registered?;
+    } else {
+        unsynced.sync_as(out)?;
     }
     partial.keep = true;
     Ok(ImportReport {

@@ -111,7 +111,13 @@ impl Catalog {
         if !path.exists() {
             // Several processes may create the catalog at once: build it aside and move it in
             // atomically, so nobody ever sees a half-created file.
-            schema::create_atomically(&path, CATALOG_DDL, CATALOG_APPLICATION_ID, |_, _| Ok(()))?;
+            schema::create_atomically(
+                &path,
+                CATALOG_DDL,
+                CATALOG_APPLICATION_ID,
+                |_, _| Ok(()),
+                || Ok(()),
+            )?;
         }
         let conn = schema::open(&path, "catalog", CATALOG_APPLICATION_ID, false)?;
         conn.pragma_update(None, "foreign_keys", true).ctx(&path)?;
@@ -144,19 +150,59 @@ impl Catalog {
     /// a second, durable transaction (four syncs more for an import into a new directory).
     pub fn register_file_in(dir: impl AsRef<Path>, db_file: &str) -> Result<i64> {
         let dir = dir.as_ref();
-        let record = CatalogEntry {
-            id: 0,
-            db_file: db_file.to_string(),
-            info: TraceInfo::default(),
-        };
         let trace = if Path::new(db_file).is_absolute() {
             PathBuf::from(db_file)
         } else {
             dir.join(db_file)
         };
+        let info = TraceReader::open(trace)?.info()?;
+        Self::register_in(dir, db_file, info, || Ok(()))
+    }
+
+    /// [`Catalog::register_file_in`] for a trace its caller has just written: `info` is what
+    /// [`crate::TraceWriter::finish`] returned, so the file is not opened again (opening it parses
+    /// its whole schema: a tenth of a small import). The parameters are registered as the file
+    /// stores them and [`TraceReader::info`] would read them back: one per name (the last one
+    /// given), in name order, through their text form.
+    ///
+    /// `trace_durable` makes the trace file durable (it syncs it, or waits for the thread that
+    /// does): it is called once, before the catalog names the trace on disk (before a new catalog
+    /// is linked in, or an existing one written), so the catalog never lists a trace that a crash
+    /// could lose, while the new catalog is built and synced meanwhile.
+    pub fn register_written_in(
+        dir: impl AsRef<Path>,
+        db_file: &str,
+        info: &TraceInfo,
+        trace_durable: impl FnOnce() -> Result<()>,
+    ) -> Result<i64> {
+        let mut info = info.clone();
+        let params = &mut info.meta.params;
+        // Stable: of equal names, the one given last stays last, and is the one kept.
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut stored: Vec<(String, ParamValue)> = Vec::with_capacity(params.len());
+        for (name, value) in params.drain(..) {
+            let value = ParamValue::parse(value.param_type(), &value.to_string()).unwrap_or(value);
+            match stored.last_mut() {
+                Some(last) if last.0 == name => last.1 = value,
+                _ => stored.push((name, value)),
+            }
+        }
+        *params = stored;
+        Self::register_in(dir.as_ref(), db_file, info, trace_durable)
+    }
+
+    fn register_in(
+        dir: &Path,
+        db_file: &str,
+        info: TraceInfo,
+        trace_durable: impl FnOnce() -> Result<()>,
+    ) -> Result<i64> {
+        let mut trace_durable = Some(trace_durable);
+        let mut make_durable = || trace_durable.take().map_or(Ok(()), |f| f());
         let record = CatalogEntry {
-            info: TraceReader::open(trace)?.info()?,
-            ..record
+            id: 0,
+            db_file: db_file.to_string(),
+            info,
         };
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.to_path_buf(),
@@ -174,11 +220,13 @@ impl Catalog {
                     id = Some(register_on(conn, tmp, &record)?);
                     Ok(())
                 },
+                &mut make_durable,
             )?;
             if let (true, Some(id)) = (linked, id) {
                 return Ok(id);
             }
         }
+        make_durable()?;
         Self::open(dir)?.register(&record)
     }
 
@@ -458,15 +506,12 @@ impl Catalog {
 
 /// The id of trace type `name` in the catalog open on `conn` (the file `p`), added when new.
 fn type_id_on(conn: &Connection, p: &Path, name: &str) -> Result<i64> {
-    conn.execute(
-        "INSERT OR IGNORE INTO trace_type (name) VALUES (?1)",
-        [name],
-    )
-    .ctx(p)?;
-    conn.query_row("SELECT id FROM trace_type WHERE name = ?1", [name], |r| {
-        r.get(0)
-    })
-    .ctx(p)
+    conn.prepare_cached("INSERT OR IGNORE INTO trace_type (name) VALUES (?1)")
+        .and_then(|mut st| st.execute([name]))
+        .ctx(p)?;
+    conn.prepare_cached("SELECT id FROM trace_type WHERE name = ?1")
+        .and_then(|mut st| st.query_row([name], |r| r.get(0)))
+        .ctx(p)
 }
 
 /// Adds a trace to the catalog open on `conn` (the file `p`), or updates the one with the same
@@ -514,27 +559,30 @@ fn register_on(conn: &Connection, p: &Path, record: &CatalogEntry) -> Result<i64
         .ctx(p)?;
     conn.execute("DELETE FROM trace_param WHERE trace_id = ?1", [id])
         .ctx(p)?;
+    // Three statements per parameter: prepared once (preparing costs more than running them).
+    let mut add_type = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO trace_param_type (trace_type_id, name, type) VALUES (?1, ?2, ?3)",
+        )
+        .ctx(p)?;
+    let mut type_of = conn
+        .prepare_cached("SELECT id FROM trace_param_type WHERE trace_type_id = ?1 AND name = ?2")
+        .ctx(p)?;
+    let mut set = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO trace_param (trace_id, param_type_id, value) VALUES (?1, ?2, ?3)",
+        )
+        .ctx(p)?;
     for (name, value) in &m.params {
-        conn
-            .execute(
-                "INSERT OR IGNORE INTO trace_param_type (trace_type_id, name, type) VALUES (?1, ?2, ?3)",
-                params![type_id, name, value.param_type().name()],
-            )
+        add_type
+            .execute(params![type_id, name, value.param_type().name()])
             .ctx(p)?;
-        let pt: i64 = conn
-            .query_row(
-                "SELECT id FROM trace_param_type WHERE trace_type_id = ?1 AND name = ?2",
-                params![type_id, name],
-                |r| r.get(0),
-            )
+        let pt: i64 = type_of
+            .query_row(params![type_id, name], |r| r.get(0))
             .ctx(p)?;
-        conn
-            .execute(
-                "INSERT OR REPLACE INTO trace_param (trace_id, param_type_id, value) VALUES (?1, ?2, ?3)",
-                params![id, pt, value.to_string()],
-            )
-            .ctx(p)?;
+        set.execute(params![id, pt, value.to_string()]).ctx(p)?;
     }
+    drop((add_type, type_of, set));
     tx.commit().ctx(p)?;
     Ok(id)
 }

@@ -272,6 +272,29 @@ pub(crate) fn schema_version_of(application_id: i32) -> i64 {
     }
 }
 
+/// The empty trace and catalog files that [`create`] builds unsynced (`durable = false`: page size,
+/// vacuum mode, tables, application id and version), zstd-compressed. [`create`] writes one of
+/// them instead of running the DDL: parsing and executing twenty `CREATE` statements was about a
+/// tenth of the CPU of a small import. The test `schema::tests::images_are_what_the_ddl_builds`
+/// builds both files from the DDL again and fails when an image differs by a byte (a table
+/// changed, or the bundled SQLite writes its header differently); run it with
+/// `SOCSCOPE_WRITE_SCHEMA_IMAGES=1` to rewrite them.
+const TRACE_IMAGE: &[u8] = include_bytes!("schema_images/trace.db.zst");
+const CATALOG_IMAGE: &[u8] = include_bytes!("schema_images/catalog.db.zst");
+
+/// The prebuilt empty file for `ddl` written unsynced (see [`TRACE_IMAGE`]).
+fn image_of(ddl: &str, application_id: i32) -> Option<&'static [u8]> {
+    match application_id {
+        TRACE_APPLICATION_ID if ddl == TRACE_DDL => Some(TRACE_IMAGE),
+        CATALOG_APPLICATION_ID if ddl == CATALOG_DDL => Some(CATALOG_IMAGE),
+        _ => None,
+    }
+    .filter(|image| !image.is_empty())
+}
+
+/// The largest image [`create`] expands (both are far smaller: a few dozen pages).
+const MAX_IMAGE_BYTES: usize = 1 << 20;
+
 /// Creates a new store file of the given kind with its tables.
 /// `durable`: each commit is made durable as SQLite's `synchronous=NORMAL` does in WAL mode; `false`
 /// syncs nothing (`synchronous=OFF`, the rollback journal in memory), for a file that is worth nothing
@@ -283,15 +306,33 @@ pub(crate) fn create(
     application_id: i32,
     durable: bool,
 ) -> Result<Connection> {
+    // A durable file is built transaction by transaction through its WAL; an image written
+    // unsynced would need a sync of its own first.
+    let image = if durable {
+        None
+    } else {
+        image_of(ddl, application_id)
+    };
+    create_from(path, ddl, application_id, durable, image)
+}
+
+/// [`create`], from `image` (a zstd-compressed empty file, see [`TRACE_IMAGE`]) when given.
+fn create_from(
+    path: &Path,
+    ddl: &str,
+    application_id: i32,
+    durable: bool,
+    image: Option<&[u8]>,
+) -> Result<Connection> {
     // Exclusive creation: two writers choosing the same name at the same moment (two boards
     // of the same name) must not both build tables in one file. SQLite opens the empty file
     // this leaves as a new database.
-    match std::fs::OpenOptions::new()
+    let created = match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
     {
-        Ok(_) => {}
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Err(StoreError::AlreadyExists {
                 path: path.to_path_buf(),
@@ -303,8 +344,18 @@ pub(crate) fn create(
                 source,
             });
         }
-    }
+    };
     let built = (|| {
+        if let Some(image) = image {
+            use std::io::Write;
+            let io = |source| StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            };
+            let bytes = zstd::bulk::decompress(image, MAX_IMAGE_BYTES).map_err(io)?;
+            (&created).write_all(&bytes).map_err(io)?;
+        }
+        drop(created);
         let conn = Connection::open(path).ctx(path)?;
         if !durable {
             // Nothing synced, and no WAL: its pages would be written twice (in the WAL, then by the
@@ -318,6 +369,10 @@ pub(crate) fn create(
                 .ctx(path)?;
             conn.busy_timeout(std::time::Duration::from_secs(5))
                 .ctx(path)?;
+        }
+        if image.is_some() {
+            // Page size, vacuum mode, tables, id and version: all in the image.
+            return Ok(conn);
         }
         conn.pragma_update(None, "page_size", 4096).ctx(path)?;
         // Pages freed while a trace grows (tail chunks and summary rows rewritten) are given
@@ -355,11 +410,14 @@ pub(crate) fn create(
 /// `fill` writes the new file's first rows before it is synced and linked (a catalog created by an
 /// import holds its trace's row from the start); when another process's file is kept instead,
 /// what `fill` wrote is not in it, and the caller writes it again through that file.
+/// `before_link` runs after the new file is synced, just before it is linked in (not when the
+/// build failed): what must be durable before the file names it on disk.
 pub(crate) fn create_atomically(
     path: &Path,
     ddl: &str,
     application_id: i32,
     fill: impl FnOnce(&Connection, &Path) -> Result<()>,
+    before_link: impl FnOnce() -> Result<()>,
 ) -> Result<bool> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -399,7 +457,7 @@ pub(crate) fn create_atomically(
                 source,
             })
     });
-    if let Err(e) = built {
+    if let Err(e) = built.and_then(|()| before_link()) {
         remove_tmp();
         return Err(e);
     }
@@ -506,4 +564,95 @@ pub(crate) fn join_ids(ids: &[u32]) -> String {
 /// The ids of a comma-separated id column (see [`join_ids`]); a malformed item is left out.
 pub(crate) fn parse_ids(s: &str) -> Vec<u32> {
     s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The file [`create`] builds unsynced from the DDL alone.
+    fn built_from_ddl(dir: &Path, name: &str, ddl: &str, application_id: i32) -> Vec<u8> {
+        let path = dir.join(name);
+        let conn = create_from(&path, ddl, application_id, false, None).unwrap();
+        drop(conn);
+        std::fs::read(&path).unwrap()
+    }
+
+    #[test]
+    fn images_are_what_the_ddl_builds() {
+        let dir = tempfile::tempdir().unwrap();
+        let images = [
+            ("trace.db", TRACE_DDL, TRACE_APPLICATION_ID, TRACE_IMAGE),
+            (
+                "catalog.db",
+                CATALOG_DDL,
+                CATALOG_APPLICATION_ID,
+                CATALOG_IMAGE,
+            ),
+        ];
+        let rewrite = std::env::var_os("SOCSCOPE_WRITE_SCHEMA_IMAGES").is_some();
+        for (name, ddl, app, image) in images {
+            let built = built_from_ddl(dir.path(), name, ddl, app);
+            if rewrite {
+                let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("src/schema_images")
+                    .join(format!("{name}.zst"));
+                std::fs::write(&out, zstd::bulk::compress(&built, 19).unwrap()).unwrap();
+                continue;
+            }
+            let expanded = zstd::bulk::decompress(image, MAX_IMAGE_BYTES).unwrap();
+            assert!(
+                expanded == built,
+                "src/schema_images/{name}.zst is not what the DDL builds ({} bytes against {}, \
+                 first difference at byte {:?}): rewrite it with SOCSCOPE_WRITE_SCHEMA_IMAGES=1 \
+                 cargo test --workspace --all-features --lib -- images_are_what_the_ddl_builds",
+                expanded.len(),
+                built.len(),
+                expanded.iter().zip(&built).position(|(a, b)| a != b)
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_created_from_its_image_is_a_writable_store_of_its_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, ddl, app, kind) in [
+            ("t.db", TRACE_DDL, TRACE_APPLICATION_ID, "trace"),
+            ("catalog.db", CATALOG_DDL, CATALOG_APPLICATION_ID, "catalog"),
+        ] {
+            assert!(image_of(ddl, app).is_some(), "{name}: no image");
+            let path = dir.path().join(name);
+            let conn = create(&path, ddl, app, false).unwrap();
+            let journal: String = conn
+                .pragma_query_value(None, "journal_mode", |r| r.get(0))
+                .unwrap();
+            assert_eq!(journal, "memory");
+            let synchronous: i64 = conn
+                .pragma_query_value(None, "synchronous", |r| r.get(0))
+                .unwrap();
+            assert_eq!(synchronous, 0);
+            drop(conn);
+            let conn = open(&path, kind, app, false).unwrap();
+            for (pragma, expected) in [("page_size", 4096), ("auto_vacuum", 2)] {
+                let v: i64 = conn.pragma_query_value(None, pragma, |r| r.get(0)).unwrap();
+                assert_eq!(v, expected, "{name}: {pragma}");
+            }
+            let check: String = conn
+                .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(check, "ok");
+        }
+        // A durable file, and a DDL of no image, are built from their DDL.
+        assert!(image_of(RESULTS_DDL, TRACE_APPLICATION_ID).is_none());
+        // An existing name is refused before anything is written.
+        let err = create(
+            &dir.path().join("t.db"),
+            TRACE_DDL,
+            TRACE_APPLICATION_ID,
+            false,
+        )
+        .err()
+        .unwrap();
+        assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
+    }
 }

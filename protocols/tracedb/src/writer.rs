@@ -307,12 +307,16 @@ impl TraceWriter {
             ],
         )
         .ctx(&path)?;
-        for (name, value) in &meta.params {
-            conn.execute(
-                "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, ?2, ?3)",
-                params![name, value.param_type().name(), value.to_string()],
-            )
-            .ctx(&path)?;
+        {
+            let mut st = conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO trace_param (name, type, value) VALUES (?1, ?2, ?3)",
+                )
+                .ctx(&path)?;
+            for (name, value) in &meta.params {
+                st.execute(params![name, value.param_type().name(), value.to_string()])
+                    .ctx(&path)?;
+            }
         }
         let compressor =
             zstd::bulk::Compressor::new(config.zstd_level).map_err(|source| StoreError::Io {
@@ -442,17 +446,17 @@ impl TraceWriter {
     fn add_event_type_(&mut self, ty: &EventType) -> Result<()> {
         self.begin()?;
         let p = &self.path;
+        // Cached: an import registers dozens of types, and preparing a statement costs more than
+        // running it.
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT OR REPLACE INTO event_type (id, name, category) VALUES (?1, ?2, ?3)",
-                params![ty.id, ty.name, ty.category.code()],
             )
+            .and_then(|mut st| st.execute(params![ty.id, ty.name, ty.category.code()]))
             .ctx(p)?;
         self.conn
-            .execute(
-                "DELETE FROM event_param_type WHERE event_type_id = ?1",
-                [ty.id],
-            )
+            .prepare_cached("DELETE FROM event_param_type WHERE event_type_id = ?1")
+            .and_then(|mut st| st.execute([ty.id]))
             .ctx(p)?;
         let mut st = self
             .conn
@@ -499,17 +503,19 @@ impl TraceWriter {
     fn add_loss_(&mut self, loss: &LossRecord) -> Result<()> {
         self.begin()?;
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT INTO loss (cpu, ts, count, seq_from, seq_to, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
+            )
+            .and_then(|mut st| {
+                st.execute(params![
                     loss.cpu,
                     loss.ts,
                     loss.count as i64,
                     loss.seq_from.map(|v| v as i64),
                     loss.seq_to.map(|v| v as i64),
                     loss.reason
-                ],
-            )
+                ])
+            })
             .ctx(&self.path)?;
         Ok(())
     }
@@ -522,10 +528,10 @@ impl TraceWriter {
     fn set_ingest_stat_(&mut self, stat: &IngestStat) -> Result<()> {
         self.begin()?;
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT OR REPLACE INTO ingest_stat (name, value, description) VALUES (?1, ?2, ?3)",
-                params![stat.name, stat.value, stat.description],
             )
+            .and_then(|mut st| st.execute(params![stat.name, stat.value, stat.description]))
             .ctx(&self.path)?;
         Ok(())
     }
@@ -1158,10 +1164,23 @@ impl TraceWriter {
     /// Commits everything, marks the trace finished (and complete or not), checkpoints the
     /// WAL and returns the final information.
     pub fn finish(mut self, complete: bool) -> Result<TraceInfo> {
-        self.guarded(|w| w.finish_(complete))
+        self.guarded(|w| w.finish_(complete, true))
     }
 
-    fn finish_(&mut self, complete: bool) -> Result<TraceInfo> {
+    /// [`TraceWriter::finish`] for a writer of unsynced commits
+    /// ([`WriterConfig::sync_commits`] false) whose caller syncs the file itself, possibly on
+    /// another thread while it does something else (an import builds its catalog meanwhile): the
+    /// file is whole and closed, but durable only once [`UnsyncedTrace::sync`] returned.
+    pub fn finish_unsynced(mut self, complete: bool) -> Result<(TraceInfo, UnsyncedTrace)> {
+        let info = self.guarded(|w| w.finish_(complete, false))?;
+        let pending = UnsyncedTrace {
+            path: self.path.clone(),
+            synced: self.config.sync_commits,
+        };
+        Ok((info, pending))
+    }
+
+    fn finish_(&mut self, complete: bool, sync: bool) -> Result<TraceInfo> {
         self.commit_()?;
         self.conn
             .execute(
@@ -1182,10 +1201,10 @@ impl TraceWriter {
             .ctx(&self.path)?;
         // One self-contained file from now on; readers may hold it busy, which is fine.
         recovery::make_self_contained(&self.conn);
-        if !self.config.sync_commits {
+        if !self.config.sync_commits && sync {
             // Nothing was synced while the file was written (and it had no WAL): sync it once, and
             // its directory, now that it is whole.
-            self.sync_files()?;
+            sync_files(&self.path)?;
         }
         self.finished = true;
         self.committed.complete = complete;
@@ -1194,32 +1213,82 @@ impl TraceWriter {
     }
 }
 
-impl TraceWriter {
-    /// Syncs the file, its WAL if one is left, and its directory (which names them).
-    fn sync_files(&self) -> Result<()> {
-        let wal = recovery::wal_path(&self.path);
-        let dir = self
-            .path
+/// A trace file finished by [`TraceWriter::finish_unsynced`], not yet synced.
+#[derive(Debug, Clone)]
+#[must_use = "the trace is durable only once synced"]
+pub struct UnsyncedTrace {
+    path: PathBuf,
+    /// Its writer synced every commit: nothing is left to sync.
+    synced: bool,
+}
+
+impl UnsyncedTrace {
+    /// Syncs the file and its directory (which names it), as [`TraceWriter::finish`] does.
+    pub fn sync(self) -> Result<()> {
+        if self.synced {
+            return Ok(());
+        }
+        sync_files(&self.path)
+    }
+
+    /// Syncs the file, then gives it its final name `name` (a hard link in the same directory,
+    /// refused when `name` exists: [`StoreError::AlreadyExists`]), drops the name it was written
+    /// under, and syncs the directory: a file built under a temporary name appears under `name`
+    /// only whole and durable, and a process killed at any moment leaves no file named `name`, or a
+    /// whole one. Same number of syncs as [`UnsyncedTrace::sync`].
+    pub fn sync_as(self, name: &Path) -> Result<()> {
+        let io = |path: &Path, source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if !self.synced {
+            std::fs::File::open(&self.path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io(&self.path, e))?;
+        }
+        match std::fs::hard_link(&self.path, name) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(StoreError::AlreadyExists {
+                    path: name.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(io(name, e)),
+        }
+        std::fs::remove_file(&self.path).map_err(|e| io(&self.path, e))?;
+        let dir = name
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        for f in [self.path.as_path(), wal.as_path(), dir] {
-            match std::fs::File::open(f) {
-                Ok(file) => file.sync_all().map_err(|source| StoreError::Io {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io(dir, e))
+    }
+}
+
+/// Syncs the file, its WAL if one is left, and its directory (which names them).
+fn sync_files(path: &Path) -> Result<()> {
+    let wal = recovery::wal_path(path);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for f in [path, wal.as_path(), dir] {
+        match std::fs::File::open(f) {
+            Ok(file) => file.sync_all().map_err(|source| StoreError::Io {
+                path: f.to_path_buf(),
+                source,
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(StoreError::Io {
                     path: f.to_path_buf(),
                     source,
-                })?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(StoreError::Io {
-                        path: f.to_path_buf(),
-                        source,
-                    });
-                }
+                });
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 impl Drop for TraceWriter {

@@ -303,3 +303,106 @@ fn registering_a_file_in_a_directory_creates_its_catalog_with_the_trace_in_it() 
     assert!(Catalog::register_file_in(empty.path(), "none.db").is_err());
     assert!(!empty.path().join(CATALOG_FILE).exists());
 }
+
+/// A trace written unsynced, with parameters out of order and one name given twice.
+fn write_unsynced(path: &std::path::Path) -> (TraceInfo, UnsyncedTrace) {
+    let mut header = meta();
+    header.params = vec![
+        ("zeta".into(), ParamValue::Signed(-3)),
+        ("alpha".into(), ParamValue::Float(0.1)),
+        ("zeta".into(), ParamValue::Unsigned(7)),
+        ("mid".into(), ParamValue::String("x y".into())),
+    ];
+    let config = WriterConfig {
+        sync_commits: false,
+        ..WriterConfig::default()
+    };
+    let mut w = TraceWriter::create_with(path, &header, config).unwrap();
+    for t in types() {
+        w.add_event_type(&t).unwrap();
+    }
+    for p in producers() {
+        w.add_producer(&p).unwrap();
+    }
+    for e in &mixed_events(120, 3) {
+        w.push(e).unwrap();
+    }
+    w.finish_unsynced(true).unwrap()
+}
+
+#[test]
+fn registering_a_trace_just_written_lists_what_its_file_holds_once_it_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (info, unsynced) = write_unsynced(&dir.path().join("a.db"));
+    let catalog = dir.path().join(CATALOG_FILE);
+    let mut calls = 0;
+    let id = Catalog::register_written_in(dir.path(), "a.db", &info, || {
+        calls += 1;
+        // The new catalog is built and synced aside, not yet linked in.
+        assert!(!catalog.exists());
+        unsynced.clone().sync()
+    })
+    .unwrap();
+    assert_eq!(calls, 1);
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a.db", CATALOG_FILE]);
+    // The same row as registering by reading the file back.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("a.db"), other.path().join("a.db")).unwrap();
+    let by_reading = Catalog::register_file_in(other.path(), "a.db").unwrap();
+    let read = Catalog::open(other.path())
+        .unwrap()
+        .trace(by_reading)
+        .unwrap()
+        .unwrap();
+    let written = Catalog::open(dir.path())
+        .unwrap()
+        .trace(id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(format!("{written:?}"), format!("{read:?}"));
+    let names: Vec<&str> = written
+        .info
+        .meta
+        .params
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["alpha", "mid", "zeta"]);
+    assert_eq!(written.info.meta.params[2].1, ParamValue::Unsigned(7));
+
+    // An existing catalog: written only once the trace is durable.
+    let (info_b, unsynced_b) = write_unsynced(&dir.path().join("b.db"));
+    let mut listed_before = None;
+    Catalog::register_written_in(dir.path(), "b.db", &info_b, || {
+        listed_before = Some(Catalog::open(dir.path()).unwrap().traces().unwrap().len());
+        unsynced_b.sync()
+    })
+    .unwrap();
+    assert_eq!(listed_before, Some(1));
+    assert_eq!(
+        Catalog::open(dir.path()).unwrap().traces().unwrap().len(),
+        2
+    );
+
+    // A trace that could not be made durable is not registered, and no catalog is left.
+    let fresh = tempfile::tempdir().unwrap();
+    let (info_c, _unsynced_c) = write_unsynced(&fresh.path().join("c.db"));
+    let err = Catalog::register_written_in(fresh.path(), "c.db", &info_c, || {
+        Err(StoreError::Io {
+            path: fresh.path().join("c.db"),
+            source: std::io::Error::other("sync failed"),
+        })
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("sync failed"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(fresh.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["c.db"]);
+}

@@ -63,6 +63,30 @@ pub fn clock_init() {
     }
 }
 
+/// Timer 1's raw count (it counts down).
+#[inline(always)]
+#[cfg_attr(not(feature = "timed-masking"), allow(dead_code))]
+pub fn clock_count() -> u32 {
+    // SAFETY: reads timer 1's VALUE register.
+    unsafe { read_volatile(reg(TIMER1, 0x04)) }
+}
+
+/// Timer 1's raw count, read so that the compiler may take one read for two made with no memory
+/// write between them: the masked section's start and the agent's clock read right after it are then
+/// one load (the same instant, which they are within a tick anyway). Only for reads a memory write
+/// separates from the next one (a clock that stores its state): `pure` lets the compiler drop or
+/// merge reads that nothing else orders.
+#[inline(always)]
+pub fn clock_count_merged() -> u32 {
+    let count: u32;
+    // SAFETY: reads timer 1's VALUE register, always readable; no side effect.
+    unsafe {
+        core::arch::asm!("ldr {c}, [{r}]", c = out(reg) count, r = in(reg) reg(TIMER1, 0x04),
+            options(pure, readonly, nostack, preserves_flags));
+    }
+    count
+}
+
 /// Timer 1's count, turned into an up-counter.
 pub fn clock_raw() -> u32 {
     // SAFETY: reads timer 1's VALUE register.

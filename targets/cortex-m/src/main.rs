@@ -22,7 +22,7 @@ mod hw;
 
 use core::cell::{Cell, UnsafeCell};
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, compiler_fence};
 
 use cortex_m::interrupt::InterruptNumber;
 use cortex_m::peripheral::scb::SystemHandler;
@@ -57,7 +57,12 @@ const RUN_TIME_PRODUCERS: usize = 0;
 /// record only).
 /// The dictionary's tables are in flash ([`PRODUCERS`], [`TYPES`], `Agent::declare_static`); room for
 /// one producer registered at run time (the soft IRQ, whose handler address is only known then).
-type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0>;
+type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0, DRAIN>;
+/// The drain's state on the board: none in the probe build (the host frames and sends).
+#[cfg(not(feature = "probe"))]
+const DRAIN: usize = 1;
+#[cfg(feature = "probe")]
+const DRAIN: usize = 0;
 
 /// Thread ids (also their bit in `READY`; a lower id runs first).
 const PID_IDLE: u32 = 0;
@@ -196,6 +201,29 @@ static PROBE_PRODUCERS: [ProducerDef<'static>; 11] = {
 static DICTIONARY: [u8; socscope_wire::dict::dictionary_image_len(&PROBE_PRODUCERS, &TYPES)] =
     socscope_wire::dict::dictionary_image(&PROBE_PRODUCERS, &TYPES);
 
+/// The board's names in `Hello`.
+const BOARD: &str = "mps2-an386";
+const SOC: &str = "cortex-m4f";
+const OS: &str = "socscope-cortex-m";
+
+/// The names image of the probe build for an application name (a `static` in flash: the control block
+/// points to it); an empty slice in the other builds, which send their names in their own `Hello`.
+macro_rules! names_image {
+    ($application:literal) => {{
+        #[cfg(feature = "probe")]
+        {
+            use socscope_agent::probe::{names_image, names_image_len};
+            static IMAGE: [u8; names_image_len(BOARD, SOC, OS, $application, "")] =
+                names_image(BOARD, SOC, OS, $application, "");
+            &IMAGE
+        }
+        #[cfg(not(feature = "probe"))]
+        {
+            &[]
+        }
+    }};
+}
+
 /// The probe build's control block (SPEC.md, "Probe mode"): the host finds it by its magic bytes, or by
 /// this symbol.
 #[cfg(feature = "probe")]
@@ -242,29 +270,37 @@ static TYPES: [EventTypeDef<'static>; 5] = [
 
 /// The firmware's critical section: PRIMASK, each outermost masked section timed.
 ///
-/// Without the `timed-masking` feature (the image `measure.sh` counts the record path's instructions
-/// with) it is the plain single-core PRIMASK section, the same instructions as the `cortex-m` crate's
+/// The timing is a property of the image, not a run-time switch: with the `timed-masking` feature
+/// every outermost section is timed, in every mode (`bench` included: its record counts are then the
+/// agent's plus the timing's). The token's bit 0 is PRIMASK as `acquire` found it (1: nested, interrupts
+/// were already masked); its other bits carry the section's start, timer 1's raw (down-counting) value
+/// read right after `cpsid`. The exit of an outermost section subtracts the timer's value from it and
+/// keeps the longest, inline, with no call and no flag. Dropping the start's bit 0 rounds a section up
+/// by at most one tick (40 ns).
+///
+/// Without the feature (the image `measure.sh` counts the agent's record path with) it is the plain
+/// single-core PRIMASK section, the same instructions as the `cortex-m` crate's
 /// `critical-section-single-core` implementation: the agent's cost on a board that does not time its
-/// masked sections, without the flag tests (4 instructions at entry, 4 at exit) of the timed build.
+/// masked sections.
 struct MeasuredPrimask;
 critical_section::set_impl!(MeasuredPrimask);
 
-/// Whether masked sections are timed (not in `bench` mode, whose figures are the agent's alone).
-static TIME_MASKING: AtomicBool = AtomicBool::new(true);
-/// When the current outermost masked section started (timer 1).
-#[cfg(feature = "timed-masking")]
-static MASKED_SINCE: AtomicU32 = AtomicU32::new(0);
-/// The longest masked section so far, in clock ticks, and how many were timed.
-static MASKED_MAX: AtomicU32 = AtomicU32::new(0);
-static MASKED_SECTIONS: AtomicU32 = AtomicU32::new(0);
-/// Where the current outermost masked section started, and the longest one (a code address, printed for
-/// `llvm-addr2line`/`llvm-objdump`: which section is the longest).
-#[cfg(feature = "timed-masking")]
-static MASKED_SINCE_PC: AtomicU32 = AtomicU32::new(0);
-static MASKED_MAX_PC: AtomicU32 = AtomicU32::new(0);
+/// The longest outermost masked section so far (clock ticks) and where it ended (a code address,
+/// printed for `llvm-addr2line`/`llvm-objdump`: which section is the longest). One static, so that the
+/// exit reaches both from one address. Touched only with interrupts masked.
+#[repr(C)]
+struct MaskedTimes {
+    max_ticks: AtomicU32,
+    max_at: AtomicU32,
+}
+
+static MASKED: MaskedTimes = MaskedTimes {
+    max_ticks: AtomicU32::new(0),
+    max_at: AtomicU32::new(0),
+};
 
 // SAFETY: `cpsid i` excludes every other context on this single-core board; `release` restores PRIMASK
-// as `acquire` found it, so sections nest.
+// as `acquire` found it (token bit 0 clear: interrupts were enabled), so sections nest.
 unsafe impl critical_section::Impl for MeasuredPrimask {
     #[inline(always)]
     unsafe fn acquire() -> critical_section::RawRestoreState {
@@ -273,55 +309,55 @@ unsafe impl critical_section::Impl for MeasuredPrimask {
         unsafe {
             core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack, preserves_flags));
         }
-        let was_active = primask & 1 == 0;
-        #[cfg(feature = "timed-masking")]
-        if was_active && TIME_MASKING.load(Ordering::Relaxed) {
-            let pc: u32;
-            // SAFETY: reads the program counter (this function is inlined where the section starts).
+        // The asm touches no memory as the compiler sees it: without the fence it could move the
+        // section's loads and stores before `cpsid` (the `cortex-m` crate's `interrupt::disable` has
+        // the same fence).
+        compiler_fence(Ordering::SeqCst);
+        // Bit 0: PRIMASK as found (1: nested, interrupts were already masked).
+        if cfg!(feature = "timed-masking") {
+            let mut token = hw::clock_count_merged();
+            // SAFETY: register arithmetic only. One `bfi`, opaque to the compiler: it then tests the
+            // token's bit 0 where the section ends instead of keeping PRIMASK's bit in a second register
+            // (spilled across the record path).
             unsafe {
-                core::arch::asm!("mov {}, pc", out(reg) pc, options(nomem, nostack, preserves_flags))
-            };
-            masked_section_starts(pc);
+                core::arch::asm!("bfi {t}, {p}, #0, #1", t = inout(reg) token, p = in(reg) primask,
+                    options(pure, nomem, nostack, preserves_flags));
+            }
+            token
+        } else {
+            primask & 1
         }
-        was_active
     }
 
     #[inline(always)]
-    unsafe fn release(was_active: critical_section::RawRestoreState) {
-        if was_active {
+    unsafe fn release(token: critical_section::RawRestoreState) {
+        // The section's loads and stores stay before `cpsie` (as in `cortex-m`'s `interrupt::enable`).
+        compiler_fence(Ordering::SeqCst);
+        if token & 1 == 0 {
             #[cfg(feature = "timed-masking")]
-            if TIME_MASKING.load(Ordering::Relaxed) {
-                masked_section_ends();
-            }
+            masked_section_ends(token);
             // SAFETY: interrupts were enabled when the outermost section started.
             unsafe { core::arch::asm!("cpsie i", options(nomem, nostack, preserves_flags)) };
         }
     }
 }
 
-/// Notes when and where an outermost masked section starts (out of line: the inlined part of the
-/// critical section stays a flag test).
+/// Times the outermost masked section that ends now, which started at timer count `start` (bit 0 clear),
+/// and keeps the longest; interrupts are still masked, so plain loads and stores are enough.
 #[cfg(feature = "timed-masking")]
-#[inline(never)]
-fn masked_section_starts(pc: u32) {
-    MASKED_SINCE_PC.store(pc, Ordering::Relaxed);
-    MASKED_SINCE.store(hw::clock_raw(), Ordering::Relaxed);
-}
-
-/// Times the outermost masked section that ends now (interrupts still masked: plain loads and stores
-/// are atomic here).
-#[cfg(feature = "timed-masking")]
-#[inline(never)]
-fn masked_section_ends() {
-    let d = hw::clock_raw().wrapping_sub(MASKED_SINCE.load(Ordering::Relaxed));
-    if d > MASKED_MAX.load(Ordering::Relaxed) {
-        MASKED_MAX.store(d, Ordering::Relaxed);
-        MASKED_MAX_PC.store(MASKED_SINCE_PC.load(Ordering::Relaxed), Ordering::Relaxed);
+#[inline(always)]
+fn masked_section_ends(start: u32) {
+    // The timer counts down.
+    let ticks = start.wrapping_sub(hw::clock_count());
+    if ticks > MASKED.max_ticks.load(Ordering::Relaxed) {
+        let at: u32;
+        // SAFETY: reads the program counter (this function is inlined where the section ends).
+        unsafe {
+            core::arch::asm!("mov {}, pc", out(reg) at, options(nomem, nostack, preserves_flags))
+        };
+        MASKED.max_ticks.store(ticks, Ordering::Relaxed);
+        MASKED.max_at.store(at, Ordering::Relaxed);
     }
-    MASKED_SECTIONS.store(
-        MASKED_SECTIONS.load(Ordering::Relaxed).wrapping_add(1),
-        Ordering::Relaxed,
-    );
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -343,8 +379,19 @@ static CLOCK: ClockState = ClockState(UnsafeCell::new(0));
 #[inline(always)]
 unsafe fn now_masked() -> u64 {
     // SAFETY: interrupts are masked: no other context touches the state now.
-    let state = unsafe { &mut *CLOCK.0.get() };
-    let low = hw::clock_raw();
+    extend(unsafe { &mut *CLOCK.0.get() })
+}
+
+/// Timer 1's count extended to 64 bits with `state` (the last time read): its high word goes up when
+/// the low word went down since.
+#[inline(always)]
+fn extend(state: &mut u64) -> u64 {
+    extend_with(state, hw::clock_raw())
+}
+
+/// [`extend`] with the low word read.
+#[inline(always)]
+fn extend_with(state: &mut u64, low: u32) -> u64 {
     let mut high = (*state >> 32) as u32;
     if low < *state as u32 {
         high = high.wrapping_add(1);
@@ -360,14 +407,24 @@ fn now() -> u64 {
     critical_section::with(|_| unsafe { now_masked() })
 }
 
-/// The agent's clock. The agent reads its clock only inside its own critical section (interrupts
-/// masked), so this one does not mask them again.
-struct BoardClock;
+/// The agent's clock: timer 1 extended as [`now`] does it, with an extension state of its own kept
+/// in the agent (its first field), so that the record path reaches it from the agent's address it
+/// already holds instead of loading a second address (2 instructions per record). Both extensions
+/// start at 0 with the timer and agree as long as each is read at least once per timer wrap (171 s):
+/// the agent reads its clock at every record and every poll (PendSV, every 20 ms), the firmware its
+/// own in every wait loop. The agent calls it only inside its own critical section (`Clock`'s
+/// contract), so it does not mask interrupts again.
+struct BoardClock {
+    state: u64,
+}
 
 impl Clock for BoardClock {
+    #[inline(always)]
     fn now(&mut self) -> u64 {
-        // SAFETY: the agent calls its clock with interrupts masked (`Clock`'s contract).
-        unsafe { now_masked() }
+        // The timed image's critical section read the timer just before (the agent reads its clock
+        // first thing in the section): the compiler takes that read for this one.
+        let low = u32::MAX - hw::clock_count_merged();
+        extend_with(&mut self.state, low)
     }
 }
 
@@ -594,8 +651,11 @@ static AGENT: AgentSlot = AgentSlot {
     agent: UnsafeCell::new(MaybeUninit::uninit()),
 };
 
-/// Installs the agent (once, from `main`).
-fn install(agent: BoardAgent) {
+/// Installs the agent (once, from `main`); `names` is the probe build's names image (unused otherwise).
+fn install(
+    agent: BoardAgent,
+    #[cfg_attr(not(feature = "probe"), allow(unused))] names: &'static [u8],
+) {
     if AGENT.ready.load(Ordering::Acquire) {
         return;
     }
@@ -603,7 +663,7 @@ fn install(agent: BoardAgent) {
     let _agent = unsafe { (*AGENT.agent.get()).write(agent) };
     // The rings' addresses are final now: the control block can give them to the host.
     #[cfg(feature = "probe")]
-    _agent.attach_probe(&SOCSCOPE_PROBE, &DICTIONARY);
+    _agent.attach_probe(&SOCSCOPE_PROBE, &DICTIONARY, names);
     AGENT.ready.store(true, Ordering::Release);
 }
 
@@ -969,18 +1029,19 @@ fn main() -> ! {
 
     hw::clock_init();
     hw::uart_init();
-    let application = match mode {
-        b"bench" => "bench",
-        b"flood" => "flood",
-        b"postmortem" => "player-post-mortem",
-        _ => "player",
+    // The probe build's names image per application (the host's `Hello` takes its names from it).
+    let (application, names): (&str, &'static [u8]) = match mode {
+        b"bench" => ("bench", names_image!("bench")),
+        b"flood" => ("flood", names_image!("flood")),
+        b"postmortem" => ("player-post-mortem", names_image!("player-post-mortem")),
+        _ => ("player", names_image!("player")),
     };
     let mut agent = BoardAgent::new(
-        BoardClock,
+        BoardClock { state: 0 },
         Config {
-            board: "mps2-an386",
-            soc: "cortex-m4f",
-            os: "socscope-cortex-m",
+            board: BOARD,
+            soc: SOC,
+            os: OS,
             application,
             cpu_count: 1,
             tick_rate_hz: u64::from(SYSCLK_HZ),
@@ -1013,7 +1074,7 @@ fn main() -> ! {
         agent.set_mode(Mode::PostMortem);
         POST_MORTEM.store(true, Ordering::Relaxed);
     }
-    install(agent);
+    install(agent, names);
     if !ok {
         Line::new()
             .text("socscope-board: dictionary refused")
@@ -1242,7 +1303,7 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
         .text(" ms ")
         .num(u64::from(MS.load(Ordering::Relaxed)))
         .text(" masked-max-ticks ")
-        .num(count(&MASKED_MAX))
+        .num(count(&MASKED.max_ticks))
         .text(" irq-latency-max-ticks ")
         .num(count(&IRQ_LATENCY_MAX))
         .text(if application == "bench" {
@@ -1254,16 +1315,14 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
         })
         .print();
     Line::new()
-        .text("socscope-board: masked-sections ")
-        .num(count(&MASKED_SECTIONS))
-        .text(" systicks ")
+        .text("socscope-board: systicks ")
         .num(count(&SYSTICKS))
         .text(" agent-ram ")
         .num(core::mem::size_of::<BoardAgent>() as u64)
         .text(" agent-state ")
         .num(BoardAgent::state_bytes() as u64)
         .text(" masked-max-at ")
-        .num(count(&MASKED_MAX_PC))
+        .num(count(&MASKED.max_at))
         .text(" uart-host-stalled-ms ")
         .num(count(&UART_HOST_STALLED_MS))
         .text(" uart-bytes ")
@@ -1300,12 +1359,11 @@ const BENCH_BATCH: u32 = 32;
 type RecordFn = fn(&BoardAgent, u32) -> Result<Recorded, AgentError>;
 
 /// Prints `bench <what> events N ticks T` for each record kind: the agent's record path alone (its own
-/// masked section included, the firmware's timing of masked sections off); `firmware` is the path the
+/// masked section included, and that section's timing in the `timed-masking` image); `firmware` is the path the
 /// firmware uses (its per-type counters too); `drain` is the cost of framing the blocks (header, CRC,
 /// COBS in place) per record, into a transport that discards them; `loaded` is thread mode recording while
 /// SysTick and a 10 kHz timer interrupt record too and PendSV drains (everything included, per event).
 fn bench() {
-    TIME_MASKING.store(false, Ordering::Relaxed);
     let Some(agent) = agent() else {
         return;
     };

@@ -43,10 +43,20 @@ impl Clock for CycleCounter {
     }
 }
 
-/// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer (no drain on the
-/// board), no dictionary storage.
+/// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer and no drain state
+/// (nothing drains on the board), no dictionary storage.
 #[cfg(feature = "probe")]
-type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0>;
+type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0>;
+
+/// The probe build's names image (the host's `Hello` names).
+#[cfg(feature = "probe")]
+static NAMES: [u8; socscope_agent::probe::names_image_len(
+    "footprint",
+    "cortex-m4f",
+    "bare-metal",
+    "footprint",
+    "",
+)] = socscope_agent::probe::names_image("footprint", "cortex-m4f", "bare-metal", "footprint", "");
 
 /// The probe build's control block.
 #[cfg(feature = "probe")]
@@ -108,7 +118,7 @@ extern "C" fn reset() -> ! {
     #[cfg(feature = "probe")]
     {
         // In a register-sized slot the agent would move; here it stays on this never-returning stack.
-        agent.attach_probe(&PROBE, &[]);
+        agent.attach_probe(&PROBE, &[], &NAMES);
     }
     #[cfg(not(feature = "probe"))]
     let mut uart = Uart;
