@@ -207,6 +207,24 @@ fn every_interval_quality_matches_where_the_vectors_list_them() {
     diffs.assert_none("aggregate qualities");
 }
 
+/// Compares a report's spatiotemporal section with the original's, partitions included.
+fn compare_spatiotemporal(
+    diffs: &mut Diffs,
+    name: &str,
+    report: &impl serde::Serialize,
+    want: &Value,
+) {
+    let got = serde_json::to_value(report).unwrap();
+    compare_section(
+        diffs,
+        name,
+        "spatiotemporal",
+        &got,
+        want,
+        &["node_parts", "aggregates", "aggregates_canonical"],
+    );
+}
+
 #[test]
 fn spatiotemporal_sections_match_the_original_exactly() {
     let mut diffs = Diffs(Vec::new());
@@ -220,15 +238,7 @@ fn spatiotemporal_sections_match_the_original_exactly() {
             &options(AggregationMode::Spatiotemporal, false, &file),
         )
         .unwrap();
-        let got = serde_json::to_value(&report).unwrap();
-        compare_section(
-            &mut diffs,
-            &name,
-            "spatiotemporal",
-            &got,
-            want,
-            &["node_parts", "aggregates", "aggregates_canonical"],
-        );
+        compare_spatiotemporal(&mut diffs, &name, &report, want);
     }
     diffs.assert_none("spatiotemporal");
 }
@@ -256,15 +266,7 @@ fn spatiotemporal_sections_match_with_the_scalable_algorithm() {
         )
         .unwrap();
         assert_eq!(report.engine.algorithm, "scalable", "{name}");
-        let got = serde_json::to_value(&report).unwrap();
-        compare_section(
-            &mut diffs,
-            &name,
-            "spatiotemporal",
-            &got,
-            want,
-            &["node_parts", "aggregates", "aggregates_canonical"],
-        );
+        compare_spatiotemporal(&mut diffs, &name, &report, want);
         let m = &file.model;
         let c = compare_algorithms(m, m.hierarchy().unwrap(), file.threshold);
         println!("{name}: {c:?}");
@@ -311,15 +313,7 @@ fn spatiotemporal_sections_match_with_recomputed_qualities() {
         .unwrap();
         assert_eq!(report.engine.qualities, "recomputed", "{name}");
         assert_eq!(report.engine.algorithm, "exact", "{name}");
-        let got = serde_json::to_value(&report).unwrap();
-        compare_section(
-            &mut diffs,
-            &name,
-            "spatiotemporal",
-            &got,
-            want,
-            &["node_parts", "aggregates", "aggregates_canonical"],
-        );
+        compare_spatiotemporal(&mut diffs, &name, &report, want);
         // One byte less and it cannot run: refused before anything is computed.
         let refused = run_model_with(
             &file,
