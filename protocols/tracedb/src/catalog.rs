@@ -234,9 +234,15 @@ impl Catalog {
         }
         // An existing catalog is opened (its schema read) while the trace syncs: only the commit
         // that names the trace has to wait for it.
-        let catalog = Self::open(dir)?;
-        catalog.commit_durably_leaving_wal()?;
+        // The sync is waited for even when the catalog cannot be opened: the caller then knows
+        // whether the trace was published under its name (and removes it), and no thread is left
+        // linking it in behind an error.
+        let opened = Self::open(dir).and_then(|catalog| {
+            catalog.commit_durably_leaving_wal()?;
+            Ok(catalog)
+        });
         make_durable()?;
+        let catalog = opened?;
         let id = catalog.register(&record)?;
         catalog.fold_in_a_long_wal();
         Ok(id)
