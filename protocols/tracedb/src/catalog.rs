@@ -12,6 +12,12 @@ use crate::schema::{self, CATALOG_APPLICATION_ID, CATALOG_DDL};
 /// File name of the catalog inside its directory.
 pub const CATALOG_FILE: &str = "catalog.db";
 
+/// The WAL size at which an import, which leaves the catalog's WAL in place when it closes,
+/// checkpoints and truncates it: a few dozen imports' rows (each writes 3-4 pages of 4 KiB), so
+/// the next opener reads back at most about this much and the checkpoint's syncs are paid once
+/// every few dozen imports.
+const IMPORT_WAL_CHECKPOINT_BYTES: u64 = 256 * 1024;
+
 /// One trace as listed in the catalog.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CatalogEntry {
@@ -226,8 +232,69 @@ impl Catalog {
                 return Ok(id);
             }
         }
+        // An existing catalog is opened (its schema read) while the trace syncs: only the commit
+        // that names the trace has to wait for it.
+        // The sync is waited for even when the catalog cannot be opened: the caller then knows
+        // whether the trace was published under its name (and removes it), and no thread is left
+        // linking it in behind an error.
+        let opened = Self::open(dir).and_then(|catalog| {
+            catalog.commit_durably_leaving_wal()?;
+            Ok(catalog)
+        });
         make_durable()?;
-        Self::open(dir)?.register(&record)
+        let catalog = opened?;
+        let id = catalog.register(&record)?;
+        catalog.fold_in_a_long_wal();
+        Ok(id)
+    }
+
+    /// Sets this connection to make each commit durable by itself, with one sync of the WAL
+    /// (`synchronous=FULL`), and to leave the WAL in place when it closes instead of
+    /// checkpointing it into the file and deleting it. An import's one-row update of an existing
+    /// catalog then costs one sync of the WAL (and, SQLite's rule for a journal it opens, one of
+    /// the directory), where creating the WAL, syncing its header and the directory,
+    /// checkpointing at close (syncing the WAL and the file) and deleting it cost four and a
+    /// file created and removed; the next import appends to the WAL it finds. What stays in the
+    /// WAL is durable (synced at commit) and read by every later opener (SQLite rebuilds its index
+    /// from the WAL when no process has it open); the next connection that closes normally
+    /// (`ls`, `collect`, ...) folds it into `catalog.db`, and so does
+    /// [`Catalog::fold_in_a_long_wal`] once imports alone have made it long.
+    fn commit_durably_leaving_wal(&self) -> Result<()> {
+        let p = &self.path;
+        self.conn
+            .pragma_update(None, "synchronous", "FULL")
+            .ctx(p)?;
+        // SQLite's automatic checkpoint cannot bound a WAL left at close: an opener that rebuilds
+        // the WAL's index counts every frame as not yet copied back, so the WAL would never be
+        // restarted and every commit past the limit would copy it all again.
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .ctx(p)?;
+        self.conn
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .ctx(p)?;
+        Ok(())
+    }
+
+    /// Copies a WAL of [`IMPORT_WAL_CHECKPOINT_BYTES`] or more back into `catalog.db` and
+    /// truncates it (two syncs, once every few dozen imports), so what the next opener reads back
+    /// stays small. Best effort, without waiting: the row is already durable in the WAL, and
+    /// when another process is reading or writing the catalog the checkpoint is left to it (a
+    /// connection that closes normally checkpoints) or to the next import.
+    fn fold_in_a_long_wal(&self) {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        let long = std::fs::metadata(&wal).is_ok_and(|m| m.len() >= IMPORT_WAL_CHECKPOINT_BYTES);
+        if long && self.conn.busy_timeout(std::time::Duration::ZERO).is_ok() {
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    r.get::<_, i64>(0)
+                });
+        }
     }
 
     /// Reads a trace file's information and registers (or refreshes) it under `db_file`.

@@ -406,3 +406,79 @@ fn registering_a_trace_just_written_lists_what_its_file_holds_once_it_is_durable
         .collect();
     assert_eq!(left, ["c.db"]);
 }
+
+/// An import's update of an existing catalog commits with one sync of the WAL and leaves the WAL
+/// in place: the row is on disk (in the WAL) once the call returns, every later opener reads it,
+/// the WAL stays bounded however many imports follow, and the next connection that closes
+/// normally folds it into `catalog.db`.
+#[test]
+fn an_import_into_an_existing_catalog_leaves_a_durable_bounded_wal_that_later_openers_fold_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let (info, unsynced) = write_unsynced(&dir.path().join("a.db"));
+    Catalog::register_written_in(dir.path(), "a.db", &info, || unsynced.sync()).unwrap();
+    let wal = dir.path().join(format!("{CATALOG_FILE}-wal"));
+    assert!(
+        !wal.exists(),
+        "a new catalog is linked in whole, without a WAL"
+    );
+
+    let (info_b, unsynced_b) = write_unsynced(&dir.path().join("b.db"));
+    let id_b =
+        Catalog::register_written_in(dir.path(), "b.db", &info_b, || unsynced_b.sync()).unwrap();
+    // Left in place with the row in it (the import's connection is closed).
+    assert!(wal.metadata().unwrap().len() > 0);
+    let raw = rusqlite::Connection::open_with_flags(
+        dir.path().join(CATALOG_FILE),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let rows: i64 = raw
+        .query_row("SELECT count(*) FROM trace", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 2, "a later opener reads the row from the WAL");
+    drop(raw);
+
+    // A trace that could not be made durable is not registered in an existing catalog either.
+    let err = Catalog::register_written_in(dir.path(), "lost.db", &info_b, || {
+        Err(StoreError::Io {
+            path: dir.path().join("lost.db"),
+            source: std::io::Error::other("sync failed"),
+        })
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("sync failed"), "{err}");
+
+    // Many imports: the WAL is checkpointed by the imports themselves and stays bounded.
+    let page = 4096 + 24;
+    for i in 0..150 {
+        Catalog::register_written_in(dir.path(), &format!("r{i}.db"), &info_b, || Ok(())).unwrap();
+        let len = wal.metadata().unwrap().len();
+        assert!(
+            len < 256 * 1024 + 8 * page,
+            "WAL of {len} bytes after {i} imports"
+        );
+    }
+
+    // A normal connection closing folds the WAL in: `catalog.db` alone then holds every row.
+    let catalog = Catalog::open(dir.path()).unwrap();
+    assert_eq!(catalog.traces().unwrap().len(), 152);
+    assert_eq!(
+        catalog.trace(id_b).unwrap().unwrap().db_file,
+        "b.db".to_string()
+    );
+    drop(catalog);
+    assert!(
+        !wal.exists(),
+        "the last normal close checkpoints and removes the WAL"
+    );
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        dir.path().join(CATALOG_FILE),
+        copy.path().join(CATALOG_FILE),
+    )
+    .unwrap();
+    assert_eq!(
+        Catalog::open(copy.path()).unwrap().traces().unwrap().len(),
+        152
+    );
+}
