@@ -5,6 +5,24 @@ mod common;
 use common::*;
 use socscope_tracedb::*;
 
+/// The names of the files in `dir`, sorted.
+fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// What a trace's sync returns when the disk refuses it.
+fn failed_sync(path: &std::path::Path) -> Result<(), StoreError> {
+    Err(StoreError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other("sync failed"),
+    })
+}
+
 #[test]
 fn catalog_crud_and_searches() {
     let dir = tempfile::tempdir().unwrap();
@@ -239,9 +257,8 @@ fn concurrent_open_of_a_new_catalog() {
         });
         let cat = Catalog::open(&sub).unwrap();
         assert_eq!(cat.traces().unwrap().len(), 8);
-        let leftovers: Vec<_> = std::fs::read_dir(&sub)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        let leftovers: Vec<_> = file_names(&sub)
+            .into_iter()
             .filter(|n| n.contains(".tmp-"))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
@@ -262,11 +279,7 @@ fn registering_a_file_in_a_directory_creates_its_catalog_with_the_trace_in_it() 
     assert!(!dir.path().join(CATALOG_FILE).exists());
     let id_a = Catalog::register_file_in(dir.path(), "a.db").unwrap();
     // Nothing left beside it but the catalog and the trace (no temporary file).
-    let mut names: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
+    let names = file_names(dir.path());
     assert_eq!(names, ["a.db", CATALOG_FILE]);
     let cat = Catalog::open(dir.path()).unwrap();
     let rec_a = cat.trace(id_a).unwrap().unwrap();
@@ -344,11 +357,7 @@ fn registering_a_trace_just_written_lists_what_its_file_holds_once_it_is_durable
     })
     .unwrap();
     assert_eq!(calls, 1);
-    let mut names: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
+    let names = file_names(dir.path());
     assert_eq!(names, ["a.db", CATALOG_FILE]);
     // The same row as registering by reading the file back.
     let other = tempfile::tempdir().unwrap();
@@ -393,18 +402,11 @@ fn registering_a_trace_just_written_lists_what_its_file_holds_once_it_is_durable
     let fresh = tempfile::tempdir().unwrap();
     let (info_c, _unsynced_c) = write_unsynced(&fresh.path().join("c.db"));
     let err = Catalog::register_written_in(fresh.path(), "c.db", &info_c, || {
-        Err(StoreError::Io {
-            path: fresh.path().join("c.db"),
-            source: std::io::Error::other("sync failed"),
-        })
+        failed_sync(&fresh.path().join("c.db"))
     })
     .unwrap_err();
     assert!(err.to_string().contains("sync failed"), "{err}");
-    let left: Vec<_> = std::fs::read_dir(fresh.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(left, ["c.db"]);
+    assert_eq!(file_names(fresh.path()), ["c.db"]);
 }
 
 /// An import's update of an existing catalog commits with one sync of the WAL and leaves the WAL
@@ -440,10 +442,7 @@ fn an_import_into_an_existing_catalog_leaves_a_durable_bounded_wal_that_later_op
 
     // A trace that could not be made durable is not registered in an existing catalog either.
     let err = Catalog::register_written_in(dir.path(), "lost.db", &info_b, || {
-        Err(StoreError::Io {
-            path: dir.path().join("lost.db"),
-            source: std::io::Error::other("sync failed"),
-        })
+        failed_sync(&dir.path().join("lost.db"))
     })
     .unwrap_err();
     assert!(err.to_string().contains("sync failed"), "{err}");
