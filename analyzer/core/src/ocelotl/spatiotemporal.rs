@@ -1882,19 +1882,33 @@ mod tests {
         std::sync::atomic::AtomicU64::new(0);
     pub(super) static SCANNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+    /// The bench's generated tree (10×10, U = 4) over `SCAN_T` slices (`default_t` when unset),
+    /// its hierarchy and its stored qualities, for the measurements below.
+    fn bench_model(
+        default_t: usize,
+    ) -> (
+        usize,
+        MicroscopicModel,
+        SpatialHierarchy,
+        SpatiotemporalQualities,
+    ) {
+        let t: usize = std::env::var("SCAN_T")
+            .ok()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(default_t);
+        let m = crate::bench::synthetic_hierarchical_model(t, &[10, 10], 4, 29);
+        let h = m.hierarchy().expect("a hierarchy").clone();
+        let q = SpatiotemporalQualities::compute(&m, &h);
+        (t, m, h, q)
+    }
+
     /// How much of the inner maximum the cut bounds leave to scan on the bench's generated
     /// tree (10×10, U = 4; `SCAN_T` slices, 250 by default): a measurement, printed.
     #[test]
     #[ignore = "a measurement (minutes in a debug build): run with --ignored --nocapture"]
     fn scanned_fraction_of_the_bench_model() {
         use std::sync::atomic::Ordering::Relaxed;
-        let t: usize = std::env::var("SCAN_T")
-            .ok()
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(250);
-        let m = crate::bench::synthetic_hierarchical_model(t, &[10, 10], 4, 29);
-        let h = m.hierarchy().expect("a hierarchy").clone();
-        let q = SpatiotemporalQualities::compute(&m, &h);
+        let (t, _, _, q) = bench_model(250);
         for p in [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.0] {
             CANDIDATES.store(0, Relaxed);
             SCANNED.store(0, Relaxed);
@@ -1918,13 +1932,7 @@ mod tests {
     #[test]
     #[ignore = "a measurement (a minute in a debug build): run with --ignored --nocapture"]
     fn pelt_pruning_of_the_bench_model() {
-        let t: usize = std::env::var("SCAN_T")
-            .ok()
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(120);
-        let m = crate::bench::synthetic_hierarchical_model(t, &[10, 10], 4, 29);
-        let h = m.hierarchy().expect("a hierarchy").clone();
-        let q = SpatiotemporalQualities::compute(&m, &h);
+        let (t, m, h, q) = bench_model(120);
         let n = t;
         // Each node's mass per slice, and its suffix sums.
         let mut mass = vec![vec![0.0f64; n]; h.len()];
