@@ -3,7 +3,8 @@
 //!
 //! Closing a trace writes (its final counts, the reason it was cut short, the catalog entry); on a disk
 //! full to the last page even that fails and the trace would stay live until someone frees room. So the
-//! collector keeps a file of [`DiskReserve::size`] bytes, [`RESERVE_FILE`], in the directory. The first
+//! collector keeps a file of [`DiskReserve::size`] bytes in the directory (named from [`RESERVE_PREFIX`],
+//! one per collector: see below). The first
 //! session whose write fails for lack of room deletes it ([`DiskReserve::release`]); that session and
 //! every other one open on the directory then close their traces in the room freed (they see
 //! [`DiskReserve::is_spent`] and stop writing new data). A new session sets the reserve aside again
@@ -30,13 +31,35 @@
 //! at once by another program gives no warning: there the open batches are still given up. While the
 //! room stays under the reserve and that headroom, no reserve is set aside again
 //! ([`DiskReserve::ensure`] fails), so no new trace starts in the room kept for the last batches.
+//!
+//! Each collector (each [`DiskReserve`]) has a reserve file of its own, `.socscope-reserve-PID-N`,
+//! held under an exclusive `flock` for as long as it is set aside. A shared file would not do: a
+//! second collector on the directory (a replay beside a listening one) would delete it when it ends,
+//! leaving the first without room for its closes, and a file another process keeps open frees no
+//! blocks when one of them deletes it. A reserve file nobody holds locked was left by a collector that
+//! died (kill -9, power loss): the next one to set its reserve aside deletes it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The reserve's file name in the catalog directory (hidden; not a trace).
-pub const RESERVE_FILE: &str = ".socscope-reserve";
+/// How the names of reserve files in a catalog directory start (hidden; not traces): each collector's is
+/// `.socscope-reserve-PID-N`; an older socscope's was this prefix alone.
+pub const RESERVE_PREFIX: &str = ".socscope-reserve";
+
+/// The reserve files in `dir` (every collector's, and those left by collectors that died), sorted.
+pub fn reserve_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(RESERVE_PREFIX))
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files
+}
 
 /// Default of [`DiskReserve::size`]: enough to close every open trace (a close writes a few pages per
 /// trace and its catalog entry; 64 boards need well under 4 MiB) with a wide margin, small next to any
@@ -106,6 +129,8 @@ struct Inner {
 struct State {
     /// The file is on disk with its full size.
     held: bool,
+    /// The file, open and locked while it is held (its lock tells other collectors it is in use).
+    file: Option<std::fs::File>,
     /// Released since it was last set aside: the disk was found full.
     spent: bool,
     /// Times it was released.
@@ -126,8 +151,10 @@ struct State {
 impl DiskReserve {
     /// A reserve of `size` bytes in `dir` (0: none), not set aside yet.
     pub fn new(dir: &Path, size: u64) -> Self {
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Self(Arc::new(Inner {
-            path: dir.join(RESERVE_FILE),
+            path: dir.join(format!("{RESERVE_PREFIX}-{}-{n}", std::process::id())),
             size,
             state: Mutex::new(State::default()),
             changed: std::sync::Condvar::new(),
@@ -297,8 +324,10 @@ impl DiskReserve {
                 ),
             ));
         }
+        self.remove_abandoned();
         match self.write_file() {
-            Ok(()) => {
+            Ok(file) => {
+                state.file = Some(file);
                 state.held = true;
                 state.spent = false;
                 state.low_room = None;
@@ -312,14 +341,16 @@ impl DiskReserve {
             }
             Err(e) => {
                 let _ = std::fs::remove_file(&self.0.path);
+                state.file = None;
                 state.spent = true;
                 Err(e)
             }
         }
     }
 
-    fn write_file(&self) -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&self.0.path)?;
+    /// Creates the file, locked, with its full size (real blocks, synced).
+    fn write_file(&self) -> std::io::Result<std::fs::File> {
+        let mut file = self.create_locked()?;
         let block = [0u8; 64 << 10];
         let mut left = self.0.size;
         while left > 0 {
@@ -327,7 +358,43 @@ impl DiskReserve {
             file.write_all(&block[..n])?;
             left -= n as u64;
         }
-        file.sync_all()
+        file.sync_all()?;
+        Ok(file)
+    }
+
+    /// Creates the file and takes its lock. Another collector removing abandoned reserves may take
+    /// the lock of a file just created and not yet locked, and delete it: the file locked is then
+    /// checked to be the one under the name, or created again.
+    fn create_locked(&self) -> std::io::Result<std::fs::File> {
+        for _ in 0..3 {
+            let file = std::fs::File::create(&self.0.path)?;
+            file.try_lock().map_err(std::io::Error::from)?;
+            if same_file(&file, &self.0.path) {
+                return Ok(file);
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "{}: the reserve file was removed as soon as it was created, three times",
+            self.0.path.display()
+        )))
+    }
+
+    /// Deletes the reserve files of collectors that died (nobody holds their lock).
+    fn remove_abandoned(&self) {
+        let Some(dir) = self.0.path.parent() else {
+            return;
+        };
+        for path in reserve_files(dir) {
+            if path == self.0.path {
+                continue;
+            }
+            let Ok(file) = std::fs::File::open(&path) else {
+                continue;
+            };
+            if file.try_lock().is_ok() {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
 
     /// The disk is full: deletes the reserve so that open traces can be closed in its room. Returns
@@ -360,7 +427,9 @@ impl DiskReserve {
         state.releasing = false;
         let freed = state.held;
         if freed {
+            // Its blocks are freed once the name is gone and the file closed.
             let _ = std::fs::remove_file(&self.0.path);
+            state.file = None;
             state.held = false;
             state.releases += 1;
         }
@@ -415,6 +484,21 @@ fn free_room(_path: &Path) -> Option<u64> {
     None
 }
 
+/// Whether `file` is the file named `path` now.
+#[cfg(unix)]
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_file: &std::fs::File, path: &Path) -> bool {
+    path.exists()
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         let held = self.state.get_mut().map(|s| s.held).unwrap_or(true);
@@ -434,7 +518,8 @@ mod tests {
         let reserve = DiskReserve::new(dir.path(), 100_000);
         assert!(!reserve.is_spent());
         reserve.ensure().unwrap();
-        let file = dir.path().join(RESERVE_FILE);
+        let file = reserve.path().to_path_buf();
+        assert_eq!(reserve_files(dir.path()), std::slice::from_ref(&file));
         assert_eq!(std::fs::metadata(&file).unwrap().len(), 100_000);
         assert!(reserve.clone().release(), "the first release frees it");
         assert!(!file.exists());
@@ -446,6 +531,45 @@ mod tests {
         assert!(file.exists());
         drop(reserve);
         assert!(!file.exists(), "removed with the last clone");
+    }
+
+    /// Two collectors on one directory (a replay beside a listening one): each has its own reserve,
+    /// and the one that ends first leaves the other's in place.
+    #[test]
+    fn a_collector_ending_leaves_another_ones_reserve() {
+        let dir = tempfile::tempdir().unwrap();
+        let listening = DiskReserve::new(dir.path(), 50_000);
+        let replay = DiskReserve::new(dir.path(), 50_000);
+        listening.ensure().unwrap();
+        replay.ensure().unwrap();
+        assert_ne!(listening.path(), replay.path());
+        assert_eq!(reserve_files(dir.path()).len(), 2);
+        drop(replay);
+        assert_eq!(reserve_files(dir.path()), [listening.path().to_path_buf()]);
+        assert_eq!(std::fs::metadata(listening.path()).unwrap().len(), 50_000);
+        // Releasing one frees its own file only.
+        let other = DiskReserve::new(dir.path(), 50_000);
+        other.ensure().unwrap();
+        assert!(other.release());
+        assert_eq!(reserve_files(dir.path()), [listening.path().to_path_buf()]);
+    }
+
+    /// A reserve left by a collector that died (no lock held on it: here an older socscope's name and
+    /// a file of a process long gone) is deleted by the next collector setting its reserve aside; a
+    /// live collector's is not.
+    #[test]
+    fn reserves_left_by_dead_collectors_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join(RESERVE_PREFIX);
+        let dead = dir.path().join(format!("{RESERVE_PREFIX}-4194999-0"));
+        std::fs::write(&old, vec![0u8; 1000]).unwrap();
+        std::fs::write(&dead, vec![0u8; 1000]).unwrap();
+        let live = DiskReserve::new(dir.path(), 10_000);
+        live.ensure().unwrap();
+        assert_eq!(reserve_files(dir.path()), [live.path().to_path_buf()]);
+        let next = DiskReserve::new(dir.path(), 10_000);
+        next.ensure().unwrap();
+        assert_eq!(reserve_files(dir.path()).len(), 2, "the live one is kept");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The disk fills up under a capture (issue 10, row 8): the session that cannot write ends cleanly as
 //! interrupted — its trace keeps what was committed, is closed and says why — the collector says so in
 //! one clear message and goes on: once there is room again, the next board is stored completely.
-//! Closing a trace writes too: the collector keeps a disk reserve (`.socscope-reserve`, see
+//! Closing a trace writes too: the collector keeps a disk reserve (`.socscope-reserve-PID-N`, see
 //! `socscope_collector::reserve`) that it frees when the disk is full, so that every open trace is
 //! closed even on a disk filled to the last byte by someone else.
 //!
@@ -287,10 +287,9 @@ fn on_a_disk_full_to_the_last_byte_every_open_trace_is_still_closed() {
     // board completely.
     std::fs::remove_file(&hog).unwrap();
     a_later_board_is_stored_completely(&mut collector, 23, 3);
-    assert!(
-        mount
-            .join(socscope_collector::reserve::RESERVE_FILE)
-            .exists(),
+    assert_eq!(
+        socscope_collector::reserve::reserve_files(&mount).len(),
+        1,
         "the reserve is set aside again"
     );
     collector.stop();

@@ -84,8 +84,9 @@ pub struct CollectArgs {
     /// crash of the collector loses at most about this much.
     #[arg(long, value_name = "SECONDS", default_value_t = socscope_collector::session::DEFAULT_COMMIT_INTERVAL.as_secs_f64(), value_parser = crate::input::positive_seconds)]
     pub commit_interval: f64,
-    /// Bytes kept free in the directory (a hidden file, .socscope-reserve) so that traces can still be
-    /// closed when the disk fills up; freed then, set aside again before the next session (0: none).
+    /// Bytes kept free in the directory (a hidden file, .socscope-reserve-PID-N, one per collector) so
+    /// that traces can still be closed when the disk fills up; freed then, set aside again before the
+    /// next session (0: none).
     #[arg(long, value_name = "BYTES", default_value_t = socscope_collector::DEFAULT_DISK_RESERVE)]
     pub disk_reserve: u64,
     /// Export each trace to this fleet dataset as its session ends (as `socscope fleet sync` would), so

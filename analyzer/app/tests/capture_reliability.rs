@@ -426,7 +426,7 @@ fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
     .unwrap();
     file.finish().unwrap();
     let wire = wire.to_str().unwrap();
-    let reserve = disk.0.path().join(".socscope-reserve");
+    let reserves = || socscope_collector::reserve::reserve_files(disk.0.path());
 
     // No room for the reserve: refused before any board is read, nothing left behind.
     let out = socscope(&[
@@ -445,7 +445,7 @@ fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
         stderr.contains("no room to set aside the 4194304-byte disk reserve"),
         "{stderr}"
     );
-    assert!(!reserve.exists());
+    assert!(reserves().is_empty());
 
     // A reserve that fits: the capture (about 800 k records) fills the 1 MiB disk, the trace is
     // closed with what was committed, and the exit status says a session was cut short.
@@ -482,7 +482,7 @@ fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
     assert_eq!(info.event_count, ended["events"].as_u64().unwrap());
     assert!(info.meta.params.iter().any(|(n, _)| n == INTERRUPTED_PARAM));
     assert!(
-        !reserve.exists(),
+        reserves().is_empty(),
         "the reserve is removed when collect ends"
     );
 
