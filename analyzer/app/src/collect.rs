@@ -239,8 +239,15 @@ pub fn print_notice(n: &Notice, json: bool) {
 
 /// Closes the traces of `dir` that a collector killed, crashed or stopped by a full disk left live
 /// (nobody writes them now), and refreshes their catalog entries; folds in the WAL of traces closed
-/// on a full disk; prints one line per trace.
+/// on a full disk; prints one line per trace. Removes the hidden files of imports killed before they
+/// finished.
 fn repair_left_live(dir: &std::path::Path, json: bool) -> Result<()> {
+    for path in socscope_collector::import::remove_abandoned_imports(dir) {
+        errln!(
+            "note: removed {}, left by an import that was killed before it finished",
+            path.display()
+        );
+    }
     let live = socscope_tracedb::left_live(dir)
         .with_context(|| format!("while looking for traces left live in {}", dir.display()))?;
     for path in live {

@@ -131,6 +131,21 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         Some(total),
         "{spinner} importing {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {wide_bar}",
     );
+    // Hidden files of imports killed before they finished, in the directory this one writes to.
+    let out_dir = match &args.output {
+        Some(o) => o
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+            .to_path_buf(),
+        None => args.dir.clone(),
+    };
+    for path in socscope_collector::import::remove_abandoned_imports(&out_dir) {
+        errln!(
+            "note: removed {}, left by an import that was killed before it finished",
+            path.display()
+        );
+    }
     let mut done_before = 0u64;
     for group in groups {
         let out = match &args.output {

@@ -616,7 +616,8 @@ fn an_import_killed_midway_leaves_no_trace_under_its_name() {
         std::slice::from_ref(&building),
         "what the killed import left"
     );
-    // The same import run to its end: the trace under its name, registered, nothing else.
+    // The same import run to its end: the trace under its name, registered, and the killed one's
+    // file removed (said on stderr); nothing else.
     let out = socscope(&[
         "import",
         source.to_str().unwrap(),
@@ -626,10 +627,14 @@ fn an_import_killed_midway_leaves_no_trace_under_its_name() {
         dir.path().to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("removed {}", dir.path().join(&building).display())),
+        "{}",
+        stderr(&out)
+    );
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| *n != building)
         .collect();
     names.sort();
     assert_eq!(names, ["catalog.db", "lttng-kernel-arm-bug446190.db"]);

@@ -454,6 +454,45 @@ pub fn keep_freed_memory_for_reuse() {
     }
 }
 
+/// The hidden name an import builds `out` under: `.NAME.importing-PID` beside it.
+fn building_name(out: &Path) -> PathBuf {
+    out.with_file_name(format!(
+        ".{}{IMPORTING}{}",
+        out.file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        std::process::id()
+    ))
+}
+
+/// What an import's hidden name holds between the trace's name and the importing process's id.
+const IMPORTING: &str = ".importing-";
+
+/// Removes from `dir` the hidden files of imports killed before they finished (kill -9, power loss:
+/// their writer's lock is gone) and returns their paths. An import under way holds its file locked and
+/// keeps it.
+pub fn remove_abandoned_imports(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let abandoned_name = name.starts_with('.')
+            && name
+                .rsplit_once(IMPORTING)
+                .is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+        let path = entry.path();
+        if abandoned_name
+            && matches!(socscope_tracedb::is_being_written(&path), Ok(false))
+            && std::fs::remove_file(&path).is_ok()
+        {
+            removed.push(path);
+        }
+    }
+    removed.sort();
+    removed
+}
+
 /// Imports `files` (one trace: per-CPU KPTrace files with their `System.map` and format description, or
 /// one file of the other formats) into a new trace at `out`, registered in the catalog of its directory.
 pub fn import(
@@ -582,12 +621,7 @@ fn import_into(
     // Written under a hidden name beside `out`, and linked to `out` only once whole and synced
     // (`UnsyncedTrace::sync_as`): an import killed at any moment (kill -9, power loss) leaves no
     // file named `out`, or a whole one, never a half-written trace that `info` would open.
-    let building = out.with_file_name(format!(
-        ".{}.importing-{}",
-        out.file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        std::process::id()
-    ));
+    let building = building_name(out);
     // Declared before the writer, so dropped after it: an import that fails or keeps nothing leaves no
     // trace behind to be mistaken for a capture.
     let mut partial = Partial {
@@ -786,4 +820,43 @@ pub(crate) fn recon_stats(recon: &Reconstructor, types: &ImportTypes) -> Vec<Ing
         ));
     }
     stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only hidden `.NAME.importing-PID` files nobody holds are removed: an import under way (its
+    /// file locked) and other names are left alone.
+    #[test]
+    fn only_abandoned_import_files_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"x").unwrap();
+            path
+        };
+        let abandoned = write(".a.db.importing-41");
+        let under_way = write(".b.db.importing-42");
+        let others = [
+            write("c.db"),
+            write(".c.db.importing-"),
+            write(".c.db.importing-4x"),
+            write("d.db.importing-43"),
+        ];
+        let lock = File::open(&under_way).unwrap();
+        lock.try_lock().unwrap();
+        assert_eq!(
+            remove_abandoned_imports(dir.path()),
+            std::slice::from_ref(&abandoned)
+        );
+        assert!(!abandoned.exists());
+        assert!(under_way.exists() && others.iter().all(|p| p.exists()));
+        drop(lock);
+        assert_eq!(
+            remove_abandoned_imports(dir.path()),
+            std::slice::from_ref(&under_way)
+        );
+        assert!(others.iter().all(|p| p.exists()));
+    }
 }
