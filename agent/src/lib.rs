@@ -183,6 +183,57 @@ pub struct Config {
     pub token: &'static str,
 }
 
+/// Where an agent keeps its [`Config`]: a copy inside the agent (`Config` itself, what
+/// [`Agent::new`] makes), or a reference to one in flash ([`StaticConfig`], [`Agent::new_static`]).
+pub trait ConfigStore {
+    /// The configuration.
+    fn get(&self) -> &Config;
+    /// CPUs that record (kept beside the reference: the record path checks it at every record).
+    fn cpu_count(&self) -> u16;
+    /// This session's id.
+    fn session_id(&self) -> u64;
+}
+
+impl ConfigStore for Config {
+    #[inline]
+    fn get(&self) -> &Config {
+        self
+    }
+    #[inline]
+    fn cpu_count(&self) -> u16 {
+        self.cpu_count
+    }
+    #[inline]
+    fn session_id(&self) -> u64 {
+        self.session_id
+    }
+}
+
+/// A configuration in flash, referenced by the agent ([`Agent::new_static`]), with the two numbers the
+/// agent reads apart from it: the CPU count (read at every record, here one load away) and the session
+/// id (which changes from boot to boot, so it cannot be in flash).
+#[derive(Clone, Copy, Debug)]
+pub struct StaticConfig {
+    config: &'static Config,
+    cpu_count: u16,
+    session_id: u64,
+}
+
+impl ConfigStore for StaticConfig {
+    #[inline]
+    fn get(&self) -> &Config {
+        self.config
+    }
+    #[inline]
+    fn cpu_count(&self) -> u16 {
+        self.cpu_count
+    }
+    #[inline]
+    fn session_id(&self) -> u64 {
+        self.session_id
+    }
+}
+
 /// Counters since the session started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AgentStats {
@@ -661,10 +712,13 @@ pub struct Agent<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize = 1,
+    S: ConfigStore = Config,
 > {
     clock: UnsafeCell<C>,
     shared: UnsafeCell<Shared<CPUS>>,
-    config: Config,
+    /// The configuration: a copy ([`Config`], the default), or a reference to one in flash
+    /// ([`StaticConfig`]: 16 bytes instead of 88 on a 32-bit board).
+    config: S,
     /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0).
     link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
     /// When the agent was created: the session's time origin that `Hello` announces (streamed, or in
@@ -697,32 +751,13 @@ unsafe impl<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize,
-> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+    S: ConfigStore + Sync,
+> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
 {
 }
 
 /// An agent sized for a small microcontroller: 2 CPUs × 4 blocks × 256 bytes.
 pub type SmallAgent<C> = Agent<C, 2, 256, 4, { frame_buffer_len(256) }, 16, 8>;
-
-/// Releases the drain when dropped.
-struct DrainGuard<'a, const CPUS: usize>(&'a UnsafeCell<Shared<CPUS>>);
-
-impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
-    fn drop(&mut self) {
-        // SAFETY: `shared` is only touched inside the critical section.
-        critical_section::with(|_| unsafe { (*self.0.get()).draining = false });
-    }
-}
-
-/// A claimed block: the oldest closed block of a ring, which the drain frames and sends.
-#[derive(Clone, Copy)]
-struct Claim {
-    slot: usize,
-    meta: BlockMeta,
-    /// Where its frame starts and ends once framed in place (its head then holds the header, no
-    /// longer its numbers).
-    frame: Option<(usize, usize)>,
-}
 
 impl<
     C: Clock,
@@ -733,34 +768,12 @@ impl<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize,
-> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, Config>
 {
-    const SIZES_OK: () = {
-        assert!(CPUS > 0 && BLOCKS > 0);
-        assert!(
-            BLOCK >= HEAD + tail(BLOCK) + 32,
-            "blocks of at least 72 bytes"
-        );
-        assert!(BLOCK <= u32::MAX as usize);
-        assert!(
-            OUT == 0 || OUT >= 48,
-            "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
-        );
-        assert!(
-            DRAIN == 1 || (DRAIN == 0 && OUT == 0),
-            "DRAIN is 1, or 0 for a probe-only agent (OUT 0)"
-        );
-    };
-
-    /// The bytes of records one block holds.
-    const CAPACITY_END: usize = BLOCK - tail(BLOCK);
-
-    /// A new agent, streaming ([`Mode::Stream`]). Nothing is sent until [`Agent::poll`]. Names longer
-    /// than [`MAX_NAME_LEN`] are cut, and cut further if the `Hello` would not fit the control-frame
-    /// buffer.
-    pub fn new(mut clock: C, config: Config) -> Self {
-        let () = Self::SIZES_OK;
-        let session_start_ticks = clock.now();
+    /// A new agent, streaming ([`Mode::Stream`]), holding a copy of its configuration. Nothing is sent
+    /// until [`Agent::poll`]. Names longer than [`MAX_NAME_LEN`] are cut, and cut further if the `Hello`
+    /// would not fit the control-frame buffer; `cpu_count` is clamped to `1..=CPUS`.
+    pub fn new(clock: C, config: Config) -> Self {
         let mut config = config;
         config.board = truncate_name(config.board, MAX_NAME_LEN);
         config.soc = truncate_name(config.soc, MAX_NAME_LEN);
@@ -770,25 +783,7 @@ impl<
         config.cpu_count = config
             .cpu_count
             .clamp(1, CPUS.min(u16::MAX as usize) as u16);
-        let mut agent = Self {
-            clock: UnsafeCell::new(clock),
-            config,
-            mode: Mode::Stream,
-            rings: [const { Ring::new() }; CPUS],
-            shared: UnsafeCell::new(Shared {
-                rejected: 0,
-                clock_regressions: 0,
-                draining: false,
-                restart: false,
-                probe: None,
-            }),
-            link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
-            session_start_ticks,
-            static_producers: &[],
-            static_types: &[],
-            producers: Vec::new(),
-            types: Vec::new(),
-        };
+        let mut agent = Self::with_config(clock, config);
         agent.fit_hello();
         agent
     }
@@ -829,10 +824,143 @@ impl<
             }
         }
     }
+}
 
-    /// The configuration in force (with `cpu_count` clamped to `CPUS`, names cut to fit).
+impl<
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const OUT: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+    const DRAIN: usize,
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, StaticConfig>
+{
+    /// A new agent, streaming ([`Mode::Stream`]), that references its configuration in flash instead
+    /// of copying it (72 bytes less RAM on a 32-bit board); `session_id` (which changes from boot to
+    /// boot) is given apart, and the configuration's own `session_id` is not used. Nothing is cut: a
+    /// `cpu_count` outside `1..=CPUS` is refused ([`AgentError::BadCpu`]), and so is a name longer than
+    /// [`MAX_NAME_LEN`], or names whose `Hello` does not fit the control-frame buffer `OUT`
+    /// ([`AgentError::NameTooLong`]).
+    pub fn new_static(
+        clock: C,
+        config: &'static Config,
+        session_id: u64,
+    ) -> Result<Self, AgentError> {
+        if config.cpu_count == 0 || usize::from(config.cpu_count) > CPUS {
+            return Err(AgentError::BadCpu);
+        }
+        let names = [
+            config.board,
+            config.soc,
+            config.os,
+            config.application,
+            config.token,
+        ];
+        if names.iter().any(|name| name.len() > MAX_NAME_LEN) {
+            return Err(AgentError::NameTooLong);
+        }
+        let agent = Self::with_config(
+            clock,
+            StaticConfig {
+                config,
+                cpu_count: config.cpu_count,
+                session_id,
+            },
+        );
+        if OUT > 0 {
+            let mut out = [0u8; OUT];
+            if encode::encode_hello(&mut out, &agent.hello(u64::MAX)).is_err() {
+                return Err(AgentError::NameTooLong);
+            }
+        }
+        Ok(agent)
+    }
+}
+
+/// Releases the drain when dropped.
+struct DrainGuard<'a, const CPUS: usize>(&'a UnsafeCell<Shared<CPUS>>);
+
+impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
+    fn drop(&mut self) {
+        // SAFETY: `shared` is only touched inside the critical section.
+        critical_section::with(|_| unsafe { (*self.0.get()).draining = false });
+    }
+}
+
+/// A claimed block: the oldest closed block of a ring, which the drain frames and sends.
+#[derive(Clone, Copy)]
+struct Claim {
+    slot: usize,
+    meta: BlockMeta,
+    /// Where its frame starts and ends once framed in place (its head then holds the header, no
+    /// longer its numbers).
+    frame: Option<(usize, usize)>,
+}
+
+impl<
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const OUT: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+    const DRAIN: usize,
+    S: ConfigStore,
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
+{
+    const SIZES_OK: () = {
+        assert!(CPUS > 0 && BLOCKS > 0);
+        assert!(
+            BLOCK >= HEAD + tail(BLOCK) + 32,
+            "blocks of at least 72 bytes"
+        );
+        assert!(BLOCK <= u32::MAX as usize);
+        assert!(
+            OUT == 0 || OUT >= 48,
+            "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
+        );
+        assert!(
+            DRAIN == 1 || (DRAIN == 0 && OUT == 0),
+            "DRAIN is 1, or 0 for a probe-only agent (OUT 0)"
+        );
+    };
+
+    /// The bytes of records one block holds.
+    const CAPACITY_END: usize = BLOCK - tail(BLOCK);
+
+    /// An agent around its configuration store, before any name is cut.
+    fn with_config(mut clock: C, config: S) -> Self {
+        let () = Self::SIZES_OK;
+        let session_start_ticks = clock.now();
+        Self {
+            clock: UnsafeCell::new(clock),
+            config,
+            mode: Mode::Stream,
+            rings: [const { Ring::new() }; CPUS],
+            shared: UnsafeCell::new(Shared {
+                rejected: 0,
+                clock_regressions: 0,
+                draining: false,
+                restart: false,
+                probe: None,
+            }),
+            link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
+            session_start_ticks,
+            static_producers: &[],
+            static_types: &[],
+            producers: Vec::new(),
+            types: Vec::new(),
+        }
+    }
+
+    /// The configuration in force: a copy's `cpu_count` clamped to `CPUS` and names cut to fit
+    /// ([`Agent::new`]); a referenced one as it is, whose `session_id` is not the one in use (the
+    /// session id given to [`Agent::new_static`] is).
     pub fn config(&self) -> &Config {
-        &self.config
+        self.config.get()
     }
 
     /// Chooses what happens when a ring is full (before the agent is shared).
@@ -1051,7 +1179,7 @@ impl<
     /// keeps every other context out.
     pub fn exclusive(
         &mut self,
-    ) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN> {
+    ) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S> {
         Exclusive { agent: self }
     }
 
@@ -1362,7 +1490,7 @@ impl<
         let Some(ring) = self.rings.get(usize::from(cpu)) else {
             return Err(Err(self.reject(AgentError::BadCpu)));
         };
-        if cpu >= self.config.cpu_count {
+        if cpu >= self.config.cpu_count() {
             return Err(Err(self.reject(AgentError::BadCpu)));
         }
         if HEAD + max_len > Self::CAPACITY_END {
@@ -1470,9 +1598,10 @@ impl<
         c.block.store(BLOCK as u32, Relaxed);
         c.blocks.store(BLOCKS as u32, Relaxed);
         c.records_at.store(HEAD as u32, Relaxed);
-        c.cpu_count.store(u32::from(self.config.cpu_count), Relaxed);
-        c.tick_rate_hz.set(self.config.tick_rate_hz);
-        c.session_id.set(self.config.session_id);
+        c.cpu_count
+            .store(u32::from(self.config.cpu_count()), Relaxed);
+        c.tick_rate_hz.set(self.config.get().tick_rate_hz);
+        c.session_id.set(self.config.session_id());
         c.start_ticks.set(self.session_start_ticks);
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
@@ -1561,7 +1690,7 @@ impl<
         self.send_due(transport, true)?;
         // SAFETY: this context holds the drain.
         let link = unsafe { self.link() }?;
-        let cpus = CPUS.min(usize::from(self.config.cpu_count));
+        let cpus = CPUS.min(usize::from(self.config.cpu_count()));
         while link.totals_sent < cpus {
             let cpu = link.totals_sent;
             let sequences = self.with_ring(cpu, |_, s| s.next()).unwrap_or(0);
@@ -1612,7 +1741,7 @@ impl<
             link.hello_sent = true;
         }
         self.send_dictionary(link, transport)?;
-        for cpu in 0..CPUS.min(usize::from(self.config.cpu_count)) {
+        for cpu in 0..CPUS.min(usize::from(self.config.cpu_count())) {
             let (Some(&sent), Some(&until)) = (link.window_sent(cpu), link.dump.until.get(cpu))
             else {
                 continue;
@@ -1637,7 +1766,7 @@ impl<
             }
             self.send_ring(link, transport, cpu, 0, false, Some(until))?;
         }
-        while link.totals_sent < CPUS.min(usize::from(self.config.cpu_count)) {
+        while link.totals_sent < CPUS.min(usize::from(self.config.cpu_count())) {
             let cpu = link.totals_sent;
             let total = CpuTotal {
                 cpu: cpu as u16,
@@ -1796,15 +1925,15 @@ impl<
         Hello {
             wire_version: WIRE_VERSION,
             agent_version: AGENT_VERSION,
-            board: self.config.board,
-            soc: self.config.soc,
-            os: self.config.os,
-            application: self.config.application,
-            cpu_count: self.config.cpu_count,
-            tick_rate_hz: self.config.tick_rate_hz,
-            session_id: self.config.session_id,
+            board: self.config.get().board,
+            soc: self.config.get().soc,
+            os: self.config.get().os,
+            application: self.config.get().application,
+            cpu_count: self.config.cpu_count(),
+            tick_rate_hz: self.config.get().tick_rate_hz,
+            session_id: self.config.session_id(),
             start_ticks,
-            token: self.config.token,
+            token: self.config.get().token,
         }
     }
 
@@ -1839,8 +1968,8 @@ impl<
         });
         if restart
             || (link.hello_sent
-                && self.config.hello_every_ticks > 0
-                && now.saturating_sub(link.last_hello_ticks) >= self.config.hello_every_ticks)
+                && self.config.get().hello_every_ticks > 0
+                && now.saturating_sub(link.last_hello_ticks) >= self.config.get().hello_every_ticks)
         {
             // The same session announced again (same id), with its whole dictionary.
             link.hello_sent = false;
@@ -1857,7 +1986,7 @@ impl<
             link.last_frame_ticks = now;
         }
         self.send_dictionary(link, transport)?;
-        let sent = (0..usize::from(self.config.cpu_count).min(CPUS))
+        let sent = (0..usize::from(self.config.cpu_count()).min(CPUS))
             .try_for_each(|cpu| self.send_ring(link, transport, cpu, now, all, None));
         if link.frames != frames_before {
             // The time of this poll stands for its frames' (the clock is read once per poll).
@@ -1865,7 +1994,7 @@ impl<
         }
         sent?;
         if link.frames == frames_before
-            && now.saturating_sub(link.last_frame_ticks) >= self.config.heartbeat_ticks
+            && now.saturating_sub(link.last_frame_ticks) >= self.config.get().heartbeat_ticks
         {
             let (records, dropped) = self.stats_unlocked();
             let hb = Heartbeat {
@@ -1937,7 +2066,7 @@ impl<
             return Ok(());
         };
         loop {
-            let latency = self.config.flush_latency_ticks;
+            let latency = self.config.get().flush_latency_ticks;
             let pending = link.claimed.get(cpu).copied().flatten();
             let claim = match pending {
                 Some(c) => Ok(c),
@@ -2255,7 +2384,8 @@ macro_rules! record_kinds {
             const PRODUCERS: usize,
             const TYPES: usize,
             const DRAIN: usize,
-        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+            S: ConfigStore,
+        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
         {
             $(
                 $(#[$doc])*
@@ -2275,7 +2405,8 @@ macro_rules! record_kinds {
             const PRODUCERS: usize,
             const TYPES: usize,
             const DRAIN: usize,
-        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+            S: ConfigStore,
+        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
         {
             $(
                 $(#[$doc])*
@@ -2339,8 +2470,9 @@ pub struct Exclusive<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize = 1,
+    S: ConfigStore = Config,
 > {
-    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>,
+    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>,
 }
 
 impl<
@@ -2352,7 +2484,8 @@ impl<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize,
-> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+    S: ConfigStore,
+> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
 {
     /// Records an event of any declared type, checking the values against the type's parameters.
     pub fn record(

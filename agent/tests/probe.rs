@@ -332,3 +332,49 @@ fn a_probe_only_agent_holds_no_drain_state_and_behaves_the_same() {
     );
     assert_eq!(lean.stats().frames, 0);
 }
+
+#[test]
+fn a_probe_agent_that_references_its_configuration_writes_the_same_control_block() {
+    type StaticProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::StaticConfig>;
+    static FLASH_CONFIG: socscope_agent::Config = socscope_agent::Config {
+        session_id: 0,
+        ..CONFIG_NAMES
+    };
+    // `common::config()`'s fields as a `static` (its session id given at boot instead).
+    const CONFIG_NAMES: socscope_agent::Config = socscope_agent::Config {
+        board: "stb-test",
+        soc: "sti7105",
+        os: "linux",
+        application: "player",
+        cpu_count: 2,
+        tick_rate_hz: 1_000_000,
+        session_id: 0,
+        flush_latency_ticks: 1_000,
+        heartbeat_ticks: 10_000,
+        hello_every_ticks: 0,
+        token: "",
+    };
+    assert_eq!(
+        ProbeAgent::state_bytes() - StaticProbeAgent::state_bytes(),
+        std::mem::size_of::<socscope_agent::Config>()
+            - std::mem::size_of::<socscope_agent::StaticConfig>()
+    );
+    let clock = SharedClock::default();
+    clock.0.set(1000);
+    let agent: &'static mut StaticProbeAgent = Box::leak(Box::new(
+        StaticProbeAgent::new_static(clock, &FLASH_CONFIG, 7).unwrap(),
+    ));
+    let control: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    agent.attach_probe(control, &DICTIONARY, &NAMES);
+    let (_, copied_control, _) = attached();
+    // Same header (session id 7, CPU count, tick rate, start, names image); the rings' addresses differ.
+    assert_eq!(bytes_of(control)[..64], bytes_of(copied_control)[..64]);
+    assert_eq!(
+        agent.context_switch(1, 1, 2),
+        Ok(socscope_agent::Recorded::Stored)
+    );
+    assert_eq!(
+        agent.context_switch(2, 1, 2),
+        Err(socscope_agent::AgentError::BadCpu)
+    );
+}

@@ -11,9 +11,9 @@ use core::ptr::read_volatile;
 #[cfg(not(feature = "probe"))]
 use core::ptr::write_volatile;
 
-use socscope_agent::{Clock, Config};
+use socscope_agent::{Clock, Config, StaticConfig};
 #[cfg(not(feature = "probe"))]
-use socscope_agent::{SmallAgent, Transport, TransportError};
+use socscope_agent::{Transport, TransportError, frame_buffer_len};
 
 // The agent masks interrupts through the `critical-section` crate; cortex-m provides its PRIMASK one.
 use cortex_m as _;
@@ -46,7 +46,26 @@ impl Clock for CycleCounter {
 /// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer and no drain state
 /// (nothing drains on the board), no dictionary storage.
 #[cfg(feature = "probe")]
-type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0>;
+type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0, StaticConfig>;
+/// The streaming build's agent: the library's `SmallAgent`, its configuration referenced in flash.
+#[cfg(not(feature = "probe"))]
+type SmallAgent<C> =
+    socscope_agent::Agent<C, 2, 256, 4, { frame_buffer_len(256) }, 16, 8, 1, StaticConfig>;
+
+/// The configuration, in flash (the agent references it; the session id is given at boot).
+static CONFIG: Config = Config {
+    board: "footprint",
+    soc: "cortex-m4f",
+    os: "bare-metal",
+    application: "footprint",
+    cpu_count: 1,
+    tick_rate_hz: 168_000_000,
+    session_id: 0,
+    flush_latency_ticks: 16_800_000,
+    heartbeat_ticks: 168_000_000,
+    hello_every_ticks: 168_000_000,
+    token: "",
+};
 
 /// The probe build's names image (the host's `Hello` names).
 #[cfg(feature = "probe")]
@@ -99,22 +118,15 @@ static RESET_VECTOR: extern "C" fn() -> ! = reset;
 #[unsafe(no_mangle)]
 extern "C" fn reset() -> ! {
     #[cfg_attr(not(feature = "probe"), allow(unused_mut))]
-    let mut agent = SmallAgent::new(
+    let Ok(mut agent) = SmallAgent::new_static(
         CycleCounter { high: 0, last: 0 },
-        Config {
-            board: "footprint",
-            soc: "cortex-m4f",
-            os: "bare-metal",
-            application: "footprint",
-            cpu_count: 1,
-            tick_rate_hz: 168_000_000,
-            session_id: u64::from(input()),
-            flush_latency_ticks: 16_800_000,
-            heartbeat_ticks: 168_000_000,
-            hello_every_ticks: 168_000_000,
-            token: "",
-        },
-    );
+        &CONFIG,
+        u64::from(input()),
+    ) else {
+        loop {
+            cortex_m::asm::wfi();
+        }
+    };
     #[cfg(feature = "probe")]
     {
         // In a register-sized slot the agent would move; here it stays on this never-returning stack.
