@@ -679,6 +679,14 @@ struct DumpState<const CPUS: usize> {
     bye_ticks: u64,
 }
 
+/// The producers an agent that drains declares in its `Dictionary` frames.
+struct Producers<const PRODUCERS: usize> {
+    /// Given at once by the board ([`Agent::declare_static`]): referenced, not copied.
+    in_flash: &'static [ProducerDef<'static>],
+    /// Registered one by one (copied: up to `PRODUCERS`).
+    registered: Vec<ProducerDef<'static>, PRODUCERS>,
+}
+
 /// What the record path and the drain share besides the rings (under the critical section).
 struct Shared<const CPUS: usize> {
     rejected: u64,
@@ -687,6 +695,9 @@ struct Shared<const CPUS: usize> {
     draining: bool,
     /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
     restart: bool,
+    /// What happens when a ring is full. Set only through `&mut self` (so read without the critical
+    /// section); here, beside the flags, it costs no RAM.
+    mode: Mode,
     /// Probe mode ([`Agent::attach_probe`]): the host drains the rings through this control block. Set
     /// only through `&mut self` (so read without the critical section); here, in the padding after the
     /// flags, it costs no RAM.
@@ -725,13 +736,13 @@ pub struct Agent<
     /// the probe's control block), so that every record (even one recorded before the first poll) is at
     /// or after zero.
     session_start_ticks: u64,
-    /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
-    static_producers: &'static [ProducerDef<'static>],
+    /// Event types given at once by the board ([`Agent::declare_static`]): referenced, not copied.
     static_types: &'static [EventTypeDef<'static>],
-    /// Declarations registered one by one (copied: up to `PRODUCERS` and `TYPES`).
-    producers: Vec<ProducerDef<'static>, PRODUCERS>,
+    /// Event types registered one by one (copied: up to `TYPES`).
     types: Vec<EventTypeDef<'static>, TYPES>,
-    mode: Mode,
+    /// The producers declared, which only the drain reads (to send them): none kept by a probe-only
+    /// agent (`DRAIN` 0), whose host reads them from the dictionary image in flash.
+    producers: [Producers<PRODUCERS>; DRAIN],
     /// Last (`repr(C)`): the other fields and the first ring's state stay at short offsets from the
     /// agent's start, where the record path and the drain reach them in one instruction.
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
@@ -938,21 +949,25 @@ impl<
         Self {
             clock: UnsafeCell::new(clock),
             config,
-            mode: Mode::Stream,
             rings: [const { Ring::new() }; CPUS],
             shared: UnsafeCell::new(Shared {
                 rejected: 0,
                 clock_regressions: 0,
                 draining: false,
                 restart: false,
+                mode: Mode::Stream,
                 probe: None,
             }),
             link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
             session_start_ticks,
-            static_producers: &[],
             static_types: &[],
-            producers: Vec::new(),
             types: Vec::new(),
+            producers: [const {
+                Producers {
+                    in_flash: &[],
+                    registered: Vec::new(),
+                }
+            }; DRAIN],
         }
     }
 
@@ -965,12 +980,13 @@ impl<
 
     /// Chooses what happens when a ring is full (before the agent is shared).
     pub fn set_mode(&mut self, mode: Mode) {
-        self.mode = mode;
+        self.shared.get_mut().mode = mode;
     }
 
     /// What happens when a ring is full.
     pub fn mode(&self) -> Mode {
-        self.mode
+        // SAFETY: written only through `&mut self`.
+        unsafe { (*self.shared.get()).mode }
     }
 
     /// Counters since the start.
@@ -1011,10 +1027,15 @@ impl<
         core::mem::size_of::<Self>() - CPUS * BLOCKS * BLOCK
     }
 
-    /// Declares a producer; it goes out in the next `Dictionary` frame.
+    /// Declares a producer; it goes out in the next `Dictionary` frame. A probe-only agent (`DRAIN` 0)
+    /// keeps none ([`AgentError::DictionaryFull`]): its host reads the producers from the dictionary
+    /// image in flash ([`Agent::attach_probe`]).
     pub fn register_producer(&mut self, def: ProducerDef<'static>) -> Result<(), AgentError> {
         self.check_producer(&def)?;
         self.producers
+            .first_mut()
+            .ok_or(AgentError::DictionaryFull)?
+            .registered
             .push(def)
             .map_err(|_| AgentError::DictionaryFull)
     }
@@ -1054,7 +1075,10 @@ impl<
             self.static_types = previous;
             return Err(e);
         }
-        self.static_producers = producers;
+        // Checked, but kept only by an agent that sends them (a probe's host reads them from flash).
+        if let Some(kept) = self.producers.first_mut() {
+            kept.in_flash = producers;
+        }
         self.static_types = types;
         Ok(())
     }
@@ -1537,7 +1561,7 @@ impl<
         }
         close_open_published::<BLOCK, BLOCKS>(ring, state, probe);
         if state.closed >= BLOCKS {
-            let may_overwrite = self.mode == Mode::PostMortem
+            let may_overwrite = self.mode() == Mode::PostMortem
                 && !state.in_flight
                 && !state.dumping
                 && self.probe().is_none();
@@ -1611,8 +1635,9 @@ impl<
             slot.blocks
                 .set(UnsafeCell::raw_get(ring.blocks.as_ptr()) as usize as u64);
         }
-        self.mode = Mode::Stream;
-        self.shared.get_mut().probe = Some(control);
+        let shared = self.shared.get_mut();
+        shared.mode = Mode::Stream;
+        shared.probe = Some(control);
         c.state.store(PROBE_STATE_RECORDING, Relaxed);
         probe::store_magic(&c.magic);
     }
@@ -1683,7 +1708,7 @@ impl<
     /// then `Bye`. On `WouldBlock`, call it again: it goes on where it stopped (each `CpuTotal` is
     /// written once). In post-mortem mode, it dumps the rings ([`Agent::dump`]), which ends the same way.
     pub fn finish<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
-        if self.mode == Mode::PostMortem {
+        if self.mode() == Mode::PostMortem {
             return self.dump(transport);
         }
         let _drain = self.begin_drain()?;
@@ -1725,7 +1750,7 @@ impl<
     /// `WouldBlock`: call it from the drain's context (or a lower priority) when a drain may be running.
     pub fn dump<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
         let _drain = self.begin_drain()?;
-        if self.mode == Mode::Stream {
+        if self.mode() == Mode::Stream {
             return self.send_due(transport, true);
         }
         // SAFETY: this context holds the drain.
@@ -1954,7 +1979,7 @@ impl<
 
     #[inline(never)]
     fn send_due<T: Transport>(&self, transport: &mut T, all: bool) -> Result<(), TransportError> {
-        if self.mode == Mode::PostMortem {
+        if self.mode() == Mode::PostMortem {
             return Ok(());
         }
         // SAFETY: this context holds the drain.
@@ -2017,14 +2042,16 @@ impl<
         transport: &mut T,
     ) -> Result<(), TransportError> {
         // One entry per frame keeps the buffer bound simple; dictionaries are small and sent once.
-        let (static_producers, static_types) =
-            (self.static_producers.len(), self.static_types.len());
+        let (in_flash, registered): (&[ProducerDef<'static>], &[ProducerDef<'static>]) =
+            match self.producers.first() {
+                Some(p) => (p.in_flash, &p.registered),
+                None => (&[], &[]),
+            };
+        let static_types = self.static_types.len();
         while let Some(p) = link
             .producers_sent
-            .checked_sub(static_producers)
-            .map_or(self.static_producers.get(link.producers_sent), |i| {
-                self.producers.get(i)
-            })
+            .checked_sub(in_flash.len())
+            .map_or(in_flash.get(link.producers_sent), |i| registered.get(i))
         {
             let mut out = [0u8; OUT];
             let n = encode::encode_dictionary(&mut out, &[DictEntry::Producer(*p)])

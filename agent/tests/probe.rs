@@ -378,3 +378,35 @@ fn a_probe_agent_that_references_its_configuration_writes_the_same_control_block
         Err(socscope_agent::AgentError::BadCpu)
     );
 }
+
+#[test]
+fn a_probe_only_agent_checks_its_producers_but_keeps_none() {
+    // Its host reads the producers from the dictionary image: the agent has nowhere to keep them.
+    type Lean = Agent<SharedClock, 1, 256, 2, 0, 4, 0, 0>;
+    let mut agent = Box::new(Lean::new(SharedClock::default(), config()));
+    assert_eq!(
+        agent.register_producer(PRODUCERS[0]),
+        Err(socscope_agent::AgentError::DictionaryFull)
+    );
+    // The static tables are still checked entry by entry (the types kept: custom records use them).
+    static LONG: [ProducerDef<'static>; 1] = [ProducerDef {
+        id: 9,
+        parent: None,
+        kind: ProducerKind::Process,
+        local_id: 9,
+        name: "a producer name that is far longer than the sixty-four bytes a name may have",
+    }];
+    assert_eq!(
+        agent.declare_static(&LONG, &TYPES),
+        Err(socscope_agent::AgentError::NameTooLong)
+    );
+    assert_eq!(agent.declare_static(&PRODUCERS, &TYPES), Ok(()));
+    assert_eq!(
+        agent.record(
+            0,
+            TYPES[0].id,
+            &[socscope_wire::frame::ParamValue::Unsigned(3)]
+        ),
+        Ok(Recorded::Stored)
+    );
+}
