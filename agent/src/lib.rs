@@ -184,17 +184,27 @@ pub struct Config {
 }
 
 /// Where an agent keeps its [`Config`]: a copy inside the agent (`Config` itself, what
-/// [`Agent::new`] makes), or a reference to one in flash ([`StaticConfig`], [`Agent::new_static`]).
+/// [`Agent::new`] makes), a reference to one in flash ([`StaticConfig`], [`Agent::new_static`]), or
+/// a reference to one in flash with the session's numbers in a probe's control block
+/// ([`ProbeConfig`], [`Agent::new_probe`]).
 pub trait ConfigStore {
+    /// What the agent keeps of the session's start: its ticks (`u64`), or nothing (`()`) when the
+    /// store has them.
+    type Start: Copy;
     /// The configuration.
     fn get(&self) -> &Config;
     /// CPUs that record (kept beside the reference: the record path checks it at every record).
     fn cpu_count(&self) -> u16;
     /// This session's id.
     fn session_id(&self) -> u64;
+    /// What the agent keeps of the session's start, the clock reading `now` when it is created.
+    fn keep_start(now: u64) -> Self::Start;
+    /// The session's start in ticks, from what the agent kept.
+    fn start_ticks(&self, kept: Self::Start) -> u64;
 }
 
 impl ConfigStore for Config {
+    type Start = u64;
     #[inline]
     fn get(&self) -> &Config {
         self
@@ -206,6 +216,12 @@ impl ConfigStore for Config {
     #[inline]
     fn session_id(&self) -> u64 {
         self.session_id
+    }
+    fn keep_start(now: u64) -> u64 {
+        now
+    }
+    fn start_ticks(&self, kept: u64) -> u64 {
+        kept
     }
 }
 
@@ -220,6 +236,13 @@ pub struct StaticConfig {
 }
 
 impl ConfigStore for StaticConfig {
+    type Start = u64;
+    fn keep_start(now: u64) -> u64 {
+        now
+    }
+    fn start_ticks(&self, kept: u64) -> u64 {
+        kept
+    }
     #[inline]
     fn get(&self) -> &Config {
         self.config
@@ -231,6 +254,35 @@ impl ConfigStore for StaticConfig {
     #[inline]
     fn session_id(&self) -> u64 {
         self.session_id
+    }
+}
+
+/// A configuration in flash for a probe-only agent ([`Agent::new_probe`]): the session's id and start
+/// are in the probe's control block, written there when the agent is created, and read back from it
+/// (so the agent keeps 16 bytes less than with a [`StaticConfig`]).
+#[derive(Clone, Copy)]
+pub struct ProbeConfig<const CPUS: usize> {
+    config: &'static Config,
+    control: &'static ProbeControl<CPUS>,
+    cpu_count: u16,
+}
+
+impl<const CPUS: usize> ConfigStore for ProbeConfig<CPUS> {
+    type Start = ();
+    #[inline]
+    fn get(&self) -> &Config {
+        self.config
+    }
+    #[inline]
+    fn cpu_count(&self) -> u16 {
+        self.cpu_count
+    }
+    fn session_id(&self) -> u64 {
+        self.control.session_id.get()
+    }
+    fn keep_start(_: u64) {}
+    fn start_ticks(&self, (): ()) -> u64 {
+        self.control.start_ticks.get()
     }
 }
 
@@ -728,14 +780,12 @@ pub struct Agent<
     clock: UnsafeCell<C>,
     shared: UnsafeCell<Shared<CPUS>>,
     /// The configuration: a copy ([`Config`], the default), or a reference to one in flash
-    /// ([`StaticConfig`]: 16 bytes instead of 88 on a 32-bit board).
+    /// ([`StaticConfig`]: 16 bytes instead of 88 on a 32-bit board; [`ProbeConfig`]: 12).
     config: S,
-    /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0).
-    link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
     /// When the agent was created: the session's time origin that `Hello` announces (streamed, or in
     /// the probe's control block), so that every record (even one recorded before the first poll) is at
     /// or after zero.
-    session_start_ticks: u64,
+    session_start_ticks: S::Start,
     /// Event types given at once by the board ([`Agent::declare_static`]): referenced, not copied.
     static_types: &'static [EventTypeDef<'static>],
     /// Event types registered one by one (copied: up to `TYPES`).
@@ -743,6 +793,9 @@ pub struct Agent<
     /// The producers declared, which only the drain reads (to send them): none kept by a probe-only
     /// agent (`DRAIN` 0), whose host reads them from the dictionary image in flash.
     producers: [Producers<PRODUCERS>; DRAIN],
+    /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0). After the
+    /// fields of 4-byte alignment: an empty array of this 8-byte aligned type would still pad them.
+    link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
     /// Last (`repr(C)`): the other fields and the first ring's state stay at short offsets from the
     /// agent's start, where the record path and the drain reach them in one instruction.
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
@@ -859,19 +912,7 @@ impl<
         config: &'static Config,
         session_id: u64,
     ) -> Result<Self, AgentError> {
-        if config.cpu_count == 0 || usize::from(config.cpu_count) > CPUS {
-            return Err(AgentError::BadCpu);
-        }
-        let names = [
-            config.board,
-            config.soc,
-            config.os,
-            config.application,
-            config.token,
-        ];
-        if names.iter().any(|name| name.len() > MAX_NAME_LEN) {
-            return Err(AgentError::NameTooLong);
-        }
+        Self::check_static_config(config)?;
         let agent = Self::with_config(
             clock,
             StaticConfig {
@@ -887,6 +928,41 @@ impl<
             }
         }
         Ok(agent)
+    }
+}
+
+impl<
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+> Agent<C, CPUS, BLOCK, BLOCKS, 0, PRODUCERS, TYPES, 0, ProbeConfig<CPUS>>
+{
+    /// A new probe-only agent (`OUT` and `DRAIN` 0) that references its configuration in flash and
+    /// keeps the session's id and start in the probe's control block `control`, where it writes them
+    /// now (the agent keeps 16 bytes less than with [`Agent::new_static`]). Attach it to the same
+    /// block once it is where it stays ([`Agent::attach_probe`]; another block gets the numbers copied
+    /// from this one). The configuration is checked as [`Agent::new_static`] checks it.
+    pub fn new_probe(
+        mut clock: C,
+        config: &'static Config,
+        session_id: u64,
+        control: &'static ProbeControl<CPUS>,
+    ) -> Result<Self, AgentError> {
+        Self::check_static_config(config)?;
+        // Before the agent takes its clock: the start is at or before every record's time.
+        control.start_ticks.set(clock.now());
+        control.session_id.set(session_id);
+        Ok(Self::with_config(
+            clock,
+            ProbeConfig {
+                config,
+                control,
+                cpu_count: config.cpu_count,
+            },
+        ))
     }
 }
 
@@ -942,10 +1018,29 @@ impl<
     /// The bytes of records one block holds.
     const CAPACITY_END: usize = BLOCK - tail(BLOCK);
 
+    /// Checks a configuration the agent references (it cannot cut or clamp it): `cpu_count` in
+    /// `1..=CPUS`, names at most [`MAX_NAME_LEN`] bytes.
+    fn check_static_config(config: &Config) -> Result<(), AgentError> {
+        if config.cpu_count == 0 || usize::from(config.cpu_count) > CPUS {
+            return Err(AgentError::BadCpu);
+        }
+        let names = [
+            config.board,
+            config.soc,
+            config.os,
+            config.application,
+            config.token,
+        ];
+        if names.iter().any(|name| name.len() > MAX_NAME_LEN) {
+            return Err(AgentError::NameTooLong);
+        }
+        Ok(())
+    }
+
     /// An agent around its configuration store, before any name is cut.
     fn with_config(mut clock: C, config: S) -> Self {
         let () = Self::SIZES_OK;
-        let session_start_ticks = clock.now();
+        let session_start_ticks = S::keep_start(clock.now());
         Self {
             clock: UnsafeCell::new(clock),
             config,
@@ -1626,7 +1721,8 @@ impl<
             .store(u32::from(self.config.cpu_count()), Relaxed);
         c.tick_rate_hz.set(self.config.get().tick_rate_hz);
         c.session_id.set(self.config.session_id());
-        c.start_ticks.set(self.session_start_ticks);
+        c.start_ticks
+            .set(self.config.start_ticks(self.session_start_ticks));
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
         c.names.set(names.as_ptr() as usize as u64);
@@ -2003,8 +2099,11 @@ impl<
         }
         if !link.hello_sent {
             let mut out = [0u8; OUT];
-            let n = encode::encode_hello(&mut out, &self.hello(self.session_start_ticks))
-                .map_err(|_| TransportError::Closed)?;
+            let n = encode::encode_hello(
+                &mut out,
+                &self.hello(self.config.start_ticks(self.session_start_ticks)),
+            )
+            .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
             link.last_hello_ticks = now;

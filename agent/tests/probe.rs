@@ -410,3 +410,61 @@ fn a_probe_only_agent_checks_its_producers_but_keeps_none() {
         Ok(Recorded::Stored)
     );
 }
+
+#[test]
+fn a_probe_agent_that_keeps_its_session_in_the_control_block_writes_the_same_block() {
+    type StaticProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::StaticConfig>;
+    type LeanestProbeAgent =
+        Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::ProbeConfig<2>>;
+    static FLASH_CONFIG: socscope_agent::Config = socscope_agent::Config {
+        board: "stb-test",
+        soc: "sti7105",
+        os: "linux",
+        application: "player",
+        cpu_count: 2,
+        tick_rate_hz: 1_000_000,
+        session_id: 0,
+        flush_latency_ticks: 1_000,
+        heartbeat_ticks: 10_000,
+        hello_every_ticks: 0,
+        token: "",
+    };
+    // Neither the session id nor the start is kept in the agent.
+    assert!(
+        LeanestProbeAgent::state_bytes() + 8 <= StaticProbeAgent::state_bytes(),
+        "{} against {}",
+        LeanestProbeAgent::state_bytes(),
+        StaticProbeAgent::state_bytes()
+    );
+    let clock = SharedClock::default();
+    clock.0.set(1000);
+    let control: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    let agent: &'static mut LeanestProbeAgent = Box::leak(Box::new(
+        LeanestProbeAgent::new_probe(clock.clone(), &FLASH_CONFIG, 7, control).unwrap(),
+    ));
+    // The clock moves before the agent is attached: the start stays the creation's.
+    clock.0.set(1500);
+    agent.attach_probe(control, &DICTIONARY, &NAMES);
+    let (_, copied_control, _) = attached();
+    assert_eq!(bytes_of(control)[..64], bytes_of(copied_control)[..64]);
+    assert_eq!(agent.context_switch(1, 1, 2), Ok(Recorded::Stored));
+    assert_eq!(
+        agent.context_switch(2, 1, 2),
+        Err(socscope_agent::AgentError::BadCpu)
+    );
+    // Attached to another block, the numbers are copied there from the first.
+    let other: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    agent.attach_probe(other, &DICTIONARY, &NAMES);
+    assert_eq!(bytes_of(other)[..64], bytes_of(copied_control)[..64]);
+    // A configuration it cannot take is refused, and the block keeps no session.
+    static NO_CPU: socscope_agent::Config = socscope_agent::Config {
+        cpu_count: 0,
+        ..FLASH_CONFIG
+    };
+    let untouched: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    assert_eq!(
+        LeanestProbeAgent::new_probe(clock, &NO_CPU, 7, untouched).err(),
+        Some(socscope_agent::AgentError::BadCpu)
+    );
+    assert!(bytes_of(untouched).iter().all(|&b| b == 0));
+}

@@ -31,8 +31,7 @@ use cortex_m::peripheral::{NVIC, SCB};
 use cortex_m_rt::{entry, exception};
 use critical_section::Mutex;
 use socscope_agent::{
-    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, StaticConfig, Transport,
-    TransportError,
+    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, Transport, TransportError,
 };
 use socscope_wire::dict::{Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind};
 use socscope_wire::frame::ParamValue;
@@ -58,9 +57,14 @@ const RUN_TIME_PRODUCERS: usize = 0;
 /// record only).
 /// The dictionary's tables are in flash ([`PRODUCERS`], [`TYPES`], `Agent::declare_static`); room for
 /// one producer registered at run time (the soft IRQ, whose handler address is only known then).
-/// The configuration is in flash ([`board_config!`]): the agent references it (`StaticConfig`).
+/// The configuration is in flash ([`board_config!`]): the agent references it (`StaticConfig`; in
+/// the probe build `ProbeConfig`, which keeps the session's id and start in the control block).
 type BoardAgent =
-    Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0, DRAIN, StaticConfig>;
+    Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0, DRAIN, BoardConfig>;
+#[cfg(not(feature = "probe"))]
+type BoardConfig = socscope_agent::StaticConfig;
+#[cfg(feature = "probe")]
+type BoardConfig = socscope_agent::ProbeConfig<1>;
 /// The drain's state on the board: none in the probe build (the host frames and sends).
 #[cfg(not(feature = "probe"))]
 const DRAIN: usize = 1;
@@ -1065,7 +1069,11 @@ fn main() -> ! {
         ),
         _ => ("player", board_config!("player"), names_image!("player")),
     };
-    let Ok(mut agent) = BoardAgent::new_static(BoardClock { state: 0 }, config, session) else {
+    #[cfg(not(feature = "probe"))]
+    let agent = BoardAgent::new_static(BoardClock { state: 0 }, config, session);
+    #[cfg(feature = "probe")]
+    let agent = BoardAgent::new_probe(BoardClock { state: 0 }, config, session, &SOCSCOPE_PROBE);
+    let Ok(mut agent) = agent else {
         Line::new()
             .text("socscope-board: configuration refused")
             .print();

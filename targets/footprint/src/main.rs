@@ -11,7 +11,9 @@ use core::ptr::read_volatile;
 #[cfg(not(feature = "probe"))]
 use core::ptr::write_volatile;
 
-use socscope_agent::{Clock, Config, StaticConfig};
+#[cfg(not(feature = "probe"))]
+use socscope_agent::StaticConfig;
+use socscope_agent::{Clock, Config};
 #[cfg(not(feature = "probe"))]
 use socscope_agent::{Transport, TransportError, frame_buffer_len};
 
@@ -46,7 +48,8 @@ impl Clock for CycleCounter {
 /// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer and no drain state
 /// (nothing drains on the board), no dictionary storage.
 #[cfg(feature = "probe")]
-type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0, StaticConfig>;
+type SmallAgent<C> =
+    socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0, socscope_agent::ProbeConfig<2>>;
 /// The streaming build's agent: the library's `SmallAgent`, its configuration referenced in flash.
 #[cfg(not(feature = "probe"))]
 type SmallAgent<C> =
@@ -117,12 +120,21 @@ static RESET_VECTOR: extern "C" fn() -> ! = reset;
 
 #[unsafe(no_mangle)]
 extern "C" fn reset() -> ! {
-    #[cfg_attr(not(feature = "probe"), allow(unused_mut))]
-    let Ok(mut agent) = SmallAgent::new_static(
+    #[cfg(not(feature = "probe"))]
+    let agent = SmallAgent::new_static(
         CycleCounter { high: 0, last: 0 },
         &CONFIG,
         u64::from(input()),
-    ) else {
+    );
+    #[cfg(feature = "probe")]
+    let agent = SmallAgent::new_probe(
+        CycleCounter { high: 0, last: 0 },
+        &CONFIG,
+        u64::from(input()),
+        &PROBE,
+    );
+    #[cfg_attr(not(feature = "probe"), allow(unused_mut))]
+    let Ok(mut agent) = agent else {
         loop {
             cortex_m::asm::wfi();
         }
