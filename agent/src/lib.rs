@@ -183,6 +183,109 @@ pub struct Config {
     pub token: &'static str,
 }
 
+/// Where an agent keeps its [`Config`]: a copy inside the agent (`Config` itself, what
+/// [`Agent::new`] makes), a reference to one in flash ([`StaticConfig`], [`Agent::new_static`]), or
+/// a reference to one in flash with the session's numbers in a probe's control block
+/// ([`ProbeConfig`], [`Agent::new_probe`]).
+pub trait ConfigStore {
+    /// What the agent keeps of the session's start: its ticks (`u64`), or nothing (`()`) when the
+    /// store has them.
+    type Start: Copy;
+    /// The configuration.
+    fn get(&self) -> &Config;
+    /// CPUs that record (kept beside the reference: the record path checks it at every record).
+    fn cpu_count(&self) -> u16;
+    /// This session's id.
+    fn session_id(&self) -> u64;
+    /// What the agent keeps of the session's start, the clock reading `now` when it is created.
+    fn keep_start(now: u64) -> Self::Start;
+    /// The session's start in ticks, from what the agent kept.
+    fn start_ticks(&self, kept: Self::Start) -> u64;
+}
+
+impl ConfigStore for Config {
+    type Start = u64;
+    #[inline]
+    fn get(&self) -> &Config {
+        self
+    }
+    #[inline]
+    fn cpu_count(&self) -> u16 {
+        self.cpu_count
+    }
+    #[inline]
+    fn session_id(&self) -> u64 {
+        self.session_id
+    }
+    fn keep_start(now: u64) -> u64 {
+        now
+    }
+    fn start_ticks(&self, kept: u64) -> u64 {
+        kept
+    }
+}
+
+/// A configuration in flash, referenced by the agent ([`Agent::new_static`]), with the two numbers the
+/// agent reads apart from it: the CPU count (read at every record, here one load away) and the session
+/// id (which changes from boot to boot, so it cannot be in flash).
+#[derive(Clone, Copy, Debug)]
+pub struct StaticConfig {
+    config: &'static Config,
+    cpu_count: u16,
+    session_id: u64,
+}
+
+impl ConfigStore for StaticConfig {
+    type Start = u64;
+    fn keep_start(now: u64) -> u64 {
+        now
+    }
+    fn start_ticks(&self, kept: u64) -> u64 {
+        kept
+    }
+    #[inline]
+    fn get(&self) -> &Config {
+        self.config
+    }
+    #[inline]
+    fn cpu_count(&self) -> u16 {
+        self.cpu_count
+    }
+    #[inline]
+    fn session_id(&self) -> u64 {
+        self.session_id
+    }
+}
+
+/// A configuration in flash for a probe-only agent ([`Agent::new_probe`]): the session's id and start
+/// are in the probe's control block, written there when the agent is created, and read back from it
+/// (so the agent keeps 16 bytes less than with a [`StaticConfig`]).
+#[derive(Clone, Copy)]
+pub struct ProbeConfig<const CPUS: usize> {
+    config: &'static Config,
+    control: &'static ProbeControl<CPUS>,
+    cpu_count: u16,
+}
+
+impl<const CPUS: usize> ConfigStore for ProbeConfig<CPUS> {
+    type Start = ();
+    #[inline]
+    fn get(&self) -> &Config {
+        self.config
+    }
+    #[inline]
+    fn cpu_count(&self) -> u16 {
+        self.cpu_count
+    }
+    fn session_id(&self) -> u64 {
+        self.control.session_id.get()
+    }
+    fn keep_start(_: u64) {}
+    fn start_ticks(&self, (): ()) -> u64 {
+        self.control.start_ticks.get()
+    }
+}
+
 /// Counters since the session started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AgentStats {
@@ -628,6 +731,14 @@ struct DumpState<const CPUS: usize> {
     bye_ticks: u64,
 }
 
+/// The producers an agent that drains declares in its `Dictionary` frames.
+struct Producers<const PRODUCERS: usize> {
+    /// Given at once by the board ([`Agent::declare_static`]): referenced, not copied.
+    in_flash: &'static [ProducerDef<'static>],
+    /// Registered one by one (copied: up to `PRODUCERS`).
+    registered: Vec<ProducerDef<'static>, PRODUCERS>,
+}
+
 /// What the record path and the drain share besides the rings (under the critical section).
 struct Shared<const CPUS: usize> {
     rejected: u64,
@@ -636,6 +747,9 @@ struct Shared<const CPUS: usize> {
     draining: bool,
     /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
     restart: bool,
+    /// What happens when a ring is full. Set only through `&mut self` (so read without the critical
+    /// section); here, beside the flags, it costs no RAM.
+    mode: Mode,
     /// Probe mode ([`Agent::attach_probe`]): the host drains the rings through this control block. Set
     /// only through `&mut self` (so read without the critical section); here, in the padding after the
     /// flags, it costs no RAM.
@@ -661,23 +775,27 @@ pub struct Agent<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize = 1,
+    S: ConfigStore = Config,
 > {
     clock: UnsafeCell<C>,
     shared: UnsafeCell<Shared<CPUS>>,
-    config: Config,
-    /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0).
-    link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
+    /// The configuration: a copy ([`Config`], the default), or a reference to one in flash
+    /// ([`StaticConfig`]: 16 bytes instead of 88 on a 32-bit board; [`ProbeConfig`]: 12).
+    config: S,
     /// When the agent was created: the session's time origin that `Hello` announces (streamed, or in
     /// the probe's control block), so that every record (even one recorded before the first poll) is at
     /// or after zero.
-    session_start_ticks: u64,
-    /// Declarations given at once by the board ([`Agent::declare_static`]): referenced, not copied.
-    static_producers: &'static [ProducerDef<'static>],
+    session_start_ticks: S::Start,
+    /// Event types given at once by the board ([`Agent::declare_static`]): referenced, not copied.
     static_types: &'static [EventTypeDef<'static>],
-    /// Declarations registered one by one (copied: up to `PRODUCERS` and `TYPES`).
-    producers: Vec<ProducerDef<'static>, PRODUCERS>,
+    /// Event types registered one by one (copied: up to `TYPES`).
     types: Vec<EventTypeDef<'static>, TYPES>,
-    mode: Mode,
+    /// The producers declared, which only the drain reads (to send them): none kept by a probe-only
+    /// agent (`DRAIN` 0), whose host reads them from the dictionary image in flash.
+    producers: [Producers<PRODUCERS>; DRAIN],
+    /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0). After the
+    /// fields of 4-byte alignment: an empty array of this 8-byte aligned type would still pad them.
+    link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
     /// Last (`repr(C)`): the other fields and the first ring's state stay at short offsets from the
     /// agent's start, where the record path and the drain reach them in one instruction.
     rings: [Ring<BLOCK, BLOCKS>; CPUS],
@@ -697,32 +815,13 @@ unsafe impl<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize,
-> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+    S: ConfigStore + Sync,
+> Sync for Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
 {
 }
 
 /// An agent sized for a small microcontroller: 2 CPUs × 4 blocks × 256 bytes.
 pub type SmallAgent<C> = Agent<C, 2, 256, 4, { frame_buffer_len(256) }, 16, 8>;
-
-/// Releases the drain when dropped.
-struct DrainGuard<'a, const CPUS: usize>(&'a UnsafeCell<Shared<CPUS>>);
-
-impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
-    fn drop(&mut self) {
-        // SAFETY: `shared` is only touched inside the critical section.
-        critical_section::with(|_| unsafe { (*self.0.get()).draining = false });
-    }
-}
-
-/// A claimed block: the oldest closed block of a ring, which the drain frames and sends.
-#[derive(Clone, Copy)]
-struct Claim {
-    slot: usize,
-    meta: BlockMeta,
-    /// Where its frame starts and ends once framed in place (its head then holds the header, no
-    /// longer its numbers).
-    frame: Option<(usize, usize)>,
-}
 
 impl<
     C: Clock,
@@ -733,34 +832,12 @@ impl<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize,
-> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, Config>
 {
-    const SIZES_OK: () = {
-        assert!(CPUS > 0 && BLOCKS > 0);
-        assert!(
-            BLOCK >= HEAD + tail(BLOCK) + 32,
-            "blocks of at least 72 bytes"
-        );
-        assert!(BLOCK <= u32::MAX as usize);
-        assert!(
-            OUT == 0 || OUT >= 48,
-            "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
-        );
-        assert!(
-            DRAIN == 1 || (DRAIN == 0 && OUT == 0),
-            "DRAIN is 1, or 0 for a probe-only agent (OUT 0)"
-        );
-    };
-
-    /// The bytes of records one block holds.
-    const CAPACITY_END: usize = BLOCK - tail(BLOCK);
-
-    /// A new agent, streaming ([`Mode::Stream`]). Nothing is sent until [`Agent::poll`]. Names longer
-    /// than [`MAX_NAME_LEN`] are cut, and cut further if the `Hello` would not fit the control-frame
-    /// buffer.
-    pub fn new(mut clock: C, config: Config) -> Self {
-        let () = Self::SIZES_OK;
-        let session_start_ticks = clock.now();
+    /// A new agent, streaming ([`Mode::Stream`]), holding a copy of its configuration. Nothing is sent
+    /// until [`Agent::poll`]. Names longer than [`MAX_NAME_LEN`] are cut, and cut further if the `Hello`
+    /// would not fit the control-frame buffer; `cpu_count` is clamped to `1..=CPUS`.
+    pub fn new(clock: C, config: Config) -> Self {
         let mut config = config;
         config.board = truncate_name(config.board, MAX_NAME_LEN);
         config.soc = truncate_name(config.soc, MAX_NAME_LEN);
@@ -770,25 +847,7 @@ impl<
         config.cpu_count = config
             .cpu_count
             .clamp(1, CPUS.min(u16::MAX as usize) as u16);
-        let mut agent = Self {
-            clock: UnsafeCell::new(clock),
-            config,
-            mode: Mode::Stream,
-            rings: [const { Ring::new() }; CPUS],
-            shared: UnsafeCell::new(Shared {
-                rejected: 0,
-                clock_regressions: 0,
-                draining: false,
-                restart: false,
-                probe: None,
-            }),
-            link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
-            session_start_ticks,
-            static_producers: &[],
-            static_types: &[],
-            producers: Vec::new(),
-            types: Vec::new(),
-        };
+        let mut agent = Self::with_config(clock, config);
         agent.fit_hello();
         agent
     }
@@ -829,20 +888,200 @@ impl<
             }
         }
     }
+}
 
-    /// The configuration in force (with `cpu_count` clamped to `CPUS`, names cut to fit).
+impl<
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const OUT: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+    const DRAIN: usize,
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, StaticConfig>
+{
+    /// A new agent, streaming ([`Mode::Stream`]), that references its configuration in flash instead
+    /// of copying it (72 bytes less RAM on a 32-bit board); `session_id` (which changes from boot to
+    /// boot) is given apart, and the configuration's own `session_id` is not used. Nothing is cut: a
+    /// `cpu_count` outside `1..=CPUS` is refused ([`AgentError::BadCpu`]), and so is a name longer than
+    /// [`MAX_NAME_LEN`], or names whose `Hello` does not fit the control-frame buffer `OUT`
+    /// ([`AgentError::NameTooLong`]).
+    pub fn new_static(
+        clock: C,
+        config: &'static Config,
+        session_id: u64,
+    ) -> Result<Self, AgentError> {
+        Self::check_static_config(config)?;
+        let agent = Self::with_config(
+            clock,
+            StaticConfig {
+                config,
+                cpu_count: config.cpu_count,
+                session_id,
+            },
+        );
+        if OUT > 0 {
+            let mut out = [0u8; OUT];
+            if encode::encode_hello(&mut out, &agent.hello(u64::MAX)).is_err() {
+                return Err(AgentError::NameTooLong);
+            }
+        }
+        Ok(agent)
+    }
+}
+
+impl<
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+> Agent<C, CPUS, BLOCK, BLOCKS, 0, PRODUCERS, TYPES, 0, ProbeConfig<CPUS>>
+{
+    /// A new probe-only agent (`OUT` and `DRAIN` 0) that references its configuration in flash and
+    /// keeps the session's id and start in the probe's control block `control`, where it writes them
+    /// now (the agent keeps 16 bytes less than with [`Agent::new_static`]). Attach it to the same
+    /// block once it is where it stays ([`Agent::attach_probe`]; another block gets the numbers copied
+    /// from this one). The configuration is checked as [`Agent::new_static`] checks it.
+    pub fn new_probe(
+        mut clock: C,
+        config: &'static Config,
+        session_id: u64,
+        control: &'static ProbeControl<CPUS>,
+    ) -> Result<Self, AgentError> {
+        Self::check_static_config(config)?;
+        // Before the agent takes its clock: the start is at or before every record's time.
+        control.start_ticks.set(clock.now());
+        control.session_id.set(session_id);
+        Ok(Self::with_config(
+            clock,
+            ProbeConfig {
+                config,
+                control,
+                cpu_count: config.cpu_count,
+            },
+        ))
+    }
+}
+
+/// Releases the drain when dropped.
+struct DrainGuard<'a, const CPUS: usize>(&'a UnsafeCell<Shared<CPUS>>);
+
+impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
+    fn drop(&mut self) {
+        // SAFETY: `shared` is only touched inside the critical section.
+        critical_section::with(|_| unsafe { (*self.0.get()).draining = false });
+    }
+}
+
+/// A claimed block: the oldest closed block of a ring, which the drain frames and sends.
+#[derive(Clone, Copy)]
+struct Claim {
+    slot: usize,
+    meta: BlockMeta,
+    /// Where its frame starts and ends once framed in place (its head then holds the header, no
+    /// longer its numbers).
+    frame: Option<(usize, usize)>,
+}
+
+impl<
+    C: Clock,
+    const CPUS: usize,
+    const BLOCK: usize,
+    const BLOCKS: usize,
+    const OUT: usize,
+    const PRODUCERS: usize,
+    const TYPES: usize,
+    const DRAIN: usize,
+    S: ConfigStore,
+> Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
+{
+    const SIZES_OK: () = {
+        assert!(CPUS > 0 && BLOCKS > 0);
+        assert!(
+            BLOCK >= HEAD + tail(BLOCK) + 32,
+            "blocks of at least 72 bytes"
+        );
+        assert!(BLOCK <= u32::MAX as usize);
+        assert!(
+            OUT == 0 || OUT >= 48,
+            "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
+        );
+        assert!(
+            DRAIN == 1 || (DRAIN == 0 && OUT == 0),
+            "DRAIN is 1, or 0 for a probe-only agent (OUT 0)"
+        );
+    };
+
+    /// The bytes of records one block holds.
+    const CAPACITY_END: usize = BLOCK - tail(BLOCK);
+
+    /// Checks a configuration the agent references (it cannot cut or clamp it): `cpu_count` in
+    /// `1..=CPUS`, names at most [`MAX_NAME_LEN`] bytes.
+    fn check_static_config(config: &Config) -> Result<(), AgentError> {
+        if config.cpu_count == 0 || usize::from(config.cpu_count) > CPUS {
+            return Err(AgentError::BadCpu);
+        }
+        let names = [
+            config.board,
+            config.soc,
+            config.os,
+            config.application,
+            config.token,
+        ];
+        if names.iter().any(|name| name.len() > MAX_NAME_LEN) {
+            return Err(AgentError::NameTooLong);
+        }
+        Ok(())
+    }
+
+    /// An agent around its configuration store, before any name is cut.
+    fn with_config(mut clock: C, config: S) -> Self {
+        let () = Self::SIZES_OK;
+        let session_start_ticks = S::keep_start(clock.now());
+        Self {
+            clock: UnsafeCell::new(clock),
+            config,
+            rings: [const { Ring::new() }; CPUS],
+            shared: UnsafeCell::new(Shared {
+                rejected: 0,
+                clock_regressions: 0,
+                draining: false,
+                restart: false,
+                mode: Mode::Stream,
+                probe: None,
+            }),
+            link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
+            session_start_ticks,
+            static_types: &[],
+            types: Vec::new(),
+            producers: [const {
+                Producers {
+                    in_flash: &[],
+                    registered: Vec::new(),
+                }
+            }; DRAIN],
+        }
+    }
+
+    /// The configuration in force: a copy's `cpu_count` clamped to `CPUS` and names cut to fit
+    /// ([`Agent::new`]); a referenced one as it is, whose `session_id` is not the one in use (the
+    /// session id given to [`Agent::new_static`] is).
     pub fn config(&self) -> &Config {
-        &self.config
+        self.config.get()
     }
 
     /// Chooses what happens when a ring is full (before the agent is shared).
     pub fn set_mode(&mut self, mode: Mode) {
-        self.mode = mode;
+        self.shared.get_mut().mode = mode;
     }
 
     /// What happens when a ring is full.
     pub fn mode(&self) -> Mode {
-        self.mode
+        // SAFETY: written only through `&mut self`.
+        unsafe { (*self.shared.get()).mode }
     }
 
     /// Counters since the start.
@@ -883,10 +1122,15 @@ impl<
         core::mem::size_of::<Self>() - CPUS * BLOCKS * BLOCK
     }
 
-    /// Declares a producer; it goes out in the next `Dictionary` frame.
+    /// Declares a producer; it goes out in the next `Dictionary` frame. A probe-only agent (`DRAIN` 0)
+    /// keeps none ([`AgentError::DictionaryFull`]): its host reads the producers from the dictionary
+    /// image in flash ([`Agent::attach_probe`]).
     pub fn register_producer(&mut self, def: ProducerDef<'static>) -> Result<(), AgentError> {
         self.check_producer(&def)?;
         self.producers
+            .first_mut()
+            .ok_or(AgentError::DictionaryFull)?
+            .registered
             .push(def)
             .map_err(|_| AgentError::DictionaryFull)
     }
@@ -926,7 +1170,10 @@ impl<
             self.static_types = previous;
             return Err(e);
         }
-        self.static_producers = producers;
+        // Checked, but kept only by an agent that sends them (a probe's host reads them from flash).
+        if let Some(kept) = self.producers.first_mut() {
+            kept.in_flash = producers;
+        }
         self.static_types = types;
         Ok(())
     }
@@ -1051,7 +1298,7 @@ impl<
     /// keeps every other context out.
     pub fn exclusive(
         &mut self,
-    ) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN> {
+    ) -> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S> {
         Exclusive { agent: self }
     }
 
@@ -1362,7 +1609,7 @@ impl<
         let Some(ring) = self.rings.get(usize::from(cpu)) else {
             return Err(Err(self.reject(AgentError::BadCpu)));
         };
-        if cpu >= self.config.cpu_count {
+        if cpu >= self.config.cpu_count() {
             return Err(Err(self.reject(AgentError::BadCpu)));
         }
         if HEAD + max_len > Self::CAPACITY_END {
@@ -1409,7 +1656,7 @@ impl<
         }
         close_open_published::<BLOCK, BLOCKS>(ring, state, probe);
         if state.closed >= BLOCKS {
-            let may_overwrite = self.mode == Mode::PostMortem
+            let may_overwrite = self.mode() == Mode::PostMortem
                 && !state.in_flight
                 && !state.dumping
                 && self.probe().is_none();
@@ -1470,10 +1717,12 @@ impl<
         c.block.store(BLOCK as u32, Relaxed);
         c.blocks.store(BLOCKS as u32, Relaxed);
         c.records_at.store(HEAD as u32, Relaxed);
-        c.cpu_count.store(u32::from(self.config.cpu_count), Relaxed);
-        c.tick_rate_hz.set(self.config.tick_rate_hz);
-        c.session_id.set(self.config.session_id);
-        c.start_ticks.set(self.session_start_ticks);
+        c.cpu_count
+            .store(u32::from(self.config.cpu_count()), Relaxed);
+        c.tick_rate_hz.set(self.config.get().tick_rate_hz);
+        c.session_id.set(self.config.session_id());
+        c.start_ticks
+            .set(self.config.start_ticks(self.session_start_ticks));
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
         c.names.set(names.as_ptr() as usize as u64);
@@ -1482,8 +1731,9 @@ impl<
             slot.blocks
                 .set(UnsafeCell::raw_get(ring.blocks.as_ptr()) as usize as u64);
         }
-        self.mode = Mode::Stream;
-        self.shared.get_mut().probe = Some(control);
+        let shared = self.shared.get_mut();
+        shared.mode = Mode::Stream;
+        shared.probe = Some(control);
         c.state.store(PROBE_STATE_RECORDING, Relaxed);
         probe::store_magic(&c.magic);
     }
@@ -1554,14 +1804,14 @@ impl<
     /// then `Bye`. On `WouldBlock`, call it again: it goes on where it stopped (each `CpuTotal` is
     /// written once). In post-mortem mode, it dumps the rings ([`Agent::dump`]), which ends the same way.
     pub fn finish<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
-        if self.mode == Mode::PostMortem {
+        if self.mode() == Mode::PostMortem {
             return self.dump(transport);
         }
         let _drain = self.begin_drain()?;
         self.send_due(transport, true)?;
         // SAFETY: this context holds the drain.
         let link = unsafe { self.link() }?;
-        let cpus = CPUS.min(usize::from(self.config.cpu_count));
+        let cpus = CPUS.min(usize::from(self.config.cpu_count()));
         while link.totals_sent < cpus {
             let cpu = link.totals_sent;
             let sequences = self.with_ring(cpu, |_, s| s.next()).unwrap_or(0);
@@ -1596,7 +1846,7 @@ impl<
     /// `WouldBlock`: call it from the drain's context (or a lower priority) when a drain may be running.
     pub fn dump<T: Transport>(&self, transport: &mut T) -> Result<(), TransportError> {
         let _drain = self.begin_drain()?;
-        if self.mode == Mode::Stream {
+        if self.mode() == Mode::Stream {
             return self.send_due(transport, true);
         }
         // SAFETY: this context holds the drain.
@@ -1612,7 +1862,7 @@ impl<
             link.hello_sent = true;
         }
         self.send_dictionary(link, transport)?;
-        for cpu in 0..CPUS.min(usize::from(self.config.cpu_count)) {
+        for cpu in 0..CPUS.min(usize::from(self.config.cpu_count())) {
             let (Some(&sent), Some(&until)) = (link.window_sent(cpu), link.dump.until.get(cpu))
             else {
                 continue;
@@ -1637,7 +1887,7 @@ impl<
             }
             self.send_ring(link, transport, cpu, 0, false, Some(until))?;
         }
-        while link.totals_sent < CPUS.min(usize::from(self.config.cpu_count)) {
+        while link.totals_sent < CPUS.min(usize::from(self.config.cpu_count())) {
             let cpu = link.totals_sent;
             let total = CpuTotal {
                 cpu: cpu as u16,
@@ -1796,15 +2046,15 @@ impl<
         Hello {
             wire_version: WIRE_VERSION,
             agent_version: AGENT_VERSION,
-            board: self.config.board,
-            soc: self.config.soc,
-            os: self.config.os,
-            application: self.config.application,
-            cpu_count: self.config.cpu_count,
-            tick_rate_hz: self.config.tick_rate_hz,
-            session_id: self.config.session_id,
+            board: self.config.get().board,
+            soc: self.config.get().soc,
+            os: self.config.get().os,
+            application: self.config.get().application,
+            cpu_count: self.config.cpu_count(),
+            tick_rate_hz: self.config.get().tick_rate_hz,
+            session_id: self.config.session_id(),
             start_ticks,
-            token: self.config.token,
+            token: self.config.get().token,
         }
     }
 
@@ -1825,7 +2075,7 @@ impl<
 
     #[inline(never)]
     fn send_due<T: Transport>(&self, transport: &mut T, all: bool) -> Result<(), TransportError> {
-        if self.mode == Mode::PostMortem {
+        if self.mode() == Mode::PostMortem {
             return Ok(());
         }
         // SAFETY: this context holds the drain.
@@ -1839,8 +2089,8 @@ impl<
         });
         if restart
             || (link.hello_sent
-                && self.config.hello_every_ticks > 0
-                && now.saturating_sub(link.last_hello_ticks) >= self.config.hello_every_ticks)
+                && self.config.get().hello_every_ticks > 0
+                && now.saturating_sub(link.last_hello_ticks) >= self.config.get().hello_every_ticks)
         {
             // The same session announced again (same id), with its whole dictionary.
             link.hello_sent = false;
@@ -1849,15 +2099,18 @@ impl<
         }
         if !link.hello_sent {
             let mut out = [0u8; OUT];
-            let n = encode::encode_hello(&mut out, &self.hello(self.session_start_ticks))
-                .map_err(|_| TransportError::Closed)?;
+            let n = encode::encode_hello(
+                &mut out,
+                &self.hello(self.config.start_ticks(self.session_start_ticks)),
+            )
+            .map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, &out, n)?;
             link.hello_sent = true;
             link.last_hello_ticks = now;
             link.last_frame_ticks = now;
         }
         self.send_dictionary(link, transport)?;
-        let sent = (0..usize::from(self.config.cpu_count).min(CPUS))
+        let sent = (0..usize::from(self.config.cpu_count()).min(CPUS))
             .try_for_each(|cpu| self.send_ring(link, transport, cpu, now, all, None));
         if link.frames != frames_before {
             // The time of this poll stands for its frames' (the clock is read once per poll).
@@ -1865,7 +2118,7 @@ impl<
         }
         sent?;
         if link.frames == frames_before
-            && now.saturating_sub(link.last_frame_ticks) >= self.config.heartbeat_ticks
+            && now.saturating_sub(link.last_frame_ticks) >= self.config.get().heartbeat_ticks
         {
             let (records, dropped) = self.stats_unlocked();
             let hb = Heartbeat {
@@ -1888,14 +2141,16 @@ impl<
         transport: &mut T,
     ) -> Result<(), TransportError> {
         // One entry per frame keeps the buffer bound simple; dictionaries are small and sent once.
-        let (static_producers, static_types) =
-            (self.static_producers.len(), self.static_types.len());
+        let (in_flash, registered): (&[ProducerDef<'static>], &[ProducerDef<'static>]) =
+            match self.producers.first() {
+                Some(p) => (p.in_flash, &p.registered),
+                None => (&[], &[]),
+            };
+        let static_types = self.static_types.len();
         while let Some(p) = link
             .producers_sent
-            .checked_sub(static_producers)
-            .map_or(self.static_producers.get(link.producers_sent), |i| {
-                self.producers.get(i)
-            })
+            .checked_sub(in_flash.len())
+            .map_or(in_flash.get(link.producers_sent), |i| registered.get(i))
         {
             let mut out = [0u8; OUT];
             let n = encode::encode_dictionary(&mut out, &[DictEntry::Producer(*p)])
@@ -1937,7 +2192,7 @@ impl<
             return Ok(());
         };
         loop {
-            let latency = self.config.flush_latency_ticks;
+            let latency = self.config.get().flush_latency_ticks;
             let pending = link.claimed.get(cpu).copied().flatten();
             let claim = match pending {
                 Some(c) => Ok(c),
@@ -2255,7 +2510,8 @@ macro_rules! record_kinds {
             const PRODUCERS: usize,
             const TYPES: usize,
             const DRAIN: usize,
-        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+            S: ConfigStore,
+        > Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
         {
             $(
                 $(#[$doc])*
@@ -2275,7 +2531,8 @@ macro_rules! record_kinds {
             const PRODUCERS: usize,
             const TYPES: usize,
             const DRAIN: usize,
-        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+            S: ConfigStore,
+        > Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
         {
             $(
                 $(#[$doc])*
@@ -2339,8 +2596,9 @@ pub struct Exclusive<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize = 1,
+    S: ConfigStore = Config,
 > {
-    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>,
+    agent: &'a mut Agent<C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>,
 }
 
 impl<
@@ -2352,7 +2610,8 @@ impl<
     const PRODUCERS: usize,
     const TYPES: usize,
     const DRAIN: usize,
-> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN>
+    S: ConfigStore,
+> Exclusive<'_, C, CPUS, BLOCK, BLOCKS, OUT, PRODUCERS, TYPES, DRAIN, S>
 {
     /// Records an event of any declared type, checking the values against the type's parameters.
     pub fn record(

@@ -994,3 +994,120 @@ fn the_generic_record_writes_what_each_kind_writes() {
     assert_eq!(agent.record(0, 0, &[]), Err(AgentError::UnknownType));
     assert_eq!(agent.record(0, 17, &[]), Err(AgentError::UnknownType));
 }
+
+/// The configuration of `common::config()`, in a `static` as a board keeps it in flash (its session id
+/// is given at boot, apart).
+static FLASH_CONFIG: Config = Config {
+    board: "stb-test",
+    soc: "sti7105",
+    os: "linux",
+    application: "player",
+    cpu_count: 2,
+    tick_rate_hz: 1_000_000,
+    session_id: 0,
+    flush_latency_ticks: 1_000,
+    heartbeat_ticks: 10_000,
+    hello_every_ticks: 0,
+    token: "",
+};
+
+#[test]
+fn an_agent_that_references_its_configuration_writes_the_same_stream() {
+    type StaticAgent = Agent<
+        SharedClock,
+        2,
+        128,
+        4,
+        { socscope_agent::frame_buffer_len(128) },
+        8,
+        4,
+        1,
+        socscope_agent::StaticConfig,
+    >;
+    // Smaller by the copy it does not hold.
+    assert_eq!(
+        TestAgent::state_bytes() - StaticAgent::state_bytes(),
+        std::mem::size_of::<Config>() - std::mem::size_of::<socscope_agent::StaticConfig>()
+    );
+    let copied_clock = SharedClock::default();
+    let copied = Box::new(TestAgent::new(copied_clock.clone(), config()));
+    let referenced_clock = SharedClock::default();
+    let referenced =
+        Box::new(StaticAgent::new_static(referenced_clock.clone(), &FLASH_CONFIG, 7).unwrap());
+    assert_eq!(referenced.config().board, "stb-test");
+    let mut outs = [Capture::default(), Capture::default()];
+    for t in 1..200u64 {
+        copied_clock.0.set(t * 10);
+        referenced_clock.0.set(t * 10);
+        let cpu = (t % 2) as u16;
+        assert_eq!(
+            copied.context_switch(cpu, t as u32, 1),
+            referenced.context_switch(cpu, t as u32, 1)
+        );
+        assert_eq!(copied.marker(cpu, "tick"), referenced.marker(cpu, "tick"));
+        if t % 50 == 0 {
+            copied.poll(&mut outs[0]).unwrap();
+            referenced.poll(&mut outs[1]).unwrap();
+        }
+    }
+    copied.finish(&mut outs[0]).unwrap();
+    referenced.finish(&mut outs[1]).unwrap();
+    assert_eq!(
+        decode_all(&outs[0].bytes),
+        decode_all(&outs[1].bytes),
+        "same frames, session id 7 in both Hellos"
+    );
+    // A record for a CPU the configuration does not have is refused, as with a copy.
+    assert_eq!(referenced.irq_entry(2, 1), Err(AgentError::BadCpu));
+    assert_eq!(copied.irq_entry(2, 1), Err(AgentError::BadCpu));
+}
+
+#[test]
+fn a_referenced_configuration_is_refused_where_a_copy_would_be_cut() {
+    type StaticAgent = Agent<SharedClock, 2, 128, 2, 96, 0, 0, 1, socscope_agent::StaticConfig>;
+    static NO_CPU: Config = Config {
+        cpu_count: 0,
+        ..FLASH_CONFIG
+    };
+    static THREE_CPUS: Config = Config {
+        cpu_count: 3,
+        ..FLASH_CONFIG
+    };
+    static LONG_NAME: Config = Config {
+        board: "a board name that is far longer than the sixty-three bytes a name may have on the wire",
+        ..FLASH_CONFIG
+    };
+    // Each name fits alone (at most 63 bytes); together their `Hello` does not fit 96 bytes.
+    static TOO_MUCH_FOR_THE_BUFFER: Config = Config {
+        board: "a-board-name-of-fifty-bytes-------------------------",
+        os: "an-operating-system-name-of-fifty-bytes------------",
+        ..FLASH_CONFIG
+    };
+    let clock = SharedClock::default;
+    assert_eq!(
+        StaticAgent::new_static(clock(), &NO_CPU, 1).err(),
+        Some(AgentError::BadCpu)
+    );
+    assert_eq!(
+        StaticAgent::new_static(clock(), &THREE_CPUS, 1).err(),
+        Some(AgentError::BadCpu)
+    );
+    assert_eq!(
+        StaticAgent::new_static(clock(), &LONG_NAME, 1).err(),
+        Some(AgentError::NameTooLong)
+    );
+    assert_eq!(
+        StaticAgent::new_static(clock(), &TOO_MUCH_FOR_THE_BUFFER, 1).err(),
+        Some(AgentError::NameTooLong)
+    );
+    // The same configurations copied are cut or clamped instead, and the session starts.
+    let copied = Box::new(Agent::<SharedClock, 2, 128, 2, 96, 0, 0>::new(
+        clock(),
+        TOO_MUCH_FOR_THE_BUFFER,
+    ));
+    let mut out = Capture::default();
+    copied.poll(&mut out).unwrap();
+    assert!(matches!(decode_all(&out.bytes)[0], Frame::Hello(_)));
+    // And the configuration that fits is taken.
+    assert!(StaticAgent::new_static(clock(), &FLASH_CONFIG, 1).is_ok());
+}

@@ -332,3 +332,139 @@ fn a_probe_only_agent_holds_no_drain_state_and_behaves_the_same() {
     );
     assert_eq!(lean.stats().frames, 0);
 }
+
+#[test]
+fn a_probe_agent_that_references_its_configuration_writes_the_same_control_block() {
+    type StaticProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::StaticConfig>;
+    static FLASH_CONFIG: socscope_agent::Config = socscope_agent::Config {
+        session_id: 0,
+        ..CONFIG_NAMES
+    };
+    // `common::config()`'s fields as a `static` (its session id given at boot instead).
+    const CONFIG_NAMES: socscope_agent::Config = socscope_agent::Config {
+        board: "stb-test",
+        soc: "sti7105",
+        os: "linux",
+        application: "player",
+        cpu_count: 2,
+        tick_rate_hz: 1_000_000,
+        session_id: 0,
+        flush_latency_ticks: 1_000,
+        heartbeat_ticks: 10_000,
+        hello_every_ticks: 0,
+        token: "",
+    };
+    assert_eq!(
+        ProbeAgent::state_bytes() - StaticProbeAgent::state_bytes(),
+        std::mem::size_of::<socscope_agent::Config>()
+            - std::mem::size_of::<socscope_agent::StaticConfig>()
+    );
+    let clock = SharedClock::default();
+    clock.0.set(1000);
+    let agent: &'static mut StaticProbeAgent = Box::leak(Box::new(
+        StaticProbeAgent::new_static(clock, &FLASH_CONFIG, 7).unwrap(),
+    ));
+    let control: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    agent.attach_probe(control, &DICTIONARY, &NAMES);
+    let (_, copied_control, _) = attached();
+    // Same header (session id 7, CPU count, tick rate, start, names image); the rings' addresses differ.
+    assert_eq!(bytes_of(control)[..64], bytes_of(copied_control)[..64]);
+    assert_eq!(
+        agent.context_switch(1, 1, 2),
+        Ok(socscope_agent::Recorded::Stored)
+    );
+    assert_eq!(
+        agent.context_switch(2, 1, 2),
+        Err(socscope_agent::AgentError::BadCpu)
+    );
+}
+
+#[test]
+fn a_probe_only_agent_checks_its_producers_but_keeps_none() {
+    // Its host reads the producers from the dictionary image: the agent has nowhere to keep them.
+    type Lean = Agent<SharedClock, 1, 256, 2, 0, 4, 0, 0>;
+    let mut agent = Box::new(Lean::new(SharedClock::default(), config()));
+    assert_eq!(
+        agent.register_producer(PRODUCERS[0]),
+        Err(socscope_agent::AgentError::DictionaryFull)
+    );
+    // The static tables are still checked entry by entry (the types kept: custom records use them).
+    static LONG: [ProducerDef<'static>; 1] = [ProducerDef {
+        id: 9,
+        parent: None,
+        kind: ProducerKind::Process,
+        local_id: 9,
+        name: "a producer name that is far longer than the sixty-four bytes a name may have",
+    }];
+    assert_eq!(
+        agent.declare_static(&LONG, &TYPES),
+        Err(socscope_agent::AgentError::NameTooLong)
+    );
+    assert_eq!(agent.declare_static(&PRODUCERS, &TYPES), Ok(()));
+    assert_eq!(
+        agent.record(
+            0,
+            TYPES[0].id,
+            &[socscope_wire::frame::ParamValue::Unsigned(3)]
+        ),
+        Ok(Recorded::Stored)
+    );
+}
+
+#[test]
+fn a_probe_agent_that_keeps_its_session_in_the_control_block_writes_the_same_block() {
+    type StaticProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::StaticConfig>;
+    type LeanestProbeAgent =
+        Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::ProbeConfig<2>>;
+    static FLASH_CONFIG: socscope_agent::Config = socscope_agent::Config {
+        board: "stb-test",
+        soc: "sti7105",
+        os: "linux",
+        application: "player",
+        cpu_count: 2,
+        tick_rate_hz: 1_000_000,
+        session_id: 0,
+        flush_latency_ticks: 1_000,
+        heartbeat_ticks: 10_000,
+        hello_every_ticks: 0,
+        token: "",
+    };
+    // Neither the session id nor the start is kept in the agent.
+    assert!(
+        LeanestProbeAgent::state_bytes() + 8 <= StaticProbeAgent::state_bytes(),
+        "{} against {}",
+        LeanestProbeAgent::state_bytes(),
+        StaticProbeAgent::state_bytes()
+    );
+    let clock = SharedClock::default();
+    clock.0.set(1000);
+    let control: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    let agent: &'static mut LeanestProbeAgent = Box::leak(Box::new(
+        LeanestProbeAgent::new_probe(clock.clone(), &FLASH_CONFIG, 7, control).unwrap(),
+    ));
+    // The clock moves before the agent is attached: the start stays the creation's.
+    clock.0.set(1500);
+    agent.attach_probe(control, &DICTIONARY, &NAMES);
+    let (_, copied_control, _) = attached();
+    assert_eq!(bytes_of(control)[..64], bytes_of(copied_control)[..64]);
+    assert_eq!(agent.context_switch(1, 1, 2), Ok(Recorded::Stored));
+    assert_eq!(
+        agent.context_switch(2, 1, 2),
+        Err(socscope_agent::AgentError::BadCpu)
+    );
+    // Attached to another block, the numbers are copied there from the first.
+    let other: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    agent.attach_probe(other, &DICTIONARY, &NAMES);
+    assert_eq!(bytes_of(other)[..64], bytes_of(copied_control)[..64]);
+    // A configuration it cannot take is refused, and the block keeps no session.
+    static NO_CPU: socscope_agent::Config = socscope_agent::Config {
+        cpu_count: 0,
+        ..FLASH_CONFIG
+    };
+    let untouched: &'static ProbeControl<2> = Box::leak(Box::new(ProbeControl::new()));
+    assert_eq!(
+        LeanestProbeAgent::new_probe(clock, &NO_CPU, 7, untouched).err(),
+        Some(socscope_agent::AgentError::BadCpu)
+    );
+    assert!(bytes_of(untouched).iter().all(|&b| b == 0));
+}

@@ -146,7 +146,7 @@ if [ -n "$probe_footprint" ] && [ -f "$probe_footprint" ]; then
     kind ~ /[tT]/ && name ~ /^<?(socscope_agent|socscope_wire)::/ { agent += size }
     kind ~ /[tT]/ && name ~ /compiler_builtins|__aeabi/ { mem += size }
     name ~ /^reset$/ { reset = size }
-    END { printf "  of which the agent'"'"'s functions %d, the harness loop (16 record calls, Agent::new, attach_probe, probe_close_blocks inlined) %d, memcpy/memset (the constructor'"'"'s) %d bytes\n", agent, reset, mem }'
+    END { printf "  of which the agent'"'"'s functions %d, the harness loop (16 record calls, the constructor, attach_probe, probe_close_blocks inlined) %d, memcpy/memset (the constructor'"'"'s) %d bytes\n", agent, reset, mem }'
 else
   echo "  (no probe-mode footprint image)"
 fi

@@ -57,7 +57,14 @@ const RUN_TIME_PRODUCERS: usize = 0;
 /// record only).
 /// The dictionary's tables are in flash ([`PRODUCERS`], [`TYPES`], `Agent::declare_static`); room for
 /// one producer registered at run time (the soft IRQ, whose handler address is only known then).
-type BoardAgent = Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0, DRAIN>;
+/// The configuration is in flash ([`board_config!`]): the agent references it (`StaticConfig`; in
+/// the probe build `ProbeConfig`, which keeps the session's id and start in the control block).
+type BoardAgent =
+    Agent<BoardClock, 1, BLOCK, BLOCKS, CONTROL, RUN_TIME_PRODUCERS, 0, DRAIN, BoardConfig>;
+#[cfg(not(feature = "probe"))]
+type BoardConfig = socscope_agent::StaticConfig;
+#[cfg(feature = "probe")]
+type BoardConfig = socscope_agent::ProbeConfig<1>;
 /// The drain's state on the board: none in the probe build (the host frames and sends).
 #[cfg(not(feature = "probe"))]
 const DRAIN: usize = 1;
@@ -221,6 +228,27 @@ macro_rules! names_image {
         {
             &[]
         }
+    }};
+}
+
+/// The agent's configuration for an application name: a `static` in flash, which the agent references
+/// instead of copying (the session id, given at boot, is kept apart: `Agent::new_static`).
+macro_rules! board_config {
+    ($application:literal) => {{
+        static CONFIG: Config = Config {
+            board: BOARD,
+            soc: SOC,
+            os: OS,
+            application: $application,
+            cpu_count: 1,
+            tick_rate_hz: SYSCLK_HZ as u64,
+            session_id: 0,
+            flush_latency_ticks: (20 * TICKS_PER_MS) as u64,
+            heartbeat_ticks: SYSCLK_HZ as u64,
+            hello_every_ticks: 2 * SYSCLK_HZ as u64,
+            token: "",
+        };
+        &CONFIG
     }};
 }
 
@@ -1029,29 +1057,28 @@ fn main() -> ! {
 
     hw::clock_init();
     hw::uart_init();
-    // The probe build's names image per application (the host's `Hello` takes its names from it).
-    let (application, names): (&str, &'static [u8]) = match mode {
-        b"bench" => ("bench", names_image!("bench")),
-        b"flood" => ("flood", names_image!("flood")),
-        b"postmortem" => ("player-post-mortem", names_image!("player-post-mortem")),
-        _ => ("player", names_image!("player")),
+    // The configuration in flash, and the probe build's names image, per application (the host's
+    // `Hello` takes its names from the image).
+    let (application, config, names): (&str, &'static Config, &'static [u8]) = match mode {
+        b"bench" => ("bench", board_config!("bench"), names_image!("bench")),
+        b"flood" => ("flood", board_config!("flood"), names_image!("flood")),
+        b"postmortem" => (
+            "player-post-mortem",
+            board_config!("player-post-mortem"),
+            names_image!("player-post-mortem"),
+        ),
+        _ => ("player", board_config!("player"), names_image!("player")),
     };
-    let mut agent = BoardAgent::new(
-        BoardClock { state: 0 },
-        Config {
-            board: BOARD,
-            soc: SOC,
-            os: OS,
-            application,
-            cpu_count: 1,
-            tick_rate_hz: u64::from(SYSCLK_HZ),
-            session_id: session,
-            flush_latency_ticks: u64::from(20 * TICKS_PER_MS),
-            heartbeat_ticks: u64::from(SYSCLK_HZ),
-            hello_every_ticks: 2 * u64::from(SYSCLK_HZ),
-            token: "",
-        },
-    );
+    #[cfg(not(feature = "probe"))]
+    let agent = BoardAgent::new_static(BoardClock { state: 0 }, config, session);
+    #[cfg(feature = "probe")]
+    let agent = BoardAgent::new_probe(BoardClock { state: 0 }, config, session, &SOCSCOPE_PROBE);
+    let Ok(mut agent) = agent else {
+        Line::new()
+            .text("socscope-board: configuration refused")
+            .print();
+        hw::exit(false);
+    };
     // The board's dictionary is in flash: the agent references these tables instead of copying them
     // (RAM). Only the soft IRQ's handler address is known at run time: registered (copied) alone.
     #[cfg_attr(feature = "probe", allow(unused_mut))]

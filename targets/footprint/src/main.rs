@@ -11,9 +11,11 @@ use core::ptr::read_volatile;
 #[cfg(not(feature = "probe"))]
 use core::ptr::write_volatile;
 
+#[cfg(not(feature = "probe"))]
+use socscope_agent::StaticConfig;
 use socscope_agent::{Clock, Config};
 #[cfg(not(feature = "probe"))]
-use socscope_agent::{SmallAgent, Transport, TransportError};
+use socscope_agent::{Transport, TransportError, frame_buffer_len};
 
 // The agent masks interrupts through the `critical-section` crate; cortex-m provides its PRIMASK one.
 use cortex_m as _;
@@ -46,7 +48,27 @@ impl Clock for CycleCounter {
 /// The probe build's agent: the same rings as `SmallAgent`, no control-frame buffer and no drain state
 /// (nothing drains on the board), no dictionary storage.
 #[cfg(feature = "probe")]
-type SmallAgent<C> = socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0>;
+type SmallAgent<C> =
+    socscope_agent::Agent<C, 2, 256, 4, 0, 0, 0, 0, socscope_agent::ProbeConfig<2>>;
+/// The streaming build's agent: the library's `SmallAgent`, its configuration referenced in flash.
+#[cfg(not(feature = "probe"))]
+type SmallAgent<C> =
+    socscope_agent::Agent<C, 2, 256, 4, { frame_buffer_len(256) }, 16, 8, 1, StaticConfig>;
+
+/// The configuration, in flash (the agent references it; the session id is given at boot).
+static CONFIG: Config = Config {
+    board: "footprint",
+    soc: "cortex-m4f",
+    os: "bare-metal",
+    application: "footprint",
+    cpu_count: 1,
+    tick_rate_hz: 168_000_000,
+    session_id: 0,
+    flush_latency_ticks: 16_800_000,
+    heartbeat_ticks: 168_000_000,
+    hello_every_ticks: 168_000_000,
+    token: "",
+};
 
 /// The probe build's names image (the host's `Hello` names).
 #[cfg(feature = "probe")]
@@ -98,23 +120,25 @@ static RESET_VECTOR: extern "C" fn() -> ! = reset;
 
 #[unsafe(no_mangle)]
 extern "C" fn reset() -> ! {
-    #[cfg_attr(not(feature = "probe"), allow(unused_mut))]
-    let mut agent = SmallAgent::new(
+    #[cfg(not(feature = "probe"))]
+    let agent = SmallAgent::new_static(
         CycleCounter { high: 0, last: 0 },
-        Config {
-            board: "footprint",
-            soc: "cortex-m4f",
-            os: "bare-metal",
-            application: "footprint",
-            cpu_count: 1,
-            tick_rate_hz: 168_000_000,
-            session_id: u64::from(input()),
-            flush_latency_ticks: 16_800_000,
-            heartbeat_ticks: 168_000_000,
-            hello_every_ticks: 168_000_000,
-            token: "",
-        },
+        &CONFIG,
+        u64::from(input()),
     );
+    #[cfg(feature = "probe")]
+    let agent = SmallAgent::new_probe(
+        CycleCounter { high: 0, last: 0 },
+        &CONFIG,
+        u64::from(input()),
+        &PROBE,
+    );
+    #[cfg_attr(not(feature = "probe"), allow(unused_mut))]
+    let Ok(mut agent) = agent else {
+        loop {
+            cortex_m::asm::wfi();
+        }
+    };
     #[cfg(feature = "probe")]
     {
         // In a register-sized slot the agent would move; here it stays on this never-returning stack.
