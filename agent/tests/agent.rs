@@ -995,21 +995,8 @@ fn the_generic_record_writes_what_each_kind_writes() {
     assert_eq!(agent.record(0, 17, &[]), Err(AgentError::UnknownType));
 }
 
-/// The configuration of `common::config()`, in a `static` as a board keeps it in flash (its session id
-/// is given at boot, apart).
-static FLASH_CONFIG: Config = Config {
-    board: "stb-test",
-    soc: "sti7105",
-    os: "linux",
-    application: "player",
-    cpu_count: 2,
-    tick_rate_hz: 1_000_000,
-    session_id: 0,
-    flush_latency_ticks: 1_000,
-    heartbeat_ticks: 10_000,
-    hello_every_ticks: 0,
-    token: "",
-};
+/// `common::FLASH_CONFIG` in a `static`, as a board keeps it in flash.
+static FLASH_CONFIG: Config = common::FLASH_CONFIG;
 
 #[test]
 fn an_agent_that_references_its_configuration_writes_the_same_stream() {

@@ -336,24 +336,7 @@ fn a_probe_only_agent_holds_no_drain_state_and_behaves_the_same() {
 #[test]
 fn a_probe_agent_that_references_its_configuration_writes_the_same_control_block() {
     type StaticProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::StaticConfig>;
-    static FLASH_CONFIG: socscope_agent::Config = socscope_agent::Config {
-        session_id: 0,
-        ..CONFIG_NAMES
-    };
-    // `common::config()`'s fields as a `static` (its session id given at boot instead).
-    const CONFIG_NAMES: socscope_agent::Config = socscope_agent::Config {
-        board: "stb-test",
-        soc: "sti7105",
-        os: "linux",
-        application: "player",
-        cpu_count: 2,
-        tick_rate_hz: 1_000_000,
-        session_id: 0,
-        flush_latency_ticks: 1_000,
-        heartbeat_ticks: 10_000,
-        hello_every_ticks: 0,
-        token: "",
-    };
+    static FLASH_CONFIG: socscope_agent::Config = common::FLASH_CONFIG;
     assert_eq!(
         ProbeAgent::state_bytes() - StaticProbeAgent::state_bytes(),
         std::mem::size_of::<socscope_agent::Config>()
@@ -416,19 +399,7 @@ fn a_probe_agent_that_keeps_its_session_in_the_control_block_writes_the_same_blo
     type StaticProbeAgent = Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::StaticConfig>;
     type LeanestProbeAgent =
         Agent<SharedClock, 2, 256, 4, 0, 0, 0, 0, socscope_agent::ProbeConfig<2>>;
-    static FLASH_CONFIG: socscope_agent::Config = socscope_agent::Config {
-        board: "stb-test",
-        soc: "sti7105",
-        os: "linux",
-        application: "player",
-        cpu_count: 2,
-        tick_rate_hz: 1_000_000,
-        session_id: 0,
-        flush_latency_ticks: 1_000,
-        heartbeat_ticks: 10_000,
-        hello_every_ticks: 0,
-        token: "",
-    };
+    static FLASH_CONFIG: socscope_agent::Config = common::FLASH_CONFIG;
     // Neither the session id nor the start is kept in the agent.
     assert!(
         LeanestProbeAgent::state_bytes() + 8 <= StaticProbeAgent::state_bytes(),

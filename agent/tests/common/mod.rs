@@ -15,19 +15,26 @@ impl Clock for SharedClock {
     }
 }
 
+/// A two-CPU set-top box's configuration as a board keeps it in flash: its session id is given at
+/// boot, apart ([`socscope_agent::Agent::new_static`]).
+pub const FLASH_CONFIG: Config = Config {
+    board: "stb-test",
+    soc: "sti7105",
+    os: "linux",
+    application: "player",
+    cpu_count: 2,
+    tick_rate_hz: 1_000_000,
+    session_id: 0,
+    flush_latency_ticks: 1_000,
+    heartbeat_ticks: 10_000,
+    hello_every_ticks: 0,
+    token: "",
+};
+
 /// A two-CPU set-top box's configuration.
 pub fn config() -> Config {
     Config {
-        board: "stb-test",
-        soc: "sti7105",
-        os: "linux",
-        application: "player",
-        cpu_count: 2,
-        tick_rate_hz: 1_000_000,
         session_id: 7,
-        flush_latency_ticks: 1_000,
-        heartbeat_ticks: 10_000,
-        hello_every_ticks: 0,
-        token: "",
+        ..FLASH_CONFIG
     }
 }
