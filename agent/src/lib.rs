@@ -1272,24 +1272,10 @@ impl<
         });
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.record_again::<X>(cpu, type_id, values, max_len, now),
-        }
-    }
-
-    /// [`Agent::record`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn record_again<X: Exclusion>(
-        &self,
-        cpu: u16,
-        type_id: u16,
-        values: &[ParamValue<'_>],
-        params_len: usize,
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(cpu, params_len, now) {
-            Ok(()) => self.record_via::<X>(cpu, type_id, values),
-            Err(outcome) => outcome,
+            Err(now) => match self.make_room::<X>(cpu, max_len, now) {
+                Ok(()) => self.record_via::<X>(cpu, type_id, values),
+                Err(outcome) => outcome,
+            },
         }
     }
 
@@ -1336,22 +1322,10 @@ impl<
         );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_values_again::<X>(head, values, now),
-        }
-    }
-
-    /// [`Agent::push_values`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_values_again<X: Exclusion>(
-        &self,
-        head: u32,
-        values: &[u64],
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, values.len() * V64, now) {
-            Ok(()) => self.push_values::<X>(head, values),
-            Err(outcome) => outcome,
+            Err(now) => match self.make_room::<X>(head as u16, values.len() * V64, now) {
+                Ok(()) => self.push_values::<X>(head, values),
+                Err(outcome) => outcome,
+            },
         }
     }
 
@@ -1393,13 +1367,10 @@ impl<
             );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => {
-                let head = match COPY {
-                    SHARED => head,
-                    _ => head | shape_bits(COPY),
-                };
-                self.push_small_again::<X>(head, lo, hi, now)
-            }
+            Err(now) => match self.make_room::<X>(head as u16, params_len, now) {
+                Ok(()) => self.push_small::<X, COPY>(head, lo, hi),
+                Err(outcome) => outcome,
+            },
         }
     }
 
@@ -1424,43 +1395,10 @@ impl<
         });
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_syscall_again::<X>(head, nr, args, now),
-        }
-    }
-
-    /// [`Agent::push_syscall`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_syscall_again<X: Exclusion>(
-        &self,
-        head: u32,
-        nr: u32,
-        args: &[u64; 4],
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, V32 + 4 * V64, now) {
-            Ok(()) => self.push_syscall::<X>(head, nr, args),
-            Err(outcome) => outcome,
-        }
-    }
-
-    /// [`Agent::push_small`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_small_again<X: Exclusion>(
-        &self,
-        head: u32,
-        lo: u32,
-        hi: u32,
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, head_params_len(head), now) {
-            Ok(()) => match head_shape(head) {
-                TWO_U32 => self.push_small::<X, TWO_U32>(head, lo, hi),
-                ONE_ADDRESS => self.push_small::<X, ONE_ADDRESS>(head, lo, hi),
-                _ => self.push_small::<X, SHARED>(head, lo, hi),
+            Err(now) => match self.make_room::<X>(head as u16, V32 + 4 * V64, now) {
+                Ok(()) => self.push_syscall::<X>(head, nr, args),
+                Err(outcome) => outcome,
             },
-            Err(outcome) => outcome,
         }
     }
 
@@ -1487,23 +1425,10 @@ impl<
         );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_string_again::<X>(head, number, text, now),
-        }
-    }
-
-    /// [`Agent::push_string`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_string_again<X: Exclusion>(
-        &self,
-        head: u32,
-        number: Option<u32>,
-        text: &str,
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, 2 * V32 + text.len(), now) {
-            Ok(()) => self.push_string::<X>(head, number, text),
-            Err(outcome) => outcome,
+            Err(now) => match self.make_room::<X>(head as u16, 2 * V32 + text.len(), now) {
+                Ok(()) => self.push_string::<X>(head, number, text),
+                Err(outcome) => outcome,
+            },
         }
     }
 
