@@ -1332,10 +1332,10 @@ impl<
     /// The record path of the built-in kinds with at most two values (the common kinds: `irq_entry`,
     /// `context_switch`, `wakeup`, `mark`, the exits…): `head` is [`record_head`], whose shape says
     /// what `lo` and `hi` hold; the values come in registers and are written with no loop. `COPY`:
-    /// [`SHARED`], one copy for the kinds with no value, one value of up to 32 bits or one of up to 64
-    /// (the shape tested when the record is written), or a copy of its own for [`TWO_U32`] and
-    /// [`ONE_ADDRESS`] (the context switch and the functions, near the bound of 100 instructions
-    /// with a test of the shape: see BENCHMARKS.md).
+    /// [`SHARED`], one copy for the kinds with no value, one value of up to 64 bits or two of up to 32
+    /// (the shape tested when the record is written: one copy in flash for all of them), or a copy of
+    /// its own for [`ONE_ADDRESS`] (the functions: `user_entry` is near the bound of 100 instructions,
+    /// where the shape test of the shared copy would add to it: see BENCHMARKS.md).
     #[inline(never)]
     fn push_small<X: Exclusion, const COPY: u8>(
         &self,
@@ -1353,15 +1353,15 @@ impl<
                 head_type(head),
                 params_len,
                 |c, ring| match COPY {
-                    TWO_U32 => {
-                        c.u32(lo);
-                        c.u32(hi);
-                    }
                     ONE_ADDRESS => address(c, ring, u64::from(hi) << 32 | u64::from(lo)),
                     _ => match head_shape(head) {
-                        ONE_U32 => c.u32(lo),
-                        ONE_U64 => c.u64(u64::from(hi) << 32 | u64::from(lo)),
-                        _ => {}
+                        NO_VALUE_SHARED => {}
+                        TWO_U32 => {
+                            c.u32(lo);
+                            c.u32(hi);
+                        }
+                        // One value: a `ONE_U32` kind passes `hi` 0, so this is its `u32`.
+                        _ => c.u64(u64::from(hi) << 32 | u64::from(lo)),
                     },
                 },
             );
@@ -2473,7 +2473,7 @@ macro_rules! record_kinds {
 record_kinds! {
     /// `C`: the running thread on `cpu` changes from `prev` to `next`.
     context_switch(prev: u32, next: u32) =>
-        push_small[TWO_U32](ContextSwitch, NO_VALUE, prev, next);
+        push_small[SHARED](ContextSwitch, TWO_U32, prev, next);
     /// `I`: interrupt `irq` starts.
     irq_entry(irq: u32) => push_small[SHARED](IrqEntry, ONE_U32, irq, 0);
     /// `i`: the current interrupt ends.
