@@ -105,6 +105,8 @@ agent_flash() {
         v["agent-code"], v["agent-tables"], v["agent-code"] + v["agent-tables"]
       printf "  %s:   not counted: the board'"'"'s clock and critical section inlined in the agent'"'"'s functions %d, the board'"'"'s tables the agent reads (dictionary, declarations) %d; of the agent'"'"'s tables %d also used by the board\n", label,
         v["board-code-in-agent-functions"], v["board-tables-read-by-agent"], v["agent-tables-shared"]
+      printf "  %s:   not counted either: the agent'"'"'s code inlined into the bench mode'"'"'s call sites (measurement harness, no application ships it) %d\n", label,
+        v["harness-code-agent"]
     }'
 }
 
