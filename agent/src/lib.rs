@@ -587,6 +587,18 @@ unsafe fn varint_u64_wide(mut at: *mut u8, mut v: u64) -> *mut u8 {
     }
 }
 
+/// Writes the zigzag of an address delta outside 32 bits signed (a rare case: out of line and cold,
+/// so that the record path's registers are chosen for the usual one); returns the byte after it.
+///
+/// # Safety
+/// Ten bytes from `at` are writable.
+#[cold]
+#[inline(never)]
+unsafe fn address_wide(at: *mut u8, d: u64) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe { varint_u64_wide(at, socscope_wire::varint::zigzag(d as i64)) }
+}
+
 /// The longest varint of a `u32`, a `u64`.
 const V32: usize = 5;
 const V64: usize = 10;
@@ -2415,7 +2427,11 @@ fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
         // The delta fits 32 bits signed (the usual case): its zigzag in 32-bit arithmetic.
         c.u32((lo << 1) ^ sign);
     } else {
-        c.u64(socscope_wire::varint::zigzag(d as i64));
+        // Outside 32 bits signed, the zigzag is 2^32 or more: the wide varint, with no test of its
+        // high half (`Cursor::u64` would inline the short cases once more, which never apply).
+        c.reserve(V64);
+        // SAFETY: as in `Cursor::u64`: the record reserved the varint's longest encoding from here.
+        c.at = unsafe { address_wide(c.at, d) };
     }
 }
 
