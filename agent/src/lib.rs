@@ -1036,14 +1036,16 @@ impl<
         if config.cpu_count == 0 || usize::from(config.cpu_count) > CPUS {
             return Err(AgentError::BadCpu);
         }
-        let names = [
-            config.board,
-            config.soc,
-            config.os,
-            config.application,
-            config.token,
-        ];
-        if names.iter().any(|name| name.len() > MAX_NAME_LEN) {
+        // The longest name, read field by field (an array of the five names would be copied to
+        // the stack first: flash for a check that runs once).
+        let longest = config
+            .board
+            .len()
+            .max(config.soc.len())
+            .max(config.os.len())
+            .max(config.application.len())
+            .max(config.token.len());
+        if longest > MAX_NAME_LEN {
             return Err(AgentError::NameTooLong);
         }
         Ok(())
