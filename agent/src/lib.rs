@@ -607,17 +607,19 @@ const V64: usize = 10;
 const RECORD_HEAD: usize = 3 + V32;
 
 /// The first argument of the record paths ([`Agent::push_small`] and the others), in one register: the
-/// CPU (bits 0–15), the record type (bits 16–22: built-in ids are below 128), the values' shape (bits
-/// 23–25: [`NO_VALUE`] and the others; for [`Agent::push_values`], [`ONE_ADDRESS`] says the last value
-/// is an address) and the longest encoding of the values (bits 26–31), all but the CPU known when the
-/// kind is compiled. A path that knows its shape gets [`NO_VALUE`] here: its head is then a constant of
-/// one instruction (`cpu | type << 16`), where the shape's bits would take two.
+/// record type (bits 0–6: built-in ids are below 128), the values' shape (bits 7–9: [`NO_VALUE`] and
+/// the others; for [`Agent::push_values`], [`ONE_ADDRESS`] says the last value is an address), the
+/// longest encoding of the values (bits 10–15) and the CPU (bits 16–31). All but the CPU are known
+/// when the kind is compiled, and they fill the low half: at a call site with a constant CPU 0 (a
+/// single-core board) the head is one 16-bit constant, one instruction (`movw`), where a CPU in the
+/// low half took two (`movw`, `movt`). A path that knows its shape gets [`NO_VALUE`] here: its head
+/// is then the type alone, an 8-bit constant.
 const fn record_head(cpu: u16, ty: Builtin, shape: u8) -> u32 {
-    cpu as u32 | (ty.id() as u32 & 0x7f) << 16 | shape_bits(shape)
+    (cpu as u32) << 16 | (ty.id() as u32 & 0x7f) | shape_bits(shape)
 }
 
 /// A shape and the longest encoding of a record of that shape (type, delta, values) in a
-/// [`record_head`]'s bits 23–31; none for [`NO_VALUE`].
+/// [`record_head`]'s bits 7–15; none for [`NO_VALUE`].
 const fn shape_bits(shape: u8) -> u32 {
     let params_len = match shape {
         NO_VALUE => return 0,
@@ -626,23 +628,28 @@ const fn shape_bits(shape: u8) -> u32 {
         TWO_U32 => 2 * V32,
         _ => 0,
     };
-    (shape as u32) << 23 | ((RECORD_HEAD + params_len) as u32) << 26
+    (shape as u32) << 7 | ((RECORD_HEAD + params_len) as u32) << 10
 }
 
-/// The record type, shape and values' longest encoding of a [`record_head`].
+/// The CPU, record type, shape and values' longest encoding of a [`record_head`].
+#[inline(always)]
+const fn head_cpu(head: u32) -> u16 {
+    (head >> 16) as u16
+}
+
 #[inline(always)]
 const fn head_type(head: u32) -> u16 {
-    (head >> 16) as u16 & 0x7f
+    head as u16 & 0x7f
 }
 
 #[inline(always)]
 const fn head_shape(head: u32) -> u8 {
-    (head >> 23) as u8 & 7
+    (head >> 7) as u8 & 7
 }
 
 #[inline(always)]
 const fn head_params_len(head: u32) -> usize {
-    ((head >> 26) as usize).wrapping_sub(RECORD_HEAD)
+    ((head >> 10) as usize & 0x3f).wrapping_sub(RECORD_HEAD)
 }
 
 /// What [`Agent::push_small`] writes after a record's type and delta (the shape in its `head`): nothing,
@@ -1318,7 +1325,7 @@ impl<
     fn push_values<X: Exclusion>(&self, head: u32, values: &[u64]) -> Result<Recorded, AgentError> {
         let address_last = head_shape(head) == ONE_ADDRESS;
         let stored = self.push_with::<X>(
-            head as u16,
+            head_cpu(head),
             head_type(head),
             values.len() * V64,
             |c, ring| {
@@ -1336,7 +1343,7 @@ impl<
         );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => match self.make_room::<X>(head as u16, values.len() * V64, now) {
+            Err(now) => match self.make_room::<X>(head_cpu(head), values.len() * V64, now) {
                 Ok(()) => self.push_values::<X>(head, values),
                 Err(outcome) => outcome,
             },
@@ -1363,7 +1370,7 @@ impl<
         };
         let stored =
             self.push_with::<X>(
-                head as u16,
+                head_cpu(head),
                 head_type(head),
                 params_len,
                 |c, ring| match COPY {
@@ -1381,7 +1388,7 @@ impl<
             );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => match self.make_room::<X>(head as u16, params_len, now) {
+            Err(now) => match self.make_room::<X>(head_cpu(head), params_len, now) {
                 Ok(()) => self.push_small::<X, COPY>(head, lo, hi),
                 Err(outcome) => outcome,
             },
@@ -1397,7 +1404,7 @@ impl<
         nr: u32,
         args: &[u64; 4],
     ) -> Result<Recorded, AgentError> {
-        let stored = self.push_with::<X>(head as u16, head_type(head), V32 + 4 * V64, |c, _| {
+        let stored = self.push_with::<X>(head_cpu(head), head_type(head), V32 + 4 * V64, |c, _| {
             c.u32(nr);
             // Each read just before it is written: one register for the arguments' address instead of
             // eight for their values (which pushed the section's token onto the stack).
@@ -1409,7 +1416,7 @@ impl<
         });
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => match self.make_room::<X>(head as u16, V32 + 4 * V64, now) {
+            Err(now) => match self.make_room::<X>(head_cpu(head), V32 + 4 * V64, now) {
                 Ok(()) => self.push_syscall::<X>(head, nr, args),
                 Err(outcome) => outcome,
             },
@@ -1426,7 +1433,7 @@ impl<
         text: &str,
     ) -> Result<Recorded, AgentError> {
         let stored = self.push_with::<X>(
-            head as u16,
+            head_cpu(head),
             head_type(head),
             2 * V32 + text.len(),
             |c, _| {
@@ -1439,7 +1446,7 @@ impl<
         );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => match self.make_room::<X>(head as u16, 2 * V32 + text.len(), now) {
+            Err(now) => match self.make_room::<X>(head_cpu(head), 2 * V32 + text.len(), now) {
                 Ok(()) => self.push_string::<X>(head, number, text),
                 Err(outcome) => outcome,
             },
