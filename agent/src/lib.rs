@@ -1597,10 +1597,10 @@ impl<
         now: u64,
     ) -> Recorded {
         let probe = self.probe().and_then(|p| p.rings.get(cpu));
-        if let Some(p) = probe {
-            take_released::<BLOCKS>(p, state);
+        match probe {
+            Some(p) => probe_settle::<BLOCK, BLOCKS>(ring, state, p, false),
+            None => close_open::<BLOCK, BLOCKS>(ring, state),
         }
-        close_open_published::<BLOCK, BLOCKS>(ring, state, probe);
         if state.closed >= BLOCKS {
             let may_overwrite = self.mode() == Mode::PostMortem
                 && !state.in_flight
@@ -1702,10 +1702,7 @@ impl<
         };
         for (cpu, p) in control.rings.iter().enumerate() {
             self.with_ring(cpu, |ring, s| {
-                take_released::<BLOCKS>(p, s);
-                if s.open() && s.count > 0 {
-                    close_open_published::<BLOCK, BLOCKS>(ring, s, Some(p));
-                }
+                probe_settle::<BLOCK, BLOCKS>(ring, s, p, true)
             });
         }
     }
@@ -1719,8 +1716,7 @@ impl<
         };
         for (cpu, p) in control.rings.iter().enumerate() {
             self.with_ring(cpu, |ring, s| {
-                take_released::<BLOCKS>(p, s);
-                close_open_published::<BLOCK, BLOCKS>(ring, s, Some(p));
+                probe_settle::<BLOCK, BLOCKS>(ring, s, p, false);
                 p.sequences.set(s.next());
                 p.dropped.set(s.dropped);
             });
@@ -2309,16 +2305,21 @@ fn open_base_ticks<const BLOCK: usize, const BLOCKS: usize>(
     })
 }
 
-/// [`close_open`], and in probe mode the block's publication to the host (its `closed` count advanced
-/// after the block's numbers are in its head).
-fn close_open_published<const BLOCK: usize, const BLOCKS: usize>(
+/// Probe mode, inside the critical section: frees the blocks the host released
+/// ([`take_released`]), then closes the open block (unless `keep_empty` and it holds no record) and
+/// publishes it to the host (its `closed` count advanced after the block's numbers are in its head).
+/// One copy out of line for the block switch, [`Agent::probe_close_blocks`] and
+/// [`Agent::probe_finish`].
+#[inline(never)]
+fn probe_settle<const BLOCK: usize, const BLOCKS: usize>(
     ring: &Ring<BLOCK, BLOCKS>,
     s: &mut RingState,
-    probe: Option<&ProbeRing>,
+    p: &ProbeRing,
+    keep_empty: bool,
 ) {
-    let was_open = s.open();
-    close_open::<BLOCK, BLOCKS>(ring, s);
-    if was_open && let Some(p) = probe {
+    take_released::<BLOCKS>(p, s);
+    if s.open() && !(keep_empty && s.count == 0) {
+        close_open::<BLOCK, BLOCKS>(ring, s);
         p.publish_closed();
     }
 }
