@@ -201,6 +201,12 @@ pub trait ConfigStore {
     fn keep_start(now: u64) -> Self::Start;
     /// The session's start in ticks, from what the agent kept.
     fn start_ticks(&self, kept: Self::Start) -> u64;
+    /// Whether the session's id and start are already in the probe control block at `control`
+    /// (where a [`ProbeConfig`] keeps them): [`Agent::attach_probe`] then leaves them as they are.
+    fn session_in(&self, control: *const ()) -> bool {
+        let _ = control;
+        false
+    }
 }
 
 impl ConfigStore for Config {
@@ -283,6 +289,12 @@ impl<const CPUS: usize> ConfigStore for ProbeConfig<CPUS> {
     fn keep_start(_: u64) {}
     fn start_ticks(&self, (): ()) -> u64 {
         self.control.start_ticks.get()
+    }
+    fn session_in(&self, control: *const ()) -> bool {
+        core::ptr::eq(
+            (self.control as *const ProbeControl<CPUS>).cast::<()>(),
+            control,
+        )
     }
 }
 
@@ -1669,9 +1681,15 @@ impl<
         c.cpu_count
             .store(u32::from(self.config.cpu_count()), Relaxed);
         c.tick_rate_hz.set(self.config.get().tick_rate_hz);
-        c.session_id.set(self.config.session_id());
-        c.start_ticks
-            .set(self.config.start_ticks(self.session_start_ticks));
+        // A probe agent attached to its own block: the numbers are there already.
+        if !self
+            .config
+            .session_in((control as *const ProbeControl<CPUS>).cast::<()>())
+        {
+            c.session_id.set(self.config.session_id());
+            c.start_ticks
+                .set(self.config.start_ticks(self.session_start_ticks));
+        }
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
         c.names.set(names.as_ptr() as usize as u64);
