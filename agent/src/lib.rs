@@ -1055,16 +1055,15 @@ impl<
         if config.cpu_count == 0 || usize::from(config.cpu_count) > CPUS {
             return Err(AgentError::BadCpu);
         }
-        // The longest name, read field by field (an array of the five names would be copied to
-        // the stack first: flash for a check that runs once).
-        let longest = config
-            .board
-            .len()
-            .max(config.soc.len())
-            .max(config.os.len())
-            .max(config.application.len())
-            .max(config.token.len());
-        if longest > MAX_NAME_LEN {
+        // Field by field (an array of the five names would be copied to the stack first: flash for
+        // a check that runs once).
+        let too_long = |name: &str| name.len() > MAX_NAME_LEN;
+        if too_long(config.board)
+            || too_long(config.soc)
+            || too_long(config.os)
+            || too_long(config.application)
+            || too_long(config.token)
+        {
             return Err(AgentError::NameTooLong);
         }
         Ok(())
@@ -1738,7 +1737,9 @@ impl<
         for (cpu, p) in control.rings.iter().enumerate() {
             self.with_ring(cpu, |ring, s| {
                 probe_settle::<BLOCK, BLOCKS>(ring, s, p, false);
-                p.sequences.set(s.next());
+                // No block is open now: the next sequence number is `next_seq` (`s.next()`
+                // would test that again).
+                p.sequences.set(s.next_seq);
                 p.dropped.set(s.dropped);
             });
         }
