@@ -309,9 +309,10 @@ pub struct AgentStats {
     pub rejected: u64,
     /// Records whose timestamp was earlier than the previous one on their CPU (sent with a zero delta).
     pub clock_regressions: u64,
-    /// Frames written to the transport.
+    /// Frames written to the transport (counted modulo 2^32: it wraps after 2^32 frames).
     pub frames: u64,
-    /// Bytes written to the transport.
+    /// Bytes written to the transport (counted modulo 2^32: it wraps after 4 GiB, 13 hours at
+    /// 921 600 baud).
     pub bytes: u64,
     /// Records overwritten in post-mortem mode before any dump could send them (part of `records`).
     pub overwritten: u64,
@@ -722,42 +723,52 @@ impl Exclusion for Borrowed {
 }
 
 /// The drain's own state: only the context that holds the drain (see [`Shared::draining`]) touches it.
+///
+/// Its small fields come last, together, so that they share one padding (RAM).
 struct Link<const CPUS: usize, const OUT: usize> {
-    hello_sent: bool,
-    producers_sent: usize,
-    types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
-    /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
-    /// call finishes over several calls).
-    totals_sent: usize,
     /// Per CPU: the next sequence number the collector expects (what the frames sent so far cover).
+    /// While a dump runs and the CPU's `Window` frame is not out yet: the window's first sequence
+    /// number, which that frame announces.
     sent_seq: [u64; CPUS],
     /// Per CPU: the block claimed and not yet taken by the transport (framed in place once).
     claimed: [Option<Claim>; CPUS],
     dump: DumpState<CPUS>,
-    frames: u64,
-    bytes: u64,
+    /// Frames and bytes written to the transport: statistics only ([`AgentStats`]; no frame carries
+    /// them), counted modulo 2^32 to save RAM. The bytes wrap after 4 GiB (13 hours at 921 600 baud,
+    /// 36 seconds at 1 Gbit/s), the frames after 2^32 frames.
+    frames: u32,
+    bytes: u32,
+    /// Dictionary entries sent so far (the declarations hold at most `u16::MAX` of each kind:
+    /// [`Agent::declare_static`]).
+    producers_sent: u16,
+    types_sent: u16,
+    /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
+    /// call finishes over several calls).
+    totals_sent: u16,
+    hello_sent: bool,
+    /// A dump is under way ([`DumpState`]).
+    dump_active: bool,
+    /// Per CPU, while a dump runs: whether its `Window` frame is out.
+    window_sent: [bool; CPUS],
     _out: core::marker::PhantomData<[u8; OUT]>,
 }
 
 /// Where a dump stands (a transport that takes one frame per call dumps over several calls).
+/// The records the dump's `Bye` reports are not kept: they are the windows' ends added up, less
+/// `dropped` (every sequence number given out is a record kept or dropped).
 #[derive(Clone, Copy)]
 struct DumpState<const CPUS: usize> {
-    active: bool,
-    /// Per CPU: the window's end (the next sequence number when the dump started) and whether its
-    /// `Window` frame is out.
+    /// Per CPU: the window's end (the next sequence number when the dump started). Its first
+    /// sequence number waits in [`Link::sent_seq`] until its `Window` frame is out.
     until: [u64; CPUS],
-    /// Per CPU: the window's first sequence number.
-    first: [u64; CPUS],
-    window_sent: [bool; CPUS],
     /// Per CPU, between dumps: the ring's `overwritten_total` when the last dump ended; while a dump
     /// runs: the records overwritten since then, which its window reports (no block is overwritten
     /// while a dump runs, so the total holds still from the dump's start to its end). One array for
     /// both: 8 bytes per CPU.
     overwritten: [u64; CPUS],
     oldest_ticks: u64,
-    records: u64,
     dropped: u64,
     bye_ticks: u64,
 }
@@ -1036,6 +1047,13 @@ impl<
             "blocks of at least 72 bytes"
         );
         assert!(BLOCK <= u32::MAX as usize);
+        // The drain counts the CPUs' totals and the dictionary entries it sent in `u16`s.
+        assert!(
+            CPUS <= u16::MAX as usize
+                && PRODUCERS <= u16::MAX as usize
+                && TYPES <= u16::MAX as usize,
+            "at most 65 535 CPUs, producers and types"
+        );
         assert!(
             OUT == 0 || OUT >= 48,
             "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
@@ -1136,8 +1154,8 @@ impl<
                 // SAFETY: no drain is running (checked under the critical section, which a drain must
                 // take to start).
                 if let Some(link) = unsafe { &*self.link.get() }.first() {
-                    s.frames = link.frames;
-                    s.bytes = link.bytes;
+                    s.frames = u64::from(link.frames);
+                    s.bytes = u64::from(link.bytes);
                 }
             }
             s
@@ -1177,12 +1195,19 @@ impl<
     /// them, not copies, so they cost it no RAM (an agent with `PRODUCERS` and `TYPES` of 0 holds no
     /// dictionary storage at all). Checked like [`Agent::register_producer`] and
     /// [`Agent::register_type`], entry by entry; on an error nothing is declared. Replaces the tables of
-    /// an earlier call; entries registered one by one stay, sent after these.
+    /// an earlier call; entries registered one by one stay, sent after these. Tables longer than
+    /// 65 535 entries less `PRODUCERS` (or `TYPES`) are refused ([`AgentError::DictionaryFull`]).
     pub fn declare_static(
         &mut self,
         producers: &'static [ProducerDef<'static>],
         types: &'static [EventTypeDef<'static>],
     ) -> Result<(), AgentError> {
+        // The drain counts the entries it sent in `u16`s: at most 65 535 of each kind in all.
+        if producers.len() > usize::from(u16::MAX) - PRODUCERS
+            || types.len() > usize::from(u16::MAX) - TYPES
+        {
+            return Err(AgentError::DictionaryFull);
+        }
         for p in producers {
             self.check_producer(p)?;
         }
@@ -1776,8 +1801,8 @@ impl<
         // SAFETY: this context holds the drain.
         let link = unsafe { self.link() }?;
         let cpus = CPUS.min(usize::from(self.config.cpu_count()));
-        while link.totals_sent < cpus {
-            let cpu = link.totals_sent;
+        while usize::from(link.totals_sent) < cpus {
+            let cpu = usize::from(link.totals_sent);
             let sequences = self.with_ring(cpu, |_, s| s.next()).unwrap_or(0);
             let total = CpuTotal {
                 cpu: cpu as u16,
@@ -1815,7 +1840,7 @@ impl<
         }
         // SAFETY: this context holds the drain.
         let link = unsafe { self.link() }?;
-        if !link.dump.active {
+        if !link.dump_active {
             self.start_dump(link);
         }
         if !link.hello_sent {
@@ -1827,12 +1852,13 @@ impl<
         }
         self.send_dictionary(link, transport)?;
         for cpu in 0..CPUS.min(usize::from(self.config.cpu_count())) {
-            let (Some(&sent), Some(&until)) = (link.window_sent(cpu), link.dump.until.get(cpu))
+            let (Some(&sent), Some(&until)) = (link.window_sent.get(cpu), link.dump.until.get(cpu))
             else {
                 continue;
             };
             if !sent {
-                let first_seq = link.dump.first.get(cpu).copied().unwrap_or(until);
+                // Noted there by `start_dump`.
+                let first_seq = link.sent_seq.get(cpu).copied().unwrap_or(until);
                 let window = Window {
                     cpu: cpu as u16,
                     first_seq,
@@ -1842,17 +1868,14 @@ impl<
                 let n =
                     encode::encode_window(&mut out, &window).map_err(|_| TransportError::Closed)?;
                 self.write_out(link, transport, &out, n)?;
-                if let Some(s) = link.sent_seq.get_mut(cpu) {
-                    *s = first_seq;
-                }
-                if let Some(w) = link.dump.window_sent.get_mut(cpu) {
+                if let Some(w) = link.window_sent.get_mut(cpu) {
                     *w = true;
                 }
             }
             self.send_ring(link, transport, cpu, 0, false, Some(until))?;
         }
-        while link.totals_sent < CPUS.min(usize::from(self.config.cpu_count())) {
-            let cpu = link.totals_sent;
+        while usize::from(link.totals_sent) < CPUS.min(usize::from(self.config.cpu_count())) {
+            let cpu = usize::from(link.totals_sent);
             let total = CpuTotal {
                 cpu: cpu as u16,
                 sequences: link.dump.until.get(cpu).copied().unwrap_or(0),
@@ -1863,9 +1886,10 @@ impl<
             self.write_out(link, transport, &out, n)?;
             link.totals_sent += 1;
         }
+        let given_out: u64 = link.dump.until.iter().sum();
         let bye = Bye {
             ticks: link.dump.bye_ticks,
-            records: link.dump.records,
+            records: given_out.saturating_sub(link.dump.dropped),
             dropped: link.dump.dropped,
         };
         let mut out = [0u8; OUT];
@@ -1882,7 +1906,7 @@ impl<
                 *noted = s.overwritten_total;
             }
         });
-        link.dump.active = false;
+        link.dump_active = false;
         link.hello_sent = false;
         link.producers_sent = 0;
         link.types_sent = 0;
@@ -1896,8 +1920,9 @@ impl<
     fn start_dump(&self, link: &mut Link<CPUS, OUT>) {
         let now = self.now();
         let mut oldest_ticks = u64::MAX;
-        let mut totals = (0, 0);
+        let mut dropped = 0;
         let mut dump = link.dump;
+        let sent_seq = &mut link.sent_seq;
         critical_section::with(|_| {
             for (cpu, ring) in self.rings.iter().enumerate() {
                 // SAFETY: ring states are only touched inside the critical section.
@@ -1917,7 +1942,8 @@ impl<
                 if let Some(m) = oldest {
                     oldest_ticks = oldest_ticks.min(m.base_ticks);
                 }
-                if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), dump.first.get_mut(cpu)) {
+                // The window's first sequence number waits where its `Window` frame reads it.
+                if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), sent_seq.get_mut(cpu)) {
                     *u = s.next_seq;
                     *f = oldest.map_or(s.next_seq, |m| m.first_seq);
                 }
@@ -1925,19 +1951,17 @@ impl<
                 if let Some(o) = dump.overwritten.get_mut(cpu) {
                     *o = s.overwritten_total.saturating_sub(*o);
                 }
-                totals.0 += s.closed_records();
-                totals.1 += s.dropped;
+                dropped += s.dropped;
             }
         });
-        dump.active = true;
-        dump.window_sent = [false; CPUS];
+        link.dump_active = true;
+        link.window_sent = [false; CPUS];
         dump.oldest_ticks = if oldest_ticks == u64::MAX {
             now
         } else {
             oldest_ticks
         };
-        dump.records = totals.0;
-        dump.dropped = totals.1;
+        dump.dropped = dropped;
         dump.bye_ticks = now;
         link.dump = dump;
         link.hello_sent = false;
@@ -2032,8 +2056,8 @@ impl<
     ) -> Result<(), TransportError> {
         let frame = out.get(..n).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
-        link.frames += 1;
-        link.bytes += n as u64;
+        link.frames = link.frames.wrapping_add(1);
+        link.bytes = link.bytes.wrapping_add(n as u32);
         Ok(())
     }
 
@@ -2111,10 +2135,11 @@ impl<
                 None => (&[], &[]),
             };
         let static_types = self.static_types.len();
-        while let Some(p) = link
-            .producers_sent
+        while let Some(p) = usize::from(link.producers_sent)
             .checked_sub(in_flash.len())
-            .map_or(in_flash.get(link.producers_sent), |i| registered.get(i))
+            .map_or(in_flash.get(usize::from(link.producers_sent)), |i| {
+                registered.get(i)
+            })
         {
             let mut out = [0u8; OUT];
             let n = encode::encode_dictionary(&mut out, &[DictEntry::Producer(*p)])
@@ -2122,10 +2147,9 @@ impl<
             self.write_out(link, transport, &out, n)?;
             link.producers_sent += 1;
         }
-        while let Some(t) = link
-            .types_sent
+        while let Some(t) = usize::from(link.types_sent)
             .checked_sub(static_types)
-            .map_or(self.static_types.get(link.types_sent), |i| {
+            .map_or(self.static_types.get(usize::from(link.types_sent)), |i| {
                 self.types.get(i)
             })
         {
@@ -2282,8 +2306,8 @@ impl<
         };
         let frame = block.get(start..end).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
-        link.frames += 1;
-        link.bytes += (end - start) as u64;
+        link.frames = link.frames.wrapping_add(1);
+        link.bytes = link.bytes.wrapping_add((end - start) as u32);
         Ok(())
     }
 }
@@ -2600,33 +2624,27 @@ impl<
 impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
     /// Nothing sent yet.
     const NEW: Self = Self {
-        hello_sent: false,
-        producers_sent: 0,
-        types_sent: 0,
         last_frame_ticks: 0,
         last_hello_ticks: 0,
-        totals_sent: 0,
         sent_seq: [0; CPUS],
         claimed: [None; CPUS],
         dump: DumpState {
-            active: false,
             until: [0; CPUS],
-            first: [0; CPUS],
-            window_sent: [false; CPUS],
             overwritten: [0; CPUS],
             oldest_ticks: 0,
-            records: 0,
             dropped: 0,
             bye_ticks: 0,
         },
         frames: 0,
         bytes: 0,
+        producers_sent: 0,
+        types_sent: 0,
+        totals_sent: 0,
+        hello_sent: false,
+        dump_active: false,
+        window_sent: [false; CPUS],
         _out: core::marker::PhantomData,
     };
-
-    fn window_sent(&self, cpu: usize) -> Option<&bool> {
-        self.dump.window_sent.get(cpu)
-    }
 }
 
 /// Cuts a name to `max` bytes at a character boundary.
