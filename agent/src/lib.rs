@@ -732,8 +732,9 @@ struct Link<const CPUS: usize, const OUT: usize> {
     /// While a dump runs and the CPU's `Window` frame is not out yet: the window's first sequence
     /// number, which that frame announces.
     sent_seq: [u64; CPUS],
-    /// Per CPU: the block claimed and not yet taken by the transport (framed in place once).
-    claimed: [Option<Claim>; CPUS],
+    /// Per CPU: the numbers of the block claimed and not yet taken by the transport, once it is framed
+    /// in place (which block, and how far the drain got with it: `claim_at`).
+    claimed: [Claim; CPUS],
     dump: DumpState<CPUS>,
     /// Frames and bytes written to the transport: statistics only ([`AgentStats`]; no frame carries
     /// them), counted modulo 2^32 to save RAM. The bytes wrap after 4 GiB (13 hours at 921 600 baud,
@@ -752,6 +753,8 @@ struct Link<const CPUS: usize, const OUT: usize> {
     dump_active: bool,
     /// Per CPU, while a dump runs: whether its `Window` frame is out.
     window_sent: [bool; CPUS],
+    /// Per CPU: the block claimed, if any, and where its frame starts once framed.
+    claim_at: [ClaimAt; CPUS],
     _out: core::marker::PhantomData<[u8; OUT]>,
 }
 
@@ -1018,14 +1021,37 @@ impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
     }
 }
 
-/// A claimed block: the oldest closed block of a ring, which the drain frames and sends.
+/// What the drain keeps of a claimed block (the oldest closed block of a ring, which it frames and
+/// sends) once it framed it in place: its head then holds the frame's header, no longer its numbers.
+/// Before that, its head has them. Its first sequence number is then [`Link::sent_seq`]: the loss
+/// before the block is reported, and `sent_seq` moved to it, before the block is framed.
 #[derive(Clone, Copy)]
 struct Claim {
-    slot: usize,
-    meta: BlockMeta,
-    /// Where its frame starts and ends once framed in place (its head then holds the header, no
-    /// longer its numbers).
-    frame: Option<(usize, usize)>,
+    /// Its base time (a dump that starts while it waits announces its window from it).
+    base_ticks: u64,
+    count: u32,
+    /// Where its frame ends.
+    frame_end: u32,
+}
+
+/// Which block of a ring the drain claimed and how far it got with it.
+#[derive(Clone, Copy)]
+struct ClaimAt {
+    /// The block (`BLOCKS` is at most 65 535).
+    slot: u16,
+    /// Where its frame starts, once framed (within the block's head).
+    frame_start: u16,
+    state: ClaimState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClaimState {
+    /// No block claimed.
+    None,
+    /// Claimed, not framed yet: its head holds its numbers.
+    Claimed,
+    /// Framed in place: its numbers are in [`Claim`] and [`Link::sent_seq`].
+    Framed,
 }
 
 impl<
@@ -1054,6 +1080,8 @@ impl<
                 && TYPES <= u16::MAX as usize,
             "at most 65 535 CPUs, producers and types"
         );
+        // A claimed block's slot and its frame's start (in the head) are kept in `u16`s.
+        assert!(BLOCKS <= u16::MAX as usize && HEAD <= u16::MAX as usize);
         assert!(
             OUT == 0 || OUT >= 48,
             "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
@@ -1922,7 +1950,6 @@ impl<
         let mut oldest_ticks = u64::MAX;
         let mut dropped = 0;
         let mut dump = link.dump;
-        let sent_seq = &mut link.sent_seq;
         critical_section::with(|_| {
             for (cpu, ring) in self.rings.iter().enumerate() {
                 // SAFETY: ring states are only touched inside the critical section.
@@ -1930,10 +1957,10 @@ impl<
                 close_open::<BLOCK, BLOCKS>(ring, s);
                 s.dumping = true;
                 // The window starts at the oldest block the ring holds (or is empty).
-                let claimed = link.claimed.get(cpu).copied().flatten();
+                let claimed = claimed_block(link, ring, cpu).map(|(_, meta)| meta);
                 let oldest = match (claimed, ring.blocks.get(s.oldest)) {
                     (_, _) if s.closed == 0 => None,
-                    (Some(c), _) => Some(c.meta),
+                    (Some(meta), _) => Some(meta),
                     // SAFETY: an unclaimed closed block's head holds its numbers, written when it
                     // closed.
                     (None, Some(b)) => Some(BlockMeta::read(unsafe { &*b.get() })),
@@ -1943,7 +1970,7 @@ impl<
                     oldest_ticks = oldest_ticks.min(m.base_ticks);
                 }
                 // The window's first sequence number waits where its `Window` frame reads it.
-                if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), sent_seq.get_mut(cpu)) {
+                if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), link.sent_seq.get_mut(cpu)) {
                     *u = s.next_seq;
                     *f = oldest.map_or(s.next_seq, |m| m.first_seq);
                 }
@@ -2181,7 +2208,7 @@ impl<
         };
         loop {
             let latency = self.config.get().flush_latency_ticks;
-            let pending = link.claimed.get(cpu).copied().flatten();
+            let pending = claimed_block(link, ring, cpu);
             let claim = match pending {
                 Some(c) => Ok(c),
                 None => critical_section::with(|_| {
@@ -2209,15 +2236,11 @@ impl<
                         return Err((true, meta.first_seq));
                     }
                     s.in_flight = true;
-                    Ok(Claim {
-                        slot,
-                        meta,
-                        frame: None,
-                    })
+                    Ok((slot, meta))
                 }),
             };
             let sent = link.sent_seq.get(cpu).copied().unwrap_or(0);
-            let claim = match claim {
+            let (slot, meta) = match claim {
                 Ok(c) => c,
                 Err((open, next)) => {
                     // Records dropped after the last block sent and before the next block (none yet,
@@ -2232,13 +2255,19 @@ impl<
                     return Ok(());
                 }
             };
-            if let Some(c) = link.claimed.get_mut(cpu) {
-                *c = Some(claim);
+            if pending.is_none()
+                && let Some(at) = link.claim_at.get_mut(cpu)
+            {
+                *at = ClaimAt {
+                    slot: slot as u16,
+                    frame_start: 0,
+                    state: ClaimState::Claimed,
+                };
             }
-            if claim.meta.first_seq > sent {
-                self.send_loss(link, transport, cpu, sent, claim.meta.first_seq - sent)?;
+            if meta.first_seq > sent {
+                self.send_loss(link, transport, cpu, sent, meta.first_seq - sent)?;
                 if let Some(s) = link.sent_seq.get_mut(cpu) {
-                    *s = claim.meta.first_seq;
+                    *s = meta.first_seq;
                 }
             }
             self.send_block(link, transport, cpu, ring)?;
@@ -2249,11 +2278,11 @@ impl<
                 s.oldest = (s.oldest + 1) % BLOCKS;
                 s.closed -= 1;
             });
-            if let Some(c) = link.claimed.get_mut(cpu) {
-                *c = None;
+            if let Some(at) = link.claim_at.get_mut(cpu) {
+                at.state = ClaimState::None;
             }
             if let Some(s) = link.sent_seq.get_mut(cpu) {
-                *s = claim.meta.first_seq + u64::from(claim.meta.count);
+                *s = meta.first_seq + u64::from(meta.count);
             }
         }
     }
@@ -2286,22 +2315,32 @@ impl<
         cpu: usize,
         ring: &Ring<BLOCK, BLOCKS>,
     ) -> Result<(), TransportError> {
-        let Some(Some(claim)) = link.claimed.get_mut(cpu) else {
+        let (Some(at), Some(claim)) = (link.claim_at.get_mut(cpu), link.claimed.get_mut(cpu))
+        else {
             return Ok(());
         };
-        let Some(cell) = ring.blocks.get(claim.slot) else {
+        let Some(cell) = ring.blocks.get(usize::from(at.slot)) else {
             return Ok(());
         };
         // SAFETY: the block is claimed (`in_flight`): the record path neither writes nor overwrites it
         // until the drain gives it back, and only this context holds the drain.
         let block = unsafe { &mut *cell.get() };
-        let (start, end) = match claim.frame {
-            Some(range) => range,
-            None => {
-                let range = frame_block(block, cpu, &claim.meta, transport)
+        let (start, end) = match at.state {
+            ClaimState::None => return Ok(()),
+            ClaimState::Framed => (usize::from(at.frame_start), claim.frame_end as usize),
+            ClaimState::Claimed => {
+                // Not framed yet: its head holds its numbers, which the header replaces.
+                let meta = BlockMeta::read(block);
+                let (start, end) = frame_block(block, cpu, &meta, transport)
                     .map_err(|_| TransportError::Closed)?;
-                claim.frame = Some(range);
-                range
+                *claim = Claim {
+                    base_ticks: meta.base_ticks,
+                    count: meta.count,
+                    frame_end: end as u32,
+                };
+                at.frame_start = start as u16;
+                at.state = ClaimState::Framed;
+                (start, end)
             }
         };
         let frame = block.get(start..end).ok_or(TransportError::Closed)?;
@@ -2309,6 +2348,36 @@ impl<
         link.frames = link.frames.wrapping_add(1);
         link.bytes = link.bytes.wrapping_add((end - start) as u32);
         Ok(())
+    }
+}
+
+/// The block the drain claimed on `cpu`, if any, and its numbers (its first sequence number, base
+/// time and record count: what [`Claim`] keeps).
+fn claimed_block<const CPUS: usize, const OUT: usize, const BLOCK: usize, const BLOCKS: usize>(
+    link: &Link<CPUS, OUT>,
+    ring: &Ring<BLOCK, BLOCKS>,
+    cpu: usize,
+) -> Option<(usize, BlockMeta)> {
+    let at = link.claim_at.get(cpu)?;
+    let slot = usize::from(at.slot);
+    match at.state {
+        ClaimState::None => None,
+        // SAFETY: the block is claimed (`in_flight`): only the drain, which the caller holds, touches
+        // it; not framed yet, its head holds its numbers.
+        ClaimState::Claimed => Some((
+            slot,
+            BlockMeta::read(unsafe { &*ring.blocks.get(slot)?.get() }),
+        )),
+        ClaimState::Framed => {
+            let claim = link.claimed.get(cpu)?;
+            let meta = BlockMeta {
+                first_seq: *link.sent_seq.get(cpu)?,
+                base_ticks: claim.base_ticks,
+                count: claim.count,
+                end: claim.frame_end,
+            };
+            Some((slot, meta))
+        }
     }
 }
 
@@ -2627,7 +2696,11 @@ impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
         last_frame_ticks: 0,
         last_hello_ticks: 0,
         sent_seq: [0; CPUS],
-        claimed: [None; CPUS],
+        claimed: [Claim {
+            base_ticks: 0,
+            count: 0,
+            frame_end: 0,
+        }; CPUS],
         dump: DumpState {
             until: [0; CPUS],
             overwritten: [0; CPUS],
@@ -2643,6 +2716,11 @@ impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
         hello_sent: false,
         dump_active: false,
         window_sent: [false; CPUS],
+        claim_at: [ClaimAt {
+            slot: 0,
+            frame_start: 0,
+            state: ClaimState::None,
+        }; CPUS],
         _out: core::marker::PhantomData,
     };
 }
