@@ -305,9 +305,11 @@ pub struct AgentStats {
     pub records: u64,
     /// Records dropped because a ring was full (all reported in `Loss` frames).
     pub dropped: u64,
-    /// Records refused as invalid (unknown type, wrong values, bad CPU, too large); not numbered.
+    /// Records refused as invalid (unknown type, wrong values, bad CPU, too large); not numbered
+    /// (counted modulo 2^32).
     pub rejected: u64,
-    /// Records whose timestamp was earlier than the previous one on their CPU (sent with a zero delta).
+    /// Records whose timestamp was earlier than the previous one on their CPU (sent with a zero
+    /// delta; counted modulo 2^32).
     pub clock_regressions: u64,
     /// Frames written to the transport (counted modulo 2^32: it wraps after 2^32 frames).
     pub frames: u64,
@@ -786,8 +788,9 @@ struct Producers<const PRODUCERS: usize> {
 
 /// What the record path and the drain share besides the rings (under the critical section).
 struct Shared<const CPUS: usize> {
-    rejected: u64,
-    clock_regressions: u64,
+    /// Statistics only ([`AgentStats`]; no frame carries them), counted modulo 2^32 (RAM).
+    rejected: u32,
+    clock_regressions: u32,
     /// A context is draining (poll, flush, finish or dump): another gets `WouldBlock`.
     draining: bool,
     /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
@@ -1175,8 +1178,8 @@ impl<
             }
             // SAFETY: as above.
             let shared = unsafe { &*self.shared.get() };
-            s.rejected = shared.rejected;
-            s.clock_regressions = shared.clock_regressions;
+            s.rejected = u64::from(shared.rejected);
+            s.clock_regressions = u64::from(shared.clock_regressions);
             // The drain's counters: only its holder writes them, and only the drain's own `u64`s.
             if !shared.draining {
                 // SAFETY: no drain is running (checked under the critical section, which a drain must
@@ -1381,7 +1384,10 @@ impl<
     #[inline(never)]
     fn reject(&self, e: AgentError) -> AgentError {
         // SAFETY: `shared` is only touched inside the critical section.
-        critical_section::with(|_| unsafe { (*self.shared.get()).rejected += 1 });
+        critical_section::with(|_| unsafe {
+            let shared = &mut *self.shared.get();
+            shared.rejected = shared.rejected.wrapping_add(1);
+        });
         e
     }
 
@@ -1600,7 +1606,10 @@ impl<
             // SAFETY: inside the record path's exclusion; the rejected and regression counters are
             // only touched there or inside the critical section, which the record path also holds
             // or (`Exclusive`) makes unnecessary by the borrow.
-            unsafe { (*self.shared.get()).clock_regressions += 1 };
+            unsafe {
+                let shared = &mut *self.shared.get();
+                shared.clock_regressions = shared.clock_regressions.wrapping_add(1);
+            }
         }
         state.last_ticks
     }
