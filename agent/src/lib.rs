@@ -773,7 +773,6 @@ struct DumpState<const CPUS: usize> {
     /// while a dump runs, so the total holds still from the dump's start to its end). One array for
     /// both: 8 bytes per CPU.
     overwritten: [u64; CPUS],
-    oldest_ticks: u64,
     dropped: u64,
     bye_ticks: u64,
 }
@@ -1881,7 +1880,7 @@ impl<
             self.start_dump(link);
         }
         if !link.hello_sent {
-            let hello = self.hello(link.dump.oldest_ticks);
+            let hello = self.hello(self.dump_start_ticks(link));
             let mut out = [0u8; OUT];
             let n = encode::encode_hello(&mut out, &hello).map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, &out, n)?;
@@ -1956,7 +1955,6 @@ impl<
     #[inline(never)]
     fn start_dump(&self, link: &mut Link<CPUS, OUT>) {
         let now = self.now();
-        let mut oldest_ticks = u64::MAX;
         let mut dropped = 0;
         let mut dump = link.dump;
         critical_section::with(|_| {
@@ -1966,18 +1964,7 @@ impl<
                 close_open::<BLOCK, BLOCKS>(ring, s);
                 s.dumping = true;
                 // The window starts at the oldest block the ring holds (or is empty).
-                let claimed = claimed_block(link, ring, cpu).map(|(_, meta)| meta);
-                let oldest = match (claimed, ring.blocks.get(s.oldest)) {
-                    (_, _) if s.closed == 0 => None,
-                    (Some(meta), _) => Some(meta),
-                    // SAFETY: an unclaimed closed block's head holds its numbers, written when it
-                    // closed.
-                    (None, Some(b)) => Some(BlockMeta::read(unsafe { &*b.get() })),
-                    (None, None) => None,
-                };
-                if let Some(m) = oldest {
-                    oldest_ticks = oldest_ticks.min(m.base_ticks);
-                }
+                let oldest = oldest_block(link, ring, s, cpu);
                 // The window's first sequence number waits where its `Window` frame reads it.
                 if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), link.sent_seq.get_mut(cpu)) {
                     *u = s.next_seq;
@@ -1992,11 +1979,6 @@ impl<
         });
         link.dump_active = true;
         link.window_sent = [false; CPUS];
-        dump.oldest_ticks = if oldest_ticks == u64::MAX {
-            now
-        } else {
-            oldest_ticks
-        };
         dump.dropped = dropped;
         dump.bye_ticks = now;
         link.dump = dump;
@@ -2004,6 +1986,32 @@ impl<
         link.producers_sent = 0;
         link.types_sent = 0;
         link.totals_sent = 0;
+    }
+
+    /// The time a dump's `Hello` announces: the oldest base time of the windows' first blocks, or the
+    /// dump's own time when every window is empty. Read (not kept: RAM) before the dump sends any
+    /// block, when the rings still hold every window's first block where the dump found it: no block
+    /// is overwritten while a dump runs, and blocks closed since it started are past its windows.
+    fn dump_start_ticks(&self, link: &Link<CPUS, OUT>) -> u64 {
+        let oldest = critical_section::with(|_| {
+            let mut oldest = u64::MAX;
+            for (cpu, ring) in self.rings.iter().enumerate() {
+                // SAFETY: ring states are only touched inside the critical section.
+                let s = unsafe { &*ring.state.get() };
+                let until = link.dump.until.get(cpu).copied().unwrap_or(0);
+                if let Some(m) = oldest_block(link, ring, s, cpu)
+                    && m.first_seq < until
+                {
+                    oldest = oldest.min(m.base_ticks);
+                }
+            }
+            oldest
+        });
+        if oldest == u64::MAX {
+            link.dump.bye_ticks
+        } else {
+            oldest
+        }
     }
 
     /// Re-sends `Hello` and the whole dictionary on the next poll (after the link was re-established).
@@ -2390,6 +2398,25 @@ fn claimed_block<const CPUS: usize, const OUT: usize, const BLOCK: usize, const 
     }
 }
 
+/// The numbers of the oldest block a ring holds, if any (the claimed one, or the oldest closed one).
+fn oldest_block<const CPUS: usize, const OUT: usize, const BLOCK: usize, const BLOCKS: usize>(
+    link: &Link<CPUS, OUT>,
+    ring: &Ring<BLOCK, BLOCKS>,
+    s: &RingState,
+    cpu: usize,
+) -> Option<BlockMeta> {
+    if s.closed == 0 {
+        return None;
+    }
+    match claimed_block(link, ring, cpu) {
+        Some((_, meta)) => Some(meta),
+        // SAFETY: an unclaimed closed block's head holds its numbers, written when it closed.
+        None => Some(BlockMeta::read(unsafe {
+            &*ring.blocks.get(s.oldest)?.get()
+        })),
+    }
+}
+
 /// Closes a ring's open block: its numbers go into its head, it joins the closed blocks.
 fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     ring: &Ring<BLOCK, BLOCKS>,
@@ -2713,7 +2740,6 @@ impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
         dump: DumpState {
             until: [0; CPUS],
             overwritten: [0; CPUS],
-            oldest_ticks: 0,
             dropped: 0,
             bye_ticks: 0,
         },
