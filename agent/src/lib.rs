@@ -777,12 +777,22 @@ struct DumpState<const CPUS: usize> {
     bye_ticks: u64,
 }
 
-/// The producers an agent that drains declares in its `Dictionary` frames.
-struct Producers<const PRODUCERS: usize> {
-    /// Given at once by the board ([`Agent::declare_static`]): referenced, not copied.
-    in_flash: &'static [ProducerDef<'static>],
-    /// Registered one by one (copied: up to `PRODUCERS`).
-    registered: Vec<ProducerDef<'static>, PRODUCERS>,
+/// A board's whole dictionary in tables in flash, declared at once ([`Agent::declare_static`]): the
+/// agent keeps one reference to it (4 bytes on a 32-bit board), not copies of its entries.
+#[derive(Clone, Copy, Debug)]
+pub struct StaticDictionary {
+    /// The producers, sent in `Dictionary` frames before those registered one by one.
+    pub producers: &'static [ProducerDef<'static>],
+    /// The custom event types, sent before those registered one by one.
+    pub types: &'static [EventTypeDef<'static>],
+}
+
+impl StaticDictionary {
+    /// No entries: an agent's dictionary until [`Agent::declare_static`].
+    pub const EMPTY: Self = Self {
+        producers: &[],
+        types: &[],
+    };
 }
 
 /// What the record path and the drain share besides the rings (under the critical section).
@@ -833,13 +843,15 @@ pub struct Agent<
     /// the probe's control block), so that every record (even one recorded before the first poll) is at
     /// or after zero.
     session_start_ticks: S::Start,
-    /// Event types given at once by the board ([`Agent::declare_static`]): referenced, not copied.
-    static_types: &'static [EventTypeDef<'static>],
+    /// The producers and event types given at once by the board ([`Agent::declare_static`]):
+    /// referenced, not copied.
+    dictionary: &'static StaticDictionary,
     /// Event types registered one by one (copied: up to `TYPES`).
     types: Vec<EventTypeDef<'static>, TYPES>,
-    /// The producers declared, which only the drain reads (to send them): none kept by a probe-only
-    /// agent (`DRAIN` 0), whose host reads them from the dictionary image in flash.
-    producers: [Producers<PRODUCERS>; DRAIN],
+    /// The producers registered one by one (copied: up to `PRODUCERS`), which only the drain reads
+    /// (to send them): none kept by a probe-only agent (`DRAIN` 0), whose host reads them from the
+    /// dictionary image in flash.
+    producers: [Vec<ProducerDef<'static>, PRODUCERS>; DRAIN],
     /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0). After the
     /// fields of 4-byte alignment: an empty array of this 8-byte aligned type would still pad them.
     link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
@@ -1135,14 +1147,9 @@ impl<
             }),
             link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
             session_start_ticks,
-            static_types: &[],
+            dictionary: &StaticDictionary::EMPTY,
             types: Vec::new(),
-            producers: [const {
-                Producers {
-                    in_flash: &[],
-                    registered: Vec::new(),
-                }
-            }; DRAIN],
+            producers: [const { Vec::new() }; DRAIN],
         }
     }
 
@@ -1210,7 +1217,6 @@ impl<
         self.producers
             .first_mut()
             .ok_or(AgentError::DictionaryFull)?
-            .registered
             .push(def)
             .map_err(|_| AgentError::DictionaryFull)
     }
@@ -1221,17 +1227,18 @@ impl<
         self.types.push(def).map_err(|_| AgentError::DictionaryFull)
     }
 
-    /// Declares a board's whole dictionary at once, from tables in flash: the agent keeps references to
-    /// them, not copies, so they cost it no RAM (an agent with `PRODUCERS` and `TYPES` of 0 holds no
-    /// dictionary storage at all). Checked like [`Agent::register_producer`] and
+    /// Declares a board's whole dictionary at once, from tables in flash: the agent keeps a reference
+    /// to it, not copies, so they cost it no RAM (an agent with `PRODUCERS` and `TYPES` of 0 holds no
+    /// dictionary storage at all, only this reference). A probe-only agent (`DRAIN` 0) reads only its
+    /// types (its host reads the producers from the dictionary image in flash). Checked like [`Agent::register_producer`] and
     /// [`Agent::register_type`], entry by entry; on an error nothing is declared. Replaces the tables of
     /// an earlier call; entries registered one by one stay, sent after these. Tables longer than
     /// 65 535 entries less `PRODUCERS` (or `TYPES`) are refused ([`AgentError::DictionaryFull`]).
     pub fn declare_static(
         &mut self,
-        producers: &'static [ProducerDef<'static>],
-        types: &'static [EventTypeDef<'static>],
+        dictionary: &'static StaticDictionary,
     ) -> Result<(), AgentError> {
+        let StaticDictionary { producers, types } = *dictionary;
         // The drain counts the entries it sent in `u16`s: at most 65 535 of each kind in all.
         if producers.len() > usize::from(u16::MAX) - PRODUCERS
             || types.len() > usize::from(u16::MAX) - TYPES
@@ -1242,7 +1249,7 @@ impl<
             self.check_producer(p)?;
         }
         // Checked against the types registered one by one and those before it in `types`.
-        let previous = core::mem::take(&mut self.static_types);
+        let previous = core::mem::replace(&mut self.dictionary, &StaticDictionary::EMPTY);
         let checked = types.iter().enumerate().try_for_each(|(i, t)| {
             self.check_type(t)?;
             match types
@@ -1254,14 +1261,10 @@ impl<
             }
         });
         if let Err(e) = checked {
-            self.static_types = previous;
+            self.dictionary = previous;
             return Err(e);
         }
-        // Checked, but kept only by an agent that sends them (a probe's host reads them from flash).
-        if let Some(kept) = self.producers.first_mut() {
-            kept.in_flash = producers;
-        }
-        self.static_types = types;
+        self.dictionary = dictionary;
         Ok(())
     }
 
@@ -1270,7 +1273,7 @@ impl<
         // An agent with no room for types registered one by one (`TYPES` 0) has none: no loop over
         // them in the code (the compiler cannot know that the vector's length stays 0).
         let registered: &[EventTypeDef<'static>] = if TYPES == 0 { &[] } else { &self.types };
-        self.static_types.iter().chain(registered)
+        self.dictionary.types.iter().chain(registered)
     }
 
     fn check_producer(&mut self, def: &ProducerDef<'static>) -> Result<(), AgentError> {
@@ -2173,12 +2176,12 @@ impl<
         transport: &mut T,
     ) -> Result<(), TransportError> {
         // One entry per frame keeps the buffer bound simple; dictionaries are small and sent once.
-        let (in_flash, registered): (&[ProducerDef<'static>], &[ProducerDef<'static>]) =
-            match self.producers.first() {
-                Some(p) => (p.in_flash, &p.registered),
-                None => (&[], &[]),
-            };
-        let static_types = self.static_types.len();
+        let in_flash = self.dictionary.producers;
+        let registered: &[ProducerDef<'static>] = match self.producers.first() {
+            Some(p) => p,
+            None => &[],
+        };
+        let static_types = self.dictionary.types.len();
         while let Some(p) = usize::from(link.producers_sent)
             .checked_sub(in_flash.len())
             .map_or(in_flash.get(usize::from(link.producers_sent)), |i| {
@@ -2193,9 +2196,10 @@ impl<
         }
         while let Some(t) = usize::from(link.types_sent)
             .checked_sub(static_types)
-            .map_or(self.static_types.get(usize::from(link.types_sent)), |i| {
-                self.types.get(i)
-            })
+            .map_or(
+                self.dictionary.types.get(usize::from(link.types_sent)),
+                |i| self.types.get(i),
+            )
         {
             let mut out = [0u8; OUT];
             let n = encode::encode_dictionary(&mut out, &[DictEntry::EventType(*t)])

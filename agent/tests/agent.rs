@@ -1,7 +1,9 @@
 //! The agent end to end through the real decoder: what goes in comes out, and losses are counted exactly.
 
 use proptest::prelude::*;
-use socscope_agent::{Agent, AgentError, Clock, Config, Mode, Recorded, Transport, TransportError};
+use socscope_agent::{
+    Agent, AgentError, Clock, Config, Mode, Recorded, StaticDictionary, Transport, TransportError,
+};
 use socscope_wire::decode::{DecodeError, Frame, StreamDecoder};
 use socscope_wire::dict::{
     Builtin, Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind,
@@ -803,6 +805,18 @@ fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
         category: Category::Punctual,
         params: &[],
     }];
+    static WITH_DUPLICATES: StaticDictionary = StaticDictionary {
+        producers: &PRODUCERS,
+        types: &DUPLICATES,
+    };
+    static WITH_RESERVED: StaticDictionary = StaticDictionary {
+        producers: &PRODUCERS,
+        types: &RESERVED,
+    };
+    static DICTIONARY: StaticDictionary = StaticDictionary {
+        producers: &PRODUCERS,
+        types: &TYPES,
+    };
     // No dictionary storage of its own: PRODUCERS and TYPES of 0 still take the static tables.
     type Lean = Agent<SharedClock, 1, 128, 4, { socscope_agent::frame_buffer_len(128) }, 0, 0>;
     let clock = SharedClock::default();
@@ -814,11 +828,11 @@ fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
         },
     ));
     assert_eq!(
-        agent.declare_static(&PRODUCERS, &DUPLICATES),
+        agent.declare_static(&WITH_DUPLICATES),
         Err(AgentError::DuplicateType)
     );
     assert_eq!(
-        agent.declare_static(&PRODUCERS, &RESERVED),
+        agent.declare_static(&WITH_RESERVED),
         Err(AgentError::ReservedTypeId)
     );
     assert_eq!(
@@ -826,7 +840,7 @@ fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
         Err(AgentError::UnknownType),
         "nothing declared by a refused call"
     );
-    agent.declare_static(&PRODUCERS, &TYPES).unwrap();
+    agent.declare_static(&DICTIONARY).unwrap();
     assert_eq!(
         agent.register_producer(PRODUCERS[0]),
         Err(AgentError::DictionaryFull),

@@ -32,7 +32,8 @@ use cortex_m::peripheral::{NVIC, SCB};
 use cortex_m_rt::{entry, exception};
 use critical_section::Mutex;
 use socscope_agent::{
-    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, Transport, TransportError,
+    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, StaticDictionary, Transport,
+    TransportError,
 };
 use socscope_wire::dict::{Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind};
 use socscope_wire::frame::ParamValue;
@@ -259,6 +260,12 @@ macro_rules! board_config {
 #[unsafe(no_mangle)]
 static SOCSCOPE_PROBE: socscope_agent::probe::ProbeControl<1> =
     socscope_agent::probe::ProbeControl::new();
+
+/// The board's dictionary as the agent references it ([`PRODUCERS`], [`TYPES`]).
+static DECLARATIONS: StaticDictionary = StaticDictionary {
+    producers: &PRODUCERS,
+    types: &TYPES,
+};
 
 static TYPES: [EventTypeDef<'static>; 5] = [
     EventTypeDef {
@@ -1094,7 +1101,7 @@ fn main() -> ! {
     // The board's dictionary is in flash: the agent references these tables instead of copying them
     // (RAM). Only the soft IRQ's handler address is known at run time: registered (copied) alone.
     #[cfg_attr(feature = "probe", allow(unused_mut))]
-    let mut ok = agent.declare_static(&PRODUCERS, &TYPES).is_ok();
+    let mut ok = agent.declare_static(&DECLARATIONS).is_ok();
     #[cfg(not(feature = "probe"))]
     {
         ok &= agent
