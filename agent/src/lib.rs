@@ -824,7 +824,7 @@ struct Shared<const CPUS: usize> {
 /// probe reads: [`Agent::attach_probe`]); up to `PRODUCERS` declared producers and `TYPES` custom
 /// event types. `DRAIN` is 1 (the default) for an agent that frames and sends on the board; 0 for one
 /// that only records for a probe (with `OUT` 0): it then holds none of the drain's state (its sent
-/// sequence numbers, claims, dump progress, counters: ≈ 170 bytes on a 32-bit board with one CPU).
+/// sequence numbers, claims, dump progress, counters: 96 bytes on a 32-bit board with one CPU).
 ///
 /// On a host, put it in a `Box`: it holds all its buffers inline.
 #[repr(C)]
