@@ -398,7 +398,9 @@ struct RingState {
     /// `static` needs no initial image in flash.
     limit: u32,
     count: u32,
-    closed: usize,
+    /// Closed blocks, and (below) the oldest one's slot: `u32`s (`BLOCKS` is at most 65 535), so that
+    /// the state has no padding on a 64-bit host either (64 bytes, as on the board).
+    closed: u32,
     last_ticks: u64,
     last_address: u64,
     next_seq: u64,
@@ -406,7 +408,7 @@ struct RingState {
     /// Overwritten since the start (those since the last dump: this less the total the drain noted
     /// when it ended, [`DumpState::overwritten`]; 8 bytes of RAM per CPU less than keeping both).
     overwritten_total: u64,
-    oldest: usize,
+    oldest: u32,
     /// The drain is sending the oldest closed block: it is not overwritten.
     in_flight: bool,
     /// A dump is sending this ring's window: no block is overwritten until it is out.
@@ -1684,19 +1686,19 @@ impl<
             Some(p) => probe_settle::<BLOCK, BLOCKS>(ring, state, p, false),
             None => close_open::<BLOCK, BLOCKS>(ring, state),
         }
-        if state.closed >= BLOCKS {
+        if state.closed as usize >= BLOCKS {
             let may_overwrite = self.mode() == Mode::PostMortem
                 && !state.in_flight
                 && !state.dumping
                 && self.probe().is_none();
-            let oldest = ring.blocks.get(state.oldest);
+            let oldest = ring.blocks.get(state.oldest as usize);
             match oldest {
                 Some(block) if may_overwrite => {
                     // SAFETY: the oldest block is closed and not claimed by a drain: only the record
                     // path (inside the critical section) may touch it.
                     let meta = BlockMeta::read(unsafe { &*block.get() });
                     state.overwritten_total += u64::from(meta.count);
-                    state.oldest = (state.oldest + 1) % BLOCKS;
+                    state.oldest = ((state.oldest as usize + 1) % BLOCKS) as u32;
                     state.closed -= 1;
                 }
                 _ => {
@@ -1706,7 +1708,7 @@ impl<
                 }
             }
         }
-        let slot = (state.oldest + state.closed) % BLOCKS;
+        let slot = (state.oldest + state.closed) as usize % BLOCKS;
         state.wr = (slot * BLOCK + HEAD) as u32;
         state.limit = (slot * BLOCK + Self::CAPACITY_END) as u32;
         state.count = 0;
@@ -2250,7 +2252,7 @@ impl<
                     if s.closed == 0 {
                         return Err((s.open(), s.next()));
                     }
-                    let slot = s.oldest;
+                    let slot = s.oldest as usize;
                     // SAFETY: an unclaimed closed block's head holds its numbers, written when it
                     // closed.
                     let meta = ring
@@ -2301,7 +2303,7 @@ impl<
                 // SAFETY: ring states are only touched inside the critical section.
                 let s = unsafe { &mut *ring.state.get() };
                 s.in_flight = false;
-                s.oldest = (s.oldest + 1) % BLOCKS;
+                s.oldest = ((s.oldest as usize + 1) % BLOCKS) as u32;
                 s.closed -= 1;
             });
             if let Some(at) = link.claim_at.get_mut(cpu) {
@@ -2421,7 +2423,7 @@ fn oldest_block<const CPUS: usize, const OUT: usize, const BLOCK: usize, const B
         Some((_, meta)) => Some(meta),
         // SAFETY: an unclaimed closed block's head holds its numbers, written when it closed.
         None => Some(BlockMeta::read(unsafe {
-            &*ring.blocks.get(s.oldest)?.get()
+            &*ring.blocks.get(s.oldest as usize)?.get()
         })),
     }
 }
@@ -2434,7 +2436,7 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     if !s.open() {
         return;
     }
-    let slot = (s.oldest + s.closed) % BLOCKS;
+    let slot = (s.oldest + s.closed) as usize % BLOCKS;
     if let Some(b) = ring.blocks.get(slot) {
         let meta = BlockMeta {
             first_seq: s.next_seq,
@@ -2457,7 +2459,7 @@ fn open_base_ticks<const BLOCK: usize, const BLOCKS: usize>(
     ring: &Ring<BLOCK, BLOCKS>,
     s: &RingState,
 ) -> u64 {
-    let slot = (s.oldest + s.closed) % BLOCKS;
+    let slot = (s.oldest + s.closed) as usize % BLOCKS;
     ring.blocks.get(slot).map_or(0, |b| {
         // SAFETY: the open block's head is written only by the block switch, inside the critical
         // section, where this runs too; the record path writes after the head.
@@ -2486,11 +2488,11 @@ fn probe_settle<const BLOCK: usize, const BLOCKS: usize>(
 
 /// Probe mode: the blocks the host has released since are free again (the oldest closed ones).
 fn take_released<const BLOCKS: usize>(p: &ProbeRing, s: &mut RingState) {
-    let waiting = p.waiting() as usize;
+    let waiting = p.waiting();
     // A host can only release blocks the board closed: any other value is ignored.
     if waiting < s.closed {
         let freed = s.closed - waiting;
-        s.oldest = (s.oldest + freed) % BLOCKS;
+        s.oldest = ((s.oldest + freed) as usize % BLOCKS) as u32;
         s.closed = waiting;
     }
 }
