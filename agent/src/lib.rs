@@ -298,6 +298,15 @@ impl<const CPUS: usize> ConfigStore for ProbeConfig<CPUS> {
     }
 }
 
+/// The width of the agent's statistics-only counters (frames, bytes, rejected records, clock
+/// regressions): 32 bits on a board with 32-bit pointers, where each costs RAM beside the rings and
+/// wraps only after 2^32 (the bytes after 4 GiB, 13 hours at 921 600 baud); 64 bits on a host (the
+/// simulator streams gigabytes over TCP in minutes), where they never wrap in practice.
+#[cfg(target_pointer_width = "32")]
+type StatCount = u32;
+#[cfg(not(target_pointer_width = "32"))]
+type StatCount = u64;
+
 /// Counters since the session started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AgentStats {
@@ -306,15 +315,15 @@ pub struct AgentStats {
     /// Records dropped because a ring was full (all reported in `Loss` frames).
     pub dropped: u64,
     /// Records refused as invalid (unknown type, wrong values, bad CPU, too large); not numbered
-    /// (counted modulo 2^32).
+    /// (on a 32-bit board counted modulo 2^32).
     pub rejected: u64,
     /// Records whose timestamp was earlier than the previous one on their CPU (sent with a zero
-    /// delta; counted modulo 2^32).
+    /// delta; on a 32-bit board counted modulo 2^32).
     pub clock_regressions: u64,
-    /// Frames written to the transport (counted modulo 2^32: it wraps after 2^32 frames).
+    /// Frames written to the transport (on a 32-bit board counted modulo 2^32).
     pub frames: u64,
-    /// Bytes written to the transport (counted modulo 2^32: it wraps after 4 GiB, 13 hours at
-    /// 921 600 baud).
+    /// Bytes written to the transport (on a 32-bit board counted modulo 2^32: it wraps after 4 GiB,
+    /// 13 hours at 921 600 baud; 64-bit on a host).
     pub bytes: u64,
     /// Records overwritten in post-mortem mode before any dump could send them (part of `records`).
     pub overwritten: u64,
@@ -746,10 +755,9 @@ struct Link<const CPUS: usize, const OUT: usize> {
     claimed: [Claim; CPUS],
     dump: DumpState<CPUS>,
     /// Frames and bytes written to the transport: statistics only ([`AgentStats`]; no frame carries
-    /// them), counted modulo 2^32 to save RAM. The bytes wrap after 4 GiB (13 hours at 921 600 baud,
-    /// 36 seconds at 1 Gbit/s), the frames after 2^32 frames.
-    frames: u32,
-    bytes: u32,
+    /// them), 32-bit on a board to save RAM ([`StatCount`]).
+    frames: StatCount,
+    bytes: StatCount,
     /// Dictionary entries sent so far (the declarations hold at most `u16::MAX` of each kind:
     /// [`Agent::declare_static`]).
     producers_sent: u16,
@@ -804,9 +812,9 @@ impl StaticDictionary {
 
 /// What the record path and the drain share besides the rings (under the critical section).
 struct Shared<const CPUS: usize> {
-    /// Statistics only ([`AgentStats`]; no frame carries them), counted modulo 2^32 (RAM).
-    rejected: u32,
-    clock_regressions: u32,
+    /// Statistics only ([`AgentStats`]; no frame carries them), 32-bit on a board ([`StatCount`]).
+    rejected: StatCount,
+    clock_regressions: StatCount,
     /// A context is draining (poll, flush, finish or dump): another gets `WouldBlock`.
     draining: bool,
     /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
@@ -2111,7 +2119,7 @@ impl<
         let frame = out.get(..n).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
         link.frames = link.frames.wrapping_add(1);
-        link.bytes = link.bytes.wrapping_add(n as u32);
+        link.bytes = link.bytes.wrapping_add(n as StatCount);
         Ok(())
     }
 
@@ -2374,7 +2382,7 @@ impl<
         let frame = block.get(start..end).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
         link.frames = link.frames.wrapping_add(1);
-        link.bytes = link.bytes.wrapping_add((end - start) as u32);
+        link.bytes = link.bytes.wrapping_add((end - start) as StatCount);
         Ok(())
     }
 }
