@@ -36,6 +36,8 @@ firmware="$(targets/cortex-m/build.sh untimed)"
 echo "mps2-an386 firmware, masked sections untimed (measure.sh's record counts), OK: $firmware"
 firmware="$(targets/cortex-m/build.sh probe)"
 echo "mps2-an386 firmware in probe mode OK: $firmware"
+firmware="$(targets/cortex-m/build.sh probe-app)"
+echo "mps2-an386 firmware in probe mode as an application ships it (no bench mode) OK: $firmware"
 firmware="$(targets/cortex-m/build.sh)"
 echo "mps2-an386 firmware OK: $firmware"
 

@@ -298,6 +298,15 @@ impl<const CPUS: usize> ConfigStore for ProbeConfig<CPUS> {
     }
 }
 
+/// The width of the agent's statistics-only counters (frames, bytes, rejected records, clock
+/// regressions): 32 bits on a board with 32-bit pointers, where each costs RAM beside the rings and
+/// wraps only after 2^32 (the bytes after 4 GiB, 13 hours at 921 600 baud); 64 bits on a host (the
+/// simulator streams gigabytes over TCP in minutes), where they never wrap in practice.
+#[cfg(target_pointer_width = "32")]
+type StatCount = u32;
+#[cfg(not(target_pointer_width = "32"))]
+type StatCount = u64;
+
 /// Counters since the session started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AgentStats {
@@ -305,13 +314,16 @@ pub struct AgentStats {
     pub records: u64,
     /// Records dropped because a ring was full (all reported in `Loss` frames).
     pub dropped: u64,
-    /// Records refused as invalid (unknown type, wrong values, bad CPU, too large); not numbered.
+    /// Records refused as invalid (unknown type, wrong values, bad CPU, too large); not numbered
+    /// (on a 32-bit board counted modulo 2^32).
     pub rejected: u64,
-    /// Records whose timestamp was earlier than the previous one on their CPU (sent with a zero delta).
+    /// Records whose timestamp was earlier than the previous one on their CPU (sent with a zero
+    /// delta; on a 32-bit board counted modulo 2^32).
     pub clock_regressions: u64,
-    /// Frames written to the transport.
+    /// Frames written to the transport (on a 32-bit board counted modulo 2^32).
     pub frames: u64,
-    /// Bytes written to the transport.
+    /// Bytes written to the transport (on a 32-bit board counted modulo 2^32: it wraps after 4 GiB,
+    /// 13 hours at 921 600 baud; 64-bit on a host).
     pub bytes: u64,
     /// Records overwritten in post-mortem mode before any dump could send them (part of `records`).
     pub overwritten: u64,
@@ -378,8 +390,13 @@ fn get<const N: usize>(block: &[u8], at: usize) -> [u8; N] {
 /// records are `next_seq .. next_seq + count` (`next_seq` moves when the block closes); with no block
 /// open, `next_seq` is the next one given out. The open block's base time is in its head
 /// ([`block_meta::BASE_TICKS`], written when it opens), not here: the state holds only what the record
-/// path and the block switch need (RAM). The record path's fields come first.
+/// path and the block switch need (RAM). The record path's fields come first, in this order
+/// (`repr(C)`): the room check's pair, then the clock's. With the state less than 256 bytes from the
+/// agent's start, Rust's own order (the `u64`s first) made LLVM split the first `u64`'s `ldrd` into a
+/// pre-indexed `ldr` and a second load, and spill around the block switch's call: 2 to 4 instructions
+/// more on every record kind (Cortex-M4 image).
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 struct RingState {
     /// Where the next record goes: a byte offset from the ring's first block (the open block's
     /// `slot * BLOCK + HEAD + ` its records' bytes).
@@ -390,19 +407,21 @@ struct RingState {
     /// `static` needs no initial image in flash.
     limit: u32,
     count: u32,
+    /// Closed blocks, and (below) the oldest one's slot: `u32`s (`BLOCKS` is at most 65 535), so that
+    /// the state has no padding on a 64-bit host either (64 bytes, as on the board).
+    closed: u32,
     last_ticks: u64,
     last_address: u64,
     next_seq: u64,
-    oldest: usize,
-    closed: usize,
-    /// The drain is sending the oldest closed block: it is not overwritten.
-    in_flight: bool,
-    /// A dump is sending this ring's window: no block is overwritten until it is out.
-    dumping: bool,
     dropped: u64,
     /// Overwritten since the start (those since the last dump: this less the total the drain noted
     /// when it ended, [`DumpState::overwritten`]; 8 bytes of RAM per CPU less than keeping both).
     overwritten_total: u64,
+    oldest: u32,
+    /// The drain is sending the oldest closed block: it is not overwritten.
+    in_flight: bool,
+    /// A dump is sending this ring's window: no block is overwritten until it is out.
+    dumping: bool,
 }
 
 impl RingState {
@@ -722,58 +741,80 @@ impl Exclusion for Borrowed {
 }
 
 /// The drain's own state: only the context that holds the drain (see [`Shared::draining`]) touches it.
+///
+/// Its small fields come last, together, so that they share one padding (RAM).
 struct Link<const CPUS: usize, const OUT: usize> {
-    hello_sent: bool,
-    producers_sent: usize,
-    types_sent: usize,
     last_frame_ticks: u64,
     last_hello_ticks: u64,
+    /// Per CPU: the next sequence number the collector expects (what the frames sent so far cover).
+    /// While a dump runs and the CPU's `Window` frame is not out yet: the window's first sequence
+    /// number, which that frame announces.
+    sent_seq: [u64; CPUS],
+    /// Per CPU: the numbers of the block claimed and not yet taken by the transport, once it is framed
+    /// in place (which block, and how far the drain got with it: `claim_at`).
+    claimed: [Claim; CPUS],
+    dump: DumpState<CPUS>,
+    /// Frames and bytes written to the transport: statistics only ([`AgentStats`]; no frame carries
+    /// them), 32-bit on a board to save RAM ([`StatCount`]).
+    frames: StatCount,
+    bytes: StatCount,
+    /// Dictionary entries sent so far (the declarations hold at most `u16::MAX` of each kind:
+    /// [`Agent::declare_static`]).
+    producers_sent: u16,
+    types_sent: u16,
     /// `CpuTotal` frames [`Agent::finish`] has written so far (a transport that takes one frame per
     /// call finishes over several calls).
-    totals_sent: usize,
-    /// Per CPU: the next sequence number the collector expects (what the frames sent so far cover).
-    sent_seq: [u64; CPUS],
-    /// Per CPU: the block claimed and not yet taken by the transport (framed in place once).
-    claimed: [Option<Claim>; CPUS],
-    dump: DumpState<CPUS>,
-    frames: u64,
-    bytes: u64,
+    totals_sent: u16,
+    hello_sent: bool,
+    /// A dump is under way ([`DumpState`]).
+    dump_active: bool,
+    /// Per CPU, while a dump runs: whether its `Window` frame is out.
+    window_sent: [bool; CPUS],
+    /// Per CPU: the block claimed, if any, and where its frame starts once framed.
+    claim_at: [ClaimAt; CPUS],
     _out: core::marker::PhantomData<[u8; OUT]>,
 }
 
 /// Where a dump stands (a transport that takes one frame per call dumps over several calls).
+/// The records the dump's `Bye` reports are not kept: they are the windows' ends added up, less
+/// `dropped` (every sequence number given out is a record kept or dropped).
 #[derive(Clone, Copy)]
 struct DumpState<const CPUS: usize> {
-    active: bool,
-    /// Per CPU: the window's end (the next sequence number when the dump started) and whether its
-    /// `Window` frame is out.
+    /// Per CPU: the window's end (the next sequence number when the dump started). Its first
+    /// sequence number waits in [`Link::sent_seq`] until its `Window` frame is out.
     until: [u64; CPUS],
-    /// Per CPU: the window's first sequence number.
-    first: [u64; CPUS],
-    window_sent: [bool; CPUS],
     /// Per CPU, between dumps: the ring's `overwritten_total` when the last dump ended; while a dump
     /// runs: the records overwritten since then, which its window reports (no block is overwritten
     /// while a dump runs, so the total holds still from the dump's start to its end). One array for
     /// both: 8 bytes per CPU.
     overwritten: [u64; CPUS],
-    oldest_ticks: u64,
-    records: u64,
     dropped: u64,
     bye_ticks: u64,
 }
 
-/// The producers an agent that drains declares in its `Dictionary` frames.
-struct Producers<const PRODUCERS: usize> {
-    /// Given at once by the board ([`Agent::declare_static`]): referenced, not copied.
-    in_flash: &'static [ProducerDef<'static>],
-    /// Registered one by one (copied: up to `PRODUCERS`).
-    registered: Vec<ProducerDef<'static>, PRODUCERS>,
+/// A board's whole dictionary in tables in flash, declared at once ([`Agent::declare_static`]): the
+/// agent keeps one reference to it (4 bytes on a 32-bit board), not copies of its entries.
+#[derive(Clone, Copy, Debug)]
+pub struct StaticDictionary {
+    /// The producers, sent in `Dictionary` frames before those registered one by one.
+    pub producers: &'static [ProducerDef<'static>],
+    /// The custom event types, sent before those registered one by one.
+    pub types: &'static [EventTypeDef<'static>],
+}
+
+impl StaticDictionary {
+    /// No entries: an agent's dictionary until [`Agent::declare_static`].
+    pub const EMPTY: Self = Self {
+        producers: &[],
+        types: &[],
+    };
 }
 
 /// What the record path and the drain share besides the rings (under the critical section).
 struct Shared<const CPUS: usize> {
-    rejected: u64,
-    clock_regressions: u64,
+    /// Statistics only ([`AgentStats`]; no frame carries them), 32-bit on a board ([`StatCount`]).
+    rejected: StatCount,
+    clock_regressions: StatCount,
     /// A context is draining (poll, flush, finish or dump): another gets `WouldBlock`.
     draining: bool,
     /// [`Agent::restart_session`] was called: the drain sends `Hello` and the dictionary again.
@@ -793,7 +834,7 @@ struct Shared<const CPUS: usize> {
 /// probe reads: [`Agent::attach_probe`]); up to `PRODUCERS` declared producers and `TYPES` custom
 /// event types. `DRAIN` is 1 (the default) for an agent that frames and sends on the board; 0 for one
 /// that only records for a probe (with `OUT` 0): it then holds none of the drain's state (its sent
-/// sequence numbers, claims, dump progress, counters: ≈ 170 bytes on a 32-bit board with one CPU).
+/// sequence numbers, claims, dump progress, counters: 96 bytes on a 32-bit board with one CPU).
 ///
 /// On a host, put it in a `Box`: it holds all its buffers inline.
 #[repr(C)]
@@ -817,13 +858,15 @@ pub struct Agent<
     /// the probe's control block), so that every record (even one recorded before the first poll) is at
     /// or after zero.
     session_start_ticks: S::Start,
-    /// Event types given at once by the board ([`Agent::declare_static`]): referenced, not copied.
-    static_types: &'static [EventTypeDef<'static>],
+    /// The producers and event types given at once by the board ([`Agent::declare_static`]):
+    /// referenced, not copied.
+    dictionary: &'static StaticDictionary,
     /// Event types registered one by one (copied: up to `TYPES`).
     types: Vec<EventTypeDef<'static>, TYPES>,
-    /// The producers declared, which only the drain reads (to send them): none kept by a probe-only
-    /// agent (`DRAIN` 0), whose host reads them from the dictionary image in flash.
-    producers: [Producers<PRODUCERS>; DRAIN],
+    /// The producers registered one by one (copied: up to `PRODUCERS`), which only the drain reads
+    /// (to send them): none kept by a probe-only agent (`DRAIN` 0), whose host reads them from the
+    /// dictionary image in flash.
+    producers: [Vec<ProducerDef<'static>, PRODUCERS>; DRAIN],
     /// The drain's state: one, or none when nothing drains on the board (`DRAIN` 0). After the
     /// fields of 4-byte alignment: an empty array of this 8-byte aligned type would still pad them.
     link: UnsafeCell<[Link<CPUS, OUT>; DRAIN]>,
@@ -1007,14 +1050,37 @@ impl<const CPUS: usize> Drop for DrainGuard<'_, CPUS> {
     }
 }
 
-/// A claimed block: the oldest closed block of a ring, which the drain frames and sends.
+/// What the drain keeps of a claimed block (the oldest closed block of a ring, which it frames and
+/// sends) once it framed it in place: its head then holds the frame's header, no longer its numbers.
+/// Before that, its head has them. Its first sequence number is then [`Link::sent_seq`]: the loss
+/// before the block is reported, and `sent_seq` moved to it, before the block is framed.
 #[derive(Clone, Copy)]
 struct Claim {
-    slot: usize,
-    meta: BlockMeta,
-    /// Where its frame starts and ends once framed in place (its head then holds the header, no
-    /// longer its numbers).
-    frame: Option<(usize, usize)>,
+    /// Its base time (a dump that starts while it waits announces its window from it).
+    base_ticks: u64,
+    count: u32,
+    /// Where its frame ends.
+    frame_end: u32,
+}
+
+/// Which block of a ring the drain claimed and how far it got with it.
+#[derive(Clone, Copy)]
+struct ClaimAt {
+    /// The block (`BLOCKS` is at most 65 535).
+    slot: u16,
+    /// Where its frame starts, once framed (within the block's head).
+    frame_start: u16,
+    state: ClaimState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClaimState {
+    /// No block claimed.
+    None,
+    /// Claimed, not framed yet: its head holds its numbers.
+    Claimed,
+    /// Framed in place: its numbers are in [`Claim`] and [`Link::sent_seq`].
+    Framed,
 }
 
 impl<
@@ -1036,6 +1102,15 @@ impl<
             "blocks of at least 72 bytes"
         );
         assert!(BLOCK <= u32::MAX as usize);
+        // The drain counts the CPUs' totals and the dictionary entries it sent in `u16`s.
+        assert!(
+            CPUS <= u16::MAX as usize
+                && PRODUCERS <= u16::MAX as usize
+                && TYPES <= u16::MAX as usize,
+            "at most 65 535 CPUs, producers and types"
+        );
+        // A claimed block's slot and its frame's start (in the head) are kept in `u16`s.
+        assert!(BLOCKS <= u16::MAX as usize && HEAD <= u16::MAX as usize);
         assert!(
             OUT == 0 || OUT >= 48,
             "a control-frame buffer of at least 48 bytes (0: no drain on the board, probe mode only)"
@@ -1087,14 +1162,9 @@ impl<
             }),
             link: UnsafeCell::new([const { Link::NEW }; DRAIN]),
             session_start_ticks,
-            static_types: &[],
+            dictionary: &StaticDictionary::EMPTY,
             types: Vec::new(),
-            producers: [const {
-                Producers {
-                    in_flash: &[],
-                    registered: Vec::new(),
-                }
-            }; DRAIN],
+            producers: [const { Vec::new() }; DRAIN],
         }
     }
 
@@ -1129,15 +1199,15 @@ impl<
             }
             // SAFETY: as above.
             let shared = unsafe { &*self.shared.get() };
-            s.rejected = shared.rejected;
-            s.clock_regressions = shared.clock_regressions;
+            s.rejected = u64::from(shared.rejected);
+            s.clock_regressions = u64::from(shared.clock_regressions);
             // The drain's counters: only its holder writes them, and only the drain's own `u64`s.
             if !shared.draining {
                 // SAFETY: no drain is running (checked under the critical section, which a drain must
                 // take to start).
                 if let Some(link) = unsafe { &*self.link.get() }.first() {
-                    s.frames = link.frames;
-                    s.bytes = link.bytes;
+                    s.frames = u64::from(link.frames);
+                    s.bytes = u64::from(link.bytes);
                 }
             }
             s
@@ -1162,7 +1232,6 @@ impl<
         self.producers
             .first_mut()
             .ok_or(AgentError::DictionaryFull)?
-            .registered
             .push(def)
             .map_err(|_| AgentError::DictionaryFull)
     }
@@ -1173,21 +1242,29 @@ impl<
         self.types.push(def).map_err(|_| AgentError::DictionaryFull)
     }
 
-    /// Declares a board's whole dictionary at once, from tables in flash: the agent keeps references to
-    /// them, not copies, so they cost it no RAM (an agent with `PRODUCERS` and `TYPES` of 0 holds no
-    /// dictionary storage at all). Checked like [`Agent::register_producer`] and
+    /// Declares a board's whole dictionary at once, from tables in flash: the agent keeps a reference
+    /// to it, not copies, so they cost it no RAM (an agent with `PRODUCERS` and `TYPES` of 0 holds no
+    /// dictionary storage at all, only this reference). A probe-only agent (`DRAIN` 0) reads only its
+    /// types (its host reads the producers from the dictionary image in flash). Checked like [`Agent::register_producer`] and
     /// [`Agent::register_type`], entry by entry; on an error nothing is declared. Replaces the tables of
-    /// an earlier call; entries registered one by one stay, sent after these.
+    /// an earlier call; entries registered one by one stay, sent after these. Tables longer than
+    /// 65 535 entries less `PRODUCERS` (or `TYPES`) are refused ([`AgentError::DictionaryFull`]).
     pub fn declare_static(
         &mut self,
-        producers: &'static [ProducerDef<'static>],
-        types: &'static [EventTypeDef<'static>],
+        dictionary: &'static StaticDictionary,
     ) -> Result<(), AgentError> {
+        let StaticDictionary { producers, types } = *dictionary;
+        // The drain counts the entries it sent in `u16`s: at most 65 535 of each kind in all.
+        if producers.len() > usize::from(u16::MAX) - PRODUCERS
+            || types.len() > usize::from(u16::MAX) - TYPES
+        {
+            return Err(AgentError::DictionaryFull);
+        }
         for p in producers {
             self.check_producer(p)?;
         }
         // Checked against the types registered one by one and those before it in `types`.
-        let previous = core::mem::take(&mut self.static_types);
+        let previous = core::mem::replace(&mut self.dictionary, &StaticDictionary::EMPTY);
         let checked = types.iter().enumerate().try_for_each(|(i, t)| {
             self.check_type(t)?;
             match types
@@ -1199,14 +1276,10 @@ impl<
             }
         });
         if let Err(e) = checked {
-            self.static_types = previous;
+            self.dictionary = previous;
             return Err(e);
         }
-        // Checked, but kept only by an agent that sends them (a probe's host reads them from flash).
-        if let Some(kept) = self.producers.first_mut() {
-            kept.in_flash = producers;
-        }
-        self.static_types = types;
+        self.dictionary = dictionary;
         Ok(())
     }
 
@@ -1215,7 +1288,7 @@ impl<
         // An agent with no room for types registered one by one (`TYPES` 0) has none: no loop over
         // them in the code (the compiler cannot know that the vector's length stays 0).
         let registered: &[EventTypeDef<'static>] = if TYPES == 0 { &[] } else { &self.types };
-        self.static_types.iter().chain(registered)
+        self.dictionary.types.iter().chain(registered)
     }
 
     fn check_producer(&mut self, def: &ProducerDef<'static>) -> Result<(), AgentError> {
@@ -1328,7 +1401,10 @@ impl<
     #[inline(never)]
     fn reject(&self, e: AgentError) -> AgentError {
         // SAFETY: `shared` is only touched inside the critical section.
-        critical_section::with(|_| unsafe { (*self.shared.get()).rejected += 1 });
+        critical_section::with(|_| unsafe {
+            let shared = &mut *self.shared.get();
+            shared.rejected = shared.rejected.wrapping_add(1);
+        });
         e
     }
 
@@ -1547,7 +1623,10 @@ impl<
             // SAFETY: inside the record path's exclusion; the rejected and regression counters are
             // only touched there or inside the critical section, which the record path also holds
             // or (`Exclusive`) makes unnecessary by the borrow.
-            unsafe { (*self.shared.get()).clock_regressions += 1 };
+            unsafe {
+                let shared = &mut *self.shared.get();
+                shared.clock_regressions = shared.clock_regressions.wrapping_add(1);
+            }
         }
         state.last_ticks
     }
@@ -1615,19 +1694,19 @@ impl<
             Some(p) => probe_settle::<BLOCK, BLOCKS>(ring, state, p, false),
             None => close_open::<BLOCK, BLOCKS>(ring, state),
         }
-        if state.closed >= BLOCKS {
+        if state.closed as usize >= BLOCKS {
             let may_overwrite = self.mode() == Mode::PostMortem
                 && !state.in_flight
                 && !state.dumping
                 && self.probe().is_none();
-            let oldest = ring.blocks.get(state.oldest);
+            let oldest = ring.blocks.get(state.oldest as usize);
             match oldest {
                 Some(block) if may_overwrite => {
                     // SAFETY: the oldest block is closed and not claimed by a drain: only the record
                     // path (inside the critical section) may touch it.
                     let meta = BlockMeta::read(unsafe { &*block.get() });
                     state.overwritten_total += u64::from(meta.count);
-                    state.oldest = (state.oldest + 1) % BLOCKS;
+                    state.oldest = ((state.oldest as usize + 1) % BLOCKS) as u32;
                     state.closed -= 1;
                 }
                 _ => {
@@ -1637,7 +1716,7 @@ impl<
                 }
             }
         }
-        let slot = (state.oldest + state.closed) % BLOCKS;
+        let slot = (state.oldest + state.closed) as usize % BLOCKS;
         state.wr = (slot * BLOCK + HEAD) as u32;
         state.limit = (slot * BLOCK + Self::CAPACITY_END) as u32;
         state.count = 0;
@@ -1776,8 +1855,8 @@ impl<
         // SAFETY: this context holds the drain.
         let link = unsafe { self.link() }?;
         let cpus = CPUS.min(usize::from(self.config.cpu_count()));
-        while link.totals_sent < cpus {
-            let cpu = link.totals_sent;
+        while usize::from(link.totals_sent) < cpus {
+            let cpu = usize::from(link.totals_sent);
             let sequences = self.with_ring(cpu, |_, s| s.next()).unwrap_or(0);
             let total = CpuTotal {
                 cpu: cpu as u16,
@@ -1815,11 +1894,11 @@ impl<
         }
         // SAFETY: this context holds the drain.
         let link = unsafe { self.link() }?;
-        if !link.dump.active {
+        if !link.dump_active {
             self.start_dump(link);
         }
         if !link.hello_sent {
-            let hello = self.hello(link.dump.oldest_ticks);
+            let hello = self.hello(self.dump_start_ticks(link));
             let mut out = [0u8; OUT];
             let n = encode::encode_hello(&mut out, &hello).map_err(|_| TransportError::Closed)?;
             self.write_out(link, transport, &out, n)?;
@@ -1827,12 +1906,13 @@ impl<
         }
         self.send_dictionary(link, transport)?;
         for cpu in 0..CPUS.min(usize::from(self.config.cpu_count())) {
-            let (Some(&sent), Some(&until)) = (link.window_sent(cpu), link.dump.until.get(cpu))
+            let (Some(&sent), Some(&until)) = (link.window_sent.get(cpu), link.dump.until.get(cpu))
             else {
                 continue;
             };
             if !sent {
-                let first_seq = link.dump.first.get(cpu).copied().unwrap_or(until);
+                // Noted there by `start_dump`.
+                let first_seq = link.sent_seq.get(cpu).copied().unwrap_or(until);
                 let window = Window {
                     cpu: cpu as u16,
                     first_seq,
@@ -1842,17 +1922,14 @@ impl<
                 let n =
                     encode::encode_window(&mut out, &window).map_err(|_| TransportError::Closed)?;
                 self.write_out(link, transport, &out, n)?;
-                if let Some(s) = link.sent_seq.get_mut(cpu) {
-                    *s = first_seq;
-                }
-                if let Some(w) = link.dump.window_sent.get_mut(cpu) {
+                if let Some(w) = link.window_sent.get_mut(cpu) {
                     *w = true;
                 }
             }
             self.send_ring(link, transport, cpu, 0, false, Some(until))?;
         }
-        while link.totals_sent < CPUS.min(usize::from(self.config.cpu_count())) {
-            let cpu = link.totals_sent;
+        while usize::from(link.totals_sent) < CPUS.min(usize::from(self.config.cpu_count())) {
+            let cpu = usize::from(link.totals_sent);
             let total = CpuTotal {
                 cpu: cpu as u16,
                 sequences: link.dump.until.get(cpu).copied().unwrap_or(0),
@@ -1863,9 +1940,10 @@ impl<
             self.write_out(link, transport, &out, n)?;
             link.totals_sent += 1;
         }
+        let given_out: u64 = link.dump.until.iter().sum();
         let bye = Bye {
             ticks: link.dump.bye_ticks,
-            records: link.dump.records,
+            records: given_out.saturating_sub(link.dump.dropped),
             dropped: link.dump.dropped,
         };
         let mut out = [0u8; OUT];
@@ -1882,7 +1960,7 @@ impl<
                 *noted = s.overwritten_total;
             }
         });
-        link.dump.active = false;
+        link.dump_active = false;
         link.hello_sent = false;
         link.producers_sent = 0;
         link.types_sent = 0;
@@ -1895,8 +1973,7 @@ impl<
     #[inline(never)]
     fn start_dump(&self, link: &mut Link<CPUS, OUT>) {
         let now = self.now();
-        let mut oldest_ticks = u64::MAX;
-        let mut totals = (0, 0);
+        let mut dropped = 0;
         let mut dump = link.dump;
         critical_section::with(|_| {
             for (cpu, ring) in self.rings.iter().enumerate() {
@@ -1905,19 +1982,9 @@ impl<
                 close_open::<BLOCK, BLOCKS>(ring, s);
                 s.dumping = true;
                 // The window starts at the oldest block the ring holds (or is empty).
-                let claimed = link.claimed.get(cpu).copied().flatten();
-                let oldest = match (claimed, ring.blocks.get(s.oldest)) {
-                    (_, _) if s.closed == 0 => None,
-                    (Some(c), _) => Some(c.meta),
-                    // SAFETY: an unclaimed closed block's head holds its numbers, written when it
-                    // closed.
-                    (None, Some(b)) => Some(BlockMeta::read(unsafe { &*b.get() })),
-                    (None, None) => None,
-                };
-                if let Some(m) = oldest {
-                    oldest_ticks = oldest_ticks.min(m.base_ticks);
-                }
-                if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), dump.first.get_mut(cpu)) {
+                let oldest = oldest_block(link, ring, s, cpu);
+                // The window's first sequence number waits where its `Window` frame reads it.
+                if let (Some(u), Some(f)) = (dump.until.get_mut(cpu), link.sent_seq.get_mut(cpu)) {
                     *u = s.next_seq;
                     *f = oldest.map_or(s.next_seq, |m| m.first_seq);
                 }
@@ -1925,25 +1992,44 @@ impl<
                 if let Some(o) = dump.overwritten.get_mut(cpu) {
                     *o = s.overwritten_total.saturating_sub(*o);
                 }
-                totals.0 += s.closed_records();
-                totals.1 += s.dropped;
+                dropped += s.dropped;
             }
         });
-        dump.active = true;
-        dump.window_sent = [false; CPUS];
-        dump.oldest_ticks = if oldest_ticks == u64::MAX {
-            now
-        } else {
-            oldest_ticks
-        };
-        dump.records = totals.0;
-        dump.dropped = totals.1;
+        link.dump_active = true;
+        link.window_sent = [false; CPUS];
+        dump.dropped = dropped;
         dump.bye_ticks = now;
         link.dump = dump;
         link.hello_sent = false;
         link.producers_sent = 0;
         link.types_sent = 0;
         link.totals_sent = 0;
+    }
+
+    /// The time a dump's `Hello` announces: the oldest base time of the windows' first blocks, or the
+    /// dump's own time when every window is empty. Read (not kept: RAM) before the dump sends any
+    /// block, when the rings still hold every window's first block where the dump found it: no block
+    /// is overwritten while a dump runs, and blocks closed since it started are past its windows.
+    fn dump_start_ticks(&self, link: &Link<CPUS, OUT>) -> u64 {
+        let oldest = critical_section::with(|_| {
+            let mut oldest = u64::MAX;
+            for (cpu, ring) in self.rings.iter().enumerate() {
+                // SAFETY: ring states are only touched inside the critical section.
+                let s = unsafe { &*ring.state.get() };
+                let until = link.dump.until.get(cpu).copied().unwrap_or(0);
+                if let Some(m) = oldest_block(link, ring, s, cpu)
+                    && m.first_seq < until
+                {
+                    oldest = oldest.min(m.base_ticks);
+                }
+            }
+            oldest
+        });
+        if oldest == u64::MAX {
+            link.dump.bye_ticks
+        } else {
+            oldest
+        }
     }
 
     /// Re-sends `Hello` and the whole dictionary on the next poll (after the link was re-established).
@@ -2032,8 +2118,8 @@ impl<
     ) -> Result<(), TransportError> {
         let frame = out.get(..n).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
-        link.frames += 1;
-        link.bytes += n as u64;
+        link.frames = link.frames.wrapping_add(1);
+        link.bytes = link.bytes.wrapping_add(n as StatCount);
         Ok(())
     }
 
@@ -2105,16 +2191,17 @@ impl<
         transport: &mut T,
     ) -> Result<(), TransportError> {
         // One entry per frame keeps the buffer bound simple; dictionaries are small and sent once.
-        let (in_flash, registered): (&[ProducerDef<'static>], &[ProducerDef<'static>]) =
-            match self.producers.first() {
-                Some(p) => (p.in_flash, &p.registered),
-                None => (&[], &[]),
-            };
-        let static_types = self.static_types.len();
-        while let Some(p) = link
-            .producers_sent
+        let in_flash = self.dictionary.producers;
+        let registered: &[ProducerDef<'static>] = match self.producers.first() {
+            Some(p) => p,
+            None => &[],
+        };
+        let static_types = self.dictionary.types.len();
+        while let Some(p) = usize::from(link.producers_sent)
             .checked_sub(in_flash.len())
-            .map_or(in_flash.get(link.producers_sent), |i| registered.get(i))
+            .map_or(in_flash.get(usize::from(link.producers_sent)), |i| {
+                registered.get(i)
+            })
         {
             let mut out = [0u8; OUT];
             let n = encode::encode_dictionary(&mut out, &[DictEntry::Producer(*p)])
@@ -2122,12 +2209,12 @@ impl<
             self.write_out(link, transport, &out, n)?;
             link.producers_sent += 1;
         }
-        while let Some(t) = link
-            .types_sent
+        while let Some(t) = usize::from(link.types_sent)
             .checked_sub(static_types)
-            .map_or(self.static_types.get(link.types_sent), |i| {
-                self.types.get(i)
-            })
+            .map_or(
+                self.dictionary.types.get(usize::from(link.types_sent)),
+                |i| self.types.get(i),
+            )
         {
             let mut out = [0u8; OUT];
             let n = encode::encode_dictionary(&mut out, &[DictEntry::EventType(*t)])
@@ -2157,7 +2244,7 @@ impl<
         };
         loop {
             let latency = self.config.get().flush_latency_ticks;
-            let pending = link.claimed.get(cpu).copied().flatten();
+            let pending = claimed_block(link, ring, cpu);
             let claim = match pending {
                 Some(c) => Ok(c),
                 None => critical_section::with(|_| {
@@ -2173,7 +2260,7 @@ impl<
                     if s.closed == 0 {
                         return Err((s.open(), s.next()));
                     }
-                    let slot = s.oldest;
+                    let slot = s.oldest as usize;
                     // SAFETY: an unclaimed closed block's head holds its numbers, written when it
                     // closed.
                     let meta = ring
@@ -2185,15 +2272,11 @@ impl<
                         return Err((true, meta.first_seq));
                     }
                     s.in_flight = true;
-                    Ok(Claim {
-                        slot,
-                        meta,
-                        frame: None,
-                    })
+                    Ok((slot, meta))
                 }),
             };
             let sent = link.sent_seq.get(cpu).copied().unwrap_or(0);
-            let claim = match claim {
+            let (slot, meta) = match claim {
                 Ok(c) => c,
                 Err((open, next)) => {
                     // Records dropped after the last block sent and before the next block (none yet,
@@ -2208,13 +2291,19 @@ impl<
                     return Ok(());
                 }
             };
-            if let Some(c) = link.claimed.get_mut(cpu) {
-                *c = Some(claim);
+            if pending.is_none()
+                && let Some(at) = link.claim_at.get_mut(cpu)
+            {
+                *at = ClaimAt {
+                    slot: slot as u16,
+                    frame_start: 0,
+                    state: ClaimState::Claimed,
+                };
             }
-            if claim.meta.first_seq > sent {
-                self.send_loss(link, transport, cpu, sent, claim.meta.first_seq - sent)?;
+            if meta.first_seq > sent {
+                self.send_loss(link, transport, cpu, sent, meta.first_seq - sent)?;
                 if let Some(s) = link.sent_seq.get_mut(cpu) {
-                    *s = claim.meta.first_seq;
+                    *s = meta.first_seq;
                 }
             }
             self.send_block(link, transport, cpu, ring)?;
@@ -2222,14 +2311,14 @@ impl<
                 // SAFETY: ring states are only touched inside the critical section.
                 let s = unsafe { &mut *ring.state.get() };
                 s.in_flight = false;
-                s.oldest = (s.oldest + 1) % BLOCKS;
+                s.oldest = ((s.oldest as usize + 1) % BLOCKS) as u32;
                 s.closed -= 1;
             });
-            if let Some(c) = link.claimed.get_mut(cpu) {
-                *c = None;
+            if let Some(at) = link.claim_at.get_mut(cpu) {
+                at.state = ClaimState::None;
             }
             if let Some(s) = link.sent_seq.get_mut(cpu) {
-                *s = claim.meta.first_seq + u64::from(claim.meta.count);
+                *s = meta.first_seq + u64::from(meta.count);
             }
         }
     }
@@ -2262,29 +2351,88 @@ impl<
         cpu: usize,
         ring: &Ring<BLOCK, BLOCKS>,
     ) -> Result<(), TransportError> {
-        let Some(Some(claim)) = link.claimed.get_mut(cpu) else {
+        let (Some(at), Some(claim)) = (link.claim_at.get_mut(cpu), link.claimed.get_mut(cpu))
+        else {
             return Ok(());
         };
-        let Some(cell) = ring.blocks.get(claim.slot) else {
+        let Some(cell) = ring.blocks.get(usize::from(at.slot)) else {
             return Ok(());
         };
         // SAFETY: the block is claimed (`in_flight`): the record path neither writes nor overwrites it
         // until the drain gives it back, and only this context holds the drain.
         let block = unsafe { &mut *cell.get() };
-        let (start, end) = match claim.frame {
-            Some(range) => range,
-            None => {
-                let range = frame_block(block, cpu, &claim.meta, transport)
+        let (start, end) = match at.state {
+            ClaimState::None => return Ok(()),
+            ClaimState::Framed => (usize::from(at.frame_start), claim.frame_end as usize),
+            ClaimState::Claimed => {
+                // Not framed yet: its head holds its numbers, which the header replaces.
+                let meta = BlockMeta::read(block);
+                let (start, end) = frame_block(block, cpu, &meta, transport)
                     .map_err(|_| TransportError::Closed)?;
-                claim.frame = Some(range);
-                range
+                *claim = Claim {
+                    base_ticks: meta.base_ticks,
+                    count: meta.count,
+                    frame_end: end as u32,
+                };
+                at.frame_start = start as u16;
+                at.state = ClaimState::Framed;
+                (start, end)
             }
         };
         let frame = block.get(start..end).ok_or(TransportError::Closed)?;
         transport.write_frame(frame)?;
-        link.frames += 1;
-        link.bytes += (end - start) as u64;
+        link.frames = link.frames.wrapping_add(1);
+        link.bytes = link.bytes.wrapping_add((end - start) as StatCount);
         Ok(())
+    }
+}
+
+/// The block the drain claimed on `cpu`, if any, and its numbers (its first sequence number, base
+/// time and record count: what [`Claim`] keeps).
+fn claimed_block<const CPUS: usize, const OUT: usize, const BLOCK: usize, const BLOCKS: usize>(
+    link: &Link<CPUS, OUT>,
+    ring: &Ring<BLOCK, BLOCKS>,
+    cpu: usize,
+) -> Option<(usize, BlockMeta)> {
+    let at = link.claim_at.get(cpu)?;
+    let slot = usize::from(at.slot);
+    match at.state {
+        ClaimState::None => None,
+        // SAFETY: the block is claimed (`in_flight`): only the drain, which the caller holds, touches
+        // it; not framed yet, its head holds its numbers.
+        ClaimState::Claimed => Some((
+            slot,
+            BlockMeta::read(unsafe { &*ring.blocks.get(slot)?.get() }),
+        )),
+        ClaimState::Framed => {
+            let claim = link.claimed.get(cpu)?;
+            let meta = BlockMeta {
+                first_seq: *link.sent_seq.get(cpu)?,
+                base_ticks: claim.base_ticks,
+                count: claim.count,
+                end: claim.frame_end,
+            };
+            Some((slot, meta))
+        }
+    }
+}
+
+/// The numbers of the oldest block a ring holds, if any (the claimed one, or the oldest closed one).
+fn oldest_block<const CPUS: usize, const OUT: usize, const BLOCK: usize, const BLOCKS: usize>(
+    link: &Link<CPUS, OUT>,
+    ring: &Ring<BLOCK, BLOCKS>,
+    s: &RingState,
+    cpu: usize,
+) -> Option<BlockMeta> {
+    if s.closed == 0 {
+        return None;
+    }
+    match claimed_block(link, ring, cpu) {
+        Some((_, meta)) => Some(meta),
+        // SAFETY: an unclaimed closed block's head holds its numbers, written when it closed.
+        None => Some(BlockMeta::read(unsafe {
+            &*ring.blocks.get(s.oldest as usize)?.get()
+        })),
     }
 }
 
@@ -2296,7 +2444,7 @@ fn close_open<const BLOCK: usize, const BLOCKS: usize>(
     if !s.open() {
         return;
     }
-    let slot = (s.oldest + s.closed) % BLOCKS;
+    let slot = (s.oldest + s.closed) as usize % BLOCKS;
     if let Some(b) = ring.blocks.get(slot) {
         let meta = BlockMeta {
             first_seq: s.next_seq,
@@ -2319,7 +2467,7 @@ fn open_base_ticks<const BLOCK: usize, const BLOCKS: usize>(
     ring: &Ring<BLOCK, BLOCKS>,
     s: &RingState,
 ) -> u64 {
-    let slot = (s.oldest + s.closed) % BLOCKS;
+    let slot = (s.oldest + s.closed) as usize % BLOCKS;
     ring.blocks.get(slot).map_or(0, |b| {
         // SAFETY: the open block's head is written only by the block switch, inside the critical
         // section, where this runs too; the record path writes after the head.
@@ -2348,11 +2496,11 @@ fn probe_settle<const BLOCK: usize, const BLOCKS: usize>(
 
 /// Probe mode: the blocks the host has released since are free again (the oldest closed ones).
 fn take_released<const BLOCKS: usize>(p: &ProbeRing, s: &mut RingState) {
-    let waiting = p.waiting() as usize;
+    let waiting = p.waiting();
     // A host can only release blocks the board closed: any other value is ignored.
     if waiting < s.closed {
         let freed = s.closed - waiting;
-        s.oldest = (s.oldest + freed) % BLOCKS;
+        s.oldest = ((s.oldest + freed) as usize % BLOCKS) as u32;
         s.closed = waiting;
     }
 }
@@ -2600,33 +2748,35 @@ impl<
 impl<const CPUS: usize, const OUT: usize> Link<CPUS, OUT> {
     /// Nothing sent yet.
     const NEW: Self = Self {
-        hello_sent: false,
-        producers_sent: 0,
-        types_sent: 0,
         last_frame_ticks: 0,
         last_hello_ticks: 0,
-        totals_sent: 0,
         sent_seq: [0; CPUS],
-        claimed: [None; CPUS],
+        claimed: [Claim {
+            base_ticks: 0,
+            count: 0,
+            frame_end: 0,
+        }; CPUS],
         dump: DumpState {
-            active: false,
             until: [0; CPUS],
-            first: [0; CPUS],
-            window_sent: [false; CPUS],
             overwritten: [0; CPUS],
-            oldest_ticks: 0,
-            records: 0,
             dropped: 0,
             bye_ticks: 0,
         },
         frames: 0,
         bytes: 0,
+        producers_sent: 0,
+        types_sent: 0,
+        totals_sent: 0,
+        hello_sent: false,
+        dump_active: false,
+        window_sent: [false; CPUS],
+        claim_at: [ClaimAt {
+            slot: 0,
+            frame_start: 0,
+            state: ClaimState::None,
+        }; CPUS],
         _out: core::marker::PhantomData,
     };
-
-    fn window_sent(&self, cpu: usize) -> Option<&bool> {
-        self.dump.window_sent.get(cpu)
-    }
 }
 
 /// Cuts a name to `max` bytes at a character boundary.

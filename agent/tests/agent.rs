@@ -1,7 +1,9 @@
 //! The agent end to end through the real decoder: what goes in comes out, and losses are counted exactly.
 
 use proptest::prelude::*;
-use socscope_agent::{Agent, AgentError, Clock, Config, Mode, Recorded, Transport, TransportError};
+use socscope_agent::{
+    Agent, AgentError, Clock, Config, Mode, Recorded, StaticDictionary, Transport, TransportError,
+};
 use socscope_wire::decode::{DecodeError, Frame, StreamDecoder};
 use socscope_wire::dict::{
     Builtin, Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind,
@@ -803,6 +805,18 @@ fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
         category: Category::Punctual,
         params: &[],
     }];
+    static WITH_DUPLICATES: StaticDictionary = StaticDictionary {
+        producers: &PRODUCERS,
+        types: &DUPLICATES,
+    };
+    static WITH_RESERVED: StaticDictionary = StaticDictionary {
+        producers: &PRODUCERS,
+        types: &RESERVED,
+    };
+    static DICTIONARY: StaticDictionary = StaticDictionary {
+        producers: &PRODUCERS,
+        types: &TYPES,
+    };
     // No dictionary storage of its own: PRODUCERS and TYPES of 0 still take the static tables.
     type Lean = Agent<SharedClock, 1, 128, 4, { socscope_agent::frame_buffer_len(128) }, 0, 0>;
     let clock = SharedClock::default();
@@ -814,11 +828,11 @@ fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
         },
     ));
     assert_eq!(
-        agent.declare_static(&PRODUCERS, &DUPLICATES),
+        agent.declare_static(&WITH_DUPLICATES),
         Err(AgentError::DuplicateType)
     );
     assert_eq!(
-        agent.declare_static(&PRODUCERS, &RESERVED),
+        agent.declare_static(&WITH_RESERVED),
         Err(AgentError::ReservedTypeId)
     );
     assert_eq!(
@@ -826,7 +840,7 @@ fn a_static_dictionary_is_sent_and_checked_like_registered_entries() {
         Err(AgentError::UnknownType),
         "nothing declared by a refused call"
     );
-    agent.declare_static(&PRODUCERS, &TYPES).unwrap();
+    agent.declare_static(&DICTIONARY).unwrap();
     assert_eq!(
         agent.register_producer(PRODUCERS[0]),
         Err(AgentError::DictionaryFull),
@@ -1097,4 +1111,78 @@ fn a_referenced_configuration_is_refused_where_a_copy_would_be_cut() {
     assert!(matches!(decode_all(&out.bytes)[0], Frame::Hello(_)));
     // And the configuration that fits is taken.
     assert!(StaticAgent::new_static(clock(), &FLASH_CONFIG, 1).is_ok());
+}
+
+/// A dump whose `Hello` waits (the link refused it) while records keep coming, on a CPU whose ring
+/// was empty when the dump started too: the `Hello` still announces the window's first block's time
+/// (the agent reads it from the rings when it sends the `Hello`, it does not keep it), and `Bye` the
+/// counts of the dump's start.
+#[test]
+fn a_dump_whose_hello_waits_announces_the_windows_it_started_with() {
+    let clock = SharedClock::default();
+    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    agent.set_mode(Mode::PostMortem);
+    for i in 0..3u64 {
+        clock.0.set(100 + i);
+        agent.mark(0, i).unwrap();
+    }
+    clock.0.set(500);
+    let mut refused = Capture {
+        blocked: true,
+        ..Capture::default()
+    };
+    assert_eq!(agent.dump(&mut refused), Err(TransportError::WouldBlock));
+    // After the dump started: blocks closed on both CPUs (CPU 1 had none), and more than the rings
+    // hold on CPU 1 (dropped: nothing is overwritten while a dump runs).
+    for i in 0..200u64 {
+        clock.0.set(1000 + i);
+        let _ = agent.mark(0, 100 + i);
+        let _ = agent.mark(1, 100 + i);
+    }
+    assert!(agent.stats().dropped > 0, "{:?}", agent.stats());
+    let frames = decode_all(&dump_all(&agent));
+    let Frame::Hello(hello) = &frames[0] else {
+        panic!("the dump starts a session: {:?}", frames[0])
+    };
+    assert_eq!(hello.start_ticks, 100, "the window's first block's time");
+    let got = marks(&frames);
+    assert_eq!(
+        got[0],
+        vec![(0, 100, 0), (1, 101, 1), (2, 102, 2)],
+        "CPU 0's window: what it held at the dump's start"
+    );
+    assert!(got[1].is_empty(), "CPU 1's window is empty: {:?}", got[1]);
+    let Some(Frame::Bye(bye)) = frames.last() else {
+        panic!("Bye last")
+    };
+    assert_eq!((bye.ticks, bye.records, bye.dropped), (500, 3, 0));
+}
+
+/// The same with every window empty: the `Hello` announces the dump's own time, not the blocks that
+/// closed after it started.
+#[test]
+fn a_dump_of_empty_rings_whose_hello_waits_announces_its_own_time() {
+    let clock = SharedClock::default();
+    let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
+    agent.set_mode(Mode::PostMortem);
+    clock.0.set(500);
+    let mut refused = Capture {
+        blocked: true,
+        ..Capture::default()
+    };
+    assert_eq!(agent.dump(&mut refused), Err(TransportError::WouldBlock));
+    for i in 0..200u64 {
+        clock.0.set(1000 + i);
+        let _ = agent.mark(0, i);
+    }
+    let frames = decode_all(&dump_all(&agent));
+    let Frame::Hello(hello) = &frames[0] else {
+        panic!("the dump starts a session: {:?}", frames[0])
+    };
+    assert_eq!(hello.start_ticks, 500);
+    assert!(marks(&frames).iter().all(Vec::is_empty));
+    let Some(Frame::Bye(bye)) = frames.last() else {
+        panic!("Bye last")
+    };
+    assert_eq!((bye.ticks, bye.records, bye.dropped), (500, 0, 0));
 }

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use socscope_agent::probe::{ProbeControl, names_image, names_image_len};
-use socscope_agent::{Agent, Recorded};
+use socscope_agent::{Agent, Recorded, StaticDictionary};
 use socscope_wire::dict::{
     Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind, dictionary_image,
     dictionary_image_len,
@@ -379,11 +379,19 @@ fn a_probe_only_agent_checks_its_producers_but_keeps_none() {
         local_id: 9,
         name: "a producer name that is far longer than the sixty-four bytes a name may have",
     }];
+    static WITH_LONG: StaticDictionary = StaticDictionary {
+        producers: &LONG,
+        types: &TYPES,
+    };
+    static DICTIONARY: StaticDictionary = StaticDictionary {
+        producers: &PRODUCERS,
+        types: &TYPES,
+    };
     assert_eq!(
-        agent.declare_static(&LONG, &TYPES),
+        agent.declare_static(&WITH_LONG),
         Err(socscope_agent::AgentError::NameTooLong)
     );
-    assert_eq!(agent.declare_static(&PRODUCERS, &TYPES), Ok(()));
+    assert_eq!(agent.declare_static(&DICTIONARY), Ok(()));
     assert_eq!(
         agent.record(
             0,

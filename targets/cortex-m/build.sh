@@ -9,6 +9,8 @@
 #   tests run QEMU on several variants at once, and cargo puts every build at the same default path.
 #     untimed   masked sections not timed (the plain PRIMASK critical section): measure.sh's record counts
 #     probe     probe mode: the board only records; the host reads its rings (socscope collect --probe)
+#     probe-app the probe image as an application ships it: without the `bench` mode (the measurement
+#               harness); measure.sh's flash figure is this image's
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bare-metal-env.sh
@@ -16,9 +18,10 @@ out=target/bare-metal
 variant="${1:-}"
 case "$variant" in
   "") features=() ;;
-  untimed) features=(--no-default-features) ;;
+  untimed) features=(--no-default-features --features bench) ;;
   probe) features=(--features probe) ;;
-  *) echo "build.sh: unknown variant '$variant' (expected untimed or probe)" >&2; exit 2 ;;
+  probe-app) features=(--no-default-features --features timed-masking,probe) ;;
+  *) echo "build.sh: unknown variant '$variant' (expected untimed, probe or probe-app)" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
 exec 9>"$out/.build.lock"

@@ -7,7 +7,9 @@
 #      (one instruction = 1 ns of board time; the timer counts 25 MHz, so one tick = 40 instructions);
 #      the drain (framing: header, CRC-32C, COBS) per event; the firmware's path; and `loaded`: thread mode
 #      recording while SysTick and a 10 kHz timer interrupt record too and PendSV drains (all included);
-#   2. the agent's flash: the footprint image (targets/footprint: the agent alone, every record kind, the
+#   2. the agent's flash: THE figure is the probe firmware's as an application ships it (build.sh
+#      probe-app: without the `bench` mode, the measurement harness), counted by flash-owners.py (below);
+#      then, for comparison, the footprint image (targets/footprint: the agent alone, every record kind, the
 #      drain); in the firmware images, the agent's symbols and, exactly, its code and tables with every
 #      instruction attributed through the line tables' inlining (flash-owners.py: the agent's inlined
 #      parts included, the board's clock and critical section inlined into the agent excluded, and the
@@ -20,8 +22,9 @@
 #      time each, under -icount shift=4 (62.5 M instructions per second, near a Cortex-M4 at 64 MHz).
 # Usage: targets/cortex-m/measure.sh [RUNS]   (default 3 runs of each measurement)
 # Environment: ELF=firmware image, BENCH_ELF=the image of parts 1 (default: build.sh untimed, or $ELF when
-# ELF is given) and FOOTPRINT=footprint image to measure another build (e.g. one built from an earlier
-# commit in another worktree); default: build this tree's.
+# ELF is given), FOOTPRINT=footprint image, PROBE_FOOTPRINT=, PROBE_ELF= and PROBE_APP_ELF= (the probe
+# firmware without the bench mode) to measure another build (e.g. one built from an earlier commit in
+# another worktree; empty: skipped); default: build this tree's.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs="${1:-3}"
@@ -36,6 +39,11 @@ probe_footprint="${PROBE_FOOTPRINT-$footprint-probe}"
 probe_elf="${PROBE_ELF-}"
 if [ -z "${PROBE_ELF+set}" ] && [ -z "${ELF:-}" ] && grep -q '^probe' "$root/targets/cortex-m/Cargo.toml"; then
   probe_elf="$("$root/targets/cortex-m/build.sh" probe)"
+fi
+# The application image (probe mode without the bench mode), when this tree can build it.
+probe_app_elf="${PROBE_APP_ELF-}"
+if [ -z "${PROBE_APP_ELF+set}" ] && [ -z "${ELF:-}" ] && grep -q '^bench = ' "$root/targets/cortex-m/Cargo.toml"; then
+  probe_app_elf="$("$root/targets/cortex-m/build.sh" probe-app)"
 fi
 # The variants are copies (build.sh VARIANT); the default image is built last, at its own path.
 if [ -n "${ELF:-}" ]; then
@@ -121,7 +129,16 @@ agent_ram() {
     END { printf "  %s: RAM in the image'"'"'s symbols: the AGENT slot %d bytes (the agent and its ready flag, padded), the probe control block %d bytes\n", label, slot, control }'
 }
 
-echo "== agent flash"
+echo "== agent flash, as an application ships it: the probe firmware without the bench mode (build.sh probe-app)"
+if [ -n "$probe_app_elf" ] && [ -f "$probe_app_elf" ]; then
+  agent_flash "$probe_app_elf" "application image"
+  if strings "$probe_app_elf" | grep 'bench empty-loop' >/dev/null; then
+    echo "  application image: it has the bench mode (built with the bench feature): not an application image"
+  fi
+else
+  echo "  (no application image)"
+fi
+echo "== agent flash, the other images (for comparison)"
 llvm-size -A "$footprint" | awk '$1 ~ /^\.(text|rodata)$/ { printf "  footprint image (the agent alone, every record kind) %-8s %6d bytes\n", $1, $2 }'
 llvm-nm -C --size-sort -S --radix=d "$footprint" | awk '
   { size = $2 + 0; name = substr($0, index($0, $4)) }

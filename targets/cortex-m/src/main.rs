@@ -10,7 +10,8 @@
 //!   moves into the UART at a modelled baud rate (`baud=`; QEMU's UART itself has no speed).
 //! - Timestamps: CMSDK timer 1, free-running at 25 MHz (40 ns), extended to 64 bits.
 //! - Parameters come from QEMU's semihosting command line (`seconds=`, `baud=`, `mode=run|flood|bench`,
-//!   `session=`); at the end the firmware sends `Bye`, prints its own counters on the semihosting console
+//!   `session=`; `bench` is the measurement harness, only in an image with the `bench` feature, which is
+//!   on by default and off in an application image); at the end the firmware sends `Bye`, prints its own counters on the semihosting console
 //!   and exits QEMU.
 //!
 //! The panic handler calls an undefined symbol: the image links only if no panicking path remains, in the
@@ -31,7 +32,8 @@ use cortex_m::peripheral::{NVIC, SCB};
 use cortex_m_rt::{entry, exception};
 use critical_section::Mutex;
 use socscope_agent::{
-    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, Transport, TransportError,
+    Agent, AgentError, AgentStats, Clock, Config, Mode, Recorded, StaticDictionary, Transport,
+    TransportError,
 };
 use socscope_wire::dict::{Category, EventTypeDef, ParamDef, ParamType, ProducerDef, ProducerKind};
 use socscope_wire::frame::ParamValue;
@@ -258,6 +260,12 @@ macro_rules! board_config {
 #[unsafe(no_mangle)]
 static SOCSCOPE_PROBE: socscope_agent::probe::ProbeControl<1> =
     socscope_agent::probe::ProbeControl::new();
+
+/// The board's dictionary as the agent references it ([`PRODUCERS`], [`TYPES`]).
+static DECLARATIONS: StaticDictionary = StaticDictionary {
+    producers: &PRODUCERS,
+    types: &TYPES,
+};
 
 static TYPES: [EventTypeDef<'static>; 5] = [
     EventTypeDef {
@@ -640,6 +648,7 @@ impl Transport for Uart<'_> {
 }
 
 /// Whether the drain discards frames (the `bench` mode's loaded run).
+#[cfg(feature = "bench")]
 static DRAIN_DISCARDS: AtomicBool = AtomicBool::new(false);
 
 /// Sends what the agent has due into the UART queue (PendSV, the lowest priority), with interrupts
@@ -649,6 +658,7 @@ fn drain() {
     let Some(agent) = agent() else {
         return;
     };
+    #[cfg(feature = "bench")]
     if DRAIN_DISCARDS.load(Ordering::Relaxed) {
         let _ = agent.poll(&mut Discard);
         return;
@@ -1060,7 +1070,16 @@ fn main() -> ! {
     // The configuration in flash, and the probe build's names image, per application (the host's
     // `Hello` takes its names from the image).
     let (application, config, names): (&str, &'static Config, &'static [u8]) = match mode {
+        #[cfg(feature = "bench")]
         b"bench" => ("bench", board_config!("bench"), names_image!("bench")),
+        #[cfg(not(feature = "bench"))]
+        b"bench" => {
+            // An application image: the measurement harness is not in it (feature `bench`).
+            Line::new()
+                .text("socscope-board: mode bench not in this image")
+                .print();
+            hw::exit(false);
+        }
         b"flood" => ("flood", board_config!("flood"), names_image!("flood")),
         b"postmortem" => (
             "player-post-mortem",
@@ -1082,7 +1101,7 @@ fn main() -> ! {
     // The board's dictionary is in flash: the agent references these tables instead of copying them
     // (RAM). Only the soft IRQ's handler address is known at run time: registered (copied) alone.
     #[cfg_attr(feature = "probe", allow(unused_mut))]
-    let mut ok = agent.declare_static(&PRODUCERS, &TYPES).is_ok();
+    let mut ok = agent.declare_static(&DECLARATIONS).is_ok();
     #[cfg(not(feature = "probe"))]
     {
         ok &= agent
@@ -1110,6 +1129,7 @@ fn main() -> ! {
     }
 
     let seconds = match mode {
+        #[cfg(feature = "bench")]
         b"bench" => {
             bench();
             seconds
@@ -1372,17 +1392,22 @@ fn finish(application: &str, seconds: u64, baud: u64) -> bool {
 // bench: the cost of recording, in timer ticks (QEMU -icount makes them instructions).
 
 /// A transport that takes every frame and forgets it.
+#[cfg(feature = "bench")]
 struct Discard;
 
+#[cfg(feature = "bench")]
 impl Transport for Discard {
     fn write_frame(&mut self, _frame: &[u8]) -> Result<(), TransportError> {
         Ok(())
     }
 }
 
+#[cfg(feature = "bench")]
 const BENCH_ROUNDS: u32 = 64;
+#[cfg(feature = "bench")]
 const BENCH_BATCH: u32 = 32;
 
+#[cfg(feature = "bench")]
 type RecordFn = fn(&BoardAgent, u32) -> Result<Recorded, AgentError>;
 
 /// Prints `bench <what> events N ticks T` for each record kind: the agent's record path alone (its own
@@ -1390,6 +1415,7 @@ type RecordFn = fn(&BoardAgent, u32) -> Result<Recorded, AgentError>;
 /// firmware uses (its per-type counters too); `drain` is the cost of framing the blocks (header, CRC,
 /// COBS in place) per record, into a transport that discards them; `loaded` is thread mode recording while
 /// SysTick and a 10 kHz timer interrupt record too and PendSV drains (everything included, per event).
+#[cfg(feature = "bench")]
 fn bench() {
     let Some(agent) = agent() else {
         return;
@@ -1538,6 +1564,7 @@ fn bench() {
 /// Thread mode records user-function entries and exits while SysTick (1 kHz) and the timer (10 kHz)
 /// interrupt and record, and PendSV drains into a discarding transport: the board's cost per event
 /// with everything running.
+#[cfg(feature = "bench")]
 fn bench_loaded(agent: &BoardAgent) {
     // SAFETY: the firmware owns the core peripherals; nothing else takes them.
     let mut core = unsafe { cortex_m::Peripherals::steal() };
