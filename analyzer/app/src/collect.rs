@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use socscope_collector::naming::printable;
+use socscope_collector::naming::{printable, printable_message};
 use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, probe, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
@@ -163,7 +163,7 @@ pub fn print_notice(n: &Notice, json: bool) {
             printable(&r.board),
             r.source,
             r.path.display(),
-            r.interrupted.as_deref().unwrap_or_default()
+            printable_message(r.interrupted.as_deref().unwrap_or_default())
         ),
         Notice::SessionEnded(r) => {
             let _ = crate::out::line(format_args!(
@@ -181,10 +181,10 @@ pub fn print_notice(n: &Notice, json: bool) {
             ));
         }
         Notice::FrameDropped { source, message } => {
-            errln!("warning: {source}: {}", printable(message))
+            errln!("warning: {source}: {}", printable_message(message))
         }
         Notice::VersionRejected { source, message } => {
-            errln!("error: {source}: {}", printable(message))
+            errln!("error: {source}: {}", printable_message(message))
         }
         Notice::TriggerFired {
             board,
@@ -206,7 +206,7 @@ pub fn print_notice(n: &Notice, json: bool) {
             ));
         }
         Notice::TriggerNote { source, message } => {
-            let _ = crate::out::line(format_args!("{source}: {}", printable(message)));
+            let _ = crate::out::line(format_args!("{source}: {}", printable_message(message)));
         }
         Notice::WatchEnded(r) => {
             let _ = crate::out::line(format_args!(
