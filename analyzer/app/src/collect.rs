@@ -350,7 +350,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     let needed = socscope_collector::DiskReserve::needed(open_at_once);
     if args.disk_reserve > 0 && args.disk_reserve < needed {
         anyhow::bail!(
-            "--disk-reserve {}: too small to close the {open_at_once} traces that can be open at once ({} connections, {} serial ports, {} replays) on a full disk; it needs at least {needed} bytes (or lower --max-connections; 0 keeps no reserve)",
+            "--disk-reserve {}: too small to close the {open_at_once} traces that can be open at once ({} connections, {} serial ports, {} probes, {} replays) on a full disk; it needs at least {needed} bytes (or lower --max-connections; 0 keeps no reserve)",
             args.disk_reserve,
             if args.no_listen {
                 0
@@ -358,6 +358,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 args.max_connections
             },
             args.serial.len(),
+            args.probe.len(),
             args.replay.len()
         );
     }
