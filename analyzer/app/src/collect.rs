@@ -58,7 +58,7 @@ pub struct CollectArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
     /// Boards served at once over TCP; more connections are closed at once (and said).
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS, value_parser = crate::input::positive_count)]
     pub max_connections: usize,
     /// Close a TCP connection that sends nothing for this long (seconds, or 500ms, 2min; boards send
     /// heartbeats).
@@ -71,14 +71,14 @@ pub struct CollectArgs {
     /// TCP connections without a session (no accepted Hello yet) one address may hold; a new one from
     /// that address closes the oldest. At --max-connections, a newcomer closes the oldest connection
     /// without a session of any address: silent peers cannot keep boards out.
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_PENDING_PER_ADDRESS)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_PENDING_PER_ADDRESS, value_parser = crate::input::positive_count)]
     pub max_pending_per_address: usize,
     /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE, value_parser = crate::input::positive_count)]
     pub max_sessions_per_minute: usize,
     /// Sessions all TCP connections together may start per minute (each is a trace file); more are
     /// refused. Bounds the files a flood of short connections creates.
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_NEW_SESSIONS_PER_MINUTE)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_NEW_SESSIONS_PER_MINUTE, value_parser = crate::input::positive_count)]
     pub max_new_sessions_per_minute: usize,
     /// Commit live traces this often (seconds, or 100ms): readers see new events within it, and a
     /// crash of the collector loses at most about this much.
