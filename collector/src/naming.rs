@@ -33,14 +33,30 @@ pub fn sanitize_board(board: &str) -> String {
 /// Longest text [`printable`] shows before cutting it (in characters).
 pub const PRINTABLE_MAX_CHARS: usize = 200;
 
+/// Longest message [`printable_message`] shows before cutting it (in characters): longer than any
+/// message the collector writes itself with a board name cut to the default `--max-name-chars` in it,
+/// so that the reason and the advice at its end are always shown, yet bounded.
+pub const MESSAGE_MAX_CHARS: usize = 2000;
+
 /// A name from a board (or any text from a file) made safe for a terminal: control characters (C0,
 /// DEL, C1 — ESC and OSC sequences, CR, LF, NUL), bidirectional overrides and other invisible format
 /// characters are shown escaped (`\u{1b}`), a backslash is doubled, and text longer than
 /// [`PRINTABLE_MAX_CHARS`] is cut with its full length said.
 pub fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(4 * PRINTABLE_MAX_CHARS));
+    escaped_and_cut(text, PRINTABLE_MAX_CHARS)
+}
+
+/// A message (a notice of the collector, the reason a trace was interrupted) made safe for a terminal
+/// as [`printable`] does, but cut only beyond [`MESSAGE_MAX_CHARS`]: such messages quote names and
+/// paths, and end with what happened to the data and what to do, which a 200-character cut lost.
+pub fn printable_message(text: &str) -> String {
+    escaped_and_cut(text, MESSAGE_MAX_CHARS)
+}
+
+fn escaped_and_cut(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(4 * max_chars));
     for (n, c) in text.chars().enumerate() {
-        if n == PRINTABLE_MAX_CHARS {
+        if n == max_chars {
             out.push_str(&format!("…({} characters)", text.chars().count()));
             break;
         }
@@ -111,8 +127,28 @@ mod tests {
         for s in [
             printable("\u{1b}[2J\u{1b}]52;c;AAAA\u{7}"),
             printable(&long),
+            printable_message(&long),
         ] {
             assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
         }
+    }
+
+    #[test]
+    fn a_message_is_shown_whole_up_to_its_own_bound() {
+        // The refusal of a board on a nearly full disk (several hundred characters), its advice last.
+        let message = format!(
+            "no trace could be started: no room to set aside the 16777216-byte disk reserve that lets \
+             traces be closed on a full disk ({}/.socscope-reserve-7001-1: the disk is nearly full: \
+             16777216 bytes left, under the reserve and the 65536 bytes kept for the next commits); free \
+             room on the disk or lower --disk-reserve; the session's frames are dropped",
+            "/srv/rig/traces/".repeat(4)
+        );
+        assert!(message.chars().count() > PRINTABLE_MAX_CHARS);
+        assert_eq!(printable_message(&message), message);
+        assert_eq!(printable_message("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        let long = "m".repeat(100_000);
+        let shown = printable_message(&long);
+        assert!(shown.chars().count() < MESSAGE_MAX_CHARS + 30);
+        assert!(shown.ends_with("…(100000 characters)"));
     }
 }

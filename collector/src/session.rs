@@ -688,6 +688,31 @@ impl Ingest {
                 ),
             });
         }
+        // Drops while no session was open are said one by one up to REPORTED_DROPS, and no trace counts
+        // those after the last session: their total is said once. A stream that held no session at all
+        // (garbage, a peer that is no board) gets its bytes said too, as the decoder counted them: one
+        // notice per oversized run says only the bytes up to the limit, not the tail it skipped.
+        let drops = self.orphan_drops;
+        if drops > 0 && (drops > REPORTED_DROPS || !self.has_had_session()) {
+            let stats = self.decoder.stats();
+            let said = if drops > REPORTED_DROPS {
+                format!(", the first {REPORTED_DROPS} said above")
+            } else {
+                String::new()
+            };
+            let message = if self.has_had_session() {
+                format!("{drops} frames or fragments dropped while no session was open{said}")
+            } else {
+                format!(
+                    "no session on this stream: {} bytes received, {} of them dropped in {drops} frames or fragments{said}; not a socscope board?",
+                    stats.bytes, stats.dropped_bytes
+                )
+            };
+            self.notices.push(Notice::FrameDropped {
+                source: self.source.clone(),
+                message,
+            });
+        }
         Ok((self.reports, self.notices))
     }
 

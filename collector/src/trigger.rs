@@ -696,21 +696,19 @@ impl TriggerEngine {
 
     fn state_detail(&self, ty: TypeId, producer: ProducerId, lasted: i64, limit: i64) -> String {
         format!(
-            "{} on {} lasted {} (limit {})",
+            "{} on {} lasted {}",
             self.type_names.get(&ty).map_or("state", |n| n),
             self.who(producer),
-            units::duration(lasted),
-            units::duration(limit)
+            over_limit(lasted, limit)
         )
     }
 
     fn gap_detail(&self, ty: TypeId, producer: ProducerId, gap: i64, limit: i64) -> String {
         format!(
-            "{} on {} started {} after the previous one (limit {})",
+            "{} on {} started {} after the previous one",
             self.type_names.get(&ty).map_or("event", |n| n),
             self.who(producer),
-            units::duration(gap),
-            units::duration(limit)
+            over_limit(gap, limit)
         )
     }
 
@@ -779,11 +777,10 @@ impl TriggerEngine {
                         None => continue,
                     }
                     let detail = format!(
-                        "{} on {} still open {} after it started (limit {})",
+                        "{} on {} still open {} after it started",
                         self.type_names.get(&ty).map_or("state", |n| n),
                         self.who(producer),
-                        units::duration(now - start),
-                        units::duration(limit)
+                        over_limit(now - start, limit)
                     );
                     let f = self.deadline_firing(i, deadline, start, now, producer, detail);
                     let index = self.fire(i, f);
@@ -796,11 +793,10 @@ impl TriggerEngine {
                         continue;
                     }
                     let detail = format!(
-                        "no {} on {} for {} after the previous one (limit {})",
+                        "no {} on {} for {} after the previous one",
                         self.type_names.get(&ty).map_or("event", |n| n),
                         self.who(producer),
-                        units::duration(now - start),
-                        units::duration(limit)
+                        over_limit(now - start, limit)
                     );
                     let f = self.deadline_firing(i, deadline, start, now, producer, detail);
                     let index = self.fire(i, f);
@@ -1246,10 +1242,34 @@ impl Sink for Discard {
     }
 }
 
+/// How long something took against its limit, for a firing's detail: `26.1 ms (limit 25.0 ms)`. When
+/// the two would read the same at that precision (a gap of 25.04 ms over a 25 ms limit), both are given
+/// in nanoseconds, so the detail never says a value equal to its limit went over it.
+fn over_limit(value: i64, limit: i64) -> String {
+    let (v, l) = (units::duration(value), units::duration(limit));
+    if v == l && value != limit {
+        format!("{value} ns (limit {limit} ns)")
+    } else {
+        format!("{v} (limit {l})")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use socscope_tracedb::ProducerKind;
+
+    #[test]
+    fn a_value_just_over_its_limit_does_not_read_as_equal_to_it() {
+        assert_eq!(
+            over_limit(26_100_000, 25_000_000),
+            "26.1 ms (limit 25.0 ms)"
+        );
+        assert_eq!(
+            over_limit(25_041_237, 25_000_000),
+            "25041237 ns (limit 25000000 ns)"
+        );
+    }
 
     fn rule(s: &str) -> TriggerRule {
         s.parse().unwrap()

@@ -94,3 +94,54 @@ fn a_huge_hostile_board_name_is_cut_and_counted() {
         "{warnings:?}"
     );
 }
+
+/// A peer that sends no board's stream, only garbage: the first drops are said one by one, then the
+/// whole stream once, with every byte the decoder dropped (the tail of a run without a delimiter
+/// included), so nothing a source sent is dropped without being said.
+#[test]
+fn a_stream_without_any_session_is_said_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // 10 MiB without a delimiter, then a delimiter: one oversized drop whose tail the decoder skips.
+    let mut ingest = Ingest::new(IngestConfig::new(dir.path()), "flood");
+    let mut bytes = vec![0x01u8; 10 << 20];
+    bytes.push(0);
+    for chunk in bytes.chunks(64 << 10) {
+        ingest.feed(chunk).unwrap();
+    }
+    let (reports, notices) = ingest.finish().unwrap();
+    assert!(reports.is_empty());
+    let messages: Vec<&String> = notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    let total = format!(
+        "no session on this stream: {} bytes received, {} of them dropped in 1 frames or fragments",
+        bytes.len(),
+        bytes.len() - 1
+    );
+    assert!(messages.last().unwrap().contains(&total), "{messages:#?}");
+
+    // Many damaged frames: 20 said, then their total.
+    let mut ingest = Ingest::new(IngestConfig::new(dir.path()), "garbage");
+    let garbage: Vec<u8> = (0..300u32)
+        .flat_map(|i| [0x05, 1, 2, (i % 200) as u8 + 1, 0])
+        .collect();
+    ingest.feed(&garbage).unwrap();
+    let (reports, notices) = ingest.finish().unwrap();
+    assert!(reports.is_empty());
+    let messages: Vec<&String> = notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(messages.len(), 21, "{messages:#?}");
+    assert!(
+        messages[20].contains("in 300 frames or fragments, the first 20 said above"),
+        "{messages:#?}"
+    );
+}

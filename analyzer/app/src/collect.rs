@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use socscope_collector::naming::printable;
+use socscope_collector::naming::{printable, printable_message};
 use socscope_collector::serial::SerialSpec;
 use socscope_collector::{IngestConfig, Notice, probe, replay, serial, tcp};
 use tokio::sync::{mpsc, watch};
@@ -58,7 +58,7 @@ pub struct CollectArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
     /// Boards served at once over TCP; more connections are closed at once (and said).
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_CONNECTIONS, value_parser = crate::input::positive_count)]
     pub max_connections: usize,
     /// Close a TCP connection that sends nothing for this long (seconds, or 500ms, 2min; boards send
     /// heartbeats).
@@ -71,14 +71,14 @@ pub struct CollectArgs {
     /// TCP connections without a session (no accepted Hello yet) one address may hold; a new one from
     /// that address closes the oldest. At --max-connections, a newcomer closes the oldest connection
     /// without a session of any address: silent peers cannot keep boards out.
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_PENDING_PER_ADDRESS)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_PENDING_PER_ADDRESS, value_parser = crate::input::positive_count)]
     pub max_pending_per_address: usize,
     /// Sessions one TCP connection may start per minute (each is a trace file); more are refused.
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_SESSIONS_PER_MINUTE, value_parser = crate::input::positive_count)]
     pub max_sessions_per_minute: usize,
     /// Sessions all TCP connections together may start per minute (each is a trace file); more are
     /// refused. Bounds the files a flood of short connections creates.
-    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_NEW_SESSIONS_PER_MINUTE)]
+    #[arg(long, value_name = "N", default_value_t = tcp::DEFAULT_MAX_NEW_SESSIONS_PER_MINUTE, value_parser = crate::input::positive_count)]
     pub max_new_sessions_per_minute: usize,
     /// Commit live traces this often (seconds, or 100ms): readers see new events within it, and a
     /// crash of the collector loses at most about this much.
@@ -163,7 +163,7 @@ pub fn print_notice(n: &Notice, json: bool) {
             printable(&r.board),
             r.source,
             r.path.display(),
-            r.interrupted.as_deref().unwrap_or_default()
+            printable_message(r.interrupted.as_deref().unwrap_or_default())
         ),
         Notice::SessionEnded(r) => {
             let _ = crate::out::line(format_args!(
@@ -181,10 +181,10 @@ pub fn print_notice(n: &Notice, json: bool) {
             ));
         }
         Notice::FrameDropped { source, message } => {
-            errln!("warning: {source}: {}", printable(message))
+            errln!("warning: {source}: {}", printable_message(message))
         }
         Notice::VersionRejected { source, message } => {
-            errln!("error: {source}: {}", printable(message))
+            errln!("error: {source}: {}", printable_message(message))
         }
         Notice::TriggerFired {
             board,
@@ -206,7 +206,7 @@ pub fn print_notice(n: &Notice, json: bool) {
             ));
         }
         Notice::TriggerNote { source, message } => {
-            let _ = crate::out::line(format_args!("{source}: {}", printable(message)));
+            let _ = crate::out::line(format_args!("{source}: {}", printable_message(message)));
         }
         Notice::WatchEnded(r) => {
             let _ = crate::out::line(format_args!(
@@ -350,7 +350,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
     let needed = socscope_collector::DiskReserve::needed(open_at_once);
     if args.disk_reserve > 0 && args.disk_reserve < needed {
         anyhow::bail!(
-            "--disk-reserve {}: too small to close the {open_at_once} traces that can be open at once ({} connections, {} serial ports, {} replays) on a full disk; it needs at least {needed} bytes (or lower --max-connections; 0 keeps no reserve)",
+            "--disk-reserve {}: too small to close the {open_at_once} traces that can be open at once ({} connections, {} serial ports, {} probes, {} replays) on a full disk; it needs at least {needed} bytes (or lower --max-connections; 0 keeps no reserve)",
             args.disk_reserve,
             if args.no_listen {
                 0
@@ -358,6 +358,7 @@ pub fn run(args: CollectArgs) -> Result<ExitCode> {
                 args.max_connections
             },
             args.serial.len(),
+            args.probe.len(),
             args.replay.len()
         );
     }

@@ -83,6 +83,18 @@ pub fn seconds(s: &str) -> Result<f64, String> {
 }
 
 /// A time in seconds that must be above zero (`0.1`, `100ms`).
+/// A limit counted in connections or sessions: 1 or more (0 would refuse every board).
+pub fn positive_count(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{}` is not a whole number", s.trim()))?;
+    if v == 0 {
+        return Err("0 would refuse every board: give 1 or more".to_string());
+    }
+    Ok(v)
+}
+
 pub fn positive_seconds(s: &str) -> Result<f64, String> {
     let v = seconds(s)?;
     if v <= 0.0 {

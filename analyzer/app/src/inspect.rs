@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use socscope_collector::naming::printable;
+use socscope_collector::naming::{printable, printable_message};
 use socscope_tracedb::{
     Catalog, Filter, INTERRUPTED_PARAM, ParamValue, RepairOutcome, TimeRange, TraceInfo,
 };
@@ -237,7 +237,7 @@ pub fn repair(traces: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
                 failed += 1;
                 let why = crate::format::error_chain(&e);
                 if !json {
-                    errln!("socscope: {}: {}", path.display(), printable(&why));
+                    errln!("socscope: {}: {}", path.display(), printable_message(&why));
                 }
                 docs.push(json!({"file": path, "error": why}));
                 continue;
@@ -408,7 +408,7 @@ pub fn info(arg: &Path, dir: &Path, json: bool) -> Result<ExitCode> {
             ParamValue::String(s) => s.clone(),
             other => other.to_string(),
         };
-        outln!("  interrupted  {}", printable(&why));
+        outln!("  interrupted  {}", printable_message(&why));
     }
     outln!(
         "  producers    {} ({})",

@@ -221,6 +221,9 @@ fn font(size: u32) -> TextStyle<'static> {
 type Area<'a> = DrawingArea<Typeset<'a>, Shift>;
 
 fn canvas(path: &Path, w: u32, h: u32) -> Result<Area<'_>> {
+    // The file must be writable before anything is drawn: the image library says so only when the
+    // picture is written, as a debug dump of its error ("ImageError(IoError(Os { code: 2, …").
+    std::fs::File::create(path).map_err(err)?;
     fonts();
     let root = Typeset(BitMapBackend::new(path, (w, h))).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;

@@ -355,7 +355,8 @@ fn run_scenario(args: RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// Deletes the traces of a run that is not to be kept (their catalog entries too).
+/// Deletes the traces of a run that is not to be kept (their catalog entries too), and then the run's
+/// directory if nothing else is left in it: a passing run leaves no `run-NNN/` holding only a catalog.
 fn keep_traces(mut v: Verdict, keep: Keep, dir: &Path) -> Verdict {
     let wanted = match keep {
         Keep::All => true,
@@ -365,6 +366,7 @@ fn keep_traces(mut v: Verdict, keep: Keep, dir: &Path) -> Verdict {
     if wanted || v.traces.is_empty() {
         return v;
     }
+    let mut emptied = false;
     if let Ok(catalog) = Catalog::open(dir)
         && let Ok(traces) = catalog.traces()
     {
@@ -373,9 +375,26 @@ fn keep_traces(mut v: Verdict, keep: Keep, dir: &Path) -> Verdict {
                 v.traces_deleted += 1;
             }
         }
+        emptied = catalog.traces().is_ok_and(|left| left.is_empty());
     }
     v.traces.clear();
+    if emptied {
+        remove_empty_run_dir(dir);
+    }
     v
+}
+
+/// Removes a run directory whose catalog lists no trace any more: the catalog's files, then the
+/// directory itself only if that left it empty (anything else in it, such as a file a user put there,
+/// keeps it). Failing to remove it is harmless: the directory is only clutter.
+fn remove_empty_run_dir(dir: &Path) {
+    let catalog = dir.join(socscope_tracedb::CATALOG_FILE);
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut s = catalog.clone().into_os_string();
+        s.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(s));
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 fn one_run(

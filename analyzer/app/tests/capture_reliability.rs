@@ -515,4 +515,22 @@ fn collect_keeps_a_disk_reserve_and_says_when_sessions_were_cut_short() {
     let again = TraceReader::open(file).unwrap().info().unwrap();
     assert_eq!(again.event_count, info.event_count);
     assert!(again.finished && !again.complete);
+
+    // `info` shows why the trace was interrupted whole, advice included, not cut at 200 characters
+    // as names are.
+    let Some((_, socscope_tracedb::ParamValue::String(stored))) = again
+        .meta
+        .params
+        .iter()
+        .find(|(n, _)| n == INTERRUPTED_PARAM)
+    else {
+        panic!("no interrupted reason in {:?}", again.meta.params);
+    };
+    assert!(stored.chars().count() > 200, "{stored}");
+    let out = socscope(&["info", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("  interrupted  {stored}\n")),
+        "{stdout}"
+    );
 }

@@ -87,6 +87,31 @@ fn every_command_ends_quietly_on_a_closed_pipe() {
 fn bad_arguments_exit_2_and_missing_files_1_in_one_wording() {
     let (_dir, trace) = common::demo_trace(4, 1);
     let t = s(&trace);
+    // A limit of 0 connections or sessions would refuse every board: a bad argument, not a collector
+    // that runs and stores nothing (the replay is there so that a build accepting it ends at once).
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let empty = s(empty.path()).to_string();
+    for limit in [
+        "--max-connections",
+        "--max-pending-per-address",
+        "--max-sessions-per-minute",
+        "--max-new-sessions-per-minute",
+    ] {
+        let line = one_line_failure(
+            &run(&[
+                "collect",
+                "--no-listen",
+                "--replay",
+                &empty,
+                limit,
+                "0",
+                "--dir",
+                "/tmp/never-made",
+            ]),
+            2,
+        );
+        assert!(line.contains("0 would refuse every board"), "{line}");
+    }
     for args in [
         &["stats", t, "--range", "3..1"][..],
         &["stats", t, "--range", "abc"],
@@ -133,6 +158,19 @@ fn bad_arguments_exit_2_and_missing_files_1_in_one_wording() {
         ],
     ] {
         assert_eq!(one_line_failure(&run(args), 1), expected, "{args:?}");
+    }
+    // A picture that cannot be written: the file and the system's reason, before anything is drawn.
+    let png = "/nonexistent/dir/x.png";
+    for args in [
+        &["stats", t, "--png", png][..],
+        &["gantt", t, "--range", "1..2", "--png", png],
+    ] {
+        let line = one_line_failure(&run(args), 1);
+        assert_eq!(
+            line,
+            format!("socscope: cannot draw {png}: No such file or directory (os error 2)"),
+            "{args:?}"
+        );
     }
 }
 

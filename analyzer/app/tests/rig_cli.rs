@@ -1,9 +1,9 @@
 //! `socscope rig run` end to end: the example scenario (the simulator over TCP, I/O stress in two of its
 //! four runs) gives pass for the quiet runs and fail for the stressed ones, as JSON and JUnit XML with the
-//! failing runs' traces kept; a board that never connects is an error; a scenario with an unknown key is
-//! refused with its line. Also the triggers from outside a running `socscope collect` (`socscope
-//! trigger` over its control socket, with and without its token, and SIGUSR1), and a `reference:` rule
-//! against a real reference trace.
+//! failing runs' traces kept (and no directory left for a passing run); a board that never connects is
+//! an error; a scenario with an unknown key is refused with its line. Also the triggers from outside a
+//! running `socscope collect` (`socscope trigger` over its control socket, with and without its token,
+//! and SIGUSR1), and a `reference:` rule against a real reference trace.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -80,6 +80,9 @@ fn the_example_scenario_fails_exactly_its_stressed_runs() {
             assert_eq!(v["verdict"], "pass", "{v}");
             assert!(traces.is_empty(), "passing runs keep no trace: {v}");
             assert_eq!(v["traces_deleted"], 1);
+            // Nor a directory holding only an empty catalog.
+            let run_dir = out.path().join(format!("run-{run:03}"));
+            assert!(!run_dir.exists(), "{} is left", run_dir.display());
         }
     }
     let junit = std::fs::read_to_string(out.path().join("junit.xml")).unwrap();

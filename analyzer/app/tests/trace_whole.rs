@@ -193,6 +193,37 @@ fn a_full_disk_leaves_every_trace_readable_whole() {
 /// Row 5: `socscope repair DIR/*.db` — the shape of its own help example — skips the catalog,
 /// repairs every trace and ends with a summary line; a file that is not a trace is said, the others
 /// are repaired all the same, and the exit status is 1.
+/// The refusal of a reserve too small counts every source that can hold a trace open, probes included,
+/// so that its figures add up to the traces it names.
+#[test]
+fn a_reserve_too_small_is_refused_with_every_source_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let wire = dir.path().join("empty.wire");
+    std::fs::write(&wire, b"").unwrap();
+    let traces = dir.path().join("traces");
+    let out = socscope(&[
+        "collect",
+        "--no-listen",
+        "--probe",
+        "127.0.0.1:9",
+        "--replay",
+        wire.to_str().unwrap(),
+        "--dir",
+        traces.to_str().unwrap(),
+        "--disk-reserve",
+        "1000",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "too small to close the 2 traces that can be open at once (0 connections, 0 serial ports, 1 probes, 1 replays)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!traces.exists(), "nothing is created");
+}
+
 #[test]
 fn repair_of_a_whole_directory_skips_the_catalog() {
     let dir = tempfile::tempdir().unwrap();

@@ -40,7 +40,9 @@ pub enum StoreError {
         detail: String,
     },
     /// An event chunk could not be decoded.
-    #[error("corrupt event chunk {chunk_id} in {path}: {detail}")]
+    #[error(
+        "corrupt event chunk {chunk_id} in {path}: {detail} (`socscope repair` removes a damaged chunk from a finished trace, its events counted lost)"
+    )]
     CorruptChunk {
         /// The database file.
         path: PathBuf,

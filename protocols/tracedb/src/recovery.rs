@@ -111,7 +111,10 @@ fn repair_with(path: &Path, reason: &str, fold_wal: bool) -> Result<RepairOutcom
             r.get(0)
         })
         .ctx(path)?;
-    let unreadable = unreadable_chunks(&conn, path)?;
+    // A finished trace is checked whole, every block decoded: nothing but damage to the file can have
+    // broken one of its chunks, and one such chunk makes every read of the trace fail. A live one only
+    // by its chunks' headers, as before: its repair runs when `collect` starts, on traces of any size.
+    let unreadable = unreadable_chunks(&conn, path, finished)?;
     if finished && unreadable.is_empty() {
         // Opening it to write put it in WAL mode: back to one self-contained file in any case.
         if fold_wal {
@@ -201,8 +204,21 @@ struct BadChunk {
 }
 
 /// Chunks whose header is not one or that name a dictionary the trace does not hold (read from
-/// their headers only: no block is decompressed).
-fn unreadable_chunks(conn: &Connection, path: &Path) -> Result<Vec<BadChunk>> {
+/// their headers only: no block is decompressed), and with `whole`, chunks whose blocks do not decode
+/// (a damaged zstd frame, columns that do not add up).
+fn unreadable_chunks(conn: &Connection, path: &Path, whole: bool) -> Result<Vec<BadChunk>> {
+    let stored = crate::upgrade::StoredDictionaries::new(conn);
+    let mut decompressor = if whole {
+        Some(
+            crate::codec::Decompressor::new().map_err(|source| StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?,
+        )
+    } else {
+        None
+    };
+    let mut decoded = crate::codec::DecodedChunk::default();
     let dicts: std::collections::HashSet<i64> = {
         let mut st = conn.prepare("SELECT id FROM chunk_dict").ctx(path)?;
         st.query_map([], |r| r.get(0))
@@ -221,11 +237,20 @@ fn unreadable_chunks(conn: &Connection, path: &Path) -> Result<Vec<BadChunk>> {
             Err(_) => Some("its data is not a blob".to_string()),
             Ok(blob) => match crate::codec::chunk_dictionary(blob, blob.len()) {
                 Err(e) => Some(e),
-                Ok(0) => None,
-                Ok(d) if i64::try_from(d).is_ok_and(|d| dicts.contains(&d)) => None,
-                Ok(d) => Some(format!(
-                    "it names dictionary {d}, which the trace does not hold"
-                )),
+                Ok(d) if d != 0 && !i64::try_from(d).is_ok_and(|d| dicts.contains(&d)) => Some(
+                    format!("it names dictionary {d}, which the trace does not hold"),
+                ),
+                Ok(_) => decompressor.as_mut().and_then(|dec| {
+                    match crate::codec::decode_chunk(blob, dec, &stored, &mut decoded) {
+                        Err(e) => Some(e),
+                        Ok(()) => {
+                            let row: i64 = r.get(2).unwrap_or(-1);
+                            (i64::try_from(decoded.len()).ok() != Some(row)).then(|| {
+                                format!("it holds {} events, its row says {row}", decoded.len())
+                            })
+                        }
+                    }
+                }),
             },
         };
         if let Some(why) = why {

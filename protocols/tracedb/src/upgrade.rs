@@ -476,10 +476,19 @@ fn v1_to_v2(conn: &Connection, path: &Path, report: &mut UpgradeReport) -> Resul
     Ok(())
 }
 
-/// The stored dictionaries of a trace being rewritten, read on demand.
-struct StoredDictionaries<'c> {
+/// The stored dictionaries of a trace being rewritten (or checked by a repair), read on demand.
+pub(crate) struct StoredDictionaries<'c> {
     conn: &'c Connection,
     cache: std::cell::RefCell<std::collections::HashMap<u64, codec::ReadDictionary>>,
+}
+
+impl<'c> StoredDictionaries<'c> {
+    pub(crate) fn new(conn: &'c Connection) -> Self {
+        Self {
+            conn,
+            cache: Default::default(),
+        }
+    }
 }
 
 impl codec::Dictionaries for StoredDictionaries<'_> {

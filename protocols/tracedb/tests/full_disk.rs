@@ -195,3 +195,62 @@ fn repair_removes_chunks_naming_a_missing_dictionary() {
         RepairOutcome::AlreadyFinished
     );
 }
+
+/// A finished trace with one chunk whose blocks were damaged on disk (its header intact): every read
+/// fails naming the chunk and saying what to do, and `repair` decodes every block of a finished trace,
+/// so it removes that chunk alone, records what it held as a loss, and the rest reads whole again.
+#[test]
+fn repair_removes_a_chunk_of_a_finished_trace_whose_blocks_are_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut w = new_writer(&path, WriterConfig::default());
+    for e in mixed_events(50_000, 5) {
+        w.push(&e).unwrap();
+    }
+    w.finish(true).unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let (id, held, mut data): (i64, i64, Vec<u8>) = c
+        .query_row(
+            "SELECT id, count, data FROM chunk ORDER BY id LIMIT 1 OFFSET 3",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    // Past the header, every 97th byte flipped: bit rot in the compressed blocks.
+    for b in data.iter_mut().skip(40).step_by(97) {
+        *b ^= 0x5a;
+    }
+    c.execute(
+        "UPDATE chunk SET data = ?1 WHERE id = ?2",
+        rusqlite::params![data, id],
+    )
+    .unwrap();
+    drop(c);
+    let damage = decode_everything(&path).unwrap_err().to_string();
+    assert!(
+        damage.contains(&format!("corrupt event chunk {id}")) && damage.contains("socscope repair"),
+        "{damage}"
+    );
+    let r = match repair(&path, "test").unwrap() {
+        RepairOutcome::Repaired(r) => r,
+        other => panic!("a damaged finished trace is not left as it is: {other:?}"),
+    };
+    assert!(!r.was_live);
+    assert_eq!(r.unreadable_chunks, 1);
+    assert_eq!(r.unreadable_events, held as u64);
+    assert_eq!(r.events + r.unreadable_events, 50_000);
+    assert_eq!(decode_everything(&path).unwrap(), r.events);
+    let reader = TraceReader::open(&path).unwrap();
+    let info = reader.info().unwrap();
+    assert!(
+        info.complete,
+        "the trace keeps its state; the loss is recorded"
+    );
+    let lost: u64 = reader.losses().unwrap().iter().map(|l| l.count).sum();
+    assert_eq!(lost, held as u64);
+    drop(reader);
+    assert_eq!(
+        repair(&path, "test").unwrap(),
+        RepairOutcome::AlreadyFinished
+    );
+}
