@@ -307,6 +307,13 @@ type StatCount = u32;
 #[cfg(not(target_pointer_width = "32"))]
 type StatCount = u64;
 
+/// A [`StatCount`] as the `u64` of [`AgentStats`] (the same type on a host).
+#[inline(always)]
+#[allow(clippy::useless_conversion)]
+fn widen(n: StatCount) -> u64 {
+    u64::from(n)
+}
+
 /// Counters since the session started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AgentStats {
@@ -1199,15 +1206,15 @@ impl<
             }
             // SAFETY: as above.
             let shared = unsafe { &*self.shared.get() };
-            s.rejected = u64::from(shared.rejected);
-            s.clock_regressions = u64::from(shared.clock_regressions);
+            s.rejected = widen(shared.rejected);
+            s.clock_regressions = widen(shared.clock_regressions);
             // The drain's counters: only its holder writes them, and only the drain's own `u64`s.
             if !shared.draining {
                 // SAFETY: no drain is running (checked under the critical section, which a drain must
                 // take to start).
                 if let Some(link) = unsafe { &*self.link.get() }.first() {
-                    s.frames = u64::from(link.frames);
-                    s.bytes = u64::from(link.bytes);
+                    s.frames = widen(link.frames);
+                    s.bytes = widen(link.bytes);
                 }
             }
             s
