@@ -81,7 +81,8 @@ pub enum Algorithm {
     Exact,
     /// The exact arithmetic on a memory schedule for large sizes (see the `scalable`
     /// module): qualities recomputed per p in post-order, two leaves at a time; the same bits
-    /// as `Exact`.
+    /// as `Exact`. Its bisection evaluates only the p where the quality lines of the
+    /// partitions met so far cannot tell the answer (`dichotomy::lines`): the same list.
     Scalable,
 }
 

@@ -6,37 +6,41 @@
 //! best compromise is the upper envelope of all partitions' lines. Given the partitions A and
 //! B that the DP returned at `pa < pb`, any partition optimal somewhere between lies above
 //! `max(V_A, V_B)` at their crossing `p*` (a line at most `V_A` at `pa` and at most `V_B` at
-//! `pb` that rises above both in between is highest above them at `p*`). So one DP at `p*`
-//! (in double: the DP takes a double, and the argument needs the crossing itself) returns
-//! either a line no higher than theirs there (nothing else lies between: the interval is
-//! settled) or a new line C, which splits it at `p*`.
+//! `pb` that rises above both in between is highest above them at `p*`), so it is optimal
+//! on an interval around `p*`.
 //!
 //! The bisection runs as lpaggreg's does (same midpoints, same rule for exploring, same f32
-//! arithmetic, same deduplication). At a midpoint, the interval between the evaluated p
-//! around it is settled first as above; then the highest known line answers if it beats
-//! every other known line there by more than [`LINE_MARGIN`] (the DP's rounding, ties
-//! between partitions of equal value, and partitions of the same quality by another
-//! structure all fall inside that margin); otherwise, and at every p already evaluated, the
-//! DP's own answer is used. A breakpoint costs about two DPs (the crossing that finds the
-//! line, the one that settles it) instead of the bisection's eight or so.
+//! arithmetic, same deduplication); all its midpoints are multiples of one step. Asked for a
+//! midpoint between the evaluated `pa` and `pb`, it first evaluates the two midpoints around
+//! `p*` (or `p*` itself if it is one). If they return A and B, anything else optimal lies
+//! strictly between two consecutive midpoints, where the bisection never looks; otherwise
+//! the new line splits the interval and the same is done again. Then the highest known line
+//! answers if it beats every other known line there by more than [`LINE_MARGIN`] (the DP's
+//! rounding, ties between partitions of equal value, and partitions of the same quality by
+//! another structure all fall inside that margin); otherwise, and at every p already
+//! evaluated, the DP's own answer is used. Where A and B are the same line within the margin
+//! (partitions differing in their last bits), nothing is searched and every midpoint is the
+//! DP's, as in the plain bisection. A breakpoint costs about the two DPs around it (which
+//! also give its entry of the list) instead of the bisection's eight or so.
 //!
 //! Two partitions of the same quality bits by different structures (symmetric producers)
 //! pass every line test, and the DP may return either depending on p. So every p of the
-//! final list is evaluated for its own partition; if one of those DPs returns another
-//! quality than the lines said, the bisection is replayed with it known. What is left
-//! assumed: a partition the DP never returned is never its answer at a midpoint of the
-//! explored path where a known line leads by the margin, which holds up to the DP's rounding
-//! by the argument above. The tests compare the whole list (p, quality bits, partitions)
-//! with the plain bisection's on random tie-heavy trees and every reference vector.
+//! final list not yet evaluated is evaluated for its own partition; if one of those DPs
+//! returns another quality than the lines said, the bisection is replayed with it known.
+//! What is left assumed: a partition the DP never returned is never its answer at a
+//! midpoint where a known line leads by the margin, which holds up to the DP's rounding by
+//! the argument above. The tests compare the whole list (p, quality bits, partitions) with
+//! the plain bisection's on random tie-heavy trees, every reference vector and the bench's
+//! 10×10×10 tree.
 
 use std::collections::BTreeMap;
 
 use super::{Bisection, Cancelled, Observer, PEntry, PList, Quality};
 
 /// How far ahead of the others, relative to `p·|g| + (1−p)·|l|`, the best known line must be
-/// at a midpoint for its partition to be taken without a DP; also how far above the two
-/// lines crossing a partition returned there must lie to split the interval. The DP's sums
-/// round at about 1e-16 per addition: a million areas stay below 1e-10.
+/// at a midpoint for its partition to be taken without a DP; also how far apart two lines
+/// must be somewhere for their crossing to be searched. The DP's sums round at about 1e-16
+/// per addition: a million areas stay below 1e-10.
 pub(crate) const LINE_MARGIN: f64 = 1e-9;
 
 /// An evaluation the search may ask for: the DP's partition at a double p, and its quality.
@@ -47,7 +51,7 @@ pub(crate) type LineEval<'a, P> = &'a (dyn Fn(f64) -> Result<(Quality, P), Cance
 pub(crate) struct LineCounts {
     /// Every DP run (what the observer was told of).
     pub evaluations: usize,
-    /// Of those, the DPs at line crossings.
+    /// Of those, the DPs at the midpoints around line crossings.
     pub crossings: usize,
     /// Midpoints of the bisection answered by the known lines.
     pub predicted: usize,
@@ -71,7 +75,7 @@ pub(crate) fn bisect_by_lines<P: Clone + PartialEq + Send>(
         observer,
         lines: Vec::new(),
         evaluated: BTreeMap::new(),
-        settled: Vec::new(),
+        step: midpoint_step(threshold),
         counts: LineCounts::default(),
     };
     // p = 1 first: its partition is the coarsest, the first overview.
@@ -121,6 +125,18 @@ pub(crate) fn bisect_by_lines<P: Clone + PartialEq + Send>(
     Ok((PList { entries }, s.counts))
 }
 
+/// The spacing of the midpoints a bisection of `threshold` can visit: all are multiples of
+/// it (1 if it halves nothing, where no midpoint is asked for).
+fn midpoint_step(threshold: f32) -> f64 {
+    let mut width = 1.0f32;
+    let mut step = 1.0f32;
+    while width > threshold && width > 0.0 {
+        step = width / 2.0;
+        width = step;
+    }
+    f64::from(step)
+}
+
 /// A partition the DP returned.
 struct Line<P> {
     quality: Quality,
@@ -145,8 +161,8 @@ struct Search<'a, P> {
     /// Every p evaluated (its bits, which order as the values do for p ≥ 0) and the line
     /// returned there.
     evaluated: BTreeMap<u64, usize>,
-    /// Intervals between evaluated p where no line beyond the known ones can be optimal.
-    settled: Vec<(f64, f64)>,
+    /// The spacing of the midpoints (all are its multiples).
+    step: f64,
     counts: LineCounts,
 }
 
@@ -191,10 +207,13 @@ impl<P: PartialEq> Search<'_, P> {
     /// The line of the DP's answer at the midpoint `pm`.
     ///
     /// Between the evaluated p nearest below and above it (`pa` with line A, `pb` with B),
-    /// a line not yet met can only be optimal if it rises above both at their crossing p*,
-    /// so that crossing is evaluated first (once: an answer no higher than A and B there
-    /// settles the whole interval, a higher one splits it). Once settled, the highest known
-    /// line answers if it leads every other known line by the margin; else the DP does.
+    /// a line not yet met can only be optimal on an interval around their crossing p*. So the
+    /// midpoints on either side of p* are evaluated (p* itself if it is one): if they return
+    /// A and B, whatever else is optimal lies strictly between two consecutive midpoints,
+    /// where the bisection never looks; otherwise the new line splits the interval and the
+    /// same is done again. Then the highest known line answers if it leads every other known
+    /// line by the margin; else the DP does. Where A and B are the same line within the
+    /// margin (partitions differing in their last bits), nothing is searched: the DP answers.
     fn at_midpoint(&mut self, pm: f32) -> Result<usize, Cancelled> {
         let p = f64::from(pm);
         loop {
@@ -208,26 +227,39 @@ impl<P: PartialEq> Search<'_, P> {
                 return self.evaluate(p);
             };
             let (pa, pb) = (f64::from_bits(lo), f64::from_bits(hi));
-            let (qa, qb) = (self.lines[a].quality, self.lines[b].quality);
-            let settled = qa == qb || self.settled.iter().any(|&(x, y)| x <= pa && pb <= y);
-            if !settled {
-                let cross = (qa.loss - qb.loss) / ((qa.gain + qa.loss) - (qb.gain + qb.loss));
-                if cross > pa && cross < pb {
-                    self.counts.crossings += 1;
-                    let x = self.evaluate(cross)?;
-                    let top = self.lines[a].value(cross).max(self.lines[b].value(cross));
-                    if x == a
-                        || x == b
-                        || self.lines[x].value(cross) - top <= self.margin(cross, &[a, b, x])
-                    {
-                        self.settled.push((pa, pb));
-                    }
-                    continue;
-                }
-                // Parallel, or crossing outside: one of the two is the envelope throughout.
+            let (la, lb) = (&self.lines[a], &self.lines[b]);
+            let (qa, qb) = (la.quality, lb.quality);
+            let apart = |q: f64| (la.value(q) - lb.value(q)).abs() > self.margin(q, &[a, b]);
+            if qa == qb || !(apart(pa) || apart(pb)) {
+                break;
             }
-            return self.answer_from_lines(p);
+            let cross = (qa.loss - qb.loss) / ((qa.gain + qa.loss) - (qb.gain + qb.loss));
+            if !(cross > pa && cross < pb) {
+                // Parallel, or crossing outside: one of the two is the envelope throughout.
+                break;
+            }
+            let left = (cross / self.step).floor() * self.step;
+            let right = if left == cross {
+                left
+            } else {
+                left + self.step
+            };
+            let mut evaluated = false;
+            for q in [left, right] {
+                if q > pa && q < pb && self.evaluated_at(q).is_none() {
+                    self.counts.crossings += 1;
+                    self.evaluate(q)?;
+                    evaluated = true;
+                }
+            }
+            if !evaluated {
+                // p lies between the two midpoints around the crossing: only if the f32
+                // midpoints are not multiples of the step (thresholds below 2^-24).
+                self.counts.checked += 1;
+                return self.evaluate(p);
+            }
         }
+        self.answer_from_lines(p)
     }
 
     /// The highest known line at `p` if it leads every other by the margin, else the DP's
@@ -353,13 +385,26 @@ mod tests {
     }
 
     #[test]
-    fn a_crossing_within_the_margin_of_a_midpoint_is_checked() {
-        // They cross 1.25e-12 above 0.5: too close to tell from the lines there.
+    fn a_crossing_between_midpoints_costs_the_two_around_it() {
+        // They cross 1.25e-12 above 0.5: 0.5 and the next midpoint are evaluated, and the
+        // kept p needs nothing more.
         let lines = [(0.0, 1.0), (2.0, 3.0 + 1e-11)];
         let (plain, by_lines, counts) = both(&lines, 0.001);
         assert_eq!(plain, by_lines);
-        assert_eq!(counts.checked, 1, "{counts:?}");
-        assert_eq!(counts.crossings, 1, "{counts:?}");
+        assert_eq!(by_lines.entries()[1].p, 0.5 + 1.0 / 1024.0);
+        assert_eq!(counts.crossings, 2, "{counts:?}");
+        assert_eq!(counts.evaluations, 4, "{counts:?}");
+    }
+
+    #[test]
+    fn lines_within_the_margin_are_left_to_the_dp() {
+        // Two partitions whose qualities differ in the 12th digit: the bisection halves down
+        // to the threshold between them, and every midpoint is the DP's to answer.
+        let lines = [(1.0, 1.0), (1.0 + 1e-12, 1.0 + 1e-12)];
+        let (plain, by_lines, counts) = both(&lines, 0.001);
+        assert_eq!(plain, by_lines);
+        assert_eq!(counts.predicted, 0, "{counts:?}");
+        assert!(counts.checked >= 10, "{counts:?}");
     }
 
     #[test]
