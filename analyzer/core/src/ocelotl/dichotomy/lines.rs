@@ -18,18 +18,25 @@
 //! answers if it beats every other known line there by more than [`LINE_MARGIN`] (the DP's
 //! rounding, ties between partitions of equal value, and partitions of the same quality by
 //! another structure all fall inside that margin); otherwise, and at every p already
-//! evaluated, the DP's own answer is used. Where A and B are the same line within the margin
-//! (partitions differing in their last bits), nothing is searched and every midpoint is the
-//! DP's, as in the plain bisection. A breakpoint costs about the two DPs around it (which
-//! also give its entry of the list) instead of the bisection's eight or so.
+//! evaluated, the DP's own answer is used. Where A and B are the same line within the margin,
+//! nothing is searched. A breakpoint costs about the two DPs around it (which also give its
+//! entry of the list) instead of the bisection's eight or so.
+//!
+//! Twins, partitions whose qualities lpaggreg's list counts as equal (1e-13) but whose last
+//! bits differ (the same areas summed in another order), make the plain bisection halve
+//! between them down to the threshold, since its rule compares bits; everything it meets
+//! there is within rounding of them and is dropped from the list as equal to its left
+//! neighbour, and so is the interval's right end. So an interval between twins is not
+//! halved, and a midpoint where the leading lines are twins takes the leader.
 //!
 //! Two partitions of the same quality bits by different structures (symmetric producers)
 //! pass every line test, and the DP may return either depending on p. So every p of the
 //! final list not yet evaluated is evaluated for its own partition; if one of those DPs
 //! returns another quality than the lines said, the bisection is replayed with it known.
 //! What is left assumed: a partition the DP never returned is never its answer at a
-//! midpoint where a known line leads by the margin, which holds up to the DP's rounding by
-//! the argument above. The tests compare the whole list (p, quality bits, partitions) with
+//! midpoint where a known line leads by the margin, and nothing but twins is met between
+//! twins, which both hold up to the DP's rounding by the argument above (a partition that
+//! is not a twin would have to touch the envelope within rounding exactly at a midpoint). The tests compare the whole list (p, quality bits, partitions) with
 //! the plain bisection's on random tie-heavy trees, every reference vector and the bench's
 //! 10×10×10 tree.
 
@@ -61,6 +68,8 @@ pub(crate) struct LineCounts {
     pub verified: usize,
     /// Replays of the bisection after such a DP found another quality.
     pub replays: usize,
+    /// Intervals between twins (see [`bisect_by_lines`]) not halved.
+    pub twin_intervals: usize,
 }
 
 /// Runs the spatiotemporal bisection of `threshold` with the lines described in the module
@@ -87,6 +96,7 @@ pub(crate) fn bisect_by_lines<P: Clone + PartialEq + Send>(
     // with it known (each round evaluates new p, so this ends).
     let kept = loop {
         s.counts.predicted = 0;
+        s.counts.twin_intervals = 0;
         let mut raw = vec![(0.0f32, zero)];
         s.explore(threshold, 0.0, 1.0, zero, one, &mut raw)?;
         raw.push((1.0, one));
@@ -262,8 +272,8 @@ impl<P: PartialEq> Search<'_, P> {
         self.answer_from_lines(p)
     }
 
-    /// The highest known line at `p` if it leads every other by the margin, else the DP's
-    /// answer there.
+    /// The highest known line at `p` if it leads every other but its twins by the margin,
+    /// else the DP's answer there.
     fn answer_from_lines(&mut self, p: f64) -> Result<usize, Cancelled> {
         let mut best: Option<(f64, usize)> = None;
         for (i, l) in self.lines.iter().enumerate() {
@@ -275,17 +285,15 @@ impl<P: PartialEq> Search<'_, P> {
         let Some((top, leader)) = best else {
             return self.evaluate(p);
         };
-        let runner_up = self
-            .lines
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != leader)
-            .map(|(i, l)| (l.value(p), i))
-            .max_by(|x, y| x.0.total_cmp(&y.0));
-        let clear = match runner_up {
-            None => true,
-            Some((v, i)) => top - v > self.margin(p, &[leader, i]),
-        };
+        // Partitions within the margin of the leader are fine if they are its twins (the
+        // same quality to lpaggreg's 1e-13): the DP may return any of them, and which one
+        // only matters where the list keeps it, and those p are evaluated.
+        let leading = self.lines[leader].quality;
+        let clear = self.lines.iter().enumerate().all(|(i, l)| {
+            i == leader
+                || top - l.value(p) > self.margin(p, &[leader, i])
+                || l.quality.nearly_equal(leading)
+        });
         if clear && top.is_finite() {
             self.counts.predicted += 1;
             Ok(leader)
@@ -310,6 +318,14 @@ impl<P: PartialEq> Search<'_, P> {
         let Some(pm) = Bisection::Spatiotemporal.midpoint(p1, p2, qa, qb, threshold) else {
             return Ok(());
         };
+        if qa.nearly_equal(qb) {
+            // Twins (the same quality to 1e-13, other last bits): lpaggreg halves on, but
+            // whatever it meets inside is within rounding of them (no line rises above both
+            // ends' DP answers), so every entry it adds there, and the right end, are
+            // dropped from the list as equal to their left neighbours.
+            self.counts.twin_intervals += 1;
+            return Ok(());
+        }
         let m = self.at_midpoint(pm)?;
         self.explore(threshold, p1, pm, a, m, out)?;
         out.push((pm, m));
@@ -405,6 +421,25 @@ mod tests {
         assert_eq!(plain, by_lines);
         assert_eq!(counts.predicted, 0, "{counts:?}");
         assert!(counts.checked >= 10, "{counts:?}");
+    }
+
+    #[test]
+    fn twins_are_not_halved_between() {
+        // Two partitions of the same quality but for the last bits, crossing at 5/11: the
+        // plain bisection halves between them down to the threshold, all of it dropped.
+        let g = 3.0;
+        let twin = (g * (1.0 + 2.0 * f64::EPSILON), 1.0 + 5.0 * f64::EPSILON);
+        let lines = [(0.0, 0.0), (g, 1.0), twin];
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let dp = envelope(&lines);
+        let plain = bisect(0.001, Bisection::Spatiotemporal, &|p: f32| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            dp(f64::from(p))
+        });
+        let (by_lines, counts) = bisect_by_lines(0.001, &|p: f64| Ok(dp(p)), &Unobserved).unwrap();
+        assert_eq!(plain, by_lines);
+        assert!(counts.twin_intervals >= 1, "{counts:?}");
+        assert!(counts.evaluations < calls.into_inner(), "{counts:?}");
     }
 
     #[test]
