@@ -201,6 +201,12 @@ pub trait ConfigStore {
     fn keep_start(now: u64) -> Self::Start;
     /// The session's start in ticks, from what the agent kept.
     fn start_ticks(&self, kept: Self::Start) -> u64;
+    /// Whether the session's id and start are already in the probe control block at `control`
+    /// (where a [`ProbeConfig`] keeps them): [`Agent::attach_probe`] then leaves them as they are.
+    fn session_in(&self, control: *const ()) -> bool {
+        let _ = control;
+        false
+    }
 }
 
 impl ConfigStore for Config {
@@ -283,6 +289,12 @@ impl<const CPUS: usize> ConfigStore for ProbeConfig<CPUS> {
     fn keep_start(_: u64) {}
     fn start_ticks(&self, (): ()) -> u64 {
         self.control.start_ticks.get()
+    }
+    fn session_in(&self, control: *const ()) -> bool {
+        core::ptr::eq(
+            (self.control as *const ProbeControl<CPUS>).cast::<()>(),
+            control,
+        )
     }
 }
 
@@ -587,6 +599,18 @@ unsafe fn varint_u64_wide(mut at: *mut u8, mut v: u64) -> *mut u8 {
     }
 }
 
+/// Writes the zigzag of an address delta outside 32 bits signed (a rare case: out of line and cold,
+/// so that the record path's registers are chosen for the usual one); returns the byte after it.
+///
+/// # Safety
+/// Ten bytes from `at` are writable.
+#[cold]
+#[inline(never)]
+unsafe fn address_wide(at: *mut u8, d: u64) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe { varint_u64_wide(at, socscope_wire::varint::zigzag(d as i64)) }
+}
+
 /// The longest varint of a `u32`, a `u64`.
 const V32: usize = 5;
 const V64: usize = 10;
@@ -595,17 +619,19 @@ const V64: usize = 10;
 const RECORD_HEAD: usize = 3 + V32;
 
 /// The first argument of the record paths ([`Agent::push_small`] and the others), in one register: the
-/// CPU (bits 0–15), the record type (bits 16–22: built-in ids are below 128), the values' shape (bits
-/// 23–25: [`NO_VALUE`] and the others; for [`Agent::push_values`], [`ONE_ADDRESS`] says the last value
-/// is an address) and the longest encoding of the values (bits 26–31), all but the CPU known when the
-/// kind is compiled. A path that knows its shape gets [`NO_VALUE`] here: its head is then a constant of
-/// one instruction (`cpu | type << 16`), where the shape's bits would take two.
+/// record type (bits 0–6: built-in ids are below 128), the values' shape (bits 7–9: [`NO_VALUE`] and
+/// the others; for [`Agent::push_values`], [`ONE_ADDRESS`] says the last value is an address), the
+/// longest encoding of the values (bits 10–15) and the CPU (bits 16–31). All but the CPU are known
+/// when the kind is compiled, and they fill the low half: at a call site with a constant CPU 0 (a
+/// single-core board) the head is one 16-bit constant, one instruction (`movw`), where a CPU in the
+/// low half took two (`movw`, `movt`). A path that knows its shape gets [`NO_VALUE`] here: its head
+/// is then the type alone, an 8-bit constant.
 const fn record_head(cpu: u16, ty: Builtin, shape: u8) -> u32 {
-    cpu as u32 | (ty.id() as u32 & 0x7f) << 16 | shape_bits(shape)
+    (cpu as u32) << 16 | (ty.id() as u32 & 0x7f) | shape_bits(shape)
 }
 
 /// A shape and the longest encoding of a record of that shape (type, delta, values) in a
-/// [`record_head`]'s bits 23–31; none for [`NO_VALUE`].
+/// [`record_head`]'s bits 7–15; none for [`NO_VALUE`].
 const fn shape_bits(shape: u8) -> u32 {
     let params_len = match shape {
         NO_VALUE => return 0,
@@ -614,23 +640,28 @@ const fn shape_bits(shape: u8) -> u32 {
         TWO_U32 => 2 * V32,
         _ => 0,
     };
-    (shape as u32) << 23 | ((RECORD_HEAD + params_len) as u32) << 26
+    (shape as u32) << 7 | ((RECORD_HEAD + params_len) as u32) << 10
 }
 
-/// The record type, shape and values' longest encoding of a [`record_head`].
+/// The CPU, record type, shape and values' longest encoding of a [`record_head`].
+#[inline(always)]
+const fn head_cpu(head: u32) -> u16 {
+    (head >> 16) as u16
+}
+
 #[inline(always)]
 const fn head_type(head: u32) -> u16 {
-    (head >> 16) as u16 & 0x7f
+    head as u16 & 0x7f
 }
 
 #[inline(always)]
 const fn head_shape(head: u32) -> u8 {
-    (head >> 23) as u8 & 7
+    (head >> 7) as u8 & 7
 }
 
 #[inline(always)]
 const fn head_params_len(head: u32) -> usize {
-    ((head >> 26) as usize).wrapping_sub(RECORD_HEAD)
+    ((head >> 10) as usize & 0x3f).wrapping_sub(RECORD_HEAD)
 }
 
 /// What [`Agent::push_small`] writes after a record's type and delta (the shape in its `head`): nothing,
@@ -1024,14 +1055,15 @@ impl<
         if config.cpu_count == 0 || usize::from(config.cpu_count) > CPUS {
             return Err(AgentError::BadCpu);
         }
-        let names = [
-            config.board,
-            config.soc,
-            config.os,
-            config.application,
-            config.token,
-        ];
-        if names.iter().any(|name| name.len() > MAX_NAME_LEN) {
+        // Field by field (an array of the five names would be copied to the stack first: flash for
+        // a check that runs once).
+        let too_long = |name: &str| name.len() > MAX_NAME_LEN;
+        if too_long(config.board)
+            || too_long(config.soc)
+            || too_long(config.os)
+            || too_long(config.application)
+            || too_long(config.token)
+        {
             return Err(AgentError::NameTooLong);
         }
         Ok(())
@@ -1180,7 +1212,10 @@ impl<
 
     /// Every custom event type declared: the static tables', then those registered one by one.
     fn custom_types(&self) -> impl Iterator<Item = &EventTypeDef<'static>> {
-        self.static_types.iter().chain(self.types.iter())
+        // An agent with no room for types registered one by one (`TYPES` 0) has none: no loop over
+        // them in the code (the compiler cannot know that the vector's length stays 0).
+        let registered: &[EventTypeDef<'static>] = if TYPES == 0 { &[] } else { &self.types };
+        self.static_types.iter().chain(registered)
     }
 
     fn check_producer(&mut self, def: &ProducerDef<'static>) -> Result<(), AgentError> {
@@ -1272,24 +1307,10 @@ impl<
         });
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.record_again::<X>(cpu, type_id, values, max_len, now),
-        }
-    }
-
-    /// [`Agent::record`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn record_again<X: Exclusion>(
-        &self,
-        cpu: u16,
-        type_id: u16,
-        values: &[ParamValue<'_>],
-        params_len: usize,
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(cpu, params_len, now) {
-            Ok(()) => self.record_via::<X>(cpu, type_id, values),
-            Err(outcome) => outcome,
+            Err(now) => match self.make_room::<X>(cpu, max_len, now) {
+                Ok(()) => self.record_via::<X>(cpu, type_id, values),
+                Err(outcome) => outcome,
+            },
         }
     }
 
@@ -1318,7 +1339,7 @@ impl<
     fn push_values<X: Exclusion>(&self, head: u32, values: &[u64]) -> Result<Recorded, AgentError> {
         let address_last = head_shape(head) == ONE_ADDRESS;
         let stored = self.push_with::<X>(
-            head as u16,
+            head_cpu(head),
             head_type(head),
             values.len() * V64,
             |c, ring| {
@@ -1336,32 +1357,20 @@ impl<
         );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_values_again::<X>(head, values, now),
-        }
-    }
-
-    /// [`Agent::push_values`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_values_again<X: Exclusion>(
-        &self,
-        head: u32,
-        values: &[u64],
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, values.len() * V64, now) {
-            Ok(()) => self.push_values::<X>(head, values),
-            Err(outcome) => outcome,
+            Err(now) => match self.make_room::<X>(head_cpu(head), values.len() * V64, now) {
+                Ok(()) => self.push_values::<X>(head, values),
+                Err(outcome) => outcome,
+            },
         }
     }
 
     /// The record path of the built-in kinds with at most two values (the common kinds: `irq_entry`,
     /// `context_switch`, `wakeup`, `mark`, the exits…): `head` is [`record_head`], whose shape says
     /// what `lo` and `hi` hold; the values come in registers and are written with no loop. `COPY`:
-    /// [`SHARED`], one copy for the kinds with no value, one value of up to 32 bits or one of up to 64
-    /// (the shape tested when the record is written), or a copy of its own for [`TWO_U32`] and
-    /// [`ONE_ADDRESS`] (the context switch and the functions, near the bound of 100 instructions
-    /// with a test of the shape: see BENCHMARKS.md).
+    /// [`SHARED`], one copy for the kinds with no value, one value of up to 64 bits or two of up to 32
+    /// (the shape tested when the record is written: one copy in flash for all of them), or a copy of
+    /// its own for [`ONE_ADDRESS`] (the functions: `user_entry` is near the bound of 100 instructions,
+    /// where the shape test of the shared copy would add to it: see BENCHMARKS.md).
     #[inline(never)]
     fn push_small<X: Exclusion, const COPY: u8>(
         &self,
@@ -1375,31 +1384,28 @@ impl<
         };
         let stored =
             self.push_with::<X>(
-                head as u16,
+                head_cpu(head),
                 head_type(head),
                 params_len,
                 |c, ring| match COPY {
-                    TWO_U32 => {
-                        c.u32(lo);
-                        c.u32(hi);
-                    }
                     ONE_ADDRESS => address(c, ring, u64::from(hi) << 32 | u64::from(lo)),
                     _ => match head_shape(head) {
-                        ONE_U32 => c.u32(lo),
-                        ONE_U64 => c.u64(u64::from(hi) << 32 | u64::from(lo)),
-                        _ => {}
+                        NO_VALUE_SHARED => {}
+                        TWO_U32 => {
+                            c.u32(lo);
+                            c.u32(hi);
+                        }
+                        // One value: a `ONE_U32` kind passes `hi` 0, so this is its `u32`.
+                        _ => c.u64(u64::from(hi) << 32 | u64::from(lo)),
                     },
                 },
             );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => {
-                let head = match COPY {
-                    SHARED => head,
-                    _ => head | shape_bits(COPY),
-                };
-                self.push_small_again::<X>(head, lo, hi, now)
-            }
+            Err(now) => match self.make_room::<X>(head_cpu(head), params_len, now) {
+                Ok(()) => self.push_small::<X, COPY>(head, lo, hi),
+                Err(outcome) => outcome,
+            },
         }
     }
 
@@ -1412,7 +1418,7 @@ impl<
         nr: u32,
         args: &[u64; 4],
     ) -> Result<Recorded, AgentError> {
-        let stored = self.push_with::<X>(head as u16, head_type(head), V32 + 4 * V64, |c, _| {
+        let stored = self.push_with::<X>(head_cpu(head), head_type(head), V32 + 4 * V64, |c, _| {
             c.u32(nr);
             // Each read just before it is written: one register for the arguments' address instead of
             // eight for their values (which pushed the section's token onto the stack).
@@ -1424,43 +1430,10 @@ impl<
         });
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_syscall_again::<X>(head, nr, args, now),
-        }
-    }
-
-    /// [`Agent::push_syscall`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_syscall_again<X: Exclusion>(
-        &self,
-        head: u32,
-        nr: u32,
-        args: &[u64; 4],
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, V32 + 4 * V64, now) {
-            Ok(()) => self.push_syscall::<X>(head, nr, args),
-            Err(outcome) => outcome,
-        }
-    }
-
-    /// [`Agent::push_small`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_small_again<X: Exclusion>(
-        &self,
-        head: u32,
-        lo: u32,
-        hi: u32,
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, head_params_len(head), now) {
-            Ok(()) => match head_shape(head) {
-                TWO_U32 => self.push_small::<X, TWO_U32>(head, lo, hi),
-                ONE_ADDRESS => self.push_small::<X, ONE_ADDRESS>(head, lo, hi),
-                _ => self.push_small::<X, SHARED>(head, lo, hi),
+            Err(now) => match self.make_room::<X>(head_cpu(head), V32 + 4 * V64, now) {
+                Ok(()) => self.push_syscall::<X>(head, nr, args),
+                Err(outcome) => outcome,
             },
-            Err(outcome) => outcome,
         }
     }
 
@@ -1474,7 +1447,7 @@ impl<
         text: &str,
     ) -> Result<Recorded, AgentError> {
         let stored = self.push_with::<X>(
-            head as u16,
+            head_cpu(head),
             head_type(head),
             2 * V32 + text.len(),
             |c, _| {
@@ -1487,23 +1460,10 @@ impl<
         );
         match stored {
             Ok(outcome) => outcome,
-            Err(now) => self.push_string_again::<X>(head, number, text, now),
-        }
-    }
-
-    /// [`Agent::push_string`] after [`Agent::make_room`].
-    #[cold]
-    #[inline(never)]
-    fn push_string_again<X: Exclusion>(
-        &self,
-        head: u32,
-        number: Option<u32>,
-        text: &str,
-        now: u64,
-    ) -> Result<Recorded, AgentError> {
-        match self.make_room::<X>(head as u16, 2 * V32 + text.len(), now) {
-            Ok(()) => self.push_string::<X>(head, number, text),
-            Err(outcome) => outcome,
+            Err(now) => match self.make_room::<X>(head_cpu(head), 2 * V32 + text.len(), now) {
+                Ok(()) => self.push_string::<X>(head, number, text),
+                Err(outcome) => outcome,
+            },
         }
     }
 
@@ -1651,10 +1611,10 @@ impl<
         now: u64,
     ) -> Recorded {
         let probe = self.probe().and_then(|p| p.rings.get(cpu));
-        if let Some(p) = probe {
-            take_released::<BLOCKS>(p, state);
+        match probe {
+            Some(p) => probe_settle::<BLOCK, BLOCKS>(ring, state, p, false),
+            None => close_open::<BLOCK, BLOCKS>(ring, state),
         }
-        close_open_published::<BLOCK, BLOCKS>(ring, state, probe);
         if state.closed >= BLOCKS {
             let may_overwrite = self.mode() == Mode::PostMortem
                 && !state.in_flight
@@ -1720,9 +1680,15 @@ impl<
         c.cpu_count
             .store(u32::from(self.config.cpu_count()), Relaxed);
         c.tick_rate_hz.set(self.config.get().tick_rate_hz);
-        c.session_id.set(self.config.session_id());
-        c.start_ticks
-            .set(self.config.start_ticks(self.session_start_ticks));
+        // A probe agent attached to its own block: the numbers are there already.
+        if !self
+            .config
+            .session_in((control as *const ProbeControl<CPUS>).cast::<()>())
+        {
+            c.session_id.set(self.config.session_id());
+            c.start_ticks
+                .set(self.config.start_ticks(self.session_start_ticks));
+        }
         c.dictionary.set(dictionary.as_ptr() as usize as u64);
         c.dictionary_len.store(dictionary.len() as u32, Relaxed);
         c.names.set(names.as_ptr() as usize as u64);
@@ -1756,10 +1722,7 @@ impl<
         };
         for (cpu, p) in control.rings.iter().enumerate() {
             self.with_ring(cpu, |ring, s| {
-                take_released::<BLOCKS>(p, s);
-                if s.open() && s.count > 0 {
-                    close_open_published::<BLOCK, BLOCKS>(ring, s, Some(p));
-                }
+                probe_settle::<BLOCK, BLOCKS>(ring, s, p, true)
             });
         }
     }
@@ -1773,9 +1736,10 @@ impl<
         };
         for (cpu, p) in control.rings.iter().enumerate() {
             self.with_ring(cpu, |ring, s| {
-                take_released::<BLOCKS>(p, s);
-                close_open_published::<BLOCK, BLOCKS>(ring, s, Some(p));
-                p.sequences.set(s.next());
+                probe_settle::<BLOCK, BLOCKS>(ring, s, p, false);
+                // No block is open now: the next sequence number is `next_seq` (`s.next()`
+                // would test that again).
+                p.sequences.set(s.next_seq);
                 p.dropped.set(s.dropped);
             });
         }
@@ -2363,16 +2327,21 @@ fn open_base_ticks<const BLOCK: usize, const BLOCKS: usize>(
     })
 }
 
-/// [`close_open`], and in probe mode the block's publication to the host (its `closed` count advanced
-/// after the block's numbers are in its head).
-fn close_open_published<const BLOCK: usize, const BLOCKS: usize>(
+/// Probe mode, inside the critical section: frees the blocks the host released
+/// ([`take_released`]), then closes the open block (unless `keep_empty` and it holds no record) and
+/// publishes it to the host (its `closed` count advanced after the block's numbers are in its head).
+/// One copy out of line for the block switch, [`Agent::probe_close_blocks`] and
+/// [`Agent::probe_finish`].
+#[inline(never)]
+fn probe_settle<const BLOCK: usize, const BLOCKS: usize>(
     ring: &Ring<BLOCK, BLOCKS>,
     s: &mut RingState,
-    probe: Option<&ProbeRing>,
+    p: &ProbeRing,
+    keep_empty: bool,
 ) {
-    let was_open = s.open();
-    close_open::<BLOCK, BLOCKS>(ring, s);
-    if was_open && let Some(p) = probe {
+    take_released::<BLOCKS>(p, s);
+    if s.open() && !(keep_empty && s.count == 0) {
+        close_open::<BLOCK, BLOCKS>(ring, s);
         p.publish_closed();
     }
 }
@@ -2490,7 +2459,11 @@ fn address(c: &mut Cursor, ring: &mut RingState, a: u64) {
         // The delta fits 32 bits signed (the usual case): its zigzag in 32-bit arithmetic.
         c.u32((lo << 1) ^ sign);
     } else {
-        c.u64(socscope_wire::varint::zigzag(d as i64));
+        // Outside 32 bits signed, the zigzag is 2^32 or more: the wide varint, with no test of its
+        // high half (`Cursor::u64` would inline the short cases once more, which never apply).
+        c.reserve(V64);
+        // SAFETY: as in `Cursor::u64`: the record reserved the varint's longest encoding from here.
+        c.at = unsafe { address_wide(c.at, d) };
     }
 }
 
@@ -2548,7 +2521,7 @@ macro_rules! record_kinds {
 record_kinds! {
     /// `C`: the running thread on `cpu` changes from `prev` to `next`.
     context_switch(prev: u32, next: u32) =>
-        push_small[TWO_U32](ContextSwitch, NO_VALUE, prev, next);
+        push_small[SHARED](ContextSwitch, TWO_U32, prev, next);
     /// `I`: interrupt `irq` starts.
     irq_entry(irq: u32) => push_small[SHARED](IrqEntry, ONE_U32, irq, 0);
     /// `i`: the current interrupt ends.

@@ -16,7 +16,14 @@ record paths). So each instruction is attributed through the image's DWARF line 
   inlined into the agent is the agent's; the board's `Clock::now` inlined into an agent function is
   the board's;
 * an instruction with no project frame at all (memcpy, 64-bit division, the runtime's reset code) is
-  the runtime library's, reported on its own line.
+  the runtime library's, reported on its own line;
+* the agent's code inlined into the firmware's measurement harness (its `bench` mode: the function
+  `socscope_cortex_m::bench` and the closures it times, each one record call) is reported on its own
+  line, `harness-code-agent`, and not counted as the agent's: no application ships that mode, and
+  its call sites would otherwise count once more every record kind the firmware already calls. The
+  agent's functions those call sites reach are counted as usual, and a constant only those call
+  sites use (the bench's marker text) is not the agent's. Everywhere else the firmware's call sites
+  (its `rec` closures) stay the agent's.
 
 Constant tables: a named `.rodata` symbol of the agent or wire crate is the agent's; an anonymous one
 (a string, a slice of definitions: LTO merges their names) is the agent's when an agent instruction
@@ -62,6 +69,12 @@ def board_symbol(name):
         "SysTick", "PendSV", "DefaultHandler", "HardFault", "main", "reset")
 
 
+def harness_symbol(name):
+    # The firmware's `bench` mode and the closures it times (`<socscope_cortex_m::bench::{closure#N}
+    # as FnOnce<…>>::call_once`).
+    return re.match(r"^<?socscope_cortex_m::bench(::|$)", name) is not None
+
+
 def main():
     # Piped into `head` or `awk` that stops early: end quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -105,6 +118,7 @@ def main():
 
     owner = {}
     bytes_by = collections.Counter()
+    harness_agent = 0
     has_lines = False
     for (addr, size, _), block in zip(insns, blocks):
         lines = block.splitlines()
@@ -127,6 +141,9 @@ def main():
             # function's crate.
             name = enclosing(addr) or ""
             who = "agent" if agent_symbol(name) else "board" if board_symbol(name) else "runtime"
+        if who == "agent" and harness_symbol(enclosing(addr) or ""):
+            harness_agent += size
+            who = "harness"
         owner[addr] = who
         bytes_by[who] += size
     if not has_lines:
@@ -203,6 +220,7 @@ def main():
     print(f"agent-code {bytes_by['agent']}")
     print(f"agent-tables {tables['agent']}")
     print(f"agent-tables-shared {shared}")
+    print(f"harness-code-agent {harness_agent}")
     print(f"board-code {bytes_by['board']}")
     print(f"board-code-in-agent-functions {board_in_agent}")
     print(f"runtime-code {bytes_by['runtime']}")

@@ -10,7 +10,8 @@
 #   2. the agent's flash: the footprint image (targets/footprint: the agent alone, every record kind, the
 #      drain); in the firmware images, the agent's symbols and, exactly, its code and tables with every
 #      instruction attributed through the line tables' inlining (flash-owners.py: the agent's inlined
-#      parts included, the board's clock and critical section inlined into the agent excluded); its RAM:
+#      parts included, the board's clock and critical section inlined into the agent excluded, and the
+#      agent's code inlined into the bench mode's call sites reported on a line of its own); its RAM:
 #      the size of the firmware's agent (`size_of`, printed by the firmware), of its state besides the
 #      ring blocks, and the agent's symbols in the image's .bss (its slot, the probe control block);
 #   3. the longest time interrupts stayed masked and the vsync interrupt's longest latency (the firmware
@@ -105,6 +106,8 @@ agent_flash() {
         v["agent-code"], v["agent-tables"], v["agent-code"] + v["agent-tables"]
       printf "  %s:   not counted: the board'"'"'s clock and critical section inlined in the agent'"'"'s functions %d, the board'"'"'s tables the agent reads (dictionary, declarations) %d; of the agent'"'"'s tables %d also used by the board\n", label,
         v["board-code-in-agent-functions"], v["board-tables-read-by-agent"], v["agent-tables-shared"]
+      printf "  %s:   not counted either: the agent'"'"'s code inlined into the bench mode'"'"'s call sites (measurement harness, no application ships it) %d\n", label,
+        v["harness-code-agent"]
     }'
 }
 

@@ -706,37 +706,65 @@ fn import_into(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if register {
-        // The trace's sync (file, final name, directory) waits on the disk: a thread does it while
-        // this one builds a new catalog aside and syncs it, which may only be linked in once the
-        // trace is durable under its name (`register_written_in` waits for the thread before). A
-        // small import's wall time was mostly these syncs one after the other.
+        // The trace's syncs wait on the disk. A thread syncs the file, links it under its name,
+        // says so, and syncs the directory; meanwhile this thread builds the catalog's row (a new
+        // catalog aside, synced, or the existing one opened). Once the trace is whole under its
+        // name, the row is committed (or the new catalog linked in and its directory synced)
+        // while the thread's directory sync runs, not after it: the two syncs overlap, and the
+        // import reports done only when both are durable. A crash in between can leave the row
+        // durable before the trace's name: `ls` then shows the trace `missing` (as it does for
+        // a trace deleted by hand), never a half-written trace under its name.
         let on_thread = unsynced.clone();
         let name = out.to_path_buf();
+        let (linked_tx, linked_rx) = std::sync::mpsc::sync_channel::<bool>(1);
         let syncing = std::thread::Builder::new()
             .name("import-sync".into())
             .stack_size(64 * 1024)
-            .spawn(move || on_thread.sync_as(&name));
-        let published = std::cell::Cell::new(false);
-        let trace_durable = || {
-            let synced = match syncing {
-                Ok(thread) => thread.join().unwrap_or_else(|_| {
+            .spawn(move || {
+                let linked = on_thread.sync_and_link(&name);
+                // The receiver is gone only when registration ended without waiting for the
+                // name: the directory is synced all the same.
+                let _ = linked_tx.send(linked.is_ok());
+                linked?.sync()
+            });
+        match syncing {
+            Ok(thread) => {
+                let published = std::cell::Cell::new(false);
+                let trace_named = || {
+                    if linked_rx.recv() == Ok(true) {
+                        published.set(true);
+                        Ok(())
+                    } else {
+                        // The thread's own error, more precise, is returned below.
+                        Err(socscope_tracedb::StoreError::Io {
+                            path: out.to_path_buf(),
+                            source: std::io::Error::other(
+                                "the trace could not be synced and named",
+                            ),
+                        })
+                    }
+                };
+                let registered = Catalog::register_written_in(&dir, &db_file, &info, trace_named);
+                let synced = thread.join().unwrap_or_else(|_| {
                     Err(socscope_tracedb::StoreError::Io {
                         path: out.to_path_buf(),
                         source: std::io::Error::other("the thread syncing the trace panicked"),
                     })
-                }),
-                // No thread to be had: sync here.
-                Err(_) => unsynced.sync_as(out),
-            };
-            published.set(synced.is_ok());
-            synced
-        };
-        let registered = Catalog::register_written_in(&dir, &db_file, &info, trace_durable);
-        if published.get() {
-            // Now named `out`: a failed registration removes it under that name.
-            partial.path = out.to_path_buf();
+                });
+                if published.get() || linked_rx.try_recv() == Ok(true) {
+                    // Now named `out`: a failed import removes it under that name.
+                    partial.path = out.to_path_buf();
+                }
+                synced?;
+                registered?;
+            }
+            // No thread to be had: everything in turn, here.
+            Err(_) => {
+                unsynced.sync_as(out)?;
+                partial.path = out.to_path_buf();
+                Catalog::register_written_in(&dir, &db_file, &info, || Ok(()))?;
+            }
         }
-        registered?;
     } else {
         unsynced.sync_as(out)?;
     }

@@ -171,15 +171,18 @@ impl Catalog {
     /// stores them and [`TraceReader::info`] would read them back: one per name (the last one
     /// given), in name order, through their text form.
     ///
-    /// `trace_durable` makes the trace file durable (it syncs it, or waits for the thread that
-    /// does): it is called once, before the catalog names the trace on disk (before a new catalog
-    /// is linked in, or an existing one written), so the catalog never lists a trace that a crash
-    /// could lose, while the new catalog is built and synced meanwhile.
+    /// `trace_named` gives the trace its name, whole and synced (it syncs and links it, or waits
+    /// for the thread that does): it is called once, before the catalog names the trace on disk
+    /// (before a new catalog is linked in, or an existing one written), while the new catalog is
+    /// built and synced meanwhile. The name's own durability (its directory's sync) may still be
+    /// under way: the row is made durable alongside it, not after it (a crash between the two can
+    /// leave a row whose trace is listed `missing`, never a row naming a half-written file), and
+    /// the caller waits for both before it reports the trace registered.
     pub fn register_written_in(
         dir: impl AsRef<Path>,
         db_file: &str,
         info: &TraceInfo,
-        trace_durable: impl FnOnce() -> Result<()>,
+        trace_named: impl FnOnce() -> Result<()>,
     ) -> Result<i64> {
         let mut info = info.clone();
         let params = &mut info.meta.params;
@@ -194,17 +197,17 @@ impl Catalog {
             }
         }
         *params = stored;
-        Self::register_in(dir.as_ref(), db_file, info, trace_durable)
+        Self::register_in(dir.as_ref(), db_file, info, trace_named)
     }
 
     fn register_in(
         dir: &Path,
         db_file: &str,
         info: TraceInfo,
-        trace_durable: impl FnOnce() -> Result<()>,
+        trace_named: impl FnOnce() -> Result<()>,
     ) -> Result<i64> {
-        let mut trace_durable = Some(trace_durable);
-        let mut make_durable = || trace_durable.take().map_or(Ok(()), |f| f());
+        let mut trace_named = Some(trace_named);
+        let mut name_trace = || trace_named.take().map_or(Ok(()), |f| f());
         let record = CatalogEntry {
             id: 0,
             db_file: db_file.to_string(),
@@ -226,7 +229,7 @@ impl Catalog {
                     id = Some(register_on(conn, tmp, &record)?);
                     Ok(())
                 },
-                &mut make_durable,
+                &mut name_trace,
             )?;
             if let (true, Some(id)) = (linked, id) {
                 return Ok(id);
@@ -241,7 +244,7 @@ impl Catalog {
             catalog.commit_durably_leaving_wal()?;
             Ok(catalog)
         });
-        make_durable()?;
+        name_trace()?;
         let catalog = opened?;
         let id = catalog.register(&record)?;
         catalog.fold_in_a_long_wal();

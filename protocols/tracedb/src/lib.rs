@@ -51,5 +51,5 @@ pub use upgrade::{CpuTracks, DERIVED_CPU_SLICES_STAT, UpgradeReport, upgrade_tra
 pub use vtab::register_events_table;
 pub use writer::{
     DEFAULT_MAX_CHUNK_SPAN, DICT_BYTES, DICT_SAMPLE_BYTES, MAX_TRAININGS, SharedDictionaries,
-    TraceWriter, UnsyncedTrace, WriterConfig,
+    TraceWriter, UnsyncedName, UnsyncedTrace, WriterConfig,
 };

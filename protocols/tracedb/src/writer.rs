@@ -1237,6 +1237,15 @@ impl UnsyncedTrace {
     /// only whole and durable, and a process killed at any moment leaves no file named `name`, or a
     /// whole one. Same number of syncs as [`UnsyncedTrace::sync`].
     pub fn sync_as(self, name: &Path) -> Result<()> {
+        let dir = self.sync_and_link(name)?;
+        dir.sync()
+    }
+
+    /// [`UnsyncedTrace::sync_as`] up to the directory's sync, which is left to the caller (the
+    /// returned [`UnsyncedName`]): the file is synced and linked under `name`, so a process killed
+    /// from now on leaves it whole under `name`; the name itself is durable once the directory is
+    /// synced. Lets the caller sync the directory alongside other work that waits on the disk.
+    pub fn sync_and_link(self, name: &Path) -> Result<UnsyncedName> {
         let io = |path: &Path, source| StoreError::Io {
             path: path.to_path_buf(),
             source,
@@ -1260,9 +1269,29 @@ impl UnsyncedTrace {
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        std::fs::File::open(dir)
+        Ok(UnsyncedName {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+/// A name given by [`UnsyncedTrace::sync_and_link`] to a synced trace file, durable once its
+/// directory is synced.
+#[derive(Debug)]
+#[must_use = "the name is durable only once its directory is synced"]
+pub struct UnsyncedName {
+    dir: PathBuf,
+}
+
+impl UnsyncedName {
+    /// Syncs the directory that holds the name.
+    pub fn sync(self) -> Result<()> {
+        std::fs::File::open(&self.dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| io(dir, e))
+            .map_err(|source| StoreError::Io {
+                path: self.dir,
+                source,
+            })
     }
 }
 

@@ -409,6 +409,31 @@ fn registering_a_trace_just_written_lists_what_its_file_holds_once_it_is_durable
     assert_eq!(file_names(fresh.path()), ["c.db"]);
 }
 
+/// `sync_and_link` gives a synced trace its name and leaves the directory's sync to its caller
+/// (an import overlaps it with the catalog's commit); a name that exists is refused and left as it
+/// is, and the trace stays under the name it was written under.
+#[test]
+fn a_written_trace_is_linked_under_a_free_name_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let building = dir.path().join(".a.db.importing-1");
+    let (info, unsynced) = write_unsynced(&building);
+    let taken = dir.path().join("taken.db");
+    std::fs::write(&taken, b"someone else's").unwrap();
+    let err = unsynced.clone().sync_and_link(&taken).unwrap_err();
+    assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
+    assert_eq!(std::fs::read(&taken).unwrap(), b"someone else's");
+    assert!(building.exists());
+
+    let name = unsynced.sync_and_link(&dir.path().join("a.db")).unwrap();
+    assert!(!building.exists());
+    let read = TraceReader::open(dir.path().join("a.db"))
+        .unwrap()
+        .info()
+        .unwrap();
+    assert_eq!(read.event_count, info.event_count);
+    name.sync().unwrap();
+}
+
 /// An import's update of an existing catalog commits with one sync of the WAL and leaves the WAL
 /// in place: the row is on disk (in the WAL) once the call returns, every later opener reads it,
 /// the WAL stays bounded however many imports follow, and the next connection that closes
