@@ -68,7 +68,7 @@ pub(crate) struct LineCounts {
     pub verified: usize,
     /// Replays of the bisection after such a DP found another quality.
     pub replays: usize,
-    /// Intervals between twins (see [`bisect_by_lines`]) not halved.
+    /// Intervals between twins (see the module documentation) not halved.
     pub twin_intervals: usize,
 }
 
