@@ -208,8 +208,10 @@ pub struct AggregateArgs {
     pub memory_budget: u64,
     /// The spatiotemporal algorithm: `exact` (lpaggreg's results bit for bit), `scalable`
     /// (the same results bit for bit, on a memory schedule for long series of many
-    /// producers: qualities recomputed at every p, two leaves at a time), or `auto`: exact
-    /// while its qualities fit in the memory budget kept, scalable above that size.
+    /// producers: qualities recomputed at every p, two leaves at a time; the bisection runs a
+    /// DP only where the partitions' quality lines met so far cannot tell its answer, so far
+    /// fewer p are evaluated), or `auto`: exact while its qualities fit in the memory budget
+    /// kept, scalable above that size.
     #[arg(long, value_enum, default_value = "auto")]
     pub algorithm: AlgorithmArg,
     /// One JSON document instead of text.

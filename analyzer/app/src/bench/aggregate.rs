@@ -152,12 +152,17 @@ pub fn compare(slices: &[usize]) -> Result<ExitCode> {
         errln!(
             "10x10x10 U=4 T={t}: {} of {} p values of the exact list with another partition; \
              p lists {}; largest relative difference {:.3e} (partition qualities), {:.3e} \
-             (area qualities); {:.1} s",
+             (area qualities); DPs: {} by the exact bisection, {} by the scalable search by \
+             lines ({} at line crossings, {} midpoints answered from lines); {:.1} s",
             c.differing_partitions,
             c.exact_ps,
             if c.same_p_list { "equal" } else { "different" },
             c.max_relative_partition_quality_difference,
             c.max_relative_area_quality_difference,
+            c.exact_evaluations,
+            c.scalable_evaluations,
+            c.scalable_crossing_evaluations,
+            c.scalable_predicted_midpoints,
             started.elapsed().as_secs_f64()
         );
         out.push(json!({"case": format!("spatiotemporal 10x10x10 U=4 T={t}"), "comparison": c, "loadavg": loadavg()}));

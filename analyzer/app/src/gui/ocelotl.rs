@@ -241,7 +241,7 @@ impl OcelotlView {
             &a.result
             && agg.algorithm() == socscope_analysis::ocelotl::Algorithm::Scalable
         {
-            ui.weak("scalable algorithm (qualities recomputed at every p, two leaves at a time): this tree × slice count is above the size where the qualities fit in memory; the results are the exact algorithm's");
+            ui.weak("scalable algorithm (qualities recomputed at every p, two leaves at a time; p evaluated only where the quality lines found so far cannot tell the partition): this tree × slice count is above the size where the qualities fit in memory; the results are the exact algorithm's");
         }
         if a.complete {
             return;

@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+mod lines;
+pub(crate) use lines::{LineCounts, bisect_by_lines};
+
 /// Gain and loss of an aggregate or of a whole partition (sums of its aggregates).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Quality {
@@ -35,6 +38,38 @@ pub(crate) enum Bisection {
     Temporal,
     /// `DLPAggreg`: explore only if gain AND loss both differ; dedupe within 1e-13.
     Spatiotemporal,
+}
+
+impl Bisection {
+    /// The p where the interval `[p1, p2]` with end qualities `qa` and `qb` is halved, or
+    /// `None` if the rule leaves it unexplored; in the original's float arithmetic.
+    pub(crate) fn midpoint(
+        self,
+        p1: f32,
+        p2: f32,
+        qa: Quality,
+        qb: Quality,
+        threshold: f32,
+    ) -> Option<f32> {
+        let width = p2 - p1;
+        let go = match self {
+            Bisection::Temporal => {
+                !((qa.gain == qb.gain && qa.loss == qb.loss) || width <= threshold)
+            }
+            Bisection::Spatiotemporal => {
+                qa.gain != qb.gain && qa.loss != qb.loss && width > threshold
+            }
+        };
+        go.then(|| p1 + width / 2.0)
+    }
+
+    /// Whether an entry of quality `b` following one of quality `a` stays in the final list.
+    pub(crate) fn distinct(self, a: Quality, b: Quality) -> bool {
+        match self {
+            Bisection::Temporal => !(a.gain == b.gain && a.loss == b.loss),
+            Bisection::Spatiotemporal => !a.nearly_equal(b),
+        }
+    }
 }
 
 /// One significant p: the smallest evaluated p (a multiple of the threshold's power of two)
@@ -297,15 +332,7 @@ impl<P: Send> Run<'_, P> {
         // Each entry is compared with its original left neighbour, and dropped if equal: that
         // keeps the smallest p of every run, as the original's backward deletion loop does.
         let keep: Vec<bool> = (0..raw.len())
-            .map(|i| {
-                i == 0 || {
-                    let (a, b) = (raw[i - 1].quality, raw[i].quality);
-                    match self.rule {
-                        Bisection::Temporal => !(a.gain == b.gain && a.loss == b.loss),
-                        Bisection::Spatiotemporal => !a.nearly_equal(b),
-                    }
-                }
-            })
+            .map(|i| i == 0 || self.rule.distinct(raw[i - 1].quality, raw[i].quality))
             .collect();
         let entries = raw
             .into_iter()
@@ -322,16 +349,9 @@ impl<P: Send> Run<'_, P> {
         qa: Quality,
         qb: Quality,
     ) -> Result<Vec<PEntry<P>>, Cancelled> {
-        let width = p2 - p1;
-        let thr = self.threshold;
-        let go = match self.rule {
-            Bisection::Temporal => !((qa.gain == qb.gain && qa.loss == qb.loss) || width <= thr),
-            Bisection::Spatiotemporal => qa.gain != qb.gain && qa.loss != qb.loss && width > thr,
-        };
-        if !go {
+        let Some(pm) = self.rule.midpoint(p1, p2, qa, qb, self.threshold) else {
             return Ok(Vec::new());
-        }
-        let pm = p1 + width / 2.0;
+        };
         let (qm, part) = self.eval(pm)?;
         let (left, right) = self.both(
             || self.explore(p1, pm, qa, qm),

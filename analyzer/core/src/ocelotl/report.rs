@@ -107,7 +107,8 @@ pub struct AggregationReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineReport {
     /// `"exact"` or `"scalable"` (the same arithmetic, so lpaggreg's bits, on a schedule
-    /// that recomputes the qualities at every p, two leaves at a time); the temporal
+    /// that recomputes the qualities at every p, two leaves at a time, and a bisection that
+    /// evaluates only the p its partitions' quality lines cannot answer); the temporal
     /// aggregation is always exact.
     pub algorithm: &'static str,
     /// `"stored"` or `"recomputed"`.

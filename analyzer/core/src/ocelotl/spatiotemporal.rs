@@ -21,7 +21,8 @@ use serde::Serialize;
 
 use super::complexity::{divergence, entropy_reduction, ln_table};
 use super::dichotomy::{
-    Bisection, Cancelled, Observer, PList, Quality, Schedule, Unobserved, bisect_observed,
+    Bisection, Cancelled, LineCounts, Observer, PList, Quality, Schedule, Unobserved,
+    bisect_by_lines, bisect_observed,
 };
 use super::fastlog;
 use super::model::{MicroscopicModel, SpatialHierarchy};
@@ -80,7 +81,8 @@ pub enum Algorithm {
     Exact,
     /// The exact arithmetic on a memory schedule for large sizes (see the `scalable`
     /// module): qualities recomputed per p in post-order, two leaves at a time; the same bits
-    /// as `Exact`.
+    /// as `Exact`. Its bisection evaluates only the p where the quality lines of the
+    /// partitions met so far cannot tell the answer (`dichotomy::lines`): the same list.
     Scalable,
 }
 
@@ -1854,22 +1856,44 @@ impl SpatiotemporalAggregation {
     /// [`Self::significant_ps`], telling `observer` of every evaluated p and of progress
     /// within one, and stopping when it asks. Evaluations run one at a time, each on every
     /// core, so their working memory is held once.
+    ///
+    /// The exact algorithm runs lpaggreg's bisection, a DP at every p it visits. The scalable
+    /// one finds the partitions by their quality lines first and runs a DP only where the
+    /// lines cannot tell the bisection's answer (see `dichotomy::lines`): the same list from
+    /// far fewer DPs.
     pub fn significant_ps_observed(
         &self,
         threshold: f32,
         observer: &dyn Observer<SpatiotemporalPartition>,
     ) -> Result<PList<SpatiotemporalPartition>, Cancelled> {
+        self.significant_ps_counted(threshold, observer)
+            .map(|(list, _)| list)
+    }
+
+    /// [`Self::significant_ps_observed`] with what the search by lines cost (`None` for the
+    /// exact algorithm's plain bisection).
+    pub(crate) fn significant_ps_counted(
+        &self,
+        threshold: f32,
+        observer: &dyn Observer<SpatiotemporalPartition>,
+    ) -> Result<(PList<SpatiotemporalPartition>, Option<LineCounts>), Cancelled> {
         let progress = ObserverProgress(observer);
-        bisect_observed(
-            threshold,
-            Bisection::Spatiotemporal,
-            Schedule::Sequential,
-            &|p| {
-                let part = self.qualities.evaluate(f64::from(p), &progress)?;
-                Ok((part.quality(), part))
-            },
-            observer,
-        )
+        let eval = |p: f64| {
+            let part = self.qualities.evaluate(p, &progress)?;
+            Ok((part.quality(), part))
+        };
+        match self.algorithm() {
+            Algorithm::Exact => bisect_observed(
+                threshold,
+                Bisection::Spatiotemporal,
+                Schedule::Sequential,
+                &|p: f32| eval(f64::from(p)),
+                observer,
+            )
+            .map(|list| (list, None)),
+            Algorithm::Scalable => bisect_by_lines(threshold, &eval, observer)
+                .map(|(list, counts)| (list, Some(counts))),
+        }
     }
 }
 
@@ -2389,5 +2413,44 @@ mod scalable_against_exact {
                 Ok(())
             })
             .unwrap();
+    }
+
+    /// The scalable algorithm's search by lines against the exact algorithm's plain
+    /// bisection: the whole p list, quality bits and partitions, on the same tie-heavy trees.
+    #[test]
+    fn p_lists_of_random_trees_are_the_plain_bisections() {
+        let mut runner = TestRunner::new(Config {
+            cases: 400,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let strategy = (
+            prop::collection::vec(1usize..=3, 1..=3),
+            1usize..=30,
+            1usize..=3,
+            prop::collection::vec(
+                prop_oneof![Just(0.0), Just(1.0), Just(3.0), 0.0..5.0f64],
+                1..=1200,
+            ),
+        );
+        let totals = std::sync::Mutex::new((0usize, 0usize, 0usize));
+        runner
+            .run(&strategy, |(fan_out, t, u, pool)| {
+                let h = SpatialHierarchy::balanced(&fan_out);
+                let s = h.leaf_count(h.root());
+                let values = (0..t * s * u).map(|i| pool[i % pool.len()]).collect();
+                let m = MicroscopicModel::new(t, s, u, values).unwrap();
+                let c = compare_algorithms(&m, &h, 0.001);
+                prop_assert!(c.same_p_list, "{:?}", c);
+                prop_assert_eq!(c.differing_partitions, 0);
+                let mut n = totals.lock().unwrap();
+                n.0 += 1;
+                n.1 += c.exact_evaluations;
+                n.2 += c.scalable_evaluations;
+                Ok(())
+            })
+            .unwrap();
+        let (cases, exact, fast) = *totals.lock().unwrap();
+        println!("{cases} trees: {exact} DPs by the plain bisection, {fast} by the lines");
     }
 }
