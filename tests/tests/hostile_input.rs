@@ -81,13 +81,7 @@ fn a_huge_hostile_board_name_is_cut_and_counted() {
         DEFAULT_MAX_NAME_CHARS
     );
     assert_eq!(ingest_stats(&reader)["names_truncated"], 1);
-    let warnings: Vec<&String> = notices
-        .iter()
-        .filter_map(|n| match n {
-            Notice::FrameDropped { message, .. } => Some(message),
-            _ => None,
-        })
-        .collect();
+    let warnings = dropped_messages(&notices);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
         warnings[0].contains("board name has 120000 characters"),
@@ -110,13 +104,7 @@ fn a_stream_without_any_session_is_said_whole() {
     }
     let (reports, notices) = ingest.finish().unwrap();
     assert!(reports.is_empty());
-    let messages: Vec<&String> = notices
-        .iter()
-        .filter_map(|n| match n {
-            Notice::FrameDropped { message, .. } => Some(message),
-            _ => None,
-        })
-        .collect();
+    let messages = dropped_messages(&notices);
     let total = format!(
         "no session on this stream: {} bytes received, {} of them dropped in 1 frames or fragments",
         bytes.len(),
@@ -132,16 +120,21 @@ fn a_stream_without_any_session_is_said_whole() {
     ingest.feed(&garbage).unwrap();
     let (reports, notices) = ingest.finish().unwrap();
     assert!(reports.is_empty());
-    let messages: Vec<&String> = notices
-        .iter()
-        .filter_map(|n| match n {
-            Notice::FrameDropped { message, .. } => Some(message),
-            _ => None,
-        })
-        .collect();
+    let messages = dropped_messages(&notices);
     assert_eq!(messages.len(), 21, "{messages:#?}");
     assert!(
         messages[20].contains("in 300 frames or fragments, the first 20 said above"),
         "{messages:#?}"
     );
+}
+
+/// The messages of the `FrameDropped` notices, in order.
+fn dropped_messages(notices: &[Notice]) -> Vec<&String> {
+    notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::FrameDropped { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect()
 }

@@ -2381,6 +2381,45 @@ mod scalable_against_exact {
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
 
+    /// A random balanced tree and its model: fan-outs, slices, types, and values drawn from a
+    /// small pool with repeats (tie-heavy).
+    #[derive(Debug, Clone)]
+    struct RandomTree {
+        fan_out: Vec<usize>,
+        slices: usize,
+        types: usize,
+        pool: Vec<f64>,
+    }
+
+    impl RandomTree {
+        fn build(&self) -> (SpatialHierarchy, MicroscopicModel) {
+            let h = SpatialHierarchy::balanced(&self.fan_out);
+            let s = h.leaf_count(h.root());
+            let n = self.slices * s * self.types;
+            let values = (0..n).map(|i| self.pool[i % self.pool.len()]).collect();
+            let m = MicroscopicModel::new(self.slices, s, self.types, values).unwrap();
+            (h, m)
+        }
+    }
+
+    fn random_tree() -> impl Strategy<Value = RandomTree> {
+        (
+            prop::collection::vec(1usize..=3, 1..=3),
+            1usize..=30,
+            1usize..=3,
+            prop::collection::vec(
+                prop_oneof![Just(0.0), Just(1.0), Just(3.0), 0.0..5.0f64],
+                1..=1200,
+            ),
+        )
+            .prop_map(|(fan_out, slices, types, pool)| RandomTree {
+                fan_out,
+                slices,
+                types,
+                pool,
+            })
+    }
+
     #[test]
     fn partitions_of_random_trees_are_the_exact_ones() {
         let mut runner = TestRunner::new(Config {
@@ -2389,21 +2428,12 @@ mod scalable_against_exact {
             ..Config::default()
         });
         let strategy = (
-            prop::collection::vec(1usize..=3, 1..=3),
-            1usize..=30,
-            1usize..=3,
-            prop::collection::vec(
-                prop_oneof![Just(0.0), Just(1.0), Just(3.0), 0.0..5.0f64],
-                1..=1200,
-            ),
+            random_tree(),
             prop_oneof![Just(0.0), Just(1.0), Just(0.5), 0.0..=1.0f64],
         );
         runner
-            .run(&strategy, |(fan_out, t, u, pool, p)| {
-                let h = SpatialHierarchy::balanced(&fan_out);
-                let s = h.leaf_count(h.root());
-                let values = (0..t * s * u).map(|i| pool[i % pool.len()]).collect();
-                let m = MicroscopicModel::new(t, s, u, values).unwrap();
+            .run(&strategy, |(tree, p)| {
+                let (h, m) = tree.build();
                 let exact = SpatiotemporalQualities::compute(&m, &h).best_partition(p);
                 let fast = SpatiotemporalQualities::scalable(&m, &h).best_partition(p);
                 prop_assert_eq!(exact.aggregates(), fast.aggregates());
@@ -2424,22 +2454,11 @@ mod scalable_against_exact {
             failure_persistence: None,
             ..Config::default()
         });
-        let strategy = (
-            prop::collection::vec(1usize..=3, 1..=3),
-            1usize..=30,
-            1usize..=3,
-            prop::collection::vec(
-                prop_oneof![Just(0.0), Just(1.0), Just(3.0), 0.0..5.0f64],
-                1..=1200,
-            ),
-        );
+        let strategy = random_tree();
         let totals = std::sync::Mutex::new((0usize, 0usize, 0usize));
         runner
-            .run(&strategy, |(fan_out, t, u, pool)| {
-                let h = SpatialHierarchy::balanced(&fan_out);
-                let s = h.leaf_count(h.root());
-                let values = (0..t * s * u).map(|i| pool[i % pool.len()]).collect();
-                let m = MicroscopicModel::new(t, s, u, values).unwrap();
+            .run(&strategy, |tree| {
+                let (h, m) = tree.build();
                 let c = compare_algorithms(&m, &h, 0.001);
                 prop_assert!(c.same_p_list, "{:?}", c);
                 prop_assert_eq!(c.differing_partitions, 0);
