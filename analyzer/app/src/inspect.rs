@@ -141,7 +141,7 @@ pub fn repair_one(path: &Path, dir: &Path, reason: &str) -> Result<String> {
 
 /// [`repair_one`], with the outcome.
 fn repair_one_outcome(path: &Path, dir: &Path, reason: &str) -> Result<(String, RepairOutcome)> {
-    let outcome = socscope_tracedb::repair(path, reason)
+    let outcome = socscope_tracedb::repair_checking_blocks(path, reason)
         .with_context(|| format!("while repairing {}", path.display()))?;
     let said = match &outcome {
         RepairOutcome::AlreadyFinished => "already finished: nothing to repair".to_string(),

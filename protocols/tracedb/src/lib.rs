@@ -36,7 +36,7 @@ pub use model::*;
 pub use reader::{ChunkInfo, EventIter, Snapshot, StreamInfo, TraceReader};
 pub use recovery::{
     INTERRUPTED_PARAM, RepairOutcome, Repaired, is_being_written, left_live, left_with_wal, repair,
-    repair_on_full_disk, wal_path,
+    repair_checking_blocks, repair_on_full_disk, wal_path,
 };
 pub use results::*;
 pub use schema::{

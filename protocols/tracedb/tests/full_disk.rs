@@ -231,7 +231,13 @@ fn repair_removes_a_chunk_of_a_finished_trace_whose_blocks_are_damaged() {
         damage.contains(&format!("corrupt event chunk {id}")) && damage.contains("socscope repair"),
         "{damage}"
     );
-    let r = match repair(&path, "test").unwrap() {
+    // What the collector and the demo run when they settle a trace reads only the chunks' headers.
+    assert_eq!(
+        repair(&path, "test").unwrap(),
+        RepairOutcome::AlreadyFinished
+    );
+    assert!(decode_everything(&path).is_err());
+    let r = match repair_checking_blocks(&path, "test").unwrap() {
         RepairOutcome::Repaired(r) => r,
         other => panic!("a damaged finished trace is not left as it is: {other:?}"),
     };
@@ -250,7 +256,7 @@ fn repair_removes_a_chunk_of_a_finished_trace_whose_blocks_are_damaged() {
     assert_eq!(lost, held as u64);
     drop(reader);
     assert_eq!(
-        repair(&path, "test").unwrap(),
+        repair_checking_blocks(&path, "test").unwrap(),
         RepairOutcome::AlreadyFinished
     );
 }
