@@ -1113,6 +1113,17 @@ fn a_referenced_configuration_is_refused_where_a_copy_would_be_cut() {
     assert!(StaticAgent::new_static(clock(), &FLASH_CONFIG, 1).is_ok());
 }
 
+/// Starts a dump at `at` on a link that refuses its `Hello` (blocked): the dump is under way, its
+/// `Hello` not sent.
+fn start_a_dump_whose_hello_waits(agent: &TestAgent, clock: &SharedClock, at: u64) {
+    clock.0.set(at);
+    let mut refused = Capture {
+        blocked: true,
+        ..Capture::default()
+    };
+    assert_eq!(agent.dump(&mut refused), Err(TransportError::WouldBlock));
+}
+
 /// A dump whose `Hello` waits (the link refused it) while records keep coming, on a CPU whose ring
 /// was empty when the dump started too: the `Hello` still announces the window's first block's time
 /// (the agent reads it from the rings when it sends the `Hello`, it does not keep it), and `Bye` the
@@ -1126,12 +1137,7 @@ fn a_dump_whose_hello_waits_announces_the_windows_it_started_with() {
         clock.0.set(100 + i);
         agent.mark(0, i).unwrap();
     }
-    clock.0.set(500);
-    let mut refused = Capture {
-        blocked: true,
-        ..Capture::default()
-    };
-    assert_eq!(agent.dump(&mut refused), Err(TransportError::WouldBlock));
+    start_a_dump_whose_hello_waits(&agent, &clock, 500);
     // After the dump started: blocks closed on both CPUs (CPU 1 had none), and more than the rings
     // hold on CPU 1 (dropped: nothing is overwritten while a dump runs).
     for i in 0..200u64 {
@@ -1165,12 +1171,7 @@ fn a_dump_of_empty_rings_whose_hello_waits_announces_its_own_time() {
     let clock = SharedClock::default();
     let mut agent = Box::new(TestAgent::new(clock.clone(), config()));
     agent.set_mode(Mode::PostMortem);
-    clock.0.set(500);
-    let mut refused = Capture {
-        blocked: true,
-        ..Capture::default()
-    };
-    assert_eq!(agent.dump(&mut refused), Err(TransportError::WouldBlock));
+    start_a_dump_whose_hello_waits(&agent, &clock, 500);
     for i in 0..200u64 {
         clock.0.set(1000 + i);
         let _ = agent.mark(0, i);
